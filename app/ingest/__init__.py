@@ -1,0 +1,95 @@
+"""Dataset upload parsing: uploaded bytes -> feature matrix, labels and a stored encoding.
+
+Pure functions (numpy, scipy, scikit-learn, standard library); no DB or web framework.
+
+Public API
+----------
+``parse_dataset(content, filename="", *, format=None, label=None, drop=None,
+missing="error", n_features=None, header=None, delimiter=None) -> ParsedDataset``
+    Training upload. ``format``: "csv" | "svmlight" | "arff" (aliases tsv, libsvm);
+    None sniffs it (.arff/.csv/.tsv/.svm/.libsvm by extension, else by content: an ARFF
+    "@" header, svmlight "label idx:val" lines, else CSV).
+    ``label``: column name or 0-based index (negative from the end; a digit string works);
+    default last column (CSV/ARFF); svmlight always uses the first field.
+    ``drop``: names, 0-based indexes or fnmatch globs ("TAG_*"); a glob never takes the
+    label and may match nothing; a plain name must exist. svmlight columns are "f1".."fd".
+    ``missing``: "error" (IngestError naming up to 10 rows) or "drop" (drop those rows;
+    only label and feature columns count). ``n_features``: svmlight only.
+    ``header`` / ``delimiter``: CSV only; None sniffs (delimiter among tab, ";", ",").
+
+``ParsedDataset`` (dataclass): ``X`` float64, dense ndarray (CSV, dense ARFF) or CSR with
+    int32 indices (svmlight, sparse ARFF); ``y`` raw labels (int64 if all are integers,
+    float64 if numeric, else numpy str); ``feature_names`` (one-hot as "job=management");
+    ``encoding`` (JSON-able, below); ``format``; ``n_rows_dropped``; ``classes`` (sorted
+    distinct labels as Python values) and ``class_counts``.
+
+``encode_rows(encoding, rows) -> np.ndarray``
+    Prediction-time rows without label -> float64 X laid out like training. A row is a
+    record keyed by original column name (extra keys ignored) or a list with either the
+    feature columns in file order or all non-label input columns (dropped ones ignored).
+    IngestError(field="rows", row=<0-based index>, column=...) on a missing key, wrong
+    length, non-numeric value, NaN/None, inf, or unknown category (message lists the
+    allowed values).
+
+``parse_feature_file(encoding, content, filename="", label=None) -> (X, y | None)``
+    Prediction-time file (CSV/TSV, ARFF, or svmlight if trained on svmlight). Columns are
+    matched by name when the file has a header/ARFF attributes (extra columns ignored),
+    else by position (full training width, or without the label, or features only). y is
+    the label column (training label name, or ``label``) when present and filled, else
+    None. Missing feature values are an error (rows are never dropped here).
+
+``IngestError(ValueError)`` with ``.field``, ``.row`` (1-based file line), ``.column`` and
+    ``.to_dict()``; every problem with an upload or option raises it.
+
+Rules worth knowing
+-------------------
+* CSV missing values: empty, "?", "NA", "NaN", "nan". A column is numeric when all its
+  present values are numbers, else one-hot with sorted categories. inf is an error.
+* ARFF declarations decide kinds: numeric stays numeric; nominal is one-hot in declared
+  order, also when the categories are numbers (phishing's {-1,0,1}: 30 attributes -> 68
+  features). Exception, sparse ARFF: nominal attributes with numeric categories stay one
+  numeric column (bibtex's {0,1}) because one-hot would densify; omitted entries are 0 for
+  numeric and the first declared category for nominal attributes.
+* svmlight: indices 1-based unless an index 0 appears (then 0-based); feature names are
+  "f1".."fd" by position. NaN values count as missing, inf is an error.
+
+Encoding dict (JSON-able)
+-------------------------
+::
+
+    {"version": 1, "format": "csv",
+     "input_columns": ["age", "job", "id", "y"],     # every column of the file, in order
+     "label": "y", "label_index": 3,                  # None/None for svmlight (first field)
+     "dropped": ["id"],
+     "columns": [                                     # feature columns, file order
+         {"name": "age", "kind": "numeric"},
+         {"name": "job", "kind": "categorical", "categories": ["admin.", "technician"]},
+         # sparse-ARFF numeric nominal: {"name": "TAG_x", "kind": "numeric", "values": [0.0, 1.0]}
+     ],
+     "n_output_features": 3, "sparse": False,
+     "delimiter": ";", "header": True,                # CSV only, else None
+     "n_features": None, "zero_based": None}          # svmlight only (input width, base)
+
+Output columns are the ``columns`` blocks in order: one column per numeric entry, one per
+category for categorical entries (``encoding_feature_names`` rebuilds their names).
+"""
+
+from .dataset import ParsedDataset, parse_dataset
+from .encoding import encode_rows, spec_feature_names
+from .errors import IngestError
+from .predict import parse_feature_file
+
+
+def encoding_feature_names(encoding: dict) -> list[str]:
+    """Output feature names of a stored encoding (same as ParsedDataset.feature_names)."""
+    return [n for spec in encoding["columns"] for n in spec_feature_names(spec)]
+
+
+__all__ = [
+    "IngestError",
+    "ParsedDataset",
+    "encode_rows",
+    "encoding_feature_names",
+    "parse_dataset",
+    "parse_feature_file",
+]

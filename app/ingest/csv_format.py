@@ -1,0 +1,171 @@
+"""CSV/TSV reading: delimiter and header sniffing, quoting, ragged-row detection."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import Counter
+
+from .errors import IngestError
+from .table import RawTable
+from .text import clean_token, is_number
+
+CANDIDATE_DELIMITERS = ("\t", ";", ",")  # preference order when several fit
+_DELIMITER_ALIASES = {"\\t": "\t", "tab": "\t", "comma": ",", "semicolon": ";"}
+_SNIFF_LINES = 50
+_HEADER_SAMPLE = 1000
+
+
+def normalize_delimiter(delimiter: str) -> str:
+    """Accept a single character, or spellings a web form tends to send for tab."""
+    if not isinstance(delimiter, str):
+        raise IngestError("delimiter must be a single character such as ',', ';' or tab.",
+                          field="delimiter")
+    d = _DELIMITER_ALIASES.get(delimiter.lower(), delimiter)
+    if len(d) != 1 or d in "\r\n\"' " or d.isalnum():
+        raise IngestError(f"delimiter {delimiter!r} is not usable: give one character such "
+                          "as ',', ';' or tab.", field="delimiter")
+    return d
+
+
+def _reader(text: str, delimiter: str):
+    # skipinitialspace lets '1, "a,b"' be read as a quoted field after the space.
+    return csv.reader(io.StringIO(text, newline=""), delimiter=delimiter,
+                      skipinitialspace=True)
+
+
+def _is_blank(record: list[str]) -> bool:
+    return all(not f.strip() for f in record)
+
+
+def _width(record: list[str]) -> int:
+    n = len(record)
+    if n > 1 and not record[-1].strip():  # a trailing delimiter does not make a column
+        n -= 1
+    return n
+
+
+def sniff_delimiter(text: str, preferred: str | None = None) -> str:
+    """Pick the candidate that splits the first lines into a constant number (>1) of fields."""
+    head = []
+    for line in text.splitlines():
+        if line.strip():
+            head.append(line)
+        if len(head) >= _SNIFF_LINES:
+            break
+    sample = "\n".join(head)
+    candidates = ([preferred] if preferred else []) + list(CANDIDATE_DELIMITERS)
+    best, best_median = ",", 1
+    for cand in candidates:
+        try:
+            widths = [_width(r) for r in _reader(sample, cand) if not _is_blank(r)]
+        except csv.Error:
+            continue
+        if not widths:
+            continue
+        if min(widths) > 1 and len(set(widths)) == 1:
+            return cand
+        median = sorted(widths)[len(widths) // 2]
+        if median > best_median:  # ragged under every candidate: most fields wins
+            best, best_median = cand, median
+    return best
+
+
+def sniff_header(first: list[str | None], rest: list[list[str | None]]) -> bool:
+    """Decide whether the first record names the columns.
+
+    Strongest evidence: a text cell on top of a column whose later cells are all numbers.
+    A first record with a number in it is data. A first record of text over text columns
+    is a header if none of its values reappears below in its own column.
+    """
+    for j, tok in enumerate(first):
+        if tok is None or is_number(tok):
+            continue
+        below = [r[j] for r in rest if j < len(r) and r[j] is not None]
+        if below and all(is_number(t) for t in below):
+            return True
+    if any(tok is not None and is_number(tok) for tok in first):
+        return False
+    if not rest:
+        return True
+    for j, tok in enumerate(first):
+        if tok is not None and any(j < len(r) and r[j] == tok for r in rest):
+            return False
+    return True
+
+
+def read_csv(text: str, *, header: bool | None = None, delimiter: str | None = None,
+             preferred_delimiter: str | None = None,
+             known_names: set[str] | None = None) -> RawTable:
+    """Read delimited text into a RawTable (tokens stripped, missing spellings -> None).
+
+    ``known_names`` (prediction time) marks a first record that uses the training column
+    names as a header even when header sniffing alone would be unsure.
+    """
+    delim = normalize_delimiter(delimiter) if delimiter else sniff_delimiter(
+        text, preferred_delimiter)
+    records: list[list[str]] = []
+    lines: list[int] = []
+    reader = _reader(text, delim)
+    try:
+        for record in reader:
+            if _is_blank(record):
+                continue
+            records.append(record)
+            lines.append(reader.line_num)
+    except csv.Error as exc:
+        raise IngestError(f"Line {reader.line_num + 1}: cannot read this CSV line ({exc}).",
+                          field="file", row=reader.line_num + 1) from None
+    if not records:
+        raise IngestError("The file has no data rows.", field="file")
+
+    if header is None:
+        cleaned_first = [clean_token(f) for f in records[0]]
+        if known_names and not all(t is None or is_number(t) for t in cleaned_first) and any(
+                t in known_names for t in cleaned_first if t is not None):
+            header = True
+        else:
+            sample = [[clean_token(f) for f in r] for r in records[1:1 + _HEADER_SAMPLE]]
+            header = sniff_header(cleaned_first, sample)
+
+    head = records[0] if header else None
+    body, body_lines = (records[1:], lines[1:]) if header else (records, lines)
+    if not body:
+        raise IngestError("The file has a header row but no data rows.", field="file")
+
+    # A trailing delimiter on every line (header included) is not a column.
+    if all(len(r) > 1 and not r[-1].strip() for r in body) and (
+            head is None or (len(head) > 1 and not head[-1].strip())):
+        body = [r[:-1] for r in body]
+        head = head[:-1] if head is not None else None
+
+    width = len(head) if head is not None else Counter(_width(r) for r in body).most_common(1)[0][0]
+    if head is not None and len(head) > 1 and not head[-1].strip() and _width(body[0]) == width - 1:
+        head = head[:-1]
+        width -= 1
+
+    rows: list[list[str | None]] = []
+    for record, line in zip(body, body_lines, strict=True):
+        if len(record) == width + 1 and not record[-1].strip():
+            record = record[:-1]  # tolerate a trailing delimiter on this line
+        if len(record) != width:
+            what = "the header has" if head is not None else "the other rows have"
+            raise IngestError(
+                f"Line {line} has {len(record)} fields but {what} {width} "
+                f"(delimiter {delim!r}); check for a missing or extra delimiter or an "
+                "unbalanced quote.", field="file", row=line)
+        rows.append([clean_token(f) for f in record])
+
+    if head is not None:
+        names = [h.strip() or f"x{j}" for j, h in enumerate(head)]
+        seen: dict[str, int] = {}
+        for j, name in enumerate(names):
+            if name in seen:
+                raise IngestError(
+                    f"The header names column {name!r} twice (indexes {seen[name]} and {j}); "
+                    "rename one of them.", field="file", row=lines[0], column=name)
+            seen[name] = j
+    else:
+        names = [f"x{j}" for j in range(width)]
+    return RawTable(names=names, declared=[None] * width, lines=body_lines, rows=rows,
+                    has_header=head is not None, delimiter=delim)

@@ -1,0 +1,258 @@
+"""Column specs (the stored "encoding") and turning raw values into feature columns.
+
+One code path encodes both training and prediction data, so the two cannot drift apart.
+Every input cell becomes exactly one (offset, value) pair inside its column's block:
+numeric -> (0, x); categorical -> (category position, 1.0) i.e. one-hot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import IngestError
+from .table import Declared, RawTable
+from .text import MISSING_TOKENS, parse_number, preview
+
+ENCODING_VERSION = 1
+
+
+class BadValueError(Exception):
+    """A cell that cannot be encoded; the caller adds where it is."""
+
+
+def infer_spec(name: str, declared: Declared | None, tokens: Sequence[str | None],
+               sparse: bool) -> dict:
+    """The encoding entry of one feature column.
+
+    ARFF declarations are authoritative: numeric stays numeric, nominal is one-hot in the
+    declared order (even when the categories are numbers, like phishing's {-1,0,1}). The
+    exception is sparse ARFF, where a nominal attribute with numeric categories (bibtex's
+    {0,1}) is kept as one numeric column: one-hot would add a column that is 1 wherever the
+    entry is omitted, i.e. densify the matrix. Undeclared (CSV) and string columns are
+    numeric when every present value is a number, else one-hot with sorted categories.
+    """
+    if declared is not None and declared.kind == "numeric":
+        return {"name": name, "kind": "numeric"}
+    if declared is not None and declared.kind == "nominal":
+        cats = list(declared.categories or [])
+        nums = [parse_number(c) for c in cats]
+        if sparse and all(v is not None and math.isfinite(v) for v in nums):
+            return {"name": name, "kind": "numeric", "values": nums}
+        return {"name": name, "kind": "categorical", "categories": cats}
+    if declared is not None and declared.kind == "date":
+        raise IngestError(f"Column {name!r} holds dates, which cannot be used as features; "
+                          "add it to drop.", field="drop", column=name)
+    if declared is not None and sparse:
+        raise IngestError(f"String attribute {name!r} is not supported in sparse ARFF; add it "
+                          "to drop.", field="drop", column=name)
+    present = [t for t in tokens if t is not None]
+    if all(parse_number(t) is not None for t in present):
+        return {"name": name, "kind": "numeric"}
+    return {"name": name, "kind": "categorical", "categories": sorted(set(present))}
+
+
+def spec_width(spec: dict) -> int:
+    return len(spec["categories"]) if spec["kind"] == "categorical" else 1
+
+
+def spec_feature_names(spec: dict) -> list[str]:
+    if spec["kind"] == "categorical":
+        return [f"{spec['name']}={c}" for c in spec["categories"]]
+    return [spec["name"]]
+
+
+def _as_number(value: object) -> float:
+    if isinstance(value, str):
+        tok = value.strip()
+        if tok in MISSING_TOKENS or tok.lower() == "nan":
+            raise BadValueError("missing value")
+        x = parse_number(tok)
+        if x is None:
+            raise BadValueError(f"{value!r} is not a number")
+    elif value is None:
+        raise BadValueError("missing value")
+    else:
+        try:
+            x = float(value)  # ints, floats, numpy scalars, bools (as 0/1)
+        except (TypeError, ValueError):
+            raise BadValueError(f"{value!r} is not a number") from None
+    if math.isnan(x):
+        raise BadValueError("missing value (NaN)")
+    if math.isinf(x):
+        raise BadValueError(f"infinite value {value!r}")
+    return x
+
+
+class ColumnCoder:
+    """Encodes single cells of one column according to its spec."""
+
+    def __init__(self, spec: dict) -> None:
+        self.spec = spec
+        self.categorical = spec["kind"] == "categorical"
+        self.width = spec_width(spec)
+        if self.categorical:
+            cats = spec["categories"]
+            self.exact = {c: i for i, c in enumerate(cats)}
+            # Numbers match numeric categories by value: 1, "1.0" and "+1" all mean "1".
+            self.by_value: dict[float, int] = {}
+            for i, c in enumerate(cats):
+                v = parse_number(c)
+                if v is not None:
+                    self.by_value.setdefault(v, i)
+        else:
+            values = spec.get("values")
+            self.allowed = set(values) if values is not None else None
+
+    def code(self, value: object) -> tuple[int, float]:
+        if not self.categorical:
+            x = _as_number(value)
+            if self.allowed is not None and x not in self.allowed:
+                raise BadValueError(f"value {value!r} is not one of the allowed values "
+                               f"{preview(self.spec['values'])}")
+            return 0, x
+        if value is None:
+            raise BadValueError("missing value")
+        if isinstance(value, float) and math.isnan(value):
+            raise BadValueError("missing value (NaN)")
+        key = value.strip() if isinstance(value, str) else str(value)
+        if key in self.exact:
+            return self.exact[key], 1.0
+        if key in MISSING_TOKENS:
+            raise BadValueError("missing value")
+        num = parse_number(key)
+        if num is not None and num in self.by_value:
+            return self.by_value[num], 1.0
+        raise BadValueError(f"unknown category {value!r}; allowed values: "
+                       f"{preview(self.spec['categories'])}")
+
+
+def _fail(exc: BadValueError, where: str, row: int | None, column: str, field: str) -> IngestError:
+    return IngestError(f"{where}, column {column!r}: {exc}.", field=field, row=row,
+                       column=column)
+
+
+def encode_table(table: RawTable, row_ids: list[int], col_ids: list[int],
+                 specs: list[dict]) -> np.ndarray | sp.csr_matrix:
+    """Encode the chosen rows/columns of a table: dense array, or CSR for sparse tables."""
+    coders = [ColumnCoder(s) for s in specs]
+    bases = np.cumsum([0] + [c.width for c in coders]).tolist()
+    d = bases[-1]
+    if table.is_sparse:
+        return _encode_sparse(table, row_ids, col_ids, coders, bases, d)
+    X = np.zeros((len(row_ids), d), dtype=np.float64)
+    arange = np.arange(len(row_ids))
+    for j, coder, base in zip(col_ids, coders, bases, strict=False):
+        offs = np.zeros(len(row_ids), dtype=np.int64)
+        vals = np.zeros(len(row_ids), dtype=np.float64)
+        for k, tok in enumerate(table.column(j, row_ids)):
+            try:
+                offs[k], vals[k] = coder.code(tok)
+            except BadValueError as exc:
+                line = table.lines[row_ids[k]]
+                raise _fail(exc, f"Line {line}", line, table.names[j], "file") from None
+        X[arange, base + offs] = vals
+    return X
+
+
+def _encode_sparse(table: RawTable, row_ids: list[int], col_ids: list[int],
+                   coders: list[ColumnCoder], bases: list[int], d: int) -> sp.csr_matrix:
+    where = {j: (coder, base) for j, coder, base in zip(col_ids, coders, bases, strict=False)}
+    # Omitted entries take the attribute's default; only defaults encoding to a non-zero
+    # (one-hot columns, nominal {1,0}) need adding, so the matrix stays as sparse as the file.
+    fill: list[tuple[int, int, float]] = []
+    for j, (coder, base) in where.items():
+        default = table.sparse_default(j)
+        try:
+            off, val = coder.code(default)
+        except BadValueError as exc:
+            raise _fail(exc, "Default (omitted) value", None, table.names[j], "file") from None
+        if val != 0.0:
+            fill.append((j, base + off, val))
+    indptr = [0]
+    indices: list[int] = []
+    data: list[float] = []
+    rows = table.sparse_rows
+    for i in row_ids:
+        row = rows[i]  # type: ignore[index]
+        entries: dict[int, float] = {}
+        for j, tok in row.items():
+            hit = where.get(j)
+            if hit is None:
+                continue
+            try:
+                off, val = hit[0].code(tok)
+            except BadValueError as exc:
+                line = table.lines[i]
+                raise _fail(exc, f"Line {line}", line, table.names[j], "file") from None
+            if val != 0.0:
+                entries[hit[1] + off] = val
+        for j, col, val in fill:
+            if j not in row:
+                entries[col] = val
+        for col in sorted(entries):
+            indices.append(col)
+            data.append(entries[col])
+        indptr.append(len(indices))
+    return sp.csr_matrix((np.asarray(data, dtype=np.float64), np.asarray(indices, np.int32),
+                          np.asarray(indptr, np.int32)), shape=(len(row_ids), d))
+
+
+def feature_specs(encoding: dict) -> list[dict]:
+    if not isinstance(encoding, dict) or not isinstance(encoding.get("columns"), list):
+        raise IngestError("The stored encoding is not valid (no 'columns' list).",
+                          field="encoding")
+    return encoding["columns"]
+
+
+def encode_rows(encoding: dict, rows: Sequence[Sequence | dict]) -> np.ndarray:
+    """Prediction-time: raw feature rows (no label) -> float64 X laid out like training.
+
+    A row is a record keyed by original column name (other keys are ignored), or a list
+    holding either the feature columns in file order, or every non-label input column
+    (dropped ones included, and ignored).
+    """
+    specs = feature_specs(encoding)
+    coders = [ColumnCoder(s) for s in specs]
+    names = [s["name"] for s in specs]
+    bases = np.cumsum([0] + [c.width for c in coders]).tolist()
+    label = encoding.get("label")
+    non_label = [n for n in encoding.get("input_columns", names) if n != label]
+    pos = {n: i for i, n in enumerate(non_label)}
+    wide = [pos[n] for n in names] if all(n in pos for n in names) else None
+    if isinstance(rows, dict | str | bytes):
+        raise IngestError("rows must be a list of rows (lists or records).", field="rows")
+    X = np.zeros((len(rows), bases[-1]), dtype=np.float64)
+    for r, row in enumerate(rows):
+        if isinstance(row, dict):
+            values = []
+            for name in names:
+                if name not in row:
+                    raise IngestError(f"rows[{r}]: missing key {name!r} (every feature column "
+                                      f"is required: {preview(names)}).", field="rows", row=r,
+                                      column=name)
+                values.append(row[name])
+        elif isinstance(row, list | tuple | np.ndarray):
+            if len(row) == len(names):
+                values = list(row)
+            elif wide is not None and len(row) == len(non_label):
+                values = [row[p] for p in wide]
+            else:
+                expected = f"{len(names)}"
+                if len(non_label) != len(names):
+                    expected += f" (or {len(non_label)} with the dropped columns)"
+                raise IngestError(f"rows[{r}] has {len(row)} values; expected {expected}: "
+                                  f"{preview(names)}.", field="rows", row=r)
+        else:
+            raise IngestError(f"rows[{r}] must be a list of values or an object keyed by "
+                              "column name.", field="rows", row=r)
+        for coder, base, value in zip(coders, bases, values, strict=False):
+            try:
+                off, val = coder.code(value)
+            except BadValueError as exc:
+                raise _fail(exc, f"rows[{r}]", r, coder.spec["name"], "rows") from None
+            X[r, base + off] = val
+    return X

@@ -1,0 +1,39 @@
+"""The single exception type of the ingest package."""
+
+from __future__ import annotations
+
+
+class IngestError(ValueError):
+    """A problem with an uploaded file or with the options used to read it.
+
+    ``str(err)`` is a message meant for the person who uploaded the file. The attributes say
+    where the problem is, so an API layer can point at it:
+
+    * ``field``  -- the option or input at fault ("label", "drop", "missing", "format",
+      "file", "rows", ...), or None;
+    * ``row``    -- 1-based line number in the file (for ``encode_rows``: 0-based index into
+      the ``rows`` list), or None;
+    * ``column`` -- the column's name (or "index N" when it has none), or None.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        row: int | None = None,
+        column: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.row = row
+        self.column = column
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_dict(self) -> dict:
+        """JSON-able form for an HTTP error body."""
+        return {"message": self.message, "field": self.field, "row": self.row,
+                "column": self.column}

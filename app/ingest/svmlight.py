@@ -1,0 +1,142 @@
+"""svmlight / LIBSVM reading.
+
+The fast path is scikit-learn's C loader; when it refuses a file we re-read it with a small
+Python parser, which either finds the offending line (for the error message) or reads the
+file itself (it also accepts unsorted indices, which the C loader rejects).
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.datasets import load_svmlight_file
+
+from .errors import IngestError
+
+
+def to_int32_csr(X: sp.spmatrix, shape: tuple[int, int] | None = None) -> sp.csr_matrix:
+    """CSR with int32 indices: LinearSVC and liblinear reject int64-indexed matrices."""
+    X = sp.csr_matrix(X)
+    out = sp.csr_matrix((X.data.astype(np.float64, copy=False),
+                         X.indices.astype(np.int32), X.indptr.astype(np.int32)),
+                        shape=shape or X.shape)
+    # scipy may upcast index arrays on construction; insist on int32.
+    out.indices = out.indices.astype(np.int32, copy=False)
+    out.indptr = out.indptr.astype(np.int32, copy=False)
+    out.sum_duplicates()
+    return out
+
+
+def data_lines(text: str) -> list[int]:
+    """Line numbers of the lines the loaders treat as data rows (not blank, not comments)."""
+    out = []
+    for lineno, raw in enumerate(text.split("\n"), start=1):
+        if raw.split("#", 1)[0].strip():
+            out.append(lineno)
+    return out
+
+
+def _parse_python(text: str) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Slow but precise parser: raw (as written) column indices, errors name the line."""
+    labels: list[float] = []
+    indptr = [0]
+    indices: list[int] = []
+    data: list[float] = []
+    for lineno, raw in enumerate(text.split("\n"), start=1):
+        body = raw.split("#", 1)[0].split()
+        if not body:
+            continue
+        head = body[0]
+        if "," in head:
+            raise IngestError(f"Line {lineno}: label {head!r} looks multi-label; only one "
+                              "label per row is supported.", field="file", row=lineno)
+        try:
+            labels.append(float(head))
+        except ValueError:
+            raise IngestError(f"Line {lineno}: the first field must be a numeric label, "
+                              f"found {head!r}.", field="file", row=lineno) from None
+        entries: dict[int, float] = {}
+        for tok in body[1:]:
+            key, sep, val = tok.partition(":")
+            if sep and key == "qid":
+                continue
+            if not sep or not key.isdigit():
+                raise IngestError(f"Line {lineno}: {tok!r} is not an 'index:value' pair.",
+                                  field="file", row=lineno)
+            try:
+                x = float(val)
+            except ValueError:
+                raise IngestError(f"Line {lineno}: value {val!r} of feature {key} is not a "
+                                  "number.", field="file", row=lineno) from None
+            idx = int(key)
+            if idx in entries:
+                raise IngestError(f"Line {lineno}: feature index {idx} appears twice.",
+                                  field="file", row=lineno)
+            entries[idx] = x
+        for idx in sorted(entries):
+            indices.append(idx)
+            data.append(entries[idx])
+        indptr.append(len(indices))
+    width = max(indices) + 1 if indices else 0
+    X = sp.csr_matrix((np.asarray(data, dtype=np.float64), np.asarray(indices, dtype=np.int64),
+                       np.asarray(indptr, dtype=np.int64)), shape=(len(labels), width))
+    return X, np.asarray(labels, dtype=np.float64)
+
+
+def _load(text: str) -> tuple[sp.csr_matrix, np.ndarray]:
+    try:
+        # zero_based=True keeps indices as written; the 0/1-based choice is made below.
+        X, y = load_svmlight_file(io.BytesIO(text.encode("utf-8")), dtype=np.float64,
+                                  zero_based=True)
+    except (ValueError, RuntimeError, OverflowError, TypeError):
+        X, y = _parse_python(text)
+    return sp.csr_matrix(X), np.asarray(y, dtype=np.float64)
+
+
+def read_svmlight(text: str, *, n_features: int | None = None,
+                  zero_based: bool | None = None) -> tuple[sp.csr_matrix, np.ndarray, bool]:
+    """Return (X as int32 CSR, labels as float64, zero_based used).
+
+    zero_based=None follows scikit-learn's "auto": indices are 1-based unless an index 0
+    appears. n_features widens (or checks) the column count, e.g. a9a.t's rows never use
+    feature 123.
+    """
+    X, y = _load(text)
+    if X.shape[0] == 0:
+        raise IngestError("The file has no data rows.", field="file")
+    has_zero = X.nnz > 0 and int(X.indices.min()) == 0
+    if zero_based is None:
+        zero_based = has_zero
+    if not zero_based:
+        if has_zero:
+            row = int(np.searchsorted(X.indptr, np.flatnonzero(X.indices == 0)[0], "right")) - 1
+            line = data_lines(text)[row]
+            raise IngestError(f"Line {line}: feature index 0, but this data uses 1-based "
+                              "indices (1..n_features).", field="file", row=line)
+        X = sp.csr_matrix((X.data, X.indices - 1, X.indptr),
+                          shape=(X.shape[0], max(X.shape[1] - 1, 0)))
+    width = X.shape[1]
+    if n_features is not None:
+        if width > n_features:
+            col = np.flatnonzero(X.indices >= n_features)[0]
+            row = int(np.searchsorted(X.indptr, col, "right")) - 1
+            line = data_lines(text)[row]
+            shown = int(X.indices[col]) + (0 if zero_based else 1)
+            raise IngestError(f"Line {line}: feature index {shown} exceeds n_features="
+                              f"{n_features}.", field="n_features", row=line)
+        width = n_features
+    bad = ~np.isfinite(y)
+    if bad.any():
+        line = data_lines(text)[int(np.flatnonzero(bad)[0])]
+        raise IngestError(f"Line {line}: the label is not a finite number.",
+                          field="file", row=line)
+    return to_int32_csr(X, (X.shape[0], width)), y, zero_based
+
+
+def rows_with(X: sp.csr_matrix, mask: np.ndarray) -> np.ndarray:
+    """Row numbers (0-based) of the rows holding any stored entry where mask is True."""
+    pos = np.flatnonzero(mask)
+    return np.unique(np.searchsorted(X.indptr, pos, "right") - 1)
+
