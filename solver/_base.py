@@ -1,0 +1,208 @@
+"""What every classifier in the package shares: input validation, labels, one-vs-rest, margins,
+and persistence without pickle.
+
+A subclass implements two hooks on +-1 targets:
+
+* ``_fit_targets(X, Y, callback)`` with ``Y`` of shape (n, T), T = 1 for two classes and
+  T = k (one-vs-rest) otherwise, setting its fitted attributes;
+* ``_decision(X)`` returning decision values of shape (n, T).
+
+and lists the fitted attributes to persist in ``_array_attrs`` (numpy arrays) and
+``_json_attrs`` (JSON values).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+from scipy import sparse
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .margins import margin_statistics
+
+Callback = Callable[[dict], Any]
+
+MODEL_FORMAT = "msvmav.model"
+MODEL_FORMAT_VERSION = 1
+
+_REGISTRY: dict[str, type[MarginClassifier]] = {}
+
+
+class FitStopped(Exception):  # noqa: N818 - a signal, not an error
+    """Raised inside a fitting loop when the callback asked to stop; caught by ``fit``."""
+
+
+def report(callback: Callback | None, info: dict) -> None:
+    """Call the user's per-iteration callback; a truthy return value stops the fit."""
+    if callback is not None and callback(info):
+        raise FitStopped
+
+
+class MarginClassifier(ClassifierMixin, BaseEstimator):
+    """Base class: binary labels map to -1/+1 by sorted order (first class -> -1)."""
+
+    _array_attrs: ClassVar[tuple[str, ...]] = ()
+    _json_attrs: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _REGISTRY[cls.__name__] = cls
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    # -- fitting ---------------------------------------------------------------------------
+    def fit(self, X, y, callback: Callback | None = None):
+        """Fit on X (n, d) dense or CSR and labels y (n,) with at least two distinct values.
+
+        ``callback(info)`` is called once per iteration by iterative solvers; returning a true
+        value stops the fit and keeps the current iterate (``stopped_early_`` is then True).
+        An exception raised by the callback propagates.
+        """
+        self._validate_params()
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
+                             y_numeric=False, ensure_min_samples=2)
+        check_classification_targets(y)
+        classes, y_idx = np.unique(y, return_inverse=True)
+        if classes.size < 2:
+            raise ValueError(
+                f"y: needs at least two classes, got a single class {classes.tolist()!r}")
+        self.classes_ = classes
+        if classes.size == 2:
+            Y = (2.0 * y_idx - 1.0)[:, None]
+        else:
+            Y = np.where(y_idx[:, None] == np.arange(classes.size)[None, :], 1.0, -1.0)
+        self.stopped_early_ = False
+        self._fit_targets(X, np.ascontiguousarray(Y), callback)
+        return self
+
+    def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
+        raise NotImplementedError
+
+    def _decision(self, X) -> np.ndarray:
+        raise NotImplementedError
+
+    # -- prediction ------------------------------------------------------------------------
+    def _validated(self, X):
+        check_is_fitted(self)
+        return validate_data(self, X, reset=False, accept_sparse="csr", dtype=np.float64)
+
+    def decision_function(self, X) -> np.ndarray:
+        """Signed decision values: shape (n,) for two classes (> 0 means classes_[1]),
+        (n, k) one-vs-rest scores for k > 2 classes."""
+        D = self._decision(self._validated(X))
+        return D[:, 0] if D.shape[1] == 1 else D
+
+    def predict(self, X) -> np.ndarray:
+        """Labels from ``classes_``; a decision value of exactly 0 predicts classes_[0]."""
+        D = self.decision_function(X)
+        if D.ndim == 1:
+            return self.classes_[(D > 0).astype(np.intp)]
+        return self.classes_[np.argmax(D, axis=1)]
+
+    def margin_vector(self, X, y) -> np.ndarray:
+        """m_i = y_i f(x_i) (binary, y in +-1 by classes_); for k > 2 classes the multi-class
+        margin f_{y_i}(x_i) - max_{j != y_i} f_j(x_i)."""
+        D = self.decision_function(X)
+        y = np.asarray(y)
+        if y.shape[0] != D.shape[0]:
+            raise ValueError(f"y: has {y.shape[0]} labels for {D.shape[0]} rows")
+        idx = np.searchsorted(self.classes_, y)
+        idx = np.clip(idx, 0, self.classes_.size - 1)
+        unknown = self.classes_[idx] != y
+        if np.any(unknown):
+            bad = np.unique(y[unknown])[:5].tolist()
+            raise ValueError(f"y: labels {bad!r} are not among the model's classes "
+                             f"{self.classes_.tolist()!r}")
+        if D.ndim == 1:
+            return np.where(idx == 1, 1.0, -1.0) * D
+        own = D[np.arange(D.shape[0]), idx]
+        other = D.copy()
+        other[np.arange(D.shape[0]), idx] = -np.inf
+        return own - other.max(axis=1)
+
+    def margins(self, X, y, **kwargs: Any) -> dict:
+        """Margin-distribution statistics (see ``solver.margins.margin_statistics``) of this
+        model on (X, y), plus Theorem 1's data-dependent terms where computable."""
+        stats = margin_statistics(self.margin_vector(X, y), **kwargs)
+        stats["accuracy"] = float(np.mean(self.predict(X) == np.asarray(y)))
+        stats.update(self._theorem_terms(self._validated(X)))
+        return stats
+
+    def _theorem_terms(self, X) -> dict:
+        return {}
+
+    # -- persistence -----------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """{"meta": JSON-able dict, "arrays": {name: ndarray}} — no pickle anywhere.
+
+        ``solver.model_from_dict`` restores a model whose decision_function is identical."""
+        check_is_fitted(self)
+        arrays: dict[str, np.ndarray] = {"classes_": np.asarray(self.classes_)}
+        for name in self._array_attrs:
+            value = getattr(self, name, None)
+            if value is not None:
+                arrays[name] = np.asarray(value)
+        if arrays["classes_"].dtype == object:
+            arrays["classes_"] = arrays["classes_"].astype(str)
+        meta = {
+            "format": MODEL_FORMAT,
+            "version": MODEL_FORMAT_VERSION,
+            "estimator": type(self).__name__,
+            "params": _jsonable(self.get_params(deep=False)),
+            "n_features_in": int(self.n_features_in_),
+            "stopped_early": bool(getattr(self, "stopped_early_", False)),
+            "attributes": {name: _jsonable(getattr(self, name)) for name in self._json_attrs
+                           if hasattr(self, name)},
+        }
+        return {"meta": meta, "arrays": arrays}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> MarginClassifier:
+        return model_from_dict(data)
+
+
+def model_from_dict(data: dict) -> MarginClassifier:
+    """Rebuild a fitted estimator from ``to_dict()`` output."""
+    meta, arrays = data["meta"], data["arrays"]
+    if meta.get("format") != MODEL_FORMAT or meta.get("version") != MODEL_FORMAT_VERSION:
+        raise ValueError(f"model: unsupported format {meta.get('format')!r} "
+                         f"version {meta.get('version')!r}")
+    try:
+        klass = _REGISTRY[meta["estimator"]]
+    except KeyError:
+        raise ValueError(f"model: unknown estimator {meta['estimator']!r}") from None
+    est = klass(**meta["params"])
+    est.n_features_in_ = meta["n_features_in"]
+    est.stopped_early_ = meta.get("stopped_early", False)
+    for name, value in meta["attributes"].items():
+        setattr(est, name, copy.deepcopy(value))
+    for name, value in arrays.items():
+        setattr(est, name, np.array(value, copy=True))
+    return est
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.random.RandomState):
+        raise ValueError("random_state: pass an int or None to make the model persistable")
+    return value
+
+
+def to_dense_rows(X) -> np.ndarray:
+    """Dense float64 copy of X (used where a kernel model keeps its training rows)."""
+    return X.toarray() if sparse.issparse(X) else np.ascontiguousarray(X, dtype=np.float64)

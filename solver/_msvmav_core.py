@@ -1,0 +1,152 @@
+"""MSVMAv's alternating iteration (msvmav.md 1.3 and 1.5), written once for every representation.
+
+A *space* supplies the representation-specific linear algebra; ``iterate`` is the algorithm:
+
+    for k = 1..T:
+        theta = mean(m);  A = {i : m_i < theta}                    (strict <, never divide by theta)
+        semi-variance step on A      -> coef', f'                  (space.prox_step)
+        if mean(y f') < 0: coef', f' = -coef', -f'                  (sign safeguard, between steps)
+        coef = coef' + shift / (2 alpha n);  f likewise             (average-margin step)
+        coef, f = coef / ||coef||, f / ||coef||                     (unit norm)
+        stop when ||coef_k - coef_{k-1}|| / sqrt(dim) < tol
+
+Spaces:
+* ``PrimalSpace`` — linear MSVMAv on augmented rows (coef = w, metric I, shift s = X^T y), and
+  the low-rank (Nystroem) kernel path in rotated coordinates (coef = u, f = X u with
+  X = U Sigma^2, RKHS norm ||Sigma u||, prox metric I + Sigma^2, shift U^T y).
+* ``DualSpace`` — exact kernel MSVMAv in coefficient space (coef = a, f = K a, ||f|| = sqrt(a^T K a)).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._active_set import DualSystem, PrimalSystem
+from ._base import Callback, FitStopped, report
+from .margins import semivariance
+
+# Recompute f = K a from scratch this often on the kernel path (it is updated incrementally).
+F_REFRESH = 10
+
+
+class PrimalSpace:
+    """coef in R^D, f = X coef, ||coef||_mu = sqrt(sum mu coef^2)."""
+
+    def __init__(self, X, y: np.ndarray, beta: float, *, shift: np.ndarray,
+                 base_extra: np.ndarray | None = None, mu: np.ndarray | None = None,
+                 update: str = "woodbury") -> None:
+        n, D = X.shape
+        c = n * beta
+        base = np.full(D, c) if base_extra is None else c * (1.0 + base_extra)
+        self.X, self.y, self.dim = X, y, D
+        self.mu = np.ones(D) if mu is None else mu
+        self.sqrt_mu = np.sqrt(self.mu)
+        self.shift = shift
+        self.shift_f = np.asarray(X @ shift).ravel()
+        self.system = PrimalSystem(X, base, update=update)
+
+    def norm(self, coef: np.ndarray, f: np.ndarray) -> float:
+        return float(np.sqrt(coef @ (self.mu * coef)))
+
+    def initial(self) -> np.ndarray:
+        nrm = self.norm(self.shift, self.shift_f)
+        if not nrm > 0:
+            raise ValueError("X, y: the signed class sum X^T y is zero, so the average-margin "
+                             "direction is undefined (perfectly balanced, symmetric data)")
+        return self.shift / nrm
+
+    def decision(self, coef: np.ndarray) -> np.ndarray:
+        return np.asarray(self.X @ coef).ravel()
+
+    def prox_step(self, coef, f, mask, e):
+        self.system.set_active(mask)
+        rhs = np.asarray(self.X.T @ e).ravel()  # X_A^T e_A (e is zero outside A)
+        delta = self.system.solve(rhs) if mask.any() else np.zeros_like(coef)
+        new = coef + delta
+        return new, self.decision(new)
+
+    def distance(self, a: np.ndarray, b: np.ndarray) -> float:
+        return float(np.linalg.norm(self.sqrt_mu * (a - b)) / math.sqrt(self.dim))
+
+
+class DualSpace:
+    """Exact kernel: coef = a in R^n, f = K a; one (I + K)^{-1} shared by all one-vs-rest tasks."""
+
+    def __init__(self, K: np.ndarray, Binv: np.ndarray, y: np.ndarray, beta: float) -> None:
+        n = K.shape[0]
+        self.K, self.y, self.dim = K, y, n
+        self.shift = y
+        self.shift_f = K @ y
+        self.system = DualSystem(K, Binv, n * beta)
+        self.steps = 0
+
+    def norm(self, coef: np.ndarray, f: np.ndarray) -> float:
+        sq = float(coef @ f)
+        if not sq > 1e-300:
+            raise ValueError("kernel: a^T K a is zero; the kernel matrix is numerically constant "
+                             "(increase gamma or rescale the features)")
+        return math.sqrt(sq)
+
+    def initial(self) -> np.ndarray:
+        return self.shift / self.norm(self.shift, self.shift_f)
+
+    def decision(self, coef: np.ndarray) -> np.ndarray:
+        return self.K @ coef
+
+    def prox_step(self, coef, f, mask, e):
+        self.steps += 1
+        if not mask.any():
+            return coef.copy(), f.copy()
+        self.system.set_active(mask)
+        delta, Kdelta = self.system.solve(e)
+        new = coef + delta
+        fnew = self.decision(new) if self.steps % F_REFRESH == 0 else f + Kdelta
+        return new, fnew
+
+    def distance(self, a: np.ndarray, b: np.ndarray) -> float:
+        return float(np.linalg.norm(a - b) / math.sqrt(self.dim))
+
+
+def iterate(space, y: np.ndarray, *, alpha: float, max_iter: int, tol: float,
+            callback: Callback | None = None, task: int = 0, n_tasks: int = 1):
+    """Run MSVMAv on one +-1 target. Returns (coef, n_iter, history, stopped_by_callback)."""
+    n = y.size
+    coef = space.initial()
+    f = space.decision(coef)
+    m = y * f
+    theta = float(m.mean())
+    history: list[dict] = []
+    shift_c = space.shift / (2.0 * alpha * n)
+    shift_f = space.shift_f / (2.0 * alpha * n)
+    k = 0
+    stopped = False
+    for k in range(1, max_iter + 1):
+        mask = m < theta
+        e = np.where(mask, theta * y - f, 0.0)
+        cp, fp = space.prox_step(coef, f, mask, e)
+        flipped = bool(y @ fp < 0)
+        if flipped:
+            cp, fp = -cp, -fp
+        cn, fn = cp + shift_c, fp + shift_f
+        nrm = space.norm(cn, fn)
+        cn, fn = cn / nrm, fn / nrm
+        step = space.distance(cn, coef)
+        coef, f = cn, fn
+        m = y * f
+        theta = float(m.mean())
+        sv = semivariance(m)
+        record = {"iteration": k, "max_iter": max_iter, "task": task, "n_tasks": n_tasks,
+                  "theta": theta, "semivariance": sv,
+                  "objective": sv / theta**2 if theta > 0 else None,
+                  "active": int(mask.sum()), "flipped": flipped, "step": step}
+        history.append(record)
+        try:
+            report(callback, record)
+        except FitStopped:
+            stopped = True
+            break
+        if step < tol:
+            break
+    return coef, k, history, stopped
