@@ -106,18 +106,19 @@ class DualSystem:
         self.n_refactor = 0
         self.n_updates = 0
 
-    def _P(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    def _p_block(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         ix = np.ix_(rows, cols)
         return self.K[ix] + self.Binv[ix]
 
-    def _S(self, idx: np.ndarray) -> np.ndarray:
-        S = self._P(idx, idx)
+    def _s_block(self, idx: np.ndarray) -> np.ndarray:
+        S = self._p_block(idx, idx)
         S[np.diag_indices_from(S)] += self.c - 1.0
         return S
 
     def _refactor(self, idx: np.ndarray) -> None:
         self.idx = idx
-        self.Sinv = spd_inverse(self._S(idx), overwrite=True) if idx.size else np.zeros((0, 0))
+        empty = np.zeros((0, 0))
+        self.Sinv = spd_inverse(self._s_block(idx), overwrite=True) if idx.size else empty
         self.n_refactor += 1
 
     def set_active(self, mask: np.ndarray) -> None:
@@ -141,8 +142,8 @@ class DualSystem:
         idx = self.idx[keep_pos]
         if new.size:
             # bordering: S' = [[S, B], [B^T, C]], Schur T = C - B^T S^{-1} B
-            B = self._P(idx, new)
-            C = self._S(new)
+            B = self._p_block(idx, new)
+            C = self._s_block(new)
             SB = Sinv @ B
             Tinv = np.linalg.inv(C - B.T @ SB)
             Tinv = 0.5 * (Tinv + Tinv.T)

@@ -14,7 +14,8 @@ Spaces:
 * ``PrimalSpace`` — linear MSVMAv on augmented rows (coef = w, metric I, shift s = X^T y), and
   the low-rank (Nystroem) kernel path in rotated coordinates (coef = u, f = X u with
   X = U Sigma^2, RKHS norm ||Sigma u||, prox metric I + Sigma^2, shift U^T y).
-* ``DualSpace`` — exact kernel MSVMAv in coefficient space (coef = a, f = K a, ||f|| = sqrt(a^T K a)).
+* ``DualSpace`` — exact kernel MSVMAv in coefficient space
+  (coef = a, f = K a, ||f|| = sqrt(a^T K a)).
 """
 
 from __future__ import annotations

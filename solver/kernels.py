@@ -21,7 +21,7 @@ def resolve_gamma(gamma: float | None, n_features: int) -> float:
 
 def kernel_matrix(X, Z, *, kernel: str, gamma: float, degree: int = 3,
                   coef0: float = 1.0) -> np.ndarray:
-    """Dense kernel matrix K[i, j] = k(X[i], Z[j]) as C-contiguous float64, shape (len(X), len(Z))."""
+    """Dense C-contiguous float64 K[i, j] = k(X[i], Z[j]), shape (len(X), len(Z))."""
     if kernel == "rbf":
         K = rbf_kernel(X, Z, gamma=gamma)
     elif kernel == "poly":
