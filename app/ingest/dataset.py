@@ -21,6 +21,10 @@ from .text import decode_bytes, preview
 _MAX_ROWS_NAMED = 10
 
 
+def rows_phrase(n: int) -> str:
+    return "1 row has" if n == 1 else f"{n} rows have"
+
+
 @dataclass
 class ParsedDataset:
     X: np.ndarray | sp.csr_matrix
@@ -56,7 +60,7 @@ def _missing_problem(table: RawTable, row_ids: list[int], bad: dict[int, list[in
         cols = ", ".join(repr(table.names[j]) for j in bad[i][:3])
         parts.append(f"line {table.lines[i]} ({cols})")
     more = f" and {len(row_ids) - _MAX_ROWS_NAMED} more" if len(row_ids) > _MAX_ROWS_NAMED else ""
-    return (f"{len(row_ids)} rows have missing values (empty, '?', 'NA' or 'NaN'): "
+    return (f"{rows_phrase(len(row_ids))} missing values (empty, '?', 'NA' or 'NaN'): "
             f"{'; '.join(parts)}{more}. Fill them in, or set missing='drop' to drop these rows.")
 
 
@@ -167,7 +171,7 @@ def _from_svmlight(text: str, label: str | int | None, drop: list[str | int] | N
         if missing == "error":
             lines = data_lines(text)
             shown = ", ".join(str(lines[int(i)]) for i in bad_rows[:_MAX_ROWS_NAMED])
-            raise IngestError(f"{len(bad_rows)} rows have missing (NaN) values, on lines "
+            raise IngestError(f"{rows_phrase(len(bad_rows))} missing (NaN) values, on lines "
                               f"{shown}. Fix them or set missing='drop'.", field="missing",
                               row=lines[int(bad_rows[0])])
         keep = np.setdiff1d(np.arange(n_rows), bad_rows)

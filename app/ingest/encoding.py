@@ -106,6 +106,47 @@ class ColumnCoder:
         else:
             values = spec.get("values")
             self.allowed = set(values) if values is not None else None
+        # Discrete columns see few distinct tokens: remember their codes (sparse ARFF).
+        self.discrete = self.categorical or self.allowed is not None
+        self.cache: dict[object, tuple[int, float]] = {}
+
+    def code_token(self, tok: str | None) -> tuple[int, float]:
+        """code() for file tokens, with a fast path for the common cases."""
+        if self.discrete:
+            hit = self.cache.get(tok)
+            if hit is None:
+                hit = self.cache[tok] = self.code(tok)
+            return hit
+        if tok is not None and "_" not in tok:
+            try:
+                x = float(tok)
+            except ValueError:
+                return self.code(tok)
+            if math.isfinite(x):
+                return 0, x
+        return self.code(tok)
+
+    def code_column(self, tokens: list[str | None]) -> tuple[np.ndarray, np.ndarray] | None:
+        """Vectorised (offsets, values) for a whole column; None if any cell needs the
+        per-cell path (which then produces the precise error)."""
+        n = len(tokens)
+        if self.categorical:
+            exact = self.exact
+            idx = np.fromiter((exact.get(t, -1) for t in tokens), dtype=np.int64, count=n)
+            if n and idx.min() < 0:
+                return None
+            return idx, np.ones(n)
+        if None in tokens:
+            return None
+        try:
+            vals = np.asarray(tokens, dtype=np.float64)
+        except (ValueError, TypeError):
+            return None
+        if not np.isfinite(vals).all() or "_" in "".join(tokens):  # type: ignore[arg-type]
+            return None
+        if self.allowed is not None and not np.isin(vals, list(self.allowed)).all():
+            return None
+        return np.zeros(n, dtype=np.int64), vals
 
     def code(self, value: object) -> tuple[int, float]:
         if not self.categorical:
@@ -146,14 +187,19 @@ def encode_table(table: RawTable, row_ids: list[int], col_ids: list[int],
     X = np.zeros((len(row_ids), d), dtype=np.float64)
     arange = np.arange(len(row_ids))
     for j, coder, base in zip(col_ids, coders, bases, strict=False):
-        offs = np.zeros(len(row_ids), dtype=np.int64)
-        vals = np.zeros(len(row_ids), dtype=np.float64)
-        for k, tok in enumerate(table.column(j, row_ids)):
-            try:
-                offs[k], vals[k] = coder.code(tok)
-            except BadValueError as exc:
-                line = table.lines[row_ids[k]]
-                raise _fail(exc, f"Line {line}", line, table.names[j], "file") from None
+        tokens = table.column(j, row_ids)
+        fast = coder.code_column(tokens)
+        if fast is None:
+            offs = np.zeros(len(row_ids), dtype=np.int64)
+            vals = np.zeros(len(row_ids), dtype=np.float64)
+            for k, tok in enumerate(tokens):
+                try:
+                    offs[k], vals[k] = coder.code_token(tok)
+                except BadValueError as exc:
+                    line = table.lines[row_ids[k]]
+                    raise _fail(exc, f"Line {line}", line, table.names[j], "file") from None
+        else:
+            offs, vals = fast
         X[arange, base + offs] = vals
     return X
 
@@ -184,7 +230,7 @@ def _encode_sparse(table: RawTable, row_ids: list[int], col_ids: list[int],
             if hit is None:
                 continue
             try:
-                off, val = hit[0].code(tok)
+                off, val = hit[0].code_token(tok)
             except BadValueError as exc:
                 line = table.lines[i]
                 raise _fail(exc, f"Line {line}", line, table.names[j], "file") from None

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from .arff import read_arff
 from .columns import resolve_label
 from .csv_format import read_csv
-from .dataset import _MAX_ROWS_NAMED, find_missing
+from .dataset import _MAX_ROWS_NAMED, find_missing, rows_phrase
 from .encoding import encode_table, feature_specs
 from .errors import IngestError
 from .labels import convert_labels
@@ -105,7 +105,7 @@ def parse_feature_file(encoding: dict, content: bytes, filename: str = "",
         rows = sorted(bad)
         shown = ", ".join(f"line {table.lines[i]} ({table.names[bad[i][0]]!r})"
                           for i in rows[:_MAX_ROWS_NAMED])
-        raise IngestError(f"{len(rows)} rows have missing feature values: {shown}. Every "
+        raise IngestError(f"{rows_phrase(len(rows))} missing feature values: {shown}. Every "
                           "row needs all features to be predicted.", field="missing",
                           row=table.lines[rows[0]], column=table.names[bad[rows[0]][0]])
     all_rows = list(range(table.n_rows))

@@ -57,7 +57,7 @@ def decode_bytes(content: bytes) -> str:
 def clean_token(token: str) -> str | None:
     """Strip a raw cell; None when it spells a missing value."""
     token = token.strip()
-    if token in MISSING_TOKENS or token.lower() == "nan":
+    if token in MISSING_TOKENS or (len(token) == 3 and token.lower() == "nan"):
         return None
     return token
 
