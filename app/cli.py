@@ -1,0 +1,119 @@
+"""The ``msvmav`` command: ``serve``, ``worker``, ``migrate``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing
+import sys
+
+from app.config import Settings
+from app.db import is_sqlite, upgrade_to_head
+from app.logs import configure_logging
+
+log = logging.getLogger("app.cli")
+
+
+def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
+    upgrade_to_head(settings.database_url)
+    log.info("database migrated to head")
+    return 0
+
+
+def cmd_worker(settings: Settings, _args: argparse.Namespace) -> int:
+    from app.worker import run_worker
+
+    run_worker(settings)
+    return 0
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.main import create_app
+
+    migrate = args.migrate if args.migrate is not None else is_sqlite(settings.database_url)
+    if migrate:
+        upgrade_to_head(settings.database_url)
+        log.info("database migrated to head")
+
+    # Training runs in other processes, never in the API's event loop or its threads: numpy
+    # holds the GIL at times, and a crash in a fit must not take the API down.
+    ctx = multiprocessing.get_context("spawn")
+    workers = [
+        ctx.Process(
+            target=_worker_main,
+            args=(settings.model_dump(),),
+            name=f"msvmav-worker-{i}",
+            daemon=False,
+        )
+        for i in range(args.workers)
+    ]
+    for p in workers:
+        p.start()
+    try:
+        uvicorn.run(create_app(settings), host=args.host, port=args.port, log_config=None)
+    finally:
+        for p in workers:
+            if p.is_alive():
+                p.terminate()  # SIGTERM: the worker re-queues its job and exits
+        for p in workers:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return 0
+
+
+def _worker_main(settings: dict) -> None:
+    from app.worker import run_worker
+
+    run_worker(settings)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="msvmav",
+        description="Margin-distribution learning service (MSVMAv). Settings come from "
+        "MSVMAV_* environment variables; see the README.",
+    )
+    parser.add_argument(
+        "--database-url", help="overrides MSVMAV_DATABASE_URL (default sqlite:///./msvmav.db)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the HTTP API with embedded worker(s)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes to start alongside the API (default 1; 0 for API only)",
+    )
+    serve.add_argument(
+        "--migrate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run migrations before starting (default: only on SQLite)",
+    )
+    serve.set_defaults(func=cmd_serve)
+
+    worker = sub.add_parser("worker", help="run a worker process (for a shared database)")
+    worker.set_defaults(func=cmd_worker)
+
+    migrate = sub.add_parser("migrate", help="alembic upgrade head")
+    migrate.set_defaults(func=cmd_migrate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    overrides = {"database_url": args.database_url} if args.database_url else {}
+    settings = Settings(**overrides)
+    configure_logging(settings.log_level)
+    return args.func(settings, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""/datasets routes: thin wrappers over app.datasets.service."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, File, Form, Response, UploadFile, status
+
+from app.datasets import service
+from app.datasets.schemas import DatasetDetail, DatasetPage, DatasetSummary
+from app.deps import SessionDep, SettingsDep
+from app.pagination import PageDep
+from app.problems import problem_responses
+
+router = APIRouter(prefix="/datasets", tags=["datasets"])
+
+def _drop(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    out = [part.strip() for v in values for part in v.split(",") if part.strip()]
+    return out or None
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    summary="Upload a dataset",
+    description=(
+        "Multipart upload of a CSV/TSV, LIBSVM/svmlight or ARFF file (field `file`). The file "
+        "is parsed, encoded to a numeric matrix and stored with its label column. "
+        "Parsing errors answer 422 naming the option, row and column at fault."
+    ),
+    response_model=DatasetDetail,
+    responses=problem_responses(413, 422),
+)
+def create_dataset(
+    session: SessionDep,
+    settings: SettingsDep,
+    response: Response,
+    file: Annotated[UploadFile, File(description="The data file")],
+    name: Annotated[str | None, Form(description="Display name (default: file name)")] = None,
+    format: Annotated[
+        str | None,
+        Form(
+            description="csv, tsv, libsvm (svmlight) or arff; detected from name/content if absent",
+            openapi_examples={"arff": {"value": "arff"}, "libsvm": {"value": "libsvm"}},
+        ),
+    ] = None,
+    label: Annotated[
+        str | None,
+        Form(
+            description="Label column: a name, or a 0-based index given as digits "
+            "(default: the format's convention, e.g. last column / first LIBSVM field)",
+            openapi_examples={"by name": {"value": "Class"}, "by index": {"value": "0"}},
+        ),
+    ] = None,
+    drop: Annotated[
+        list[str] | None,
+        Form(
+            description="Columns to ignore: names or fnmatch globs, comma-separated or repeated",
+            openapi_examples={"globs": {"value": ["id", "TAG_*"]}},
+        ),
+    ] = None,
+    missing: Annotated[
+        Literal["error", "drop"],
+        Form(description="Missing values: reject the file (error) or drop those rows (drop)"),
+    ] = "error",
+    n_features: Annotated[
+        int | None,
+        Form(ge=1, description="LIBSVM: number of features (when the file's max index is less)"),
+    ] = None,
+    header: Annotated[
+        bool | None, Form(description="CSV/TSV: first line is a header (default: sniffed)")
+    ] = None,
+    delimiter: Annotated[
+        str | None,
+        Form(description="CSV: field delimiter (default: sniffed); `\\t` or `tab` for tabs"),
+    ] = None,
+) -> DatasetDetail:
+    content = file.file.read()
+    options = service.UploadOptions(
+        name=name,
+        format=format or None,
+        label=label.strip() if label and label.strip() else None,
+        drop=_drop(drop),
+        missing=missing,
+        n_features=n_features,
+        header=header,
+        delimiter=delimiter or None,
+    )
+    dataset = service.create(
+        session, content=content, filename=file.filename or "", options=options, settings=settings
+    )
+    response.headers["Location"] = f"/datasets/{dataset.id}"
+    return DatasetDetail.model_validate(dataset)
+
+
+@router.get(
+    "",
+    summary="List datasets",
+    description="Newest first, `limit` per page; follow `next_cursor` for the next page.",
+    response_model=DatasetPage,
+    responses=problem_responses(422),
+)
+def list_datasets(session: SessionDep, page: PageDep) -> DatasetPage:
+    rows, next_cursor = service.list_page(session, page)
+    return DatasetPage(
+        items=[DatasetSummary.model_validate(r) for r in rows], next_cursor=next_cursor
+    )
+
+
+@router.get(
+    "/{dataset_id}",
+    summary="Get a dataset",
+    response_model=DatasetDetail,
+    responses=problem_responses(404),
+)
+def get_dataset(session: SessionDep, dataset_id: int) -> DatasetDetail:
+    return DatasetDetail.model_validate(service.get_or_raise(session, dataset_id))
+
+
+@router.delete(
+    "/{dataset_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Delete a dataset",
+    description="409 while a queued or running job uses it. Trained models are kept.",
+    responses=problem_responses(404, 409),
+)
+def delete_dataset(session: SessionDep, dataset_id: int) -> Response:
+    service.delete(session, dataset_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

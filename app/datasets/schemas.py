@@ -1,0 +1,79 @@
+"""Request and response bodies of /datasets."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.pagination import Page
+
+_SUMMARY_EXAMPLE = {
+    "id": 1,
+    "name": "wdbc",
+    "filename": "wdbc.arff",
+    "format": "arff",
+    "n_rows": 569,
+    "n_features": 30,
+    "n_rows_dropped": 0,
+    "sparse": False,
+    "classes": ["1", "2"],
+    "class_counts": [357, 212],
+    "sha256": "3b4c…",
+    "size_bytes": 123456,
+    "created_at": "2026-01-01T12:00:00Z",
+}
+
+
+class DatasetSummary(BaseModel):
+    """A stored dataset, without its per-feature details."""
+
+    model_config = ConfigDict(
+        from_attributes=True, json_schema_extra={"examples": [_SUMMARY_EXAMPLE]}
+    )
+
+    id: int
+    name: str = Field(description="Name given at upload (default: the file name)")
+    filename: str = Field(description="Name of the uploaded file")
+    format: str = Field(description="Detected or requested format (csv, tsv, libsvm, arff, ...)")
+    n_rows: int = Field(description="Rows kept")
+    n_features: int = Field(description="Columns of the encoded feature matrix")
+    n_rows_dropped: int = Field(description="Rows dropped for missing values (missing=drop)")
+    sparse: bool = Field(description="Stored as a CSR matrix")
+    classes: list[Any] = Field(description="Distinct labels, sorted, in their original values")
+    class_counts: list[int] = Field(description="Rows per class, aligned with `classes`")
+    sha256: str = Field(description="SHA-256 of the uploaded bytes")
+    size_bytes: int = Field(description="Size of the uploaded file")
+    created_at: datetime
+
+
+class DatasetDetail(DatasetSummary):
+    """A stored dataset with its feature names, the encoding used for predictions, and the
+    options it was read with."""
+
+    model_config = ConfigDict(
+        from_attributes=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    **_SUMMARY_EXAMPLE,
+                    "feature_names": ["radius_mean", "texture_mean", "…"],
+                    "encoding": {"columns": "…"},
+                    "options": {"label": "Class", "missing": "error"},
+                }
+            ]
+        },
+    )
+
+    feature_names: list[str] = Field(description="Names of the encoded feature columns")
+    encoding: dict[str, Any] = Field(
+        description="How raw values become features (applied again at prediction)"
+    )
+    options: dict[str, Any] = Field(description="Parsing options used at upload")
+
+
+class DatasetPage(Page[DatasetSummary]):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"items": [_SUMMARY_EXAMPLE], "next_cursor": "aWQ6MQ"}]}
+    )

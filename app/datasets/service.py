@@ -1,0 +1,138 @@
+"""Dataset data functions: create from an upload, read, list, delete, load arrays."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sqlalchemy import delete as sql_delete
+from sqlalchemy import exists, select
+from sqlalchemy.orm import Session
+
+from app import storage
+from app.config import Settings
+from app.ingest import parse_dataset
+from app.orm import ACTIVE_JOB_STATUSES, Dataset, DatasetArray, Job
+from app.pagination import PageParams, paginate
+from app.problems import conflict, invalid, not_found, too_large
+
+
+@dataclass(frozen=True)
+class UploadOptions:
+    """Form options of POST /datasets, passed on to ``app.ingest.parse_dataset``."""
+
+    name: str | None = None
+    format: str | None = None
+    label: str | int | None = None
+    drop: list[str] | None = None
+    missing: str = "error"
+    n_features: int | None = None
+    header: bool | None = None
+    delimiter: str | None = None
+
+
+def get(session: Session, dataset_id: int) -> Dataset | None:
+    return session.get(Dataset, dataset_id)
+
+
+def get_or_raise(session: Session, dataset_id: int) -> Dataset:
+    dataset = get(session, dataset_id)
+    if dataset is None:
+        raise not_found("dataset", dataset_id)
+    return dataset
+
+
+def list_page(session: Session, page: PageParams) -> tuple[list[Dataset], str | None]:
+    return paginate(session, select(Dataset), Dataset.id, page)
+
+
+def create(
+    session: Session, *, content: bytes, filename: str, options: UploadOptions, settings: Settings
+) -> Dataset:
+    """Parse ``content`` and store it (metadata row + array blobs) in one transaction."""
+    if len(content) > settings.max_upload_bytes:
+        raise too_large(
+            f"file is {len(content)} bytes; the limit is {settings.max_upload_bytes} "
+            "(MSVMAV_MAX_UPLOAD_BYTES)",
+            field="file",
+        )
+    if not content.strip():
+        raise invalid(["body", "file"], "the uploaded file is empty")
+    parsed = parse_dataset(
+        content,
+        filename,
+        format=options.format,
+        label=options.label,
+        drop=options.drop,
+        missing=options.missing,
+        n_features=options.n_features,
+        header=options.header,
+        delimiter=options.delimiter,
+    )
+    n_rows, n_features = parsed.X.shape
+    if n_rows > settings.max_rows:
+        raise too_large(
+            f"dataset has {n_rows} rows; the limit is {settings.max_rows} (MSVMAV_MAX_ROWS)",
+            field="file",
+        )
+    if n_features > settings.max_features:
+        raise too_large(
+            f"dataset has {n_features} features; the limit is {settings.max_features} "
+            "(MSVMAV_MAX_FEATURES)",
+            field="file",
+        )
+    if n_rows == 0:
+        raise invalid(["body", "file"], "the file holds no data rows")
+    y = np.asarray(parsed.y)
+    if y.dtype == object:
+        y = y.astype(str)
+
+    dataset = Dataset(
+        name=options.name or filename or "dataset",
+        filename=filename,
+        format=parsed.format,
+        n_rows=int(n_rows),
+        n_features=int(n_features),
+        n_rows_dropped=int(parsed.n_rows_dropped),
+        sparse=bool(sp.issparse(parsed.X)),
+        feature_names=[str(f) for f in parsed.feature_names],
+        classes=list(parsed.classes),
+        class_counts=[int(c) for c in parsed.class_counts],
+        encoding=parsed.encoding,
+        options={k: v for k, v in asdict(options).items() if v is not None and k != "name"},
+        sha256=hashlib.sha256(content).hexdigest(),
+        size_bytes=len(content),
+    )
+    session.add(dataset)
+    session.flush()
+    blobs = storage.matrix_to_blobs("X", parsed.X)
+    blobs["y"] = storage.array_to_bytes(y)
+    session.add_all(DatasetArray(dataset_id=dataset.id, name=k, data=v) for k, v in blobs.items())
+    session.commit()
+    return dataset
+
+
+def load_arrays(
+    session: Session, dataset: Dataset
+) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
+    """The stored feature matrix (n_rows, n_features) and raw labels (n_rows,)."""
+    rows = session.execute(
+        select(DatasetArray.name, DatasetArray.data).where(DatasetArray.dataset_id == dataset.id)
+    ).all()
+    blobs = {name: bytes(data) for name, data in rows}
+    return storage.blobs_to_matrix("X", blobs), storage.bytes_to_array(blobs["y"])
+
+
+def delete(session: Session, dataset_id: int) -> None:
+    """Delete a dataset and its blobs; 409 while a queued or running job uses it."""
+    dataset = get_or_raise(session, dataset_id)
+    busy = session.scalar(
+        select(exists().where(Job.dataset_id == dataset_id, Job.status.in_(ACTIVE_JOB_STATUSES)))
+    )
+    if busy:
+        raise conflict(f"dataset {dataset_id} is used by a queued or running job; cancel it first")
+    session.execute(sql_delete(DatasetArray).where(DatasetArray.dataset_id == dataset.id))
+    session.delete(dataset)
+    session.commit()

@@ -1,0 +1,106 @@
+"""Engine, sessions and Alembic plumbing, identical for SQLite and PostgreSQL.
+
+SQLite runs in WAL mode with a busy timeout and foreign keys on. Every SQLite transaction starts
+with ``BEGIN IMMEDIATE``: the API and the worker processes write to the same file, and a deferred
+transaction that reads and then writes fails at once with "database is locked" when another
+process committed in between (the busy timeout does not apply to that upgrade), whereas an
+immediate transaction simply waits its turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+import migrations
+
+# __path__ rather than __file__: also right when "migrations" resolves as a namespace package.
+MIGRATIONS_DIR = Path(next(iter(migrations.__path__))).resolve()
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def is_sqlite(url: str) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def make_engine(url: str) -> Engine:
+    """Engine for ``url`` with our SQLite pragmas; PostgreSQL keeps SQLAlchemy's defaults."""
+    if not is_sqlite(url):
+        return create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_pragmas(dbapi_connection, _record):  # noqa: ANN001
+        # Take transaction control away from pysqlite so that "begin" below is ours.
+        dbapi_connection.isolation_level = None
+        cur = dbapi_connection.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _sqlite_begin(conn):  # noqa: ANN001
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def make_session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """Yield a session that is rolled back unless the caller committed (one per request)."""
+    with factory() as session:
+        try:
+            yield session
+        finally:
+            session.rollback()
+
+
+# --- Alembic -----------------------------------------------------------------------------------
+
+
+def alembic_config(url: str) -> Config:
+    """Alembic configuration built in code, so ``msvmav migrate`` works from any directory."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # ConfigParser interpolation: a literal % in a password must be doubled.
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade_to_head(url: str) -> None:
+    """Run ``alembic upgrade head`` against ``url``."""
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            cfg = alembic_config(url)
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+    finally:
+        engine.dispose()
+
+
+def script_heads(url: str) -> set[str]:
+    return set(ScriptDirectory.from_config(alembic_config(url)).get_heads())
+
+
+def current_heads(engine: Engine) -> set[str]:
+    with engine.connect() as conn:
+        return set(MigrationContext.configure(conn).get_current_heads())
+
+
+def ping(engine: Engine) -> None:
+    with engine.connect() as conn:
+        conn.execute(text("SELECT 1"))

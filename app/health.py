@@ -1,0 +1,70 @@
+"""Operational endpoints: /livez, /readyz, /metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy.exc import SQLAlchemyError
+
+from app.db import current_heads, ping
+from app.deps import SessionDep
+from app.metrics import job_lines
+from app.problems import Problem, problem_responses
+
+router = APIRouter(tags=["operations"])
+
+
+class Health(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"status": "ok", "database": "ok", "migrations": "0001"}]}
+    )
+
+    status: str
+    database: str | None = None
+    migrations: str | None = None
+
+
+@router.get("/livez", summary="Liveness: the process is up", response_model=Health)
+def livez() -> Health:
+    return Health(status="ok")
+
+
+@router.get(
+    "/readyz",
+    summary="Readiness: database reachable and migrated to head",
+    response_model=Health,
+    responses=problem_responses(503),
+)
+def readyz(request: Request) -> Health:
+    engine = request.app.state.engine
+    expected: set[str] = request.app.state.migration_heads
+    try:
+        ping(engine)
+        current = current_heads(engine)
+    except SQLAlchemyError as exc:
+        raise Problem(503, f"database unreachable: {type(exc).__name__}") from None
+    if current != expected:
+        raise Problem(
+            503,
+            f"database schema at {sorted(current) or 'no revision'}, expected "
+            f"{sorted(expected)}: run `msvmav migrate`",
+        )
+    return Health(status="ok", database="ok", migrations=",".join(sorted(current)))
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/plain": {"example": 'msvmav_jobs{status="queued"} 0\n'}}}},
+)
+def metrics(request: Request, session: SessionDep) -> PlainTextResponse:
+    lines = request.app.state.metrics.render()
+    try:
+        lines += job_lines(session)
+    except SQLAlchemyError:
+        lines.append("# msvmav_jobs unavailable: database error")
+    return PlainTextResponse(
+        "\n".join(lines) + "\n", media_type="text/plain; version=0.0.4; charset=utf-8"
+    )

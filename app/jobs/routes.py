@@ -1,0 +1,102 @@
+"""/train and /jobs routes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Query, Response, status
+
+from app.deps import SessionDep
+from app.jobs import service
+from app.jobs.schemas import JobOut, JobPage, JobStatus, TrainRequest
+from app.pagination import PageDep
+from app.problems import problem_responses
+
+router = APIRouter(tags=["jobs"])
+
+_TRAIN_EXAMPLES = {
+    "linear with hold-out": {
+        "summary": "Linear MSVMAv, 20 % hold-out",
+        "value": {
+            "dataset_id": 1,
+            "kernel": "linear",
+            "alpha": 16,
+            "beta": 0.25,
+            "test_fraction": 0.2,
+            "seed": 0,
+        },
+    },
+    "rbf": {
+        "summary": "Gaussian kernel, exact",
+        "value": {"dataset_id": 1, "kernel": "rbf", "gamma": 0.5, "approximation": "exact"},
+    },
+}
+
+
+@router.post(
+    "/train",
+    status_code=status.HTTP_202_ACCEPTED,
+    summary="Start a training job",
+    description=(
+        "Validates the hyper-parameters and queues a `train` job; a worker fits it. "
+        "Answers 202 with `Location: /jobs/{id}`; poll that until `status` is `succeeded` "
+        "(then `model_id` is set), `failed` or `cancelled`."
+    ),
+    response_model=JobOut,
+    responses=problem_responses(422),
+)
+def create_train_job(
+    session: SessionDep,
+    response: Response,
+    request: Annotated[TrainRequest, Body(openapi_examples=_TRAIN_EXAMPLES)],
+) -> JobOut:
+    job = service.submit_train(session, request)
+    response.headers["Location"] = f"/jobs/{job.id}"
+    return JobOut.model_validate(job)
+
+
+@router.get(
+    "/jobs",
+    summary="List jobs",
+    description="Newest first; optionally only those with one `status`.",
+    response_model=JobPage,
+    responses=problem_responses(422),
+)
+def list_jobs(
+    session: SessionDep,
+    page: PageDep,
+    status: Annotated[JobStatus | None, Query(description="Only jobs in this status")] = None,
+) -> JobPage:
+    rows, next_cursor = service.list_page(session, page, status)
+    return JobPage(items=[JobOut.model_validate(r) for r in rows], next_cursor=next_cursor)
+
+
+@router.get(
+    "/jobs/{job_id}",
+    summary="Get a job",
+    response_model=JobOut,
+    responses=problem_responses(404),
+)
+def get_job(session: SessionDep, job_id: int) -> JobOut:
+    return JobOut.model_validate(service.get_or_raise(session, job_id))
+
+
+@router.post(
+    "/jobs/{job_id}/cancel",
+    summary="Cancel a job",
+    description=(
+        "A queued job ends `cancelled` at once (200). A running job gets `cancel_requested` "
+        "and its worker stops it within one iteration (202; poll the job). "
+        "409 when the job already succeeded or failed."
+    ),
+    response_model=JobOut,
+    responses={
+        202: {"description": "Cancellation requested", "model": JobOut},
+        **problem_responses(404, 409),
+    },
+)
+def cancel_job(session: SessionDep, response: Response, job_id: int) -> JobOut:
+    job = service.cancel(session, job_id)
+    if job.status == "running":
+        response.status_code = status.HTTP_202_ACCEPTED
+    return JobOut.model_validate(job)

@@ -1,0 +1,117 @@
+"""Request and response bodies of /train and /jobs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.pagination import Page
+
+JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+_TRAIN_EXAMPLE = {
+    "dataset_id": 1,
+    "kernel": "linear",
+    "alpha": 16.0,
+    "beta": 0.25,
+    "max_iter": 100,
+    "scaling": "minmax",
+    "test_fraction": 0.2,
+    "seed": 0,
+}
+
+_JOB_EXAMPLE = {
+    "id": 7,
+    "kind": "train",
+    "status": "running",
+    "progress": 0.42,
+    "message": "task 1/1, iteration 42/100: θ̂=0.8731, SV/θ̂²=0.1204",
+    "params": _TRAIN_EXAMPLE,
+    "dataset_id": 1,
+    "model_id": None,
+    "result": None,
+    "error": None,
+    "cancel_requested": False,
+    "attempts": 1,
+    "worker_id": "host:1234:ab12",
+    "created_at": "2026-01-01T12:00:00Z",
+    "started_at": "2026-01-01T12:00:01Z",
+    "finished_at": None,
+    "heartbeat_at": "2026-01-01T12:00:03Z",
+}
+
+
+class TrainRequest(BaseModel):
+    """Hyper-parameters of one MSVMAv fit (names as in ``solver.MSVMAv``) plus data handling."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={"examples": [_TRAIN_EXAMPLE]},
+    )
+
+    dataset_id: int = Field(description="Dataset to train on")
+    kernel: Literal["linear", "rbf", "poly"] = Field("linear", description="Kernel")
+    alpha: float = Field(1.0, gt=0, description="α > 0: weight of the margin mean term")
+    beta: float = Field(1.0, gt=0, description="β > 0: weight of the margin semi-variance term")
+    gamma: float | None = Field(
+        None, gt=0, description="rbf/poly kernel width; null → 1 / n_features"
+    )
+    degree: int = Field(3, ge=1, le=20, description="poly kernel degree")
+    coef0: float = Field(1.0, description="poly kernel constant term")
+    max_iter: int = Field(100, ge=1, le=1_000_000, description="Most iterations per task")
+    tol: float = Field(1e-8, ge=0, description="Stop when the objective changes less than this")
+    fit_intercept: bool = Field(True, description="Learn a bias term")
+    approximation: Literal["auto", "exact", "nystroem"] = Field(
+        "auto", description="rbf/poly: exact kernel or Nyström features"
+    )
+    n_components: int = Field(
+        1000, ge=1, le=100_000, description="Nyström components (approximation=nystroem)"
+    )
+    scaling: Literal["minmax", "none"] = Field(
+        "minmax",
+        description="minmax: fit [0, 1] scaling on the training part, apply (clipped) at "
+        "prediction — as in the paper; none: use features as stored",
+    )
+    test_fraction: float | None = Field(
+        None, gt=0, lt=1, description="Hold out this fraction (stratified) for testing"
+    )
+    seed: int | None = Field(
+        0, ge=0, le=2**32 - 1, description="Seed of the hold-out split and Nyström sampling"
+    )
+
+
+class JobOut(BaseModel):
+    """A background job and its progress."""
+
+    model_config = ConfigDict(
+        from_attributes=True,
+        protected_namespaces=(),
+        json_schema_extra={"examples": [_JOB_EXAMPLE]},
+    )
+
+    id: int
+    kind: str = Field(description="What the job does: `train` (more kinds may follow)")
+    status: JobStatus
+    progress: float = Field(ge=0, le=1, description="Fraction done, 0–1")
+    message: str = Field(description="Latest progress message (iteration, θ̂, SV/θ̂²)")
+    params: dict[str, Any] = Field(description="The job's parameters as submitted")
+    dataset_id: int | None
+    model_id: int | None = Field(description="The trained model, once succeeded")
+    result: dict[str, Any] | None = Field(description="Kind-specific result summary")
+    error: str | None = Field(description="Why it failed")
+    cancel_requested: bool
+    attempts: int = Field(description="How many times a worker claimed it")
+    worker_id: str | None = Field(description="Worker that ran (or runs) it")
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    heartbeat_at: datetime | None
+
+
+class JobPage(Page[JobOut]):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"items": [_JOB_EXAMPLE], "next_cursor": None}]}
+    )

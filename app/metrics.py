@@ -1,0 +1,65 @@
+"""Prometheus text exposition, kept by hand (no client library): request counters per route and
+status, request latency sums, and job counts per status read from the database at scrape time
+(jobs run in other processes, so an in-process counter would miss them)."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.orm import JOB_STATUSES, Job
+
+
+class RequestMetrics:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count: dict[tuple[str, str, int], int] = defaultdict(int)
+        self._seconds: dict[tuple[str, str], float] = defaultdict(float)
+        self._seconds_n: dict[tuple[str, str], int] = defaultdict(int)
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        with self._lock:
+            self._count[(method, route, status)] += 1
+            self._seconds[(method, route)] += seconds
+            self._seconds_n[(method, route)] += 1
+
+    def render(self) -> list[str]:
+        with self._lock:
+            count = sorted(self._count.items())
+            secs = sorted(self._seconds.items())
+            secs_n = dict(self._seconds_n)
+        lines = [
+            "# HELP msvmav_http_requests_total HTTP requests by method, route and status.",
+            "# TYPE msvmav_http_requests_total counter",
+        ]
+        for (method, route, status), n in count:
+            labels = f'method="{method}",route="{_esc(route)}",status="{status}"'
+            lines.append(f"msvmav_http_requests_total{{{labels}}} {n}")
+        lines += [
+            "# HELP msvmav_http_request_duration_seconds Time spent answering requests.",
+            "# TYPE msvmav_http_request_duration_seconds summary",
+        ]
+        for (method, route), s in secs:
+            labels = f'method="{method}",route="{_esc(route)}"'
+            lines.append(f"msvmav_http_request_duration_seconds_sum{{{labels}}} {s:.6f}")
+            lines.append(
+                f"msvmav_http_request_duration_seconds_count{{{labels}}} {secs_n[(method, route)]}"
+            )
+        return lines
+
+
+def job_lines(session: Session) -> list[str]:
+    rows = dict(session.execute(select(Job.status, func.count()).group_by(Job.status)).all())
+    lines = [
+        "# HELP msvmav_jobs Jobs in the database by status.",
+        "# TYPE msvmav_jobs gauge",
+    ]
+    lines += [f'msvmav_jobs{{status="{s}"}} {rows.get(s, 0)}' for s in JOB_STATUSES]
+    return lines
+
+
+def _esc(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

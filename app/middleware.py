@@ -1,0 +1,114 @@
+"""ASGI middleware: request ids, access log, metrics, last-resort 500s, and the upload size cap.
+
+Pure ASGI (no BaseHTTPMiddleware) so that streaming bodies are not buffered and the request id
+context variable is visible to the handlers.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+
+from fastapi import HTTPException
+from starlette.datastructures import MutableHeaders
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.logs import request_id_var
+from app.metrics import RequestMetrics
+from app.problems import Problem, problem_response
+
+access_log = logging.getLogger("app.access")
+error_log = logging.getLogger("app.error")
+
+_VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+
+
+class BodyTooLarge(HTTPException):
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            413, f"request body exceeds the limit of {limit} bytes (MSVMAV_MAX_UPLOAD_BYTES)"
+        )
+
+
+class RequestContextMiddleware:
+    """Sets/echoes ``X-Request-ID``, logs one access line per request, counts requests per route
+    template and status, and answers unhandled exceptions with a problem+json 500."""
+
+    def __init__(self, app: ASGIApp, metrics: RequestMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
+        request_id = incoming if _VALID_REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        token = request_id_var.set(request_id)
+        start = time.perf_counter()
+        state = {"status": 500, "started": False}
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                state["status"] = message["status"]
+                state["started"] = True
+                MutableHeaders(scope=message)["X-Request-ID"] = request_id
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            error_log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            if state["started"]:
+                raise
+            problem = Problem(500, "internal server error; see the server log for this request id")
+            await problem_response(Request(scope), problem)(scope, receive, send_with_id)
+        finally:
+            elapsed = time.perf_counter() - start
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "<unmatched>"
+            self.metrics.observe(scope["method"], template, state["status"], elapsed)
+            access_log.info(
+                "method=%s path=%s route=%s status=%s duration_ms=%.1f",
+                scope["method"],
+                scope["path"],
+                template,
+                state["status"],
+                elapsed * 1000,
+            )
+            request_id_var.reset(token)
+
+
+class BodySizeLimitMiddleware:
+    """413 for bodies larger than ``limit`` bytes: at once when Content-Length says so, else as
+    soon as the streamed body crosses the limit (before the multipart parser spools it)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.limit:
+            exc = BodyTooLarge(self.limit)
+            problem = Problem(413, exc.detail, title="Content Too Large")
+            await problem_response(Request(scope), problem)(scope, receive, send)
+            return
+        seen = 0
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise BodyTooLarge(self.limit)
+            return message
+
+        await self.app(scope, counting_receive, send)

@@ -1,0 +1,1 @@
+"""Trained models: metadata row + npy blobs of ``estimator.to_dict()``; never pickle."""

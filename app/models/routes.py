@@ -1,0 +1,74 @@
+"""/models routes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Response, status
+
+from app.deps import SessionDep
+from app.models import service
+from app.models.schemas import MarginsOut, ModelDetail, ModelPage, ModelSummary
+from app.pagination import PageDep
+from app.predict import service as predict
+from app.problems import problem_responses
+
+router = APIRouter(prefix="/models", tags=["models"])
+
+
+@router.get(
+    "",
+    summary="List models",
+    description="Newest first, `limit` per page; follow `next_cursor` for the next page.",
+    response_model=ModelPage,
+    responses=problem_responses(422),
+)
+def list_models(session: SessionDep, page: PageDep) -> ModelPage:
+    rows, next_cursor = service.list_page(session, page)
+    return ModelPage(items=[ModelSummary.model_validate(r) for r in rows], next_cursor=next_cursor)
+
+
+@router.get(
+    "/{model_id}",
+    summary="Get a model",
+    response_model=ModelDetail,
+    responses=problem_responses(404),
+)
+def get_model(session: SessionDep, model_id: int) -> ModelDetail:
+    return ModelDetail.from_row(service.get_or_raise(session, model_id))
+
+
+@router.delete(
+    "/{model_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Delete a model",
+    responses=problem_responses(404),
+)
+def delete_model(session: SessionDep, model_id: int) -> Response:
+    service.delete(session, model_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get(
+    "/{model_id}/margins",
+    summary="Margin distribution of a model",
+    description=(
+        "Statistics, histogram and CDF of the margins y·f(x) (multi-class: f_y − max_{j≠y} f_j). "
+        "Default: on the model's training part (computed at fit time); `split=holdout` for the "
+        "hold-out part; `dataset_id` to compute them on every row of another stored dataset "
+        "with the same features."
+    ),
+    response_model=MarginsOut,
+    responses=problem_responses(404, 422),
+)
+def get_model_margins(
+    session: SessionDep,
+    model_id: int,
+    dataset_id: Annotated[
+        int | None, Query(description="Compute on this dataset instead", examples=[1])
+    ] = None,
+    split: Annotated[
+        Literal["train", "holdout"], Query(description="Stored statistics to return")
+    ] = "train",
+) -> MarginsOut:
+    return predict.model_margins(session, model_id=model_id, dataset_id=dataset_id, split=split)

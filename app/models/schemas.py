@@ -1,0 +1,168 @@
+"""Response bodies of /models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.pagination import Page
+
+_STATS_EXAMPLE = {
+    "n": 455,
+    "mean": 0.93,
+    "semivariance": 0.04,
+    "sv_ratio": 0.046,
+    "variance": 0.21,
+    "std": 0.46,
+    "min": -0.8,
+    "max": 2.1,
+    "quantiles": {"5": 0.1, "10": 0.3, "25": 0.7, "50": 0.95, "75": 1.2, "90": 1.5, "95": 1.7},
+    "frac_nonpositive": 0.03,
+    "histogram": {"edges": [-0.8, -0.655, "…"], "counts": [1, 0, "…"]},
+    "cdf": {"x": [-0.8, "…"], "p": [0.0, "…"]},
+}
+
+_SUMMARY_EXAMPLE = {
+    "id": 3,
+    "job_id": 7,
+    "dataset_id": 1,
+    "algorithm": "MSVMAv",
+    "params": {"kernel": "linear", "alpha": 16.0, "beta": 0.25, "max_iter": 100, "tol": 1e-08},
+    "scaling": "minmax",
+    "classes": [1, 2],
+    "n_features": 30,
+    "n_train": 455,
+    "n_test": 114,
+    "holdout_accuracy": 0.974,
+    "fit_seconds": 0.21,
+    "n_iter": 37,
+    "created_at": "2026-01-01T12:00:05Z",
+}
+
+
+class ModelSummary(BaseModel):
+    """A trained model's headline facts."""
+
+    model_config = ConfigDict(
+        from_attributes=True,
+        protected_namespaces=(),
+        json_schema_extra={"examples": [_SUMMARY_EXAMPLE]},
+    )
+
+    id: int
+    job_id: int | None = Field(description="Job that trained it")
+    dataset_id: int | None = Field(description="Training dataset (null once deleted)")
+    algorithm: str
+    params: dict[str, Any] = Field(description="Hyper-parameters, hold-out fraction and seed")
+    scaling: str = Field(description="`minmax` or `none`")
+    classes: list[Any] = Field(description="Class labels in their original values")
+    n_features: int
+    n_train: int = Field(description="Rows fitted on")
+    n_test: int = Field(description="Rows held out")
+    holdout_accuracy: float | None
+    fit_seconds: float
+    n_iter: int = Field(description="Iterations (the most over one-vs-rest tasks)")
+    created_at: datetime
+
+
+class HoldoutResult(BaseModel):
+    n: int
+    accuracy: float
+    margins: dict[str, Any] | None = Field(description="Margin statistics of the hold-out part")
+
+
+class ModelDetail(ModelSummary):
+    """Everything about a model: weights (linear) or expansion summary (kernels), scaling,
+    training and hold-out margin statistics, and a summary of the optimisation history."""
+
+    model_config = ConfigDict(
+        from_attributes=True,
+        protected_namespaces=(),
+        json_schema_extra={
+            "examples": [
+                {
+                    **_SUMMARY_EXAMPLE,
+                    "feature_names": ["radius_mean", "texture_mean", "…"],
+                    "weights": {
+                        "feature_names": ["radius_mean", "texture_mean", "…"],
+                        "coef": [[0.41, 0.87, "…"]],
+                        "intercept": [-1.2],
+                        "norm": [3.4],
+                    },
+                    "kernel_summary": None,
+                    "scaling_ranges": {"method": "minmax", "data_min": [6.98], "data_max": [28.1]},
+                    "train_margins": _STATS_EXAMPLE,
+                    "train_accuracy": 0.98,
+                    "holdout": {"n": 114, "accuracy": 0.974, "margins": _STATS_EXAMPLE},
+                    "history": {"n_records": 37, "stopped_early": False, "last": {}, "trace": []},
+                }
+            ]
+        },
+    )
+
+    feature_names: list[str]
+    weights: dict[str, Any] | None = Field(
+        description="Linear kernel: coef (one row per one-vs-rest task) and intercept, in the "
+        "scaled feature space, with the feature names"
+    )
+    kernel_summary: dict[str, Any] | None = Field(
+        description="rbf/poly: expansion terms, gamma, coefficient norms"
+    )
+    scaling_ranges: dict[str, Any] = Field(description="Per-feature min/max of the scaling")
+    train_margins: dict[str, Any] = Field(description="Margin statistics on the training part")
+    train_accuracy: float | None
+    holdout: HoldoutResult | None
+    history: dict[str, Any] = Field(description="Iteration count, stop reason, sampled trace")
+
+    @classmethod
+    def from_row(cls, model: Any) -> ModelDetail:
+        s = model.summary or {}
+        weights = s.get("weights")
+        if weights is not None:
+            weights = {"feature_names": list(model.feature_names), **weights}
+        return cls.model_validate(
+            {
+                **ModelSummary.model_validate(model).model_dump(),
+                "feature_names": model.feature_names,
+                "weights": weights,
+                "kernel_summary": s.get("kernel_summary"),
+                "scaling_ranges": s.get("scaling") or {"method": model.scaling},
+                "train_margins": s.get("train_margins") or {},
+                "train_accuracy": s.get("train_accuracy"),
+                "holdout": s.get("holdout"),
+                "history": s.get("history") or {},
+            }
+        )
+
+
+class ModelPage(Page[ModelSummary]):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"items": [_SUMMARY_EXAMPLE], "next_cursor": None}]}
+    )
+
+
+class MarginsOut(BaseModel):
+    """Margin-distribution statistics (``solver.margin_statistics``) with histogram and CDF."""
+
+    model_config = ConfigDict(
+        protected_namespaces=(),
+        json_schema_extra={
+            "examples": [
+                {
+                    "model_id": 3,
+                    "source": "training",
+                    "dataset_id": 1,
+                    "n": 455,
+                    "statistics": _STATS_EXAMPLE,
+                }
+            ]
+        },
+    )
+
+    model_id: int
+    source: str = Field(description="`training`, `holdout` (stored at fit time) or `dataset`")
+    dataset_id: int | None
+    n: int = Field(description="Rows the statistics are over")
+    statistics: dict[str, Any]

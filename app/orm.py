@@ -1,0 +1,175 @@
+"""ORM tables. The Alembic revisions in ``migrations/versions`` must produce exactly this schema
+(``tests/app/test_migrations.py`` checks it with ``compare_metadata``).
+
+Arrays never live in the metadata rows: they go to ``dataset_arrays`` / ``model_arrays`` as npy
+blobs (see ``app.storage``), so listing datasets or models never reads megabytes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+ACTIVE_JOB_STATUSES = ("queued", "running")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator):
+    """Timezone-aware UTC datetimes on both backends (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        value = value.astimezone(UTC)
+        # SQLite compares datetimes as text: store them all naive in UTC so comparisons hold.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Dataset(Base):
+    __tablename__ = "datasets"
+    # AUTOINCREMENT: ids are never reused after a delete (cursors and caches rely on it).
+    __table_args__ = {"sqlite_autoincrement": True}
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    filename: Mapped[str] = mapped_column(String(255), default="")
+    format: Mapped[str] = mapped_column(String(32))
+    n_rows: Mapped[int] = mapped_column(Integer)
+    n_features: Mapped[int] = mapped_column(Integer)
+    n_rows_dropped: Mapped[int] = mapped_column(Integer, default=0)
+    sparse: Mapped[bool] = mapped_column(Boolean, default=False)
+    feature_names: Mapped[list[str]] = mapped_column(JSON)
+    classes: Mapped[list[Any]] = mapped_column(JSON)
+    class_counts: Mapped[list[int]] = mapped_column(JSON)
+    encoding: Mapped[dict[str, Any]] = mapped_column(JSON)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    sha256: Mapped[str] = mapped_column(String(64), index=True)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class DatasetArray(Base):
+    __tablename__ = "dataset_arrays"
+
+    dataset_id: Mapped[int] = mapped_column(
+        ForeignKey("datasets.id", ondelete="CASCADE"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class Model(Base):
+    __tablename__ = "models"
+    __table_args__ = {"sqlite_autoincrement": True}
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # Plain references, no foreign keys: a model outlives its dataset and its job.
+    job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    dataset_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    algorithm: Mapped[str] = mapped_column(String(64))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    scaling: Mapped[str] = mapped_column(String(16))
+    classes: Mapped[list[Any]] = mapped_column(JSON)
+    n_features: Mapped[int] = mapped_column(Integer)
+    feature_names: Mapped[list[str]] = mapped_column(JSON)
+    # The dataset's encoding, copied so predictions work after the dataset is deleted.
+    encoding: Mapped[dict[str, Any]] = mapped_column(JSON)
+    estimator_meta: Mapped[dict[str, Any]] = mapped_column(JSON)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON)
+    n_train: Mapped[int] = mapped_column(Integer)
+    n_test: Mapped[int] = mapped_column(Integer, default=0)
+    holdout_accuracy: Mapped[float | None] = mapped_column(Float, nullable=True)
+    fit_seconds: Mapped[float] = mapped_column(Float)
+    n_iter: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ModelArray(Base):
+    __tablename__ = "model_arrays"
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class Job(Base):
+    """A unit of background work. ``kind`` selects the runner in ``app.worker``; ``params`` and
+    ``result`` are free-form JSON so other kinds (grid search, experiments) fit the same table."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        CheckConstraint(
+            "status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')",
+            name="status",
+        ),
+        Index("ix_jobs_status_id", "status", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    dataset_id: Mapped[int | None] = mapped_column(
+        ForeignKey("datasets.id", ondelete="SET NULL"), nullable=True, index=True
+    )
+    model_id: Mapped[int | None] = mapped_column(
+        ForeignKey("models.id", ondelete="SET NULL"), nullable=True
+    )
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    message: Mapped[str] = mapped_column(Text, default="")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    worker_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

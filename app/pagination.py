@@ -1,0 +1,77 @@
+"""Cursor pagination over integer ids, newest first.
+
+The cursor is opaque to clients (urlsafe base64 of the last id returned); ids only grow (SQLite
+tables use AUTOINCREMENT), so a page never repeats or skips rows inserted meanwhile.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any, Generic, TypeVar
+
+from fastapi import Depends, Query
+from pydantic import BaseModel, Field
+from sqlalchemy import Select
+from sqlalchemy.orm import Session
+
+from app.problems import invalid
+
+T = TypeVar("T")
+
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 100
+
+
+class PageParams(BaseModel):
+    limit: int
+    after_id: int | None
+
+
+def encode_cursor(last_id: int) -> str:
+    return base64.urlsafe_b64encode(f"id:{last_id}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        kind, _, value = raw.partition(":")
+        if kind != "id":
+            raise ValueError
+        return int(value)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise invalid(["query", "cursor"], "not a cursor returned by this API") from None
+
+
+def page_params(
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_LIMIT, description="Page size", examples=[DEFAULT_LIMIT])
+    ] = DEFAULT_LIMIT,
+    cursor: Annotated[
+        str | None,
+        Query(description="`next_cursor` of the previous page; omit for the first page"),
+    ] = None,
+) -> PageParams:
+    return PageParams(limit=limit, after_id=decode_cursor(cursor) if cursor else None)
+
+
+PageDep = Annotated[PageParams, Depends(page_params)]
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T] = Field(description="This page, newest first")
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` to get the next page; null on the last page"
+    )
+
+
+def paginate(
+    session: Session, stmt: Select, id_column: Any, page: PageParams
+) -> tuple[list, str | None]:
+    """Rows of ``stmt`` (a select of one ORM entity) for this page, and the next cursor."""
+    if page.after_id is not None:
+        stmt = stmt.where(id_column < page.after_id)
+    rows = list(session.scalars(stmt.order_by(id_column.desc()).limit(page.limit + 1)))
+    more = len(rows) > page.limit
+    rows = rows[: page.limit]
+    return rows, (encode_cursor(rows[-1].id) if more and rows else None)

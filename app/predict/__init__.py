@@ -1,0 +1,1 @@
+"""Predictions and margin statistics with stored models."""

@@ -1,0 +1,85 @@
+"""/predict routes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, File, Form, UploadFile
+
+from app.deps import SessionDep, SettingsDep
+from app.predict import service
+from app.predict.schemas import PredictRequest, PredictResponse
+from app.problems import problem_responses
+
+router = APIRouter(prefix="/predict", tags=["predict"])
+
+_PREDICT_EXAMPLES = {
+    "rows": {
+        "summary": "Rows in column order, with true labels",
+        "value": {"model_id": 1, "instances": [[1.0, 0.5, 3.2], [0.1, 2.0, 1.1]], "labels": [1, 2]},
+    },
+    "records": {
+        "summary": "Records keyed by column name",
+        "value": {"model_id": 1, "instances": [{"age": 41, "job": "admin.", "balance": 1270}]},
+    },
+}
+
+
+@router.post(
+    "",
+    summary="Predict rows",
+    description=(
+        "Raw rows are encoded with the training dataset's stored encoding, then scaled like "
+        "the training data. Each prediction carries the label and the decision value; with "
+        "true `labels` the answer adds accuracy and the batch's margin statistics."
+    ),
+    response_model=PredictResponse,
+    responses=problem_responses(413, 422),
+)
+def predict(
+    session: SessionDep,
+    settings: SettingsDep,
+    request: Annotated[PredictRequest, Body(openapi_examples=_PREDICT_EXAMPLES)],
+) -> PredictResponse:
+    return service.predict_rows(
+        session,
+        model_id=request.model_id,
+        instances=request.instances,
+        labels=request.labels,
+        settings=settings,
+    )
+
+
+@router.post(
+    "/file",
+    summary="Predict a file",
+    description=(
+        "Multipart upload of rows in any supported format (the training file's columns, label "
+        "column optional). With a label column, the answer adds accuracy and margin statistics."
+    ),
+    response_model=PredictResponse,
+    responses=problem_responses(413, 422),
+)
+def predict_file(
+    session: SessionDep,
+    settings: SettingsDep,
+    file: Annotated[UploadFile, File(description="Rows to classify")],
+    model_id: Annotated[
+        int, Form(description="Model to use", openapi_examples={"m": {"value": 1}})
+    ],
+    label: Annotated[
+        str | None,
+        Form(
+            description="Label column in the file (name, or 0-based index as digits), if any",
+            openapi_examples={"by name": {"value": "Class"}},
+        ),
+    ] = None,
+) -> PredictResponse:
+    return service.predict_file(
+        session,
+        model_id=model_id,
+        content=file.file.read(),
+        filename=file.filename or "",
+        label=label.strip() if label and label.strip() else None,
+        settings=settings,
+    )

@@ -1,0 +1,200 @@
+"""Encode raw rows with the model's stored dataset encoding, scale, predict; margins."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sqlalchemy.orm import Session
+
+from app.config import Settings
+from app.datasets import service as datasets
+from app.ingest import IngestError, encode_rows, parse_feature_file
+from app.jsonable import jsonable
+from app.models import service as models
+from app.models.schemas import MarginsOut
+from app.orm import Model
+from app.predict.schemas import Prediction, PredictResponse
+from app.problems import ingest_problem, invalid, not_found, too_large
+
+
+def _model_or_422(session: Session, model_id: int, loc: list[str | int]) -> Model:
+    model = session.get(Model, model_id)
+    if model is None:
+        raise invalid(loc, f"model {model_id} not found")
+    return model
+
+
+def _check_count(n: int, settings: Settings, loc: list[str | int]) -> None:
+    if n > settings.max_predict_instances:
+        raise too_large(
+            f"{n} rows; at most {settings.max_predict_instances} per request "
+            "(MSVMAV_MAX_PREDICT_INSTANCES)",
+            field=loc[-1],
+        )
+
+
+def _check_matrix(X: Any, model: Model, loc: list[str | int]) -> None:
+    if X.ndim != 2 or X.shape[1] != model.n_features:
+        raise invalid(
+            loc,
+            f"rows encode to {X.shape[-1]} features; model {model.id} expects {model.n_features}",
+        )
+    values = X.data if sp.issparse(X) else np.asarray(X)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        if sp.issparse(X):
+            row = int(np.searchsorted(X.indptr, np.flatnonzero(bad)[0], side="right") - 1)
+        else:
+            row = int(np.argwhere(bad)[0][0])
+        raise invalid([*loc, row], f"row {row} has a missing, NaN or infinite value", row=row)
+
+
+def match_labels(classes: np.ndarray, labels: list[Any], loc: list[str | int]) -> np.ndarray:
+    """Indices into ``classes`` of the given true labels (matched by value, then as text)."""
+    lookup: dict[Any, int] = {}
+    for i, c in enumerate(classes.tolist()):
+        lookup.setdefault(c, i)
+        lookup.setdefault(str(c), i)
+    out = np.empty(len(labels), dtype=np.int64)
+    for i, label in enumerate(labels):
+        key = label.item() if isinstance(label, np.generic) else label
+        idx = lookup.get(key) if isinstance(key, str | int | float | bool) else None
+        if idx is None:
+            idx = lookup.get(str(key))
+        if idx is None:
+            raise invalid(
+                [*loc, i],
+                f"label {key!r} is not one of the model's classes {classes.tolist()}",
+                row=i,
+            )
+        out[i] = idx
+    return out
+
+
+def _respond(
+    loaded: models.LoadedModel, X: Any, labels: list[Any] | None, labels_loc: list[str | int]
+) -> PredictResponse:
+    est = loaded.estimator
+    Xs = loaded.transform(X)
+    scores = np.asarray(est.decision_function(Xs), dtype=np.float64)
+    predicted = est.predict(Xs)
+    classes = est.classes_
+    if scores.ndim == 1:
+        predictions = [
+            Prediction(label=jsonable(p), decision_value=float(s))
+            for p, s in zip(predicted.tolist(), scores.tolist(), strict=True)
+        ]
+    else:
+        col = {c: j for j, c in enumerate(classes.tolist())}
+        predictions = [
+            Prediction(label=jsonable(p), decision_value=float(row[col[p]]), decision_values=row)
+            for p, row in zip(predicted.tolist(), scores.tolist(), strict=True)
+        ]
+    response = PredictResponse(
+        model_id=loaded.row.id,
+        classes=jsonable(classes.tolist()),
+        n=len(predictions),
+        predictions=predictions,
+    )
+    if labels is not None:
+        if len(labels) != len(predictions):
+            raise invalid(
+                labels_loc, f"{len(labels)} labels for {len(predictions)} rows; give one per row"
+            )
+        y_true = classes[match_labels(classes, labels, labels_loc)]
+        response.accuracy = float(np.mean(predicted == y_true))
+        response.margins = jsonable(est.margins(Xs, y_true))
+    return response
+
+
+def predict_rows(
+    session: Session,
+    *,
+    model_id: int,
+    instances: list[list[Any]] | list[dict[str, Any]],
+    labels: list[Any] | None,
+    settings: Settings,
+) -> PredictResponse:
+    _check_count(len(instances), settings, ["body", "instances"])
+    model = _model_or_422(session, model_id, ["body", "model_id"])
+    try:
+        X = encode_rows(model.encoding, instances)
+    except IngestError as exc:
+        loc: list[str | int] = ["body", "instances"]
+        if exc.row is not None:
+            loc.append(exc.row)
+        raise ingest_problem(exc, loc) from exc
+    _check_matrix(X, model, ["body", "instances"])
+    return _respond(models.load(session, model), X, labels, ["body", "labels"])
+
+
+def predict_file(
+    session: Session,
+    *,
+    model_id: int,
+    content: bytes,
+    filename: str,
+    label: str | int | None,
+    settings: Settings,
+) -> PredictResponse:
+    if len(content) > settings.max_upload_bytes:
+        raise too_large(
+            f"file is {len(content)} bytes; the limit is {settings.max_upload_bytes}", field="file"
+        )
+    model = _model_or_422(session, model_id, ["body", "model_id"])
+    if not content.strip():
+        raise invalid(["body", "file"], "the uploaded file is empty")
+    try:
+        X, y = parse_feature_file(model.encoding, content, filename, label=label)
+    except IngestError as exc:
+        field = "label" if exc.field == "label" else "file"
+        raise ingest_problem(exc, ["body", field]) from exc
+    _check_count(X.shape[0], settings, ["body", "file"])
+    if X.shape[0] == 0:
+        raise invalid(["body", "file"], "the file holds no data rows")
+    _check_matrix(X, model, ["body", "file"])
+    labels = None if y is None else list(np.asarray(y).tolist())
+    return _respond(models.load(session, model), X, labels, ["body", "label"])
+
+
+def model_margins(
+    session: Session, *, model_id: int, dataset_id: int | None, split: str
+) -> MarginsOut:
+    """Stored training/hold-out statistics, or fresh ones on a whole stored dataset."""
+    model = models.get_or_raise(session, model_id)
+    if dataset_id is None:
+        if split == "holdout":
+            holdout = (model.summary or {}).get("holdout")
+            if not holdout or not holdout.get("margins"):
+                raise invalid(["query", "split"], f"model {model_id} was trained without hold-out")
+            stats = holdout["margins"]
+        else:
+            stats = (model.summary or {}).get("train_margins") or {}
+        return MarginsOut(
+            model_id=model.id,
+            source="training" if split == "train" else "holdout",
+            dataset_id=model.dataset_id,
+            n=int(stats.get("n", 0) or 0),
+            statistics=stats,
+        )
+    dataset = datasets.get(session, dataset_id)
+    if dataset is None:
+        raise not_found("dataset", dataset_id)
+    if dataset.n_features != model.n_features or (
+        list(dataset.feature_names) != list(model.feature_names)
+    ):
+        raise invalid(
+            ["query", "dataset_id"],
+            f"dataset {dataset_id} has {dataset.n_features} features that differ from the "
+            f"model's {model.n_features}",
+        )
+    X, y = datasets.load_arrays(session, dataset)
+    loaded = models.load(session, model)
+    classes = loaded.estimator.classes_
+    y_true = classes[match_labels(classes, y.tolist(), ["query", "dataset_id"])]
+    stats = jsonable(loaded.estimator.margins(loaded.transform(X), y_true))
+    return MarginsOut(
+        model_id=model.id, source="dataset", dataset_id=dataset.id, n=len(y), statistics=stats
+    )

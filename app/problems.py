@@ -1,0 +1,242 @@
+"""RFC 9457 problem details for every 4xx and 5xx answer.
+
+Raise ``Problem`` (or use the helpers ``not_found``, ``conflict``, ``invalid``) in services; the
+handlers registered by ``install`` turn it, FastAPI's validation errors, Starlette's HTTP errors
+and ``app.ingest.IngestError`` into ``application/problem+json`` bodies with ``type``, ``title``,
+``status``, ``detail``, ``instance``, the request id and, for validation errors, an ``errors``
+list whose entries name the field (and the row/column of an uploaded file).
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.ingest import IngestError
+from app.logs import request_id_var
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+TYPE_BASE = "urn:msvmav:problem:"
+
+
+class Problem(Exception):  # noqa: N818 - it is the answer, not only an error
+    """An error answer. ``extra`` members are added to the body (e.g. ``row``, ``column``)."""
+
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        *,
+        type: str = "about:blank",
+        title: str | None = None,
+        errors: list[dict[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.type = type
+        self.title = title or HTTPStatus(status).phrase
+        self.errors = errors
+        self.headers = headers
+        self.extra = extra
+
+
+def not_found(kind: str, id: object) -> Problem:
+    return Problem(404, f"{kind} {id} not found", type=TYPE_BASE + "not-found", title="Not Found")
+
+
+def conflict(detail: str) -> Problem:
+    return Problem(409, detail, type=TYPE_BASE + "conflict", title="Conflict")
+
+
+def too_large(detail: str, **extra: Any) -> Problem:
+    return Problem(413, detail, type=TYPE_BASE + "too-large", title="Content Too Large", **extra)
+
+
+def invalid(loc: list[str | int], message: str, **extra: Any) -> Problem:
+    """422 naming the offending input, e.g. ``invalid(["body", "alpha"], "must be > 0")``."""
+    field = _field_name(loc)
+    error = {"loc": loc, "field": field, "message": message, **extra}
+    return Problem(
+        422,
+        f"{field}: {message}",
+        type=TYPE_BASE + "validation-error",
+        title="Validation Error",
+        errors=[error],
+        **extra,
+    )
+
+
+def _field_name(loc: list[Any] | tuple[Any, ...]) -> str:
+    parts = list(loc)
+    if parts and parts[0] in ("body", "query", "path", "header", "form", "cookie"):
+        parts = parts[1:]
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or str(loc[0] if loc else "request")
+
+
+class ProblemDetail(BaseModel):
+    """RFC 9457 problem details (``application/problem+json``)."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "urn:msvmav:problem:validation-error",
+                    "title": "Validation Error",
+                    "status": 422,
+                    "detail": "alpha: Input should be greater than 0",
+                    "instance": "/train",
+                    "request_id": "5f0c3e2a9b1d4c7e8f6a2b3c4d5e6f70",
+                    "errors": [
+                        {
+                            "loc": ["body", "alpha"],
+                            "field": "alpha",
+                            "message": "Input should be greater than 0",
+                            "type": "greater_than",
+                        }
+                    ],
+                }
+            ]
+        },
+    )
+
+    type: str = Field("about:blank", description="URI identifying the problem type")
+    title: str = Field(description="Short summary of the problem type")
+    status: int = Field(description="HTTP status code")
+    detail: str = Field(description="What went wrong here, naming the field, row or column")
+    instance: str = Field(description="The request path")
+    request_id: str | None = Field(None, description="The request's X-Request-ID")
+    errors: list[dict[str, Any]] | None = Field(
+        None, description="Validation errors: loc, field, message (and row, column for files)"
+    )
+
+
+def problem_response(request: Request | None, problem: Problem) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": problem.type,
+        "title": problem.title,
+        "status": problem.status,
+        "detail": problem.detail,
+        "instance": request.url.path if request is not None else "",
+        "request_id": request_id_var.get(),
+    }
+    if problem.errors is not None:
+        body["errors"] = problem.errors
+    body.update(problem.extra)
+    return JSONResponse(
+        body, status_code=problem.status, headers=problem.headers, media_type=PROBLEM_MEDIA_TYPE
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return str(value)
+
+
+def _validation_problem(exc: RequestValidationError) -> Problem:
+    errors = []
+    for err in exc.errors():
+        loc = list(err.get("loc", ()))
+        entry = {
+            "loc": loc,
+            "field": _field_name(loc),
+            "message": err.get("msg", ""),
+            "type": err.get("type", ""),
+        }
+        if "input" in err and err.get("type") != "missing":
+            entry["input"] = _jsonable(err["input"])
+        errors.append(_jsonable(entry))
+    detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors) or "invalid request"
+    return Problem(
+        422, detail, type=TYPE_BASE + "validation-error", title="Validation Error", errors=errors
+    )
+
+
+UPLOAD_OPTIONS = ("format", "label", "drop", "missing", "n_features", "header", "delimiter")
+
+
+def ingest_problem(exc: IngestError, loc: list[str | int] | None = None) -> Problem:
+    """A parse error of uploaded data: 422 naming the input, row and column at fault.
+
+    ``loc`` defaults to the upload form field the error is about (an option such as ``label``,
+    or ``file`` for the file's content)."""
+    field = getattr(exc, "field", None)
+    row = getattr(exc, "row", None)
+    column = getattr(exc, "column", None)
+    if loc is None:
+        loc = ["body", field if field in UPLOAD_OPTIONS else "file"]
+    name = _field_name(loc)
+    error: dict[str, Any] = {"loc": loc, "field": name, "message": str(exc)}
+    error.update({"row": row, "column": column})
+    detail = str(exc)
+    return Problem(
+        422,
+        detail if name in detail else f"{name}: {detail}",
+        type=TYPE_BASE + "ingest-error",
+        title="Unprocessable Data",
+        errors=[_jsonable(error)],
+        field=name,
+        row=_jsonable(row),
+        column=_jsonable(column),
+    )
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every error into problem+json."""
+
+    @app.exception_handler(Problem)
+    async def _problem(request: Request, exc: Problem) -> JSONResponse:
+        return problem_response(request, exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return problem_response(request, _validation_problem(exc))
+
+    @app.exception_handler(IngestError)
+    async def _ingest(request: Request, exc: IngestError) -> JSONResponse:
+        return problem_response(request, ingest_problem(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        status = exc.status_code
+        detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
+        if status == 404 and detail == "Not Found":
+            detail = f"no route for {request.method} {request.url.path}"
+        headers = dict(exc.headers) if exc.headers else None
+        return problem_response(request, Problem(status, detail, headers=headers))
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses=`` entries documenting problem+json answers."""
+    descriptions = {
+        400: "Bad request",
+        404: "Unknown id",
+        409: "Conflict with the resource's state",
+        413: "Upload or batch too large",
+        422: "Invalid input: the `errors` list names each field (and row/column of a file)",
+        503: "Not ready",
+    }
+    return {
+        s: {
+            "model": ProblemDetail,
+            "description": descriptions.get(s, HTTPStatus(s).phrase),
+        }
+        for s in statuses
+    }

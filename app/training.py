@@ -1,0 +1,213 @@
+"""One training run, free of HTTP and SQL: split, scale, fit MSVMAv, measure margins.
+
+``train`` receives the stored dataset arrays and the job's params and returns a ``TrainOutcome``
+holding everything the worker persists as a model row plus npy blobs.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from app.jsonable import jsonable
+from app.scaling import MinMaxScaling
+
+ALGORITHM = "MSVMAv"
+HYPER_PARAMETERS = (
+    "kernel",
+    "alpha",
+    "beta",
+    "gamma",
+    "degree",
+    "coef0",
+    "max_iter",
+    "tol",
+    "fit_intercept",
+    "approximation",
+    "n_components",
+)
+HISTORY_POINTS = 50
+
+Matrix = np.ndarray | sp.csr_matrix
+FitCallback = Callable[[dict[str, Any]], bool | None]
+
+
+class TrainingError(ValueError):
+    """The job's data or parameters cannot be trained on (reported as the job's error)."""
+
+
+@dataclass
+class TrainOutcome:
+    estimator: Any
+    scaling: MinMaxScaling | None
+    classes: list[Any]
+    n_train: int
+    n_test: int
+    holdout_accuracy: float | None
+    fit_seconds: float
+    n_iter: int
+    summary: dict[str, Any]
+
+
+def holdout_sizes(n: int, test_fraction: float) -> tuple[int, int]:
+    """(n_train, n_test) as scikit-learn's train_test_split computes them."""
+    n_test = math.ceil(test_fraction * n)
+    return n - n_test, n_test
+
+
+def split_indices(
+    y: np.ndarray, test_fraction: float | None, seed: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded, stratified when every class has at least two rows; no hold-out when
+    ``test_fraction`` is None."""
+    n = len(y)
+    if not test_fraction:
+        return np.arange(n), np.arange(0)
+    from sklearn.model_selection import train_test_split
+
+    _, counts = np.unique(y, return_counts=True)
+    n_train, n_test = holdout_sizes(n, test_fraction)
+    stratify = y if counts.min() >= 2 and min(n_train, n_test) >= len(counts) else None
+    train_idx, test_idx = train_test_split(
+        np.arange(n), test_size=n_test, random_state=seed, stratify=stratify
+    )
+    return np.sort(train_idx), np.sort(test_idx)
+
+
+def _rows(X: Matrix, idx: np.ndarray) -> Matrix:
+    return X[idx]
+
+
+def estimator_params(params: dict[str, Any]) -> dict[str, Any]:
+    out = {k: params[k] for k in HYPER_PARAMETERS if k in params}
+    out["random_state"] = params.get("seed")
+    return out
+
+
+def train(
+    X: Matrix, y: np.ndarray, params: dict[str, Any], callback: FitCallback | None = None
+) -> TrainOutcome:
+    """Fit MSVMAv on (X, y) with the job's ``params`` (see app.jobs.schemas.TrainRequest).
+
+    X: (n, d) float64 ndarray or CSR; y: (n,) raw labels.
+    """
+    from solver import MSVMAv
+
+    train_idx, test_idx = split_indices(y, params.get("test_fraction"), params.get("seed"))
+    X_train, y_train = _rows(X, train_idx), y[train_idx]
+    if len(np.unique(y_train)) < 2:
+        raise TrainingError("the training part has a single class; nothing to separate")
+
+    scaling = MinMaxScaling.fit(X_train) if params.get("scaling", "minmax") == "minmax" else None
+    if scaling is not None:
+        X_train = scaling.transform(X_train)
+
+    est = MSVMAv(**estimator_params(params))
+    start = time.perf_counter()
+    est.fit(X_train, y_train, callback=callback)
+    fit_seconds = time.perf_counter() - start
+
+    summary: dict[str, Any] = {
+        "train_margins": jsonable(est.margins(X_train, y_train)),
+        "train_accuracy": float(np.mean(est.predict(X_train) == y_train)),
+        "history": history_summary(getattr(est, "history_", []), est),
+        "scaling": scaling_summary(scaling),
+        **describe_estimator(est, params),
+    }
+    holdout_accuracy = None
+    if len(test_idx):
+        X_test, y_test = _rows(X, test_idx), y[test_idx]
+        if scaling is not None:
+            X_test = scaling.transform(X_test)
+        known = np.isin(y_test, est.classes_)
+        holdout_accuracy = float(np.mean(est.predict(X_test) == y_test))
+        summary["holdout"] = {
+            "n": int(len(test_idx)),
+            "accuracy": holdout_accuracy,
+            "margins": jsonable(est.margins(X_test[known], y_test[known])) if known.any() else None,
+        }
+    else:
+        summary["holdout"] = None
+
+    return TrainOutcome(
+        estimator=est,
+        scaling=scaling,
+        classes=jsonable(est.classes_.tolist()),
+        n_train=int(len(train_idx)),
+        n_test=int(len(test_idx)),
+        holdout_accuracy=holdout_accuracy,
+        fit_seconds=fit_seconds,
+        n_iter=int(np.max(getattr(est, "n_iter_", 0))),
+        summary=summary,
+    )
+
+
+def history_summary(history: list[dict[str, Any]], est: Any) -> dict[str, Any]:
+    """At most HISTORY_POINTS evenly spaced iterations plus the last one."""
+    n = len(history)
+    keep = (
+        sorted(set(np.linspace(0, n - 1, min(n, HISTORY_POINTS)).astype(int).tolist())) if n else []
+    )
+    fields = ("iteration", "task", "theta", "semivariance", "objective", "active")
+    return jsonable(
+        {
+            "n_records": n,
+            "stopped_early": bool(getattr(est, "stopped_early_", False)),
+            "last": history[-1] if n else None,
+            "trace": [{k: history[i].get(k) for k in fields} for i in keep],
+        }
+    )
+
+
+def describe_estimator(est: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """Linear kernel: the weight vector(s) (in scaled feature space). Kernels: a summary of the
+    expansion (terms, gamma, coefficient norms)."""
+    if params.get("kernel", "linear") == "linear" and hasattr(est, "coef_"):
+        coef = np.atleast_2d(np.asarray(est.coef_, dtype=np.float64))
+        intercept = np.atleast_1d(np.asarray(getattr(est, "intercept_", np.zeros(len(coef)))))
+        return {
+            "weights": jsonable(
+                {
+                    "coef": coef.tolist(),
+                    "intercept": intercept.tolist(),
+                    "norm": [float(np.linalg.norm(c)) for c in coef],
+                }
+            )
+        }
+    info: dict[str, Any] = {"kernel": params.get("kernel"), "gamma": getattr(est, "gamma_", None)}
+    dual = getattr(est, "dual_coef_", None)
+    if dual is not None:
+        dual = np.asarray(dual, dtype=np.float64)
+        info.update(
+            n_expansion_terms=int(dual.shape[0]),
+            dual_coef_l1=float(np.abs(dual).sum()),
+            dual_coef_l2=float(np.linalg.norm(dual)),
+            nonzero_terms=int(np.count_nonzero(np.any(np.atleast_2d(dual.T).T != 0, axis=1))),
+        )
+    if hasattr(est, "coef_"):
+        coef = np.atleast_2d(np.asarray(est.coef_, dtype=np.float64))
+        info["feature_space_dim"] = int(coef.shape[1])
+        info["coef_norm"] = [float(np.linalg.norm(c)) for c in coef]
+    intercept = getattr(est, "intercept_", None)
+    if intercept is not None:
+        info["intercept"] = np.atleast_1d(np.asarray(intercept, dtype=np.float64)).tolist()
+    return {"kernel_summary": jsonable(info)}
+
+
+def scaling_summary(scaling: MinMaxScaling | None) -> dict[str, Any]:
+    """The per-feature ranges the min-max scaling maps to [0, 1]."""
+    if scaling is None:
+        return {"method": "none"}
+    return jsonable(
+        {
+            "method": "minmax",
+            "data_min": scaling.data_min.tolist(),
+            "data_max": scaling.data_max.tolist(),
+        }
+    )

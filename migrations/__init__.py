@@ -1,0 +1,1 @@
+"""Alembic migration environment for the msvmav service (revisions in ``versions/``)."""

@@ -1,0 +1,97 @@
+"""Fixtures for the service tests: a real database per test session (SQLite file, and a fresh
+uniquely named PostgreSQL database when TEST_DATABASE_URL is set), migrated with Alembic."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from app.config import Settings
+from app.db import make_engine, upgrade_to_head
+from app.main import create_app
+from app.orm import Base
+from app.worker import Worker
+
+BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TEST_DATABASE_URL") else [])
+
+
+def create_postgres_database(admin_url: str) -> str:
+    """CREATE DATABASE msvmav_t_<random> next to ``admin_url``'s; returns its URL."""
+    name = f"msvmav_t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_postgres_database(admin_url: str, url: str) -> None:
+    name = make_url(url).database
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """An empty database migrated to head with Alembic (not create_all)."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'test.db'}"
+        upgrade_to_head(url)
+        yield url
+        return
+    admin_url = os.environ["TEST_DATABASE_URL"]
+    url = create_postgres_database(admin_url)
+    try:
+        upgrade_to_head(url)
+        yield url
+    finally:
+        drop_postgres_database(admin_url, url)
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(
+        database_url=database_url,
+        worker_poll_interval=0.05,
+        heartbeat_interval=0.5,
+        stale_job_after=30.0,
+        cancel_check_interval=0.05,
+        _env_file=None,
+    )
+
+
+@pytest.fixture
+def engine(settings: Settings):
+    """Engine on the session's database, emptied before each test."""
+    eng = make_engine(settings.database_url)
+    with eng.begin() as conn:
+        for table in reversed(Base.metadata.sorted_tables):
+            conn.execute(table.delete())
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture
+def app(settings: Settings, engine):
+    return create_app(settings)
+
+
+@pytest.fixture
+def client(app) -> Iterator[TestClient]:
+    with TestClient(app) as c:
+        yield c
+
+
+@pytest.fixture
+def worker(settings: Settings, engine) -> Worker:
+    return Worker(settings, engine=engine)

@@ -1,0 +1,80 @@
+"""Helpers shared by the service tests: small data made in the test, upload/train shortcuts,
+problem+json assertions."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+from fastapi.testclient import TestClient
+
+from app.worker import Worker
+
+SHARED_DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
+
+
+def run_jobs(worker: Worker) -> list[str]:
+    """Run every queued job in-process (deterministic); their final statuses."""
+    statuses = []
+    while (status := worker.run_once()) is not None:
+        statuses.append(status)
+    return statuses
+
+
+def blobs(n: int = 80, d: int = 3, seed: int = 0, classes=("neg", "pos"), shift: float = 3.0):
+    """Well separated Gaussian blobs: X (n, d), y labels cycling through ``classes``."""
+    rng = np.random.default_rng(seed)
+    y_idx = np.arange(n) % len(classes)
+    centers = rng.normal(size=(len(classes), d)) * shift
+    X = centers[y_idx] + rng.normal(size=(n, d))
+    return X, np.asarray(classes)[y_idx]
+
+
+def to_csv(X: np.ndarray, y, names=None, label: str = "y") -> bytes:
+    names = names or [f"x{j}" for j in range(X.shape[1])]
+    out = io.StringIO()
+    out.write(",".join([*names, label]) + "\n")
+    for row, lab in zip(X, y, strict=True):
+        out.write(",".join([*(f"{v:.6f}" for v in row), str(lab)]) + "\n")
+    return out.getvalue().encode()
+
+
+def upload(client: TestClient, content: bytes, filename: str = "data.csv", **form) -> dict:
+    r = client.post("/datasets", files={"file": (filename, content)}, data=form)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def submit(client: TestClient, dataset_id: int, **params) -> dict:
+    r = client.post("/train", json={"dataset_id": dataset_id, **params})
+    assert r.status_code == 202, r.text
+    return r.json()
+
+
+def trained_model(
+    client: TestClient, worker: Worker, content: bytes | None = None, **params
+) -> dict:
+    """Upload (default: binary blobs), train in-process, return the model detail."""
+    if content is None:
+        X, y = blobs()
+        content = to_csv(X, y)
+    ds = upload(client, content)
+    job = submit(client, ds["id"], **{"max_iter": 30, **params})
+    assert run_jobs(worker) == ["succeeded"], client.get(f"/jobs/{job['id']}").json()
+    job = client.get(f"/jobs/{job['id']}").json()
+    return client.get(f"/models/{job['model_id']}").json()
+
+
+def assert_problem(r, status: int, field: str | None = None) -> dict:
+    """The response is problem+json with ``status``; ``field`` is named in detail and errors."""
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json"), r.headers
+    body = r.json()
+    for key in ("type", "title", "status", "detail", "instance"):
+        assert key in body, body
+    assert body["status"] == status
+    if field is not None:
+        assert field in body["detail"], body
+        assert any(e["field"] == field for e in body.get("errors", [])), body
+    return body
