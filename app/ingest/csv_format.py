@@ -119,6 +119,15 @@ def read_csv(text: str, *, header: bool | None = None, delimiter: str | None = N
     if not records:
         raise IngestError("The file has no data rows.", field="file")
 
+    if delimiter is None and all(len(r) == 1 for r in records[:_SNIFF_LINES]):
+        # A data file needs a label and a feature: one column means the delimiter is
+        # something we do not split on (often spaces).
+        spaced = " " in records[0][0].strip()
+        raise IngestError(
+            "Found a single column: none of ',', ';' or tab splits the lines"
+            + (" (the values look space-separated, which is not supported; convert the file"
+               " to CSV or TSV)" if spaced else "") + ". Pass delimiter if it is another "
+            "character.", field="delimiter", row=lines[0])
     if header is None:
         cleaned_first = [clean_token(f) for f in records[0]]
         if known_names and not all(t is None or is_number(t) for t in cleaned_first) and any(

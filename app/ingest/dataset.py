@@ -154,6 +154,9 @@ def _from_svmlight(text: str, label: str | int | None, drop: list[str | int] | N
                           "line; leave label unset.", field="label")
     X, y_raw, zero_based = read_svmlight(text, n_features=n_features)
     d = X.shape[1]
+    if d == 0:
+        raise IngestError("No row has any 'index:value' feature entry; pass n_features if "
+                          "all-zero rows are intended.", field="file")
     names = [f"f{k}" for k in range(1, d + 1)]
     dropped = resolve_drop(names, drop, label_idx=-1)
     keep_cols = [j for j in range(d) if j not in set(dropped)]

@@ -564,3 +564,33 @@ def test_parse_feature_file_svmlight_and_sparse_arff() -> None:
     assert isinstance(X, sp.csr_matrix)
     np.testing.assert_array_equal(X.toarray(), p.X.toarray())
     np.testing.assert_array_equal(y, p.y)
+
+
+def test_single_column_explains_the_delimiter() -> None:
+    with pytest.raises(IngestError) as err:
+        parse("1.0 2.0 3.0\n4.0 5.0 6.0\n")
+    assert err.value.field == "delimiter" and "space-separated" in str(err.value)
+
+
+def test_svmlight_without_any_feature() -> None:
+    with pytest.raises(IngestError, match="index:value"):
+        parse("1\n-1\n", "x.svm")
+    p = parse("1\n-1\n", "x.svm", n_features=2)
+    assert p.X.shape == (2, 2) and p.X.nnz == 0
+
+
+def test_arff_string_date_and_keel_header() -> None:
+    text = ("@relation r\n@attribute s string\n@attribute d date 'yyyy-MM-dd'\n"
+            "@attribute c {x,y}\n@data\n'foo bar',2020-01-01,x\nbaz,2020-01-02,y\n")
+    with pytest.raises(IngestError) as err:
+        parse_dataset(text.encode(), "r.arff")
+    assert (err.value.field, err.value.column) == ("drop", "d")
+    p = parse_dataset(text.encode(), "r.arff", drop=["d"])
+    assert p.feature_names == ["s=baz", "s=foo bar"]
+    keel = ("@relation w\n@attribute A integer [1, 10]\n@attribute B real [0.0, 1.0]\n"
+            "@attribute Class {2, 4}\n@inputs A, B\n@outputs Class\n@data\n1, 0.5, 2\n"
+            "10, 0.25, 4\n")
+    p = parse_dataset(keel.encode(), "w.dat")
+    assert p.format == "arff"
+    np.testing.assert_array_equal(p.X, [[1, 0.5], [10, 0.25]])
+    assert p.y.tolist() == [2, 4]
