@@ -6,7 +6,7 @@ policy, type inference and encoding then work the same way for both.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass
@@ -27,7 +27,6 @@ class RawTable:
     sparse_rows: list[dict[int, str | None]] | None = None
     has_header: bool = True  # False when names were made up ("x0", "x1", ...)
     delimiter: str | None = None  # CSV only
-    extra: dict = field(default_factory=dict)
 
     @property
     def n_rows(self) -> int:
@@ -63,6 +62,3 @@ class RawTable:
             return [rows[i][j] for i in row_ids]  # type: ignore[index]
         return [self.cell(i, j) for i in row_ids]
 
-    def label_for(self, j: int) -> str:
-        """How a column is named in messages: its name and its 0-based position."""
-        return f"{self.names[j]!r} (index {j})"
