@@ -26,7 +26,8 @@ def blobs(n: int = 80, d: int = 3, seed: int = 0, classes=("neg", "pos"), shift:
     """Well separated Gaussian blobs: X (n, d), y labels cycling through ``classes``."""
     rng = np.random.default_rng(seed)
     y_idx = np.arange(n) % len(classes)
-    centers = rng.normal(size=(len(classes), d)) * shift
+    centers = np.zeros((len(classes), d))
+    centers[np.arange(len(classes)), np.arange(len(classes)) % d] = shift  # 2**0.5 * shift apart
     X = centers[y_idx] + rng.normal(size=(n, d))
     return X, np.asarray(classes)[y_idx]
 
