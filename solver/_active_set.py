@@ -35,24 +35,34 @@ def _gram(rows) -> np.ndarray:
 
 class PrimalSystem:
     """(diag(base) + X_A^T X_A)^{-1}: base = c for linear MSVMAv, c (1 + sigma^2) for the
-    low-rank (Nystroem) kernel path in its rotated coordinates."""
+    low-rank (Nystroem) kernel path in its rotated coordinates.
 
-    def __init__(self, Xa, base: np.ndarray, *, update: str = "woodbury") -> None:
-        self.Xa, self.base, self.update = Xa, base, update
+    Also keeps s_A = X_A^T y_A, so the step's right-hand side
+    X_A^T e_A = theta s_A - G w costs O(D^2) instead of a pass over the data."""
+
+    def __init__(self, Xa, y: np.ndarray, base: np.ndarray, *, update: str = "woodbury") -> None:
+        self.Xa, self.y, self.base, self.update = Xa, y, base, update
         n, D = Xa.shape
         self.D = D
         self.mask = np.zeros(n, dtype=bool)
         self.G = np.zeros((D, D))
+        self.sA = np.zeros(D)
         self.M = np.diag(1.0 / base)
         self.n_refactor = 0
         self.n_updates = 0
 
-    def _refactor(self) -> None:
-        self.G = _gram(self.Xa[self.mask])
+    def _invert(self) -> None:
         H = self.G.copy()
         H[np.diag_indices_from(H)] += self.base
         self.M = spd_inverse(H, overwrite=True)
         self.n_refactor += 1
+
+    def _rebuild(self) -> None:
+        """G and s_A from scratch, then invert: the reference path, and the cure for drift."""
+        rows = self.Xa[self.mask]
+        self.G = _gram(rows)
+        self.sA = np.asarray(rows.T @ self.y[self.mask]).ravel()
+        self._invert()
 
     def set_active(self, mask: np.ndarray) -> None:
         add = np.flatnonzero(mask & ~self.mask)
@@ -60,23 +70,34 @@ class PrimalSystem:
         p = add.size + rem.size
         self.mask = mask.copy()
         if self.update == "direct":
-            self._refactor()
+            self._rebuild()
             return
         if p == 0:
             return
-        if p > REFACTOR_SHARE * self.D:
-            self._refactor()
-            return
-        rows = self.Xa[np.concatenate([add, rem])]
-        U = rows.toarray().T if sparse.issparse(rows) else rows.T  # D x p
+        changed = np.concatenate([add, rem])
         sign = np.concatenate([np.ones(add.size), -np.ones(rem.size)])
+        rows = self.Xa[changed]
+        self.sA += np.asarray(rows.T @ (sign * self.y[changed])).ravel()
+        if p > REFACTOR_SHARE * self.D:
+            # G changes by the rows that entered minus the rows that left (exact sums)
+            signed = sparse.diags(sign) @ rows if sparse.issparse(rows) else rows * sign[:, None]
+            delta = rows.T @ signed
+            self.G += delta.toarray() if sparse.issparse(delta) else delta
+            self._invert()
+            return
+        U = rows.toarray().T if sparse.issparse(rows) else rows.T  # D x p
         self.G += (U * sign) @ U.T
+        # mixed-sign Woodbury: M <- M - M U (S + U^T M U)^{-1} U^T M, S = diag(+-1) = S^{-1}
         MU = self.M @ U
         inner = U.T @ MU
-        inner[np.diag_indices_from(inner)] += sign  # S^{-1} = S for S = diag(+-1)
+        inner[np.diag_indices_from(inner)] += sign
         self.M -= MU @ linalg.solve(inner, MU.T, assume_a="sym")
         self.M = 0.5 * (self.M + self.M.T)
         self.n_updates += 1
+
+    def step(self, w: np.ndarray, theta: float) -> np.ndarray:
+        """delta solving (diag(base) + G) delta = X_A^T (theta y_A - X_A w) = theta s_A - G w."""
+        return self.solve(theta * self.sA - self.G @ w)
 
     def _residual(self, rhs: np.ndarray, x: np.ndarray) -> np.ndarray:
         return rhs - (self.base * x + self.G @ x)
@@ -89,79 +110,140 @@ class PrimalSystem:
         r = self._residual(rhs, x)
         if np.linalg.norm(r) <= RESIDUAL_TOL * scale:
             return x
-        x = x + self.M @ r
+        x = x + self.M @ r  # one step of iterative refinement
         if np.linalg.norm(self._residual(rhs, x)) <= RESIDUAL_TOL * scale:
             return x
-        self._refactor()
+        self._rebuild()
         return self.M @ rhs
 
 
 class DualSystem:
     """(c I + P_AA)^{-1} for the exact kernel semi-variance step, P = K - I + B^{-1}."""
 
-    def __init__(self, K: np.ndarray, Binv: np.ndarray, c: float) -> None:
-        self.K, self.Binv, self.c = K, Binv, c
+    @staticmethod
+    def pair(K: np.ndarray) -> np.ndarray:
+        """[K | (I + K)^{-1}] as one n x 2n array; K is released (peak about 3 n x n arrays)."""
+        n = K.shape[0]
+        KB = np.empty((n, 2 * n))
+        KB[:, :n] = K
+        K[np.diag_indices_from(K)] += 1.0
+        KB[:, n:] = spd_inverse(K, overwrite=True)
+        return KB
+
+    def __init__(self, KB: np.ndarray, c: float) -> None:
+        # KB = [K | B^{-1}] side by side (n x 2n). The rows of A are kept packed in R (in the
+        # order of idx), so each step is one contiguous |A| x 2n product, with no gather.
+        n = KB.shape[0]
+        self.KB, self.K, self.Binv, self.c = KB, KB[:, :n], KB[:, n:], c
         self.idx = np.zeros(0, dtype=np.intp)  # members of A in the order of Sinv's rows
-        self.Sinv = np.zeros((0, 0))
+        self.R = np.empty((0, 2 * n))
+        self.Sbuf = np.zeros((0, 0))  # (c I + P_AA)^{-1} in its leading |A| x |A| block
         self.n_refactor = 0
         self.n_updates = 0
 
-    def _p_block(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        ix = np.ix_(rows, cols)
-        return self.K[ix] + self.Binv[ix]
+    def _store_rows(self, start: int, new: np.ndarray) -> None:
+        end = start + new.size
+        if end > self.R.shape[0]:
+            grown = np.empty((min(self.KB.shape[0], max(end, int(1.5 * end) + 16)),
+                              self.KB.shape[1]))
+            grown[:start] = self.R[:start]
+            self.R = grown
+        np.take(self.KB, new, axis=0, out=self.R[start:end])
+
+    def _p_rows(self, m: int, cols: np.ndarray) -> np.ndarray:
+        """P[idx[:m], cols] from the packed rows (P = K + B^{-1} - I; cols are not in idx)."""
+        n = self.KB.shape[0]
+        return self.R[:m, cols] + self.R[:m, n + cols]
 
     def _s_block(self, idx: np.ndarray) -> np.ndarray:
-        S = self._p_block(idx, idx)
+        ix = np.ix_(idx, idx)
+        S = self.K[ix] + self.Binv[ix]
         S[np.diag_indices_from(S)] += self.c - 1.0
         return S
 
     def _refactor(self, idx: np.ndarray) -> None:
         self.idx = idx
-        empty = np.zeros((0, 0))
-        self.Sinv = spd_inverse(self._s_block(idx), overwrite=True) if idx.size else empty
+        self._store_rows(0, idx)
+        self.Sbuf = spd_inverse(self._s_block(idx), overwrite=True) if idx.size else np.zeros(
+            (0, 0))
         self.n_refactor += 1
 
     def set_active(self, mask: np.ndarray) -> None:
+        m = self.idx.size
         member = np.zeros(mask.size, dtype=bool)
         member[self.idx] = True
-        keep_pos = np.flatnonzero(mask[self.idx])
-        drop_pos = np.flatnonzero(~mask[self.idx])
+        keep = mask[self.idx]
+        drop_pos = np.flatnonzero(~keep)
         new = np.flatnonzero(mask & ~member)
         if drop_pos.size == 0 and new.size == 0:
             return
-        if drop_pos.size + new.size > REFACTOR_SHARE * max(self.idx.size, 1) or keep_pos.size == 0:
+        if drop_pos.size + new.size > REFACTOR_SHARE * max(m, 1) or drop_pos.size == m:
             self._refactor(np.flatnonzero(mask))
             return
-        Sinv = self.Sinv
         if drop_pos.size:
-            # Schur-complement deletion: (S_kk)^{-1} = Sinv_kk - Sinv_kd Sinv_dd^{-1} Sinv_dk
-            Skd = Sinv[np.ix_(keep_pos, drop_pos)]
-            Sdd = Sinv[np.ix_(drop_pos, drop_pos)]
-            Sinv = Sinv[np.ix_(keep_pos, keep_pos)] - Skd @ linalg.solve(Sdd, Skd.T,
-                                                                          assume_a="sym")
-        idx = self.idx[keep_pos]
+            self._delete(drop_pos, keep)
         if new.size:
-            # bordering: S' = [[S, B], [B^T, C]], Schur T = C - B^T S^{-1} B
-            B = self._p_block(idx, new)
-            C = self._s_block(new)
-            SB = Sinv @ B
-            Tinv = np.linalg.inv(C - B.T @ SB)
-            Tinv = 0.5 * (Tinv + Tinv.T)
-            SBT = SB @ Tinv
-            top = np.hstack([Sinv + SBT @ SB.T, -SBT])
-            bottom = np.hstack([-SBT.T, Tinv])
-            Sinv = np.vstack([top, bottom])
-            idx = np.concatenate([idx, new])
-        self.idx = idx
-        self.Sinv = 0.5 * (Sinv + Sinv.T)
+            self._border(new)
         self.n_updates += 1
 
+    def _delete(self, drop_pos: np.ndarray, keep: np.ndarray) -> None:
+        """Schur-complement deletion: (S_kk)^{-1} = Sinv_kk - Sinv_kd Sinv_dd^{-1} Sinv_dk."""
+        m = self.idx.size
+        m_new = m - drop_pos.size
+        S = self.Sbuf
+        Skd = S[:m, drop_pos][keep]  # rows in old kept order; reordered to perm below
+        Sdd = S[np.ix_(drop_pos, drop_pos)]
+        # swap-remove: kept rows at the tail move into the holes left by dropped rows
+        holes = drop_pos[drop_pos < m_new]
+        tails = np.flatnonzero(keep[m_new:]) + m_new
+        perm = np.arange(m_new)
+        perm[holes] = tails
+        S[holes, :m] = S[tails, :m]
+        S[:m_new, holes] = S[:m_new, tails]
+        self.R[holes] = self.R[tails]
+        order = np.empty(m, dtype=np.intp)
+        order[np.flatnonzero(keep)] = np.arange(m_new)
+        Skd = Skd[order[perm]]
+        S[:m_new, :m_new] -= Skd @ linalg.solve(Sdd, Skd.T, assume_a="sym")
+        self.idx = self.idx[perm]
+
+    def _border(self, new: np.ndarray) -> None:
+        """Bordering: S' = [[S, B], [B^T, C]] with Schur complement T = C - B^T S^{-1} B."""
+        m = self.idx.size
+        m2 = m + new.size
+        if m2 > self.Sbuf.shape[0]:
+            grown = np.empty((int(1.5 * m2) + 16,) * 2)
+            grown[:m, :m] = self.Sbuf[:m, :m]
+            self.Sbuf = grown
+        S = self.Sbuf
+        B = self._p_rows(m, new)
+        SB = S[:m, :m] @ B
+        Tinv = np.linalg.inv(self._s_block(new) - B.T @ SB)
+        Tinv = 0.5 * (Tinv + Tinv.T)
+        SBT = SB @ Tinv
+        S[:m, :m] += SBT @ SB.T
+        S[:m, m:m2] = -SBT
+        S[m:m2, :m] = -SBT.T
+        S[m:m2, m:m2] = Tinv
+        self._store_rows(m, new)
+        self.idx = np.concatenate([self.idx, new])
+
+    @property
+    def Sinv(self) -> np.ndarray:  # noqa: N802 - the matrix's name in the derivation
+        m = self.idx.size
+        return self.Sbuf[:m, :m]
+
     def apply(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """delta = B^{-1} K_{:,A} z and K delta = P_{:,A} z for z indexed like ``self.idx``."""
-        zfull = np.zeros(self.K.shape[0])
-        zfull[self.idx] = z
-        delta = zfull - self.Binv @ zfull
-        Kdelta = self.K @ zfull - delta
+        """delta = B^{-1} K_{:,A} z and K delta = P_{:,A} z for z indexed like ``self.idx``.
+
+        K and B^{-1} are symmetric, so their columns in A are read as the packed rows: the step
+        costs O(n |A|), not O(n^2)."""
+        rows = self.idx
+        n = self.KB.shape[0]
+        both = z @ self.R[:rows.size]
+        delta = -both[n:]
+        delta[rows] += z
+        Kdelta = both[:n] - delta
         return delta, Kdelta
 
     def solve(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

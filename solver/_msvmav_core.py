@@ -29,7 +29,7 @@ from ._base import Callback, FitStopped, report
 from .margins import semivariance
 
 # Recompute f = K a from scratch this often on the kernel path (it is updated incrementally).
-F_REFRESH = 10
+F_REFRESH = 20
 
 
 class PrimalSpace:
@@ -46,7 +46,7 @@ class PrimalSpace:
         self.sqrt_mu = np.sqrt(self.mu)
         self.shift = shift
         self.shift_f = np.asarray(X @ shift).ravel()
-        self.system = PrimalSystem(X, base, update=update)
+        self.system = PrimalSystem(X, y, base, update=update)
 
     def norm(self, coef: np.ndarray, f: np.ndarray) -> float:
         return float(np.sqrt(coef @ (self.mu * coef)))
@@ -61,11 +61,9 @@ class PrimalSpace:
     def decision(self, coef: np.ndarray) -> np.ndarray:
         return np.asarray(self.X @ coef).ravel()
 
-    def prox_step(self, coef, f, mask, e):
+    def prox_step(self, coef, f, mask, theta):
         self.system.set_active(mask)
-        rhs = np.asarray(self.X.T @ e).ravel()  # X_A^T e_A (e is zero outside A)
-        delta = self.system.solve(rhs) if mask.any() else np.zeros_like(coef)
-        new = coef + delta
+        new = coef + self.system.step(coef, theta) if mask.any() else coef.copy()
         return new, self.decision(new)
 
     def distance(self, a: np.ndarray, b: np.ndarray) -> float:
@@ -75,12 +73,13 @@ class PrimalSpace:
 class DualSpace:
     """Exact kernel: coef = a in R^n, f = K a; one (I + K)^{-1} shared by all one-vs-rest tasks."""
 
-    def __init__(self, K: np.ndarray, Binv: np.ndarray, y: np.ndarray, beta: float) -> None:
-        n = K.shape[0]
+    def __init__(self, KB: np.ndarray, y: np.ndarray, beta: float) -> None:
+        n = KB.shape[0]
+        K = KB[:, :n]
         self.K, self.y, self.dim = K, y, n
         self.shift = y
         self.shift_f = K @ y
-        self.system = DualSystem(K, Binv, n * beta)
+        self.system = DualSystem(KB, n * beta)
         self.steps = 0
 
     def norm(self, coef: np.ndarray, f: np.ndarray) -> float:
@@ -96,12 +95,12 @@ class DualSpace:
     def decision(self, coef: np.ndarray) -> np.ndarray:
         return self.K @ coef
 
-    def prox_step(self, coef, f, mask, e):
+    def prox_step(self, coef, f, mask, theta):
         self.steps += 1
         if not mask.any():
             return coef.copy(), f.copy()
         self.system.set_active(mask)
-        delta, Kdelta = self.system.solve(e)
+        delta, Kdelta = self.system.solve(np.where(mask, theta * self.y - f, 0.0))
         new = coef + delta
         fnew = self.decision(new) if self.steps % F_REFRESH == 0 else f + Kdelta
         return new, fnew
@@ -125,8 +124,7 @@ def iterate(space, y: np.ndarray, *, alpha: float, max_iter: int, tol: float,
     stopped = False
     for k in range(1, max_iter + 1):
         mask = m < theta
-        e = np.where(mask, theta * y - f, 0.0)
-        cp, fp = space.prox_step(coef, f, mask, e)
+        cp, fp = space.prox_step(coef, f, mask, theta)
         flipped = bool(y @ fp < 0)
         if flipped:
             cp, fp = -cp, -fp

@@ -9,8 +9,8 @@ from scipy import sparse
 from sklearn.kernel_approximation import Nystroem
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ._active_set import DualSystem
 from ._base import Callback, MarginClassifier, to_dense_rows
-from ._linalg import spd_inverse
 from ._msvmav_core import DualSpace, PrimalSpace, iterate
 from .kernels import KERNELS, gram_matrix, kernel_diagonal, kernel_matrix, resolve_gamma
 from .margins import kernel_rademacher_terms, linear_rademacher_terms
@@ -167,16 +167,13 @@ class MSVMAv(MarginClassifier):
                 "coef0": self.coef0}
 
     def _fit_exact_kernel(self, X, Y, callback) -> None:
-        K = gram_matrix(X, **self._kernel_args())
-        B = K.copy()
-        B[np.diag_indices_from(B)] += 1.0
-        Binv = spd_inverse(B, overwrite=True)  # (I + K)^{-1}, shared by every task
-        del B
+        # [K | (I + K)^{-1}], shared by every one-vs-rest task
+        KB = DualSystem.pair(gram_matrix(X, **self._kernel_args()))
         T = Y.shape[1]
-        A = np.zeros((K.shape[0], T))
+        A = np.zeros((KB.shape[0], T))
         info = {"refactorisations": 0, "low_rank_updates": 0}
         for t in range(T):
-            space = DualSpace(K, Binv, Y[:, t], self.beta)
+            space = DualSpace(KB, Y[:, t], self.beta)
             A[:, t], space = self._run(space, Y[:, t], callback, t, T)
             info["refactorisations"] += space.system.n_refactor
             info["low_rank_updates"] += space.system.n_updates

@@ -1,0 +1,113 @@
+"""Support vector regression on +-1 targets used as a classifier (msvmav.md section 3)."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn import svm as sk_svm
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from .._base import Callback
+from ..kernels import resolve_gamma
+from ._common import KERNEL_CONSTRAINTS, ExpansionClassifier
+from .svm import fit_kernel_libsvm, fit_linear_liblinear
+
+
+class SVR(ExpansionClassifier):
+    """epsilon-SVR regressing the +-1 labels; predict the sign (ties -> classes_[0]).
+
+    Linear kernel: scikit-learn ``LinearSVR`` (LIBLINEAR) with ``fit_intercept=True,
+    intercept_scaling=1`` (``-B 1``: regularised bias). Other kernels: ``SVR`` (LIBSVM) with a
+    free bias. ``epsilon`` is always passed explicitly: LinearSVR's own default is 0, LIBLINEAR's
+    and LIBSVM's is 0.1. One-vs-rest for more than two classes.
+
+    Parameters
+    ----------
+    C : float > 0
+        Penalty of the training loss.
+    epsilon : float >= 0
+        Width of the insensitive tube (not tuned in the paper; library default 0.1).
+    kernel : {"linear", "rbf", "poly", "precomputed"}
+    gamma : float > 0 or None
+        Kernel width for "rbf"/"poly"; None means 1 / n_features.
+    degree, coef0 : polynomial kernel (gamma <x, z> + coef0) ** degree.
+    loss : {"epsilon_insensitive", "squared_epsilon_insensitive"}
+        Linear kernel: LIBLINEAR ``-s 13`` (L1, the appendix's loss, default) or the L2 loss
+        (``-s 11``/``-s 12``). Kernels support only "epsilon_insensitive".
+    tol : float > 0
+        Stopping tolerance passed to LIBLINEAR and to LIBSVM.
+    max_iter : int >= 1
+        Linear kernel only: LIBLINEAR's iteration cap.
+    dual : bool or "auto"
+        Linear kernel only, passed to ``LinearSVR``.
+    cache_size : float
+        LIBSVM kernel cache in MB.
+    random_state : int or None
+        Seed of LIBLINEAR's coordinate order.
+
+    Attributes
+    ----------
+    classes_ : (k,) class labels; for two classes classes_[1] is the positive one.
+    coef_ : (T, d) and intercept_ : (T,)
+        Linear kernel: f(x) = x @ coef_.T + intercept_.
+    dual_coef_ : (m,) or (m, T)
+        Other kernels: f(x) = k(x, X_fit_) @ dual_coef_ + intercept_ over the support vectors.
+    X_fit_ : (m, d) support vectors (None for "precomputed").
+    support_ : (m,) their training-row indices (kernels).
+    gamma_ : float or None, the gamma actually used.
+    n_iter_ : int, library iterations (max over the one-vs-rest machines).
+    """
+
+    _parameter_constraints: dict = {
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "epsilon": [Interval(Real, 0, None, closed="left")],
+        **KERNEL_CONSTRAINTS,
+        "loss": [StrOptions({"epsilon_insensitive", "squared_epsilon_insensitive"})],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "dual": ["boolean", StrOptions({"auto"})],
+        "cache_size": [Interval(Real, 0, None, closed="neither")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, C: float = 1.0, *, epsilon: float = 0.1, kernel: str = "linear",
+                 gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
+                 loss: str = "epsilon_insensitive", tol: float = 1e-4, max_iter: int = 1000,
+                 dual: bool | str = "auto", cache_size: float = 200,
+                 random_state: int | None = None) -> None:
+        self.C = C
+        self.epsilon = epsilon
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.loss = loss
+        self.tol = tol
+        self.max_iter = max_iter
+        self.dual = dual
+        self.cache_size = cache_size
+        self.random_state = random_state
+
+    def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
+        self._reset_fitted()
+        if self.kernel == "linear":
+            fit_linear_liblinear(self, X, Y, callback, self._linear_machine)
+            return
+        if self.loss != "epsilon_insensitive":
+            raise ValueError(f"loss: {self.loss!r} is only available with kernel='linear' "
+                             "(LIBSVM's epsilon-SVR uses the epsilon-insensitive loss)")
+        self.gamma_ = resolve_gamma(self.gamma, X.shape[1])
+        fit_kernel_libsvm(self, X, Y, callback, self._kernel_machine)
+
+    def _linear_machine(self) -> sk_svm.LinearSVR:
+        return sk_svm.LinearSVR(
+            C=self.C, epsilon=self.epsilon, loss=self.loss, dual=self.dual, tol=self.tol,
+            max_iter=self.max_iter, fit_intercept=True, intercept_scaling=1.0,
+            random_state=self.random_state)
+
+    def _kernel_machine(self) -> sk_svm.SVR:
+        return sk_svm.SVR(
+            C=self.C, epsilon=self.epsilon, kernel=self.kernel, gamma=self.gamma_,
+            degree=self.degree, coef0=self.coef0, tol=self.tol, cache_size=self.cache_size,
+            shrinking=True)
