@@ -1,0 +1,44 @@
+"""The six comparators of the MSVMAv paper (msvmav.md sections 2-7), with MSVMAv's API.
+
+* ``SVM`` — LIBLINEAR (linear, regularised bias) / LIBSVM (kernels, free bias) via scikit-learn.
+* ``SVR`` — epsilon-SVR on the +-1 labels, same libraries.
+* ``LSSVM`` — least-squares SVM, closed form, free unregularised bias.
+* ``MAMC`` — maximal average margin classifier, closed form (MSVMAv's initial point).
+* ``ODM`` — optimal margin distribution machine, dual coordinate descent (libodm).
+* ``FMM`` — fast margin maximisation by dual acceleration (momentum method).
+
+``ALGORITHMS`` maps the lower-case names to the classes; ``grids`` holds the paper's and the
+quick hyper-parameter grids (including MSVMAv's, which is not in ALGORITHMS).
+"""
+
+from .fmm import FMM
+from .grids import PAPER_GRIDS, QUICK_GRIDS, gamma_grid, iter_configs, param_grid
+from .lssvm import LSSVM
+from .mamc import MAMC
+from .odm import ODM
+from .svm import SVM
+from .svr import SVR
+
+ALGORITHMS: dict[str, type] = {
+    "svm": SVM,
+    "svr": SVR,
+    "lssvm": LSSVM,
+    "mamc": MAMC,
+    "odm": ODM,
+    "fmm": FMM,
+}
+
+__all__ = [
+    "ALGORITHMS",
+    "FMM",
+    "LSSVM",
+    "MAMC",
+    "ODM",
+    "PAPER_GRIDS",
+    "QUICK_GRIDS",
+    "SVM",
+    "SVR",
+    "gamma_grid",
+    "iter_configs",
+    "param_grid",
+]

@@ -179,7 +179,7 @@ class ODM(ExpansionClassifier):
             primal = self.primal_objective(margins, sq_norm)
             # the dual objective's value at (u, v), negated: a lower bound on min F
             dual = -(0.5 * sq_norm + 0.5 * Du * float(ua @ ua) + 0.5 * Dv * float(va @ va)
-                     - (1.0 - self.theta) * ua.sum() + (1.0 + self.theta) * va.sum())
+                     - (1.0 - self.theta) * float(ua.sum()) + (1.0 + self.theta) * float(va.sum()))
             record = {"iteration": epoch, "max_iter": self.max_iter, "task": task,
                       "n_tasks": n_tasks, "pg_gap": pg_gap, "primal": primal, "dual": dual,
                       "gap": primal - dual, "objective": primal,
