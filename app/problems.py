@@ -76,7 +76,9 @@ def invalid(loc: list[str | int], message: str, **extra: Any) -> Problem:
 
 
 def _field_name(loc: list[Any] | tuple[Any, ...]) -> str:
-    parts = list(loc)
+    """``["body", "instances", 3]`` -> ``instances[3]``; pydantic's union-member tags such as
+    ``list[any]`` are left out."""
+    parts = [p for p in loc if not (isinstance(p, str) and "[" in p)]
     if parts and parts[0] in ("body", "query", "path", "header", "form", "cookie"):
         parts = parts[1:]
     out = ""

@@ -309,6 +309,7 @@ def run_job(
             if runner is None:
                 raise ValueError(f"no runner for job kind {kind!r}")
             result = runner(ctx)
+            return _succeed(engine, sessions, job_id, worker_id, result)
         except JobCancelledError:
             return _finish(
                 engine, job_id, worker_id, "cancelled", message="cancelled while running"
@@ -323,7 +324,6 @@ def run_job(
             return _finish(
                 engine, job_id, worker_id, "failed", error=_error_text(exc), message="failed"
             )
-        return _succeed(engine, sessions, job_id, worker_id, result)
 
 
 def _error_text(exc: BaseException) -> str:

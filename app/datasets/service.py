@@ -8,13 +8,13 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import scipy.sparse as sp
 from sqlalchemy import delete as sql_delete
-from sqlalchemy import exists, select
+from sqlalchemy import exists, select, update
 from sqlalchemy.orm import Session
 
 from app import storage
 from app.config import Settings
 from app.ingest import parse_dataset
-from app.orm import ACTIVE_JOB_STATUSES, Dataset, DatasetArray, Job
+from app.orm import ACTIVE_JOB_STATUSES, Dataset, DatasetArray, Job, Model
 from app.pagination import PageParams, paginate
 from app.problems import conflict, invalid, not_found, too_large
 
@@ -134,5 +134,7 @@ def delete(session: Session, dataset_id: int) -> None:
     if busy:
         raise conflict(f"dataset {dataset_id} is used by a queued or running job; cancel it first")
     session.execute(sql_delete(DatasetArray).where(DatasetArray.dataset_id == dataset.id))
+    # Models keep working (they hold the encoding) but no longer point at the dataset.
+    session.execute(update(Model).where(Model.dataset_id == dataset.id).values(dataset_id=None))
     session.delete(dataset)
     session.commit()

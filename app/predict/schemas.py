@@ -23,8 +23,8 @@ class PredictRequest(BaseModel):
     )
 
     model_id: int = Field(description="Model to use")
-    instances: list[list[Any]] | list[dict[str, Any]] = Field(
-        min_length=1, description="Rows (lists in column order, or records by column name)"
+    instances: list[list[Any] | dict[str, Any]] = Field(
+        min_length=1, description="Rows: lists in column order, or records by column name"
     )
     labels: list[Any] | None = Field(
         None, description="True labels, one per row: adds accuracy and margin statistics"

@@ -113,7 +113,7 @@ def predict_rows(
     session: Session,
     *,
     model_id: int,
-    instances: list[list[Any]] | list[dict[str, Any]],
+    instances: list[list[Any] | dict[str, Any]],
     labels: list[Any] | None,
     settings: Settings,
 ) -> PredictResponse:

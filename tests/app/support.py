@@ -22,7 +22,7 @@ def run_jobs(worker: Worker) -> list[str]:
     return statuses
 
 
-def blobs(n: int = 80, d: int = 3, seed: int = 0, classes=("neg", "pos"), shift: float = 3.0):
+def blobs(n: int = 80, d: int = 3, seed: int = 0, classes=("neg", "pos"), shift: float = 5.0):
     """Well separated Gaussian blobs: X (n, d), y labels cycling through ``classes``."""
     rng = np.random.default_rng(seed)
     y_idx = np.arange(n) % len(classes)
