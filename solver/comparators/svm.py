@@ -6,6 +6,7 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
+from scipy import sparse
 from sklearn import svm as sk_svm
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -140,7 +141,9 @@ def fit_kernel_libsvm(est: ExpansionClassifier, X, Y: np.ndarray,
     intercept = np.zeros(T)
     for t in range(T):
         machine = make().fit(Xk, Y[:, t])
-        parts.append((machine.support_, np.ravel(machine.dual_coef_)))
+        dual = machine.dual_coef_  # sparse when LIBSVM was given sparse rows
+        parts.append((machine.support_, np.ravel(dual.toarray() if sparse.issparse(dual)
+                                                 else dual)))
         intercept[t] = np.ravel(machine.intercept_)[0]
         est.n_iter_ = max(est.n_iter_, int(np.max(machine.n_iter_)))
         if _stop(callback, t, T):
