@@ -9,6 +9,7 @@ list whose entries name the field (and the row/column of an uploaded file).
 
 from __future__ import annotations
 
+import math
 from http import HTTPStatus
 from typing import Any
 
@@ -143,6 +144,8 @@ def problem_response(request: Request | None, problem: Problem) -> JSONResponse:
 
 
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # NaN/inf are not JSON
     if isinstance(value, str | int | float | bool) or value is None:
         return value
     if isinstance(value, list | tuple):

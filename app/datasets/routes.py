@@ -14,6 +14,7 @@ from app.problems import problem_responses
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 
+
 def _drop(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
@@ -38,12 +39,14 @@ def create_dataset(
     settings: SettingsDep,
     response: Response,
     file: Annotated[UploadFile, File(description="The data file")],
-    name: Annotated[str | None, Form(description="Display name (default: file name)")] = None,
+    name: Annotated[
+        str | None, Form(description="Display name (default: file name)", examples=["wdbc"])
+    ] = None,
     format: Annotated[
         str | None,
         Form(
             description="csv, tsv, libsvm (svmlight) or arff; detected from name/content if absent",
-            openapi_examples={"arff": {"value": "arff"}, "libsvm": {"value": "libsvm"}},
+            examples=["arff"],
         ),
     ] = None,
     label: Annotated[
@@ -51,30 +54,41 @@ def create_dataset(
         Form(
             description="Label column: a name, or a 0-based index given as digits "
             "(default: the format's convention, e.g. last column / first LIBSVM field)",
-            openapi_examples={"by name": {"value": "Class"}, "by index": {"value": "0"}},
+            examples=["Class"],
         ),
     ] = None,
     drop: Annotated[
         list[str] | None,
         Form(
             description="Columns to ignore: names or fnmatch globs, comma-separated or repeated",
-            openapi_examples={"globs": {"value": ["id", "TAG_*"]}},
+            examples=[["id", "TAG_*"]],
         ),
     ] = None,
     missing: Annotated[
         Literal["error", "drop"],
-        Form(description="Missing values: reject the file (error) or drop those rows (drop)"),
+        Form(
+            description="Missing values: reject the file (error) or drop those rows (drop)",
+            examples=["drop"],
+        ),
     ] = "error",
     n_features: Annotated[
         int | None,
-        Form(ge=1, description="LIBSVM: number of features (when the file's max index is less)"),
+        Form(
+            ge=1,
+            description="LIBSVM: number of features (when the file's max index is less)",
+            examples=[123],
+        ),
     ] = None,
     header: Annotated[
-        bool | None, Form(description="CSV/TSV: first line is a header (default: sniffed)")
+        bool | None,
+        Form(description="CSV/TSV: first line is a header (default: sniffed)", examples=[True]),
     ] = None,
     delimiter: Annotated[
         str | None,
-        Form(description="CSV: field delimiter (default: sniffed); `\\t` or `tab` for tabs"),
+        Form(
+            description="CSV: field delimiter (default: sniffed); `\\t` or `tab` for tabs",
+            examples=[";"],
+        ),
     ] = None,
 ) -> DatasetDetail:
     content = file.file.read()

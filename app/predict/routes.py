@@ -64,14 +64,12 @@ def predict_file(
     session: SessionDep,
     settings: SettingsDep,
     file: Annotated[UploadFile, File(description="Rows to classify")],
-    model_id: Annotated[
-        int, Form(description="Model to use", openapi_examples={"m": {"value": 1}})
-    ],
+    model_id: Annotated[int, Form(description="Model to use", examples=[1])],
     label: Annotated[
         str | None,
         Form(
             description="Label column in the file (name, or 0-based index as digits), if any",
-            openapi_examples={"by name": {"value": "Class"}},
+            examples=["Class"],
         ),
     ] = None,
 ) -> PredictResponse:

@@ -4,39 +4,19 @@ uniquely named PostgreSQL database when TEST_DATABASE_URL is set), migrated with
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from app.config import Settings
 from app.db import make_engine, upgrade_to_head
 from app.main import create_app
 from app.orm import Base
 from app.worker import Worker
+from tests.app.support import create_postgres_database, drop_postgres_database
 
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TEST_DATABASE_URL") else [])
-
-
-def create_postgres_database(admin_url: str) -> str:
-    """CREATE DATABASE msvmav_t_<random> next to ``admin_url``'s; returns its URL."""
-    name = f"msvmav_t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-
-
-def drop_postgres_database(admin_url: str, url: str) -> None:
-    name = make_url(url).database
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

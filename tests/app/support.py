@@ -4,14 +4,35 @@ problem+json assertions."""
 from __future__ import annotations
 
 import io
+import uuid
 from pathlib import Path
 
 import numpy as np
 from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from app.worker import Worker
 
 SHARED_DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
+
+
+def create_postgres_database(admin_url: str) -> str:
+    """CREATE DATABASE msvmav_t_<random> next to ``admin_url``'s; returns its URL."""
+    name = f"msvmav_t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_postgres_database(admin_url: str, url: str) -> None:
+    name = make_url(url).database
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
 
 
 def run_jobs(worker: Worker) -> list[str]:

@@ -1,0 +1,112 @@
+"""Real worker processes (``msvmav worker``) sharing one database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from sqlalchemy import func, select
+
+from app.orm import Job, Model
+from tests.app.support import blobs, submit, to_csv, upload
+
+
+def _start_worker(database_url: str, tmp_path) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "MSVMAV_DATABASE_URL": database_url,
+        "MSVMAV_WORKER_POLL_INTERVAL": "0.05",
+        "MSVMAV_CANCEL_CHECK_INTERVAL": "0.05",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "worker"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _wait(predicate, timeout: float = 90.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+def _stop(procs: list[subprocess.Popen]) -> list[str]:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    outputs = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        outputs.append(out)
+    return outputs
+
+
+def test_two_worker_processes_run_each_of_20_jobs_exactly_once(
+    client, engine, database_url, tmp_path
+):
+    ds = upload(client, to_csv(*blobs(n=40)))
+    job_ids = [submit(client, ds["id"], max_iter=5, seed=i)["id"] for i in range(20)]
+    procs = [_start_worker(database_url, tmp_path) for _ in range(2)]
+    try:
+
+        def all_done() -> bool:
+            with engine.connect() as conn:
+                open_jobs = conn.scalar(
+                    select(func.count())
+                    .select_from(Job)
+                    .where(Job.status.in_(("queued", "running")))
+                )
+            return open_jobs == 0
+
+        _wait(all_done)
+    finally:
+        outputs = _stop(procs)
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    with engine.connect() as conn:
+        rows = conn.execute(select(Job.id, Job.status, Job.attempts, Job.model_id)).all()
+        n_models = conn.scalar(select(func.count()).select_from(Model))
+        model_jobs = list(conn.scalars(select(Model.job_id)))
+    assert sorted(r.id for r in rows) == sorted(job_ids)
+    assert {r.status for r in rows} == {"succeeded"}
+    assert all(r.attempts == 1 for r in rows)  # each job claimed exactly once
+    assert n_models == 20 and sorted(model_jobs) == sorted(job_ids)  # and run exactly once
+
+
+def test_sigterm_puts_the_running_job_back_and_exits_cleanly(
+    client, engine, database_url, tmp_path
+):
+    ds = upload(client, to_csv(*blobs(n=3000, d=40, seed=1, shift=0.3)))
+    job = submit(client, ds["id"], max_iter=1_000_000, tol=0)
+    proc = _start_worker(database_url, tmp_path)
+    try:
+
+        def fitting() -> bool:
+            body = client.get(f"/jobs/{job['id']}").json()
+            return body["status"] == "running" and body["progress"] > 0
+
+        _wait(fitting, timeout=60)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out
+    body = client.get(f"/jobs/{job['id']}").json()
+    assert body["status"] == "queued" and body["worker_id"] is None
+    assert body["attempts"] == 1
+    assert client.post(f"/jobs/{job['id']}/cancel").json()["status"] == "cancelled"
