@@ -184,6 +184,8 @@ def model_from_dict(data: dict) -> MarginClassifier:
     est.stopped_early_ = meta.get("stopped_early", False)
     for name, value in meta["attributes"].items():
         setattr(est, name, copy.deepcopy(value))
+    for name in klass._array_attrs:  # fitted arrays that were None are not stored
+        setattr(est, name, None)
     for name, value in arrays.items():
         setattr(est, name, np.array(value, copy=True))
     return est
@@ -204,5 +206,6 @@ def _jsonable(value: Any) -> Any:
 
 
 def to_dense_rows(X) -> np.ndarray:
-    """Dense float64 copy of X (used where a kernel model keeps its training rows)."""
-    return X.toarray() if sparse.issparse(X) else np.ascontiguousarray(X, dtype=np.float64)
+    """Dense float64 copy of X (used where a kernel model keeps its training rows). Always a
+    copy: the model must not alias, and change with, the caller's array."""
+    return X.toarray() if sparse.issparse(X) else np.array(X, dtype=np.float64, order="C")

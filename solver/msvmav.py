@@ -32,9 +32,10 @@ class MSVMAv(MarginClassifier):
 
     Parameters
     ----------
-    alpha : float > 0
+    alpha : float > 0, default 16
         Weight of the proximal term of the average-margin step (large alpha = small step).
-    beta : float > 0
+        The defaults (16, 0.25) are the authors' demo values, on the paper's grid.
+    beta : float > 0, default 0.25
         Weight of the proximal term of the semi-variance step (large beta = small step;
         beta -> inf keeps the initial MAMC direction).
     kernel : {"linear", "rbf", "poly", "precomputed"}
@@ -92,7 +93,7 @@ class MSVMAv(MarginClassifier):
     _array_attrs = ("coef_", "intercept_", "dual_coef_", "X_fit_")
     _json_attrs = ("n_iter_", "history_", "kernel_approximation_", "gamma_", "fit_info_")
 
-    def __init__(self, alpha: float = 1.0, beta: float = 1.0, *, kernel: str = "linear",
+    def __init__(self, alpha: float = 16.0, beta: float = 0.25, *, kernel: str = "linear",
                  gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
                  max_iter: int = 100, tol: float = 1e-8, fit_intercept: bool = True,
                  update: str = "woodbury", approximation: str = "auto",
@@ -224,7 +225,7 @@ class MSVMAv(MarginClassifier):
 
     # -- prediction ------------------------------------------------------------------------
     def _decision(self, X) -> np.ndarray:
-        if self.coef_ is not None:
+        if self.kernel == "linear":
             return np.asarray(X @ self.coef_.T) + self.intercept_
         Kx = X.toarray() if self.kernel == "precomputed" and sparse.issparse(X) else X
         if self.kernel != "precomputed":

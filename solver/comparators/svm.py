@@ -3,7 +3,9 @@ both through scikit-learn, with the fitted model copied into plain arrays."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 from scipy import sparse
@@ -110,7 +112,7 @@ class SVM(ExpansionClassifier):
 
 
 def fit_linear_liblinear(est: ExpansionClassifier, X, Y: np.ndarray,
-                         callback: Callback | None, make) -> None:
+                         callback: Callback | None, make: Callable[[], Any]) -> None:
     """One LIBLINEAR machine per +-1 target column; copy coef_/intercept_ out of it.
 
     ``report`` is called after each column so that a callback can cancel between machines
@@ -130,7 +132,7 @@ def fit_linear_liblinear(est: ExpansionClassifier, X, Y: np.ndarray,
 
 
 def fit_kernel_libsvm(est: ExpansionClassifier, X, Y: np.ndarray,
-                      callback: Callback | None, make) -> None:
+                      callback: Callback | None, make: Callable[[], Any]) -> None:
     """One LIBSVM machine per +-1 target column; store the union of their support vectors.
 
     scikit-learn's public ``dual_coef_``/``intercept_`` are signed so that a positive value
