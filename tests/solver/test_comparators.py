@@ -257,6 +257,24 @@ def test_fmm_kernel_form_with_linear_gram_equals_linear_form(fit_intercept):
     assert np.max(np.abs(a - b)) <= 1e-10 * np.max(np.abs(b))
 
 
+def test_fmm_matches_the_specification_loop_per_target():
+    # msvmav.md 7.2 transcribed literally, one one-vs-rest target at a time
+    X, y = make_data(n=50, d=4, classes=3, seed=34)
+    eta, T = 0.3, 40
+    est = FMM(eta=eta, n_iter=T).fit(X, y)
+    for t in range(3):
+        Z = np.where(y == t, 1.0, -1.0)[:, None] * aug(X)
+        w, g, q = np.zeros(5), np.zeros(5), np.ones(50) / 50
+        for k in range(T):
+            rho = k / (k + 1)
+            g = rho * (g - Z.T @ q)
+            w = w - eta * (g - Z.T @ q)
+            marg = Z @ w
+            q = np.exp(-(marg - marg.min()))
+            q = q / q.sum()
+        assert np.allclose(np.r_[est.coef_[t], est.intercept_[t]], w, rtol=1e-12, atol=1e-14)
+
+
 def test_fmm_reaches_the_hard_margin_on_separable_data():
     X, y = make_blobs(n_samples=120, centers=[[0, 0], [3, 3]], cluster_std=0.6, random_state=1)
     Xa, yy = aug(X), pm1(y)
