@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 import multiprocessing
+import os
+import signal
 import sys
 
 from app.config import Settings
@@ -43,7 +45,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     workers = [
         ctx.Process(
             target=_worker_main,
-            args=(settings.model_dump(),),
+            args=(settings.model_dump(), os.getpid()),
             name=f"msvmav-worker-{i}",
             daemon=False,
         )
@@ -51,8 +53,15 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     ]
     for p in workers:
         p.start()
+    # uvicorn shuts down gracefully on SIGTERM/SIGINT, restores the previous handlers and then
+    # re-raises the signal: with these handlers that ends in _Shutdown (exit 0) instead of the
+    # process dying before it could stop its workers.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _raise_shutdown)
     try:
         uvicorn.run(create_app(settings), host=args.host, port=args.port, log_config=None)
+    except _Shutdown:
+        pass
     finally:
         for p in workers:
             if p.is_alive():
@@ -65,10 +74,18 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _worker_main(settings: dict) -> None:
+class _Shutdown(Exception):  # noqa: N818 - a signal, not an error
+    pass
+
+
+def _raise_shutdown(_sig: int, _frame: object) -> None:
+    raise _Shutdown()
+
+
+def _worker_main(settings: dict, parent_pid: int) -> None:
     from app.worker import run_worker
 
-    run_worker(settings)
+    run_worker(settings, parent_pid=parent_pid)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -408,8 +408,11 @@ def _requeue(engine: Engine, job_id: int, worker_id: str) -> str:
 
 
 class Worker:
-    def __init__(self, settings: Settings, engine: Engine | None = None) -> None:
+    def __init__(
+        self, settings: Settings, engine: Engine | None = None, parent_pid: int | None = None
+    ) -> None:
         self.settings = settings
+        self.parent_pid = parent_pid
         self.engine = engine or make_engine(settings.database_url)
         self.worker_id = new_worker_id()
         self.stop_event = threading.Event()
@@ -430,6 +433,9 @@ class Worker:
     def run_forever(self) -> None:
         log.info("worker %s polling %s", self.worker_id, self.engine.url.render_as_string())
         while not self.stop_event.is_set():
+            if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                log.warning("parent process %s is gone; stopping", self.parent_pid)
+                break
             try:
                 status = self.run_once()
             except Exception:  # database hiccup: log, back off, keep serving
@@ -443,15 +449,18 @@ class Worker:
         self.stop_event.set()
 
 
-def run_worker(settings: Settings | dict[str, Any] | None = None) -> None:
-    """Process entry point (``msvmav worker``, and the worker ``msvmav serve`` spawns)."""
+def run_worker(
+    settings: Settings | dict[str, Any] | None = None, parent_pid: int | None = None
+) -> None:
+    """Process entry point (``msvmav worker``, and the workers ``msvmav serve`` spawns, which
+    pass ``parent_pid`` so that they stop if the API process dies without stopping them)."""
     from app.logs import configure_logging
 
     if isinstance(settings, dict):
         settings = Settings(**settings)
     settings = settings or Settings()
     configure_logging(settings.log_level)
-    worker = Worker(settings)
+    worker = Worker(settings, parent_pid=parent_pid)
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
     try:
