@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import multiprocessing
 import os
 import signal
@@ -13,12 +12,10 @@ from app.config import Settings
 from app.db import is_sqlite, upgrade_to_head
 from app.logs import configure_logging
 
-log = logging.getLogger("app.cli")
 
 
 def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
     upgrade_to_head(settings.database_url)
-    log.info("database migrated to head")
     return 0
 
 
@@ -37,7 +34,6 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     migrate = args.migrate if args.migrate is not None else is_sqlite(settings.database_url)
     if migrate:
         upgrade_to_head(settings.database_url)
-        log.info("database migrated to head")
 
     # Training runs in other processes, never in the API's event loop or its threads: numpy
     # holds the GIL at times, and a crash in a fit must not take the API down.

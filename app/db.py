@@ -9,6 +9,7 @@ immediate transaction simply waits its turn.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,8 @@ import migrations
 # __path__ rather than __file__: also right when "migrations" resolves as a namespace package.
 MIGRATIONS_DIR = Path(next(iter(migrations.__path__))).resolve()
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+log = logging.getLogger("app.db")
 
 
 def is_sqlite(url: str) -> bool:
@@ -84,12 +87,20 @@ def upgrade_to_head(url: str) -> None:
     """Run ``alembic upgrade head`` against ``url``."""
     engine = make_engine(url)
     try:
+        before = current_heads(engine)
         with engine.begin() as conn:
             cfg = alembic_config(url)
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
+        after = current_heads(engine)
     finally:
         engine.dispose()
+    log.info(
+        "database %s at revision %s (was %s)",
+        make_url(url).render_as_string(hide_password=True),
+        ",".join(sorted(after)) or "-",
+        ",".join(sorted(before)) or "empty",
+    )
 
 
 def script_heads(url: str) -> set[str]:

@@ -168,7 +168,7 @@ def history_summary(history: list[dict[str, Any]], est: Any) -> dict[str, Any]:
 def describe_estimator(est: Any, params: dict[str, Any]) -> dict[str, Any]:
     """Linear kernel: the weight vector(s) (in scaled feature space). Kernels: a summary of the
     expansion (terms, gamma, coefficient norms)."""
-    if params.get("kernel", "linear") == "linear" and hasattr(est, "coef_"):
+    if params.get("kernel", "linear") == "linear" and getattr(est, "coef_", None) is not None:
         coef = np.atleast_2d(np.asarray(est.coef_, dtype=np.float64))
         intercept = np.atleast_1d(np.asarray(getattr(est, "intercept_", np.zeros(len(coef)))))
         return {
@@ -190,7 +190,7 @@ def describe_estimator(est: Any, params: dict[str, Any]) -> dict[str, Any]:
             dual_coef_l2=float(np.linalg.norm(dual)),
             nonzero_terms=int(np.count_nonzero(np.any(np.atleast_2d(dual.T).T != 0, axis=1))),
         )
-    if hasattr(est, "coef_"):
+    if getattr(est, "coef_", None) is not None:  # Nyström: linear in the mapped space
         coef = np.atleast_2d(np.asarray(est.coef_, dtype=np.float64))
         info["feature_space_dim"] = int(coef.shape[1])
         info["coef_norm"] = [float(np.linalg.norm(c)) for c in coef]

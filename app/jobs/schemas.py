@@ -8,6 +8,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.pagination import Page
+from solver import MSVMAv
+
+# The API's defaults are the estimator's, so the two never drift apart.
+_D = MSVMAv().get_params()
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 
@@ -54,21 +58,30 @@ class TrainRequest(BaseModel):
 
     dataset_id: int = Field(description="Dataset to train on")
     kernel: Literal["linear", "rbf", "poly"] = Field("linear", description="Kernel")
-    alpha: float = Field(1.0, gt=0, description="α > 0: weight of the margin mean term")
-    beta: float = Field(1.0, gt=0, description="β > 0: weight of the margin semi-variance term")
+    alpha: float = Field(_D["alpha"], gt=0, description="α > 0: weight of the margin mean term")
+    beta: float = Field(
+        _D["beta"], gt=0, description="β > 0: weight of the margin semi-variance term"
+    )
     gamma: float | None = Field(
         None, gt=0, description="rbf/poly kernel width; null → 1 / n_features"
     )
-    degree: int = Field(3, ge=1, le=20, description="poly kernel degree")
-    coef0: float = Field(1.0, description="poly kernel constant term")
-    max_iter: int = Field(100, ge=1, le=1_000_000, description="Most iterations per task")
-    tol: float = Field(1e-8, ge=0, description="Stop when the objective changes less than this")
-    fit_intercept: bool = Field(True, description="Learn a bias term")
+    degree: int = Field(_D["degree"], ge=1, le=20, description="poly kernel degree")
+    coef0: float = Field(_D["coef0"], description="poly kernel constant term")
+    max_iter: int = Field(
+        _D["max_iter"], ge=1, le=1_000_000, description="Most iterations per task"
+    )
+    tol: float = Field(
+        _D["tol"], ge=0, description="Stop when the objective changes less than this"
+    )
+    fit_intercept: bool = Field(_D["fit_intercept"], description="Learn a bias term")
     approximation: Literal["auto", "exact", "nystroem"] = Field(
-        "auto", description="rbf/poly: exact kernel or Nyström features"
+        _D["approximation"], description="rbf/poly: exact kernel or Nyström features"
     )
     n_components: int = Field(
-        1000, ge=1, le=100_000, description="Nyström components (approximation=nystroem)"
+        _D["n_components"],
+        ge=1,
+        le=100_000,
+        description="Nyström components (approximation=nystroem)",
     )
     scaling: Literal["minmax", "none"] = Field(
         "minmax",
