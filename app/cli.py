@@ -13,7 +13,6 @@ from app.db import is_sqlite, upgrade_to_head
 from app.logs import configure_logging
 
 
-
 def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
     upgrade_to_head(settings.database_url)
     return 0
