@@ -26,7 +26,6 @@ import numpy as np
 
 from ._active_set import DualSystem, PrimalSystem
 from ._base import Callback, FitStopped, report
-from .margins import semivariance
 
 # Recompute f = K a from scratch this often on the kernel path (it is updated incrementally).
 F_REFRESH = 20
@@ -122,24 +121,30 @@ def iterate(space, y: np.ndarray, *, alpha: float, max_iter: int, tol: float,
     shift_f = space.shift_f / (2.0 * alpha * n)
     k = 0
     stopped = False
+    mask = m < theta
     for k in range(1, max_iter + 1):
-        mask = m < theta
-        cp, fp = space.prox_step(coef, f, mask, theta)
-        flipped = bool(y @ fp < 0)
+        n_active = int(np.count_nonzero(mask))
+        cp, f = space.prox_step(coef, f, mask, theta)  # f is a fresh array: updated in place
+        flipped = bool(y @ f < 0)
         if flipped:
-            cp, fp = -cp, -fp
-        cn, fn = cp + shift_c, fp + shift_f
-        nrm = space.norm(cn, fn)
-        cn, fn = cn / nrm, fn / nrm
+            cp = -cp
+            np.negative(f, out=f)
+        cn = cp + shift_c
+        f += shift_f
+        nrm = space.norm(cn, f)
+        cn /= nrm
+        f /= nrm
         step = space.distance(cn, coef)
-        coef, f = cn, fn
+        coef = cn
         m = y * f
         theta = float(m.mean())
-        sv = semivariance(m)
+        mask = m < theta
+        dev = theta - m[mask]
+        sv = float(dev @ dev) / n
         record = {"iteration": k, "max_iter": max_iter, "task": task, "n_tasks": n_tasks,
                   "theta": theta, "semivariance": sv,
                   "objective": sv / theta**2 if theta > 0 else None,
-                  "active": int(mask.sum()), "flipped": flipped, "step": step}
+                  "active": n_active, "flipped": flipped, "step": step}
         history.append(record)
         try:
             report(callback, record)
