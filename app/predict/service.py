@@ -127,7 +127,9 @@ def predict_rows(
             loc.append(exc.row)
         raise ingest_problem(exc, loc) from exc
     _check_matrix(X, model, ["body", "instances"])
-    return _respond(models.load(session, model), X, labels, ["body", "labels"])
+    loaded = models.load(session, model)
+    session.commit()  # read-only: end the transaction (on SQLite, a lock) before computing
+    return _respond(loaded, X, labels, ["body", "labels"])
 
 
 def predict_file(
@@ -156,7 +158,9 @@ def predict_file(
         raise invalid(["body", "file"], "the file holds no data rows")
     _check_matrix(X, model, ["body", "file"])
     labels = None if y is None else list(np.asarray(y).tolist())
-    return _respond(models.load(session, model), X, labels, ["body", "label"])
+    loaded = models.load(session, model)
+    session.commit()  # read-only: end the transaction (on SQLite, a lock) before computing
+    return _respond(loaded, X, labels, ["body", "label"])
 
 
 def model_margins(
@@ -192,6 +196,7 @@ def model_margins(
         )
     X, y = datasets.load_arrays(session, dataset)
     loaded = models.load(session, model)
+    session.commit()  # read-only: end the transaction (on SQLite, a lock) before computing
     classes = loaded.estimator.classes_
     y_true = classes[match_labels(classes, y.tolist(), ["query", "dataset_id"])]
     stats = jsonable(loaded.estimator.margins(loaded.transform(X), y_true))

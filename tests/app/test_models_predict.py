@@ -224,3 +224,34 @@ def test_nothing_is_written_by_a_failed_model_save(client, worker, engine, monke
         assert conn.scalar(select(Model.id)) is None
     body = client.get(f"/jobs/{job['id']}").json()
     assert body["status"] == "failed" and "disk full" in body["error"]
+
+
+def test_sparse_svmlight_dataset_trains_and_predicts_from_file(client, worker, app):
+    rng = np.random.default_rng(2)
+    lines = []
+    for i in range(120):
+        label = 1 if i % 2 else -1
+        feats = {j: round(float(rng.uniform(0, 1)), 4) for j in rng.choice(50, 5, replace=False)}
+        feats[0 if label > 0 else 1] = 3.0  # one indicative feature per class
+        lines.append(f"{label} " + " ".join(f"{j + 1}:{v}" for j, v in sorted(feats.items())))
+    content = ("\n".join(lines) + "\n").encode()
+    ds = upload(client, content, filename="train.svm", n_features="60")
+    assert ds["sparse"] is True and (ds["n_rows"], ds["n_features"]) == (120, 60)
+    with app.state.session_factory() as session:
+        from app.datasets import service as datasets_service
+        from app.orm import Dataset
+
+        X, y = datasets_service.load_arrays(session, session.get(Dataset, ds["id"]))
+    assert X.format == "csr" and X.shape == (120, 60) and sorted(set(y.tolist())) == [-1, 1]
+
+    submit(client, ds["id"], max_iter=50, test_fraction=0.25)
+    assert run_jobs(worker) == ["succeeded"]
+    model = client.get("/models").json()["items"][0]
+    assert model["holdout_accuracy"] >= 0.9
+    r = client.post(
+        "/predict/file",
+        files={"file": ("test.svm", content)},
+        data={"model_id": str(model["id"])},
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["n"] == 120 and r.json()["accuracy"] >= 0.9
