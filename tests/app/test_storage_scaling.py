@@ -38,7 +38,9 @@ def test_minmax_maps_training_data_to_unit_interval_and_clips_new_data():
     X = np.array([[0.0, 10.0, 5.0], [2.0, 20.0, 5.0], [4.0, 15.0, 5.0]])
     s = MinMaxScaling.fit(X)
     np.testing.assert_allclose(s.transform(X), [[0, 0, 0], [0.5, 1, 0], [1, 0.5, 0]])
-    np.testing.assert_allclose(s.transform(np.array([[-2.0, 30.0, 9.0]])), [[0, 1, 0]])
+    # Out-of-range values clip; a constant feature keeps scale 1 (as scikit-learn's
+    # MinMaxScaler), so it is 0 in training and its offset clips to [0, 1] later.
+    np.testing.assert_allclose(s.transform(np.array([[-2.0, 30.0, 5.5]])), [[0, 1, 0.5]])
     again = MinMaxScaling.from_arrays(s.to_arrays())
     np.testing.assert_array_equal(again.transform(X), s.transform(X))
 
