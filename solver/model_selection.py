@@ -1,0 +1,356 @@
+"""k-fold cross-validation over a hyper-parameter grid for MSVMAv and every comparator.
+
+``cross_validate_grid`` scores each configuration of a grid on the same seeded, shuffled,
+unstratified k folds (scikit-learn's ``KFold(cv, shuffle=True, random_state=...)``) and returns
+the table of mean accuracies. The results are those of a plain loop
+
+    for params in configs:
+        for train, test in folds:
+            score = make_estimator(algorithm, params, kernel).fit(X[train], y[train])
+                        .score(X[test], y[test])
+
+but the work that does not depend on a hyper-parameter is shared:
+
+* **kernels** ("rbf", "poly"): one Gram matrix per (fold, gamma), reused by every other
+  hyper-parameter (the estimators are fitted with ``kernel="precomputed"``). For MSVMAv also
+  [K | (I + K)^-1] is computed once per (fold, gamma) and shared by all (alpha, beta);
+* **linear MSVMAv** (two classes): all (alpha, beta) settings of a fold run in lockstep
+  (``solver._batched_msvmav``): one pass over the data per iteration for all settings, the
+  (alpha, beta)-free start and active-set sums computed once;
+* the (fold, gamma) or (fold, chunk of settings) tasks run in ``n_jobs`` worker processes
+  (fork start method, one BLAS thread each).
+
+Scaling: this function does **not** re-scale per fold. The caller min-max scales the training
+part once, before cross-validation (what the paper's protocol appears to do; see
+``solver.experiments``), and the folds are cut from the scaled data.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import sparse
+from sklearn.model_selection import KFold
+from threadpoolctl import threadpool_limits
+
+from ._active_set import DualSystem
+from ._base import to_dense_rows
+from ._batched_msvmav import fit_linear_batch
+from ._msvmav_core import DualSpace, iterate
+from .comparators import ALGORITHMS as _COMPARATORS
+from .comparators import iter_configs, param_grid
+from .kernels import gram_matrix, kernel_matrix, resolve_gamma
+from .msvmav import EXACT_KERNEL_ARRAYS, MSVMAv
+
+ALGORITHM_NAMES: tuple[str, ...] = ("msvmav", *_COMPARATORS)
+KERNEL_CHOICES = ("linear", "rbf", "poly")
+
+ProgressCallback = Callable[[int, int], Any]
+
+
+def estimator_class(algorithm: str) -> type:
+    """The estimator class of an algorithm name ("msvmav" or a key of comparators.ALGORITHMS)."""
+    if algorithm == "msvmav":
+        return MSVMAv
+    try:
+        return _COMPARATORS[algorithm]
+    except KeyError:
+        raise ValueError(f"algorithm: unknown {algorithm!r}; use one of "
+                         f"{list(ALGORITHM_NAMES)}") from None
+
+
+def make_estimator(algorithm: str, params: dict | None = None, *, kernel: str = "linear",
+                   fixed: dict | None = None):
+    """A fresh estimator: ``estimator_class(algorithm)(kernel=kernel, **fixed, **params)``."""
+    return estimator_class(algorithm)(kernel=kernel, **(fixed or {}), **(params or {}))
+
+
+def resolve_grid(algorithm: str, grid: str | dict, *, kernel: str = "linear",
+                 n_features: int) -> dict[str, list]:
+    """The grid as a dict of lists: "paper" / "quick" (``comparators.param_grid``, with the gamma
+    grid {2^j / d} for kernels) or an explicit dict (used as given)."""
+    estimator_class(algorithm)
+    if kernel not in KERNEL_CHOICES:
+        raise ValueError(f"kernel: use one of {list(KERNEL_CHOICES)}, got {kernel!r}")
+    if isinstance(grid, str):
+        if grid not in ("paper", "quick"):
+            raise ValueError(f"grid: use 'paper', 'quick' or a dict, got {grid!r}")
+        return param_grid(algorithm, kernel=kernel, n_features=n_features,
+                          quick=grid == "quick")
+    if not isinstance(grid, dict):
+        raise ValueError(f"grid: use 'paper', 'quick' or a dict, got {type(grid).__name__}")
+    return {str(k): list(v) for k, v in grid.items()}
+
+
+@dataclass
+class SearchResult:
+    """The outcome of ``cross_validate_grid``.
+
+    ``table`` has one row per configuration, in grid order: ``params`` (dict),
+    ``mean_accuracy`` (mean over folds), ``std`` (across folds, ddof=1; 0 for one fold),
+    ``scores`` (per-fold accuracies, fold order) and ``fit_seconds`` (fitting and scoring time
+    summed over folds; for work shared by several configurations, its share). ``best_params`` is
+    the first configuration with the highest mean accuracy.
+    """
+
+    algorithm: str
+    kernel: str
+    cv: int
+    random_state: int | None
+    table: list[dict]
+    best_index: int
+    seconds: float
+    fixed_params: dict = field(default_factory=dict)
+
+    @property
+    def best_params(self) -> dict:
+        return dict(self.table[self.best_index]["params"])
+
+    @property
+    def best_score(self) -> float:
+        return float(self.table[self.best_index]["mean_accuracy"])
+
+    def to_dict(self) -> dict:
+        return {"algorithm": self.algorithm, "kernel": self.kernel, "cv": self.cv,
+                "random_state": self.random_state, "fixed_params": dict(self.fixed_params),
+                "best_params": self.best_params, "best_score": self.best_score,
+                "best_index": self.best_index, "seconds": self.seconds,
+                "table": [dict(row, params=dict(row["params"])) for row in self.table]}
+
+
+def kfold_indices(n: int, cv: int = 5, random_state: int | None = 0) -> list[tuple]:
+    """The folds used by ``cross_validate_grid``: seeded, shuffled, unstratified KFold."""
+    if cv < 2:
+        raise ValueError(f"cv: needs at least 2 folds, got {cv}")
+    if n < cv:
+        raise ValueError(f"cv: {cv} folds need at least {cv} rows, got {n}")
+    return list(KFold(n_splits=cv, shuffle=True, random_state=random_state).split(np.zeros(n)))
+
+
+# -- the work units ------------------------------------------------------------------------------
+# A task is ("linear_msvmav" | "kernel" | "plain", fold, config indices, gamma). Workers read the
+# data from this module-level slot, inherited through fork (nothing large is pickled).
+_SHARED: dict[str, Any] = {}
+_LIMITS: list = []
+
+
+def _init_worker() -> None:
+    _LIMITS.append(threadpool_limits(1))
+
+
+def _accuracy(classes: np.ndarray, decision: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Accuracy of each column of binary decision values (> 0 predicts classes[1])."""
+    pred = classes[(decision > 0).astype(np.intp)]
+    return np.mean(pred == y[:, None], axis=0)
+
+
+def _run_task(task: tuple) -> list[tuple[int, int, float, float]]:
+    kind, fold, idx, gamma = task
+    S = _SHARED
+    X, y, configs, fixed, algorithm, kernel = (S["X"], S["y"], S["configs"], S["fixed"],
+                                               S["algorithm"], S["kernel"])
+    train, test = S["folds"][fold]
+    Xtr, ytr, Xte, yte = X[train], y[train], X[test], y[test]
+    t0 = time.perf_counter()
+    out: list[tuple[int, int, float, float]] = []
+    if kind == "linear_msvmav":
+        classes, yi = np.unique(ytr, return_inverse=True)
+        est = MSVMAv(**fixed)
+        W, n_iter = fit_linear_batch(
+            Xtr, 2.0 * yi - 1.0, [configs[i]["alpha"] for i in idx],
+            [configs[i]["beta"] for i in idx], max_iter=est.max_iter, tol=est.tol,
+            fit_intercept=est.fit_intercept)
+        d = X.shape[1]
+        coef, bias = (W[:, :d], W[:, d]) if est.fit_intercept else (W, 0.0)
+        dec = np.asarray(Xte @ coef.T) + bias
+        acc = _accuracy(classes, dec, yte)
+        total = time.perf_counter() - t0
+        share = (n_iter + 1) / float(np.sum(n_iter + 1))
+        return [(i, fold, float(a), float(total * s)) for i, a, s in zip(idx, acc, share,
+                                                                         strict=True)]
+    if kind == "kernel":
+        args = {"kernel": kernel, "gamma": gamma}
+        for name in ("degree", "coef0"):
+            if name in fixed:
+                args[name] = fixed[name]
+        K = gram_matrix(Xtr, **args)
+        Kte = kernel_matrix(Xte, to_dense_rows(Xtr), **args)
+        prep = time.perf_counter() - t0
+        if algorithm == "msvmav":
+            classes, yi = np.unique(ytr, return_inverse=True)
+            ypm = 2.0 * yi - 1.0
+            KB = DualSystem.pair(K)
+            base = MSVMAv(**{k: v for k, v in fixed.items() if k not in ("degree", "coef0")})
+            for i in idx:
+                t = time.perf_counter()
+                p = configs[i]
+                space = DualSpace(KB, ypm, p.get("beta", base.beta))
+                a, _, _, _ = iterate(space, ypm, alpha=p.get("alpha", base.alpha),
+                                     max_iter=p.get("max_iter", base.max_iter),
+                                     tol=p.get("tol", base.tol))
+                acc = _accuracy(classes, (Kte @ a)[:, None], yte)[0]
+                out.append((i, fold, float(acc), time.perf_counter() - t + prep / len(idx)))
+            return out
+        fixed_k = {k: v for k, v in fixed.items() if k not in ("degree", "coef0")}
+        for i in idx:
+            t = time.perf_counter()
+            params = {k: v for k, v in configs[i].items() if k != "gamma"}
+            est = make_estimator(algorithm, params, kernel="precomputed", fixed=fixed_k)
+            acc = float(np.mean(est.fit(K, ytr).predict(Kte) == yte))
+            out.append((i, fold, acc, time.perf_counter() - t + prep / len(idx)))
+        return out
+    for i in idx:
+        t = time.perf_counter()
+        est = make_estimator(algorithm, configs[i], kernel=kernel, fixed=fixed)
+        acc = float(np.mean(est.fit(Xtr, ytr).predict(Xte) == yte))
+        out.append((i, fold, acc, time.perf_counter() - t))
+    return out
+
+
+def _chunks(items: list[int], k: int) -> list[list[int]]:
+    """k interleaved chunks (settings of similar cost spread over the chunks)."""
+    k = max(1, min(k, len(items)))
+    return [items[j::k] for j in range(k)]
+
+
+def _plan(algorithm: str, kernel: str, configs: list[dict], fixed: dict, n_folds: int,
+          n_train: int, binary: bool, n_jobs: int) -> list[tuple]:
+    all_idx = list(range(len(configs)))
+    if kernel == "linear":
+        fast = (algorithm == "msvmav" and binary
+                and all(set(c) <= {"alpha", "beta"} for c in configs))
+        kind = "linear_msvmav" if fast else "plain"
+        per_fold = n_jobs if fast else max(n_jobs, min(len(configs), 4))
+        return [(kind, f, chunk, None) for f in range(n_folds)
+                for chunk in _chunks(all_idx, per_fold)]
+    # kernels: one task per (fold, gamma); MSVMAv only when its exact path would be used
+    est = make_estimator(algorithm, {}, kernel=kernel, fixed=fixed)
+    if algorithm == "msvmav":
+        too_big = EXACT_KERNEL_ARRAYS * 8.0 * n_train ** 2 / 2**20 > est.kernel_memory_mb
+        if not binary or est.approximation == "nystroem" or (
+                est.approximation == "auto" and too_big):
+            return [("plain", f, chunk, None) for f in range(n_folds)
+                    for chunk in _chunks(all_idx, max(n_jobs, 4))]
+    groups: dict[float, list[int]] = {}
+    for i, c in enumerate(configs):
+        groups.setdefault(c.get("gamma", fixed.get("gamma")), []).append(i)
+    return [("kernel", f, idx, g) for f in range(n_folds) for g, idx in groups.items()]
+
+
+def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
+                        grid: str | dict = "quick", cv: int = 5, random_state: int | None = 0,
+                        n_jobs: int | None = 2, callback: ProgressCallback | None = None,
+                        params: dict | None = None) -> SearchResult:
+    """Cross-validated accuracy of every configuration of a grid.
+
+    Parameters
+    ----------
+    algorithm : "msvmav" or a key of ``solver.comparators.ALGORITHMS``
+    X : (n, d) array or CSR matrix, already scaled (no per-fold re-scaling is done here)
+    y : (n,) labels
+    kernel : "linear", "rbf" or "poly"; kernels add the gamma grid {2^j / d}
+    grid : "paper", "quick" or a dict {parameter: list of values}
+    cv : number of folds (KFold with shuffle, unstratified, seeded by ``random_state``)
+    n_jobs : worker processes (None or -1 = all cores; 1 = in this process)
+    callback : ``callback(done_cells, total_cells)`` after each finished task, where a cell is
+        one (configuration, fold) pair. An exception raised by the callback aborts the search
+        (workers are terminated) and propagates.
+    params : fixed estimator parameters for every fit (e.g. {"max_iter": 100, "tol": 1e-8})
+
+    Returns
+    -------
+    SearchResult with ``table``, ``best_params``, ``best_score``.
+    """
+    n, d = X.shape
+    y = np.asarray(y)
+    if y.shape[0] != n:
+        raise ValueError(f"y: has {y.shape[0]} labels for {n} rows")
+    if sparse.issparse(X):
+        X = sparse.csr_matrix(X, dtype=np.float64)
+    else:
+        X = np.ascontiguousarray(X, dtype=np.float64)
+    fixed = dict(params or {})
+    if kernel != "linear" and "gamma" in fixed:
+        fixed["gamma"] = resolve_gamma(fixed["gamma"], d)
+    configs = iter_configs(resolve_grid(algorithm, grid, kernel=kernel, n_features=d))
+    if kernel != "linear":
+        for c in configs:
+            if "gamma" not in c:
+                c["gamma"] = resolve_gamma(fixed.get("gamma"), d)
+        fixed.pop("gamma", None)
+    folds = kfold_indices(n, cv, random_state)
+    n_jobs = (os.cpu_count() or 1) if n_jobs in (None, -1) else max(1, int(n_jobs))
+    binary = np.unique(y).size == 2
+    tasks = _plan(algorithm, kernel, configs, fixed, len(folds),
+                  max(len(tr) for tr, _ in folds), binary, n_jobs)
+    total = len(configs) * len(folds)
+    scores = np.full((len(configs), len(folds)), np.nan)
+    seconds = np.zeros(len(configs))
+    t0 = time.perf_counter()
+    _SHARED.update(X=X, y=y, configs=configs, fixed=fixed, algorithm=algorithm, kernel=kernel,
+                   folds=folds)
+    done = 0
+    try:
+        for res in _execute(tasks, n_jobs):
+            for i, f, acc, sec in res:
+                scores[i, f] = acc
+                seconds[i] += sec
+            done += len(res)
+            if callback is not None:
+                callback(done, total)
+    finally:
+        _SHARED.clear()
+    means = scores.mean(axis=1)
+    stds = scores.std(axis=1, ddof=1) if len(folds) > 1 else np.zeros(len(configs))
+    table = [{"params": dict(configs[i]), "mean_accuracy": float(means[i]),
+              "std": float(stds[i]), "scores": [float(s) for s in scores[i]],
+              "fit_seconds": float(seconds[i])} for i in range(len(configs))]
+    best = int(np.argmax(means))
+    return SearchResult(algorithm=algorithm, kernel=kernel, cv=cv, random_state=random_state,
+                        table=table, best_index=best, seconds=time.perf_counter() - t0,
+                        fixed_params=fixed)
+
+
+def _execute(tasks: list[tuple], n_jobs: int) -> Iterable[list]:
+    """Yield each task's result; in a fork pool when n_jobs > 1 (terminated on early exit)."""
+    if n_jobs == 1 or len(tasks) == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        with threadpool_limits(1) if any(t[0] == "linear_msvmav" for t in tasks) else _Null():
+            for task in tasks:
+                yield _run_task(task)
+        return
+    # the longest tasks first: fewer idle workers at the end
+    order = sorted(range(len(tasks)), key=lambda j: -len(tasks[j][2]))
+    ctx = multiprocessing.get_context("fork")
+    pool = ctx.Pool(processes=min(n_jobs, len(tasks)), initializer=_init_worker)
+    try:
+        yield from pool.imap_unordered(_run_task, [tasks[j] for j in order])
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+class _Null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def n_cells(algorithm: str, n_features: int, *, kernel: str = "linear",
+            grid: str | dict = "quick", cv: int = 5) -> int:
+    """Number of (configuration, fold) cells a search will fit (for progress and budgeting)."""
+    return cv * len(iter_configs(resolve_grid(algorithm, grid, kernel=kernel,
+                                              n_features=n_features)))
+
+
+__all__ = ["ALGORITHM_NAMES", "SearchResult", "cross_validate_grid", "estimator_class",
+           "kfold_indices", "make_estimator", "n_cells", "resolve_grid"]
+
