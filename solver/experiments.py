@@ -1,0 +1,428 @@
+"""The paper's evaluation protocol as a Python API, its Table-1 renderers and a CLI.
+
+Protocol (msvmav.md section 0, with the project's choices for the ambiguities):
+
+1. ``splits`` seeded random train/test partitions (plain, unstratified; ``test_size`` = 0.2);
+2. min-max scaling to [0, 1] fitted on each training part, the test part scaled with the same
+   map and clipped to [0, 1] (``scaling="train"``, default), or fitted once on the whole data
+   set (``scaling="global"``, the paper's literal wording);
+3. on each training part, k-fold cross-validation over the grid (``cross_validate_grid``; the
+   folds are cut from the already-scaled training part, no per-fold re-scaling);
+4. refit of the selected configuration on the whole training part, accuracy on the test part;
+5. per algorithm mean and std (ddof=1) over the partitions;
+6. a paired two-sided t-test (``scipy.stats.ttest_rel``, alpha = 0.05) of each algorithm against
+   MSVMAv on the shared partitions: "win" (MSVMAv significantly better, marked ●), "loss"
+   (significantly worse, ○) or "tie".
+
+The margins of every algorithm's model on the test part of the first partition are kept (as
+``margin_statistics``, with CDF points) for plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import sparse, stats
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import ShuffleSplit
+
+from .margins import margin_statistics
+from .model_selection import (
+    ALGORITHM_NAMES,
+    cross_validate_grid,
+    estimator_class,
+    make_estimator,
+    n_cells,
+)
+
+#: the paper's column order and display names (Table 1)
+DISPLAY_NAMES = {"msvmav": "MSVMAv", "svm": "SVM", "svr": "SVR", "lssvm": "LSSVM",
+                 "odm": "ODM", "mamc": "MAMC", "fmm": "FMM"}
+PAPER_ORDER = ("msvmav", "svm", "svr", "lssvm", "odm", "mamc", "fmm")
+MARKS = {"win": "●", "loss": "○", "tie": ""}
+CSV_OUTCOMES = {"win": "MSVMAv_significantly_better", "loss": "MSVMAv_significantly_worse",
+                "tie": "tie"}
+SIGNIFICANCE = 0.05
+
+
+# -- scaling ---------------------------------------------------------------------------------------
+def _column_range(X) -> tuple[np.ndarray, np.ndarray]:
+    if sparse.issparse(X):
+        X = sparse.csc_matrix(X)
+        lo = np.asarray(X.min(axis=0).toarray()).ravel()
+        hi = np.asarray(X.max(axis=0).toarray()).ravel()
+    else:
+        lo, hi = X.min(axis=0), X.max(axis=0)
+    return lo.astype(np.float64), hi.astype(np.float64)
+
+
+def minmax_fit(X) -> tuple[np.ndarray, np.ndarray]:
+    """(min, scale) per feature; constant features get scale 1 (they map to 0)."""
+    lo, hi = _column_range(X)
+    rng = hi - lo
+    return lo, np.where(rng > 0, 1.0 / np.where(rng > 0, rng, 1.0), 1.0)
+
+
+def minmax_apply(X, lo: np.ndarray, scale: np.ndarray, *, clip: bool = True):
+    """(X - min) * scale, clipped to [0, 1]. Sparse input stays sparse when every min is 0."""
+    if sparse.issparse(X):
+        if np.all(lo == 0):
+            out = sparse.csr_matrix(X @ sparse.diags(scale), dtype=np.float64)
+            if clip:
+                np.clip(out.data, 0.0, 1.0, out=out.data)
+                out.eliminate_zeros()
+            return out
+        X = X.toarray()
+    out = (np.asarray(X, dtype=np.float64) - lo) * scale
+    if clip:
+        np.clip(out, 0.0, 1.0, out=out)
+    return out
+
+
+# -- results ---------------------------------------------------------------------------------------
+def compare(msvmav_scores: Sequence[float], other_scores: Sequence[float],
+            alpha: float = SIGNIFICANCE) -> dict:
+    """Paired two-sided t-test of MSVMAv against another algorithm on the same partitions.
+
+    Returns {"outcome": "win" | "tie" | "loss" (from MSVMAv's point of view), "p_value",
+    "statistic"}. Identical score vectors (or a single partition) give a tie (p = None)."""
+    a = np.asarray(msvmav_scores, dtype=float)
+    b = np.asarray(other_scores, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"scores: paired vectors differ in length ({a.size} vs {b.size})")
+    if a.size < 2:
+        return {"outcome": "tie", "p_value": None, "statistic": None}
+    with warnings.catch_warnings():  # nearly identical vectors: scipy warns, p is still valid
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = stats.ttest_rel(a, b)
+    p, t = float(res.pvalue), float(res.statistic)
+    if not math.isfinite(p):
+        return {"outcome": "tie", "p_value": None, "statistic": None}
+    outcome = "tie" if p >= alpha else ("win" if a.mean() > b.mean() else "loss")
+    return {"outcome": outcome, "p_value": p, "statistic": t}
+
+
+def summarize(scores: Sequence[float]) -> tuple[float, float]:
+    """(mean, std with ddof=1; 0.0 for a single value)."""
+    a = np.asarray(scores, dtype=float)
+    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
+
+
+@dataclass
+class ExperimentResult:
+    """The protocol's outcome on one data set (JSON-able through ``to_dict``).
+
+    ``algorithms[name]``: accuracies (per partition), mean, std (ddof=1), params (the selected
+    configuration per partition), cv_scores (its CV accuracy per partition), seconds.
+    ``comparisons[name]``: compare(MSVMAv, name) for every other algorithm (when MSVMAv ran).
+    ``margins[name]``: margin_statistics of the model on the first partition's test part.
+    """
+
+    dataset: str
+    protocol: dict
+    algorithms: dict[str, dict]
+    comparisons: dict[str, dict] = field(default_factory=dict)
+    margins: dict[str, dict] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return json.loads(json.dumps({
+            "dataset": self.dataset, "protocol": self.protocol, "algorithms": self.algorithms,
+            "comparisons": self.comparisons, "margins": self.margins,
+            "seconds": self.seconds}))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ExperimentResult:
+        return cls(dataset=data["dataset"], protocol=data["protocol"],
+                   algorithms=data["algorithms"], comparisons=data.get("comparisons", {}),
+                   margins=data.get("margins", {}), seconds=data.get("seconds", 0.0))
+
+    def margin_curves(self) -> dict[str, dict]:
+        """{display name: {"x", "p"}} CDF points for ``solver.plots.plot_margin_cdf``."""
+        return {DISPLAY_NAMES.get(k, k): v["cdf"] for k, v in self.margins.items()}
+
+
+def default_params(algorithm: str, seed: int) -> dict:
+    """Fixed parameters of every fit: a seed for the estimators that take one."""
+    cls = estimator_class(algorithm)
+    return {"random_state": seed} if "random_state" in cls().get_params() else {}
+
+
+def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str = "linear",
+                   splits: int = 30, test_size: float = 0.2, grid: str | dict = "quick",
+                   cv: int = 5, random_state: int = 0, n_jobs: int | None = 2,
+                   scaling: str = "train", callback: Callable[[int, int], Any] | None = None,
+                   params: dict[str, dict] | None = None, dataset: str = "dataset",
+                   keep_margins: bool = True) -> ExperimentResult:
+    """Run the protocol (see the module docstring) for several algorithms on one data set.
+
+    Parameters
+    ----------
+    X, y : data (dense or CSR) and labels, unscaled
+    algorithms : names ("msvmav" and keys of comparators.ALGORITHMS)
+    kernel : "linear" or "rbf"
+    splits, test_size : number and test share of the random partitions (seeded by
+        random_state + r for partition r; the CV folds use the same seed)
+    grid : "paper", "quick" or {algorithm: {parameter: values}}
+    cv : folds of the inner cross-validation
+    n_jobs : worker processes of the cross-validation
+    scaling : "train" (fit on each training part, clip the test part) or "global"
+    callback : callback(done_cells, total_cells); cells = CV fits + refits; raising aborts
+    params : extra fixed parameters per algorithm, e.g. {"msvmav": {"max_iter": 100}}
+    dataset : name stored in the result
+    keep_margins : keep the margin statistics of the first partition's models
+    """
+    algorithms = list(algorithms)
+    for name in algorithms:
+        estimator_class(name)
+    if scaling not in ("train", "global"):
+        raise ValueError(f"scaling: use 'train' or 'global', got {scaling!r}")
+    if splits < 1:
+        raise ValueError(f"splits: needs at least 1, got {splits}")
+    y = np.asarray(y)
+    n, d = X.shape
+    t0 = time.perf_counter()
+    fixed = {a: {**default_params(a, random_state), **((params or {}).get(a, {}))}
+             for a in algorithms}
+    grids = {a: (grid[a] if isinstance(grid, dict) and a in grid else
+                 ("quick" if isinstance(grid, dict) else grid)) for a in algorithms}
+    per_split = sum(n_cells(a, d, kernel=kernel, grid=grids[a], cv=cv) + 1 for a in algorithms)
+    total = per_split * splits
+    done = 0
+    if scaling == "global":
+        g_lo, g_scale = minmax_fit(X)
+        X = minmax_apply(X, g_lo, g_scale, clip=False)
+    splitter = ShuffleSplit(n_splits=splits, test_size=test_size, random_state=random_state)
+    out = {a: {"accuracies": [], "params": [], "cv_scores": [], "seconds": 0.0}
+           for a in algorithms}
+    margins: dict[str, dict] = {}
+    for r, (tr, te) in enumerate(splitter.split(np.zeros(n))):
+        Xtr, Xte = X[tr], X[te]
+        if scaling == "train":
+            lo, scale = minmax_fit(Xtr)
+            Xtr, Xte = minmax_apply(Xtr, lo, scale, clip=False), minmax_apply(Xte, lo, scale)
+        for a in algorithms:
+            ts = time.perf_counter()
+            base = done
+
+            def progress(k: int, _total: int, base: int = base) -> None:
+                if callback is not None:
+                    callback(base + k, total)
+
+            search = cross_validate_grid(a, Xtr, y[tr], kernel=kernel, grid=grids[a], cv=cv,
+                                         random_state=random_state + r, n_jobs=n_jobs,
+                                         callback=progress, params=fixed[a])
+            done = base + len(search.table) * cv
+            est = make_estimator(a, search.best_params, kernel=kernel, fixed=fixed[a])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                est.fit(Xtr, y[tr])
+            acc = float(np.mean(est.predict(Xte) == y[te]))
+            done += 1
+            if callback is not None:
+                callback(done, total)
+            rec = out[a]
+            rec["accuracies"].append(acc)
+            rec["params"].append(search.best_params)
+            rec["cv_scores"].append(search.best_score)
+            rec["seconds"] += time.perf_counter() - ts
+            if r == 0 and keep_margins:
+                margins[a] = margin_statistics(est.margin_vector(Xte, y[te]))
+    for rec in out.values():
+        rec["mean"], rec["std"] = summarize(rec["accuracies"])
+    comparisons = {}
+    if "msvmav" in out:
+        for a in algorithms:
+            if a != "msvmav":
+                comparisons[a] = compare(out["msvmav"]["accuracies"], out[a]["accuracies"])
+    protocol = {"kernel": kernel, "splits": splits, "test_size": test_size,
+                "grid": grid if isinstance(grid, str) else grids, "cv": cv,
+                "random_state": random_state, "scaling": scaling, "n_samples": int(n),
+                "n_features": int(d), "std_ddof": 1,
+                "test": "paired two-sided t-test (scipy.stats.ttest_rel), alpha 0.05",
+                "splitting": "ShuffleSplit (plain, unstratified)",
+                "fixed_params": fixed}
+    return ExperimentResult(dataset=dataset, protocol=protocol, algorithms=out,
+                            comparisons=comparisons, margins=margins,
+                            seconds=time.perf_counter() - t0)
+
+
+# -- renderers -------------------------------------------------------------------------------------
+def _as_result(r: ExperimentResult | dict) -> ExperimentResult:
+    return r if isinstance(r, ExperimentResult) else ExperimentResult.from_dict(r)
+
+
+def _columns(results: dict[str, ExperimentResult], algorithms: Sequence[str] | None) -> list[str]:
+    if algorithms is not None:
+        return list(algorithms)
+    seen = {a for r in results.values() for a in r.algorithms}
+    return [a for a in PAPER_ORDER if a in seen] + sorted(seen - set(PAPER_ORDER))
+
+
+def _cell(r: ExperimentResult, a: str) -> str:
+    rec = r.algorithms.get(a)
+    if rec is None:
+        return "–"
+    mark = MARKS[r.comparisons[a]["outcome"]] if a in r.comparisons else ""
+    return f"{rec['mean']:.4f}±{rec['std']:.4f}" + (f" {mark}" if mark else "")
+
+
+def win_tie_loss(results: dict[str, ExperimentResult | dict],
+                 algorithms: Sequence[str] | None = None) -> dict[str, tuple[int, int, int]]:
+    """{algorithm: (wins, ties, losses)} of MSVMAv over the data sets."""
+    res = {k: _as_result(v) for k, v in results.items()}
+    counts = {}
+    for a in _columns(res, algorithms):
+        if a == "msvmav":
+            continue
+        outs = [r.comparisons[a]["outcome"] for r in res.values() if a in r.comparisons]
+        counts[a] = (outs.count("win"), outs.count("tie"), outs.count("loss"))
+    return counts
+
+
+def to_markdown(results_by_dataset: dict[str, ExperimentResult | dict],
+                algorithms: Sequence[str] | None = None) -> str:
+    """Table 1 layout: rows = data sets, columns = algorithms, cells "mean±std mark"; a last
+    row with MSVMAv's win/tie/loss counts against each algorithm."""
+    res = {k: _as_result(v) for k, v in results_by_dataset.items()}
+    cols = _columns(res, algorithms)
+    lines = ["| dataset | " + " | ".join(DISPLAY_NAMES.get(a, a) for a in cols) + " |",
+             "|---|" + "---|" * len(cols)]
+    for name, r in res.items():
+        lines.append(f"| {name} | " + " | ".join(_cell(r, a) for a in cols) + " |")
+    wtl = win_tie_loss(res, cols)
+    lines.append("| win/tie/loss | " + " | ".join(
+        "/".join(map(str, wtl[a])) if a in wtl else "–" for a in cols) + " |")
+    lines.append("")
+    lines.append("● MSVMAv significantly better, ○ significantly worse (paired two-sided "
+                 "t-test over the partitions, 95 %); std with ddof=1.")
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(results_by_dataset: dict[str, ExperimentResult | dict],
+           algorithms: Sequence[str] | None = None) -> str:
+    """The layout of the paper's table1_linear.csv: dataset, MSVMAv_mean, MSVMAv_std,
+    SVM_mean, SVM_std, SVM_vs_MSVMAv, ... and a last "win/tie/loss" row (counts "w/t/l" in the
+    *_vs_MSVMAv columns)."""
+    res = {k: _as_result(v) for k, v in results_by_dataset.items()}
+    cols = _columns(res, algorithms)
+    header = ["dataset"]
+    for a in cols:
+        name = DISPLAY_NAMES.get(a, a)
+        header += [f"{name}_mean", f"{name}_std"] + ([] if a == "msvmav" else
+                                                     [f"{name}_vs_MSVMAv"])
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for name, r in res.items():
+        row = [name]
+        for a in cols:
+            rec = r.algorithms.get(a)
+            row += ([f"{rec['mean']:.4f}", f"{rec['std']:.4f}"] if rec else ["", ""])
+            if a != "msvmav":
+                row.append(CSV_OUTCOMES[r.comparisons[a]["outcome"]]
+                           if a in r.comparisons else "")
+        w.writerow(row)
+    wtl = win_tie_loss(res, cols)
+    row = ["win/tie/loss"]
+    for a in cols:
+        row += ["", ""] + ([] if a == "msvmav" else ["/".join(map(str, wtl[a]))])
+    w.writerow(row)
+    return buf.getvalue()
+
+
+# -- command line ----------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="msvmav experiment",
+        description="Run the paper's protocol (random splits, CV grid search, refit, paired "
+                    "t-test against MSVMAv) on one data file.")
+    p.add_argument("--dataset", required=True, type=Path, help="CSV/TSV, ARFF or svmlight file")
+    p.add_argument("--label", help="label column (name or index; default: the parser's)")
+    p.add_argument("--drop", nargs="*", default=None, help="columns to drop (globs allowed)")
+    p.add_argument("--missing", choices=["error", "drop"], default="error")
+    p.add_argument("--n-features", type=int, default=None, help="svmlight feature count")
+    p.add_argument("--algorithms", nargs="+", default=list(PAPER_ORDER),
+                   choices=list(ALGORITHM_NAMES))
+    p.add_argument("--kernel", choices=["linear", "rbf"], default="linear")
+    p.add_argument("--splits", type=int, default=30)
+    p.add_argument("--test-size", type=float, default=0.2)
+    p.add_argument("--grid", choices=["paper", "quick"], default="quick")
+    p.add_argument("--cv", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-jobs", type=int, default=2)
+    p.add_argument("--scaling", choices=["train", "global"], default="train")
+    p.add_argument("--out", type=Path, help="write the full results as JSON here")
+    p.add_argument("--format", choices=["markdown", "csv", "json"], default="markdown",
+                   help="what to print on stdout")
+    p.add_argument("--plot", type=Path, help="write the margin CDF of the first split (png/svg)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``msvmav experiment ...``: see ``build_parser``. Returns the exit status."""
+    args = build_parser().parse_args(argv)
+    from app.ingest import parse_dataset  # the CLI's one use of the service package
+
+    options: dict[str, Any] = {"missing": args.missing}
+    if args.label is not None:
+        options["label"] = args.label
+    if args.drop:
+        options["drop"] = args.drop
+    if args.n_features is not None:
+        options["n_features"] = args.n_features
+    parsed = parse_dataset(args.dataset.read_bytes(), args.dataset.name, **options)
+    name = args.dataset.stem
+
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        now = time.perf_counter()
+        if not args.quiet and (now - last[0] > 2 or done == total):
+            last[0] = now
+            print(f"\r{name}: {done}/{total} fits", end="" if done < total else "\n",
+                  file=sys.stderr, flush=True)
+
+    result = run_experiment(parsed.X, np.asarray(parsed.y), algorithms=args.algorithms,
+                            kernel=args.kernel, splits=args.splits, test_size=args.test_size,
+                            grid=args.grid, cv=args.cv, random_state=args.seed,
+                            n_jobs=args.n_jobs, scaling=args.scaling, callback=progress,
+                            dataset=name)
+    payload = {"datasets": {name: result.to_dict()}}
+    if args.out:
+        args.out.write_text(json.dumps(payload, indent=1))
+    if args.plot:
+        from .plots import plot_margin_cdf
+
+        fmt = "svg" if args.plot.suffix.lower() == ".svg" else "png"
+        args.plot.write_bytes(plot_margin_cdf(result.margin_curves(), fmt=fmt,
+                                              title=f"{name}: margin distribution (test part)"))
+    if args.format == "json":
+        print(json.dumps(payload, indent=1))
+    elif args.format == "csv":
+        print(to_csv({name: result}), end="")
+    else:
+        print(to_markdown({name: result}), end="")
+    return 0
+
+
+__all__ = ["DISPLAY_NAMES", "ExperimentResult", "PAPER_ORDER", "compare", "main",
+           "minmax_apply", "minmax_fit", "run_experiment", "summarize", "to_csv",
+           "to_markdown", "win_tie_loss"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
