@@ -35,7 +35,7 @@ COPY migrations ./migrations
 RUN pip install --no-cache-dir . \
  && cd / && rm -rf /tmp/src \
  && python -c "import app.cli, app.main, solver, migrations; from app.db import MIGRATIONS_DIR; assert (MIGRATIONS_DIR / 'env.py').is_file() and any((MIGRATIONS_DIR / 'versions').glob('*.py')), MIGRATIONS_DIR" \
- && useradd --system --uid 10001 --user-group --create-home --home-dir /home/app --shell /usr/sbin/nologin app \
+ && useradd --uid 10001 --user-group --create-home --home-dir /home/app --shell /usr/sbin/nologin app \
  && mkdir -p /data && chown app:app /data
 
 # Working directory of the service: the default MSVMAV_DATABASE_URL (sqlite:///./msvmav.db)

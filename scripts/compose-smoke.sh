@@ -24,12 +24,14 @@ TIMEOUT=${SMOKE_TIMEOUT:-180}
 WORK=$(mktemp -d)
 
 step() { printf '\n== %s\n' "$*"; }
+# docker compose logs, without the terminal escapes compose writes even into a pipe.
+logs() { docker compose logs --no-color "$@" 2>&1 | sed 's/\x1b\[[0-9;]*[A-Za-z]//g'; }
 
 cleanup() {
   local rc=$?
   if [ "$rc" -ne 0 ]; then
     printf '\n== FAILED (exit %s); last log lines of the stack:\n' "$rc"
-    docker compose logs --no-color --tail=40 2>&1 || true
+    logs --tail=40 || true
   fi
   step "tear down: docker compose down -v"
   docker compose down -v --remove-orphans 2>&1 || true
@@ -176,8 +178,8 @@ if [ -z "$ran_on" ]; then
   exit 1
 fi
 echo "worker container $(docker inspect --format '{{.Name}}' "$ran_on" | sed 's#^/##') ($host)"
-docker compose logs --no-color worker | grep -E "job $JOB_ID (started|succeeded)"
-if docker compose logs --no-color api | grep -qE "job $JOB_ID (started|succeeded)"; then
+logs worker | grep -E "job $JOB_ID (\([a-z]+\) started|succeeded)"
+if logs api | grep -E "job $JOB_ID (\([a-z]+\) started|succeeded)" >/dev/null; then
   echo "the API container ran job $JOB_ID too" >&2
   exit 1
 fi
