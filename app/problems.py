@@ -80,7 +80,7 @@ def _field_name(loc: list[Any] | tuple[Any, ...]) -> str:
     """``["body", "instances", 3]`` -> ``instances[3]``; pydantic's union-member tags such as
     ``list[any]`` are left out."""
     parts = [p for p in loc if not (isinstance(p, str) and "[" in p)]
-    if parts and parts[0] in ("body", "query", "path", "header", "form", "cookie"):
+    if len(parts) > 1 and parts[0] in ("body", "query", "path", "header", "form", "cookie"):
         parts = parts[1:]
     out = ""
     for p in parts:
@@ -159,6 +159,8 @@ def _validation_problem(exc: RequestValidationError) -> Problem:
     errors = []
     for err in exc.errors():
         loc = list(err.get("loc", ()))
+        if err.get("type") == "json_invalid":  # loc is ("body", character offset)
+            loc = ["body"]
         entry = {
             "loc": loc,
             "field": _field_name(loc),

@@ -27,7 +27,6 @@ import signal
 import socket
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -327,11 +326,12 @@ def run_job(
 
 
 def _error_text(exc: BaseException) -> str:
+    """The job's error text: the message of a data/parameter error as is, other exceptions
+    with their type; the traceback goes to the worker's log only."""
     text = str(exc) or type(exc).__name__
     if not isinstance(exc, ValueError | TypeError):
         text = f"{type(exc).__name__}: {text}"
-    tail = traceback.format_exception_only(exc)[-1].strip()
-    return text if len(text) < 4000 else tail[:4000]
+    return text[:4000]
 
 
 def _owned(job_id: int, worker_id: str) -> list[Any]:

@@ -32,7 +32,15 @@ def _drop(values: list[str] | None) -> list[str] | None:
         "Parsing errors answer 422 naming the option, row and column at fault."
     ),
     response_model=DatasetDetail,
-    responses=problem_responses(413, 422),
+    responses={
+        201: {
+            "description": "Dataset stored",
+            "headers": {
+                "Location": {"description": "/datasets/{id}", "schema": {"type": "string"}}
+            },
+        },
+        **problem_responses(413, 422),
+    },
 )
 def create_dataset(
     session: SessionDep,

@@ -43,7 +43,13 @@ _TRAIN_EXAMPLES = {
         "(then `model_id` is set), `failed` or `cancelled`."
     ),
     response_model=JobOut,
-    responses=problem_responses(422),
+    responses={
+        202: {
+            "description": "Job queued",
+            "headers": {"Location": {"description": "/jobs/{id}", "schema": {"type": "string"}}},
+        },
+        **problem_responses(422),
+    },
 )
 def create_train_job(
     session: SessionDep,
@@ -96,7 +102,7 @@ def get_job(session: SessionDep, job_id: int) -> JobOut:
     },
 )
 def cancel_job(session: SessionDep, response: Response, job_id: int) -> JobOut:
-    job = service.cancel(session, job_id)
-    if job.status == "running":
+    job, requested = service.cancel(session, job_id)
+    if requested:
         response.status_code = status.HTTP_202_ACCEPTED
     return JobOut.model_validate(job)

@@ -64,9 +64,12 @@ def submit_train(session: Session, request: TrainRequest) -> Job:
     return job
 
 
-def cancel(session: Session, job_id: int) -> Job:
+def cancel(session: Session, job_id: int) -> tuple[Job, bool]:
     """A queued job is cancelled at once; a running one gets its cancel flag set and its worker
-    stops it within one iteration. Cancelling a cancelled job is a no-op; a finished one, 409."""
+    stops it within one iteration. Cancelling a cancelled job is a no-op; a finished one, 409.
+
+    Returns the job and whether a running job was asked to stop (its worker may already have
+    stopped it by the time the job is read back)."""
     job = get_or_raise(session, job_id)
     if job.status == "queued":
         done = session.execute(
@@ -82,20 +85,21 @@ def cancel(session: Session, job_id: int) -> Job:
         if done:
             session.commit()
             session.refresh(job)
-            return job
+            return job, False
         session.rollback()  # a worker claimed it meanwhile: cancel it as a running job
         session.refresh(job)
     if job.status == "running":
-        session.execute(
+        requested = session.execute(
             update(Job)
             .where(Job.id == job_id, Job.status == "running")
             .values(cancel_requested=True)
-        )
+        ).rowcount
         session.commit()
         session.refresh(job)
-        return job
+        if requested or job.status == "cancelled":
+            return job, bool(requested)
     if job.status == "cancelled":
-        return job
+        return job, False
     raise conflict(
         f"job {job_id} already {job.status}; only queued or running jobs can be cancelled"
     )

@@ -201,7 +201,8 @@ def test_test_fraction_leaving_too_few_rows_is_422(client):
 
 def test_malformed_json_is_422(client):
     r = client.post("/train", content=b"{not json", headers={"content-type": "application/json"})
-    assert_problem(r, 422)
+    body = assert_problem(r, 422, field="body")
+    assert "JSON" in body["detail"]
 
 
 # --- prediction ---------------------------------------------------------------------------------
