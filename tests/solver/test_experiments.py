@@ -1,0 +1,157 @@
+"""The protocol: statistics, t-test outcomes, renderers and the CLI."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+import pytest
+from scipy import sparse, stats
+from sklearn.datasets import make_classification
+
+from solver.experiments import (
+    ExperimentResult,
+    compare,
+    main,
+    minmax_apply,
+    minmax_fit,
+    run_experiment,
+    summarize,
+    to_csv,
+    to_markdown,
+    win_tie_loss,
+)
+
+
+def test_compare_significant_win_matches_scipy():
+    a = [0.90, 0.91, 0.92, 0.90, 0.93, 0.91]
+    b = [0.85, 0.87, 0.86, 0.86, 0.88, 0.85]
+    ref = stats.ttest_rel(a, b)
+    out = compare(a, b)
+    assert ref.pvalue < 0.05
+    assert out["outcome"] == "win"
+    assert out["p_value"] == pytest.approx(ref.pvalue)
+    assert out["statistic"] == pytest.approx(ref.statistic)
+    assert compare(b, a)["outcome"] == "loss"
+
+
+def test_compare_tie_matches_scipy():
+    a = [0.90, 0.85, 0.92, 0.88, 0.91]
+    b = [0.89, 0.88, 0.90, 0.90, 0.89]
+    ref = stats.ttest_rel(a, b)
+    assert ref.pvalue >= 0.05
+    out = compare(a, b)
+    assert out["outcome"] == "tie" and out["p_value"] == pytest.approx(ref.pvalue)
+    # identical vectors and a single partition are ties without a p-value
+    assert compare(a, a)["outcome"] == "tie"
+    assert compare([0.9], [0.8]) == {"outcome": "tie", "p_value": None, "statistic": None}
+
+
+def test_summarize_uses_ddof_1():
+    mean, std = summarize([0.8, 0.9, 1.0])
+    assert mean == pytest.approx(0.9) and std == pytest.approx(0.1)
+    assert summarize([0.7]) == (0.7, 0.0)
+
+
+def test_minmax_train_fit_and_clip():
+    Xtr = np.array([[0.0, 5.0, 1.0], [2.0, 5.0, 3.0]])
+    lo, scale = minmax_fit(Xtr)
+    out = minmax_apply(np.array([[1.0, 5.0, 4.0], [-1.0, 7.0, 2.0]]), lo, scale)
+    # a constant training feature has scale 1 (as MinMaxScaler): 7 - 5 = 2, clipped to 1
+    np.testing.assert_allclose(out, [[0.5, 0.0, 1.0], [0.0, 1.0, 0.5]])
+    S = sparse.csr_matrix([[0.0, 2.0], [4.0, 0.0]])
+    lo, scale = minmax_fit(S)
+    res = minmax_apply(sparse.csr_matrix([[8.0, 1.0]]), lo, scale)
+    assert sparse.issparse(res)
+    np.testing.assert_allclose(res.toarray(), [[1.0, 0.5]])
+
+
+def _result(name, accs, **extra):
+    algos = {a: {"accuracies": v, "params": [{}] * len(v), "cv_scores": v, "seconds": 0.0}
+             for a, v in accs.items()}
+    for rec in algos.values():
+        rec["mean"], rec["std"] = summarize(rec["accuracies"])
+    comps = {a: compare(accs["msvmav"], v) for a, v in accs.items() if a != "msvmav"}
+    return ExperimentResult(dataset=name, protocol={}, algorithms=algos, comparisons=comps,
+                            **extra)
+
+
+@pytest.fixture
+def two_results():
+    win = _result("d1", {"msvmav": [0.90, 0.91, 0.92, 0.90], "svm": [0.85, 0.86, 0.86, 0.85],
+                         "mamc": [0.95, 0.96, 0.97, 0.96]})
+    tie = _result("d2", {"msvmav": [0.80, 0.70, 0.90, 0.75], "svm": [0.78, 0.74, 0.86, 0.79],
+                         "mamc": [0.60, 0.61, 0.62, 0.60]})
+    return {"d1": win, "d2": tie.to_dict()}
+
+
+def test_markdown_layout(two_results):
+    md = to_markdown(two_results)
+    lines = md.splitlines()
+    assert lines[0] == "| dataset | MSVMAv | SVM | MAMC |"
+    assert lines[1] == "|---|---|---|---|"
+    assert lines[2].startswith("| d1 | 0.9075±0.0096 | 0.8550±0.0058 ● | 0.9600±")
+    assert lines[2].endswith(" ○ |")
+    assert lines[3].startswith("| d2 | 0.7875±0.0854 | 0.7925±")  # a tie: no mark
+    assert "●" not in lines[3].split("|")[3]
+    assert lines[4] == "| win/tie/loss | – | 1/1/0 | 1/0/1 |"
+    assert win_tie_loss(two_results) == {"svm": (1, 1, 0), "mamc": (1, 0, 1)}
+
+
+def test_csv_layout(two_results):
+    rows = list(csv.reader(io.StringIO(to_csv(two_results))))
+    assert rows[0] == ["dataset", "MSVMAv_mean", "MSVMAv_std", "SVM_mean", "SVM_std",
+                       "SVM_vs_MSVMAv", "MAMC_mean", "MAMC_std", "MAMC_vs_MSVMAv"]
+    assert rows[1][:6] == ["d1", "0.9075", "0.0096", "0.8550", "0.0058",
+                           "MSVMAv_significantly_better"]
+    assert rows[1][8] == "MSVMAv_significantly_worse"
+    assert rows[2][5] == "tie"
+    assert rows[3] == ["win/tie/loss", "", "", "", "", "1/1/0", "", "", "1/0/1"]
+
+
+def test_run_experiment_small():
+    X, y = make_classification(n_samples=90, n_features=4, random_state=0)
+    X = X * 10 + 3
+    seen = []
+    res = run_experiment(X, y, algorithms=["msvmav", "svm", "mamc"], splits=3,
+                         grid={"msvmav": {"alpha": [16.0], "beta": [0.25, 1.0]},
+                               "svm": {"C": [1.0]}, "mamc": {}},
+                         cv=3, n_jobs=1, callback=lambda d, t: seen.append((d, t)),
+                         dataset="toy")
+    # 3 splits x (2 x 3 + 1 + 1 x 3 + 1 + 1 x 3 + 1) cells
+    assert seen[-1] == (3 * 15, 3 * 15)
+    rec = res.algorithms["msvmav"]
+    assert len(rec["accuracies"]) == 3 and len(rec["params"]) == 3
+    assert rec["std"] == pytest.approx(np.std(rec["accuracies"], ddof=1))
+    assert set(res.comparisons) == {"svm", "mamc"}
+    assert res.comparisons["svm"] == compare(rec["accuracies"],
+                                             res.algorithms["svm"]["accuracies"])
+    assert set(res.margins) == {"msvmav", "svm", "mamc"}
+    assert res.margins["msvmav"]["n"] == 18
+    d = json.loads(json.dumps(res.to_dict()))
+    assert ExperimentResult.from_dict(d).algorithms["svm"]["mean"] == res.algorithms["svm"][
+        "mean"]
+
+
+def test_cli_main(tmp_path, capsys):
+    X, y = make_classification(n_samples=80, n_features=3, n_informative=2, n_redundant=0,
+                               random_state=1)
+    path = tmp_path / "toy.csv"
+    lines = ["a,b,c,junk,Class"] + [f"{r[0]:.5f},{r[1]:.5f},{r[2]:.5f},{i},{'pos' if t else 'neg'}"
+                                    for i, (r, t) in enumerate(zip(X, y, strict=True))]
+    path.write_text("\n".join(lines) + "\n")
+    out, plot = tmp_path / "res.json", tmp_path / "m.png"
+    code = main(["--dataset", str(path), "--label", "Class", "--drop", "junk",
+                 "--algorithms", "msvmav", "mamc", "--splits", "2", "--cv", "2",
+                 "--grid", "quick", "--n-jobs", "1", "--out", str(out), "--format", "csv",
+                 "--plot", str(plot), "--quiet"])
+    assert code == 0
+    data = json.loads(out.read_text())["datasets"]["toy"]
+    assert data["protocol"]["n_features"] == 3 and data["protocol"]["splits"] == 2
+    assert len(data["algorithms"]["msvmav"]["accuracies"]) == 2
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "dataset,MSVMAv_mean,MSVMAv_std,MAMC_mean,MAMC_std,MAMC_vs_MSVMAv"
+    assert printed[1].startswith("toy,")
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
