@@ -159,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", help="jobs as <dataset>-<kernel>")
     ap.add_argument("--n-jobs", type=int, default=2)
     ap.add_argument("--render", action="store_true", help="only render DIR/tables.md")
+    ap.add_argument("--figure", metavar="DATASET", default="wdbc",
+                    help="write docs/img/margins_DATASET.png from its linear job")
     args = ap.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     if not args.render:
@@ -169,6 +171,17 @@ def main(argv: list[str] | None = None) -> int:
             run_job(args.out_dir, name, kernel, splits, grid, args.n_jobs)
         print(f"total {time.perf_counter() - t:.0f} s", flush=True)
     print(render(args.out_dir))
+    src = args.out_dir / f"{args.figure}-linear.json"
+    if args.figure and src.exists():
+        from solver.plots import plot_margin_cdf
+
+        res = ExperimentResult.from_dict(json.loads(src.read_text()))
+        img = ROOT / "docs" / "img" / f"margins_{args.figure}.png"
+        img.parent.mkdir(parents=True, exist_ok=True)
+        img.write_bytes(plot_margin_cdf(
+            res.margin_curves(),
+            title=f"{args.figure} (linear): margins on the test part of split 0"))
+        print(f"wrote {img}")
     return 0
 
 
