@@ -14,7 +14,12 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_NO_CACHE_DIR=1
+    PIP_NO_CACHE_DIR=1 \
+    PIP_ROOT_USER_ACTION=ignore
+
+# The unprivileged user the service runs as, and its working directory.
+RUN useradd --uid 10001 --user-group --create-home --home-dir /home/app --shell /usr/sbin/nologin app \
+ && mkdir -p /data && chown app:app /data
 
 WORKDIR /tmp/src
 
@@ -34,9 +39,7 @@ COPY app ./app
 COPY migrations ./migrations
 RUN pip install --no-cache-dir . \
  && cd / && rm -rf /tmp/src \
- && python -c "import app.cli, app.main, solver, migrations; from app.db import MIGRATIONS_DIR; assert (MIGRATIONS_DIR / 'env.py').is_file() and any((MIGRATIONS_DIR / 'versions').glob('*.py')), MIGRATIONS_DIR" \
- && useradd --uid 10001 --user-group --create-home --home-dir /home/app --shell /usr/sbin/nologin app \
- && mkdir -p /data && chown app:app /data
+ && python -c "import app.cli, app.main, solver, migrations; from app.db import MIGRATIONS_DIR; assert (MIGRATIONS_DIR / 'env.py').is_file() and any((MIGRATIONS_DIR / 'versions').glob('*.py')), MIGRATIONS_DIR"
 
 # Working directory of the service: the default MSVMAV_DATABASE_URL (sqlite:///./msvmav.db)
 # lands here. Mount a volume on /data to keep a SQLite database; compose uses PostgreSQL.
