@@ -4,6 +4,9 @@
 * ``margin_statistics``: the margin-distribution statistics of any classifier's margins.
 * ``SVM``, ``SVR``, ``LSSVM``, ``MAMC``, ``ODM``, ``FMM``: the paper's comparators, same API.
 * ``model_from_dict``: restore any estimator of this package from ``est.to_dict()``.
+* ``cross_validate_grid``: k-fold model selection over the paper's grids, for any algorithm.
+* ``run_experiment``, ``to_markdown``, ``to_csv``: the paper's protocol and its Table-1 layout.
+* ``plot_margin_cdf``: the cumulative margin distribution of several models (the paper's Fig. 1).
 
 This package never imports the web service or the database layer.
 """
@@ -11,11 +14,16 @@ This package never imports the web service or the database layer.
 from ._base import MarginClassifier, model_from_dict
 from .comparators import ALGORITHMS as _COMPARATORS
 from .comparators import FMM, LSSVM, MAMC, ODM, SVM, SVR
+from .experiments import ExperimentResult, compare, run_experiment, to_csv, to_markdown
 from .margins import margin_statistics
+from .model_selection import SearchResult, cross_validate_grid, kfold_indices, make_estimator
 from .msvmav import MSVMAv
+from .plots import plot_margin_cdf
 
 #: every algorithm by its short name, MSVMAv first
 ALGORITHMS = {"msvmav": MSVMAv, **_COMPARATORS}
 
-__all__ = ["ALGORITHMS", "FMM", "LSSVM", "MAMC", "MSVMAv", "MarginClassifier", "ODM", "SVM",
-           "SVR", "margin_statistics", "model_from_dict"]
+__all__ = ["ALGORITHMS", "FMM", "LSSVM", "MAMC", "MSVMAv", "ExperimentResult", "MarginClassifier",
+           "ODM", "SVM", "SVR", "SearchResult", "compare", "cross_validate_grid", "kfold_indices",
+           "make_estimator", "margin_statistics", "model_from_dict", "plot_margin_cdf",
+           "run_experiment", "to_csv", "to_markdown"]
