@@ -18,7 +18,6 @@ from .experiments import ExperimentResult, compare, run_experiment, to_csv, to_m
 from .margins import margin_statistics
 from .model_selection import SearchResult, cross_validate_grid, kfold_indices, make_estimator
 from .msvmav import MSVMAv
-from .plots import plot_margin_cdf
 
 #: every algorithm by its short name, MSVMAv first
 ALGORITHMS = {"msvmav": MSVMAv, **_COMPARATORS}
@@ -27,3 +26,12 @@ __all__ = ["ALGORITHMS", "FMM", "LSSVM", "MAMC", "MSVMAv", "ExperimentResult", "
            "ODM", "SVM", "SVR", "SearchResult", "compare", "cross_validate_grid", "kfold_indices",
            "make_estimator", "margin_statistics", "model_from_dict", "plot_margin_cdf",
            "run_experiment", "to_csv", "to_markdown"]
+
+
+def __getattr__(name: str):
+    # matplotlib is imported only when a plot is asked for (it costs ~0.5 s at start-up)
+    if name == "plot_margin_cdf":
+        from .plots import plot_margin_cdf
+
+        return plot_margin_cdf
+    raise AttributeError(f"module 'solver' has no attribute {name!r}")
