@@ -1,4 +1,4 @@
-"""The ``msvmav`` command: ``serve``, ``worker``, ``migrate``."""
+"""The ``msvmav`` command: ``serve``, ``worker``, ``migrate``, ``experiment``."""
 
 from __future__ import annotations
 
@@ -116,10 +116,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     migrate = sub.add_parser("migrate", help="alembic upgrade head")
     migrate.set_defaults(func=cmd_migrate)
+
+    # Listed for --help only: main() hands `experiment ...` to solver.experiments.main as is.
+    sub.add_parser(
+        "experiment",
+        help="run the paper's protocol on a data file, no database "
+        "(msvmav experiment --help for its options)",
+        add_help=False,
+    )
     return parser
 
 
+def cmd_experiment(argv: list[str]) -> int:
+    """``msvmav experiment ...``: ``solver.experiments.main`` with the remaining arguments."""
+    from solver.experiments import main as experiment_main
+
+    return experiment_main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "experiment":
+        return cmd_experiment(argv[1:])
     args = build_parser().parse_args(argv)
     overrides = {"database_url": args.database_url} if args.database_url else {}
     settings = Settings(**overrides)

@@ -39,6 +39,13 @@ class Settings(BaseSettings):
     cancel_check_interval: float = Field(
         0.2, ge=0, description="Least seconds between two progress/cancel-flag checks of a fit"
     )
+    search_jobs: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description="Processes one worker uses for a cross-validated search or an experiment "
+        "(1: in the worker process; several workers usually share the machine)",
+    )
     log_level: str = Field("INFO", description="Python logging level")
 
 

@@ -14,6 +14,7 @@ from app import problems
 from app.config import Settings, get_settings
 from app.datasets.routes import router as datasets_router
 from app.db import make_engine, make_session_factory, script_heads
+from app.experiments.routes import router as experiments_router
 from app.health import router as health_router
 from app.jobs.routes import router as jobs_router
 from app.metrics import RequestMetrics
@@ -26,19 +27,33 @@ MULTIPART_SLACK_BYTES = 1024 * 1024
 
 TAGS = [
     {"name": "datasets", "description": "Upload and manage tabular datasets"},
-    {"name": "jobs", "description": "Start training jobs and follow or cancel them"},
+    {
+        "name": "jobs",
+        "description": "Start training jobs (any algorithm, optionally with a cross-validated "
+        "search) and follow or cancel them",
+    },
     {"name": "models", "description": "Trained models, their weights and margin statistics"},
     {"name": "predict", "description": "Labels and decision values for new rows"},
+    {
+        "name": "experiments",
+        "description": "The paper's protocol (Table 1, Figure 1) over stored data sets and "
+        "several algorithms, as background jobs",
+    },
     {"name": "operations", "description": "Health and metrics"},
 ]
 
 DESCRIPTION = """
-Margin-distribution learning with **MSVMAv** (IJCAI 2022).
+Margin-distribution learning with **MSVMAv** (IJCAI 2022) and the paper's comparators
+(SVM, SVR, LSSVM, MAMC, ODM, FMM).
 
 1. `POST /datasets` — upload a CSV/TSV, LIBSVM or ARFF file;
-2. `POST /train` — queue a training job (202, `Location: /jobs/{id}`);
+2. `POST /train` — queue a training job (202, `Location: /jobs/{id}`): any `algorithm`, its
+   `params`, optionally a cross-validated `search`;
 3. `GET /jobs/{id}` — poll until `succeeded`, then read `model_id`;
-4. `POST /predict` — labels and decision values; `GET /models/{id}/margins` — margin statistics.
+4. `POST /predict` — labels and decision values; `GET /models/{id}/margins` — margin statistics
+   (`/margins.png`, `/margins.svg` — their cumulative distribution);
+5. `POST /experiments` — the paper's protocol over data sets and algorithms; then
+   `GET /experiments/{id}/table.md|table.csv|margins.png|margins.svg`.
 
 Errors are RFC 9457 `application/problem+json`.
 """
@@ -78,7 +93,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
 
-    for router in (datasets_router, jobs_router, models_router, predict_router, health_router):
+    for router in (
+        datasets_router,
+        jobs_router,
+        models_router,
+        predict_router,
+        experiments_router,
+        health_router,
+    ):
         app.include_router(router)
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -173,3 +173,20 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class ExperimentResult(Base):
+    """One data set's outcome of an experiment job (``solver.experiments.ExperimentResult``
+    as ``to_dict()``), in the experiment's dataset order. Kept out of ``jobs.result`` so that
+    listing jobs never reads the per-split tables and margin curves."""
+
+    __tablename__ = "experiment_results"
+
+    job_id: Mapped[int] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # A plain reference: the result outlives its dataset.
+    dataset_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    name: Mapped[str] = mapped_column(String(255))
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)

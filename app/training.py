@@ -1,24 +1,29 @@
-"""One training run, free of HTTP and SQL: split, scale, fit MSVMAv, measure margins.
+"""One training run, free of HTTP and SQL: split, scale, (search,) fit, measure margins.
 
 ``train`` receives the stored dataset arrays and the job's params and returns a ``TrainOutcome``
-holding everything the worker persists as a model row plus npy blobs.
+holding everything the worker persists as a model row plus npy blobs. Any algorithm of
+``solver.ALGORITHMS`` is fitted the same way (they share the ``MarginClassifier`` API); with a
+``search`` the hyper-parameters are first chosen by ``cross_validate_grid`` on the scaled
+training part.
 """
 
 from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
 
 from app.jsonable import jsonable
 from app.scaling import MinMaxScaling
 
-ALGORITHM = "MSVMAv"
+DEFAULT_ALGORITHM = "msvmav"
 HYPER_PARAMETERS = (
     "kernel",
     "alpha",
@@ -36,6 +41,7 @@ HISTORY_POINTS = 50
 
 Matrix = np.ndarray | sp.csr_matrix
 FitCallback = Callable[[dict[str, Any]], bool | None]
+CellCallback = Callable[[int, int], Any]
 
 
 class TrainingError(ValueError):
@@ -53,6 +59,9 @@ class TrainOutcome:
     fit_seconds: float
     n_iter: int
     summary: dict[str, Any]
+    algorithm: str = DEFAULT_ALGORITHM
+    params: dict[str, Any] = field(default_factory=dict)
+    search: dict[str, Any] | None = None
 
 
 def holdout_sizes(n: int, test_fraction: float) -> tuple[int, int]:
@@ -85,20 +94,33 @@ def _rows(X: Matrix, idx: np.ndarray) -> Matrix:
 
 
 def estimator_params(params: dict[str, Any]) -> dict[str, Any]:
-    out = {k: params[k] for k in HYPER_PARAMETERS if k in params}
-    out["random_state"] = params.get("seed")
-    return out
+    """The estimator's keyword arguments from a job's params (without ``random_state``): the
+    ``estimator_params`` resolved at submission, or — jobs queued before algorithms existed —
+    the top-level MSVMAv fields."""
+    if "estimator_params" in params:
+        return dict(params["estimator_params"])
+    return {k: params[k] for k in HYPER_PARAMETERS if k in params}
 
 
 def train(
-    X: Matrix, y: np.ndarray, params: dict[str, Any], callback: FitCallback | None = None
+    X: Matrix,
+    y: np.ndarray,
+    params: dict[str, Any],
+    callback: FitCallback | None = None,
+    *,
+    search_callback: CellCallback | None = None,
+    n_jobs: int = 1,
 ) -> TrainOutcome:
-    """Fit MSVMAv on (X, y) with the job's ``params`` (see app.jobs.schemas.TrainRequest).
+    """Fit ``params["algorithm"]`` (default MSVMAv) on (X, y) with the job's ``params`` (see
+    app.jobs.schemas.TrainRequest and app.jobs.service.submit_train).
 
-    X: (n, d) float64 ndarray or CSR; y: (n,) raw labels.
+    X: (n, d) float64 ndarray or CSR; y: (n,) raw labels. ``callback(info)`` is the final fit's
+    per-iteration callback; ``search_callback(done_cells, total_cells)`` is called during a
+    search (raising aborts it); ``n_jobs`` processes run the search.
     """
-    from solver import MSVMAv
+    from solver.model_selection import cross_validate_grid, estimator_class
 
+    algorithm = params.get("algorithm") or DEFAULT_ALGORITHM
     train_idx, test_idx = split_indices(y, params.get("test_fraction"), params.get("seed"))
     X_train, y_train = _rows(X, train_idx), y[train_idx]
     if len(np.unique(y_train)) < 2:
@@ -108,17 +130,60 @@ def train(
     if scaling is not None:
         X_train = scaling.transform(X_train)
 
-    est = MSVMAv(**estimator_params(params))
+    chosen = estimator_params(params)
+    kernel = chosen.pop("kernel", "linear")
+    cls = estimator_class(algorithm)
+    if "random_state" in cls().get_params():
+        chosen["random_state"] = params.get("seed")
+    search_summary = None
+    spec = params.get("search")
+    if spec:
+        grid = spec.get("grid_values") or spec.get("grid", "quick")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            result = cross_validate_grid(
+                algorithm,
+                X_train,
+                y_train,
+                kernel=kernel,
+                grid=grid,
+                cv=int(spec.get("cv", 5)),
+                random_state=spec.get("seed", 0),
+                n_jobs=n_jobs,
+                callback=search_callback,
+                params=chosen,
+            )
+        chosen = {**chosen, **result.best_params}
+        search_summary = jsonable(
+            {
+                "best_params": result.best_params,
+                "best_score": result.best_score,
+                "best_index": result.best_index,
+                "cv": result.cv,
+                "seed": result.random_state,
+                "grid": spec.get("grid", "quick"),
+                "grid_values": grid,
+                "fixed_params": result.fixed_params,
+                "n_configs": len(result.table),
+                "seconds": result.seconds,
+                "table": result.table,
+            }
+        )
+
+    est = cls(kernel=kernel, **chosen)
     start = time.perf_counter()
-    est.fit(X_train, y_train, callback=callback)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X_train, y_train, callback=callback)
     fit_seconds = time.perf_counter() - start
 
     summary: dict[str, Any] = {
         "train_margins": jsonable(est.margins(X_train, y_train)),
         "train_accuracy": float(np.mean(est.predict(X_train) == y_train)),
-        "history": history_summary(getattr(est, "history_", []), est),
+        "history": history_summary(list(getattr(est, "history_", None) or ()), est),
         "scaling": scaling_summary(scaling),
-        **describe_estimator(est, params),
+        "search": search_summary,
+        **describe_estimator(est, {"kernel": kernel}),
     }
     holdout_accuracy = None
     if len(test_idx):
@@ -135,6 +200,8 @@ def train(
     else:
         summary["holdout"] = None
 
+    used = jsonable(est.get_params(deep=False))
+    used.pop("random_state", None)
     return TrainOutcome(
         estimator=est,
         scaling=scaling,
@@ -143,9 +210,18 @@ def train(
         n_test=int(len(test_idx)),
         holdout_accuracy=holdout_accuracy,
         fit_seconds=fit_seconds,
-        n_iter=int(np.max(getattr(est, "n_iter_", 0))),
+        n_iter=_n_iter(est),
         summary=summary,
+        algorithm=algorithm,
+        params=used,
+        search=search_summary,
     )
+
+
+def _n_iter(est: Any) -> int:
+    """Iterations of the fit (the most over one-vs-rest tasks); 0 for closed-form solvers."""
+    n_iter = getattr(est, "n_iter_", None)
+    return int(np.max(n_iter)) if n_iter is not None and np.size(n_iter) else 0
 
 
 def history_summary(history: list[dict[str, Any]], est: Any) -> dict[str, Any]:

@@ -152,6 +152,16 @@ class ProgressReporter:
         self.report(progress, message)
         return None
 
+    def tick(self, progress: float, message: str, *, force: bool = False) -> None:
+        """Throttled progress write + cancel check for non-iterative work (grid cells)."""
+        if self.stop.is_set():
+            raise WorkerStoppingError()
+        now = time.monotonic()
+        if not force and now - self._last < self.interval:
+            return
+        self._last = now
+        self.report(min(max(progress, 0.0), 0.99), message)
+
     def report(self, progress: float, message: str) -> None:
         with self.engine.begin() as conn:
             row = conn.execute(
@@ -258,8 +268,39 @@ def run_train_job(ctx: JobContext) -> JobResult:
         if dataset is None:
             raise ValueError(f"dataset {ctx.dataset_id} no longer exists")
         X, y = datasets.load_arrays(session, dataset)
-    ctx.reporter.report(0.0, f"fitting on {dataset.n_rows} rows × {dataset.n_features} features")
-    outcome = train(X, y, ctx.params, callback=ctx.reporter)
+    algorithm = ctx.params.get("algorithm") or "msvmav"
+    search = ctx.params.get("search")
+    callback: Callable[[dict[str, Any]], Any] = ctx.reporter
+    search_callback = None
+    if search:
+        n_cells = int(search.get("cv", 5)) * _n_configs(search.get("grid_values") or {})
+        total = n_cells + 1  # the refit on the whole training part counts as one more
+
+        def search_callback(done: int, n: int) -> None:
+            ctx.reporter.tick(done / total, f"CV cell {done}/{n}")
+
+        def refit_callback(info: dict[str, Any]) -> None:
+            _, detail = describe_iteration(info)
+            ctx.reporter.tick(n_cells / total, f"refit with the best parameters: {detail}")
+
+        callback = refit_callback
+
+        ctx.reporter.report(
+            0.0, f"cross-validating {algorithm}: {n_cells} cells on {dataset.n_rows} rows"
+        )
+    else:
+        ctx.reporter.report(
+            0.0,
+            f"fitting {algorithm} on {dataset.n_rows} rows × {dataset.n_features} features",
+        )
+    outcome = train(
+        X,
+        y,
+        ctx.params,
+        callback=callback,
+        search_callback=search_callback,
+        n_jobs=ctx.settings.search_jobs,
+    )
 
     def write(session: Session) -> dict[str, Any]:
         model = models.save(
@@ -272,17 +313,38 @@ def run_train_job(ctx: JobContext) -> JobResult:
                 "holdout_accuracy": outcome.holdout_accuracy,
                 "fit_seconds": outcome.fit_seconds,
                 "n_iter": outcome.n_iter,
+                "algorithm": outcome.algorithm,
+                "best_params": outcome.search["best_params"] if outcome.search else None,
+                "best_score": outcome.search["best_score"] if outcome.search else None,
             },
         }
 
     acc = outcome.holdout_accuracy
-    message = f"fitted in {outcome.fit_seconds:.2f} s, {outcome.n_iter} iterations" + (
+    message = f"{outcome.algorithm} fitted in {outcome.fit_seconds:.2f} s" + (
+        f", {outcome.n_iter} iterations" if outcome.n_iter else ""
+    ) + (
         f", hold-out accuracy {acc:.4f}" if acc is not None else ""
     )
     return JobResult(write=write, message=message)
 
 
-RUNNERS: dict[str, Callable[[JobContext], JobResult]] = {"train": run_train_job}
+def _n_configs(grid: dict[str, list[Any]]) -> int:
+    n = 1
+    for values in grid.values():
+        n *= len(values)
+    return n
+
+
+def run_experiment_job(ctx: JobContext) -> JobResult:
+    from app.experiments.service import run
+
+    return run(ctx)
+
+
+RUNNERS: dict[str, Callable[[JobContext], JobResult]] = {
+    "train": run_train_job,
+    "experiment": run_experiment_job,
+}
 
 
 def run_job(

@@ -125,12 +125,21 @@ def load_arrays(
     return storage.blobs_to_matrix("X", blobs), storage.bytes_to_array(blobs["y"])
 
 
+def _used_by_active_experiment(session: Session, dataset_id: int) -> bool:
+    """An experiment names several data sets in its params (``jobs.dataset_id`` holds only the
+    first); there are few active jobs, so their params are read rather than queried as JSON."""
+    params = session.scalars(
+        select(Job.params).where(Job.kind == "experiment", Job.status.in_(ACTIVE_JOB_STATUSES))
+    )
+    return any(dataset_id in (p or {}).get("dataset_ids", ()) for p in params)
+
+
 def delete(session: Session, dataset_id: int) -> None:
     """Delete a dataset and its blobs; 409 while a queued or running job uses it."""
     dataset = get_or_raise(session, dataset_id)
     busy = session.scalar(
         select(exists().where(Job.dataset_id == dataset_id, Job.status.in_(ACTIVE_JOB_STATUSES)))
-    )
+    ) or _used_by_active_experiment(session, dataset_id)
     if busy:
         raise conflict(f"dataset {dataset_id} is used by a queued or running job; cancel it first")
     session.execute(sql_delete(DatasetArray).where(DatasetArray.dataset_id == dataset.id))

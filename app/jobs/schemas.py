@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.algorithms import AlgorithmName
 from app.pagination import Page
 from solver import MSVMAv
 
@@ -47,8 +48,36 @@ _JOB_EXAMPLE = {
 }
 
 
+GridValue = float | int | bool | str | None
+
+_SEARCH_EXAMPLE = {"grid": {"alpha": [1, 16], "beta": [0.25, 1]}, "cv": 5, "seed": 0}
+
+
+class SearchSpec(BaseModel):
+    """Cross-validated grid search on the training part before the final fit."""
+
+    model_config = ConfigDict(
+        extra="forbid", allow_inf_nan=False, json_schema_extra={"examples": [_SEARCH_EXAMPLE]}
+    )
+
+    grid: Literal["quick", "paper"] | dict[str, list[GridValue]] = Field(
+        "quick",
+        description="`quick` (3 values per parameter), `paper` (the paper's grids: 2^-10 … 2^10 "
+        "in steps of 4×) — rbf/poly add the gamma grid {2^j / d} — or an explicit "
+        "{parameter: [values]} (names as in the estimator's `get_params()`)",
+    )
+    cv: int = Field(5, ge=2, le=20, description="Folds (shuffled, seeded KFold)")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the fold assignment")
+
+
 class TrainRequest(BaseModel):
-    """Hyper-parameters of one MSVMAv fit (names as in ``solver.MSVMAv``) plus data handling."""
+    """One fit of any algorithm (``algorithm``: a key of ``solver.ALGORITHMS``), optionally
+    after a cross-validated grid search, plus data handling.
+
+    The top-level hyper-parameters (``kernel`` … ``n_components``) are MSVMAv's, with its
+    defaults; other algorithms take those of them that they have (``kernel``, ``gamma``,
+    ``degree``, ``coef0``, and ``max_iter``/``tol``/``fit_intercept`` where they exist) when
+    given explicitly, and everything else through ``params``."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -57,6 +86,22 @@ class TrainRequest(BaseModel):
     )
 
     dataset_id: int = Field(description="Dataset to train on")
+    algorithm: AlgorithmName = Field(
+        "msvmav",
+        description="msvmav (the paper's method) or a comparator: svm, svr, lssvm, mamc, odm, "
+        "fmm",
+    )
+    params: dict[str, GridValue] = Field(
+        default_factory=dict,
+        description="Hyper-parameters of the chosen algorithm by their estimator names "
+        "(e.g. `{\"C\": 4}` for svm, `{\"C\": 1, \"mu\": 0.8, \"theta\": 0.2}` for odm); unknown "
+        "names answer 422. `kernel` and `seed` are the top-level fields",
+    )
+    search: SearchSpec | None = Field(
+        None,
+        description="Choose hyper-parameters by k-fold cross-validation on the training part "
+        "(after scaling), then fit the best configuration on the whole training part",
+    )
     kernel: Literal["linear", "rbf", "poly"] = Field("linear", description="Kernel")
     alpha: float = Field(_D["alpha"], gt=0, description="α > 0: weight of the margin mean term")
     beta: float = Field(
@@ -106,10 +151,13 @@ class JobOut(BaseModel):
     )
 
     id: int
-    kind: str = Field(description="What the job does: `train` (more kinds may follow)")
+    kind: str = Field(description="What the job does: `train` or `experiment`")
     status: JobStatus
     progress: float = Field(ge=0, le=1, description="Fraction done, 0–1")
-    message: str = Field(description="Latest progress message (iteration, θ̂, SV/θ̂²)")
+    message: str = Field(
+        description="Latest progress message (iteration, θ̂, SV/θ̂²; `CV cell k/n` during a "
+        "search; `fit k/n` in an experiment)"
+    )
     params: dict[str, Any] = Field(description="The job's parameters as submitted")
     dataset_id: int | None
     model_id: int | None = Field(description="The trained model, once succeeded")

@@ -10,8 +10,9 @@ from app.deps import SessionDep
 from app.models import service
 from app.models.schemas import MarginsOut, ModelDetail, ModelPage, ModelSummary
 from app.pagination import PageDep
+from app.plotting import render_margin_cdf
 from app.predict import service as predict
-from app.problems import problem_responses
+from app.problems import invalid, problem_responses
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -72,3 +73,75 @@ def get_model_margins(
     ] = "train",
 ) -> MarginsOut:
     return predict.model_margins(session, model_id=model_id, dataset_id=dataset_id, split=split)
+
+
+def _margins_plot(
+    session: SessionDep, model_id: int, dataset_id: int | None, split: str, fmt: str
+) -> bytes:
+    from solver.experiments import DISPLAY_NAMES
+
+    out = predict.model_margins(session, model_id=model_id, dataset_id=dataset_id, split=split)
+    cdf = out.statistics.get("cdf")
+    if not cdf:
+        raise invalid(["query", "split"], f"model {model_id} has no stored margins")
+    algorithm = service.get_or_raise(session, model_id).algorithm
+    session.commit()  # read-only: end the transaction before rendering
+    where = {
+        "training": "training part",
+        "holdout": "hold-out part",
+        "dataset": f"dataset {dataset_id}",
+    }[out.source]
+    return render_margin_cdf(
+        {f"{DISPLAY_NAMES.get(algorithm, algorithm)} (n={out.n})": cdf},
+        title=f"model {model_id}: cumulative margin distribution ({where})",
+        fmt=fmt,
+    )
+
+
+_MARGINS_PLOT_DESCRIPTION = (
+    "The cumulative distribution of the model's margins y·f(x), divided by their largest "
+    "|y·f(x)| (the paper's Figure 1 for one model). Same choice of rows as `/margins`: the "
+    "training part (default), `split=holdout`, or every row of `dataset_id`."
+)
+
+
+@router.get(
+    "/{model_id}/margins.png",
+    summary="Margin distribution of a model (PNG)",
+    description=_MARGINS_PLOT_DESCRIPTION,
+    response_class=Response,
+    responses={200: {"content": {"image/png": {}}}, **problem_responses(404, 422)},
+)
+def get_model_margins_png(
+    session: SessionDep,
+    model_id: int,
+    dataset_id: Annotated[
+        int | None, Query(description="Compute on this dataset instead", examples=[1])
+    ] = None,
+    split: Annotated[
+        Literal["train", "holdout"], Query(description="Stored margins to plot")
+    ] = "train",
+) -> Response:
+    data = _margins_plot(session, model_id, dataset_id, split, "png")
+    return Response(data, media_type="image/png")
+
+
+@router.get(
+    "/{model_id}/margins.svg",
+    summary="Margin distribution of a model (SVG)",
+    description=_MARGINS_PLOT_DESCRIPTION,
+    response_class=Response,
+    responses={200: {"content": {"image/svg+xml": {}}}, **problem_responses(404, 422)},
+)
+def get_model_margins_svg(
+    session: SessionDep,
+    model_id: int,
+    dataset_id: Annotated[
+        int | None, Query(description="Compute on this dataset instead", examples=[1])
+    ] = None,
+    split: Annotated[
+        Literal["train", "holdout"], Query(description="Stored margins to plot")
+    ] = "train",
+) -> Response:
+    data = _margins_plot(session, model_id, dataset_id, split, "svg")
+    return Response(data, media_type="image/svg+xml")

@@ -28,7 +28,7 @@ _SUMMARY_EXAMPLE = {
     "id": 3,
     "job_id": 7,
     "dataset_id": 1,
-    "algorithm": "MSVMAv",
+    "algorithm": "msvmav",
     "params": {"kernel": "linear", "alpha": 16.0, "beta": 0.25, "max_iter": 100, "tol": 1e-08},
     "scaling": "minmax",
     "classes": [1, 2],
@@ -54,8 +54,11 @@ class ModelSummary(BaseModel):
     id: int
     job_id: int | None = Field(description="Job that trained it")
     dataset_id: int | None = Field(description="Training dataset (null once deleted)")
-    algorithm: str
-    params: dict[str, Any] = Field(description="Hyper-parameters, hold-out fraction and seed")
+    algorithm: str = Field(description="msvmav, svm, svr, lssvm, mamc, odm or fmm")
+    params: dict[str, Any] = Field(
+        description="The estimator's hyper-parameters as fitted (after a search: the chosen "
+        "ones), hold-out fraction and seed"
+    )
     scaling: str = Field(description="`minmax` or `none`")
     classes: list[Any] = Field(description="Class labels in their original values")
     n_features: int
@@ -65,6 +68,51 @@ class ModelSummary(BaseModel):
     fit_seconds: float
     n_iter: int = Field(description="Iterations (the most over one-vs-rest tasks)")
     created_at: datetime
+
+
+_SEARCH_OUT_EXAMPLE = {
+    "best_params": {"alpha": 16.0, "beta": 0.25},
+    "best_score": 0.971,
+    "best_index": 1,
+    "cv": 5,
+    "seed": 0,
+    "grid": {"alpha": [1, 16], "beta": [0.25, 1]},
+    "grid_values": {"alpha": [1, 16], "beta": [0.25, 1]},
+    "fixed_params": {"max_iter": 100, "tol": 1e-08},
+    "n_configs": 4,
+    "seconds": 0.8,
+    "table": [
+        {
+            "params": {"alpha": 1.0, "beta": 0.25},
+            "mean_accuracy": 0.965,
+            "std": 0.012,
+            "scores": [0.97, 0.95, 0.97, 0.96, 0.98],
+            "fit_seconds": 0.05,
+        },
+        "…",
+    ],
+}
+
+
+class SearchOut(BaseModel):
+    """The cross-validated grid search that chose the model's hyper-parameters."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [_SEARCH_OUT_EXAMPLE]})
+
+    best_params: dict[str, Any] = Field(description="The chosen configuration (fitted on all)")
+    best_score: float = Field(description="Its mean CV accuracy")
+    best_index: int = Field(description="Its row in `table`")
+    cv: int = Field(description="Folds")
+    seed: int | None = Field(description="Seed of the folds")
+    grid: str | dict[str, Any] = Field(description="The grid as requested")
+    grid_values: dict[str, Any] = Field(description="The grid searched, {parameter: values}")
+    fixed_params: dict[str, Any] = Field(description="Parameters fixed for every fit")
+    n_configs: int = Field(description="Configurations (rows of `table`)")
+    seconds: float = Field(description="Duration of the search")
+    table: list[dict[str, Any]] = Field(
+        description="One row per configuration in grid order: params, mean_accuracy, std "
+        "(ddof=1), scores (per fold), fit_seconds"
+    )
 
 
 class HoldoutResult(BaseModel):
@@ -97,6 +145,7 @@ class ModelDetail(ModelSummary):
                     "train_accuracy": 0.98,
                     "holdout": {"n": 114, "accuracy": 0.974, "margins": _STATS_EXAMPLE},
                     "history": {"n_records": 37, "stopped_early": False, "last": {}, "trace": []},
+                    "search": None,
                 }
             ]
         },
@@ -115,6 +164,9 @@ class ModelDetail(ModelSummary):
     train_accuracy: float | None
     holdout: HoldoutResult | None
     history: dict[str, Any] = Field(description="Iteration count, stop reason, sampled trace")
+    search: SearchOut | None = Field(
+        None, description="The cross-validated grid search, when the job asked for one"
+    )
 
     @classmethod
     def from_row(cls, model: Any) -> ModelDetail:
@@ -133,6 +185,7 @@ class ModelDetail(ModelSummary):
                 "train_accuracy": s.get("train_accuracy"),
                 "holdout": s.get("holdout"),
                 "history": s.get("history") or {},
+                "search": s.get("search"),
             }
         )
 

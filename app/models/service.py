@@ -16,7 +16,7 @@ from app.orm import Dataset, Model, ModelArray
 from app.pagination import PageParams, paginate
 from app.problems import not_found
 from app.scaling import MinMaxScaling
-from app.training import ALGORITHM, HYPER_PARAMETERS, TrainOutcome
+from app.training import TrainOutcome
 
 ESTIMATOR_PREFIX = "est."
 SCALING_PREFIX = "scaling."
@@ -54,8 +54,12 @@ def save(
     model = Model(
         job_id=job_id,
         dataset_id=dataset.id,
-        algorithm=ALGORITHM,
-        params={k: params.get(k) for k in (*HYPER_PARAMETERS, "test_fraction", "seed")},
+        algorithm=outcome.algorithm,
+        params={
+            **outcome.params,
+            "test_fraction": params.get("test_fraction"),
+            "seed": params.get("seed"),
+        },
         scaling=params.get("scaling", "minmax"),
         classes=outcome.classes,
         n_features=dataset.n_features,

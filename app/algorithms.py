@@ -1,0 +1,94 @@
+"""The algorithms the service trains (``solver.ALGORITHMS``) and the checks of their
+hyper-parameters and grids that can be made before any fit (answered as 422 naming the field).
+
+Hyper-parameter names are the estimators' ``get_params()`` keys; values are checked with the
+estimators' own scikit-learn parameter constraints, one parameter at a time so that the error
+names the one at fault. ``kernel`` and ``random_state`` are never given per algorithm: the
+request's ``kernel`` and ``seed`` fields set them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from sklearn.utils._param_validation import InvalidParameterError
+
+from app.problems import invalid
+from solver import ALGORITHMS
+
+AlgorithmName = Literal["msvmav", "svm", "svr", "lssvm", "mamc", "odm", "fmm"]
+ALGORITHM_NAMES: tuple[str, ...] = tuple(ALGORITHMS)  # MSVMAv first, then the paper's order
+RESERVED = {
+    "kernel": "set by the request's `kernel` field",
+    "random_state": "set by the request's `seed` field",
+}
+Loc = list[str | int]
+
+
+def param_names(algorithm: str) -> list[str]:
+    """The estimator's hyper-parameter names, sorted."""
+    return sorted(ALGORITHMS[algorithm]().get_params())
+
+
+def tunable_names(algorithm: str) -> list[str]:
+    return [k for k in param_names(algorithm) if k not in RESERVED]
+
+
+def takes_seed(algorithm: str) -> bool:
+    return "random_state" in ALGORITHMS[algorithm]().get_params()
+
+
+def check_name(algorithm: str, loc: Loc) -> None:
+    """Algorithm names are already checked by the request schemas' Literal; this covers
+    names that arrive inside a dict (an experiment's per-algorithm grid)."""
+    if algorithm not in ALGORITHMS:
+        raise invalid(loc, f"unknown algorithm {algorithm!r}; use one of {list(ALGORITHM_NAMES)}")
+
+
+def check_value(algorithm: str, name: str, value: Any, loc: Loc) -> None:
+    """422 at ``loc`` when the estimator's constraints reject ``value`` for ``name``."""
+    if isinstance(value, dict | list):
+        raise invalid(loc, f"{name} takes a single value, got {type(value).__name__}")
+    try:
+        ALGORITHMS[algorithm](**{name: value})._validate_params()
+    except (InvalidParameterError, ValueError, TypeError) as exc:
+        raise invalid(loc, str(exc)) from None
+
+
+def check_params(algorithm: str, params: dict[str, Any], loc: Loc) -> dict[str, Any]:
+    """Fixed hyper-parameters: every key a parameter of the estimator, every value valid."""
+    names = set(param_names(algorithm))
+    for key, value in params.items():
+        if key in RESERVED:
+            raise invalid([*loc, key], f"{key} is {RESERVED[key]}, not given here")
+        if key not in names:
+            raise invalid(
+                [*loc, key],
+                f"unknown parameter of {algorithm}; its parameters are "
+                f"{tunable_names(algorithm)}",
+            )
+        check_value(algorithm, key, value, [*loc, key])
+    return dict(params)
+
+
+def check_grid(algorithm: str, grid: dict[str, Any], loc: Loc) -> dict[str, list[Any]]:
+    """An explicit grid {parameter: non-empty list of values}."""
+    if not grid:
+        raise invalid(loc, "an explicit grid needs at least one parameter")
+    names = set(param_names(algorithm))
+    out: dict[str, list[Any]] = {}
+    for key, values in grid.items():
+        if key in RESERVED:
+            raise invalid([*loc, key], f"{key} is {RESERVED[key]}, not searched over")
+        if key not in names:
+            raise invalid(
+                [*loc, key],
+                f"unknown parameter of {algorithm}; its parameters are "
+                f"{tunable_names(algorithm)}",
+            )
+        if not isinstance(values, list) or not values:
+            raise invalid([*loc, key], "give a non-empty list of values")
+        for i, value in enumerate(values):
+            check_value(algorithm, key, value, [*loc, key, i])
+        out[key] = list(values)
+    return out

@@ -1,0 +1,1 @@
+"""Experiments: the paper's protocol (solver.experiments) run as a background job."""

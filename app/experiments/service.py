@@ -1,0 +1,300 @@
+"""Experiment jobs: submit (checks), read, render (Table 1, margin plots), and the worker's
+runner around ``solver.experiments.run_experiment``."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app import algorithms
+from app.datasets import service as datasets
+from app.experiments.schemas import (
+    ExperimentDatasetResult,
+    ExperimentOut,
+    ExperimentRequest,
+    ExperimentSummary,
+)
+from app.jsonable import jsonable
+from app.orm import ExperimentResult, Job
+from app.pagination import PageParams, paginate
+from app.plotting import render_margin_cdf
+from app.problems import conflict, invalid, not_found
+
+if TYPE_CHECKING:
+    from app.worker import JobContext, JobResult
+
+KIND = "experiment"
+
+
+# -- submit ------------------------------------------------------------------------------------
+def submit(session: Session, request: ExperimentRequest) -> Job:
+    """Queue an experiment after checking everything that can be checked without fitting."""
+    _unique(request.dataset_ids, "dataset_ids")
+    _unique(request.algorithms, "algorithms")
+    for i, dataset_id in enumerate(request.dataset_ids):
+        loc: list[str | int] = ["body", "dataset_ids", i]
+        dataset = datasets.get(session, dataset_id)
+        if dataset is None:
+            raise invalid(loc, f"dataset {dataset_id} not found")
+        if len(dataset.classes) < 2:
+            raise invalid(loc, f"dataset {dataset_id} has fewer than two classes")
+        n_test = math.ceil(request.test_size * dataset.n_rows)
+        n_train = dataset.n_rows - n_test
+        if n_test < 1 or n_train < max(request.cv, 2):
+            raise invalid(
+                loc,
+                f"dataset {dataset_id} has {dataset.n_rows} rows: test_size "
+                f"{request.test_size} leaves {n_train} for training ({request.cv} folds need "
+                f"at least {request.cv}) and {n_test} for testing",
+            )
+    if isinstance(request.grid, dict):
+        if not request.grid:
+            raise invalid(["body", "grid"], "give `quick`, `paper` or grids per algorithm")
+        for name, grid in request.grid.items():
+            _member(name, request.algorithms, ["body", "grid", name])
+            algorithms.check_grid(name, grid, ["body", "grid", name])
+    for name, params in request.params.items():
+        _member(name, request.algorithms, ["body", "params", name])
+        algorithms.check_params(name, params, ["body", "params", name])
+    job = Job(
+        kind=KIND,
+        status="queued",
+        params=request.model_dump(mode="json"),
+        dataset_id=request.dataset_ids[0],
+        progress=0.0,
+        message="queued",
+        cancel_requested=False,
+        attempts=0,
+    )
+    session.add(job)
+    session.commit()
+    return job
+
+
+def _unique(values: list[Any], field: str) -> None:
+    seen: set[Any] = set()
+    for i, v in enumerate(values):
+        if v in seen:
+            raise invalid(["body", field, i], f"{v!r} is listed twice")
+        seen.add(v)
+
+
+def _member(name: str, chosen: list[str], loc: list[str | int]) -> None:
+    algorithms.check_name(name, loc)
+    if name not in chosen:
+        raise invalid(loc, f"{name} is not among the experiment's algorithms {chosen}")
+
+
+# -- read --------------------------------------------------------------------------------------
+def get_or_raise(session: Session, experiment_id: int) -> Job:
+    job = session.get(Job, experiment_id)
+    if job is None or job.kind != KIND:
+        raise not_found("experiment", experiment_id)
+    return job
+
+
+def list_page(session: Session, page: PageParams) -> tuple[list[Job], str | None]:
+    return paginate(session, select(Job).where(Job.kind == KIND), Job.id, page)
+
+
+def links(job_id: int) -> dict[str, str]:
+    base = f"/experiments/{job_id}"
+    return {
+        "job": f"/jobs/{job_id}",
+        "table_markdown": f"{base}/table.md",
+        "table_csv": f"{base}/table.csv",
+        "margins_png": f"{base}/margins.png",
+        "margins_svg": f"{base}/margins.svg",
+    }
+
+
+def summary_out(job: Job) -> ExperimentSummary:
+    return ExperimentSummary(
+        id=job.id,
+        status=job.status,  # type: ignore[arg-type]
+        progress=job.progress,
+        message=job.message,
+        error=job.error,
+        cancel_requested=job.cancel_requested,
+        params=job.params,
+        summary=job.result,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        links=links(job.id),
+    )
+
+
+def results(session: Session, job: Job) -> list[ExperimentResult]:
+    return list(
+        session.scalars(
+            select(ExperimentResult)
+            .where(ExperimentResult.job_id == job.id)
+            .order_by(ExperimentResult.position)
+        )
+    )
+
+
+def detail_out(session: Session, job: Job) -> ExperimentOut:
+    rows = results(session, job) if job.status == "succeeded" else None
+    return ExperimentOut(
+        **summary_out(job).model_dump(),
+        results=None
+        if rows is None
+        else [
+            ExperimentDatasetResult(dataset_id=r.dataset_id, name=r.name, result=r.result)
+            for r in rows
+        ],
+    )
+
+
+def finished_results(session: Session, experiment_id: int) -> list[ExperimentResult]:
+    """The per-data-set results; 409 unless the experiment succeeded."""
+    job = get_or_raise(session, experiment_id)
+    if job.status != "succeeded":
+        why = f": {job.error}" if job.error else ""
+        raise conflict(
+            f"experiment {experiment_id} is {job.status}{why}; tables and plots exist once it "
+            "has succeeded"
+        )
+    return results(session, job)
+
+
+def table(session: Session, experiment_id: int, fmt: str) -> str:
+    from solver.experiments import to_csv, to_markdown
+
+    rows = finished_results(session, experiment_id)
+    by_name = {r.name: r.result for r in rows}
+    algos = get_or_raise(session, experiment_id).params.get("algorithms")
+    return (to_markdown if fmt == "markdown" else to_csv)(by_name, algos)
+
+
+def margins_plot(
+    session: Session, experiment_id: int, dataset_id: int | None, fmt: str
+) -> bytes:
+    from solver.experiments import ExperimentResult as SolverResult
+
+    rows = finished_results(session, experiment_id)
+    if dataset_id is None:
+        row = rows[0]
+    else:
+        matching = [r for r in rows if r.dataset_id == dataset_id]
+        if not matching:
+            raise invalid(
+                ["query", "dataset_id"],
+                f"dataset {dataset_id} is not one of experiment {experiment_id}'s "
+                f"{[r.dataset_id for r in rows]}",
+            )
+        row = matching[0]
+    result = SolverResult.from_dict(row.result)
+    session.commit()  # read-only: end the transaction before rendering
+    return render_margin_cdf(
+        result.margin_curves(),
+        title=f"{row.name}: cumulative margin distribution (test part of split 1)",
+        fmt=fmt,
+    )
+
+
+# -- run (in a worker) -------------------------------------------------------------------------
+def _row_names(names: list[str], ids: list[int]) -> list[str]:
+    """Table row names: the data sets' names, with the id added where names repeat."""
+    return [
+        f"{name} (#{i})" if names.count(name) > 1 else name
+        for name, i in zip(names, ids, strict=True)
+    ]
+
+
+def run(ctx: JobContext) -> JobResult:
+    import numpy as np
+
+    from app.worker import JobResult
+    from solver.experiments import run_experiment
+    from solver.model_selection import n_cells
+
+    p = ctx.params
+    loaded = []
+    with ctx.sessions() as session:
+        for dataset_id in p["dataset_ids"]:
+            dataset = datasets.get(session, dataset_id)
+            if dataset is None:
+                raise ValueError(f"dataset {dataset_id} no longer exists")
+            X, y = datasets.load_arrays(session, dataset)
+            loaded.append((dataset.id, dataset.name, X, np.asarray(y)))
+    names = _row_names([name for _, name, _, _ in loaded], [i for i, _, _, _ in loaded])
+    grid = p["grid"]
+    algos = list(p["algorithms"])
+
+    def grid_of(a: str) -> Any:
+        if isinstance(grid, dict):
+            return grid.get(a, "quick")
+        return grid
+
+    per_dataset = [
+        p["splits"]
+        * sum(
+            n_cells(a, X.shape[1], kernel=p["kernel"], grid=grid_of(a), cv=p["cv"]) + 1
+            for a in algos
+        )
+        for _, _, X, _ in loaded
+    ]
+    total = sum(per_dataset)
+    ctx.reporter.report(0.0, f"{len(loaded)} data set(s), {total} fits")
+    t0 = time.perf_counter()
+    out: list[tuple[int, str, dict[str, Any]]] = []
+    for k, ((dataset_id, _, X, y), name) in enumerate(zip(loaded, names, strict=True)):
+        base = sum(per_dataset[:k])
+
+        def progress(done: int, _n: int, base: int = base, k: int = k, name: str = name) -> None:
+            ctx.reporter.tick(
+                (base + done) / total,
+                f"dataset {k + 1}/{len(loaded)} ({name}): fit {base + done}/{total}",
+            )
+
+        result = run_experiment(
+            X,
+            y,
+            algorithms=algos,
+            kernel=p["kernel"],
+            splits=p["splits"],
+            test_size=p["test_size"],
+            grid=grid,
+            cv=p["cv"],
+            random_state=p["seed"],
+            n_jobs=ctx.settings.search_jobs,
+            scaling=p.get("scaling", "train"),
+            callback=progress,
+            params=p.get("params") or None,
+            dataset=name,
+        )
+        out.append((dataset_id, name, jsonable(result.to_dict())))
+    seconds = time.perf_counter() - t0
+    summary = {
+        "datasets": [
+            {
+                "dataset_id": dataset_id,
+                "name": name,
+                "mean_accuracy": {a: rec["mean"] for a, rec in res["algorithms"].items()},
+                "outcomes": {a: c["outcome"] for a, c in res["comparisons"].items()},
+            }
+            for dataset_id, name, res in out
+        ],
+        "seconds": seconds,
+    }
+
+    def write(session: Session) -> dict[str, Any]:
+        session.add_all(
+            ExperimentResult(
+                job_id=ctx.job_id, position=i, dataset_id=dataset_id, name=name, result=res
+            )
+            for i, (dataset_id, name, res) in enumerate(out)
+        )
+        return {"result": summary}
+
+    return JobResult(
+        write=write,
+        message=f"{len(out)} data set(s) × {p['splits']} split(s) done in {seconds:.1f} s",
+    )
