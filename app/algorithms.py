@@ -64,8 +64,7 @@ def check_params(algorithm: str, params: dict[str, Any], loc: Loc) -> dict[str, 
         if key not in names:
             raise invalid(
                 [*loc, key],
-                f"unknown parameter of {algorithm}; its parameters are "
-                f"{tunable_names(algorithm)}",
+                f"unknown parameter of {algorithm}; its parameters are {tunable_names(algorithm)}",
             )
         check_value(algorithm, key, value, [*loc, key])
     return dict(params)
@@ -83,8 +82,7 @@ def check_grid(algorithm: str, grid: dict[str, Any], loc: Loc) -> dict[str, list
         if key not in names:
             raise invalid(
                 [*loc, key],
-                f"unknown parameter of {algorithm}; its parameters are "
-                f"{tunable_names(algorithm)}",
+                f"unknown parameter of {algorithm}; its parameters are {tunable_names(algorithm)}",
             )
         if not isinstance(values, list) or not values:
             raise invalid([*loc, key], "give a non-empty list of values")

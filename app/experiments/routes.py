@@ -12,6 +12,9 @@ from app.experiments.schemas import ExperimentOut, ExperimentPage, ExperimentReq
 from app.pagination import PageDep
 from app.problems import problem_responses
 
+# OpenAPI: an image body is a binary string
+BINARY = {"schema": {"type": "string", "format": "binary"}}
+
 router = APIRouter(prefix="/experiments", tags=["experiments"])
 
 _EXAMPLES = {
@@ -113,8 +116,14 @@ def get_experiment(session: SessionDep, experiment_id: int) -> ExperimentOut:
     ),
     response_class=Response,
     responses={
-        200: {"content": {"text/markdown": {"example": "| dataset | MSVMAv | SVM |\n|---|---|---|\n"
-                                            "| wdbc | 0.9684±0.0080 | 0.9614±0.0110 ● |\n"}}},
+        200: {
+            "content": {
+                "text/markdown": {
+                    "example": "| dataset | MSVMAv | SVM |\n|---|---|---|\n"
+                    "| wdbc | 0.9684±0.0080 | 0.9614±0.0110 ● |\n"
+                }
+            }
+        },
         **problem_responses(404, 409),
     },
 )
@@ -133,9 +142,15 @@ def get_experiment_table_markdown(session: SessionDep, experiment_id: int) -> Re
     ),
     response_class=Response,
     responses={
-        200: {"content": {"text/csv": {"example": "dataset,MSVMAv_mean,MSVMAv_std,SVM_mean,"
-                                       "SVM_std,SVM_vs_MSVMAv\nwdbc,0.9684,0.0080,0.9614,"
-                                       "0.0110,MSVMAv_significantly_better\n"}}},
+        200: {
+            "content": {
+                "text/csv": {
+                    "example": "dataset,MSVMAv_mean,MSVMAv_std,SVM_mean,"
+                    "SVM_std,SVM_vs_MSVMAv\nwdbc,0.9684,0.0080,0.9614,"
+                    "0.0110,MSVMAv_significantly_better\n"
+                }
+            }
+        },
         **problem_responses(404, 409),
     },
 )
@@ -152,7 +167,10 @@ def get_experiment_table_csv(session: SessionDep, experiment_id: int) -> Respons
         "y·f(x) / max|y·f(x)| of every algorithm's model on the test part of the first split."
     ),
     response_class=Response,
-    responses={200: {"content": {"image/png": {}}}, **problem_responses(404, 409, 422)},
+    responses={
+        200: {"description": "PNG image", "content": {"image/png": BINARY}},
+        **problem_responses(404, 409, 422),
+    },
 )
 def get_experiment_margins_png(
     session: SessionDep,
@@ -168,7 +186,10 @@ def get_experiment_margins_png(
     summary="Margin distributions of an experiment's models (SVG)",
     description="As `margins.png`, as SVG.",
     response_class=Response,
-    responses={200: {"content": {"image/svg+xml": {}}}, **problem_responses(404, 409, 422)},
+    responses={
+        200: {"description": "SVG image", "content": {"image/svg+xml": BINARY}},
+        **problem_responses(404, 409, 422),
+    },
 )
 def get_experiment_margins_svg(
     session: SessionDep,

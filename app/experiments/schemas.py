@@ -107,7 +107,7 @@ class ExperimentRequest(BaseModel):
     )
     params: dict[str, dict[str, GridValue]] = Field(
         default_factory=dict,
-        description="Fixed hyper-parameters per algorithm, e.g. {\"msvmav\": {\"max_iter\": 50}}",
+        description='Fixed hyper-parameters per algorithm, e.g. {"msvmav": {"max_iter": 50}}',
     )
 
 

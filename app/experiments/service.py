@@ -173,9 +173,7 @@ def table(session: Session, experiment_id: int, fmt: str) -> str:
     return (to_markdown if fmt == "markdown" else to_csv)(by_name, algos)
 
 
-def margins_plot(
-    session: Session, experiment_id: int, dataset_id: int | None, fmt: str
-) -> bytes:
+def margins_plot(session: Session, experiment_id: int, dataset_id: int | None, fmt: str) -> bytes:
     from solver.experiments import ExperimentResult as SolverResult
 
     rows = finished_results(session, experiment_id)

@@ -14,6 +14,9 @@ from app.plotting import render_margin_cdf
 from app.predict import service as predict
 from app.problems import invalid, problem_responses
 
+# OpenAPI: an image body is a binary string
+BINARY = {"schema": {"type": "string", "format": "binary"}}
+
 router = APIRouter(prefix="/models", tags=["models"])
 
 
@@ -110,7 +113,10 @@ _MARGINS_PLOT_DESCRIPTION = (
     summary="Margin distribution of a model (PNG)",
     description=_MARGINS_PLOT_DESCRIPTION,
     response_class=Response,
-    responses={200: {"content": {"image/png": {}}}, **problem_responses(404, 422)},
+    responses={
+        200: {"description": "PNG image", "content": {"image/png": BINARY}},
+        **problem_responses(404, 422),
+    },
 )
 def get_model_margins_png(
     session: SessionDep,
@@ -131,7 +137,10 @@ def get_model_margins_png(
     summary="Margin distribution of a model (SVG)",
     description=_MARGINS_PLOT_DESCRIPTION,
     response_class=Response,
-    responses={200: {"content": {"image/svg+xml": {}}}, **problem_responses(404, 422)},
+    responses={
+        200: {"description": "SVG image", "content": {"image/svg+xml": BINARY}},
+        **problem_responses(404, 422),
+    },
 )
 def get_model_margins_svg(
     session: SessionDep,

@@ -262,7 +262,11 @@ def test_failing_fit_ends_failed_with_error_text(client, worker, engine):
     with engine.begin() as conn:
         params = conn.scalar(select(Job.params).where(Job.id == job["id"]))
         conn.execute(
-            update(Job).where(Job.id == job["id"]).values(params={**params, "alpha": -1.0})
+            update(Job)
+            .where(Job.id == job["id"])
+            .values(
+                params={**params, "estimator_params": {**params["estimator_params"], "alpha": -1.0}}
+            )
         )
     assert run_jobs(worker) == ["failed"]
     body = client.get(f"/jobs/{job['id']}").json()

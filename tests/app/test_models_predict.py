@@ -13,7 +13,7 @@ from tests.app.support import blobs, run_jobs, submit, to_csv, trained_model, up
 
 def test_model_detail_has_weights_with_feature_names_and_margins(client, worker):
     model = trained_model(client, worker, alpha=4, beta=0.5, test_fraction=0.25)
-    assert model["algorithm"] == "MSVMAv"
+    assert model["algorithm"] == "msvmav"
     assert model["params"]["alpha"] == 4 and model["params"]["kernel"] == "linear"
     assert model["scaling"] == "minmax"
     assert model["classes"] == ["neg", "pos"]
