@@ -30,6 +30,37 @@ _TRAIN_EXAMPLES = {
         "summary": "Gaussian kernel, exact",
         "value": {"dataset_id": 1, "kernel": "rbf", "gamma": 0.5, "approximation": "exact"},
     },
+    "svm": {
+        "summary": "A comparator: linear SVM with C = 4",
+        "value": {
+            "dataset_id": 1,
+            "algorithm": "svm",
+            "params": {"C": 4},
+            "test_fraction": 0.2,
+            "seed": 0,
+        },
+    },
+    "odm": {
+        "summary": "ODM, Gaussian kernel",
+        "value": {
+            "dataset_id": 1,
+            "algorithm": "odm",
+            "kernel": "rbf",
+            "params": {"C": 1, "mu": 0.8, "theta": 0.2},
+        },
+    },
+    "search": {
+        "summary": "MSVMAv, alpha and beta chosen by 5-fold CV",
+        "value": {
+            "dataset_id": 1,
+            "search": {"grid": {"alpha": [1, 16], "beta": [0.25, 1]}, "cv": 5, "seed": 0},
+            "test_fraction": 0.2,
+        },
+    },
+    "search quick": {
+        "summary": "SVM, C from the quick grid by 5-fold CV",
+        "value": {"dataset_id": 1, "algorithm": "svm", "search": {"grid": "quick"}},
+    },
 }
 
 
@@ -38,7 +69,9 @@ _TRAIN_EXAMPLES = {
     status_code=status.HTTP_202_ACCEPTED,
     summary="Start a training job",
     description=(
-        "Validates the hyper-parameters and queues a `train` job; a worker fits it. "
+        "Validates the algorithm and its hyper-parameters and queues a `train` job; a worker "
+        "fits it — after a k-fold cross-validated grid search on the (scaled) training part "
+        "when `search` is given, the job's progress then counting grid cells. "
         "Answers 202 with `Location: /jobs/{id}`; poll that until `status` is `succeeded` "
         "(then `model_id` is set), `failed` or `cancelled`."
     ),

@@ -48,7 +48,8 @@ _JOB_EXAMPLE = {
 }
 
 
-GridValue = float | int | bool | str | None
+# A hyper-parameter value: a JSON scalar (checked against the estimator, which names the field)
+GridValue = Any
 
 _SEARCH_EXAMPLE = {"grid": {"alpha": [1, 16], "beta": [0.25, 1]}, "cv": 5, "seed": 0}
 
