@@ -78,3 +78,30 @@ def test_msvmav_migrate_works_from_any_directory(database_url, tmp_path):
     finally:
         if admin:
             drop_postgres_database(admin, url)
+
+
+def test_revision_0002_renames_the_algorithm_of_existing_models(database_url, tmp_path):
+    from sqlalchemy import text
+
+    url, admin = _fresh_url(database_url, tmp_path)
+    try:
+        engine = make_engine(url)
+        with engine.begin() as conn:
+            cfg = alembic_config(url)
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "0001")
+            conn.execute(
+                text(
+                    "INSERT INTO models (algorithm, params, scaling, classes, n_features, "
+                    "feature_names, encoding, estimator_meta, summary, n_train, n_test, "
+                    "fit_seconds, n_iter, created_at) VALUES ('MSVMAv', '{}', 'minmax', '[]', "
+                    "1, '[]', '{}', '{}', '{}', 2, 0, 0.1, 1, CURRENT_TIMESTAMP)"
+                )
+            )
+            command.upgrade(cfg, "head")
+            assert conn.scalar(text("SELECT algorithm FROM models")) == "msvmav"
+            assert "experiment_results" in inspect(conn).get_table_names()
+        engine.dispose()
+    finally:
+        if admin:
+            drop_postgres_database(admin, url)
