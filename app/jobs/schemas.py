@@ -159,7 +159,11 @@ class JobOut(BaseModel):
         description="Latest progress message (iteration, θ̂, SV/θ̂²; `CV cell k/n` during a "
         "search; `fit k/n` in an experiment)"
     )
-    params: dict[str, Any] = Field(description="The job's parameters as submitted")
+    params: dict[str, Any] = Field(
+        description="The job's parameters as submitted (train: without top-level defaults that "
+        "do not apply to the algorithm, plus the resolved `estimator_params` and, with a "
+        "search, `search.grid_values`)"
+    )
     dataset_id: int | None
     model_id: int | None = Field(description="The trained model, once succeeded")
     result: dict[str, Any] | None = Field(description="Kind-specific result summary")
