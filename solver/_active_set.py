@@ -138,6 +138,7 @@ class DualSystem:
         self.idx = np.zeros(0, dtype=np.intp)  # members of A in the order of Sinv's rows
         self.R = np.empty((0, 2 * n))
         self.Sbuf = np.zeros((0, 0))  # (c I + P_AA)^{-1} in its leading |A| x |A| block
+        self.scratch = np.empty(0)  # reused for the |A| x |A| low-rank product
         self.n_refactor = 0
         self.n_updates = 0
 
@@ -180,53 +181,68 @@ class DualSystem:
         if drop_pos.size + new.size > REFACTOR_SHARE * max(m, 1) or drop_pos.size == m:
             self._refactor(np.flatnonzero(mask))
             return
-        if drop_pos.size:
-            self._delete(drop_pos, keep)
-        if new.size:
-            self._border(new)
+        self._replace(drop_pos, keep, new)
         self.n_updates += 1
 
-    def _delete(self, drop_pos: np.ndarray, keep: np.ndarray) -> None:
-        """Schur-complement deletion: (S_kk)^{-1} = Sinv_kk - Sinv_kd Sinv_dd^{-1} Sinv_dk."""
-        m = self.idx.size
-        m_new = m - drop_pos.size
-        S = self.Sbuf
-        Skd = S[:m, drop_pos][keep]  # rows in old kept order; reordered to perm below
-        Sdd = S[np.ix_(drop_pos, drop_pos)]
-        # swap-remove: kept rows at the tail move into the holes left by dropped rows
-        holes = drop_pos[drop_pos < m_new]
-        tails = np.flatnonzero(keep[m_new:]) + m_new
-        perm = np.arange(m_new)
-        perm[holes] = tails
-        S[holes, :m] = S[tails, :m]
-        S[:m_new, holes] = S[:m_new, tails]
-        self.R[holes] = self.R[tails]
-        order = np.empty(m, dtype=np.intp)
-        order[np.flatnonzero(keep)] = np.arange(m_new)
-        Skd = Skd[order[perm]]
-        S[:m_new, :m_new] -= Skd @ linalg.solve(Sdd, Skd.T, assume_a="sym")
-        self.idx = self.idx[perm]
+    def _replace(self, drop_pos: np.ndarray, keep: np.ndarray, new: np.ndarray) -> None:
+        """Remove the slots ``drop_pos`` and append the indices ``new`` with one pass over S^{-1}.
 
-    def _border(self, new: np.ndarray) -> None:
-        """Bordering: S' = [[S, B], [B^T, C]] with Schur complement T = C - B^T S^{-1} B."""
+        Deletion (Schur complement): S'_kk^{-1} = S_kk^{-1} - S_kd S_dd^{-1} S_dk (S = the kept
+        inverse from here on). Bordering by B = P[kept, new], C = P[new, new] + (c - 1) I:
+        with SB = S' B and T = C - B^T SB, the kept block gains SB T^{-1} SB^T, the new
+        off-diagonal block is -SB T^{-1} and the new diagonal block T^{-1}. Both changes of the
+        kept block are applied as one rank-(|d| + |new|) product, in the old slot layout; then
+        kept rows at the tail move into the holes of dropped ones and the new rows are appended.
+        """
         m = self.idx.size
-        m2 = m + new.size
-        if m2 > self.Sbuf.shape[0]:
-            grown = np.empty((int(1.5 * m2) + 16,) * 2)
-            grown[:m, :m] = self.Sbuf[:m, :m]
-            self.Sbuf = grown
         S = self.Sbuf
-        B = self._p_rows(m, new)
-        SB = S[:m, :m] @ B
-        Tinv = np.linalg.inv(self._s_block(new) - B.T @ SB)
-        Tinv = 0.5 * (Tinv + Tinv.T)
-        SBT = SB @ Tinv
-        S[:m, :m] += SBT @ SB.T
-        S[:m, m:m2] = -SBT
-        S[m:m2, :m] = -SBT.T
-        S[m:m2, m:m2] = Tinv
-        self._store_rows(m, new)
-        self.idx = np.concatenate([self.idx, new])
+        left: list[np.ndarray] = []
+        right: list[np.ndarray] = []
+        if drop_pos.size:
+            Sd = S[:m, drop_pos]
+            X = linalg.solve(Sd[drop_pos], Sd.T, assume_a="sym")  # S_dd^{-1} S_d.
+            left.append(-Sd)
+            right.append(X.T)
+        if new.size:
+            B = self._p_rows(m, new)
+            B[drop_pos] = 0.0  # dropped slots no longer couple
+            SB = S[:m, :m] @ B
+            if drop_pos.size:
+                SB -= Sd @ (X @ B)
+            kept_rows = np.flatnonzero(keep)
+            T = self._s_block(new) - B[kept_rows].T @ SB[kept_rows]
+            Tinv = np.linalg.inv(T)
+            Tinv = 0.5 * (Tinv + Tinv.T)
+            SBT = SB @ Tinv
+            left.append(SBT)
+            right.append(SB)
+        W, Z = np.hstack(left), np.hstack(right)
+        if self.scratch.size < m * m:
+            self.scratch = np.empty(int(1.25 * m * m) + 256)
+        update = np.matmul(W, Z.T, out=self.scratch[: m * m].reshape(m, m))
+        S[:m, :m] += update
+        m_new = m - drop_pos.size
+        perm = np.arange(m_new)  # new slot -> old slot
+        if drop_pos.size:
+            holes = drop_pos[drop_pos < m_new]
+            tails = np.flatnonzero(keep[m_new:]) + m_new
+            perm[holes] = tails
+            S[holes, :m] = S[tails, :m]
+            S[:m_new, holes] = S[:m_new, tails]
+            self.R[holes] = self.R[tails]
+        self.idx = self.idx[perm]
+        if new.size:
+            m2 = m_new + new.size
+            if m2 > S.shape[0]:
+                grown = np.empty((int(1.5 * m2) + 16,) * 2)
+                grown[:m_new, :m_new] = S[:m_new, :m_new]
+                self.Sbuf = S = grown
+            SBT = SBT[perm]
+            S[:m_new, m_new:m2] = -SBT
+            S[m_new:m2, :m_new] = -SBT.T
+            S[m_new:m2, m_new:m2] = Tinv
+            self._store_rows(m_new, new)
+            self.idx = np.concatenate([self.idx, new])
 
     @property
     def Sinv(self) -> np.ndarray:  # noqa: N802 - the matrix's name in the derivation
