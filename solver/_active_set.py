@@ -76,16 +76,21 @@ class PrimalSystem:
             return
         changed = np.concatenate([add, rem])
         sign = np.concatenate([np.ones(add.size), -np.ones(rem.size)])
+        signed_y = sign * self.y[changed]
         rows = self.Xa[changed]
-        self.sA += np.asarray(rows.T @ (sign * self.y[changed])).ravel()
         if p > REFACTOR_SHARE * self.D:
-            # G changes by the rows that entered minus the rows that left (exact sums)
-            signed = sparse.diags(sign) @ rows if sparse.issparse(rows) else rows * sign[:, None]
-            delta = rows.T @ signed
-            self.G += delta.toarray() if sparse.issparse(delta) else delta
+            # G and s_A change by the rows that entered minus the rows that left (exact sums)
+            self.sA += np.asarray(rows.T @ signed_y).ravel()
+            if sparse.issparse(rows):
+                signed = rows.copy()
+                signed.data *= np.repeat(sign, np.diff(rows.indptr))
+                self.G += (rows.T @ signed).toarray()
+            else:
+                self.G += rows.T @ (rows * sign[:, None])
             self._invert()
             return
         U = rows.toarray().T if sparse.issparse(rows) else rows.T  # D x p
+        self.sA += U @ signed_y
         self.G += (U * sign) @ U.T
         # mixed-sign Woodbury: M <- M - M U (S + U^T M U)^{-1} U^T M, S = diag(+-1) = S^{-1}
         MU = self.M @ U

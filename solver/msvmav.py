@@ -8,7 +8,7 @@ import numpy as np
 from scipy import sparse
 from sklearn.kernel_approximation import Nystroem
 from sklearn.utils._param_validation import Interval, StrOptions
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from ._active_set import DualSystem
 from ._base import Callback, MarginClassifier, to_dense_rows
@@ -20,6 +20,7 @@ from .margins import kernel_rademacher_terms, linear_rademacher_terms
 EXACT_KERNEL_ARRAYS = 4
 # Below this dimension the linear path's BLAS calls are too small to gain from threads.
 SMALL_SYSTEM = 512
+_THREADPOOLS = ThreadpoolController()  # inspecting the loaded libraries once costs ~20 ms
 
 
 def augment(X):
@@ -145,7 +146,8 @@ class MSVMAv(MarginClassifier):
         Xa = augment(X) if self.fit_intercept else X
         d, T = X.shape[1], Y.shape[1]
         # D x D systems this small run faster on one BLAS thread than on several
-        with threadpool_limits(1 if Xa.shape[1] < SMALL_SYSTEM else None, user_api="blas"):
+        with _THREADPOOLS.limit(limits=1 if Xa.shape[1] < SMALL_SYSTEM else None,
+                                user_api="blas"):
             self._fit_linear_tasks(Xa, Y, callback, d, T)
 
     def _fit_linear_tasks(self, Xa, Y, callback, d: int, T: int) -> None:
