@@ -51,6 +51,8 @@ DATASETS = {  # paper name: (file, parse options)
     "titanic": ("titanic.tsv", {"label": "target"}),
     "phishing": ("phishing_TrainingDataset.arff", {"label": "Result"}),
     "a9a": ("a9a", {"n_features": 123}),
+    "magic": ("magic04.data", {}),
+    "bank": ("bank-full.csv", {"label": "y"}),
 }
 # the paper grid where it is affordable on two cores; ODM (176 configs) and FMM (36 configs,
 # up to 1600 iterations) use the quick grid
@@ -63,6 +65,11 @@ JOBS = [  # (dataset, kernel, splits, grid)
     ("titanic", "linear", 5, "quick"),
     ("a9a", "linear", 1, "quick"),
     *[(d, "rbf", 5, "quick") for d in ("breastw", "diabetes", "wdbc", "german")],
+    # second round: the larger linear data sets and more regular-size RBF ones, fewer splits
+    ("phishing", "linear", 3, "quick"),
+    ("magic", "linear", 3, "quick"),
+    ("bank", "linear", 1, "quick"),
+    *[(d, "rbf", 3, "quick") for d in ("biodeg", "emotions", "tokyo1", "kc1", "titanic")],
 ]
 
 
