@@ -11,10 +11,11 @@ _BLOCK = 1024
 def symmetrize_from_upper(A: np.ndarray) -> np.ndarray:
     """Copy the upper triangle onto the lower one, block by block (no n x n temporaries)."""
     n = A.shape[0]
+    strictly_lower = np.tri(min(n, _BLOCK), k=-1, dtype=bool)
     for i in range(0, n, _BLOCK):
         bi = slice(i, min(i + _BLOCK, n))
-        diag = A[bi, bi]
-        A[bi, bi] = np.triu(diag) + np.triu(diag, 1).T
+        size = bi.stop - bi.start
+        np.copyto(A[bi, bi], A[bi, bi].T, where=strictly_lower[:size, :size])
         for j in range(i + _BLOCK, n, _BLOCK):
             bj = slice(j, min(j + _BLOCK, n))
             A[bj, bi] = A[bi, bj].T

@@ -11,6 +11,8 @@ import numpy as np
 from scipy import sparse
 from sklearn.metrics.pairwise import linear_kernel, polynomial_kernel, rbf_kernel
 
+from ._linalg import symmetrize_from_upper
+
 KERNELS = ("linear", "rbf", "poly", "precomputed")
 
 
@@ -36,23 +38,14 @@ def kernel_matrix(X, Z, *, kernel: str, gamma: float, degree: int = 3,
 
 
 def gram_matrix(X, *, kernel: str, gamma: float, degree: int = 3, coef0: float = 1.0) -> np.ndarray:
-    """Symmetric training Gram matrix (exactly symmetric: rounding can break symmetry)."""
+    """Symmetric training Gram matrix, (n, n) float64."""
     K = kernel_matrix(X, X, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0)
     if kernel == "precomputed":
         if K.shape[0] != K.shape[1]:
             raise ValueError(f"X: a precomputed kernel must be square at fit, got {K.shape}")
         K = K.copy()
-    # average with the transpose in place, without a second n x n temporary per block
-    n = K.shape[0]
-    step = 1024
-    for i in range(0, n, step):
-        blk = slice(i, min(i + step, n))
-        for j in range(i, n, step):
-            blk2 = slice(j, min(j + step, n))
-            avg = 0.5 * (K[blk, blk2] + K[blk2, blk].T)
-            K[blk, blk2] = avg
-            K[blk2, blk] = avg.T
-    return K
+    # rounding can leave K[i, j] != K[j, i]; the algorithm assumes exact symmetry
+    return symmetrize_from_upper(K)
 
 
 def kernel_diagonal(X, *, kernel: str, gamma: float, degree: int = 3,
