@@ -33,6 +33,21 @@ def _gram(rows) -> np.ndarray:
     return g.toarray() if sparse.issparse(g) else np.asarray(g)
 
 
+def _dense_rows(X, idx: np.ndarray) -> np.ndarray:
+    """X[idx] as a dense (len(idx), d) array; for CSR without scipy's per-call overhead
+    (this runs every iteration with a handful of rows)."""
+    if not sparse.issparse(X):
+        return X[idx]
+    starts = X.indptr[idx]
+    lengths = X.indptr[idx + 1] - starts
+    total = int(lengths.sum())
+    first = np.cumsum(lengths) - lengths
+    pos = np.arange(total) + np.repeat(starts - first, lengths)
+    out = np.zeros((idx.size, X.shape[1]))
+    out[np.repeat(np.arange(idx.size), lengths), X.indices[pos]] = X.data[pos]
+    return out
+
+
 class PrimalSystem:
     """(diag(base) + X_A^T X_A)^{-1}: base = c for linear MSVMAv, c (1 + sigma^2) for the
     low-rank (Nystroem) kernel path in its rotated coordinates.
@@ -77,8 +92,8 @@ class PrimalSystem:
         changed = np.concatenate([add, rem])
         sign = np.concatenate([np.ones(add.size), -np.ones(rem.size)])
         signed_y = sign * self.y[changed]
-        rows = self.Xa[changed]
         if p > REFACTOR_SHARE * self.D:
+            rows = self.Xa[changed]
             # G and s_A change by the rows that entered minus the rows that left (exact sums)
             self.sA += np.asarray(rows.T @ signed_y).ravel()
             if sparse.issparse(rows):
@@ -89,7 +104,7 @@ class PrimalSystem:
                 self.G += rows.T @ (rows * sign[:, None])
             self._invert()
             return
-        U = rows.toarray().T if sparse.issparse(rows) else rows.T  # D x p
+        U = _dense_rows(self.Xa, changed).T  # D x p
         self.sA += U @ signed_y
         self.G += (U * sign) @ U.T
         # mixed-sign Woodbury: M <- M - M U (S + U^T M U)^{-1} U^T M, S = diag(+-1) = S^{-1}
