@@ -8,28 +8,22 @@ from fastapi import APIRouter, Body, Query, Response, status
 
 from app.deps import SessionDep
 from app.experiments import service
-from app.experiments.schemas import ExperimentOut, ExperimentPage, ExperimentRequest
+from app.experiments.schemas import (
+    REQUEST_EXAMPLE,
+    ExperimentOut,
+    ExperimentPage,
+    ExperimentRequest,
+)
 from app.pagination import PageDep
+from app.plotting import IMAGE_TYPES, image_response_doc
 from app.problems import problem_responses
-
-# OpenAPI: an image body is a binary string
-BINARY = {"schema": {"type": "string", "format": "binary"}}
 
 router = APIRouter(prefix="/experiments", tags=["experiments"])
 
 _EXAMPLES = {
     "quick linear": {
         "summary": "Four algorithms, 5 splits, quick grids (a minute on wdbc)",
-        "value": {
-            "dataset_ids": [1],
-            "algorithms": ["msvmav", "svm", "lssvm", "mamc"],
-            "kernel": "linear",
-            "splits": 5,
-            "grid": "quick",
-            "cv": 3,
-            "seed": 0,
-            "test_size": 0.2,
-        },
+        "value": REQUEST_EXAMPLE,
     },
     "paper protocol": {
         "summary": "All seven algorithms, 30 splits, the paper's grids (long)",
@@ -159,42 +153,28 @@ def get_experiment_table_csv(session: SessionDep, experiment_id: int) -> Respons
     return Response(text, media_type="text/csv; charset=utf-8")
 
 
-@router.get(
-    "/{experiment_id}/margins.png",
-    summary="Margin distributions of an experiment's models (PNG)",
-    description=(
-        "The paper's Figure 1: the cumulative distribution of the normalised margins "
-        "y·f(x) / max|y·f(x)| of every algorithm's model on the test part of the first split."
-    ),
-    response_class=Response,
-    responses={
-        200: {"description": "PNG image", "content": {"image/png": BINARY}},
-        **problem_responses(404, 409, 422),
-    },
-)
-def get_experiment_margins_png(
-    session: SessionDep,
-    experiment_id: int,
-    dataset_id: Annotated[int | None, _DATASET_QUERY] = None,
-) -> Response:
-    data = service.margins_plot(session, experiment_id, dataset_id, "png")
-    return Response(data, media_type="image/png")
+def _experiment_margins_image(fmt: str):
+    def handler(
+        session: SessionDep,
+        experiment_id: int,
+        dataset_id: Annotated[int | None, _DATASET_QUERY] = None,
+    ) -> Response:
+        data = service.margins_plot(session, experiment_id, dataset_id, fmt)
+        return Response(data, media_type=IMAGE_TYPES[fmt])
+
+    handler.__name__ = f"get_experiment_margins_{fmt}"  # the operation id
+    return handler
 
 
-@router.get(
-    "/{experiment_id}/margins.svg",
-    summary="Margin distributions of an experiment's models (SVG)",
-    description="As `margins.png`, as SVG.",
-    response_class=Response,
-    responses={
-        200: {"description": "SVG image", "content": {"image/svg+xml": BINARY}},
-        **problem_responses(404, 409, 422),
-    },
-)
-def get_experiment_margins_svg(
-    session: SessionDep,
-    experiment_id: int,
-    dataset_id: Annotated[int | None, _DATASET_QUERY] = None,
-) -> Response:
-    data = service.margins_plot(session, experiment_id, dataset_id, "svg")
-    return Response(data, media_type="image/svg+xml")
+for _fmt in IMAGE_TYPES:
+    router.get(
+        f"/{{experiment_id}}/margins.{_fmt}",
+        summary=f"Margin distributions of an experiment's models ({_fmt.upper()})",
+        description=(
+            "The paper's Figure 1: the cumulative distribution of the normalised margins "
+            "y·f(x) / max|y·f(x)| of every algorithm's model on the test part of the first "
+            "split."
+        ),
+        response_class=Response,
+        responses={200: image_response_doc(_fmt), **problem_responses(404, 409, 422)},
+    )(_experiment_margins_image(_fmt))

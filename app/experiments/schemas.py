@@ -12,7 +12,7 @@ from app.jobs.schemas import GridValue, JobStatus
 from app.pagination import Page
 from solver.experiments import PAPER_ORDER
 
-_REQUEST_EXAMPLE = {
+REQUEST_EXAMPLE = {
     "dataset_ids": [1],
     "algorithms": ["msvmav", "svm", "lssvm", "mamc"],
     "kernel": "linear",
@@ -49,7 +49,7 @@ _SUMMARY_EXAMPLE = {
     "message": "2 data sets × 5 splits done in 19.6 s",
     "error": None,
     "cancel_requested": False,
-    "params": _REQUEST_EXAMPLE,
+    "params": REQUEST_EXAMPLE,
     "summary": {
         "datasets": [
             {"dataset_id": 1, "name": "wdbc", "mean_accuracy": {"msvmav": 0.968, "svm": 0.962}}
@@ -77,7 +77,7 @@ class ExperimentRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         allow_inf_nan=False,
-        json_schema_extra={"examples": [_REQUEST_EXAMPLE]},
+        json_schema_extra={"examples": [REQUEST_EXAMPLE]},
     )
 
     dataset_ids: list[int] = Field(

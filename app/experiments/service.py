@@ -3,7 +3,6 @@ runner around ``solver.experiments.run_experiment``."""
 
 from __future__ import annotations
 
-import math
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -18,11 +17,13 @@ from app.experiments.schemas import (
     ExperimentRequest,
     ExperimentSummary,
 )
+from app.jobs import service as jobs
 from app.jsonable import jsonable
 from app.orm import ExperimentResult, Job
 from app.pagination import PageParams, paginate
 from app.plotting import render_margin_cdf
 from app.problems import conflict, invalid, not_found
+from app.training import holdout_sizes
 
 if TYPE_CHECKING:
     from app.worker import JobContext, JobResult
@@ -42,8 +43,7 @@ def submit(session: Session, request: ExperimentRequest) -> Job:
             raise invalid(loc, f"dataset {dataset_id} not found")
         if len(dataset.classes) < 2:
             raise invalid(loc, f"dataset {dataset_id} has fewer than two classes")
-        n_test = math.ceil(request.test_size * dataset.n_rows)
-        n_train = dataset.n_rows - n_test
+        n_train, n_test = holdout_sizes(dataset.n_rows, request.test_size)
         if n_test < 1 or n_train < max(request.cv, 2):
             raise invalid(
                 loc,
@@ -60,19 +60,8 @@ def submit(session: Session, request: ExperimentRequest) -> Job:
     for name, params in request.params.items():
         _member(name, request.algorithms, ["body", "params", name])
         algorithms.check_params(name, params, ["body", "params", name])
-    job = Job(
-        kind=KIND,
-        status="queued",
-        params=request.model_dump(mode="json"),
-        dataset_id=request.dataset_ids[0],
-        progress=0.0,
-        message="queued",
-        cancel_requested=False,
-        attempts=0,
-    )
-    session.add(job)
-    session.commit()
-    return job
+    return jobs.enqueue(session, kind=KIND, params=request.model_dump(mode="json"),
+                        dataset_id=request.dataset_ids[0])
 
 
 def _unique(values: list[Any], field: str) -> None:

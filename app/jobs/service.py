@@ -64,11 +64,16 @@ def submit_train(session: Session, request: TrainRequest) -> Job:
         if name != "kernel" and name not in fixed:
             params.pop(name, None)
     params["estimator_params"] = fixed
+    return enqueue(session, kind="train", params=params, dataset_id=dataset.id)
+
+
+def enqueue(session: Session, *, kind: str, params: dict, dataset_id: int | None) -> Job:
+    """Commit a new queued job of ``kind`` (validation is the caller's)."""
     job = Job(
-        kind="train",
+        kind=kind,
         status="queued",
         params=params,
-        dataset_id=dataset.id,
+        dataset_id=dataset_id,
         progress=0.0,
         message="queued",
         cancel_requested=False,

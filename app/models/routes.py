@@ -10,12 +10,9 @@ from app.deps import SessionDep
 from app.models import service
 from app.models.schemas import MarginsOut, ModelDetail, ModelPage, ModelSummary
 from app.pagination import PageDep
-from app.plotting import render_margin_cdf
+from app.plotting import IMAGE_TYPES, image_response_doc, render_margin_cdf
 from app.predict import service as predict
 from app.problems import invalid, problem_responses
-
-# OpenAPI: an image body is a binary string
-BINARY = {"schema": {"type": "string", "format": "binary"}}
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -108,49 +105,29 @@ _MARGINS_PLOT_DESCRIPTION = (
 )
 
 
-@router.get(
-    "/{model_id}/margins.png",
-    summary="Margin distribution of a model (PNG)",
-    description=_MARGINS_PLOT_DESCRIPTION,
-    response_class=Response,
-    responses={
-        200: {"description": "PNG image", "content": {"image/png": BINARY}},
-        **problem_responses(404, 422),
-    },
-)
-def get_model_margins_png(
-    session: SessionDep,
-    model_id: int,
-    dataset_id: Annotated[
-        int | None, Query(description="Compute on this dataset instead", examples=[1])
-    ] = None,
-    split: Annotated[
-        Literal["train", "holdout"], Query(description="Stored margins to plot")
-    ] = "train",
-) -> Response:
-    data = _margins_plot(session, model_id, dataset_id, split, "png")
-    return Response(data, media_type="image/png")
+def _model_margins_image(fmt: str):
+    def handler(
+        session: SessionDep,
+        model_id: int,
+        dataset_id: Annotated[
+            int | None, Query(description="Compute on this dataset instead", examples=[1])
+        ] = None,
+        split: Annotated[
+            Literal["train", "holdout"], Query(description="Stored margins to plot")
+        ] = "train",
+    ) -> Response:
+        data = _margins_plot(session, model_id, dataset_id, split, fmt)
+        return Response(data, media_type=IMAGE_TYPES[fmt])
+
+    handler.__name__ = f"get_model_margins_{fmt}"  # the operation id
+    return handler
 
 
-@router.get(
-    "/{model_id}/margins.svg",
-    summary="Margin distribution of a model (SVG)",
-    description=_MARGINS_PLOT_DESCRIPTION,
-    response_class=Response,
-    responses={
-        200: {"description": "SVG image", "content": {"image/svg+xml": BINARY}},
-        **problem_responses(404, 422),
-    },
-)
-def get_model_margins_svg(
-    session: SessionDep,
-    model_id: int,
-    dataset_id: Annotated[
-        int | None, Query(description="Compute on this dataset instead", examples=[1])
-    ] = None,
-    split: Annotated[
-        Literal["train", "holdout"], Query(description="Stored margins to plot")
-    ] = "train",
-) -> Response:
-    data = _margins_plot(session, model_id, dataset_id, split, "svg")
-    return Response(data, media_type="image/svg+xml")
+for _fmt in IMAGE_TYPES:
+    router.get(
+        f"/{{model_id}}/margins.{_fmt}",
+        summary=f"Margin distribution of a model ({_fmt.upper()})",
+        description=_MARGINS_PLOT_DESCRIPTION,
+        response_class=Response,
+        responses={200: image_response_doc(_fmt), **problem_responses(404, 422)},
+    )(_model_margins_image(_fmt))
