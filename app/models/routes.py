@@ -10,9 +10,9 @@ from app.deps import SessionDep
 from app.models import service
 from app.models.schemas import MarginsOut, ModelDetail, ModelPage, ModelSummary
 from app.pagination import PageDep
-from app.plotting import IMAGE_TYPES, image_response_doc, render_margin_cdf
+from app.plotting import IMAGE_TYPES, image_response_doc
 from app.predict import service as predict
-from app.problems import invalid, problem_responses
+from app.problems import problem_responses
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -75,29 +75,6 @@ def get_model_margins(
     return predict.model_margins(session, model_id=model_id, dataset_id=dataset_id, split=split)
 
 
-def _margins_plot(
-    session: SessionDep, model_id: int, dataset_id: int | None, split: str, fmt: str
-) -> bytes:
-    from solver.experiments import DISPLAY_NAMES
-
-    out = predict.model_margins(session, model_id=model_id, dataset_id=dataset_id, split=split)
-    cdf = out.statistics.get("cdf")
-    if not cdf:
-        raise invalid(["query", "split"], f"model {model_id} has no stored margins")
-    algorithm = service.get_or_raise(session, model_id).algorithm
-    session.commit()  # read-only: end the transaction before rendering
-    where = {
-        "training": "training part",
-        "holdout": "hold-out part",
-        "dataset": f"dataset {dataset_id}",
-    }[out.source]
-    return render_margin_cdf(
-        {f"{DISPLAY_NAMES.get(algorithm, algorithm)} (n={out.n})": cdf},
-        title=f"model {model_id}: cumulative margin distribution ({where})",
-        fmt=fmt,
-    )
-
-
 _MARGINS_PLOT_DESCRIPTION = (
     "The cumulative distribution of the model's margins y·f(x), divided by their largest "
     "|y·f(x)| (the paper's Figure 1 for one model). Same choice of rows as `/margins`: the "
@@ -116,7 +93,7 @@ def _model_margins_image(fmt: str):
             Literal["train", "holdout"], Query(description="Stored margins to plot")
         ] = "train",
     ) -> Response:
-        data = _margins_plot(session, model_id, dataset_id, split, fmt)
+        data = predict.model_margins_plot(session, model_id, dataset_id, split, fmt)
         return Response(data, media_type=IMAGE_TYPES[fmt])
 
     handler.__name__ = f"get_model_margins_{fmt}"  # the operation id

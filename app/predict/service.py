@@ -15,6 +15,7 @@ from app.jsonable import jsonable
 from app.models import service as models
 from app.models.schemas import MarginsOut
 from app.orm import Model
+from app.plotting import render_margin_cdf
 from app.predict.schemas import Prediction, PredictResponse
 from app.problems import ingest_problem, invalid, not_found, too_large
 
@@ -202,4 +203,28 @@ def model_margins(
     stats = jsonable(loaded.estimator.margins(loaded.transform(X), y_true))
     return MarginsOut(
         model_id=model.id, source="dataset", dataset_id=dataset.id, n=len(y), statistics=stats
+    )
+
+
+def model_margins_plot(
+    session: Session, model_id: int, dataset_id: int | None, split: str, fmt: str
+) -> bytes:
+    """The model's margin CDF as PNG/SVG bytes (same rows as ``model_margins``)."""
+    from solver.experiments import DISPLAY_NAMES
+
+    out = model_margins(session, model_id=model_id, dataset_id=dataset_id, split=split)
+    cdf = out.statistics.get("cdf")
+    if not cdf:
+        raise invalid(["query", "split"], f"model {model_id} has no stored margins")
+    algorithm = models.get_or_raise(session, model_id).algorithm
+    session.commit()  # read-only: end the transaction before rendering
+    where = {
+        "training": "training part",
+        "holdout": "hold-out part",
+        "dataset": f"dataset {dataset_id}",
+    }[out.source]
+    return render_margin_cdf(
+        {f"{DISPLAY_NAMES.get(algorithm, algorithm)} (n={out.n})": cdf},
+        title=f"model {model_id}: cumulative margin distribution ({where})",
+        fmt=fmt,
     )
