@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import linalg, sparse
+from scipy.linalg import blas
 
 from ._linalg import spd_inverse
 
@@ -26,6 +27,8 @@ from ._linalg import spd_inverse
 RESIDUAL_TOL = 1e-11
 # Refactor instead of updating when more than this share of the dimension changes at once.
 REFACTOR_SHARE = 0.25
+# Free slots added to the kernel system's inverse whenever it has to grow (each growth is a copy).
+SLACK = 32
 
 
 def _gram(rows) -> np.ndarray:
@@ -138,43 +141,72 @@ class PrimalSystem:
 
 
 class DualSystem:
-    """(c I + P_AA)^{-1} for the exact kernel semi-variance step, P = K - I + B^{-1}."""
+    """(c I + P_AA)^{-1} for the exact kernel semi-variance step, P = K - I + B^{-1}.
+
+    Members of A live in *slots*: slot s holds index ``slot_idx[s]`` (-1 when free), the
+    packed row R[s] = [K[i] | B^{-1}[i]] and row and column s of S = (c I + P_AA)^{-1}. A free
+    slot's row and column of S are exactly zero, so it takes no part in any product, and a row
+    that leaves A costs no data movement. S is one C-contiguous h x h array (h = slots in use
+    or freed), so its low-rank edits are a single in-place BLAS dgemm.
+    """
 
     @staticmethod
-    def pair(K: np.ndarray) -> np.ndarray:
-        """[K | (I + K)^{-1}] as one n x 2n array; K is released (peak about 3 n x n arrays)."""
-        n = K.shape[0]
-        KB = np.empty((n, 2 * n))
-        KB[:, :n] = K
-        K[np.diag_indices_from(K)] += 1.0
-        KB[:, n:] = spd_inverse(K, overwrite=True)
-        return KB
+    def pair(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(K, (I + K)^{-1}); K is kept as given, the inverse is a second n x n array."""
+        Binv = K.copy()
+        Binv[np.diag_indices_from(Binv)] += 1.0
+        return K, spd_inverse(Binv, overwrite=True)
 
-    def __init__(self, KB: np.ndarray, c: float) -> None:
-        # KB = [K | B^{-1}] side by side (n x 2n). The rows of A are kept packed in R (in the
-        # order of idx), so each step is one contiguous |A| x 2n product, with no gather.
-        n = KB.shape[0]
-        self.KB, self.K, self.Binv, self.c = KB, KB[:, :n], KB[:, n:], c
-        self.idx = np.zeros(0, dtype=np.intp)  # members of A in the order of Sinv's rows
-        self.R = np.empty((0, 2 * n))
-        self.Sbuf = np.zeros((0, 0))  # (c I + P_AA)^{-1} in its leading |A| x |A| block
-        self.scratch = np.empty(0)  # reused for the |A| x |A| low-rank product
+    def __init__(self, pair: tuple[np.ndarray, np.ndarray], c: float) -> None:
+        self.K, self.Binv = pair
+        self.n = self.K.shape[0]
+        self.c = c
+        self.slot_idx = np.zeros(0, dtype=np.intp)
+        self.R = np.empty((0, 2 * self.n))
+        self.S = np.zeros((0, 0))
+        self._spare = np.empty(0)  # the other buffer S moves into when it grows or shrinks
         self.n_refactor = 0
         self.n_updates = 0
 
-    def _store_rows(self, start: int, new: np.ndarray) -> None:
-        end = start + new.size
-        if end > self.R.shape[0]:
-            grown = np.empty((min(self.KB.shape[0], max(end, int(1.5 * end) + 16)),
-                              self.KB.shape[1]))
-            grown[:start] = self.R[:start]
-            self.R = grown
-        np.take(self.KB, new, axis=0, out=self.R[start:end])
+    # -- layout -----------------------------------------------------------------------------
+    @property
+    def used(self) -> np.ndarray:
+        return np.flatnonzero(self.slot_idx >= 0)
 
-    def _p_rows(self, m: int, cols: np.ndarray) -> np.ndarray:
-        """P[idx[:m], cols] from the packed rows (P = K + B^{-1} - I; cols are not in idx)."""
-        n = self.KB.shape[0]
-        return self.R[:m, cols] + self.R[:m, n + cols]
+    @property
+    def idx(self) -> np.ndarray:
+        """Members of A in slot order."""
+        return self.slot_idx[self.slot_idx >= 0]
+
+    @property
+    def Sinv(self) -> np.ndarray:  # noqa: N802 - the matrix's name in the derivation
+        used = self.used
+        return self.S[np.ix_(used, used)]
+
+    def _resize(self, h: int) -> None:
+        """Make S h x h (C-contiguous), keeping the common leading block; new slots are free."""
+        old = self.S
+        k = min(h, old.shape[0])
+        if self._spare.size < h * h:
+            self._spare = np.empty(int(1.25 * h * h) + 256)
+        S = self._spare[: h * h].reshape(h, h)
+        S[:k, :k] = old[:k, :k]
+        S[k:, :] = 0.0
+        S[:k, k:] = 0.0
+        self._spare = old.base if old.base is not None and old.base.ndim == 1 else np.empty(0)
+        self.S = S
+        self.slot_idx = np.concatenate([self.slot_idx[:k], np.full(h - k, -1, dtype=np.intp)])
+        if h > self.R.shape[0]:
+            grown = np.empty((min(self.n, int(1.25 * h) + 16), 2 * self.n))
+            grown[:k] = self.R[:k]
+            self.R = grown
+        self.R[k:h] = 0.0  # free slots' rows are read (times z = 0): keep them finite
+
+    def _store_rows(self, slots: np.ndarray, rows: np.ndarray) -> None:
+        n = self.n
+        self.R[slots, :n] = self.K[rows]
+        self.R[slots, n:] = self.Binv[rows]
+        self.slot_idx[slots] = rows
 
     def _s_block(self, idx: np.ndarray) -> np.ndarray:
         ix = np.ix_(idx, idx)
@@ -183,118 +215,141 @@ class DualSystem:
         return S
 
     def _refactor(self, idx: np.ndarray) -> None:
-        self.idx = idx
-        self._store_rows(0, idx)
-        self.Sbuf = spd_inverse(self._s_block(idx), overwrite=True) if idx.size else np.zeros(
-            (0, 0))
+        """Invert the block from scratch into a compact layout (slots 0..|A|-1)."""
+        m = idx.size
+        self.slot_idx = np.zeros(0, dtype=np.intp)
+        self.S = np.zeros((0, 0))
+        self._resize(min(self.n, m + SLACK))
+        if m:
+            self._store_rows(np.arange(m), idx)
+            self.S[:m, :m] = spd_inverse(self._s_block(idx), overwrite=True)
         self.n_refactor += 1
 
+    # -- updates ----------------------------------------------------------------------------
     def set_active(self, mask: np.ndarray) -> None:
-        m = self.idx.size
+        used = self.used
+        m = used.size
+        held = self.slot_idx[used]
+        drop = used[~mask[held]]
         member = np.zeros(mask.size, dtype=bool)
-        member[self.idx] = True
-        keep = mask[self.idx]
-        drop_pos = np.flatnonzero(~keep)
+        member[held] = True
         new = np.flatnonzero(mask & ~member)
-        if drop_pos.size == 0 and new.size == 0:
+        if drop.size == 0 and new.size == 0:
             return
-        if drop_pos.size + new.size > REFACTOR_SHARE * max(m, 1) or drop_pos.size == m:
+        m_new = m - drop.size + new.size
+        h = self.S.shape[0]
+        # flops of the low-rank edit against those of inverting the new block from scratch
+        edit = 2.0 * h * h * (drop.size + new.size) + 2.0 * (drop.size**3 + new.size**3)
+        if drop.size == m or edit > float(m_new) ** 3:
             self._refactor(np.flatnonzero(mask))
             return
-        self._replace(drop_pos, keep, new)
+        self._replace(drop, new)
         self.n_updates += 1
+        if self.S.shape[0] - m_new > REFACTOR_SHARE * self.S.shape[0] + SLACK:
+            self._compact()
 
-    def _replace(self, drop_pos: np.ndarray, keep: np.ndarray, new: np.ndarray) -> None:
-        """Remove the slots ``drop_pos`` and append the indices ``new`` with one pass over S^{-1}.
+    def _compact(self) -> None:
+        """Move the used slots to the front (same matrix, fewer free slots to carry)."""
+        used = self.used
+        m = used.size
+        block = self.S[np.ix_(used, used)]
+        self.R[:m] = self.R[used]
+        rows = self.slot_idx[used]
+        self.slot_idx = np.zeros(0, dtype=np.intp)
+        self.S = np.zeros((0, 0))
+        self._resize(min(self.n, m + SLACK))
+        self.S[:m, :m] = block
+        self.slot_idx[:m] = rows
 
-        Deletion (Schur complement): S'_kk^{-1} = S_kk^{-1} - S_kd S_dd^{-1} S_dk (S = the kept
-        inverse from here on). Bordering by B = P[kept, new], C = P[new, new] + (c - 1) I:
-        with SB = S' B and T = C - B^T SB, the kept block gains SB T^{-1} SB^T, the new
-        off-diagonal block is -SB T^{-1} and the new diagonal block T^{-1}. Both changes of the
-        kept block are applied as one rank-(|d| + |new|) product, in the old slot layout; then
-        kept rows at the tail move into the holes of dropped ones and the new rows are appended.
+    def _replace(self, drop: np.ndarray, new: np.ndarray) -> None:
+        """Free the slots ``drop`` and give the indices ``new`` slots, in one pass over S.
+
+        Deletion (Schur complement): S'_kk = S_kk - S_kd S_dd^{-1} S_dk. Bordering by
+        B = P[kept, new], C = P[new, new] + (c - 1) I: with SB = S' B and T = C - B^T SB, the
+        kept block gains SB T^{-1} SB^T, the new off-diagonal block is -SB T^{-1} and the new
+        diagonal block T^{-1}. Both changes are one rank-(|drop| + |new|) in-place update.
         """
-        m = self.idx.size
-        S = self.Sbuf
+        S = self.S
+        h = S.shape[0]
+        n = self.n
         left: list[np.ndarray] = []
         right: list[np.ndarray] = []
-        if drop_pos.size:
-            Sd = S[:m, drop_pos]
-            X = linalg.solve(Sd[drop_pos], Sd.T, assume_a="sym")  # S_dd^{-1} S_d.
+        if drop.size:
+            Sd = S[:, drop]
+            X = linalg.solve(Sd[drop], Sd.T, assume_a="sym")  # S_dd^{-1} S_d.
             left.append(-Sd)
             right.append(X.T)
         if new.size:
-            B = self._p_rows(m, new)
-            B[drop_pos] = 0.0  # dropped slots no longer couple
-            SB = S[:m, :m] @ B
-            if drop_pos.size:
+            B = self.R[:h, new] + self.R[:h, n + new]  # P[slot rows, new]
+            B[self.slot_idx < 0] = 0.0  # free slots hold stale rows
+            B[drop] = 0.0  # dropped slots no longer couple
+            SB = S @ B
+            if drop.size:
                 SB -= Sd @ (X @ B)
-            kept_rows = np.flatnonzero(keep)
-            T = self._s_block(new) - B[kept_rows].T @ SB[kept_rows]
-            Tinv = np.linalg.inv(T)
+                SB[drop] = 0.0
+            T = self._s_block(new) - B.T @ SB
+            Tinv = spd_inverse(T, overwrite=True) if new.size > 32 else np.linalg.inv(T)
             Tinv = 0.5 * (Tinv + Tinv.T)
             SBT = SB @ Tinv
             left.append(SBT)
             right.append(SB)
         W, Z = np.hstack(left), np.hstack(right)
-        if self.scratch.size < m * m:
-            self.scratch = np.empty(int(1.25 * m * m) + 256)
-        update = np.matmul(W, Z.T, out=self.scratch[: m * m].reshape(m, m))
-        S[:m, :m] += update
-        m_new = m - drop_pos.size
-        perm = np.arange(m_new)  # new slot -> old slot
-        if drop_pos.size:
-            holes = drop_pos[drop_pos < m_new]
-            tails = np.flatnonzero(keep[m_new:]) + m_new
-            perm[holes] = tails
-            S[holes, :m] = S[tails, :m]
-            S[:m_new, holes] = S[:m_new, tails]
-            self.R[holes] = self.R[tails]
-        self.idx = self.idx[perm]
+        # S += W Z^T in place: S is C-contiguous, so S.T is the Fortran array S^T += Z W^T
+        out = blas.dgemm(1.0, Z, W, beta=1.0, c=S.T, trans_b=1, overwrite_c=1)
+        if not np.shares_memory(out, S):  # pragma: no cover - f2py copied after all
+            S[:] = out.T
+        if drop.size:
+            S[drop, :] = 0.0
+            S[:, drop] = 0.0
+            self.slot_idx[drop] = -1
         if new.size:
-            m2 = m_new + new.size
-            if m2 > S.shape[0]:
-                grown = np.empty((int(1.5 * m2) + 16,) * 2)
-                grown[:m_new, :m_new] = S[:m_new, :m_new]
-                self.Sbuf = S = grown
-            SBT = SBT[perm]
-            S[:m_new, m_new:m2] = -SBT
-            S[m_new:m2, :m_new] = -SBT.T
-            S[m_new:m2, m_new:m2] = Tinv
-            self._store_rows(m_new, new)
-            self.idx = np.concatenate([self.idx, new])
+            free = np.flatnonzero(self.slot_idx < 0)[: new.size]
+            if free.size < new.size:  # grow, with spare free slots for the next entries
+                self._resize(h + new.size - free.size + min(SLACK, self.n - h - new.size
+                                                            + free.size))
+                S = self.S
+                free = np.concatenate([free, np.arange(h, h + new.size - free.size)])
+            S[:h, free] = -SBT
+            S[free, :h] = -SBT.T
+            S[np.ix_(free, free)] = Tinv
+            self._store_rows(free, new)
 
-    @property
-    def Sinv(self) -> np.ndarray:  # noqa: N802 - the matrix's name in the derivation
-        m = self.idx.size
-        return self.Sbuf[:m, :m]
-
+    # -- the step ---------------------------------------------------------------------------
     def apply(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """delta = B^{-1} K_{:,A} z and K delta = P_{:,A} z for z indexed like ``self.idx``.
+        """delta = B^{-1} K_{:,A} z and K delta = P_{:,A} z for z indexed by slot (zero on free
+        slots).
 
         K and B^{-1} are symmetric, so their columns in A are read as the packed rows: the step
         costs O(n |A|), not O(n^2)."""
-        rows = self.idx
-        n = self.KB.shape[0]
-        both = z @ self.R[:rows.size]
+        n = self.n
+        used = np.flatnonzero(self.slot_idx >= 0)
+        hi = used[-1] + 1 if used.size else 0
+        both = z[:hi] @ self.R[:hi]
         delta = -both[n:]
-        delta[rows] += z
+        delta[self.slot_idx[used]] += z[used]
         Kdelta = both[:n] - delta
         return delta, Kdelta
 
+    def _residual(self, eA: np.ndarray, z: np.ndarray, Kdelta: np.ndarray) -> np.ndarray:
+        used = self.slot_idx >= 0
+        r = eA - (self.c * z + Kdelta[self.slot_idx])
+        r[~used] = 0.0
+        return r
+
     def solve(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Solve (c I + P_AA) z = e_A, e of length n; return (delta, K delta)."""
-        eA = e[self.idx]
+        eA = e[self.slot_idx]  # free slots read e[-1]: S is zero there, so z is too
+        eA[self.slot_idx < 0] = 0.0
         scale = np.linalg.norm(eA)
-        z = self.Sinv @ eA
+        z = self.S @ eA
         delta, Kdelta = self.apply(z)
-        r = eA - (self.c * z + Kdelta[self.idx])
+        r = self._residual(eA, z, Kdelta)
         if np.linalg.norm(r) <= RESIDUAL_TOL * scale:
             return delta, Kdelta
-        z = z + self.Sinv @ r  # one step of iterative refinement
+        z = z + self.S @ r  # one step of iterative refinement
         delta, Kdelta = self.apply(z)
-        r = eA - (self.c * z + Kdelta[self.idx])
-        if np.linalg.norm(r) <= RESIDUAL_TOL * scale:
+        if np.linalg.norm(self._residual(eA, z, Kdelta)) <= RESIDUAL_TOL * scale:
             return delta, Kdelta
         self._refactor(self.idx)
-        return self.apply(self.Sinv @ eA)
+        eA = e[self.slot_idx]
+        return self.apply(self.S @ eA)

@@ -72,13 +72,13 @@ class PrimalSpace:
 class DualSpace:
     """Exact kernel: coef = a in R^n, f = K a; one (I + K)^{-1} shared by all one-vs-rest tasks."""
 
-    def __init__(self, KB: np.ndarray, y: np.ndarray, beta: float) -> None:
-        n = KB.shape[0]
-        K = KB[:, :n]
+    def __init__(self, pair: tuple[np.ndarray, np.ndarray], y: np.ndarray, beta: float) -> None:
+        K = pair[0]
+        n = K.shape[0]
         self.K, self.y, self.dim = K, y, n
         self.shift = y
         self.shift_f = K @ y
-        self.system = DualSystem(KB, n * beta)
+        self.system = DualSystem(pair, n * beta)
         self.steps = 0
 
     def norm(self, coef: np.ndarray, f: np.ndarray) -> float:

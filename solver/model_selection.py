@@ -194,12 +194,12 @@ def _run_task_quiet(task: tuple) -> list[tuple[int, int, float, float]]:
         if algorithm == "msvmav":
             classes, yi = np.unique(ytr, return_inverse=True)
             ypm = 2.0 * yi - 1.0
-            KB = DualSystem.pair(K)
+            pair = DualSystem.pair(K)
             base = MSVMAv(**{k: v for k, v in fixed.items() if k not in ("degree", "coef0")})
             for i in idx:
                 t = time.perf_counter()
                 p = configs[i]
-                space = DualSpace(KB, ypm, p.get("beta", base.beta))
+                space = DualSpace(pair, ypm, p.get("beta", base.beta))
                 a, _, _, _ = iterate(space, ypm, alpha=p.get("alpha", base.alpha),
                                      max_iter=p.get("max_iter", base.max_iter),
                                      tol=p.get("tol", base.tol))

@@ -20,6 +20,8 @@ from .margins import kernel_rademacher_terms, linear_rademacher_terms
 EXACT_KERNEL_ARRAYS = 4
 # Below this dimension the linear path's BLAS calls are too small to gain from threads.
 SMALL_SYSTEM = 512
+# Below this many training rows the exact kernel iterations run on one BLAS thread.
+SMALL_KERNEL = 8192
 _THREADPOOLS = ThreadpoolController()  # inspecting the loaded libraries once costs ~20 ms
 
 
@@ -190,22 +192,34 @@ class MSVMAv(MarginClassifier):
                 "coef0": self.coef0}
 
     def _fit_exact_kernel(self, X, Y, callback) -> None:
-        # [K | (I + K)^{-1}], shared by every one-vs-rest task
-        KB = DualSystem.pair(gram_matrix(X, **self._kernel_args()))
+        n, T = X.shape[0], Y.shape[1]
+        # Below SMALL_KERNEL rows, only the inverse uses two BLAS threads. The Gram matrix's
+        # product is small, and the iterations are memory-bound matrix-vector work where a
+        # second thread costs more in wake-ups than it gains. (numpy and scipy load separate
+        # OpenBLAS pools; a pool's idle threads keep spinning, slowing the other pool's work.)
+        small = {"limits": 1 if n < SMALL_KERNEL else None, "user_api": "blas"}
+        with _THREADPOOLS.limit(**small):
+            K = gram_matrix(X, **self._kernel_args())
+        pair = DualSystem.pair(K)  # K and (I + K)^{-1}, shared by every one-vs-rest task
+        with _THREADPOOLS.limit(**small):
+            A, info = self._fit_kernel_tasks(pair, Y, callback)
+        self.dual_coef_ = A[:, 0].copy() if T == 1 else A
+        self.X_fit_ = None if self.kernel == "precomputed" else to_dense_rows(X)
+        self.kernel_approximation_ = "exact"
+        self.fit_info_ = info
+
+    def _fit_kernel_tasks(self, pair, Y, callback) -> tuple[np.ndarray, dict]:
         T = Y.shape[1]
-        A = np.zeros((KB.shape[0], T))
+        A = np.zeros((pair[0].shape[0], T))
         info = {"refactorisations": 0, "low_rank_updates": 0}
         for t in range(T):
-            space = DualSpace(KB, Y[:, t], self.beta)
+            space = DualSpace(pair, Y[:, t], self.beta)
             A[:, t], space = self._run(space, Y[:, t], callback, t, T)
             info["refactorisations"] += space.system.n_refactor
             info["low_rank_updates"] += space.system.n_updates
             if self.stopped_early_:
                 break
-        self.dual_coef_ = A[:, 0].copy() if T == 1 else A
-        self.X_fit_ = None if self.kernel == "precomputed" else to_dense_rows(X)
-        self.kernel_approximation_ = "exact"
-        self.fit_info_ = info
+        return A, info
 
     def _fit_nystroem(self, X, Y, callback) -> None:
         if self.kernel == "precomputed":

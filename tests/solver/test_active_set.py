@@ -34,7 +34,10 @@ def test_dual_system_inverse_tracks_direct_inverse():
         direct = np.linalg.inv(c * np.eye(idx.size) + P[np.ix_(idx, idx)])
         assert np.allclose(system.Sinv, direct, rtol=1e-9, atol=1e-12)
         # the packed rows are [K | (I + K)^{-1}] rows of A, in the same order
-        assert np.allclose(system.R[: idx.size, :120], K[idx])
+        assert np.allclose(system.R[system.used], np.hstack([K, Binv])[idx])
+        # free slots take no part in any product
+        free = system.slot_idx < 0
+        assert not system.S[free].any() and not system.S[:, free].any()
     assert system.n_updates > 40  # the update path, not refactorisation, did the work
 
 
