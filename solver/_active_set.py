@@ -162,7 +162,9 @@ class DualSystem:
         self.n = self.K.shape[0]
         self.c = c
         self.slot_idx = np.zeros(0, dtype=np.intp)
-        self.R = np.empty((0, 2 * self.n))
+        # at most n slots; pages of np.empty are only mapped when rows are written, so this
+        # costs memory in proportion to the slots used, and R never has to be copied to grow
+        self.R = np.empty((self.n, 2 * self.n))
         self.S = np.zeros((0, 0))
         self._spare = np.empty(0)  # the other buffer S moves into when it grows or shrinks
         self.n_refactor = 0
@@ -196,10 +198,6 @@ class DualSystem:
         self._spare = old.base if old.base is not None and old.base.ndim == 1 else np.empty(0)
         self.S = S
         self.slot_idx = np.concatenate([self.slot_idx[:k], np.full(h - k, -1, dtype=np.intp)])
-        if h > self.R.shape[0]:
-            grown = np.empty((min(self.n, int(1.25 * h) + 16), 2 * self.n))
-            grown[:k] = self.R[:k]
-            self.R = grown
         self.R[k:h] = 0.0  # free slots' rows are read (times z = 0): keep them finite
 
     def _store_rows(self, slots: np.ndarray, rows: np.ndarray) -> None:

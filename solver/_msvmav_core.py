@@ -28,7 +28,7 @@ from ._active_set import DualSystem, PrimalSystem
 from ._base import Callback, FitStopped, report
 
 # Recompute f = K a from scratch this often on the kernel path (it is updated incrementally).
-F_REFRESH = 20
+F_REFRESH = 50
 
 
 class PrimalSpace:
