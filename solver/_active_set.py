@@ -27,6 +27,8 @@ from ._linalg import spd_inverse
 RESIDUAL_TOL = 1e-11
 # Refactor instead of updating when more than this share of the dimension changes at once.
 REFACTOR_SHARE = 0.25
+# Above this many changed rows per dimension, a sparse X's rows update G as a sparse product.
+SPARSE_ROWS = 16
 # Free slots added to the kernel system's inverse whenever it has to grow (each growth is a copy).
 SLACK = 32
 
@@ -96,15 +98,17 @@ class PrimalSystem:
         sign = np.concatenate([np.ones(add.size), -np.ones(rem.size)])
         signed_y = sign * self.y[changed]
         if p > REFACTOR_SHARE * self.D:
-            rows = self.Xa[changed]
             # G and s_A change by the rows that entered minus the rows that left (exact sums)
-            self.sA += np.asarray(rows.T @ signed_y).ravel()
-            if sparse.issparse(rows):
+            if sparse.issparse(self.Xa) and p > SPARSE_ROWS * self.D:
+                rows = self.Xa[changed]
+                self.sA += np.asarray(rows.T @ signed_y).ravel()
                 signed = rows.copy()
                 signed.data *= np.repeat(sign, np.diff(rows.indptr))
                 self.G += (rows.T @ signed).toarray()
-            else:
-                self.G += rows.T @ (rows * sign[:, None])
+            else:  # a few hundred rows: dense BLAS beats a sparse product's set-up
+                U = _dense_rows(self.Xa, changed)  # p x D
+                self.sA += signed_y @ U
+                self.G += U.T @ (U * sign[:, None])
             self._invert()
             return
         U = _dense_rows(self.Xa, changed).T  # D x p
@@ -113,9 +117,10 @@ class PrimalSystem:
         # mixed-sign Woodbury: M <- M - M U (S + U^T M U)^{-1} U^T M, S = diag(+-1) = S^{-1}
         MU = self.M @ U
         inner = U.T @ MU
-        inner[np.diag_indices_from(inner)] += sign
-        self.M -= MU @ linalg.solve(inner, MU.T, assume_a="sym")
-        self.M = 0.5 * (self.M + self.M.T)
+        inner.flat[:: p + 1] += sign
+        self.M -= MU @ np.linalg.solve(inner, MU.T)
+        self.M += self.M.T
+        self.M *= 0.5
         self.n_updates += 1
 
     def step(self, w: np.ndarray, theta: float) -> np.ndarray:

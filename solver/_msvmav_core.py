@@ -139,7 +139,8 @@ def iterate(space, y: np.ndarray, *, alpha: float, max_iter: int, tol: float,
         m = y * f
         theta = float(m.mean())
         mask = m < theta
-        dev = theta - m[mask]
+        dev = theta - m
+        np.maximum(dev, 0.0, out=dev)  # the deviations below theta (zero elsewhere)
         sv = float(dev @ dev) / n
         record = {"iteration": k, "max_iter": max_iter, "task": task, "n_tasks": n_tasks,
                   "theta": theta, "semivariance": sv,
