@@ -43,6 +43,13 @@ def _dense_rows(X, idx: np.ndarray) -> np.ndarray:
     (this runs every iteration with a handful of rows)."""
     if not sparse.issparse(X):
         return X[idx]
+    if idx.size <= 16:  # a Python loop over a few rows beats ten vectorised set-up calls
+        out = np.zeros((idx.size, X.shape[1]))
+        indptr, indices, data = X.indptr, X.indices, X.data
+        for r, i in enumerate(idx.tolist()):
+            lo, hi = indptr[i], indptr[i + 1]
+            out[r, indices[lo:hi]] = data[lo:hi]
+        return out
     starts = X.indptr[idx]
     lengths = X.indptr[idx + 1] - starts
     total = int(lengths.sum())
@@ -85,26 +92,25 @@ class PrimalSystem:
         self._invert()
 
     def set_active(self, mask: np.ndarray) -> None:
-        add = np.flatnonzero(mask & ~self.mask)
-        rem = np.flatnonzero(self.mask & ~mask)
-        p = add.size + rem.size
-        self.mask = mask.copy()
         if self.update == "direct":
+            self.mask = mask.copy()
             self._rebuild()
             return
+        changed = np.flatnonzero(mask != self.mask)  # rows that entered or left
+        p = changed.size
         if p == 0:
             return
-        changed = np.concatenate([add, rem])
-        sign = np.concatenate([np.ones(add.size), -np.ones(rem.size)])
+        np.copyto(self.mask, mask)
+        sign = np.where(mask[changed], 1.0, -1.0)
         signed_y = sign * self.y[changed]
         if p > REFACTOR_SHARE * self.D:
             # G and s_A change by the rows that entered minus the rows that left (exact sums)
             if sparse.issparse(self.Xa) and p > SPARSE_ROWS * self.D:
-                rows = self.Xa[changed]
-                self.sA += np.asarray(rows.T @ signed_y).ravel()
-                signed = rows.copy()
-                signed.data *= np.repeat(sign, np.diff(rows.indptr))
-                self.G += (rows.T @ signed).toarray()
+                for part, op in ((changed[sign > 0], np.add), (changed[sign < 0], np.subtract)):
+                    if part.size:
+                        rows = self.Xa[part]
+                        op(self.sA, np.asarray(rows.T @ self.y[part]).ravel(), out=self.sA)
+                        op(self.G, (rows.T @ rows).toarray(), out=self.G)
             else:  # a few hundred rows: dense BLAS beats a sparse product's set-up
                 U = _dense_rows(self.Xa, changed)  # p x D
                 self.sA += signed_y @ U
