@@ -262,12 +262,13 @@ class DualSystem:
         used = self.used
         m = used.size
         block = self.S[np.ix_(used, used)]
-        self.R[:m] = self.R[used]
+        packed = self.R[used]
         rows = self.slot_idx[used]
         self.slot_idx = np.zeros(0, dtype=np.intp)
         self.S = np.zeros((0, 0))
-        self._resize(min(self.n, m + SLACK))
+        self._resize(min(self.n, m + SLACK))  # (clears the rows of the new free slots)
         self.S[:m, :m] = block
+        self.R[:m] = packed
         self.slot_idx[:m] = rows
 
     def _replace(self, drop: np.ndarray, new: np.ndarray) -> None:

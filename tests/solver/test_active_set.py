@@ -55,3 +55,58 @@ def test_primal_system_inverse_tracks_direct_inverse():
         assert np.allclose(system.M, np.linalg.inv(np.diag(base) + XA.T @ XA), rtol=1e-9,
                            atol=1e-13)
     assert system.n_updates > 40
+
+
+def _check_dual(system, K, Binv, c):
+    P = K - np.eye(K.shape[0]) + Binv
+    idx = system.idx
+    direct = np.linalg.inv(c * np.eye(idx.size) + P[np.ix_(idx, idx)])
+    assert np.allclose(system.Sinv, direct, rtol=1e-9, atol=1e-12)
+    free = system.slot_idx < 0
+    assert not system.S[free].any() and not system.S[:, free].any()
+    # each used slot packs its row of [K | (I + K)^{-1}]
+    assert np.array_equal(system.R[system.used], np.hstack([system.K, system.Binv])[idx])
+    assert np.allclose(system.Binv, Binv, atol=1e-12)
+
+
+def test_dual_system_frees_slots_and_compacts_as_the_active_set_shrinks():
+    rng = np.random.default_rng(3)
+    n = 200
+    K = rbf_kernel(rng.normal(size=(n, 3)), gamma=0.5)
+    Binv = np.linalg.inv(np.eye(n) + K)
+    c = n * 0.1
+    system = DualSystem(DualSystem.pair(K.copy()), c)
+    mask = np.zeros(n, dtype=bool)
+    mask[:150] = True
+    system.set_active(mask)
+    widest = system.S.shape[0]
+    members = list(range(150))
+    while len(members) > 40:  # two rows leave per step: edits, not refactorisations
+        for i in rng.choice(members, size=2, replace=False):
+            members.remove(i)
+            mask[i] = False
+        system.set_active(mask)
+        assert sorted(system.idx.tolist()) == members
+        _check_dual(system, K, Binv, c)
+    assert system.S.shape[0] < widest  # freed slots were compacted away
+    for i in range(150, 200):  # rows enter one at a time, past the spare slots
+        mask[i] = True
+        system.set_active(mask)
+        _check_dual(system, K, Binv, c)
+    assert system.n_refactor == 1 and system.n_updates > 100
+
+
+def test_primal_system_large_sparse_changes_match_direct():
+    rng = np.random.default_rng(4)
+    X = sparse.random(3000, 12, density=0.3, format="csr", random_state=5)
+    y = np.where(rng.random(3000) < 0.5, 1.0, -1.0)
+    base = np.full(12, 3000 * 0.1)
+    system = PrimalSystem(X, y, base)
+    for share in (0.3, 0.6, 0.2, 0.5):  # hundreds of rows enter and leave at once
+        mask = rng.random(3000) < share
+        system.set_active(mask)
+        XA = X[mask].toarray()
+        assert np.allclose(system.G, XA.T @ XA, atol=1e-9)
+        assert np.allclose(system.sA, XA.T @ y[mask], atol=1e-10)
+        assert np.allclose(system.M, np.linalg.inv(np.diag(base) + XA.T @ XA), rtol=1e-9,
+                           atol=1e-13)
