@@ -17,7 +17,7 @@ Schur-complement deletion (rows leaving A), again refactoring when needed.
 from __future__ import annotations
 
 import numpy as np
-from scipy import linalg, sparse
+from scipy import sparse
 from scipy.linalg import blas
 
 from ._linalg import spd_inverse
@@ -286,18 +286,24 @@ class DualSystem:
         right: list[np.ndarray] = []
         if drop.size:
             Sd = S[:, drop]
-            X = linalg.solve(Sd[drop], Sd.T, assume_a="sym")  # S_dd^{-1} S_d.
+            X = np.linalg.solve(Sd[drop], Sd.T)  # S_dd^{-1} S_d.
             left.append(-Sd)
             right.append(X.T)
         if new.size:
-            B = self.R[:h, new] + self.R[:h, n + new]  # P[slot rows, new]
-            B[self.slot_idx < 0] = 0.0  # free slots hold stale rows
-            B[drop] = 0.0  # dropped slots no longer couple
-            SB = S @ B
+            # B^T = P[new, slot rows], read along the entering rows of K and B^{-1}
+            # (contiguous) rather than down |A| packed rows
+            Kn, Bn = self.K[new], self.Binv[new]
+            Bt = Kn[:, self.slot_idx[:h]]
+            Bt += Bn[:, self.slot_idx[:h]]
+            Bt[:, self.slot_idx[:h] < 0] = 0.0  # free slots (their index -1 read a stale column)
+            Bt[:, drop] = 0.0  # dropped slots no longer couple
+            SB = S @ Bt.T
             if drop.size:
-                SB -= Sd @ (X @ B)
+                SB -= Sd @ (X @ Bt.T)
                 SB[drop] = 0.0
-            T = self._s_block(new) - B.T @ SB
+            C = Kn[:, new] + Bn[:, new]
+            C.flat[:: new.size + 1] += self.c - 1.0
+            T = C - Bt @ SB
             Tinv = spd_inverse(T, overwrite=True) if new.size > 32 else np.linalg.inv(T)
             Tinv = 0.5 * (Tinv + Tinv.T)
             SBT = SB @ Tinv
@@ -315,14 +321,16 @@ class DualSystem:
         if new.size:
             free = np.flatnonzero(self.slot_idx < 0)[: new.size]
             if free.size < new.size:  # grow, with spare free slots for the next entries
-                self._resize(h + new.size - free.size + min(SLACK, self.n - h - new.size
-                                                            + free.size))
+                need = h + new.size - free.size
+                self._resize(need + min(max(SLACK, h // 8), self.n - need))
                 S = self.S
                 free = np.concatenate([free, np.arange(h, h + new.size - free.size)])
             S[:h, free] = -SBT
             S[free, :h] = -SBT.T
             S[np.ix_(free, free)] = Tinv
-            self._store_rows(free, new)
+            self.R[free, :n] = Kn
+            self.R[free, n:] = Bn
+            self.slot_idx[free] = new
 
     # -- the step ---------------------------------------------------------------------------
     def apply(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
