@@ -31,6 +31,10 @@ REFACTOR_SHARE = 0.25
 SPARSE_ROWS = 16
 # Free slots added to the kernel system's inverse whenever it has to grow (each growth is a copy).
 SLACK = 32
+# Above this share of n rows in A, the kernel system stops packing the rows of A (memory bound);
+# it packs them again below UNPACK_HYSTERESIS times that share.
+PACK_SHARE = 0.6
+UNPACK_HYSTERESIS = 0.8
 
 
 def _gram(rows) -> np.ndarray:
@@ -173,11 +177,10 @@ class DualSystem:
         self.n = self.K.shape[0]
         self.c = c
         self.slot_idx = np.zeros(0, dtype=np.intp)
-        # at most n slots; pages of np.empty are only mapped when rows are written, so this
-        # costs memory in proportion to the slots used, and R never has to be copied to grow
-        self.R = np.empty((self.n, 2 * self.n))
+        self.R = np.empty((0, 2 * self.n))
+        self.packed = False
+        self._pack(True)
         self.S = np.zeros((0, 0))
-        self._spare = np.empty(0)  # the other buffer S moves into when it grows or shrinks
         self.n_refactor = 0
         self.n_updates = 0
 
@@ -196,25 +199,42 @@ class DualSystem:
         used = self.used
         return self.S[np.ix_(used, used)]
 
+    def _pack(self, packed: bool) -> None:
+        """Keep (or stop keeping) the packed rows R of the members of A.
+
+        R is reserved for n rows; pages of np.empty are only mapped when rows are written, so
+        it costs memory in proportion to the slots used and never has to be copied to grow.
+        Above PACK_SHARE n members, R is released and each step reads K and (I + K)^{-1}
+        whole instead (at most 1 / PACK_SHARE times the reads), so that K, (I + K)^{-1}, R
+        and S never exceed about four n x n arrays."""
+        if packed == self.packed:
+            return
+        self.packed = packed
+        self.R = np.empty((self.n, 2 * self.n) if packed else (0, 2 * self.n))
+        if packed:
+            h = self.slot_idx.size
+            self.R[:h] = 0.0  # free slots' rows are read (times z = 0): keep them finite
+            used = self.used
+            self._store_rows(used, self.slot_idx[used])
+
     def _resize(self, h: int) -> None:
         """Make S h x h (C-contiguous), keeping the common leading block; new slots are free."""
         old = self.S
         k = min(h, old.shape[0])
-        if self._spare.size < h * h:
-            self._spare = np.empty(int(1.25 * h * h) + 256)
-        S = self._spare[: h * h].reshape(h, h)
+        S = np.empty((h, h))
         S[:k, :k] = old[:k, :k]
         S[k:, :] = 0.0
         S[:k, k:] = 0.0
-        self._spare = old.base if old.base is not None and old.base.ndim == 1 else np.empty(0)
         self.S = S
         self.slot_idx = np.concatenate([self.slot_idx[:k], np.full(h - k, -1, dtype=np.intp)])
-        self.R[k:h] = 0.0  # free slots' rows are read (times z = 0): keep them finite
+        if self.packed:
+            self.R[k:h] = 0.0  # free slots' rows are read (times z = 0): keep them finite
 
-    def _store_rows(self, slots: np.ndarray, rows: np.ndarray) -> None:
-        n = self.n
-        self.R[slots, :n] = self.K[rows]
-        self.R[slots, n:] = self.Binv[rows]
+    def _store_rows(self, slots: np.ndarray, rows: np.ndarray, Kn=None, Bn=None) -> None:
+        if self.packed:
+            n = self.n
+            self.R[slots, :n] = self.K[rows] if Kn is None else Kn
+            self.R[slots, n:] = self.Binv[rows] if Bn is None else Bn
         self.slot_idx[slots] = rows
 
     def _s_block(self, idx: np.ndarray) -> np.ndarray:
@@ -246,6 +266,8 @@ class DualSystem:
         if drop.size == 0 and new.size == 0:
             return
         m_new = m - drop.size + new.size
+        if m_new > PACK_SHARE * self.n or m_new < UNPACK_HYSTERESIS * PACK_SHARE * self.n:
+            self._pack(m_new <= PACK_SHARE * self.n)
         h = self.S.shape[0]
         # flops of the low-rank edit against those of inverting the new block from scratch
         edit = 2.0 * h * h * (drop.size + new.size) + 2.0 * (drop.size**3 + new.size**3)
@@ -262,13 +284,14 @@ class DualSystem:
         used = self.used
         m = used.size
         block = self.S[np.ix_(used, used)]
-        packed = self.R[used]
+        packed = self.R[used] if self.packed else None
         rows = self.slot_idx[used]
         self.slot_idx = np.zeros(0, dtype=np.intp)
         self.S = np.zeros((0, 0))
         self._resize(min(self.n, m + SLACK))  # (clears the rows of the new free slots)
         self.S[:m, :m] = block
-        self.R[:m] = packed
+        if self.packed:
+            self.R[:m] = packed
         self.slot_idx[:m] = rows
 
     def _replace(self, drop: np.ndarray, new: np.ndarray) -> None:
@@ -281,7 +304,6 @@ class DualSystem:
         """
         S = self.S
         h = S.shape[0]
-        n = self.n
         left: list[np.ndarray] = []
         right: list[np.ndarray] = []
         if drop.size:
@@ -328,9 +350,7 @@ class DualSystem:
             S[:h, free] = -SBT
             S[free, :h] = -SBT.T
             S[np.ix_(free, free)] = Tinv
-            self.R[free, :n] = Kn
-            self.R[free, n:] = Bn
-            self.slot_idx[free] = new
+            self._store_rows(free, new, Kn, Bn)
 
     # -- the step ---------------------------------------------------------------------------
     def apply(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -341,11 +361,17 @@ class DualSystem:
         costs O(n |A|), not O(n^2)."""
         n = self.n
         used = np.flatnonzero(self.slot_idx >= 0)
-        hi = used[-1] + 1 if used.size else 0
-        both = z[:hi] @ self.R[:hi]
-        delta = -both[n:]
-        delta[self.slot_idx[used]] += z[used]
-        Kdelta = both[:n] - delta
+        rows = self.slot_idx[used]
+        if self.packed:
+            hi = used[-1] + 1 if used.size else 0
+            both = z[:hi] @ self.R[:hi]
+            Kz, delta = both[:n], -both[n:]
+        else:  # K_{:,A} z = K z~ with z~ = z scattered to the members (K is symmetric)
+            zt = np.zeros(n)
+            zt[rows] = z[used]
+            Kz, delta = self.K @ zt, -(self.Binv @ zt)
+        delta[rows] += z[used]
+        Kdelta = Kz - delta
         return delta, Kdelta
 
     def _residual(self, eA: np.ndarray, z: np.ndarray, Kdelta: np.ndarray) -> np.ndarray:

@@ -33,8 +33,8 @@ def test_dual_system_inverse_tracks_direct_inverse():
         assert sorted(idx.tolist()) == np.flatnonzero(mask).tolist()
         direct = np.linalg.inv(c * np.eye(idx.size) + P[np.ix_(idx, idx)])
         assert np.allclose(system.Sinv, direct, rtol=1e-9, atol=1e-12)
-        # the packed rows are [K | (I + K)^{-1}] rows of A, in the same order
-        assert np.allclose(system.R[system.used], np.hstack([K, Binv])[idx])
+        if system.packed:  # the packed rows are [K | (I + K)^{-1}] rows of A, in slot order
+            assert np.allclose(system.R[system.used], np.hstack([K, Binv])[idx])
         # free slots take no part in any product
         free = system.slot_idx < 0
         assert not system.S[free].any() and not system.S[:, free].any()
@@ -64,8 +64,8 @@ def _check_dual(system, K, Binv, c):
     assert np.allclose(system.Sinv, direct, rtol=1e-9, atol=1e-12)
     free = system.slot_idx < 0
     assert not system.S[free].any() and not system.S[:, free].any()
-    # each used slot packs its row of [K | (I + K)^{-1}]
-    assert np.array_equal(system.R[system.used], np.hstack([system.K, system.Binv])[idx])
+    if system.packed:  # each used slot packs its row of [K | (I + K)^{-1}]
+        assert np.array_equal(system.R[system.used], np.hstack([system.K, system.Binv])[idx])
     assert np.allclose(system.Binv, Binv, atol=1e-12)
 
 
@@ -110,3 +110,32 @@ def test_primal_system_large_sparse_changes_match_direct():
         assert np.allclose(system.sA, XA.T @ y[mask], atol=1e-10)
         assert np.allclose(system.M, np.linalg.inv(np.diag(base) + XA.T @ XA), rtol=1e-9,
                            atol=1e-13)
+
+
+def test_dual_system_steps_agree_when_most_rows_are_active_and_rows_stop_being_packed():
+    rng = np.random.default_rng(6)
+    n = 100
+    K = rbf_kernel(rng.normal(size=(n, 3)), gamma=0.3)
+    B = np.eye(n) + K
+    Binv = np.linalg.inv(B)
+    c = n * 0.2
+    system = DualSystem(DualSystem.pair(K.copy()), c)
+    order = rng.permutation(n)
+    sizes = list(range(30, 90, 4)) + list(range(90, 26, -4))
+    modes = set()
+    for size in sizes:
+        mask = np.zeros(n, dtype=bool)
+        mask[order[:size]] = True
+        system.set_active(mask)
+        modes.add(system.packed)
+        _check_dual(system, K, Binv, c)
+        # the step against the paper's n x n system:
+        # (K_{:A} K_{A:} / c + K + I) delta = K_{:A} e_A / c
+        e = rng.normal(size=n)
+        delta, Kdelta = system.solve(e)
+        KA = K[:, mask]
+        direct = np.linalg.solve(KA @ KA.T / c + B, KA @ e[mask] / c)
+        assert np.allclose(delta, direct, rtol=1e-9, atol=1e-12)
+        assert np.allclose(Kdelta, K @ direct, rtol=1e-9, atol=1e-12)
+    assert modes == {True, False}  # above 60 % of the rows, the rows of A are not packed
+    assert system.n_updates > 20
