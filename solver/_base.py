@@ -70,6 +70,11 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
                              y_numeric=False, ensure_min_samples=2)
         check_classification_targets(y)
+        if sparse.issparse(X) and not X.has_canonical_format:
+            # duplicate entries (legal in CSR) are summed by products but not by the row
+            # gathers of the active-set updates: sum them on a copy, never on the caller's X
+            X = X.copy()
+            X.sum_duplicates()
         classes, y_idx = np.unique(y, return_inverse=True)
         if classes.size < 2:
             raise ValueError(

@@ -195,6 +195,20 @@ def test_sparse_input_for_kernels_and_linear(data):
         assert np.allclose(a.decision_function(X), b.decision_function(Xs), rtol=1e-10)
 
 
+def test_csr_with_duplicate_entries_means_their_sum(data):
+    X, y = data
+    Xs = sparse.csr_matrix(X)
+    # every stored value split into two duplicate entries of half the value: the same matrix
+    dup = sparse.csr_matrix((np.repeat(Xs.data / 2, 2), np.repeat(Xs.indices, 2),
+                             Xs.indptr * 2), shape=Xs.shape)
+    assert not dup.has_canonical_format and abs(dup - Xs).max() == 0
+    stored = dup.data.copy()
+    a = MSVMAv().fit(Xs, y)
+    b = MSVMAv().fit(dup, y)
+    assert np.allclose(a.coef_, b.coef_, rtol=1e-10, atol=1e-13)
+    assert np.array_equal(dup.data, stored)  # the caller's matrix is left as it was
+
+
 @pytest.mark.parametrize("bad,match", [
     (np.nan, "NaN"), (np.inf, "infinity"),
 ])
