@@ -43,6 +43,17 @@ def report(callback: Callback | None, info: dict) -> None:
         raise FitStopped
 
 
+def canonical(X):
+    """X itself, or for CSR with duplicate entries (legal) a copy with them summed.
+
+    Matrix products sum duplicates, but the active-set row gathers and scikit-learn's sparse
+    row norms (the RBF kernel) do not; the caller's matrix is never modified."""
+    if sparse.issparse(X) and not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    return X
+
+
 class MarginClassifier(ClassifierMixin, BaseEstimator):
     """Base class: binary labels map to -1/+1 by sorted order (first class -> -1)."""
 
@@ -70,11 +81,7 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
                              y_numeric=False, ensure_min_samples=2)
         check_classification_targets(y)
-        if sparse.issparse(X) and not X.has_canonical_format:
-            # duplicate entries (legal in CSR) are summed by products but not by the row
-            # gathers of the active-set updates: sum them on a copy, never on the caller's X
-            X = X.copy()
-            X.sum_duplicates()
+        X = canonical(X)
         classes, y_idx = np.unique(y, return_inverse=True)
         if classes.size < 2:
             raise ValueError(
@@ -97,7 +104,8 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
     # -- prediction ------------------------------------------------------------------------
     def _validated(self, X):
         check_is_fitted(self)
-        return validate_data(self, X, reset=False, accept_sparse="csr", dtype=np.float64)
+        return canonical(validate_data(self, X, reset=False, accept_sparse="csr",
+                                       dtype=np.float64))
 
     def decision_function(self, X) -> np.ndarray:
         """Signed decision values: shape (n,) for two classes (> 0 means classes_[1]),
