@@ -18,6 +18,29 @@ def random_masks(n, steps, rng, start_share=0.4):
         yield mask.copy()
 
 
+def check_dual(system, mask, K, Binv, c):
+    """S equals the direct inverse of (c I + P_AA), P = K (I + K)^{-1} K, in slot order."""
+    idx = system.idx
+    assert sorted(idx.tolist()) == np.flatnonzero(mask).tolist()
+    P = K - np.eye(K.shape[0]) + Binv
+    direct = np.linalg.inv(c * np.eye(idx.size) + P[np.ix_(idx, idx)])
+    assert np.allclose(system.Sinv, direct, rtol=1e-9, atol=1e-12)
+    free = system.slot_idx < 0  # free slots take no part in any product
+    assert not system.S[free].any() and not system.S[:, free].any()
+    if system.packed:  # each used slot packs its row of [K | (I + K)^{-1}]
+        assert np.array_equal(system.R[system.used], np.hstack([system.K, system.Binv])[idx])
+    assert np.allclose(system.Binv, Binv, atol=1e-12)
+
+
+def check_primal(system, mask, X, y, base):
+    """G, s_A and M equal X_A^T X_A, X_A^T y_A and (diag(base) + G)^{-1} computed directly."""
+    XA = X[mask].toarray()
+    assert np.allclose(system.G, XA.T @ XA, atol=1e-9)
+    assert np.allclose(system.sA, XA.T @ y[mask], atol=1e-10)
+    assert np.allclose(system.M, np.linalg.inv(np.diag(base) + XA.T @ XA), rtol=1e-9,
+                       atol=1e-13)
+
+
 def test_dual_system_inverse_tracks_direct_inverse():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(120, 4))
@@ -25,19 +48,11 @@ def test_dual_system_inverse_tracks_direct_inverse():
     c = 120 * 0.05
     system = DualSystem(DualSystem.pair(K.copy()), c)
     Binv = np.linalg.inv(np.eye(120) + K)
-    P = K - np.eye(120) + Binv  # = K (I + K)^{-1} K
-    assert np.allclose(P, K @ Binv @ K, atol=1e-10)
+    # the identity behind the |A|-space step: K (I + K)^{-1} K = K - I + (I + K)^{-1}
+    assert np.allclose(K - np.eye(120) + Binv, K @ Binv @ K, atol=1e-10)
     for mask in random_masks(120, 60, rng):
         system.set_active(mask)
-        idx = system.idx
-        assert sorted(idx.tolist()) == np.flatnonzero(mask).tolist()
-        direct = np.linalg.inv(c * np.eye(idx.size) + P[np.ix_(idx, idx)])
-        assert np.allclose(system.Sinv, direct, rtol=1e-9, atol=1e-12)
-        if system.packed:  # the packed rows are [K | (I + K)^{-1}] rows of A, in slot order
-            assert np.allclose(system.R[system.used], np.hstack([K, Binv])[idx])
-        # free slots take no part in any product
-        free = system.slot_idx < 0
-        assert not system.S[free].any() and not system.S[:, free].any()
+        check_dual(system, mask, K, Binv, c)
     assert system.n_updates > 40  # the update path, not refactorisation, did the work
 
 
@@ -49,24 +64,8 @@ def test_primal_system_inverse_tracks_direct_inverse():
     system = PrimalSystem(X, y, base)
     for mask in random_masks(300, 60, rng):
         system.set_active(mask)
-        XA = X[mask].toarray()
-        assert np.allclose(system.G, XA.T @ XA, atol=1e-10)
-        assert np.allclose(system.sA, XA.T @ y[mask], atol=1e-10)
-        assert np.allclose(system.M, np.linalg.inv(np.diag(base) + XA.T @ XA), rtol=1e-9,
-                           atol=1e-13)
+        check_primal(system, mask, X, y, base)
     assert system.n_updates > 40
-
-
-def _check_dual(system, K, Binv, c):
-    P = K - np.eye(K.shape[0]) + Binv
-    idx = system.idx
-    direct = np.linalg.inv(c * np.eye(idx.size) + P[np.ix_(idx, idx)])
-    assert np.allclose(system.Sinv, direct, rtol=1e-9, atol=1e-12)
-    free = system.slot_idx < 0
-    assert not system.S[free].any() and not system.S[:, free].any()
-    if system.packed:  # each used slot packs its row of [K | (I + K)^{-1}]
-        assert np.array_equal(system.R[system.used], np.hstack([system.K, system.Binv])[idx])
-    assert np.allclose(system.Binv, Binv, atol=1e-12)
 
 
 def test_dual_system_frees_slots_and_compacts_as_the_active_set_shrinks():
@@ -86,13 +85,12 @@ def test_dual_system_frees_slots_and_compacts_as_the_active_set_shrinks():
             members.remove(i)
             mask[i] = False
         system.set_active(mask)
-        assert sorted(system.idx.tolist()) == members
-        _check_dual(system, K, Binv, c)
+        check_dual(system, mask, K, Binv, c)
     assert system.S.shape[0] < widest  # freed slots were compacted away
     for i in range(150, 200):  # rows enter one at a time, past the spare slots
         mask[i] = True
         system.set_active(mask)
-        _check_dual(system, K, Binv, c)
+        check_dual(system, mask, K, Binv, c)
     assert system.n_refactor == 1 and system.n_updates > 100
 
 
@@ -105,11 +103,7 @@ def test_primal_system_large_sparse_changes_match_direct():
     for share in (0.3, 0.6, 0.2, 0.5):  # hundreds of rows enter and leave at once
         mask = rng.random(3000) < share
         system.set_active(mask)
-        XA = X[mask].toarray()
-        assert np.allclose(system.G, XA.T @ XA, atol=1e-9)
-        assert np.allclose(system.sA, XA.T @ y[mask], atol=1e-10)
-        assert np.allclose(system.M, np.linalg.inv(np.diag(base) + XA.T @ XA), rtol=1e-9,
-                           atol=1e-13)
+        check_primal(system, mask, X, y, base)
 
 
 def test_dual_system_steps_agree_when_most_rows_are_active_and_rows_stop_being_packed():
@@ -128,7 +122,7 @@ def test_dual_system_steps_agree_when_most_rows_are_active_and_rows_stop_being_p
         mask[order[:size]] = True
         system.set_active(mask)
         modes.add(system.packed)
-        _check_dual(system, K, Binv, c)
+        check_dual(system, mask, K, Binv, c)
         # the step against the paper's n x n system:
         # (K_{:A} K_{A:} / c + K + I) delta = K_{:A} e_A / c
         e = rng.normal(size=n)
