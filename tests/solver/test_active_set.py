@@ -32,6 +32,14 @@ def check_dual(system, mask, K, Binv, c):
     assert np.allclose(system.Binv, Binv, atol=1e-12)
 
 
+def primal_system(rng, n, d, *, density):
+    """A PrimalSystem on random sparse rows, with c = 0.1 n."""
+    X = sparse.random(n, d, density=density, format="csr", random_state=rng.integers(1000))
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    base = np.full(d, n * 0.1)
+    return PrimalSystem(X, y, base), X, y, base
+
+
 def check_primal(system, mask, X, y, base):
     """G, s_A and M equal X_A^T X_A, X_A^T y_A and (diag(base) + G)^{-1} computed directly."""
     XA = X[mask].toarray()
@@ -58,10 +66,7 @@ def test_dual_system_inverse_tracks_direct_inverse():
 
 def test_primal_system_inverse_tracks_direct_inverse():
     rng = np.random.default_rng(1)
-    X = sparse.random(300, 30, density=0.2, format="csr", random_state=2)
-    y = np.where(rng.random(300) < 0.5, 1.0, -1.0)
-    base = np.full(30, 300 * 0.1)
-    system = PrimalSystem(X, y, base)
+    system, X, y, base = primal_system(rng, 300, 30, density=0.2)
     for mask in random_masks(300, 60, rng):
         system.set_active(mask)
         check_primal(system, mask, X, y, base)
@@ -96,10 +101,7 @@ def test_dual_system_frees_slots_and_compacts_as_the_active_set_shrinks():
 
 def test_primal_system_large_sparse_changes_match_direct():
     rng = np.random.default_rng(4)
-    X = sparse.random(3000, 12, density=0.3, format="csr", random_state=5)
-    y = np.where(rng.random(3000) < 0.5, 1.0, -1.0)
-    base = np.full(12, 3000 * 0.1)
-    system = PrimalSystem(X, y, base)
+    system, X, y, base = primal_system(rng, 3000, 12, density=0.3)
     for share in (0.3, 0.6, 0.2, 0.5):  # hundreds of rows enter and leave at once
         mask = rng.random(3000) < share
         system.set_active(mask)
