@@ -134,10 +134,25 @@ def cmd_experiment(argv: list[str]) -> int:
     return experiment_main(argv)
 
 
+def _command_index(argv: list[str]) -> int | None:
+    """Where the sub-command is in argv, after the global options (None if there is none)."""
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--database-url":
+            i += 2
+        elif argv[i].startswith("--database-url="):
+            i += 1
+        else:
+            return None if argv[i].startswith("-") else i
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "experiment":
-        return cmd_experiment(argv[1:])
+    command = _command_index(argv)
+    if command is not None and argv[command] == "experiment":
+        # the experiment needs no database: global options before it are accepted and unused
+        return cmd_experiment(argv[command + 1 :])
     args = build_parser().parse_args(argv)
     overrides = {"database_url": args.database_url} if args.database_url else {}
     settings = Settings(**overrides)

@@ -222,6 +222,22 @@ def test_cli_experiment_help_and_run(tmp_path, capsys):
     assert "MAMC_vs_MSVMAv" in rows[0]
 
 
+@pytest.mark.parametrize("global_options", [
+    ["--database-url", "sqlite:////nonexistent/dir/unused.db"],
+    ["--database-url=sqlite:////nonexistent/dir/unused.db"],
+])
+def test_cli_experiment_after_global_options(tmp_path, capsys, global_options):
+    """The experiment needs no database: a --database-url before it is accepted, not used."""
+    path = tmp_path / "blobs.csv"
+    path.write_bytes(to_csv(*blobs(n=40)))
+    code = cli_main([*global_options, "experiment", "--dataset", str(path), "--label", "y",
+                     "--algorithms", "msvmav", "mamc", "--splits", "1", "--cv", "2",
+                     "--grid", "quick", "--n-jobs", "1", "--format", "csv", "--quiet"])
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert rows[0]["dataset"] == "blobs" and float(rows[0]["MAMC_mean"]) > 0.5
+
+
 def test_documented_examples_of_the_new_bodies_are_accepted(client):
     """Swagger's "Try it out" with each documented example (dataset ids made to exist)."""
     ds = upload(client, to_csv(*blobs(n=60)))
