@@ -140,10 +140,13 @@ def kfold_indices(n: int, cv: int = 5, random_state: int | None = 0) -> list[tup
 # data from this module-level slot, inherited through fork (nothing large is pickled).
 _SHARED: dict[str, Any] = {}
 _LIMITS: list = []
+# Seconds between callbacks while worker processes run a task.
+POLL = 0.5
 
 
 def _init_worker() -> None:
     _LIMITS.append(threadpool_limits(1))
+    _SHARED.pop("tick", None)  # the parent's callback is not for a forked child to call
 
 
 def _accuracy(classes: np.ndarray, decision: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -166,6 +169,9 @@ def _run_task_quiet(task: tuple) -> list[tuple[int, int, float, float]]:
                                                S["algorithm"], S["kernel"])
     train, test = S["folds"][fold]
     Xtr, ytr, Xte, yte = X[train], y[train], X[test], y[test]
+    # in this process the search's callback also runs inside a task (cancel is noticed within
+    # an iteration); a forked worker has none and reports when its task ends
+    tick = S.get("tick") or _no_tick
     t0 = time.perf_counter()
     out: list[tuple[int, int, float, float]] = []
     if kind == "linear_msvmav":
@@ -174,7 +180,7 @@ def _run_task_quiet(task: tuple) -> list[tuple[int, int, float, float]]:
         W, n_iter = fit_linear_batch(
             Xtr, 2.0 * yi - 1.0, [configs[i]["alpha"] for i in idx],
             [configs[i]["beta"] for i in idx], max_iter=est.max_iter, tol=est.tol,
-            fit_intercept=est.fit_intercept)
+            fit_intercept=est.fit_intercept, callback=lambda _k: tick())
         d = X.shape[1]
         coef, bias = (W[:, :d], W[:, d]) if est.fit_intercept else (W, 0.0)
         dec = np.asarray(Xte @ coef.T) + bias
@@ -202,12 +208,13 @@ def _run_task_quiet(task: tuple) -> list[tuple[int, int, float, float]]:
                 space = DualSpace(pair, ypm, p.get("beta", base.beta))
                 a, _, _, _ = iterate(space, ypm, alpha=p.get("alpha", base.alpha),
                                      max_iter=p.get("max_iter", base.max_iter),
-                                     tol=p.get("tol", base.tol))
+                                     tol=p.get("tol", base.tol), callback=lambda _i: tick())
                 acc = _accuracy(classes, (Kte @ a)[:, None], yte)[0]
                 out.append((i, fold, float(acc), time.perf_counter() - t + prep / len(idx)))
             return out
         fixed_k = {k: v for k, v in fixed.items() if k not in ("degree", "coef0")}
         for i in idx:
+            tick()
             t = time.perf_counter()
             params = {k: v for k, v in configs[i].items() if k != "gamma"}
             est = make_estimator(algorithm, params, kernel="precomputed", fixed=fixed_k)
@@ -215,11 +222,16 @@ def _run_task_quiet(task: tuple) -> list[tuple[int, int, float, float]]:
             out.append((i, fold, acc, time.perf_counter() - t + prep / len(idx)))
         return out
     for i in idx:
+        tick()
         t = time.perf_counter()
         est = make_estimator(algorithm, configs[i], kernel=kernel, fixed=fixed)
         acc = float(np.mean(est.fit(Xtr, ytr).predict(Xte) == yte))
         out.append((i, fold, acc, time.perf_counter() - t))
     return out
+
+
+def _no_tick() -> None:
+    return None
 
 
 def _chunks(items: list[int], k: int) -> list[list[int]]:
@@ -268,8 +280,10 @@ def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
     cv : number of folds (KFold with shuffle, unstratified, seeded by ``random_state``)
     n_jobs : worker processes (None or -1 = all cores; 1 = in this process)
     callback : ``callback(done_cells, total_cells)`` after each finished task, where a cell is
-        one (configuration, fold) pair. An exception raised by the callback aborts the search
-        (workers are terminated) and propagates.
+        one (configuration, fold) pair, and in between with the same count: within the
+        configurations and iterations of a task when n_jobs is 1, at least every half second
+        while waiting for worker processes otherwise. An exception raised by the callback
+        aborts the search (workers are terminated) and propagates.
     params : fixed estimator parameters for every fit (e.g. {"max_iter": 100, "tol": 1e-8})
 
     Returns
@@ -305,12 +319,18 @@ def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
     _SHARED.update(X=X, y=y, configs=configs, fixed=fixed, algorithm=algorithm, kernel=kernel,
                    folds=folds)
     done = 0
+
+    def tick() -> None:
+        callback(done, total)
+
+    if callback is not None:
+        _SHARED["tick"] = tick
     try:
         for res in _execute(tasks, n_jobs):
-            for i, f, acc, sec in res:
+            for i, f, acc, sec in res or ():  # None: no task finished in the last POLL s
                 scores[i, f] = acc
                 seconds[i] += sec
-            done += len(res)
+            done += len(res or ())
             if callback is not None:
                 callback(done, total)
     finally:
@@ -326,8 +346,10 @@ def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
                         fixed_params=fixed)
 
 
-def _execute(tasks: list[tuple], n_jobs: int) -> Iterable[list]:
-    """Yield each task's result; in a fork pool when n_jobs > 1 (terminated on early exit)."""
+def _execute(tasks: list[tuple], n_jobs: int) -> Iterable[list | None]:
+    """Yield each task's result; in a fork pool when n_jobs > 1 (terminated on early exit),
+    where None is yielded every POLL seconds that no task finished (so the caller's callback
+    can abort a long task)."""
     if n_jobs == 1 or len(tasks) == 1 or "fork" not in multiprocessing.get_all_start_methods():
         with threadpool_limits(1) if any(t[0] == "linear_msvmav" for t in tasks) else _Null():
             for task in tasks:
@@ -338,7 +360,14 @@ def _execute(tasks: list[tuple], n_jobs: int) -> Iterable[list]:
     ctx = multiprocessing.get_context("fork")
     pool = ctx.Pool(processes=min(n_jobs, len(tasks)), initializer=_init_worker)
     try:
-        yield from pool.imap_unordered(_run_task, [tasks[j] for j in order])
+        results = pool.imap_unordered(_run_task, [tasks[j] for j in order])
+        for _ in order:
+            while True:
+                try:
+                    yield results.next(timeout=POLL)
+                    break
+                except multiprocessing.TimeoutError:
+                    yield None
         pool.close()
     finally:
         pool.terminate()

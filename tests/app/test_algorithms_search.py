@@ -225,6 +225,29 @@ def test_cancel_during_a_search_stops_it(client, worker, engine):
         assert conn.scalar(select(Job.progress).where(Job.id == job_id)) < 1
 
 
+def test_cancel_inside_the_first_fold_of_a_linear_msvmav_search(client, worker, engine):
+    """The paper grid runs its 121 settings in lockstep, a fold at a time: cancel is noticed
+    within an iteration, not when the fold ends."""
+    X, y = blobs(n=3000, d=30, seed=6, shift=0.3)
+    ds = upload(client, to_csv(X, y))
+    job = submit(client, ds["id"], search={"grid": "paper", "cv": 5})
+    job_id = claim_next_job(engine, worker.worker_id)
+    statuses: list[str] = []
+    t = threading.Thread(
+        target=lambda: statuses.append(run_job(engine, job_id, worker.worker_id, worker.settings))
+    )
+    t.start()
+    try:
+        _wait_for(lambda: client.get(f"/jobs/{job_id}").json()["message"] == "CV cell 0/605")
+        assert client.post(f"/jobs/{job['id']}/cancel").status_code in (200, 202)
+    finally:
+        t.join(timeout=60)
+    assert statuses == ["cancelled"]
+    final = client.get(f"/jobs/{job_id}").json()
+    # no cell finished: a fold's 121 cells would have been progress 121/606
+    assert final["status"] == "cancelled" and final["progress"] == 0.0, final
+
+
 def test_model_margins_png_and_svg(client, worker):
     ds = _dataset(client)
     job = submit(client, ds["id"], algorithm="odm", test_fraction=0.25)

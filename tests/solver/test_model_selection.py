@@ -105,6 +105,47 @@ def test_progress_and_abort(data):
             cross_validate_grid("msvmav", X, y, grid="quick", n_jobs=n_jobs, callback=stop)
 
 
+class StopSearchError(Exception):
+    pass
+
+
+@pytest.mark.parametrize("algorithm,kernel", [("msvmav", "linear"), ("msvmav", "rbf"),
+                                              ("svm", "linear")])
+def test_in_process_callback_runs_inside_tasks_and_can_abort_them(data, algorithm, kernel):
+    X, y = data
+    seen = []
+    cross_validate_grid(algorithm, X, y, kernel=kernel, grid="quick", cv=2, n_jobs=1,
+                        callback=lambda d, t: seen.append(d))
+    finished = sorted(set(seen) - {0})
+    assert seen[0] == 0 and len(seen) >= 2 * len(finished)  # also called inside the tasks
+    if algorithm != "msvmav":
+        return  # (one quick fit per task: the calls come before each fit)
+    calls = []
+
+    def stop_on_third(done, total):
+        calls.append(done)
+        if len(calls) == 3:
+            raise StopSearchError
+
+    with pytest.raises(StopSearchError):
+        cross_validate_grid(algorithm, X, y, kernel=kernel, grid="quick", cv=2, n_jobs=1,
+                            callback=stop_on_third)
+    assert calls == [0, 0, 0]  # the first task was abandoned part way
+
+
+def test_worker_pool_callback_polls_while_tasks_run(data, monkeypatch):
+    import solver.model_selection as ms
+
+    monkeypatch.setattr(ms, "POLL", 0.001)
+    X, y = data
+    seen = []
+    res = cross_validate_grid("msvmav", X, y, kernel="rbf", grid="quick", cv=2, n_jobs=2,
+                              callback=lambda d, t: seen.append(d))
+    total = 2 * len(res.table)
+    assert seen[-1] == total and seen == sorted(seen)
+    assert len(seen) > len(set(seen))  # the same count again while waiting
+
+
 @pytest.mark.parametrize("as_sparse,budget", [(False, None), (True, None), (True, 0)])
 def test_batched_linear_msvmav_matches_single_fits(monkeypatch, as_sparse, budget):
     """The lockstep engine against MSVMAv, on each of its Gram-update routes."""
