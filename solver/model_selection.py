@@ -48,7 +48,7 @@ from ._msvmav_core import DualSpace, iterate
 from .comparators import ALGORITHMS as _COMPARATORS
 from .comparators import iter_configs, param_grid
 from .kernels import gram_matrix, kernel_matrix, resolve_gamma
-from .msvmav import EXACT_KERNEL_ARRAYS, MSVMAv
+from .msvmav import _THREADPOOLS, EXACT_KERNEL_ARRAYS, SMALL_KERNEL, MSVMAv
 
 ALGORITHM_NAMES: tuple[str, ...] = ("msvmav", *_COMPARATORS)
 KERNEL_CHOICES = ("linear", "rbf", "poly")
@@ -194,23 +194,28 @@ def _run_task_quiet(task: tuple) -> list[tuple[int, int, float, float]]:
         for name in ("degree", "coef0"):
             if name in fixed:
                 args[name] = fixed[name]
-        K = gram_matrix(Xtr, **args)
-        Kte = kernel_matrix(Xte, to_dense_rows(Xtr), **args)
+        # as in MSVMAv.fit: below SMALL_KERNEL rows the kernel products and the MSVMAv
+        # iterations run on one BLAS thread (only the inverse of I + K uses two)
+        small = 1 if len(train) < SMALL_KERNEL else None
+        with _THREADPOOLS.limit(limits=small, user_api="blas"):
+            K = gram_matrix(Xtr, **args)
+            Kte = kernel_matrix(Xte, to_dense_rows(Xtr), **args)
         prep = time.perf_counter() - t0
         if algorithm == "msvmav":
             classes, yi = np.unique(ytr, return_inverse=True)
             ypm = 2.0 * yi - 1.0
             pair = DualSystem.pair(K)
             base = MSVMAv(**{k: v for k, v in fixed.items() if k not in ("degree", "coef0")})
-            for i in idx:
-                t = time.perf_counter()
-                p = configs[i]
-                space = DualSpace(pair, ypm, p.get("beta", base.beta))
-                a, _, _, _ = iterate(space, ypm, alpha=p.get("alpha", base.alpha),
-                                     max_iter=p.get("max_iter", base.max_iter),
-                                     tol=p.get("tol", base.tol), callback=lambda _i: tick())
-                acc = _accuracy(classes, (Kte @ a)[:, None], yte)[0]
-                out.append((i, fold, float(acc), time.perf_counter() - t + prep / len(idx)))
+            with _THREADPOOLS.limit(limits=small, user_api="blas"):
+                for i in idx:
+                    t = time.perf_counter()
+                    p = configs[i]
+                    space = DualSpace(pair, ypm, p.get("beta", base.beta))
+                    a, _, _, _ = iterate(space, ypm, alpha=p.get("alpha", base.alpha),
+                                         max_iter=p.get("max_iter", base.max_iter),
+                                         tol=p.get("tol", base.tol), callback=lambda _i: tick())
+                    acc = _accuracy(classes, (Kte @ a)[:, None], yte)[0]
+                    out.append((i, fold, float(acc), time.perf_counter() - t + prep / len(idx)))
             return out
         fixed_k = {k: v for k, v in fixed.items() if k not in ("degree", "coef0")}
         for i in idx:
