@@ -243,12 +243,16 @@ class DualSystem:
         S[np.diag_indices_from(S)] += self.c - 1.0
         return S
 
+    def _relayout(self, m: int) -> None:
+        """An empty layout for m members in slots 0..m-1, with spare free slots after them."""
+        self.slot_idx = np.zeros(0, dtype=np.intp)
+        self.S = np.zeros((0, 0))
+        self._resize(min(self.n, m + SLACK))  # (clears the rows of the free slots)
+
     def _refactor(self, idx: np.ndarray) -> None:
         """Invert the block from scratch into a compact layout (slots 0..|A|-1)."""
         m = idx.size
-        self.slot_idx = np.zeros(0, dtype=np.intp)
-        self.S = np.zeros((0, 0))
-        self._resize(min(self.n, m + SLACK))
+        self._relayout(m)
         if m:
             self._store_rows(np.arange(m), idx)
             self.S[:m, :m] = spd_inverse(self._s_block(idx), overwrite=True)
@@ -286,9 +290,7 @@ class DualSystem:
         block = self.S[np.ix_(used, used)]
         packed = self.R[used] if self.packed else None
         rows = self.slot_idx[used]
-        self.slot_idx = np.zeros(0, dtype=np.intp)
-        self.S = np.zeros((0, 0))
-        self._resize(min(self.n, m + SLACK))  # (clears the rows of the new free slots)
+        self._relayout(m)
         self.S[:m, :m] = block
         if self.packed:
             self.R[:m] = packed

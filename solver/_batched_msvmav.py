@@ -33,6 +33,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import sparse
 
+from ._base import canonical
 from .msvmav import augment
 
 # Build the packed outer-product matrix Z when it has at most this many stored values.
@@ -42,10 +43,8 @@ HISTORY = 4
 
 
 def _csr(X) -> sparse.csr_matrix:
-    X = sparse.csr_matrix(X, dtype=np.float64)
-    X.sum_duplicates()
-    X.sort_indices()
-    return X
+    """CSR float64 with sorted indices and no duplicates (summed on a copy if needed)."""
+    return canonical(sparse.csr_matrix(X, dtype=np.float64))
 
 
 def packed_outer_rows(X: sparse.csr_matrix, D: int) -> sparse.csr_matrix:

@@ -48,7 +48,7 @@ from ._msvmav_core import DualSpace, iterate
 from .comparators import ALGORITHMS as _COMPARATORS
 from .comparators import iter_configs, param_grid
 from .kernels import gram_matrix, kernel_matrix, resolve_gamma
-from .msvmav import _THREADPOOLS, EXACT_KERNEL_ARRAYS, SMALL_KERNEL, MSVMAv
+from .msvmav import EXACT_KERNEL_ARRAYS, MSVMAv, kernel_threads
 
 ALGORITHM_NAMES: tuple[str, ...] = ("msvmav", *_COMPARATORS)
 KERNEL_CHOICES = ("linear", "rbf", "poly")
@@ -194,10 +194,7 @@ def _run_task_quiet(task: tuple) -> list[tuple[int, int, float, float]]:
         for name in ("degree", "coef0"):
             if name in fixed:
                 args[name] = fixed[name]
-        # as in MSVMAv.fit: below SMALL_KERNEL rows the kernel products and the MSVMAv
-        # iterations run on one BLAS thread (only the inverse of I + K uses two)
-        small = 1 if len(train) < SMALL_KERNEL else None
-        with _THREADPOOLS.limit(limits=small, user_api="blas"):
+        with kernel_threads(len(train)):  # the thread policy of MSVMAv's exact kernel
             K = gram_matrix(Xtr, **args)
             Kte = kernel_matrix(Xte, to_dense_rows(Xtr), **args)
         prep = time.perf_counter() - t0
@@ -206,7 +203,7 @@ def _run_task_quiet(task: tuple) -> list[tuple[int, int, float, float]]:
             ypm = 2.0 * yi - 1.0
             pair = DualSystem.pair(K)
             base = MSVMAv(**{k: v for k, v in fixed.items() if k not in ("degree", "coef0")})
-            with _THREADPOOLS.limit(limits=small, user_api="blas"):
+            with kernel_threads(len(train)):
                 for i in idx:
                     t = time.perf_counter()
                     p = configs[i]

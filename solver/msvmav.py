@@ -25,6 +25,17 @@ SMALL_KERNEL = 8192
 _THREADPOOLS = ThreadpoolController()  # inspecting the loaded libraries once costs ~20 ms
 
 
+def kernel_threads(n: int):
+    """BLAS threads for the Gram matrix and the iterations of an n-row exact kernel.
+
+    Below SMALL_KERNEL rows, one: the Gram product is small and the iterations are
+    memory-bound matrix-vector work where a second thread costs more in wake-ups than it
+    gains (numpy and scipy load separate OpenBLAS pools, and a pool's idle threads keep
+    spinning, slowing the other pool's work). Only the inverse of I + K, outside this
+    context, uses two."""
+    return _THREADPOOLS.limit(limits=1 if n < SMALL_KERNEL else None, user_api="blas")
+
+
 def augment(X):
     """Append the paper's constant-1 feature (the bias is a coordinate of w, inside ||w|| = 1).
 
@@ -147,14 +158,27 @@ class MSVMAv(MarginClassifier):
             else:
                 self._fit_exact_kernel(X, Y, callback)
 
-    def _run(self, space, y, callback, task, n_tasks):
-        coef, n_iter, history, stopped = iterate(
-            space, y, alpha=self.alpha, max_iter=self.max_iter, tol=self.tol,
-            callback=callback, task=task, n_tasks=n_tasks)
-        self.history_.extend(history)
-        self.n_iter_ = max(getattr(self, "n_iter_", 0), n_iter) if task else n_iter
-        self.stopped_early_ = self.stopped_early_ or stopped
-        return coef, space
+    def _run_tasks(self, Y: np.ndarray, callback, make_space, dim: int,
+                   info: dict | None = None) -> tuple[np.ndarray, dict]:
+        """Run ``iterate`` on each one-vs-rest target; returns the (dim, T) coefficients and
+        the systems' update counts. Stops after a task the callback stopped."""
+        T = Y.shape[1]
+        coefs = np.zeros((dim, T))
+        info = {"refactorisations": 0, "low_rank_updates": 0, **(info or {})}
+        for t in range(T):
+            y = Y[:, t]
+            space = make_space(y)
+            coefs[:, t], n_iter, history, stopped = iterate(
+                space, y, alpha=self.alpha, max_iter=self.max_iter, tol=self.tol,
+                callback=callback, task=t, n_tasks=T)
+            self.history_.extend(history)
+            self.n_iter_ = max(self.n_iter_, n_iter) if t else n_iter
+            info["refactorisations"] += space.system.n_refactor
+            info["low_rank_updates"] += space.system.n_updates
+            if stopped:
+                self.stopped_early_ = True
+                break
+        return coefs, info
 
     def _fit_linear(self, X, Y, callback) -> None:
         Xa = augment(X) if self.fit_intercept else X
@@ -162,23 +186,12 @@ class MSVMAv(MarginClassifier):
         # D x D systems this small run faster on one BLAS thread than on several
         with _THREADPOOLS.limit(limits=1 if Xa.shape[1] < SMALL_SYSTEM else None,
                                 user_api="blas"):
-            self._fit_linear_tasks(Xa, Y, callback, d, T)
-
-    def _fit_linear_tasks(self, Xa, Y, callback, d: int, T: int) -> None:
-        W = np.zeros((T, Xa.shape[1]))
-        info = {"refactorisations": 0, "low_rank_updates": 0}
-        for t in range(T):
-            y = Y[:, t]
-            space = PrimalSpace(Xa, y, self.beta, shift=np.asarray(Xa.T @ y).ravel(),
-                                update=self.update)
-            W[t], space = self._run(space, y, callback, t, T)
-            info["refactorisations"] += space.system.n_refactor
-            info["low_rank_updates"] += space.system.n_updates
-            if self.stopped_early_:
-                break
-        self.coef_ = W[:, :d].copy()
-        self.intercept_ = W[:, d].copy() if self.fit_intercept else np.zeros(T)
-        self.fit_info_ = info
+            W, self.fit_info_ = self._run_tasks(
+                Y, callback, lambda y: PrimalSpace(Xa, y, self.beta,
+                                                   shift=np.asarray(Xa.T @ y).ravel(),
+                                                   update=self.update), Xa.shape[1])
+        self.coef_ = W[:d].T.copy()
+        self.intercept_ = W[d].copy() if self.fit_intercept else np.zeros(T)
 
     def _use_nystroem(self, n: int) -> bool:
         if self.approximation != "auto":
@@ -192,34 +205,16 @@ class MSVMAv(MarginClassifier):
                 "coef0": self.coef0}
 
     def _fit_exact_kernel(self, X, Y, callback) -> None:
-        n, T = X.shape[0], Y.shape[1]
-        # Below SMALL_KERNEL rows, only the inverse uses two BLAS threads. The Gram matrix's
-        # product is small, and the iterations are memory-bound matrix-vector work where a
-        # second thread costs more in wake-ups than it gains. (numpy and scipy load separate
-        # OpenBLAS pools; a pool's idle threads keep spinning, slowing the other pool's work.)
-        small = {"limits": 1 if n < SMALL_KERNEL else None, "user_api": "blas"}
-        with _THREADPOOLS.limit(**small):
+        n = X.shape[0]
+        with kernel_threads(n):
             K = gram_matrix(X, **self._kernel_args())
         pair = DualSystem.pair(K)  # K and (I + K)^{-1}, shared by every one-vs-rest task
-        with _THREADPOOLS.limit(**small):
-            A, info = self._fit_kernel_tasks(pair, Y, callback)
-        self.dual_coef_ = A[:, 0].copy() if T == 1 else A
+        with kernel_threads(n):
+            A, self.fit_info_ = self._run_tasks(
+                Y, callback, lambda y: DualSpace(pair, y, self.beta), n)
+        self.dual_coef_ = A[:, 0].copy() if A.shape[1] == 1 else A
         self.X_fit_ = None if self.kernel == "precomputed" else to_dense_rows(X)
         self.kernel_approximation_ = "exact"
-        self.fit_info_ = info
-
-    def _fit_kernel_tasks(self, pair, Y, callback) -> tuple[np.ndarray, dict]:
-        T = Y.shape[1]
-        A = np.zeros((pair[0].shape[0], T))
-        info = {"refactorisations": 0, "low_rank_updates": 0}
-        for t in range(T):
-            space = DualSpace(pair, Y[:, t], self.beta)
-            A[:, t], space = self._run(space, Y[:, t], callback, t, T)
-            info["refactorisations"] += space.system.n_refactor
-            info["low_rank_updates"] += space.system.n_updates
-            if self.stopped_early_:
-                break
-        return A, info
 
     def _fit_nystroem(self, X, Y, callback) -> None:
         if self.kernel == "precomputed":
@@ -239,25 +234,15 @@ class MSVMAv(MarginClassifier):
         PV = Phi @ V  # = U Sigma
         del Phi
         Xr = PV * sig
-        T = Y.shape[1]
-        coefs = np.zeros((V.shape[0], T))
-        info = {"refactorisations": 0, "low_rank_updates": 0, "n_components": int(keep.sum())}
-        for t in range(T):
-            y = Y[:, t]
-            shift = (PV.T @ y) / sig  # U^T y
-            space = PrimalSpace(Xr, y, self.beta, shift=shift, base_extra=lam, mu=lam,
-                                update=self.update)
-            u, space = self._run(space, y, callback, t, T)
-            coefs[:, t] = V @ (sig * u)
-            info["refactorisations"] += space.system.n_refactor
-            info["low_rank_updates"] += space.system.n_updates
-            if self.stopped_early_:
-                break
-        dual = ny.normalization_.T @ coefs
-        self.dual_coef_ = dual[:, 0].copy() if T == 1 else dual
+        U, self.fit_info_ = self._run_tasks(
+            Y, callback,
+            lambda y: PrimalSpace(Xr, y, self.beta, shift=(PV.T @ y) / sig,  # U^T y
+                                  base_extra=lam, mu=lam, update=self.update),
+            V.shape[1], {"n_components": int(keep.sum())})
+        dual = ny.normalization_.T @ (V @ (sig[:, None] * U))
+        self.dual_coef_ = dual[:, 0].copy() if U.shape[1] == 1 else dual
         self.X_fit_ = to_dense_rows(ny.components_)
         self.kernel_approximation_ = "nystroem"
-        self.fit_info_ = info
 
     # -- prediction ------------------------------------------------------------------------
     def _decision(self, X) -> np.ndarray:
@@ -272,8 +257,7 @@ class MSVMAv(MarginClassifier):
     def _theorem_terms(self, X) -> dict:
         if self.kernel == "linear":
             Xa = augment(X) if self.fit_intercept else X
-            sq = (np.asarray(Xa.multiply(Xa).sum(axis=1)).ravel() if sparse.issparse(Xa)
-                  else np.einsum("ij,ij->i", Xa, Xa))
+            sq = kernel_diagonal(Xa, kernel="linear", gamma=1.0)  # ||x_i||^2
             return linear_rademacher_terms(np.sqrt(sq), X.shape[0])
         if self.kernel == "precomputed":
             return {}
