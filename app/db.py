@@ -17,7 +17,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -74,12 +74,15 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
 # --- Alembic -----------------------------------------------------------------------------------
 
 
-def alembic_config(url: str) -> Config:
-    """Alembic configuration built in code, so ``msvmav migrate`` works from any directory."""
+def alembic_config(url: str, connection: Connection | None = None) -> Config:
+    """Alembic configuration built in code, so ``msvmav migrate`` works from any directory.
+    With ``connection``, commands run on it (in its transaction) instead of opening their own."""
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     # ConfigParser interpolation: a literal % in a password must be doubled.
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
     return cfg
 
 
@@ -89,9 +92,7 @@ def upgrade_to_head(url: str) -> None:
     try:
         before = current_heads(engine)
         with engine.begin() as conn:
-            cfg = alembic_config(url)
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            command.upgrade(alembic_config(url, conn), "head")
         after = current_heads(engine)
     finally:
         engine.dispose()

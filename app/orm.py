@@ -1,5 +1,6 @@
 """ORM tables. The Alembic revisions in ``migrations/versions`` must produce exactly this schema
-(``tests/app/test_migrations.py`` checks it with ``compare_metadata``).
+(``tests/app/test_migrations.py`` checks it with ``compare_metadata`` and, on SQLite, by
+comparing the CREATE statements, which also covers CHECK constraints and AUTOINCREMENT).
 
 Arrays never live in the metadata rows: they go to ``dataset_arrays`` / ``model_arrays`` as npy
 blobs (see ``app.storage``), so listing datasets or models never reads megabytes.
@@ -108,8 +109,8 @@ class Model(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     # Plain references, no foreign keys: a model outlives its dataset and its job.
-    job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    dataset_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    job_id: Mapped[int | None] = mapped_column(Integer)
+    dataset_id: Mapped[int | None] = mapped_column(Integer)
     algorithm: Mapped[str] = mapped_column(String(64))
     params: Mapped[dict[str, Any]] = mapped_column(JSON)
     scaling: Mapped[str] = mapped_column(String(16))
@@ -122,7 +123,7 @@ class Model(Base):
     summary: Mapped[dict[str, Any]] = mapped_column(JSON)
     n_train: Mapped[int] = mapped_column(Integer)
     n_test: Mapped[int] = mapped_column(Integer, default=0)
-    holdout_accuracy: Mapped[float | None] = mapped_column(Float, nullable=True)
+    holdout_accuracy: Mapped[float | None] = mapped_column(Float)
     fit_seconds: Mapped[float] = mapped_column(Float)
     n_iter: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -144,9 +145,9 @@ class Job(Base):
 
     __tablename__ = "jobs"
     __table_args__ = (
+        # Migration 0001 spells this out; a new status needs a migration.
         CheckConstraint(
-            "status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')",
-            name="status",
+            "status IN (" + ", ".join(f"'{s}'" for s in JOB_STATUSES) + ")", name="status"
         ),
         Index("ix_jobs_status_id", "status", "id"),
         {"sqlite_autoincrement": True},
@@ -157,22 +158,20 @@ class Job(Base):
     status: Mapped[str] = mapped_column(String(16), default="queued")
     params: Mapped[dict[str, Any]] = mapped_column(JSON)
     dataset_id: Mapped[int | None] = mapped_column(
-        ForeignKey("datasets.id", ondelete="SET NULL"), nullable=True, index=True
+        ForeignKey("datasets.id", ondelete="SET NULL"), index=True
     )
-    model_id: Mapped[int | None] = mapped_column(
-        ForeignKey("models.id", ondelete="SET NULL"), nullable=True
-    )
-    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    model_id: Mapped[int | None] = mapped_column(ForeignKey("models.id", ondelete="SET NULL"))
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     message: Mapped[str] = mapped_column(Text, default="")
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
-    worker_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    worker_id: Mapped[str | None] = mapped_column(String(255))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class ExperimentResult(Base):
@@ -182,11 +181,9 @@ class ExperimentResult(Base):
 
     __tablename__ = "experiment_results"
 
-    job_id: Mapped[int] = mapped_column(
-        ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
-    )
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
     position: Mapped[int] = mapped_column(Integer, primary_key=True)
     # A plain reference: the result outlives its dataset.
-    dataset_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    dataset_id: Mapped[int | None] = mapped_column(Integer)
     name: Mapped[str] = mapped_column(String(255))
     result: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -22,13 +22,15 @@ def _url() -> str:
     return Settings().database_url
 
 
-def _configure(connection) -> None:  # noqa: ANN001
+def _run_migrations_on(connection) -> None:  # noqa: ANN001
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
     )
+    with context.begin_transaction():
+        context.run_migrations()
 
 
 def run_migrations_offline() -> None:
@@ -40,16 +42,12 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     connection = config.attributes.get("connection")
     if connection is not None:
-        _configure(connection)
-        with context.begin_transaction():
-            context.run_migrations()
+        _run_migrations_on(connection)
         return
     engine = make_engine(_url())
     try:
         with engine.connect() as conn:
-            _configure(conn)
-            with context.begin_transaction():
-                context.run_migrations()
+            _run_migrations_on(conn)
             conn.commit()
     finally:
         engine.dispose()
