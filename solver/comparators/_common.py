@@ -1,5 +1,6 @@
-"""What the six comparators share: the fitted representation, kernel parameters, and two small
-numerical helpers (an in-place Cholesky solve with a jitter fallback, an int32-index CSR copy).
+"""What the six comparators share: the fitted representation, kernel parameters, the callback's
+stop signal as a bool, and two small numerical helpers (an in-place Cholesky solve with a jitter
+fallback, an int32-index CSR copy).
 
 Every comparator stores its model as one of two expansions, so that prediction and persistence
 are written once and ``to_dict`` only ever holds numpy arrays and JSON:
@@ -21,7 +22,7 @@ from scipy import sparse
 from scipy.linalg import lapack
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._base import MarginClassifier
+from .._base import Callback, FitStopped, MarginClassifier, report, to_dense_rows
 from .._linalg import symmetrize_from_upper
 from ..kernels import KERNELS, kernel_matrix
 
@@ -56,6 +57,15 @@ class ExpansionClassifier(MarginClassifier):
         self.gamma_ = None
         self.n_iter_ = 0
 
+    def _stop_requested(self, callback: Callback | None, info: dict) -> bool:
+        """Report ``info`` to the callback; True, with ``stopped_early_`` set, if it says stop."""
+        try:
+            report(callback, info)
+        except FitStopped:
+            self.stopped_early_ = True
+            return True
+        return False
+
     def _kernel_args(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
                 "coef0": self.coef0}
@@ -70,17 +80,15 @@ class ExpansionClassifier(MarginClassifier):
         if self.kernel == "precomputed":
             self.X_fit_ = None  # columns of the test kernel play the role of the rows
         else:
-            rows = X if support is None else X[support]
-            self.X_fit_ = rows.toarray() if sparse.issparse(rows) else np.array(rows, float)
+            self.X_fit_ = to_dense_rows(X if support is None else X[support])
 
     def _decision(self, X) -> np.ndarray:
         if self.kernel == "linear":
             return np.asarray(X @ self.coef_.T) + self.intercept_
         if self.kernel == "precomputed":
             Kx = X.toarray() if sparse.issparse(X) else X
-            support = getattr(self, "support_", None)
-            if support is not None:
-                Kx = Kx[:, support]
+            if self.support_ is not None:
+                Kx = Kx[:, self.support_]
         else:
             Kx = kernel_matrix(X, self.X_fit_, **self._kernel_args())
         A = self.dual_coef_
@@ -105,9 +113,8 @@ def int32_csr(X):
         return X
     if X.nnz > np.iinfo(np.int32).max:
         raise ValueError("X: more than 2^31 - 1 stored values; LIBLINEAR needs int32 indices")
-    out = sparse.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)),
-                            shape=X.shape)
-    return out
+    return sparse.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)),
+                             shape=X.shape)
 
 
 def cholesky_solve_inplace(H: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, float]:

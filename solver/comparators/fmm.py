@@ -8,7 +8,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from .._base import Callback, FitStopped, report
+from .._base import Callback
 from ..kernels import gram_matrix, resolve_gamma
 from ..msvmav import augment
 from ._common import KERNEL_CONSTRAINTS, ExpansionClassifier, split_linear
@@ -137,9 +137,4 @@ class FMM(ExpansionClassifier):
                   "min_margin": float(np.min(normed)) if normed.size else None,
                   "theta": float(np.mean(normed)) if normed.size else None}
         self.history_.append(record)
-        try:
-            report(callback, record)
-        except FitStopped:
-            self.stopped_early_ = True
-            return True
-        return False
+        return self._stop_requested(callback, record)

@@ -16,7 +16,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._base import Callback, FitStopped, report
-from ..kernels import gram_matrix, resolve_gamma
+from ..kernels import gram_matrix, kernel_diagonal, resolve_gamma
 from ..msvmav import augment
 from ._common import KERNEL_CONSTRAINTS, ExpansionClassifier, split_linear
 
@@ -271,17 +271,12 @@ class _LinearRows:
     def __init__(self, Xa) -> None:
         self.X = Xa
         n, D = Xa.shape
-        if sparse.issparse(Xa):
-            self.sq_norms = np.asarray(Xa.multiply(Xa).sum(axis=1)).ravel()
-            self.dense = n * D * 8 <= DENSE_ROWS_MAX_BYTES
-        else:
-            self.sq_norms = np.einsum("ij,ij->i", Xa, Xa)
-            self.dense = True
+        self.sq_norms = kernel_diagonal(Xa, kernel="linear", gamma=1.0)  # ||x_i||^2
+        self.dense = not sparse.issparse(Xa) or n * D * 8 <= DENSE_ROWS_MAX_BYTES
         if self.dense:
             Xd = Xa.toarray() if sparse.issparse(Xa) else np.ascontiguousarray(Xa)
             self.rows = list(Xd)
         else:
-            Xa = Xa.tocsr()
             ptr = Xa.indptr
             self.idx = [Xa.indices[ptr[i]:ptr[i + 1]] for i in range(n)]
             self.val = [Xa.data[ptr[i]:ptr[i + 1]] for i in range(n)]

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Real
 
-import numpy as np
 from sklearn import svm as sk_svm
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._base import Callback
-from ..kernels import resolve_gamma
-from ._common import KERNEL_CONSTRAINTS, ExpansionClassifier
-from .svm import fit_kernel_libsvm, fit_linear_liblinear
+from ._common import KERNEL_CONSTRAINTS
+from ._library import LIBRARY_CONSTRAINTS, LibraryClassifier
 
 
-class SVR(ExpansionClassifier):
+class SVR(LibraryClassifier):
     """epsilon-SVR regressing the +-1 labels; predict the sign (ties -> classes_[0]).
 
     Linear kernel: scikit-learn ``LinearSVR`` (LIBLINEAR) with ``fit_intercept=True,
@@ -64,11 +61,7 @@ class SVR(ExpansionClassifier):
         "epsilon": [Interval(Real, 0, None, closed="left")],
         **KERNEL_CONSTRAINTS,
         "loss": [StrOptions({"epsilon_insensitive", "squared_epsilon_insensitive"})],
-        "tol": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "dual": ["boolean", StrOptions({"auto"})],
-        "cache_size": [Interval(Real, 0, None, closed="neither")],
-        "random_state": ["random_state"],
+        **LIBRARY_CONSTRAINTS,
     }
 
     def __init__(self, C: float = 1.0, *, epsilon: float = 0.1, kernel: str = "linear",
@@ -89,16 +82,10 @@ class SVR(ExpansionClassifier):
         self.cache_size = cache_size
         self.random_state = random_state
 
-    def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
-        self._reset_fitted()
-        if self.kernel == "linear":
-            fit_linear_liblinear(self, X, Y, callback, self._linear_machine)
-            return
+    def _check_kernel_params(self) -> None:
         if self.loss != "epsilon_insensitive":
             raise ValueError(f"loss: {self.loss!r} is only available with kernel='linear' "
                              "(LIBSVM's epsilon-SVR uses the epsilon-insensitive loss)")
-        self.gamma_ = resolve_gamma(self.gamma, X.shape[1])
-        fit_kernel_libsvm(self, X, Y, callback, self._kernel_machine)
 
     def _linear_machine(self) -> sk_svm.LinearSVR:
         return sk_svm.LinearSVR(

@@ -490,12 +490,17 @@ def test_iterative_callback_can_stop_and_exceptions_propagate(est):
         est.__class__(**est.get_params()).fit(X, y, callback=boom)
 
 
-def test_library_wrappers_report_between_one_vs_rest_machines():
+@pytest.mark.parametrize("est", [e for e in ALL if isinstance(e, SVM | SVR)], ids=ids)
+def test_library_wrappers_report_between_one_vs_rest_machines(est):
     X, y = make_data(n=60, d=4, classes=3, seed=32)
     seen = []
-    est = SVM(random_state=0).fit(X, y, callback=lambda info: seen.append(info) or True)
-    assert est.stopped_early_ and len(seen) == 1 and seen[0]["n_tasks"] == 3
-    assert np.all(est.coef_[1:] == 0)  # the remaining machines were not fitted
+    fitted = est.__class__(**est.get_params()).fit(
+        X, y, callback=lambda info: seen.append(info) or True)
+    assert fitted.stopped_early_ and len(seen) == 1 and seen[0]["n_tasks"] == 3
+    # the remaining machines were not fitted
+    weights = fitted.coef_ if fitted.kernel == "linear" else fitted.dual_coef_.T
+    assert np.all(weights[1:] == 0) and np.all(fitted.intercept_[1:] == 0)
+    assert np.any(weights[0] != 0)
 
 
 def test_degenerate_inputs_raise_clear_errors():

@@ -1,0 +1,91 @@
+"""What SVM and SVR share: one scikit-learn LIBLINEAR (linear kernel) or LIBSVM (other kernels)
+machine per +-1 target column, copied out into the comparators' plain-array expansion."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+from scipy import sparse
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from .._base import Callback
+from ..kernels import resolve_gamma
+from ._common import ExpansionClassifier, int32_csr
+
+LIBRARY_CONSTRAINTS: dict[str, list] = {
+    "tol": [Interval(Real, 0, None, closed="neither")],
+    "max_iter": [Interval(Integral, 1, None, closed="left")],
+    "dual": ["boolean", StrOptions({"auto"})],
+    "cache_size": [Interval(Real, 0, None, closed="neither")],
+    "random_state": ["random_state"],
+}
+
+
+class LibraryClassifier(ExpansionClassifier):
+    """Base of the library wrappers. Subclasses build the unfitted scikit-learn machines in
+    ``_linear_machine()`` and ``_kernel_machine()`` (the latter may use ``gamma_``)."""
+
+    def _linear_machine(self) -> Any:
+        raise NotImplementedError
+
+    def _kernel_machine(self) -> Any:
+        raise NotImplementedError
+
+    def _check_kernel_params(self) -> None:
+        """Reject parameters the kernel machine does not support (called before it is built)."""
+
+    def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
+        self._reset_fitted()
+        if self.kernel == "linear":
+            self._fit_linear(X, Y, callback)
+        else:
+            self._check_kernel_params()
+            self.gamma_ = resolve_gamma(self.gamma, X.shape[1])
+            self._fit_kernel(X, Y, callback)
+
+    def _fitted_machines(self, X, Y: np.ndarray, callback: Callback | None,
+                         make: Callable[[], Any]) -> Iterator[tuple[int, Any]]:
+        """Yield (t, machine fitted on column t), keeping ``n_iter_`` as the max over machines.
+
+        The callback is told after each machine, so that it can cancel between machines (the
+        libraries themselves cannot be interrupted); the remaining columns are then not fitted."""
+        T = Y.shape[1]
+        for t in range(T):
+            machine = make().fit(X, Y[:, t])
+            self.n_iter_ = max(self.n_iter_, int(np.max(machine.n_iter_)))
+            yield t, machine
+            if self._stop_requested(callback, {"iteration": 1, "max_iter": 1, "task": t,
+                                               "n_tasks": T}):
+                return
+
+    def _fit_linear(self, X, Y: np.ndarray, callback: Callback | None) -> None:
+        """One LIBLINEAR machine per target column; copy coef_/intercept_ out of it."""
+        T, d = Y.shape[1], X.shape[1]
+        coef, intercept = np.zeros((T, d)), np.zeros(T)
+        for t, machine in self._fitted_machines(int32_csr(X), Y, callback, self._linear_machine):
+            coef[t] = np.ravel(machine.coef_)
+            intercept[t] = np.ravel(machine.intercept_)[0]
+        self.coef_, self.intercept_ = coef, intercept
+
+    def _fit_kernel(self, X, Y: np.ndarray, callback: Callback | None) -> None:
+        """One LIBSVM machine per target column; store the union of their support vectors.
+
+        scikit-learn's public ``dual_coef_``/``intercept_`` are signed so that a positive value
+        means classes_[1] (= +1 here), which is what f(x) = K(x, SV) @ dual_coef + b must give."""
+        Xk = X.toarray() if self.kernel == "precomputed" and sparse.issparse(X) else X
+        T = Y.shape[1]
+        parts: list[tuple[np.ndarray, np.ndarray]] = []
+        intercept = np.zeros(T)
+        for t, machine in self._fitted_machines(Xk, Y, callback, self._kernel_machine):
+            dual = machine.dual_coef_  # sparse when LIBSVM was given sparse rows
+            parts.append((machine.support_, np.ravel(dual.toarray() if sparse.issparse(dual)
+                                                     else dual)))
+            intercept[t] = np.ravel(machine.intercept_)[0]
+        support = np.unique(np.concatenate([s for s, _ in parts]))
+        A = np.zeros((support.size, T))
+        for t, (s, a) in enumerate(parts):
+            A[np.searchsorted(support, s), t] = a
+        self._set_kernel_model(A, X, intercept, support)
