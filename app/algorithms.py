@@ -55,17 +55,21 @@ def check_value(algorithm: str, name: str, value: Any, loc: Loc) -> None:
         raise invalid(loc, str(exc)) from None
 
 
+def _check_name(algorithm: str, names: set[str], key: str, loc: Loc, reserved_use: str) -> None:
+    """``key`` names a settable parameter of the estimator (not one the request fixes)."""
+    if key in RESERVED:
+        raise invalid(loc, f"{key} is {RESERVED[key]}, {reserved_use}")
+    if key not in names:
+        raise invalid(
+            loc, f"unknown parameter of {algorithm}; its parameters are {tunable_names(algorithm)}"
+        )
+
+
 def check_params(algorithm: str, params: dict[str, Any], loc: Loc) -> dict[str, Any]:
     """Fixed hyper-parameters: every key a parameter of the estimator, every value valid."""
     names = set(param_names(algorithm))
     for key, value in params.items():
-        if key in RESERVED:
-            raise invalid([*loc, key], f"{key} is {RESERVED[key]}, not given here")
-        if key not in names:
-            raise invalid(
-                [*loc, key],
-                f"unknown parameter of {algorithm}; its parameters are {tunable_names(algorithm)}",
-            )
+        _check_name(algorithm, names, key, [*loc, key], "not given here")
         check_value(algorithm, key, value, [*loc, key])
     return dict(params)
 
@@ -77,13 +81,7 @@ def check_grid(algorithm: str, grid: dict[str, Any], loc: Loc) -> dict[str, list
     names = set(param_names(algorithm))
     out: dict[str, list[Any]] = {}
     for key, values in grid.items():
-        if key in RESERVED:
-            raise invalid([*loc, key], f"{key} is {RESERVED[key]}, not searched over")
-        if key not in names:
-            raise invalid(
-                [*loc, key],
-                f"unknown parameter of {algorithm}; its parameters are {tunable_names(algorithm)}",
-            )
+        _check_name(algorithm, names, key, [*loc, key], "not searched over")
         if not isinstance(values, list) or not values:
             raise invalid([*loc, key], "give a non-empty list of values")
         for i, value in enumerate(values):
