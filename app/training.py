@@ -177,9 +177,10 @@ def train(
         est.fit(X_train, y_train, callback=callback)
     fit_seconds = time.perf_counter() - start
 
+    train_margins = est.margins(X_train, y_train)  # (includes the accuracy)
     summary: dict[str, Any] = {
-        "train_margins": jsonable(est.margins(X_train, y_train)),
-        "train_accuracy": float(np.mean(est.predict(X_train) == y_train)),
+        "train_margins": jsonable(train_margins),
+        "train_accuracy": train_margins["accuracy"],
         "history": history_summary(list(getattr(est, "history_", None) or ()), est),
         "scaling": scaling_summary(scaling),
         "search": search_summary,
@@ -190,12 +191,14 @@ def train(
         X_test, y_test = _rows(X, test_idx), y[test_idx]
         if scaling is not None:
             X_test = scaling.transform(X_test)
+        # rows whose label the model never saw have no margin and are always mispredicted
         known = np.isin(y_test, est.classes_)
-        holdout_accuracy = float(np.mean(est.predict(X_test) == y_test))
+        margins = est.margins(X_test[known], y_test[known]) if known.any() else None
+        holdout_accuracy = margins["accuracy"] * known.mean() if margins else 0.0
         summary["holdout"] = {
             "n": int(len(test_idx)),
             "accuracy": holdout_accuracy,
-            "margins": jsonable(est.margins(X_test[known], y_test[known])) if known.any() else None,
+            "margins": jsonable(margins),
         }
     else:
         summary["holdout"] = None

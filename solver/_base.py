@@ -113,17 +113,23 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         D = self._decision(self._validated(X))
         return D[:, 0] if D.shape[1] == 1 else D
 
+    def predicted_index(self, D: np.ndarray) -> np.ndarray:
+        """Indices into ``classes_`` of the labels that decision values D predict: D > 0 means
+        classes_[1] (two classes, so exactly 0 predicts classes_[0]), else the highest score."""
+        D = np.asarray(D)
+        return (D > 0).astype(np.intp) if D.ndim == 1 else np.argmax(D, axis=1)
+
     def predict(self, X) -> np.ndarray:
         """Labels from ``classes_``; a decision value of exactly 0 predicts classes_[0]."""
-        D = self.decision_function(X)
-        if D.ndim == 1:
-            return self.classes_[(D > 0).astype(np.intp)]
-        return self.classes_[np.argmax(D, axis=1)]
+        D = self.decision_function(X)  # (checks the model is fitted first)
+        return self.classes_[self.predicted_index(D)]
 
     def margin_vector(self, X, y) -> np.ndarray:
         """m_i = y_i f(x_i) (binary, y in +-1 by classes_); for k > 2 classes the multi-class
         margin f_{y_i}(x_i) - max_{j != y_i} f_j(x_i)."""
-        D = self.decision_function(X)
+        return self._margins_of(self.decision_function(X), y)
+
+    def _margins_of(self, D: np.ndarray, y) -> np.ndarray:
         y = np.asarray(y)
         if y.shape[0] != D.shape[0]:
             raise ValueError(f"y: has {y.shape[0]} labels for {D.shape[0]} rows")
@@ -143,10 +149,15 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
 
     def margins(self, X, y, **kwargs: Any) -> dict:
         """Margin-distribution statistics (see ``solver.margins.margin_statistics``) of this
-        model on (X, y), plus Theorem 1's data-dependent terms where computable."""
-        stats = margin_statistics(self.margin_vector(X, y), **kwargs)
-        stats["accuracy"] = float(np.mean(self.predict(X) == np.asarray(y)))
-        stats.update(self._theorem_terms(self._validated(X)))
+        model on (X, y), plus its accuracy and Theorem 1's data-dependent terms where
+        computable. The decision function is computed once."""
+        Xv = self._validated(X)
+        D = self._decision(Xv)
+        D = D[:, 0] if D.shape[1] == 1 else D
+        stats = margin_statistics(self._margins_of(D, y), **kwargs)
+        predicted = self.classes_[self.predicted_index(D)]
+        stats["accuracy"] = float(np.mean(predicted == np.asarray(y)))
+        stats.update(self._theorem_terms(Xv))
         return stats
 
     def _theorem_terms(self, X) -> dict:
