@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import sparse, stats
+from scipy import stats
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import ShuffleSplit
 
@@ -46,6 +46,7 @@ from .model_selection import (
     make_estimator,
     n_cells,
 )
+from .scaling import MinMaxScaling
 
 #: the paper's column order and display names (Table 1)
 DISPLAY_NAMES = {"msvmav": "MSVMAv", "svm": "SVM", "svr": "SVR", "lssvm": "LSSVM",
@@ -55,40 +56,6 @@ MARKS = {"win": "●", "loss": "○", "tie": ""}
 CSV_OUTCOMES = {"win": "MSVMAv_significantly_better", "loss": "MSVMAv_significantly_worse",
                 "tie": "tie"}
 SIGNIFICANCE = 0.05
-
-
-# -- scaling ---------------------------------------------------------------------------------------
-def _column_range(X) -> tuple[np.ndarray, np.ndarray]:
-    if sparse.issparse(X):
-        X = sparse.csc_matrix(X)
-        lo = np.asarray(X.min(axis=0).toarray()).ravel()
-        hi = np.asarray(X.max(axis=0).toarray()).ravel()
-    else:
-        lo, hi = X.min(axis=0), X.max(axis=0)
-    return lo.astype(np.float64), hi.astype(np.float64)
-
-
-def minmax_fit(X) -> tuple[np.ndarray, np.ndarray]:
-    """(min, scale) per feature; constant features get scale 1 (they map to 0)."""
-    lo, hi = _column_range(X)
-    rng = hi - lo
-    return lo, np.where(rng > 0, 1.0 / np.where(rng > 0, rng, 1.0), 1.0)
-
-
-def minmax_apply(X, lo: np.ndarray, scale: np.ndarray, *, clip: bool = True):
-    """(X - min) * scale, clipped to [0, 1]. Sparse input stays sparse when every min is 0."""
-    if sparse.issparse(X):
-        if np.all(lo == 0):
-            out = sparse.csr_matrix(X @ sparse.diags(scale), dtype=np.float64)
-            if clip:
-                np.clip(out.data, 0.0, 1.0, out=out.data)
-                out.eliminate_zeros()
-            return out
-        X = X.toarray()
-    out = (np.asarray(X, dtype=np.float64) - lo) * scale
-    if clip:
-        np.clip(out, 0.0, 1.0, out=out)
-    return out
 
 
 # -- results ---------------------------------------------------------------------------------------
@@ -202,8 +169,7 @@ def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str
     total = per_split * splits
     done = 0
     if scaling == "global":
-        g_lo, g_scale = minmax_fit(X)
-        X = minmax_apply(X, g_lo, g_scale, clip=False)
+        X = MinMaxScaling.fit(X).transform(X, clip=False)
     splitter = ShuffleSplit(n_splits=splits, test_size=test_size, random_state=random_state)
     out = {a: {"accuracies": [], "params": [], "cv_scores": [], "seconds": 0.0}
            for a in algorithms}
@@ -211,8 +177,8 @@ def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str
     for r, (tr, te) in enumerate(splitter.split(np.zeros(n))):
         Xtr, Xte = X[tr], X[te]
         if scaling == "train":
-            lo, scale = minmax_fit(Xtr)
-            Xtr, Xte = minmax_apply(Xtr, lo, scale, clip=False), minmax_apply(Xte, lo, scale)
+            scaler = MinMaxScaling.fit(Xtr)
+            Xtr, Xte = scaler.transform(Xtr, clip=False), scaler.transform(Xte)
         for a in algorithms:
             ts = time.perf_counter()
             base = done
@@ -420,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = ["DISPLAY_NAMES", "ExperimentResult", "PAPER_ORDER", "compare", "main",
-           "minmax_apply", "minmax_fit", "run_experiment", "summarize", "to_csv",
+           "run_experiment", "summarize", "to_csv",
            "to_markdown", "win_tie_loss"]
 
 

@@ -15,14 +15,13 @@ from solver.experiments import (
     ExperimentResult,
     compare,
     main,
-    minmax_apply,
-    minmax_fit,
     run_experiment,
     summarize,
     to_csv,
     to_markdown,
     win_tie_loss,
 )
+from solver.scaling import MinMaxScaling
 
 
 def test_compare_significant_win_matches_scipy():
@@ -57,13 +56,14 @@ def test_summarize_uses_ddof_1():
 
 def test_minmax_train_fit_and_clip():
     Xtr = np.array([[0.0, 5.0, 1.0], [2.0, 5.0, 3.0]])
-    lo, scale = minmax_fit(Xtr)
-    out = minmax_apply(np.array([[1.0, 5.0, 4.0], [-1.0, 7.0, 2.0]]), lo, scale)
+    scaling = MinMaxScaling.fit(Xtr)
+    out = scaling.transform(np.array([[1.0, 5.0, 4.0], [-1.0, 7.0, 2.0]]))
     # a constant training feature has scale 1 (as MinMaxScaler): 7 - 5 = 2, clipped to 1
     np.testing.assert_allclose(out, [[0.5, 0.0, 1.0], [0.0, 1.0, 0.5]])
+    unclipped = scaling.transform(np.array([[4.0, 5.0, 0.0]]), clip=False)
+    np.testing.assert_allclose(unclipped, [[2.0, 0.0, -0.5]])
     S = sparse.csr_matrix([[0.0, 2.0], [4.0, 0.0]])
-    lo, scale = minmax_fit(S)
-    res = minmax_apply(sparse.csr_matrix([[8.0, 1.0]]), lo, scale)
+    res = MinMaxScaling.fit(S).transform(sparse.csr_matrix([[8.0, 1.0]]))
     assert sparse.issparse(res)
     np.testing.assert_allclose(res.toarray(), [[1.0, 0.5]])
 
