@@ -147,13 +147,17 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         other[np.arange(D.shape[0]), idx] = -np.inf
         return own - other.max(axis=1)
 
-    def margins(self, X, y, **kwargs: Any) -> dict:
+    def margins(self, X, y, *, decision: np.ndarray | None = None, **kwargs: Any) -> dict:
         """Margin-distribution statistics (see ``solver.margins.margin_statistics``) of this
         model on (X, y), plus its accuracy and Theorem 1's data-dependent terms where
-        computable. The decision function is computed once."""
+        computable. The decision function is computed once, or not at all when the caller
+        passes ``decision_function(X)`` as ``decision``."""
         Xv = self._validated(X)
-        D = self._decision(Xv)
-        D = D[:, 0] if D.shape[1] == 1 else D
+        if decision is None:
+            D = self._decision(Xv)
+            D = D[:, 0] if D.shape[1] == 1 else D
+        else:
+            D = np.asarray(decision, dtype=np.float64)
         stats = margin_statistics(self._margins_of(D, y), **kwargs)
         predicted = self.classes_[self.predicted_index(D)]
         stats["accuracy"] = float(np.mean(predicted == np.asarray(y)))

@@ -64,3 +64,9 @@ def test_estimator_margins_and_theorem_terms():
     assert stats["rademacher_bound"] == pytest.approx(radius / np.sqrt(120))
     k = MSVMAv(kernel="rbf", max_iter=5).fit(X, y).margins(X, y)
     assert k["rademacher_bound"] == pytest.approx(2 / 120 * np.sqrt(120))  # K_ii = 1 for RBF
+    # decision values the caller already has give the same statistics
+    again = m.margins(X, y, decision=f)
+    assert set(again) == set(stats)
+    for key in ("mean", "semivariance", "sv_ratio", "std", "min", "max", "accuracy", "radius"):
+        assert again[key] == pytest.approx(stats[key]), key
+    assert again["quantiles"] == pytest.approx(stats["quantiles"])
