@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Annotated, Any, Generic, TypeVar
+from collections.abc import Callable
+from typing import Annotated, Any, Generic, Self, TypeVar
 
 from fastapi import Depends, Query
 from pydantic import BaseModel, Field
@@ -63,6 +64,12 @@ class Page(BaseModel, Generic[T]):
     next_cursor: str | None = Field(
         description="Pass as `cursor` to get the next page; null on the last page"
     )
+
+    @classmethod
+    def of(cls, rows_and_cursor: tuple[list, str | None], item: Callable[[Any], T]) -> Self:
+        """The page of ``paginate``'s rows, each turned into an item by ``item``."""
+        rows, next_cursor = rows_and_cursor
+        return cls(items=[item(r) for r in rows], next_cursor=next_cursor)
 
 
 def paginate(

@@ -50,7 +50,11 @@ class Problem(Exception):  # noqa: N818 - it is the answer, not only an error
         self.extra = extra
 
 
-def not_found(kind: str, id: object) -> Problem:
+def not_found(kind: str, id: object, loc: list[str | int] | None = None) -> Problem:
+    """404 for an id in the path; with ``loc`` (an id given in the body or query), a 422
+    naming that field."""
+    if loc is not None:
+        return invalid(loc, f"{kind} {id} not found")
     return Problem(404, f"{kind} {id} not found", type=TYPE_BASE + "not-found", title="Not Found")
 
 

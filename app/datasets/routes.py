@@ -103,7 +103,7 @@ def create_dataset(
     options = service.UploadOptions(
         name=name,
         format=format or None,
-        label=label.strip() if label and label.strip() else None,
+        label=(label or "").strip() or None,
         drop=_drop(drop),
         missing=missing,
         n_features=n_features,
@@ -125,10 +125,7 @@ def create_dataset(
     responses=problem_responses(422),
 )
 def list_datasets(session: SessionDep, page: PageDep) -> DatasetPage:
-    rows, next_cursor = service.list_page(session, page)
-    return DatasetPage(
-        items=[DatasetSummary.model_validate(r) for r in rows], next_cursor=next_cursor
-    )
+    return DatasetPage.of(service.list_page(session, page), DatasetSummary.model_validate)
 
 
 @router.get(

@@ -37,10 +37,11 @@ def get(session: Session, dataset_id: int) -> Dataset | None:
     return session.get(Dataset, dataset_id)
 
 
-def get_or_raise(session: Session, dataset_id: int) -> Dataset:
+def get_or_raise(session: Session, dataset_id: int, loc: list[str | int] | None = None) -> Dataset:
+    """The dataset; 404, or 422 naming ``loc`` when the id came in the body or query."""
     dataset = get(session, dataset_id)
     if dataset is None:
-        raise not_found("dataset", dataset_id)
+        raise not_found("dataset", dataset_id, loc)
     return dataset
 
 

@@ -15,7 +15,7 @@ from app.experiments.schemas import (
     ExperimentRequest,
 )
 from app.pagination import PageDep
-from app.plotting import IMAGE_TYPES, image_response_doc
+from app.plotting import IMAGE_TYPES, add_image_routes
 from app.problems import problem_responses
 
 router = APIRouter(prefix="/experiments", tags=["experiments"])
@@ -86,8 +86,7 @@ def create_experiment(
     responses=problem_responses(422),
 )
 def list_experiments(session: SessionDep, page: PageDep) -> ExperimentPage:
-    rows, next_cursor = service.list_page(session, page)
-    return ExperimentPage(items=[service.summary_out(r) for r in rows], next_cursor=next_cursor)
+    return ExperimentPage.of(service.list_page(session, page), service.summary_out)
 
 
 @router.get(
@@ -162,19 +161,18 @@ def _experiment_margins_image(fmt: str):
         data = service.margins_plot(session, experiment_id, dataset_id, fmt)
         return Response(data, media_type=IMAGE_TYPES[fmt])
 
-    handler.__name__ = f"get_experiment_margins_{fmt}"  # the operation id
     return handler
 
 
-for _fmt in IMAGE_TYPES:
-    router.get(
-        f"/{{experiment_id}}/margins.{_fmt}",
-        summary=f"Margin distributions of an experiment's models ({_fmt.upper()})",
-        description=(
-            "The paper's Figure 1: the cumulative distribution of the normalised margins "
-            "y·f(x) / max|y·f(x)| of every algorithm's model on the test part of the first "
-            "split."
-        ),
-        response_class=Response,
-        responses={200: image_response_doc(_fmt), **problem_responses(404, 409, 422)},
-    )(_experiment_margins_image(_fmt))
+add_image_routes(
+    router,
+    "/{experiment_id}/margins",
+    _experiment_margins_image,
+    name="get_experiment_margins",
+    summary="Margin distributions of an experiment's models",
+    description=(
+        "The paper's Figure 1: the cumulative distribution of the normalised margins "
+        "y·f(x) / max|y·f(x)| of every algorithm's model on the test part of the first split."
+    ),
+    errors=(404, 409, 422),
+)

@@ -38,9 +38,7 @@ def submit(session: Session, request: ExperimentRequest) -> Job:
     _unique(request.algorithms, "algorithms")
     for i, dataset_id in enumerate(request.dataset_ids):
         loc: list[str | int] = ["body", "dataset_ids", i]
-        dataset = datasets.get(session, dataset_id)
-        if dataset is None:
-            raise invalid(loc, f"dataset {dataset_id} not found")
+        dataset = datasets.get_or_raise(session, dataset_id, loc)
         if len(dataset.classes) < 2:
             raise invalid(loc, f"dataset {dataset_id} has fewer than two classes")
         n_train, n_test = holdout_sizes(dataset.n_rows, request.test_size)
@@ -141,8 +139,10 @@ def detail_out(session: Session, job: Job) -> ExperimentOut:
     )
 
 
-def finished_results(session: Session, experiment_id: int) -> list[ExperimentResult]:
-    """The per-data-set results; 409 unless the experiment succeeded."""
+def finished_results(
+    session: Session, experiment_id: int
+) -> tuple[Job, list[ExperimentResult]]:
+    """The experiment and its per-data-set results; 409 unless it succeeded."""
     job = get_or_raise(session, experiment_id)
     if job.status != "succeeded":
         why = f": {job.error}" if job.error else ""
@@ -150,22 +150,21 @@ def finished_results(session: Session, experiment_id: int) -> list[ExperimentRes
             f"experiment {experiment_id} is {job.status}{why}; tables and plots exist once it "
             "has succeeded"
         )
-    return results(session, job)
+    return job, results(session, job)
 
 
 def table(session: Session, experiment_id: int, fmt: str) -> str:
     from solver.experiments import to_csv, to_markdown
 
-    rows = finished_results(session, experiment_id)
+    job, rows = finished_results(session, experiment_id)
     by_name = {r.name: r.result for r in rows}
-    algos = get_or_raise(session, experiment_id).params.get("algorithms")
-    return (to_markdown if fmt == "markdown" else to_csv)(by_name, algos)
+    return (to_markdown if fmt == "markdown" else to_csv)(by_name, job.params.get("algorithms"))
 
 
 def margins_plot(session: Session, experiment_id: int, dataset_id: int | None, fmt: str) -> bytes:
     from solver.experiments import ExperimentResult as SolverResult
 
-    rows = finished_results(session, experiment_id)
+    _, rows = finished_results(session, experiment_id)
     if dataset_id is None:
         row = rows[0]
     else:

@@ -106,8 +106,7 @@ def list_jobs(
     page: PageDep,
     status: Annotated[JobStatus | None, Query(description="Only jobs in this status")] = None,
 ) -> JobPage:
-    rows, next_cursor = service.list_page(session, page, status)
-    return JobPage(items=[JobOut.model_validate(r) for r in rows], next_cursor=next_cursor)
+    return JobPage.of(service.list_page(session, page, status), JobOut.model_validate)
 
 
 @router.get(

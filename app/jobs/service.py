@@ -34,9 +34,7 @@ def list_page(
 
 def submit_train(session: Session, request: TrainRequest) -> Job:
     """Queue a training job after checking what can be checked without fitting."""
-    dataset = datasets.get(session, request.dataset_id)
-    if dataset is None:
-        raise invalid(["body", "dataset_id"], f"dataset {request.dataset_id} not found")
+    dataset = datasets.get_or_raise(session, request.dataset_id, ["body", "dataset_id"])
     if len(dataset.classes) < 2:
         raise invalid(
             ["body", "dataset_id"],

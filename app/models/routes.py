@@ -10,11 +10,16 @@ from app.deps import SessionDep
 from app.models import service
 from app.models.schemas import MarginsOut, ModelDetail, ModelPage, ModelSummary
 from app.pagination import PageDep
-from app.plotting import IMAGE_TYPES, image_response_doc
+from app.plotting import IMAGE_TYPES, add_image_routes
 from app.predict import service as predict
 from app.problems import problem_responses
 
 router = APIRouter(prefix="/models", tags=["models"])
+
+_DatasetIdQuery = Annotated[
+    int | None, Query(description="Compute on this dataset instead", examples=[1])
+]
+_Split = Literal["train", "holdout"]
 
 
 @router.get(
@@ -25,8 +30,7 @@ router = APIRouter(prefix="/models", tags=["models"])
     responses=problem_responses(422),
 )
 def list_models(session: SessionDep, page: PageDep) -> ModelPage:
-    rows, next_cursor = service.list_page(session, page)
-    return ModelPage(items=[ModelSummary.model_validate(r) for r in rows], next_cursor=next_cursor)
+    return ModelPage.of(service.list_page(session, page), ModelSummary.model_validate)
 
 
 @router.get(
@@ -65,46 +69,35 @@ def delete_model(session: SessionDep, model_id: int) -> Response:
 def get_model_margins(
     session: SessionDep,
     model_id: int,
-    dataset_id: Annotated[
-        int | None, Query(description="Compute on this dataset instead", examples=[1])
-    ] = None,
-    split: Annotated[
-        Literal["train", "holdout"], Query(description="Stored statistics to return")
-    ] = "train",
+    dataset_id: _DatasetIdQuery = None,
+    split: Annotated[_Split, Query(description="Stored statistics to return")] = "train",
 ) -> MarginsOut:
     return predict.model_margins(session, model_id=model_id, dataset_id=dataset_id, split=split)
-
-
-_MARGINS_PLOT_DESCRIPTION = (
-    "The cumulative distribution of the model's margins y·f(x), divided by their largest "
-    "|y·f(x)| (the paper's Figure 1 for one model). Same choice of rows as `/margins`: the "
-    "training part (default), `split=holdout`, or every row of `dataset_id`."
-)
 
 
 def _model_margins_image(fmt: str):
     def handler(
         session: SessionDep,
         model_id: int,
-        dataset_id: Annotated[
-            int | None, Query(description="Compute on this dataset instead", examples=[1])
-        ] = None,
-        split: Annotated[
-            Literal["train", "holdout"], Query(description="Stored margins to plot")
-        ] = "train",
+        dataset_id: _DatasetIdQuery = None,
+        split: Annotated[_Split, Query(description="Stored margins to plot")] = "train",
     ) -> Response:
         data = predict.model_margins_plot(session, model_id, dataset_id, split, fmt)
         return Response(data, media_type=IMAGE_TYPES[fmt])
 
-    handler.__name__ = f"get_model_margins_{fmt}"  # the operation id
     return handler
 
 
-for _fmt in IMAGE_TYPES:
-    router.get(
-        f"/{{model_id}}/margins.{_fmt}",
-        summary=f"Margin distribution of a model ({_fmt.upper()})",
-        description=_MARGINS_PLOT_DESCRIPTION,
-        response_class=Response,
-        responses={200: image_response_doc(_fmt), **problem_responses(404, 422)},
-    )(_model_margins_image(_fmt))
+add_image_routes(
+    router,
+    "/{model_id}/margins",
+    _model_margins_image,
+    name="get_model_margins",
+    summary="Margin distribution of a model",
+    description=(
+        "The cumulative distribution of the model's margins y·f(x), divided by their largest "
+        "|y·f(x)| (the paper's Figure 1 for one model). Same choice of rows as `/margins`: the "
+        "training part (default), `split=holdout`, or every row of `dataset_id`."
+    ),
+    errors=(404, 422),
+)

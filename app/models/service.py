@@ -34,10 +34,15 @@ class LoadedModel:
         return self.scaling.transform(X) if self.scaling is not None else X
 
 
-def get_or_raise(session: Session, model_id: int) -> Model:
-    model = session.get(Model, model_id)
+def get(session: Session, model_id: int) -> Model | None:
+    return session.get(Model, model_id)
+
+
+def get_or_raise(session: Session, model_id: int, loc: list[str | int] | None = None) -> Model:
+    """The model; 404, or 422 naming ``loc`` when the id came in the body or query."""
+    model = get(session, model_id)
     if model is None:
-        raise not_found("model", model_id)
+        raise not_found("model", model_id, loc)
     return model
 
 

@@ -78,6 +78,6 @@ def predict_file(
         model_id=model_id,
         content=file.file.read(),
         filename=file.filename or "",
-        label=label.strip() if label and label.strip() else None,
+        label=(label or "").strip() or None,
         settings=settings,
     )

@@ -17,14 +17,7 @@ from app.models.schemas import MarginsOut
 from app.orm import Model
 from app.plotting import render_margin_cdf
 from app.predict.schemas import Prediction, PredictResponse
-from app.problems import ingest_problem, invalid, not_found, too_large
-
-
-def _model_or_422(session: Session, model_id: int, loc: list[str | int]) -> Model:
-    model = session.get(Model, model_id)
-    if model is None:
-        raise invalid(loc, f"model {model_id} not found")
-    return model
+from app.problems import ingest_problem, invalid, too_large
 
 
 def _check_count(n: int, settings: Settings, loc: list[str | int]) -> None:
@@ -74,24 +67,34 @@ def match_labels(classes: np.ndarray, labels: list[Any], loc: list[str | int]) -
     return out
 
 
+def _load(session: Session, model: Model) -> models.LoadedModel:
+    """The estimator and scaling; ends the read-only transaction (on SQLite, a lock) before
+    the caller computes."""
+    loaded = models.load(session, model)
+    session.commit()
+    return loaded
+
+
 def _respond(
     loaded: models.LoadedModel, X: Any, labels: list[Any] | None, labels_loc: list[str | int]
 ) -> PredictResponse:
     est = loaded.estimator
     Xs = loaded.transform(X)
     scores = np.asarray(est.decision_function(Xs), dtype=np.float64)
-    predicted = est.predict(Xs)
     classes = est.classes_
+    # Labels from these scores: est.predict(Xs) would compute the decision function (for
+    # kernel models, the costly part) a second time.
+    idx = est.predicted_index(scores)
+    predicted = classes[idx]
     if scores.ndim == 1:
         predictions = [
             Prediction(label=jsonable(p), decision_value=float(s))
             for p, s in zip(predicted.tolist(), scores.tolist(), strict=True)
         ]
     else:
-        col = {c: j for j, c in enumerate(classes.tolist())}
         predictions = [
-            Prediction(label=jsonable(p), decision_value=float(row[col[p]]), decision_values=row)
-            for p, row in zip(predicted.tolist(), scores.tolist(), strict=True)
+            Prediction(label=jsonable(p), decision_value=float(row[j]), decision_values=row)
+            for p, j, row in zip(predicted.tolist(), idx.tolist(), scores.tolist(), strict=True)
         ]
     response = PredictResponse(
         model_id=loaded.row.id,
@@ -106,7 +109,7 @@ def _respond(
             )
         y_true = classes[match_labels(classes, labels, labels_loc)]
         response.accuracy = float(np.mean(predicted == y_true))
-        response.margins = jsonable(est.margins(Xs, y_true))
+        response.margins = jsonable(est.margins(Xs, y_true, decision=scores))
     return response
 
 
@@ -119,7 +122,7 @@ def predict_rows(
     settings: Settings,
 ) -> PredictResponse:
     _check_count(len(instances), settings, ["body", "instances"])
-    model = _model_or_422(session, model_id, ["body", "model_id"])
+    model = models.get_or_raise(session, model_id, ["body", "model_id"])
     try:
         X = encode_rows(model.encoding, instances)
     except IngestError as exc:
@@ -128,9 +131,7 @@ def predict_rows(
             loc.append(exc.row)
         raise ingest_problem(exc, loc) from exc
     _check_matrix(X, model, ["body", "instances"])
-    loaded = models.load(session, model)
-    session.commit()  # read-only: end the transaction (on SQLite, a lock) before computing
-    return _respond(loaded, X, labels, ["body", "labels"])
+    return _respond(_load(session, model), X, labels, ["body", "labels"])
 
 
 def predict_file(
@@ -146,7 +147,7 @@ def predict_file(
         raise too_large(
             f"file is {len(content)} bytes; the limit is {settings.max_upload_bytes}", field="file"
         )
-    model = _model_or_422(session, model_id, ["body", "model_id"])
+    model = models.get_or_raise(session, model_id, ["body", "model_id"])
     if not content.strip():
         raise invalid(["body", "file"], "the uploaded file is empty")
     try:
@@ -159,21 +160,22 @@ def predict_file(
         raise invalid(["body", "file"], "the file holds no data rows")
     _check_matrix(X, model, ["body", "file"])
     labels = None if y is None else list(np.asarray(y).tolist())
-    loaded = models.load(session, model)
-    session.commit()  # read-only: end the transaction (on SQLite, a lock) before computing
-    return _respond(loaded, X, labels, ["body", "label"])
+    return _respond(_load(session, model), X, labels, ["body", "label"])
 
 
 def model_margins(
     session: Session, *, model_id: int, dataset_id: int | None, split: str
 ) -> MarginsOut:
     """Stored training/hold-out statistics, or fresh ones on a whole stored dataset."""
-    model = models.get_or_raise(session, model_id)
+    return _margins(session, models.get_or_raise(session, model_id), dataset_id, split)
+
+
+def _margins(session: Session, model: Model, dataset_id: int | None, split: str) -> MarginsOut:
     if dataset_id is None:
         if split == "holdout":
             holdout = (model.summary or {}).get("holdout")
             if not holdout or not holdout.get("margins"):
-                raise invalid(["query", "split"], f"model {model_id} was trained without hold-out")
+                raise invalid(["query", "split"], f"model {model.id} was trained without hold-out")
             stats = holdout["margins"]
         else:
             stats = (model.summary or {}).get("train_margins") or {}
@@ -184,9 +186,7 @@ def model_margins(
             n=int(stats.get("n", 0) or 0),
             statistics=stats,
         )
-    dataset = datasets.get(session, dataset_id)
-    if dataset is None:
-        raise not_found("dataset", dataset_id)
+    dataset = datasets.get_or_raise(session, dataset_id, ["query", "dataset_id"])
     if dataset.n_features != model.n_features or (
         list(dataset.feature_names) != list(model.feature_names)
     ):
@@ -196,8 +196,7 @@ def model_margins(
             f"model's {model.n_features}",
         )
     X, y = datasets.load_arrays(session, dataset)
-    loaded = models.load(session, model)
-    session.commit()  # read-only: end the transaction (on SQLite, a lock) before computing
+    loaded = _load(session, model)
     classes = loaded.estimator.classes_
     y_true = classes[match_labels(classes, y.tolist(), ["query", "dataset_id"])]
     stats = jsonable(loaded.estimator.margins(loaded.transform(X), y_true))
@@ -212,11 +211,11 @@ def model_margins_plot(
     """The model's margin CDF as PNG/SVG bytes (same rows as ``model_margins``)."""
     from solver.experiments import DISPLAY_NAMES
 
-    out = model_margins(session, model_id=model_id, dataset_id=dataset_id, split=split)
+    model = models.get_or_raise(session, model_id)
+    out = _margins(session, model, dataset_id, split)
     cdf = out.statistics.get("cdf")
     if not cdf:
         raise invalid(["query", "split"], f"model {model_id} has no stored margins")
-    algorithm = models.get_or_raise(session, model_id).algorithm
     session.commit()  # read-only: end the transaction before rendering
     where = {
         "training": "training part",
@@ -224,7 +223,7 @@ def model_margins_plot(
         "dataset": f"dataset {dataset_id}",
     }[out.source]
     return render_margin_cdf(
-        {f"{DISPLAY_NAMES.get(algorithm, algorithm)} (n={out.n})": cdf},
+        {f"{DISPLAY_NAMES.get(model.algorithm, model.algorithm)} (n={out.n})": cdf},
         title=f"model {model_id}: cumulative margin distribution ({where})",
         fmt=fmt,
     )

@@ -1,18 +1,23 @@
 """Helpers shared by the service tests: small data made in the test, upload/train shortcuts,
-problem+json assertions."""
+a job run in a thread, problem+json and image assertions."""
 
 from __future__ import annotations
 
 import io
+import threading
+import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
-from app.worker import Worker
+from app.worker import Worker, claim_next_job, run_job
 
 SHARED_DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
 
@@ -41,6 +46,37 @@ def run_jobs(worker: Worker) -> list[str]:
     while (status := worker.run_once()) is not None:
         statuses.append(status)
     return statuses
+
+
+@contextmanager
+def running_job(engine: Engine, worker: Worker) -> Iterator[tuple[int, list[str]]]:
+    """Claim the next queued job and run it in a thread, as a worker process would.
+
+    Yields the job id and a list that holds the job's final status once the block has ended
+    (the thread is joined there, and must have finished within 60 s)."""
+    job_id = claim_next_job(engine, worker.worker_id)
+    assert job_id is not None, "no queued job"
+    statuses: list[str] = []
+    t = threading.Thread(
+        target=lambda: statuses.append(run_job(engine, job_id, worker.worker_id, worker.settings))
+    )
+    t.start()
+    try:
+        yield job_id, statuses
+    finally:
+        t.join(timeout=60)
+    assert not t.is_alive(), f"job {job_id} still running 60 s after the block"
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02) -> Any:
+    """Poll ``predicate`` until it returns a true value (returned); fail after ``timeout`` s."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("timed out")
 
 
 def blobs(n: int = 80, d: int = 3, seed: int = 0, classes=("neg", "pos"), shift: float = 5.0):
@@ -86,6 +122,18 @@ def trained_model(
     assert run_jobs(worker) == ["succeeded"], client.get(f"/jobs/{job['id']}").json()
     job = client.get(f"/jobs/{job['id']}").json()
     return client.get(f"/models/{job['model_id']}").json()
+
+
+def assert_png(r) -> bytes:
+    assert r.status_code == 200 and r.headers["content-type"] == "image/png", r.text
+    assert r.content.startswith(b"\x89PNG")
+    return r.content
+
+
+def assert_svg(r) -> str:
+    assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml"), r.text
+    assert r.text.lstrip().startswith(("<?xml", "<svg"))
+    return r.text
 
 
 def assert_problem(r, status: int, field: str | None = None) -> dict:

@@ -3,7 +3,6 @@ searches (the CV table on the model, progress over grid cells, cancel mid-search
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -11,9 +10,20 @@ import pytest
 from sqlalchemy import select
 
 from app.orm import Job, Model
-from app.worker import ProgressReporter, claim_next_job, run_job
+from app.worker import ProgressReporter
 from solver import ALGORITHMS
-from tests.app.support import assert_problem, blobs, run_jobs, submit, to_csv, upload
+from tests.app.support import (
+    assert_png,
+    assert_problem,
+    assert_svg,
+    blobs,
+    run_jobs,
+    running_job,
+    submit,
+    to_csv,
+    upload,
+    wait_for,
+)
 
 ALL = list(ALGORITHMS)
 
@@ -186,36 +196,18 @@ def test_rbf_quick_search_adds_the_gamma_grid(client, worker):
     assert model["params"]["gamma"] == model["search"]["best_params"]["gamma"]
 
 
-def _wait_for(predicate, timeout: float = 30.0, interval: float = 0.02):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("timed out")
-
-
 def test_cancel_during_a_search_stops_it(client, worker, engine):
     X, y = blobs(n=400, d=10, seed=5, shift=0.5)
     ds = upload(client, to_csv(X, y))
     # 200 configurations × 5 folds of a plain search (about 5 s), a callback every 50 cells
     grid = {"C": [2.0**k for k in np.linspace(-6, 6, 200).tolist()]}
     job = submit(client, ds["id"], algorithm="svr", search={"grid": grid, "cv": 5})
-    job_id = claim_next_job(engine, worker.worker_id)
-    statuses: list[str] = []
-    t = threading.Thread(
-        target=lambda: statuses.append(run_job(engine, job_id, worker.worker_id, worker.settings))
-    )
-    t.start()
-    try:
-        _wait_for(lambda: client.get(f"/jobs/{job_id}").json()["message"].startswith("CV cell"))
-        r = client.post(f"/jobs/{job['id']}/cancel")
+    with running_job(engine, worker) as (job_id, statuses):
+        assert job_id == job["id"]
+        wait_for(lambda: client.get(f"/jobs/{job_id}").json()["message"].startswith("CV cell"))
+        r = client.post(f"/jobs/{job_id}/cancel")
         assert r.status_code in (200, 202), r.text
         asked = time.monotonic()
-    finally:
-        t.join(timeout=60)
-    assert not t.is_alive()
     assert time.monotonic() - asked < 10
     assert statuses == ["cancelled"]
     final = client.get(f"/jobs/{job_id}").json()
@@ -231,17 +223,10 @@ def test_cancel_inside_the_first_fold_of_a_linear_msvmav_search(client, worker, 
     X, y = blobs(n=3000, d=30, seed=6, shift=0.3)
     ds = upload(client, to_csv(X, y))
     job = submit(client, ds["id"], search={"grid": "paper", "cv": 5})
-    job_id = claim_next_job(engine, worker.worker_id)
-    statuses: list[str] = []
-    t = threading.Thread(
-        target=lambda: statuses.append(run_job(engine, job_id, worker.worker_id, worker.settings))
-    )
-    t.start()
-    try:
-        _wait_for(lambda: client.get(f"/jobs/{job_id}").json()["message"] == "CV cell 0/605")
-        assert client.post(f"/jobs/{job['id']}/cancel").status_code in (200, 202)
-    finally:
-        t.join(timeout=60)
+    with running_job(engine, worker) as (job_id, statuses):
+        assert job_id == job["id"]
+        wait_for(lambda: client.get(f"/jobs/{job_id}").json()["message"] == "CV cell 0/605")
+        assert client.post(f"/jobs/{job_id}/cancel").status_code in (200, 202)
     assert statuses == ["cancelled"]
     final = client.get(f"/jobs/{job_id}").json()
     # no cell finished: a fold's 121 cells would have been progress 121/606
@@ -253,16 +238,12 @@ def test_model_margins_png_and_svg(client, worker):
     job = submit(client, ds["id"], algorithm="odm", test_fraction=0.25)
     run_jobs(worker)
     model = _model_of(client, job)
-    r = client.get(f"/models/{model['id']}/margins.png")
-    assert r.status_code == 200 and r.headers["content-type"] == "image/png"
-    assert r.content.startswith(b"\x89PNG")
-    r = client.get(f"/models/{model['id']}/margins.svg?split=holdout")
-    assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml")
-    assert r.text.lstrip().startswith(("<?xml", "<svg"))
-    assert "hold-out part" in r.text and "ODM (n=20)" in r.text  # title and legend
+    assert_png(client.get(f"/models/{model['id']}/margins.png"))
+    svg = assert_svg(client.get(f"/models/{model['id']}/margins.svg?split=holdout"))
+    assert "hold-out part" in svg and "ODM (n=20)" in svg  # title and legend
     other = _dataset(client, n=30)
-    r = client.get(f"/models/{model['id']}/margins.svg?dataset_id={other['id']}")
-    assert r.status_code == 200 and "ODM (n=30)" in r.text
+    svg = assert_svg(client.get(f"/models/{model['id']}/margins.svg?dataset_id={other['id']}"))
+    assert "ODM (n=30)" in svg
     assert_problem(client.get("/models/999999/margins.png"), 404)
     assert_problem(client.get(f"/models/{model['id']}/margins.png?split=test"), 422, "split")
 

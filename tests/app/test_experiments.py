@@ -12,7 +12,16 @@ import sys
 import pytest
 
 from app.cli import main as cli_main
-from tests.app.support import assert_problem, blobs, run_jobs, submit, to_csv, upload
+from tests.app.support import (
+    assert_png,
+    assert_problem,
+    assert_svg,
+    blobs,
+    run_jobs,
+    submit,
+    to_csv,
+    upload,
+)
 
 ALGOS = ["msvmav", "svm", "lssvm", "mamc"]
 SMALL = {
@@ -103,13 +112,9 @@ def test_experiment_end_to_end(client, worker):
     )
 
     # Figure 1: PNG of the first data set, SVG of the second.
-    r = client.get(f"/experiments/{eid}/margins.png")
-    assert r.status_code == 200 and r.headers["content-type"] == "image/png"
-    assert r.content.startswith(b"\x89PNG")
-    r = client.get(f"/experiments/{eid}/margins.svg?dataset_id={b['id']}")
-    assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml")
-    assert r.text.lstrip().startswith(("<?xml", "<svg"))
-    assert "hard.csv" in r.text and "LSSVM" in r.text
+    assert_png(client.get(f"/experiments/{eid}/margins.png"))
+    svg = assert_svg(client.get(f"/experiments/{eid}/margins.svg?dataset_id={b['id']}"))
+    assert "hard.csv" in svg and "LSSVM" in svg
     assert_problem(client.get(f"/experiments/{eid}/margins.png?dataset_id=999"), 422, "dataset_id")
 
     listed = client.get("/experiments").json()["items"]

@@ -11,7 +11,7 @@ from sqlalchemy import select, update
 
 from app.orm import Job, Model, utcnow
 from app.worker import ProgressReporter, claim_next_job, reap_stale_jobs, run_job
-from tests.app.support import blobs, run_jobs, submit, to_csv, upload
+from tests.app.support import blobs, run_jobs, running_job, submit, to_csv, upload, wait_for
 
 
 def test_train_answers_202_with_location_and_queued_job(client):
@@ -161,35 +161,17 @@ def _long_fit_dataset(client) -> dict:
     return upload(client, to_csv(X, y))
 
 
-def _wait_for(predicate, timeout: float = 30.0, interval: float = 0.02):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("timed out")
-
-
 def test_cancel_running_fit_stops_it_and_ends_cancelled(client, worker, engine):
     ds = _long_fit_dataset(client)
     job = submit(client, ds["id"], max_iter=1_000_000, tol=0)
-    job_id = claim_next_job(engine, worker.worker_id)
-    statuses: list[str] = []
-    t = threading.Thread(
-        target=lambda: statuses.append(run_job(engine, job_id, worker.worker_id, worker.settings))
-    )
-    t.start()
-    try:
-        _wait_for(lambda: client.get(f"/jobs/{job_id}").json()["progress"] > 0)
+    with running_job(engine, worker) as (job_id, statuses):
+        assert job_id == job["id"]
+        wait_for(lambda: client.get(f"/jobs/{job_id}").json()["progress"] > 0)
         assert client.get(f"/jobs/{job_id}").json()["status"] == "running"
-        r = client.post(f"/jobs/{job['id']}/cancel")
+        r = client.post(f"/jobs/{job_id}/cancel")
         assert r.status_code == 202
         assert r.json()["cancel_requested"] is True
         asked = time.monotonic()
-    finally:
-        t.join(timeout=60)
-    assert not t.is_alive()
     assert time.monotonic() - asked < 10
     assert statuses == ["cancelled"]
     final = client.get(f"/jobs/{job_id}").json()

@@ -8,7 +8,15 @@ from sqlalchemy import select
 
 from app.models import service as models_service
 from app.orm import Model
-from tests.app.support import blobs, run_jobs, submit, to_csv, trained_model, upload
+from tests.app.support import (
+    assert_problem,
+    blobs,
+    run_jobs,
+    submit,
+    to_csv,
+    trained_model,
+    upload,
+)
 
 
 def test_model_detail_has_weights_with_feature_names_and_margins(client, worker):
@@ -205,6 +213,15 @@ def test_margins_on_an_incompatible_dataset_is_422(client, worker):
     r = client.get(f"/models/{model['id']}/margins", params={"dataset_id": other["id"]})
     assert r.status_code == 422
     assert r.json()["errors"][0]["field"] == "dataset_id"
+
+
+def test_margins_on_an_unknown_dataset_is_422_naming_dataset_id(client, worker):
+    """An id in the query names a missing dataset, not a missing model: 422, not 404."""
+    model = trained_model(client, worker)
+    for suffix in ("margins", "margins.png"):
+        r = client.get(f"/models/{model['id']}/{suffix}", params={"dataset_id": 999999})
+        body = assert_problem(r, 422, "dataset_id")
+        assert "dataset 999999 not found" in body["detail"]
 
 
 def test_nothing_is_written_by_a_failed_model_save(client, worker, engine, monkeypatch):
