@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
 from app.jsonable import jsonable
-from app.scaling import MinMaxScaling
+from solver.scaling import MinMaxScaling
 
 DEFAULT_ALGORITHM = "msvmav"
 HYPER_PARAMETERS = (

@@ -15,8 +15,8 @@ from app.jsonable import jsonable
 from app.orm import Dataset, Model, ModelArray
 from app.pagination import PageParams, paginate
 from app.problems import not_found
-from app.scaling import MinMaxScaling
 from app.training import TrainOutcome
+from solver.scaling import MinMaxScaling
 
 ESTIMATOR_PREFIX = "est."
 SCALING_PREFIX = "scaling."

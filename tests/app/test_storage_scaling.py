@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from app import storage
-from app.scaling import MinMaxScaling
+from solver.scaling import MinMaxScaling
 
 
 def test_dense_matrix_and_unicode_labels_round_trip_without_pickle():
