@@ -29,6 +29,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.main import create_app
+    from app.worker import run_worker
 
     migrate = args.migrate if args.migrate is not None else is_sqlite(settings.database_url)
     if migrate:
@@ -39,7 +40,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     ctx = multiprocessing.get_context("spawn")
     workers = [
         ctx.Process(
-            target=_worker_main,
+            target=run_worker,  # pickled by name: the spawned process imports app.worker
             args=(settings.model_dump(), os.getpid()),
             name=f"msvmav-worker-{i}",
             daemon=False,
@@ -75,12 +76,6 @@ class _Shutdown(Exception):  # noqa: N818 - a signal, not an error
 
 def _raise_shutdown(_sig: int, _frame: object) -> None:
     raise _Shutdown()
-
-
-def _worker_main(settings: dict, parent_pid: int) -> None:
-    from app.worker import run_worker
-
-    run_worker(settings, parent_pid=parent_pid)
 
 
 def build_parser() -> argparse.ArgumentParser:

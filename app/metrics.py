@@ -18,19 +18,19 @@ class RequestMetrics:
         self._lock = threading.Lock()
         self._count: dict[tuple[str, str, int], int] = defaultdict(int)
         self._seconds: dict[tuple[str, str], float] = defaultdict(float)
-        self._seconds_n: dict[tuple[str, str], int] = defaultdict(int)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         with self._lock:
             self._count[(method, route, status)] += 1
             self._seconds[(method, route)] += seconds
-            self._seconds_n[(method, route)] += 1
 
     def render(self) -> list[str]:
         with self._lock:
             count = sorted(self._count.items())
             secs = sorted(self._seconds.items())
-            secs_n = dict(self._seconds_n)
+        answered: dict[tuple[str, str], int] = defaultdict(int)  # the summary's _count
+        for (method, route, _status), n in count:
+            answered[(method, route)] += n
         lines = [
             "# HELP msvmav_http_requests_total HTTP requests by method, route and status.",
             "# TYPE msvmav_http_requests_total counter",
@@ -44,10 +44,9 @@ class RequestMetrics:
         ]
         for (method, route), s in secs:
             labels = f'method="{method}",route="{_esc(route)}"'
+            n = answered[(method, route)]
             lines.append(f"msvmav_http_request_duration_seconds_sum{{{labels}}} {s:.6f}")
-            lines.append(
-                f"msvmav_http_request_duration_seconds_count{{{labels}}} {secs_n[(method, route)]}"
-            )
+            lines.append(f"msvmav_http_request_duration_seconds_count{{{labels}}} {n}")
         return lines
 
 

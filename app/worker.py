@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -122,6 +122,11 @@ def reap_stale_jobs(engine: Engine, stale_after: float) -> int:
 # --- progress, cancel, heartbeat --------------------------------------------------------------
 
 
+def _owned(job_id: int, worker_id: str) -> list[Any]:
+    """WHERE clauses: the job is running and still this worker's."""
+    return [Job.id == job_id, Job.worker_id == worker_id, Job.status == "running"]
+
+
 class ProgressReporter:
     """The fit callback: writes progress + heartbeat and reads the cancel flag in one statement,
     throttled to one round-trip per ``interval`` seconds."""
@@ -142,35 +147,32 @@ class ProgressReporter:
         self._last = float("-inf")
 
     def __call__(self, info: dict[str, Any]) -> None:
+        if self.due():
+            self.report(*describe_iteration(info))
+
+    def tick(self, progress: float, message: str) -> None:
+        """Throttled progress write + cancel check for non-iterative work (grid cells)."""
+        if self.due():
+            self.report(_running_progress(progress), message)
+
+    def due(self) -> bool:
+        """Whether a throttled write is due (``interval`` passed since the last one; it then
+        counts as made). Raises ``WorkerStoppingError`` when the worker is stopping. Callers
+        build their message only when it is due: most iterations write nothing."""
         if self.stop.is_set():
             raise WorkerStoppingError()
         now = time.monotonic()
         if now - self._last < self.interval:
-            return None
+            return False
         self._last = now
-        progress, message = describe_iteration(info)
-        self.report(progress, message)
-        return None
-
-    def tick(self, progress: float, message: str, *, force: bool = False) -> None:
-        """Throttled progress write + cancel check for non-iterative work (grid cells)."""
-        if self.stop.is_set():
-            raise WorkerStoppingError()
-        now = time.monotonic()
-        if not force and now - self._last < self.interval:
-            return
-        self._last = now
-        self.report(min(max(progress, 0.0), 0.99), message)
+        return True
 
     def report(self, progress: float, message: str) -> None:
+        """Write progress + heartbeat and read the cancel flag now, unthrottled."""
         with self.engine.begin() as conn:
             row = conn.execute(
                 update(Job)
-                .where(
-                    Job.id == self.job_id,
-                    Job.worker_id == self.worker_id,
-                    Job.status == "running",
-                )
+                .where(*_owned(self.job_id, self.worker_id))
                 .values(progress=progress, message=message, heartbeat_at=utcnow())
                 .returning(Job.cancel_requested)
             ).first()
@@ -180,13 +182,18 @@ class ProgressReporter:
             raise JobCancelledError()
 
 
+def _running_progress(fraction: float) -> float:
+    """``fraction`` clamped to [0, 0.99]: only a finished job shows 1."""
+    return min(max(fraction, 0.0), 0.99)
+
+
 def describe_iteration(info: dict[str, Any]) -> tuple[float, str]:
-    """Progress in [0, 1] and a message from a solver callback ``info`` dict."""
+    """Progress in [0, 0.99] and a message from a solver callback ``info`` dict."""
     k = int(info.get("iteration", 0))
     t = max(int(info.get("max_iter", 1) or 1), 1)
     task = int(info.get("task", 0))
     n_tasks = max(int(info.get("n_tasks", 1) or 1), 1)
-    progress = min(max((task + min(k, t) / t) / n_tasks, 0.0), 0.99)
+    progress = _running_progress((task + min(k, t) / t) / n_tasks)
     head = f"task {task + 1}/{n_tasks}, iteration {k}/{t}"
     values = [
         f"{name}={info[key]:.6g}"
@@ -222,11 +229,7 @@ class Heartbeat:
                 with self.engine.begin() as conn:
                     conn.execute(
                         update(Job)
-                        .where(
-                            Job.id == self.job_id,
-                            Job.worker_id == self.worker_id,
-                            Job.status == "running",
-                        )
+                        .where(*_owned(self.job_id, self.worker_id))
                         .values(heartbeat_at=utcnow())
                     )
             except Exception:  # a missed beat is not fatal; the next one may succeed
@@ -255,38 +258,46 @@ class JobResult:
 
     write: Callable[[Session], dict[str, Any]]
     message: str = "done"
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def run_train_job(ctx: JobContext) -> JobResult:
     from app.datasets import service as datasets
     from app.models import service as models
-    from app.training import train
+    from app.training import DEFAULT_ALGORITHM, train
+    from solver.model_selection import n_cells
 
     with ctx.sessions() as session:
         dataset = datasets.get(session, ctx.dataset_id) if ctx.dataset_id is not None else None
         if dataset is None:
             raise ValueError(f"dataset {ctx.dataset_id} no longer exists")
         X, y = datasets.load_arrays(session, dataset)
-    algorithm = ctx.params.get("algorithm") or "msvmav"
+    algorithm = ctx.params.get("algorithm") or DEFAULT_ALGORITHM
     search = ctx.params.get("search")
     callback: Callable[[dict[str, Any]], Any] = ctx.reporter
     search_callback = None
     if search:
-        n_cells = int(search.get("cv", 5)) * _n_configs(search.get("grid_values") or {})
-        total = n_cells + 1  # the refit on the whole training part counts as one more
+        # grid_values is the grid resolved to a dict at submission
+        cells = n_cells(
+            algorithm,
+            dataset.n_features,
+            grid=search.get("grid_values") or {},
+            cv=int(search.get("cv", 5)),
+        )
+        total = cells + 1  # the refit on the whole training part counts as one more
+        refit_progress = _running_progress(cells / total)
 
         def search_callback(done: int, n: int) -> None:
             ctx.reporter.tick(done / total, f"CV cell {done}/{n}")
 
         def refit_callback(info: dict[str, Any]) -> None:
-            _, detail = describe_iteration(info)
-            ctx.reporter.tick(n_cells / total, f"refit with the best parameters: {detail}")
+            if ctx.reporter.due():
+                _, detail = describe_iteration(info)
+                ctx.reporter.report(refit_progress, f"refit with the best parameters: {detail}")
 
         callback = refit_callback
 
         ctx.reporter.report(
-            0.0, f"cross-validating {algorithm}: {n_cells} cells on {dataset.n_rows} rows"
+            0.0, f"cross-validating {algorithm}: {cells} cells on {dataset.n_rows} rows"
         )
     else:
         ctx.reporter.report(
@@ -319,20 +330,12 @@ def run_train_job(ctx: JobContext) -> JobResult:
             },
         }
 
-    acc = outcome.holdout_accuracy
-    message = f"{outcome.algorithm} fitted in {outcome.fit_seconds:.2f} s" + (
-        f", {outcome.n_iter} iterations" if outcome.n_iter else ""
-    ) + (
-        f", hold-out accuracy {acc:.4f}" if acc is not None else ""
-    )
-    return JobResult(write=write, message=message)
-
-
-def _n_configs(grid: dict[str, list[Any]]) -> int:
-    n = 1
-    for values in grid.values():
-        n *= len(values)
-    return n
+    notes = [f"{outcome.algorithm} fitted in {outcome.fit_seconds:.2f} s"]
+    if outcome.n_iter:
+        notes.append(f"{outcome.n_iter} iterations")
+    if outcome.holdout_accuracy is not None:
+        notes.append(f"hold-out accuracy {outcome.holdout_accuracy:.4f}")
+    return JobResult(write=write, message=", ".join(notes))
 
 
 def run_experiment_job(ctx: JobContext) -> JobResult:
@@ -394,10 +397,6 @@ def _error_text(exc: BaseException) -> str:
     if not isinstance(exc, ValueError | TypeError):
         text = f"{type(exc).__name__}: {text}"
     return text[:4000]
-
-
-def _owned(job_id: int, worker_id: str) -> list[Any]:
-    return [Job.id == job_id, Job.worker_id == worker_id, Job.status == "running"]
 
 
 def _succeed(
