@@ -76,7 +76,8 @@ category for categorical entries (``encoding_feature_names`` rebuilds their name
 
 from .dataset import ParsedDataset, parse_dataset
 from .encoding import encode_rows, spec_feature_names
-from .errors import IngestError
+from .errors import IngestError, IngestLimitError
+from .limits import Limits
 from .predict import parse_feature_file
 
 
@@ -87,6 +88,8 @@ def encoding_feature_names(encoding: dict) -> list[str]:
 
 __all__ = [
     "IngestError",
+    "IngestLimitError",
+    "Limits",
     "ParsedDataset",
     "encode_rows",
     "encoding_feature_names",
