@@ -45,14 +45,24 @@ def _width(record: list[str]) -> int:
     return n
 
 
+def _first_lines(text: str, n: int) -> list[str]:
+    """The first ``n`` non-blank lines (as ``str.splitlines`` cuts them) without splitting
+    the whole text."""
+    size = 1 << 16
+    while True:
+        chunk = text[:size]
+        lines = chunk.splitlines()
+        if len(chunk) < len(text):
+            lines = lines[:-1]  # may be cut short
+        head = [line for line in lines if line.strip()][:n]
+        if len(head) >= n or len(chunk) == len(text):
+            return head
+        size *= 4
+
+
 def sniff_delimiter(text: str, preferred: str | None = None) -> str:
     """Pick the candidate that splits the first lines into a constant number (>1) of fields."""
-    head = []
-    for line in text.splitlines():
-        if line.strip():
-            head.append(line)
-        if len(head) >= _SNIFF_LINES:
-            break
+    head = _first_lines(text, _SNIFF_LINES)
     sample = "\n".join(head)
     candidates = ([preferred] if preferred else []) + list(CANDIDATE_DELIMITERS)
     best, best_median = ",", 1

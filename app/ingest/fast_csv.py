@@ -69,9 +69,22 @@ def _categorical(values: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
     return lut[codes], categories
 
 
+def _column_values(series, check_underscores: bool) -> np.ndarray | None:
+    """float64 values of a column the C parser typed as numbers; None if it did not."""
+    kind = series.dtype.kind
+    if kind in "if" and series.dtype.itemsize == 8:
+        out = series.to_numpy(dtype=np.float64)
+        return out if np.isfinite(out).all() else None
+    if kind in "bu":
+        return None  # "True"/"False" typed as bool, huge integers: the careful reader decides
+    return _numeric(series.to_numpy(dtype=object), check_underscores)
+
+
 def read_columns(text: str, *, header: bool | None = None,
                  delimiter: str | None = None) -> ColumnTable | None:
     """Typed columns of a training CSV, or None when the careful reader must read it."""
+    import warnings
+
     import pandas as pd
 
     try:
@@ -82,40 +95,41 @@ def read_columns(text: str, *, header: bool | None = None,
         return None
     delim, has_header, first = layout
     try:
-        frame = pd.read_csv(io.StringIO(text), sep=delim, header=None, dtype=object,
-                            na_filter=False, keep_default_na=False, skipinitialspace=True,
-                            skip_blank_lines=True, engine="c", quotechar='"',
-                            doublequote=True, comment=None, low_memory=False)
-    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeError,
-            OverflowError, MemoryError):
+        with warnings.catch_warnings():
+            # e.g. "Length of header or names does not match length of data": never guess.
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(io.StringIO(text), sep=delim, header=0 if has_header else None,
+                                index_col=False, na_filter=False, keep_default_na=False,
+                                skipinitialspace=True, skip_blank_lines=True, engine="c",
+                                quotechar='"', doublequote=True, comment=None,
+                                on_bad_lines="error", low_memory=False)
+    except (ValueError, pd.errors.ParserError, pd.errors.ParserWarning,
+            pd.errors.EmptyDataError, UnicodeError, OverflowError, MemoryError):
         return None
-    raw = frame.to_numpy(dtype=object)
-    width = raw.shape[1]
-    if width < 2:
+    width = frame.shape[1]
+    if width < 2 or frame.shape[0] == 0:
         return None
     if has_header:
-        head = [h.strip() if isinstance(h, str) else None for h in raw[0]]
-        if head != [h.strip() for h in first]:
-            return None  # pandas and the csv module disagree on the first record
-        names = [h or f"x{j}" for j, h in enumerate(head)]  # type: ignore[misc]
-        if len(set(names)) != len(names):
-            return None  # the careful reader names the duplicate
-        raw = raw[1:]
+        head = [h.strip() for h in first]
+        # Duplicate or empty names come back renamed ("a.1", "Unnamed: 3"): careful reader.
+        if [str(c).strip() for c in frame.columns] != head or "" in head:
+            return None
+        names = head
     else:
         names = [f"x{j}" for j in range(width)]
-    if raw.shape[0] == 0:
-        return None
     underscores = "_" in text
     columns = []
     for j in range(width):
-        cells = raw[:, j]
-        values = _numeric(cells, underscores)
+        series = frame.iloc[:, j]
+        values = _column_values(series, underscores)
         if values is not None:
             columns.append(Column(names[j], values))
             continue
-        coded = _categorical(cells)
+        if series.dtype.kind in "iufb":
+            return None
+        coded = _categorical(series.to_numpy(dtype=object))
         if coded is None:
             return None
         columns.append(Column(names[j], coded[0], coded[1]))
     return ColumnTable(names=names, columns=columns, has_header=has_header, delimiter=delim,
-                       n_rows=raw.shape[0])
+                       n_rows=frame.shape[0])
