@@ -16,7 +16,7 @@ from app.config import Settings
 from app.ingest import IngestLimitError, Limits, ParsedDataset, parse_dataset
 from app.orm import ACTIVE_JOB_STATUSES, Dataset, DatasetArray, Job, Model
 from app.pagination import PageParams, paginate
-from app.problems import conflict, invalid, not_found, too_large
+from app.problems import Problem, conflict, invalid, not_found, too_large
 
 
 @dataclass(frozen=True)
@@ -80,9 +80,7 @@ def create(
             limits=limits,
         )
     except IngestLimitError as exc:
-        raise too_large(
-            str(exc), field=exc.field or "file", row=exc.row, setting=exc.setting
-        ) from None
+        raise limit_problem(exc) from None
     n_rows, n_features = parsed.X.shape
     if n_rows > settings.max_rows:
         raise too_large(
@@ -126,6 +124,20 @@ def create(
     session.add_all(DatasetArray(dataset_id=dataset.id, name=k, data=v) for k, v in blobs.items())
     session.commit()
     return dataset
+
+
+def limit_problem(exc: IngestLimitError) -> Problem:
+    """413 for an upload beyond a size limit, naming the form field (and line) like a 422."""
+    field = exc.field or "file"
+    message = str(exc)
+    error = {"loc": ["body", field], "field": field, "message": message, "row": exc.row}
+    return too_large(
+        message if field in message else f"{field}: {message}",
+        errors=[error],
+        field=field,
+        row=exc.row,
+        setting=exc.setting,
+    )
 
 
 def single_class_message(parsed: ParsedDataset) -> str:
