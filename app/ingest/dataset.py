@@ -118,6 +118,11 @@ def _from_table(table: RawTable, fmt: str, label: str | int | None,
     if not feat_idx:
         raise IngestError(f"No feature columns are left after taking {names[label_idx]!r} as "
                           "the label and removing the dropped columns.", field="drop")
+    if table.is_sparse:
+        # Omitted entries may each become a stored value (one-hot defaults) or a missing
+        # cell: bound rows x columns before looking at them.
+        check_rows(table.n_rows, limits)
+        check_budget(table.n_rows, len(feat_idx), len(feat_idx), True, limits)
     bad = find_missing(table, [label_idx, *feat_idx])
     bad_rows = sorted(bad)
     if bad_rows and missing == "error":

@@ -221,3 +221,22 @@ def test_label_name_matches_ignoring_case_and_the_response_says_which(client) ->
     body = assert_problem(client.post("/datasets", files={"file": ("d.csv", content)},
                                       data={"label": "klass"}), 422, "label")
     assert "ignoring case" in body["detail"]
+
+
+def test_sparse_arff_with_many_omitted_cells_is_413_before_reading_rows() -> None:
+    # an omitted string entry is a missing cell: 2,000 rows x 800 attributes would list 1.6
+    # million missing cells (from a 30 KB file) before anything else is looked at
+    attrs = "".join(f"@attribute a{k} string\n" for k in range(800))
+    content = f"@relation r\n{attrs}@attribute y {{0,1}}\n@data\n" + "{800 1}\n{}\n" * 1000
+    caught = []
+
+    def parse() -> None:
+        try:
+            parse_dataset(content.encode(), "s.arff", limits=Limits(max_encoded_bytes=1_000_000))
+        except IngestLimitError as exc:
+            caught.append(exc)
+
+    peak = _peak_bytes(parse)
+    assert caught and caught[0].setting == "max_encoded_bytes"
+    assert "2000 rows" in str(caught[0])
+    assert peak < 10_000_000
