@@ -1,6 +1,6 @@
 """Dataset upload parsing: uploaded bytes -> feature matrix, labels and a stored encoding.
 
-Pure functions (numpy, scipy, scikit-learn, standard library); no DB or web framework.
+Pure functions (numpy, scipy, scikit-learn, pandas, standard library); no DB or web framework.
 
 Public API
 ----------
