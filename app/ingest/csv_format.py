@@ -130,9 +130,9 @@ def _decide_header(records: list[list[str]], lines: list[int], header: bool | No
 
 
 def sniff_layout(text: str, *, header: bool | None = None, delimiter: str | None = None
-                 ) -> tuple[str, bool, list[str]] | None:
-    """(delimiter, has header, first record) decided exactly as ``read_csv`` decides them, from
-    the first records only; None when those records cannot be read (read_csv explains)."""
+                 ) -> tuple[str, bool, list[list[str]]] | None:
+    """(delimiter, has header, first records) decided exactly as ``read_csv`` decides them,
+    from the first records only; None when those cannot be read (read_csv explains)."""
     delim = normalize_delimiter(delimiter) if delimiter else sniff_delimiter(text)
     records: list[list[str]] = []
     lines: list[int] = []
@@ -148,7 +148,7 @@ def sniff_layout(text: str, *, header: bool | None = None, delimiter: str | None
     except csv.Error:
         return None
     has_header = _decide_header(records, lines, header, delimiter, None)
-    return delim, has_header, records[0]
+    return delim, has_header, records
 
 
 def read_csv(text: str, *, header: bool | None = None, delimiter: str | None = None,

@@ -83,8 +83,6 @@ def _column_values(series, check_underscores: bool) -> np.ndarray | None:
 def read_columns(text: str, *, header: bool | None = None,
                  delimiter: str | None = None) -> ColumnTable | None:
     """Typed columns of a training CSV, or None when the careful reader must read it."""
-    import warnings
-
     import pandas as pd
 
     try:
@@ -93,18 +91,21 @@ def read_columns(text: str, *, header: bool | None = None,
         return None
     if layout is None:
         return None
-    delim, has_header, first = layout
+    delim, has_header, records = layout
+    first = records[0]
+    if has_header and any(len(r) != len(first) for r in records[1:]):
+        # Data rows longer than the header would become pandas' index: never guess.
+        return None
     try:
-        with warnings.catch_warnings():
-            # e.g. "Length of header or names does not match length of data": never guess.
-            warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(io.StringIO(text), sep=delim, header=0 if has_header else None,
-                                index_col=False, na_filter=False, keep_default_na=False,
-                                skipinitialspace=True, skip_blank_lines=True, engine="c",
-                                quotechar='"', doublequote=True, comment=None,
-                                on_bad_lines="error", low_memory=False)
-    except (ValueError, pd.errors.ParserError, pd.errors.ParserWarning,
-            pd.errors.EmptyDataError, UnicodeError, OverflowError, MemoryError):
+        frame = pd.read_csv(io.StringIO(text), sep=delim, header=0 if has_header else None,
+                            na_filter=False, keep_default_na=False, skipinitialspace=True,
+                            skip_blank_lines=True, engine="c", quotechar='"',
+                            doublequote=True, comment=None, on_bad_lines="error",
+                            low_memory=False)
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeError,
+            OverflowError, MemoryError):
+        return None
+    if not isinstance(frame.index, pd.RangeIndex) or frame.index.start != 0:
         return None
     width = frame.shape[1]
     if width < 2 or frame.shape[0] == 0:

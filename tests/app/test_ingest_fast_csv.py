@@ -36,6 +36,8 @@ CASES = [
     ("a,b,y\n1,2\n3,4,z\n", {}, False),  # short row
     ("a,b,y\n1,2,x,9\n3,4,z,9\n", {}, False),  # every row one field longer
     ("a,b,y\n1,2,x\n3,4,z,9\n", {}, False),  # one long row
+    ("a,b,y\n0,2,x,9\n1,4,z,9\n", {}, False),  # long rows that look like an index
+    ("a,b,y\n" + "1,2,x\n3,4,z\n" * 1000 + "5,6,x,7\n", {}, False),  # late long row
     ("a,a,y\n1,2,x\n3,4,z\n", {}, False),  # duplicate name
     ("a,,y\n1,2,x\n3,4,z\n", {}, False),  # unnamed column
     ("a,b,y\n1,inf,x\n3,4,z\n", {}, False),
