@@ -48,7 +48,7 @@ def _width(record: list[str]) -> int:
 def _first_lines(text: str, n: int) -> list[str]:
     """The first ``n`` non-blank lines (as ``str.splitlines`` cuts them) without splitting
     the whole text."""
-    size = 1 << 16
+    size = 1 << 13
     while True:
         chunk = text[:size]
         lines = chunk.splitlines()

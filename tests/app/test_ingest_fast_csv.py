@@ -114,3 +114,16 @@ def test_fast_path_matches_on_random_mixed_file() -> None:
     dense[np.arange(n), 2 + np.searchsorted(cats, cat)] = 1
     dense[np.arange(n), 2 + len(cats) + np.searchsorted(wides, wide)] = 1
     np.testing.assert_array_equal(got.X.toarray(), dense)
+
+
+@pytest.mark.parametrize("text", [
+    "a,b\n" * 10,
+    "x" * 20_000 + "\n" + "1,2\r\n" * 100,
+    "\n\n" + ("1,2\n\n" * 3000),
+    "a,b",
+    "é;ü\r" * 5000,
+])
+def test_first_lines_reads_only_a_prefix_but_agrees_with_splitlines(text) -> None:
+    from app.ingest.csv_format import _first_lines
+
+    assert _first_lines(text, 50) == [s for s in text.splitlines() if s.strip()][:50]
