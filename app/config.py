@@ -22,6 +22,12 @@ class Settings(BaseSettings):
     )
     max_rows: int = Field(2_000_000, gt=0, description="Largest accepted dataset, in rows")
     max_features: int = Field(200_000, gt=0, description="Largest accepted dataset, in features")
+    max_encoded_bytes: int = Field(
+        1024 * 1024 * 1024,
+        gt=0,
+        description="Largest encoded feature matrix of an upload, in bytes (rows x features x 8 "
+        "dense, about 12 per non-zero when one-hot makes it sparse); checked before encoding",
+    )
     max_predict_instances: int = Field(
         100_000, gt=0, description="Most rows in one /predict or /predict/file request"
     )

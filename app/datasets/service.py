@@ -13,10 +13,10 @@ from sqlalchemy.orm import Session
 
 from app import storage
 from app.config import Settings
-from app.ingest import parse_dataset
+from app.ingest import IngestLimitError, Limits, ParsedDataset, parse_dataset
 from app.orm import ACTIVE_JOB_STATUSES, Dataset, DatasetArray, Job, Model
 from app.pagination import PageParams, paginate
-from app.problems import conflict, invalid, not_found, too_large
+from app.problems import Problem, conflict, invalid, not_found, too_large
 
 
 @dataclass(frozen=True)
@@ -61,17 +61,26 @@ def create(
         )
     if not content.strip():
         raise invalid(["body", "file"], "the uploaded file is empty")
-    parsed = parse_dataset(
-        content,
-        filename,
-        format=options.format,
-        label=options.label,
-        drop=options.drop,
-        missing=options.missing,
-        n_features=options.n_features,
-        header=options.header,
-        delimiter=options.delimiter,
+    limits = Limits(
+        max_rows=settings.max_rows,
+        max_features=settings.max_features,
+        max_encoded_bytes=settings.max_encoded_bytes,
     )
+    try:
+        parsed = parse_dataset(
+            content,
+            filename,
+            format=options.format,
+            label=options.label,
+            drop=options.drop,
+            missing=options.missing,
+            n_features=options.n_features,
+            header=options.header,
+            delimiter=options.delimiter,
+            limits=limits,
+        )
+    except IngestLimitError as exc:
+        raise limit_problem(exc) from None
     n_rows, n_features = parsed.X.shape
     if n_rows > settings.max_rows:
         raise too_large(
@@ -86,6 +95,8 @@ def create(
         )
     if n_rows == 0:
         raise invalid(["body", "file"], "the file holds no data rows")
+    if len(parsed.classes) < 2:
+        raise invalid(["body", "label"], single_class_message(parsed))
     y = np.asarray(parsed.y)
     if y.dtype == object:
         y = y.astype(str)
@@ -113,6 +124,31 @@ def create(
     session.add_all(DatasetArray(dataset_id=dataset.id, name=k, data=v) for k, v in blobs.items())
     session.commit()
     return dataset
+
+
+def limit_problem(exc: IngestLimitError) -> Problem:
+    """413 for an upload beyond a size limit, naming the form field (and line) like a 422."""
+    field = exc.field or "file"
+    message = str(exc)
+    error = {"loc": ["body", field], "field": field, "message": message, "row": exc.row}
+    return too_large(
+        message if field in message else f"{field}: {message}",
+        errors=[error],
+        field=field,
+        row=exc.row,
+        setting=exc.setting,
+    )
+
+
+def single_class_message(parsed: ParsedDataset) -> str:
+    """Why a dataset with one class (or none) cannot be trained on."""
+    label = parsed.encoding.get("label")
+    where = f"the label column {label!r}" if label is not None else "the label (first field)"
+    shown = repr(parsed.classes[0]) if parsed.classes else "nothing"
+    return (
+        f"{where} holds a single class ({shown} in all {len(parsed.y)} rows); a classifier "
+        "needs at least two classes: choose another label column or upload more data"
+    )
 
 
 def load_arrays(

@@ -1,16 +1,26 @@
 """Dataset upload parsing: uploaded bytes -> feature matrix, labels and a stored encoding.
 
-Pure functions (numpy, scipy, scikit-learn, standard library); no DB or web framework.
+Pure functions (numpy, scipy, scikit-learn, pandas, standard library); no DB or web framework.
 
 Public API
 ----------
 ``parse_dataset(content, filename="", *, format=None, label=None, drop=None,
-missing="error", n_features=None, header=None, delimiter=None) -> ParsedDataset``
-    Training upload. ``format``: "csv" | "svmlight" | "arff" (aliases tsv, libsvm);
+missing="error", n_features=None, header=None, delimiter=None, limits=NO_LIMITS)
+-> ParsedDataset``
+    Training upload. ``limits`` (``Limits(max_rows, max_features, max_encoded_bytes)``) are
+    checked before anything proportional to them is allocated: ``IngestLimitError`` (a
+    subclass of IngestError; HTTP 413) names the line, e.g. an svmlight index beyond
+    max_features. A JSON document is refused. A categorical column with more than 90 % distinct
+    values over >= 50 rows is refused as an identifier (field "drop"). CSV is read by pandas'
+    C parser when the file has no missing value and no irregular row; anything else goes to
+    the careful reader, which gives the same result or the precise line/column error.
+    ``format``: "csv" | "svmlight" | "arff" (aliases tsv, libsvm);
     None sniffs it (.arff/.csv/.tsv/.svm/.libsvm by extension, else by content: an ARFF
     "@" header, svmlight "label idx:val" lines, else CSV).
     ``label``: column name or 0-based index (negative from the end; a digit string works);
-    default last column (CSV/ARFF); svmlight always uses the first field.
+    default last column (CSV/ARFF); svmlight always uses the first field. A name matches
+    exactly, else ignoring case when exactly one column fits; ``encoding["label"]`` is the
+    column chosen.
     ``drop``: names, 0-based indexes or fnmatch globs ("TAG_*"); a glob never takes the
     label and may match nothing; a plain name must exist. svmlight columns are "f1".."fd".
     ``missing``: "error" (IngestError naming up to 10 rows) or "drop" (drop those rows;
@@ -18,7 +28,9 @@ missing="error", n_features=None, header=None, delimiter=None) -> ParsedDataset`
     ``header`` / ``delimiter``: CSV only; None sniffs (delimiter among tab, ";", ",").
 
 ``ParsedDataset`` (dataclass): ``X`` float64, dense ndarray (CSV, dense ARFF) or CSR with
-    int32 indices (svmlight, sparse ARFF); ``y`` raw labels (int64 if all are integers,
+    int32 indices (svmlight, sparse ARFF, and one-hot encoded CSV/ARFF at least 32 features
+    wide where CSR takes at most half the dense memory, e.g. bank-full's 51); ``y`` raw
+    labels (int64 if all are integers,
     float64 if numeric, else numpy str); ``feature_names`` (one-hot as "job=management");
     ``encoding`` (JSON-able, below); ``format``; ``n_rows_dropped``; ``classes`` (sorted
     distinct labels as Python values) and ``class_counts``.
@@ -76,7 +88,8 @@ category for categorical entries (``encoding_feature_names`` rebuilds their name
 
 from .dataset import ParsedDataset, parse_dataset
 from .encoding import encode_rows, spec_feature_names
-from .errors import IngestError
+from .errors import IngestError, IngestLimitError
+from .limits import Limits
 from .predict import parse_feature_file
 
 
@@ -87,6 +100,8 @@ def encoding_feature_names(encoding: dict) -> list[str]:
 
 __all__ = [
     "IngestError",
+    "IngestLimitError",
+    "Limits",
     "ParsedDataset",
     "encode_rows",
     "encoding_feature_names",

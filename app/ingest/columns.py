@@ -21,7 +21,10 @@ def _index(value: int, n: int, what: str, field: str, names: list[str]) -> int:
 
 def resolve_label(names: list[str], label: str | int | None, default: int) -> int:
     """Column position of the label: a name, a 0-based index (negative counts from the end,
-    a digit string from a web form works too), or ``default``."""
+    a digit string from a web form works too), or ``default``.
+
+    A name matches exactly; failing that, it matches ignoring case when exactly one column
+    fits ("Class" finds "class"). The column chosen is the encoding's ``label``."""
     n = len(names)
     if label is None:
         return default
@@ -37,7 +40,8 @@ def resolve_label(names: list[str], label: str | int | None, default: int) -> in
         return folded[0]
     if _INDEX.fullmatch(label.strip()):
         return _index(int(label), n, "Label column", "label", names)
-    raise IngestError(f"Label column {label!r} not found; available columns: {preview(names)}.",
+    raise IngestError(f"Label column {label!r} not found (names match exactly, or ignoring "
+                      f"case when only one column fits); available columns: {preview(names)}.",
                       field="label", column=label)
 
 

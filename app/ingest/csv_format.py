@@ -45,14 +45,24 @@ def _width(record: list[str]) -> int:
     return n
 
 
+def _first_lines(text: str, n: int) -> list[str]:
+    """The first ``n`` non-blank lines (as ``str.splitlines`` cuts them) without splitting
+    the whole text."""
+    size = 1 << 13
+    while True:
+        chunk = text[:size]
+        lines = chunk.splitlines()
+        if len(chunk) < len(text):
+            lines = lines[:-1]  # may be cut short
+        head = [line for line in lines if line.strip()][:n]
+        if len(head) >= n or len(chunk) == len(text):
+            return head
+        size *= 4
+
+
 def sniff_delimiter(text: str, preferred: str | None = None) -> str:
     """Pick the candidate that splits the first lines into a constant number (>1) of fields."""
-    head = []
-    for line in text.splitlines():
-        if line.strip():
-            head.append(line)
-        if len(head) >= _SNIFF_LINES:
-            break
+    head = _first_lines(text, _SNIFF_LINES)
     sample = "\n".join(head)
     candidates = ([preferred] if preferred else []) + list(CANDIDATE_DELIMITERS)
     best, best_median = ",", 1
@@ -94,6 +104,53 @@ def sniff_header(first: list[str | None], rest: list[list[str | None]]) -> bool:
     return True
 
 
+def _decide_header(records: list[list[str]], lines: list[int], header: bool | None,
+                   delimiter: str | None, known_names: set[str] | None) -> bool:
+    """Whether the first record is a header, from the first records of the file (only the
+    first 1 + _HEADER_SAMPLE are looked at); also refuses a file that does not split."""
+    if not records:
+        raise IngestError("The file has no data rows.", field="file")
+    if delimiter is None and all(len(r) == 1 for r in records[:_SNIFF_LINES]):
+        # A data file needs a label and a feature: one column means the delimiter is
+        # something we do not split on (often spaces).
+        spaced = " " in records[0][0].strip()
+        raise IngestError(
+            "Found a single column: none of ',', ';' or tab splits the lines"
+            + (" (the values look space-separated, which is not supported; convert the file"
+               " to CSV or TSV)" if spaced else "") + ". Pass delimiter if it is another "
+            "character.", field="delimiter", row=lines[0])
+    if header is not None:
+        return header
+    cleaned_first = [clean_token(f) for f in records[0]]
+    if known_names and not all(t is None or is_number(t) for t in cleaned_first) and any(
+            t in known_names for t in cleaned_first if t is not None):
+        return True
+    sample = [[clean_token(f) for f in r] for r in records[1:1 + _HEADER_SAMPLE]]
+    return sniff_header(cleaned_first, sample)
+
+
+def sniff_layout(text: str, *, header: bool | None = None, delimiter: str | None = None
+                 ) -> tuple[str, bool, list[list[str]]] | None:
+    """(delimiter, has header, first records) decided exactly as ``read_csv`` decides them,
+    from the first records only; None when those cannot be read (read_csv explains)."""
+    delim = normalize_delimiter(delimiter) if delimiter else sniff_delimiter(text)
+    records: list[list[str]] = []
+    lines: list[int] = []
+    reader = _reader(text, delim)
+    try:
+        for record in reader:
+            if _is_blank(record):
+                continue
+            records.append(record)
+            lines.append(reader.line_num)
+            if len(records) > _HEADER_SAMPLE:
+                break
+    except csv.Error:
+        return None
+    has_header = _decide_header(records, lines, header, delimiter, None)
+    return delim, has_header, records
+
+
 def read_csv(text: str, *, header: bool | None = None, delimiter: str | None = None,
              preferred_delimiter: str | None = None,
              known_names: set[str] | None = None) -> RawTable:
@@ -116,26 +173,7 @@ def read_csv(text: str, *, header: bool | None = None, delimiter: str | None = N
     except csv.Error as exc:
         raise IngestError(f"Line {reader.line_num + 1}: cannot read this CSV line ({exc}).",
                           field="file", row=reader.line_num + 1) from None
-    if not records:
-        raise IngestError("The file has no data rows.", field="file")
-
-    if delimiter is None and all(len(r) == 1 for r in records[:_SNIFF_LINES]):
-        # A data file needs a label and a feature: one column means the delimiter is
-        # something we do not split on (often spaces).
-        spaced = " " in records[0][0].strip()
-        raise IngestError(
-            "Found a single column: none of ',', ';' or tab splits the lines"
-            + (" (the values look space-separated, which is not supported; convert the file"
-               " to CSV or TSV)" if spaced else "") + ". Pass delimiter if it is another "
-            "character.", field="delimiter", row=lines[0])
-    if header is None:
-        cleaned_first = [clean_token(f) for f in records[0]]
-        if known_names and not all(t is None or is_number(t) for t in cleaned_first) and any(
-                t in known_names for t in cleaned_first if t is not None):
-            header = True
-        else:
-            sample = [[clean_token(f) for f in r] for r in records[1:1 + _HEADER_SAMPLE]]
-            header = sniff_header(cleaned_first, sample)
+    header = _decide_header(records, lines, header, delimiter, known_names)
 
     head = records[0] if header else None
     body, body_lines = (records[1:], lines[1:]) if header else (records, lines)

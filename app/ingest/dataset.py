@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,9 +11,18 @@ import scipy.sparse as sp
 from .arff import read_arff
 from .columns import resolve_drop, resolve_label
 from .csv_format import normalize_delimiter, read_csv
-from .encoding import ENCODING_VERSION, encode_table, infer_spec, spec_feature_names
+from .encoding import (
+    ENCODING_VERSION,
+    assemble,
+    encode_table,
+    infer_spec,
+    spec_feature_names,
+    spec_width,
+)
 from .errors import IngestError
+from .fast_csv import ColumnTable, read_columns
 from .labels import class_summary, convert_labels
+from .limits import NO_LIMITS, Limits, check_budget, check_identifier, check_rows, choose_sparse
 from .sniff import detect_format, normalize_format
 from .svmlight import data_lines, read_svmlight, rows_with, to_int32_csr
 from .table import RawTable
@@ -98,7 +108,8 @@ def _validate_label_tokens(table: RawTable, j: int, row_ids: list[int],
 
 
 def _from_table(table: RawTable, fmt: str, label: str | int | None,
-                drop: list[str | int] | None, missing: str) -> ParsedDataset:
+                drop: list[str | int] | None, missing: str,
+                limits: Limits = NO_LIMITS) -> ParsedDataset:
     names = table.names
     label_idx = resolve_label(names, label, default=len(names) - 1)
     dropped = resolve_drop(names, drop, label_idx)
@@ -107,6 +118,11 @@ def _from_table(table: RawTable, fmt: str, label: str | int | None,
     if not feat_idx:
         raise IngestError(f"No feature columns are left after taking {names[label_idx]!r} as "
                           "the label and removing the dropped columns.", field="drop")
+    if table.is_sparse:
+        # Omitted entries may each become a stored value (one-hot defaults) or a missing
+        # cell: bound rows x columns before looking at them.
+        check_rows(table.n_rows, limits)
+        check_budget(table.n_rows, len(feat_idx), len(feat_idx), True, limits)
     bad = find_missing(table, [label_idx, *feat_idx])
     bad_rows = sorted(bad)
     if bad_rows and missing == "error":
@@ -118,13 +134,33 @@ def _from_table(table: RawTable, fmt: str, label: str | int | None,
         raise IngestError(f"All {table.n_rows} rows have missing values; nothing is left "
                           "after dropping them.", field="missing")
 
-    specs = [infer_spec(names[j], table.declared[j],
-                        [] if table.is_sparse else table.column(j, keep), table.is_sparse)
-             for j in feat_idx]
-    X = encode_table(table, keep, feat_idx, specs)
+    check_rows(len(keep), limits)
+    specs = []
+    for j in feat_idx:
+        tokens = [] if table.is_sparse else table.column(j, keep)
+        spec = infer_spec(names[j], table.declared[j], tokens, table.is_sparse)
+        if spec["kind"] == "categorical" and not table.is_sparse:
+            check_identifier(names[j], len(set(tokens)), len(keep))
+        specs.append(spec)
+    sparse = table.is_sparse or _wide_one_hot(len(keep), specs)
+    check_budget(len(keep), len(feat_idx), sum(spec_width(s) for s in specs), sparse, limits)
+    X = encode_table(table, keep, feat_idx, specs, sparse=sparse)
     label_tokens = table.column(label_idx, keep)
     _validate_label_tokens(table, label_idx, keep, label_tokens)
     y = convert_labels(label_tokens)  # type: ignore[arg-type]
+    return _parsed(X, y, specs, names, label_idx, dropped, fmt, table.n_rows - len(keep),
+                   table.delimiter, table.has_header if fmt == "csv" else None)
+
+
+def _wide_one_hot(n_rows: int, specs: list[dict]) -> bool:
+    width = sum(spec_width(s) for s in specs)
+    one_hot = any(s["kind"] == "categorical" for s in specs)
+    return choose_sparse(n_rows, len(specs), width, one_hot)
+
+
+def _parsed(X: np.ndarray | sp.csr_matrix, y: np.ndarray, specs: list[dict], names: list[str],
+            label_idx: int, dropped: list[int], fmt: str, n_rows_dropped: int,
+            delimiter: str | None, header: bool | None) -> ParsedDataset:
     feature_names = [n for s in specs for n in spec_feature_names(s)]
     classes, counts = class_summary(y)
     encoding = {
@@ -136,23 +172,70 @@ def _from_table(table: RawTable, fmt: str, label: str | int | None,
         "dropped": [names[j] for j in dropped],
         "columns": specs,
         "n_output_features": len(feature_names),
-        "sparse": table.is_sparse,
-        "delimiter": table.delimiter,
-        "header": table.has_header if fmt == "csv" else None,
+        "sparse": bool(sp.issparse(X)),
+        "delimiter": delimiter,
+        "header": header,
         "n_features": None,
         "zero_based": None,
     }
     return ParsedDataset(X=X, y=y, feature_names=feature_names, encoding=encoding, format=fmt,
-                         n_rows_dropped=table.n_rows - len(keep), classes=classes,
-                         class_counts=counts)
+                         n_rows_dropped=n_rows_dropped, classes=classes, class_counts=counts)
+
+
+def _from_columns(table: ColumnTable, label: str | int | None, drop: list[str | int] | None,
+                  limits: Limits) -> ParsedDataset:
+    """The fast CSV path's twin of _from_table (no missing values by construction)."""
+    names = table.names
+    label_idx = resolve_label(names, label, default=len(names) - 1)
+    dropped = resolve_drop(names, drop, label_idx)
+    gone = set(dropped) | {label_idx}
+    feat_idx = [j for j in range(len(names)) if j not in gone]
+    if not feat_idx:
+        raise IngestError(f"No feature columns are left after taking {names[label_idx]!r} as "
+                          "the label and removing the dropped columns.", field="drop")
+    n = table.n_rows
+    check_rows(n, limits)
+    specs: list[dict] = []
+    for j in feat_idx:
+        col = table.columns[j]
+        if col.categories is None:
+            specs.append({"name": col.name, "kind": "numeric"})
+        else:
+            check_identifier(col.name, len(col.categories), n)
+            specs.append({"name": col.name, "kind": "categorical",
+                          "categories": col.categories})
+    sparse = _wide_one_hot(n, specs)
+    width = sum(spec_width(s) for s in specs)
+    check_budget(n, len(feat_idx), width, sparse, limits)
+    label_col = table.columns[label_idx]
+    if label_col.categories is None:
+        y = convert_labels(label_col.values)
+    else:
+        y = np.asarray(label_col.categories, dtype=str)[label_col.values]
+    parts = []
+    base = 0
+    zeros = np.zeros(n, dtype=np.int64)
+    ones = np.ones(n, dtype=np.float64)
+    for j, spec in zip(feat_idx, specs, strict=True):
+        col = table.columns[j]
+        if col.categories is None:
+            parts.append((base, zeros, col.values))
+        else:
+            parts.append((base, col.values, ones))
+        base += spec_width(spec)
+    X = assemble(n, width, parts, sparse)
+    return _parsed(X, y, specs, names, label_idx, dropped, "csv", 0, table.delimiter,
+                   table.has_header)
 
 
 def _from_svmlight(text: str, label: str | int | None, drop: list[str | int] | None,
-                   missing: str, n_features: int | None) -> ParsedDataset:
+                   missing: str, n_features: int | None, limits: Limits) -> ParsedDataset:
     if label not in (None, 0, "0"):
         raise IngestError("svmlight files always carry the label as the first field of each "
                           "line; leave label unset.", field="label")
-    X, y_raw, zero_based = read_svmlight(text, n_features=n_features)
+    X, y_raw, zero_based = read_svmlight(text, n_features=n_features,
+                                         max_features=limits.max_features)
+    check_rows(X.shape[0], limits)
     d = X.shape[1]
     if d == 0:
         raise IngestError("No row has any 'index:value' feature entry; pass n_features if "
@@ -210,18 +293,40 @@ def _from_svmlight(text: str, label: str | int | None, drop: list[str | int] | N
 def parse_dataset(content: bytes, filename: str = "", *, format: str | None = None,
                   label: str | int | None = None, drop: list[str | int] | None = None,
                   missing: str = "error", n_features: int | None = None,
-                  header: bool | None = None, delimiter: str | None = None) -> ParsedDataset:
-    """Parse an uploaded training file; see the package docstring for the rules."""
+                  header: bool | None = None, delimiter: str | None = None,
+                  limits: Limits = NO_LIMITS) -> ParsedDataset:
+    """Parse an uploaded training file; see the package docstring for the rules.
+
+    ``limits`` bounds rows, features and the encoded matrix's bytes; they are checked before
+    anything proportional to them is allocated (IngestLimitError)."""
     text = decode_bytes(content)
     if not text.strip():
         raise IngestError("The file is empty.", field="file")
+    _refuse_json(text)
     fmt = normalize_format(format) if format is not None else detect_format(text, filename)
     _check_options(fmt, missing, n_features, header, delimiter)
     if fmt == "svmlight":
-        return _from_svmlight(text, label, drop, missing, n_features)
+        return _from_svmlight(text, label, drop, missing, n_features, limits)
     if fmt == "csv":
         delim = normalize_delimiter(delimiter) if delimiter is not None else None
+        columns = read_columns(text, header=header, delimiter=delim)
+        if columns is not None:
+            return _from_columns(columns, label, drop, limits)
         table = read_csv(text, header=header, delimiter=delim)
     else:
         table = read_arff(text)
-    return _from_table(table, fmt, label, drop, missing)
+    return _from_table(table, fmt, label, drop, missing, limits)
+
+
+def _refuse_json(text: str) -> None:
+    """A JSON document is not a data file (read as CSV it would be a 1-row table)."""
+    head = text.lstrip()[:1]
+    if head not in ("{", "["):
+        return
+    try:
+        json.loads(text)
+    except ValueError:
+        return
+    raise IngestError("The file is a JSON document, not a data file; upload CSV/TSV, ARFF or "
+                      "svmlight text (to predict from JSON rows, use POST /predict).",
+                      field="file")

@@ -176,16 +176,41 @@ def _fail(exc: BadValueError, where: str, row: int | None, column: str, field: s
                        column=column)
 
 
+def assemble(n_rows: int, width: int, parts: list[tuple[int, np.ndarray, np.ndarray]],
+             sparse: bool) -> np.ndarray | sp.csr_matrix:
+    """The encoded matrix from per-column blocks ``(base, offsets, values)`` (one entry per
+    row): dense float64, or CSR with int32 indices (explicit zeros dropped)."""
+    if not sparse:
+        X = np.zeros((n_rows, width), dtype=np.float64)
+        arange = np.arange(n_rows)
+        for base, offs, vals in parts:
+            X[arange, base + offs] = vals
+        return X
+    k = len(parts)
+    cols = np.empty((n_rows, k), dtype=np.int32)
+    data = np.empty((n_rows, k), dtype=np.float64)
+    for c, (base, offs, vals) in enumerate(parts):
+        cols[:, c] = base + offs
+        data[:, c] = vals
+    # Blocks are in column order and each adds one entry per row: rows come out sorted.
+    X = sp.csr_matrix((data.ravel(), cols.ravel(),
+                       np.arange(0, n_rows * k + 1, k, dtype=np.int64)), shape=(n_rows, width))
+    X.eliminate_zeros()
+    X.indices = X.indices.astype(np.int32, copy=False)
+    X.indptr = X.indptr.astype(np.int32, copy=False)
+    return X
+
+
 def encode_table(table: RawTable, row_ids: list[int], col_ids: list[int],
-                 specs: list[dict]) -> np.ndarray | sp.csr_matrix:
-    """Encode the chosen rows/columns of a table: dense array, or CSR for sparse tables."""
+                 specs: list[dict], sparse: bool = False) -> np.ndarray | sp.csr_matrix:
+    """Encode the chosen rows/columns of a table: dense array, or CSR for sparse tables (and
+    when ``sparse`` asks for it)."""
     coders = [ColumnCoder(s) for s in specs]
     bases = np.cumsum([0] + [c.width for c in coders]).tolist()
     d = bases[-1]
     if table.is_sparse:
         return _encode_sparse(table, row_ids, col_ids, coders, bases, d)
-    X = np.zeros((len(row_ids), d), dtype=np.float64)
-    arange = np.arange(len(row_ids))
+    parts = []
     for j, coder, base in zip(col_ids, coders, bases, strict=False):
         tokens = table.column(j, row_ids)
         fast = coder.code_column(tokens)
@@ -200,8 +225,8 @@ def encode_table(table: RawTable, row_ids: list[int], col_ids: list[int],
                     raise _fail(exc, f"Line {line}", line, table.names[j], "file") from None
         else:
             offs, vals = fast
-        X[arange, base + offs] = vals
-    return X
+        parts.append((base, offs, vals))
+    return assemble(len(row_ids), d, parts, sparse)
 
 
 def _encode_sparse(table: RawTable, row_ids: list[int], col_ids: list[int],

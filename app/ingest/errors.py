@@ -37,3 +37,15 @@ class IngestError(ValueError):
         """JSON-able form for an HTTP error body."""
         return {"message": self.message, "field": self.field, "row": self.row,
                 "column": self.column}
+
+
+class IngestLimitError(IngestError):
+    """The upload is well-formed but larger than a configured limit (an HTTP layer answers 413).
+
+    Raised before anything proportional to the offending size is allocated. ``setting`` names
+    the limit (e.g. ``"max_features"``)."""
+
+    def __init__(self, message: str, *, setting: str, field: str | None = "file",
+                 row: int | None = None, column: str | None = None) -> None:
+        super().__init__(message, field=field, row=row, column=column)
+        self.setting = setting

@@ -13,7 +13,10 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
-from .errors import IngestError
+from .errors import IngestError, IngestLimitError
+
+# Longest index we parse: 18 digits always fit in int64 (anything near is refused by limits).
+_MAX_INDEX_DIGITS = 18
 
 
 def to_int32_csr(X: sp.spmatrix, shape: tuple[int, int] | None = None) -> sp.csr_matrix:
@@ -62,9 +65,12 @@ def _parse_python(text: str) -> tuple[sp.csr_matrix, np.ndarray]:
             key, sep, val = tok.partition(":")
             if sep and key == "qid":
                 continue
-            if not sep or not key.isdigit():
+            if not sep or not key.isdigit() or not key.isascii():
                 raise IngestError(f"Line {lineno}: {tok!r} is not an 'index:value' pair.",
                                   field="file", row=lineno)
+            if len(key.lstrip("0")) > _MAX_INDEX_DIGITS:
+                raise IngestLimitError(f"Line {lineno}: feature index {key[:30]} is too large.",
+                                       setting="max_features", row=lineno)
             try:
                 x = float(val)
             except ValueError:
@@ -95,15 +101,37 @@ def _load(text: str) -> tuple[sp.csr_matrix, np.ndarray]:
     return sp.csr_matrix(X), np.asarray(y, dtype=np.float64)
 
 
+def _entry_line(text: str, X: sp.csr_matrix, pos: int) -> int:
+    """File line of the row holding stored entry ``pos`` of X."""
+    row = int(np.searchsorted(X.indptr, pos, "right")) - 1
+    return data_lines(text)[row]
+
+
 def read_svmlight(text: str, *, n_features: int | None = None,
-                  zero_based: bool | None = None) -> tuple[sp.csr_matrix, np.ndarray, bool]:
+                  zero_based: bool | None = None,
+                  max_features: int | None = None) -> tuple[sp.csr_matrix, np.ndarray, bool]:
     """Return (X as int32 CSR, labels as float64, zero_based used).
 
     zero_based=None follows scikit-learn's "auto": indices are 1-based unless an index 0
     appears. n_features widens (or checks) the column count, e.g. a9a.t's rows never use
-    feature 123.
+    feature 123. ``max_features`` bounds the width (n_features and the largest index) before
+    anything proportional to it exists: IngestLimitError naming the line otherwise.
     """
+    if max_features is not None and n_features is not None and n_features > max_features:
+        raise IngestLimitError(f"n_features={n_features} exceeds the limit of {max_features} "
+                               "features (MSVMAV_MAX_FEATURES).", setting="max_features",
+                               field="n_features")
     X, y = _load(text)
+    if max_features is not None and n_features is None and X.nnz:
+        # Raw indices are as written; 1-based files may use index max_features itself.
+        top = int(X.indices.max())
+        if top > max_features or (top == max_features and int(X.indices.min()) == 0):
+            pos = int(np.argmax(X.indices))
+            line = _entry_line(text, X, pos)
+            raise IngestLimitError(
+                f"Line {line}: feature index {top} is beyond the limit of {max_features} "
+                "features (MSVMAV_MAX_FEATURES); check the file, or raise the limit.",
+                setting="max_features", row=line)
     if X.shape[0] == 0:
         raise IngestError("The file has no data rows.", field="file")
     has_zero = X.nnz > 0 and int(X.indices.min()) == 0

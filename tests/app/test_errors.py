@@ -185,12 +185,13 @@ def test_train_on_unknown_dataset_is_422(client):
     assert_problem(client.post("/train", json={"dataset_id": 424242}), 422, field="dataset_id")
 
 
-def test_train_on_single_class_dataset_is_422(client, engine):
+def test_single_class_dataset_is_refused_at_upload(client, engine):
+    # (issue 10: refused when uploaded, so no dataset exists that /train would refuse)
     content = b"a,b,y\n1,2,only\n3,4,only\n5,6,only\n"
-    ds = upload(client, content)
-    body = assert_problem(client.post("/train", json={"dataset_id": ds["id"]}), 422, "dataset_id")
-    assert "one class" in body["detail"]
-    assert _count(engine, Job) == 0
+    r = client.post("/datasets", files={"file": ("data.csv", content)})
+    body = assert_problem(r, 422, "label")
+    assert "single class" in body["detail"] and "'y'" in body["detail"]
+    assert _count(engine, Dataset) == 0 and _count(engine, Job) == 0
 
 
 def test_test_fraction_leaving_too_few_rows_is_422(client):

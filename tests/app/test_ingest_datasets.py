@@ -24,7 +24,7 @@ EMOTIONS_LABELS = ["amazed-suprised", "happy-pleased", "relaxing-calm", "quiet-s
 CASES = [
     ("a9a", {}, (32561, 123), True, {-1: 24720, 1: 7841}),
     ("a9a.t", {"n_features": 123}, (16281, 123), True, {-1: 12435, 1: 3846}),
-    ("bank-full.csv", {}, (45211, 51), False, {"no": 39922, "yes": 5289}),
+    ("bank-full.csv", {}, (45211, 51), True, {"no": 39922, "yes": 5289}),  # one-hot: CSR
     ("bibtex.arff", {"label": "TAG_2005", "drop": ["TAG_*"]}, (7395, 1836), True, None),
     ("qsar-biodeg.arff", {}, (1055, 41), False, {1: 699, 2: 356}),
     ("keel_wisconsin.dat", {}, (683, 9), False, {2: 444, 4: 239}),
@@ -101,14 +101,16 @@ def test_bank_one_hot_arithmetic() -> None:
                     "loan": 2, "contact": 3, "month": 12, "poutcome": 4}
     assert p.feature_names[:3] == ["age", "job=admin.", "job=blue-collar"]
     # First data row: 58;"management";"married";"tertiary";"no";2143;...
-    row0 = dict(zip(p.feature_names, p.X[0], strict=True))
+    assert sp.issparse(p.X) and p.X.nnz < 0.33 * p.X.shape[0] * p.X.shape[1]
+    X = p.X.toarray()
+    row0 = dict(zip(p.feature_names, X[0], strict=True))
     assert row0["age"] == 58 and row0["balance"] == 2143
     assert row0["job=management"] == 1 and row0["job=admin."] == 0
     record = {"age": 58, "job": "management", "marital": "married", "education": "tertiary",
               "default": "no", "balance": 2143, "housing": "yes", "loan": "no",
               "contact": "unknown", "day": 5, "month": "may", "duration": 261, "campaign": 1,
               "pdays": -1, "previous": 0, "poutcome": "unknown"}
-    np.testing.assert_array_equal(encode_rows(p.encoding, [record]), p.X[:1])
+    np.testing.assert_array_equal(encode_rows(p.encoding, [record]), X[:1])
 
 
 def test_phishing_one_hot_of_numeric_nominals() -> None:
