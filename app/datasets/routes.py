@@ -47,14 +47,11 @@ def create_dataset(
     settings: SettingsDep,
     response: Response,
     file: Annotated[UploadFile, File(description="The data file")],
-    name: Annotated[
-        str | None, Form(description="Display name (default: file name)", examples=["wdbc"])
-    ] = None,
+    name: Annotated[str | None, Form(description="Display name (default: file name)")] = None,
     format: Annotated[
         str | None,
         Form(
             description="csv, tsv, libsvm (svmlight) or arff; detected from name/content if absent",
-            examples=["arff"],
         ),
     ] = None,
     label: Annotated[
@@ -62,21 +59,19 @@ def create_dataset(
         Form(
             description="Label column: a name, or a 0-based index given as digits "
             "(default: the format's convention, e.g. last column / first LIBSVM field)",
-            examples=["Class"],
         ),
     ] = None,
     drop: Annotated[
         list[str] | None,
         Form(
             description="Columns to ignore: names or fnmatch globs, comma-separated or repeated",
-            examples=[["id", "TAG_*"]],
         ),
     ] = None,
     missing: Annotated[
         Literal["error", "drop"],
         Form(
             description="Missing values: reject the file (error) or drop those rows (drop)",
-            examples=["drop"],
+            examples=["error"],
         ),
     ] = "error",
     n_features: Annotated[
@@ -84,18 +79,16 @@ def create_dataset(
         Form(
             ge=1,
             description="LIBSVM: number of features (when the file's max index is less)",
-            examples=[123],
         ),
     ] = None,
     header: Annotated[
         bool | None,
-        Form(description="CSV/TSV: first line is a header (default: sniffed)", examples=[True]),
+        Form(description="CSV/TSV: first line is a header (default: sniffed)"),
     ] = None,
     delimiter: Annotated[
         str | None,
         Form(
             description="CSV: field delimiter (default: sniffed); `\\t` or `tab` for tabs",
-            examples=[";"],
         ),
     ] = None,
 ) -> DatasetDetail:
