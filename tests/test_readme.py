@@ -15,21 +15,19 @@ Conventions (also stated in the README's "How this README is tested"):
 from __future__ import annotations
 
 import math
-import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.live_server import ROOT, LiveServer, live_server
+
 README = ROOT / "README.md"
 README_API = "http://127.0.0.1:8000"
 NOT_RUN = re.compile(r"^<!--\s*not run\b.*-->\s*$")
@@ -186,63 +184,18 @@ def test_readme_parsing_finds_commands_and_outputs() -> None:
     assert not any("shared/datasets" in b.body for b in blocks)  # only files of the repository
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_live(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        assert proc.poll() is None, "msvmav serve exited"
-        try:
-            with urllib.request.urlopen(url + "/livez", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError("msvmav serve did not answer /livez")
-
-
 @pytest.fixture
-def server(tmp_path: Path):
-    """``msvmav serve`` on a fresh SQLite database in a scratch directory holding examples/."""
+def server(tmp_path: Path) -> Iterator[LiveServer]:
+    """``msvmav serve`` on a fresh SQLite database, run from a scratch directory holding
+    examples/ (so the README's relative paths work and its outputs land there)."""
     if shutil.which("jq") is None or shutil.which("curl") is None:
         pytest.fail("the README needs curl and jq (apt-get install curl jq)")
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "examples").symlink_to(ROOT / "examples")
-    port = _free_port()
-    bin_dir = Path(sys.executable).parent
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "MSVMAV_DATABASE_URL": f"sqlite:///{tmp_path / 'readme.db'}",
-        "MSVMAV_WORKER_POLL_INTERVAL": "0.1",
-        "PYTHONPATH": str(ROOT),
-    }
-    msvmav = shutil.which("msvmav", path=env["PATH"])
-    assert msvmav, "the msvmav command is not installed"
-    log = (tmp_path / "serve.log").open("wb")
-    proc = subprocess.Popen(
-        [msvmav, "serve", "--port", str(port)], cwd=work, env=env, stdout=log, stderr=log
-    )
-    try:
-        _wait_live(f"http://127.0.0.1:{port}", proc)
-        yield work, env, f"http://127.0.0.1:{port}"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    with live_server(tmp_path) as server:
+        yield server
 
 
-def test_readme_runs_as_written(server) -> None:
-    work, env, api = server
+def test_readme_runs_as_written(server: LiveServer) -> None:
+    work, env, api = server.cwd, server.env, server.url
     blocks = [b for b in parse_blocks(README.read_text()) if not b.skipped]
     commands = [c for b in blocks for c in b.commands]
     script = ["set -o pipefail"]
