@@ -58,8 +58,21 @@ def _operations(spec: dict) -> Iterator[tuple[str, str, dict]]:
             yield path, method, op
 
 
+def _swagger_sample(schema: dict) -> Any:
+    """The value Swagger UI pre-fills for a property without an example."""
+    options = [s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"]
+    first = options[0] if options else {}
+    if "enum" in first:
+        return schema.get("default", first["enum"][0])
+    kind = first.get("type")
+    if kind == "array":
+        return [_swagger_sample(first.get("items", {}))]
+    return {"string": "string", "integer": first.get("minimum", 0), "boolean": True}.get(kind, "")
+
+
 def _form_examples(spec: dict, op: dict) -> dict[str, Any]:
-    """What Swagger UI pre-fills in a multipart form: each property's first example."""
+    """What Swagger UI sends from a multipart form as pre-filled: each property's first
+    example, or its sample value when it has none; empty values are not sent."""
     schema = op["requestBody"]["content"]["multipart/form-data"]["schema"]
     if "$ref" in schema:
         schema = spec["components"]["schemas"][schema["$ref"].split("/")[-1]]
@@ -68,9 +81,13 @@ def _form_examples(spec: dict, op: dict) -> dict[str, Any]:
         if prop.get("format") == "binary" or name == "file":
             continue
         if "examples" in prop:
-            out[name] = prop["examples"][0]
+            value = prop["examples"][0]
         elif "example" in prop:
-            out[name] = prop["example"]
+            value = prop["example"]
+        else:
+            value = _swagger_sample(prop)
+        if value not in ("", [], None):
+            out[name] = value
     return out
 
 
