@@ -175,8 +175,9 @@ def test_every_request_example_works_as_prefilled(fresh):
 
 
 def test_error_examples_are_true(fresh):
-    """Each documented error status has its own example with that status; the 404s and the
-    422s of a path id are what the service really answers to the example's request."""
+    """Each documented error status has its own example with that status; the 404s, the 422s
+    of a path id and the 409 of cancelling a finished job are what the service really answers
+    to the example's request."""
     client, worker = fresh
     spec = client.get("/openapi.json").json()
     readme_start(client, worker, spec)
@@ -190,11 +191,10 @@ def test_error_examples_are_true(fresh):
             assert example["status"] == int(code), (path, method, code, example)
             details.add((code, example["detail"]))
             instance = example["instance"]
-            if (
-                instance != path
-                and "{" not in instance
-                and ("999" in instance or "abc" in instance)
-            ):
+            # Replayable on this server: unknown ids, a non-integer id, cancelling job 1
+            # (finished). The others need a state or limits this server does not have.
+            replay = "999" in instance or "abc" in instance or op["operationId"] == "cancel_job"
+            if instance != path and "{" not in instance and replay:
                 r = client.request(method, instance)
                 body = r.json()
                 assert r.status_code == int(code), (method, instance, r.text)
