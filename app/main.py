@@ -9,11 +9,13 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
+from fastapi_offline import FastAPIOffline
 
 from app import problems
 from app.config import Settings, get_settings
 from app.datasets.routes import router as datasets_router
 from app.db import make_engine, make_session_factory, script_heads
+from app.error_examples import error_example
 from app.experiments.routes import router as experiments_router
 from app.health import router as health_router
 from app.jobs.routes import router as jobs_router
@@ -59,6 +61,10 @@ Errors are RFC 9457 `application/problem+json`.
 """
 
 
+# Swagger UI: fold the schemas list and show each operation's request duration.
+SWAGGER_UI_PARAMETERS = {"defaultModelsExpandDepth": 0, "displayRequestDuration": True}
+
+
 def operation_id(route: APIRoute) -> str:
     """Stable operation ids: the handler's name (``create_dataset``, ``get_job``, ...)."""
     return route.name
@@ -73,13 +79,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         engine.dispose()
 
-    app = FastAPI(
+    # Swagger UI (/docs) and ReDoc (/redoc) with their scripts and styles served by the service
+    # itself from fastapi-offline's package data (under /static-offline-docs), not from a CDN:
+    # the pages work on hosts without internet access.
+    app = FastAPIOffline(
         title="msvmav",
         version="0.1.0",
         description=DESCRIPTION,
         openapi_tags=TAGS,
         generate_unique_id_function=operation_id,
         lifespan=lifespan,
+        swagger_ui_parameters=SWAGGER_UI_PARAMETERS,
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -120,12 +130,17 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         tags=app.openapi_tags,
     )
     problem_ref = {"$ref": "#/components/schemas/ProblemDetail"}
-    for path_item in schema.get("paths", {}).values():
+    for path, path_item in schema.get("paths", {}).items():
         for op in path_item.values():
             for code, response in op.get("responses", {}).items():
                 if not code.isdigit() or int(code) < 400:
                     continue
-                response["content"] = {problems.PROBLEM_MEDIA_TYPE: {"schema": problem_ref}}
+                response["content"] = {
+                    problems.PROBLEM_MEDIA_TYPE: {
+                        "schema": problem_ref,
+                        "example": error_example(int(code), path, op),
+                    }
+                }
                 if code == "422":
                     response["description"] = (
                         "Invalid input: the `errors` list names each field "

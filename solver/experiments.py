@@ -242,7 +242,12 @@ def _cell(r: ExperimentResult, a: str) -> str:
     if rec is None:
         return "–"
     mark = MARKS[r.comparisons[a]["outcome"]] if a in r.comparisons else ""
-    return f"{rec['mean']:.4f}±{rec['std']:.4f}" + (f" {mark}" if mark else "")
+    return f"{rec['mean']:.4f}±{_std(rec) or '–'}" + (f" {mark}" if mark else "")
+
+
+def _std(rec: dict) -> str:
+    """The std as printed; "" when undefined (a single partition: ddof=1 needs two)."""
+    return f"{rec['std']:.4f}" if len(rec.get("accuracies", ())) != 1 else ""
 
 
 def win_tie_loss(results: dict[str, ExperimentResult | dict],
@@ -296,7 +301,7 @@ def to_csv(results_by_dataset: dict[str, ExperimentResult | dict],
         row = [name]
         for a in cols:
             rec = r.algorithms.get(a)
-            row += ([f"{rec['mean']:.4f}", f"{rec['std']:.4f}"] if rec else ["", ""])
+            row += ([f"{rec['mean']:.4f}", _std(rec)] if rec else ["", ""])
             if a != "msvmav":
                 row.append(CSV_OUTCOMES[r.comparisons[a]["outcome"]]
                            if a in r.comparisons else "")

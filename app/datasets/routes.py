@@ -42,19 +42,21 @@ def _drop(values: list[str] | None) -> list[str] | None:
         **problem_responses(413, 422),
     },
 )
+# Swagger UI pre-fills a form field that has no example with a sample value ("string", 1, true)
+# and sends it, which breaks a plain upload; the empty examples leave the options empty (unsent).
 def create_dataset(
     session: SessionDep,
     settings: SettingsDep,
     response: Response,
     file: Annotated[UploadFile, File(description="The data file")],
     name: Annotated[
-        str | None, Form(description="Display name (default: file name)", examples=["wdbc"])
+        str | None, Form(description="Display name (default: file name)", examples=[""])
     ] = None,
     format: Annotated[
         str | None,
         Form(
             description="csv, tsv, libsvm (svmlight) or arff; detected from name/content if absent",
-            examples=["arff"],
+            examples=[""],
         ),
     ] = None,
     label: Annotated[
@@ -62,21 +64,21 @@ def create_dataset(
         Form(
             description="Label column: a name, or a 0-based index given as digits "
             "(default: the format's convention, e.g. last column / first LIBSVM field)",
-            examples=["Class"],
+            examples=[""],
         ),
     ] = None,
     drop: Annotated[
         list[str] | None,
         Form(
             description="Columns to ignore: names or fnmatch globs, comma-separated or repeated",
-            examples=[["id", "TAG_*"]],
+            examples=[[]],
         ),
     ] = None,
     missing: Annotated[
         Literal["error", "drop"],
         Form(
             description="Missing values: reject the file (error) or drop those rows (drop)",
-            examples=["drop"],
+            examples=["error"],
         ),
     ] = "error",
     n_features: Annotated[
@@ -84,18 +86,18 @@ def create_dataset(
         Form(
             ge=1,
             description="LIBSVM: number of features (when the file's max index is less)",
-            examples=[123],
+            examples=[""],
         ),
     ] = None,
     header: Annotated[
         bool | None,
-        Form(description="CSV/TSV: first line is a header (default: sniffed)", examples=[True]),
+        Form(description="CSV/TSV: first line is a header (default: sniffed)", examples=[""]),
     ] = None,
     delimiter: Annotated[
         str | None,
         Form(
             description="CSV: field delimiter (default: sniffed); `\\t` or `tab` for tabs",
-            examples=[";"],
+            examples=[""],
         ),
     ] = None,
 ) -> DatasetDetail:

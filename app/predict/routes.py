@@ -8,19 +8,25 @@ from fastapi import APIRouter, Body, File, Form, UploadFile
 
 from app.deps import SessionDep, SettingsDep
 from app.predict import service
-from app.predict.schemas import PredictRequest, PredictResponse
+from app.predict.schemas import (
+    WDBC_BENIGN,
+    WDBC_COLUMNS,
+    WDBC_MALIGNANT,
+    PredictRequest,
+    PredictResponse,
+)
 from app.problems import problem_responses
 
 router = APIRouter(prefix="/predict", tags=["predict"])
 
 _PREDICT_EXAMPLES = {
     "rows": {
-        "summary": "Rows in column order, with true labels",
-        "value": {"model_id": 1, "instances": [[1.0, 0.5, 3.2], [0.1, 2.0, 1.1]], "labels": [1, 2]},
+        "summary": "Rows in column order, with true labels (model 1 of the README: wdbc)",
+        "value": {"model_id": 1, "instances": [WDBC_MALIGNANT, WDBC_BENIGN], "labels": [2, 1]},
     },
     "records": {
-        "summary": "Records keyed by column name",
-        "value": {"model_id": 1, "instances": [{"age": 41, "job": "admin.", "balance": 1270}]},
+        "summary": "A record keyed by column name (model 1 of the README: wdbc)",
+        "value": {"model_id": 1, "instances": [dict(zip(WDBC_COLUMNS, WDBC_BENIGN, strict=True))]},
     },
 }
 

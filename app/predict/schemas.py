@@ -6,6 +6,22 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# Examples fitting the README's first model (model 1, trained on examples/wdbc.arff): its first
+# row (class 2, malignant), its 53rd data row (class 1, benign), and its column names.
+_MALIGNANT = (
+    "17.99 10.38 122.8 1001 0.1184 0.2776 0.3001 0.1471 0.2419 0.07871 1.095 0.9053 "
+    "8.589 153.4 0.006399 0.04904 0.05373 0.01587 0.03003 0.006193 25.38 17.33 184.6 2019 "
+    "0.1622 0.6656 0.7119 0.2654 0.4601 0.1189"
+)
+_BENIGN = (
+    "13.54 14.36 87.46 566.3 0.09779 0.08129 0.06664 0.04781 0.1885 0.05766 0.2699 "
+    "0.7886 2.058 23.56 0.008462 0.0146 0.02387 0.01315 0.0198 0.0023 15.11 19.26 99.7 711.2 "
+    "0.144 0.1773 0.239 0.1288 0.2977 0.07259"
+)
+WDBC_MALIGNANT = [float(v) for v in _MALIGNANT.split()]
+WDBC_BENIGN = [float(v) for v in _BENIGN.split()]
+WDBC_COLUMNS = [f"V{j}" for j in range(1, 31)]
+
 
 class PredictRequest(BaseModel):
     """Rows to classify, as raw values like those of the uploaded file (categories as text),
@@ -16,8 +32,8 @@ class PredictRequest(BaseModel):
         protected_namespaces=(),
         json_schema_extra={
             "examples": [
-                {"model_id": 3, "instances": [[17.99, 10.38, 122.8]], "labels": [2]},
-                {"model_id": 5, "instances": [{"age": 41, "job": "admin.", "balance": 1270}]},
+                {"model_id": 1, "instances": [WDBC_MALIGNANT, WDBC_BENIGN], "labels": [2, 1]},
+                {"model_id": 1, "instances": [dict(zip(WDBC_COLUMNS, WDBC_BENIGN, strict=True))]},
             ]
         },
     )
@@ -48,7 +64,7 @@ class PredictResponse(BaseModel):
         json_schema_extra={
             "examples": [
                 {
-                    "model_id": 3,
+                    "model_id": 1,
                     "classes": [1, 2],
                     "n": 1,
                     "predictions": [{"label": 2, "decision_value": 1.73}],

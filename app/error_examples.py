@@ -1,0 +1,141 @@
+"""OpenAPI examples of the problem+json error answers: one true example per operation and
+status (a 404 example has status 404 and the detail the route really gives, and so on), so
+that Swagger UI does not show the same /train 422 under every error code."""
+
+from __future__ import annotations
+
+import re
+from http import HTTPStatus
+from typing import Any
+
+from app.problems import TYPE_BASE
+
+_REQUEST_ID = "5f0c3e2a9b1d4c7e8f6a2b3c4d5e6f70"
+_ID_PARAM = re.compile(r"\{(\w+)_id\}")
+MISSING_ID = 999
+
+# 409 answers, by operation id.
+_CONFLICTS = {
+    "delete_dataset": "dataset {id} is used by a queued or running job; cancel it first",
+    "cancel_job": "job {id} already succeeded; only queued or running jobs can be cancelled",
+}
+_EXPERIMENT_CONFLICT = "experiment {id} is running; tables and plots exist once it has succeeded"
+
+# 413 answers, by operation id.
+_TOO_LARGE = {
+    "create_dataset": (
+        "dataset has 2000001 rows; the limit is 2000000 (MSVMAV_MAX_ROWS)",
+        {"field": "file"},
+    ),
+    "predict": (
+        "100001 rows; at most 100000 per request (MSVMAV_MAX_PREDICT_INSTANCES)",
+        {"field": "instances"},
+    ),
+    "predict_file": (
+        "100001 rows; at most 100000 per request (MSVMAV_MAX_PREDICT_INSTANCES)",
+        {"field": "file"},
+    ),
+}
+
+# 422 answers whose cause is in the body, by operation id: (loc, message, error entry extras).
+_INVALID_BODY: dict[str, tuple[list[str | int], str, dict[str, Any]]] = {
+    "create_train_job": (
+        ["body", "alpha"],
+        "Input should be greater than 0",
+        {"type": "greater_than", "input": 0},
+    ),
+    "predict": (["body", "model_id"], f"model {MISSING_ID} not found", {}),
+    "predict_file": (["body", "model_id"], f"model {MISSING_ID} not found", {}),
+    "create_experiment": (
+        ["body", "splits"],
+        "Input should be greater than or equal to 1",
+        {"type": "greater_than_equal", "input": 0},
+    ),
+}
+_LABEL_NOT_FOUND = (
+    "Label column 'Klass' not found; available columns: 'V1', 'V2', 'V3', 'V4', 'V5', 'V6', "
+    "'V7', 'V8', 'V9', 'V10', 'V11', 'V12', 'V13', 'V14', 'V15', 'V16', 'V17', 'V18', 'V19', "
+    "'V20', ... (11 more)."
+)
+
+
+def _instance(path: str, value: object) -> str:
+    return _ID_PARAM.sub(str(value), path)
+
+
+def _problem(status: int, instance: str, detail: str, **extra: Any) -> dict[str, Any]:
+    kinds = {
+        404: ("not-found", "Not Found"),
+        409: ("conflict", "Conflict"),
+        413: ("too-large", "Content Too Large"),
+        422: ("validation-error", "Validation Error"),
+    }
+    slug, title = kinds.get(status, ("", HTTPStatus(status).phrase))
+    return {
+        "type": TYPE_BASE + slug if slug else "about:blank",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "instance": instance,
+        "request_id": _REQUEST_ID,
+        **extra,
+    }
+
+
+def _invalid(instance: str, loc: list[str | int], message: str, **entry: Any) -> dict[str, Any]:
+    field = ".".join(str(p) for p in loc[1:])
+    error = {"loc": loc, "field": field, "message": message, **entry}
+    return _problem(422, instance, f"{field}: {message}", errors=[error])
+
+
+def error_example(status: int, path: str, op: dict[str, Any]) -> dict[str, Any]:
+    """A true problem+json example of ``status`` for the operation ``op`` at ``path``."""
+    op_id = op.get("operationId", "")
+    match = _ID_PARAM.search(path)
+    kind = match.group(1) if match else None
+    if status == 404 and kind:
+        return _problem(404, _instance(path, MISSING_ID), f"{kind} {MISSING_ID} not found")
+    if status == 409:
+        template = _CONFLICTS.get(op_id, _EXPERIMENT_CONFLICT if kind == "experiment" else None)
+        if template:
+            return _problem(409, _instance(path, 1), template.format(id=1))
+    if status == 413 and op_id in _TOO_LARGE:
+        detail, extra = _TOO_LARGE[op_id]
+        return _problem(413, path, detail, **extra)
+    if status == 422:
+        if op_id == "create_dataset":  # a parse error: names the option, row and column
+            error = {"loc": ["body", "label"], "field": "label", "message": _LABEL_NOT_FOUND}
+            place = {"row": None, "column": "Klass"}
+            return {
+                **_problem(422, path, f"label: {_LABEL_NOT_FOUND}"),
+                "type": TYPE_BASE + "ingest-error",
+                "title": "Unprocessable Data",
+                "errors": [{**error, **place}],
+                "field": "label",
+                **place,
+            }
+        if op_id in _INVALID_BODY:
+            loc, message, extra = _INVALID_BODY[op_id]
+            return _invalid(path, loc, message, **extra)
+        if kind:
+            param = f"{kind}_id"
+            return _invalid(
+                _instance(path, "abc"),
+                ["path", param],
+                "Input should be a valid integer, unable to parse string as an integer",
+                type="int_parsing",
+                input="abc",
+            )
+        if any(p.get("name") == "limit" for p in op.get("parameters", [])):
+            return _invalid(
+                path,
+                ["query", "limit"],
+                "Input should be less than or equal to 100",
+                type="less_than_equal",
+                input="1000",
+            )
+    if status == 503:
+        return _problem(
+            503, path, "database schema at ['0001'], expected ['0002']: run `msvmav migrate`"
+        )
+    return _problem(status, path, HTTPStatus(status).description or HTTPStatus(status).phrase)

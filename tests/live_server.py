@@ -1,0 +1,82 @@
+"""A real ``msvmav serve`` process on 127.0.0.1, a free port and a fresh SQLite database, for the
+tests that drive the service from outside (the README test, the browser test)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class LiveServer:
+    url: str  # http://127.0.0.1:PORT
+    cwd: Path  # the server's working directory, holding examples/ (a link)
+    env: dict[str, str]  # its environment: PATH has the venv's bin first
+    log: Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_live(server: LiveServer, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise AssertionError(f"msvmav serve exited:\n{server.log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(server.url + "/readyz", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError("msvmav serve did not answer /readyz")
+
+
+@contextmanager
+def live_server(tmp_path: Path, **env_extra: str) -> Iterator[LiveServer]:
+    """Start ``msvmav serve`` (the installed command) with one embedded worker polling every
+    0.1 s; SIGTERM it afterwards."""
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    (cwd / "examples").symlink_to(ROOT / "examples")
+    bin_dir = Path(sys.executable).parent
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "MSVMAV_DATABASE_URL": f"sqlite:///{tmp_path / 'live.db'}",
+        "MSVMAV_WORKER_POLL_INTERVAL": "0.1",
+        **env_extra,
+    }
+    msvmav = shutil.which("msvmav", path=env["PATH"])
+    assert msvmav, "the msvmav command is not installed (pip install -e .)"
+    server = LiveServer(f"http://127.0.0.1:{free_port()}", cwd, env, tmp_path / "serve.log")
+    port = server.url.rsplit(":", 1)[1]
+    with server.log.open("wb") as log:
+        proc = subprocess.Popen(
+            [msvmav, "serve", "--port", port], cwd=cwd, env=env, stdout=log, stderr=log
+        )
+        try:
+            _wait_live(server, proc)
+            yield server
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
