@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Query, Response, status
 
 from app.deps import SessionDep
 from app.jobs import service
-from app.jobs.schemas import JobOut, JobPage, JobStatus, TrainRequest
+from app.jobs.schemas import JobAttemptOut, JobDetail, JobOut, JobPage, JobStatus, TrainRequest
 from app.pagination import PageDep
 from app.problems import problem_responses
 
@@ -112,11 +112,19 @@ def list_jobs(
 @router.get(
     "/jobs/{job_id}",
     summary="Get a job",
-    response_model=JobOut,
+    description=(
+        "The job, its progress and `attempt_history`: each claim by a worker with its start, "
+        "end and outcome. A job whose worker is killed or frozen is re-queued once its lease "
+        "expires (MSVMAV_LEASE_SECONDS) and claimed again, up to MSVMAV_MAX_ATTEMPTS lost "
+        "workers; then it fails."
+    ),
+    response_model=JobDetail,
     responses=problem_responses(404),
 )
-def get_job(session: SessionDep, job_id: int) -> JobOut:
-    return JobOut.model_validate(service.get_or_raise(session, job_id))
+def get_job(session: SessionDep, job_id: int) -> JobDetail:
+    job = JobOut.model_validate(service.get_or_raise(session, job_id))
+    history = [JobAttemptOut.model_validate(a) for a in service.attempts(session, job_id)]
+    return JobDetail(**job.model_dump(), attempt_history=history)
 
 
 @router.post(

@@ -1,4 +1,5 @@
-"""Job data functions: submit, read, list, cancel. Claiming and running live in app.worker."""
+"""Job data functions: submit, read, list, cancel. Claiming and leases live in app.jobs.queue,
+running in app.worker."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from sqlalchemy.orm import Session
 from app import algorithms
 from app.datasets import service as datasets
 from app.jobs.schemas import TrainRequest
-from app.orm import Dataset, Job, utcnow
+from app.orm import Dataset, Job, JobAttempt, utcnow
 from app.pagination import PageParams, paginate
 from app.problems import conflict, invalid, not_found
 from app.training import HYPER_PARAMETERS, holdout_sizes
@@ -21,6 +22,15 @@ def get_or_raise(session: Session, job_id: int) -> Job:
     if job is None:
         raise not_found("job", job_id)
     return job
+
+
+def attempts(session: Session, job_id: int) -> list[JobAttempt]:
+    """The job's attempts, oldest first."""
+    return list(
+        session.scalars(
+            select(JobAttempt).where(JobAttempt.job_id == job_id).order_by(JobAttempt.number)
+        )
+    )
 
 
 def list_page(
