@@ -31,6 +31,9 @@ def submit(session: Session, request: ExperimentRequest) -> Job:
     """Queue an experiment after checking everything that can be checked without fitting."""
     _unique(request.dataset_ids, "dataset_ids")
     _unique(request.algorithms, "algorithms")
+    # Locked until the job is committed, as for /train: exclusive with deleting one of them.
+    ids = request.dataset_ids
+    datasets.lock_or_raise(session, ids, [["body", "dataset_ids", i] for i in range(len(ids))])
     for i, dataset_id in enumerate(request.dataset_ids):
         loc: list[str | int] = ["body", "dataset_ids", i]
         dataset = datasets.get_or_raise(session, dataset_id, loc)

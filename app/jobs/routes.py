@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query, Response, status
+from fastapi import APIRouter, Body, Query, Request, Response, status
+from fastapi.responses import JSONResponse
 
 from app.deps import SessionDep
+from app.idempotency import Created, IdempotencyKeyHeader, create_once
 from app.jobs import service
 from app.jobs.schemas import JobAttemptOut, JobDetail, JobOut, JobPage, JobStatus, TrainRequest
 from app.pagination import PageDep
@@ -86,12 +88,17 @@ _TRAIN_EXAMPLES = {
 )
 def create_train_job(
     session: SessionDep,
-    response: Response,
+    http_request: Request,
     request: Annotated[TrainRequest, Body(openapi_examples=_TRAIN_EXAMPLES)],
-) -> JobOut:
-    job = service.submit_train(session, request)
-    response.headers["Location"] = f"/jobs/{job.id}"
-    return JobOut.model_validate(job)
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> JSONResponse:
+    def create() -> Created:
+        job = service.submit_train(session, request)
+        body = JobOut.model_validate(job).model_dump(mode="json")
+        return Created(status.HTTP_202_ACCEPTED, body, f"/jobs/{job.id}")
+
+    payload = request.model_dump(mode="json")
+    return create_once(session, http_request, idempotency_key, payload, create)
 
 
 @router.get(

@@ -44,7 +44,8 @@ def list_page(
 
 def submit_train(session: Session, request: TrainRequest) -> Job:
     """Queue a training job after checking what can be checked without fitting."""
-    dataset = datasets.get_or_raise(session, request.dataset_id, ["body", "dataset_id"])
+    # Locked until the job is committed: a concurrent DELETE /datasets/{id} waits, then sees it.
+    (dataset,) = datasets.lock_or_raise(session, [request.dataset_id], [["body", "dataset_id"]])
     if len(dataset.classes) < 2:
         raise invalid(
             ["body", "dataset_id"],
@@ -76,7 +77,8 @@ def submit_train(session: Session, request: TrainRequest) -> Job:
 
 
 def enqueue(session: Session, *, kind: str, params: dict, dataset_id: int | None) -> Job:
-    """Commit a new queued job of ``kind`` (validation is the caller's)."""
+    """Add a new queued job of ``kind``, flushed, not committed (the route commits, with its
+    Idempotency-Key record if any); validation and dataset locks are the caller's."""
     job = Job(
         kind=kind,
         status="queued",
@@ -88,7 +90,7 @@ def enqueue(session: Session, *, kind: str, params: dict, dataset_id: int | None
         attempts=0,
     )
     session.add(job)
-    session.commit()
+    session.flush()
     return job
 
 
