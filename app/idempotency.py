@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -30,6 +31,8 @@ from sqlalchemy.orm import Session
 
 from app.orm import IdempotencyKey
 from app.problems import invalid
+
+log = logging.getLogger("app.idempotency")
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -112,6 +115,7 @@ def create_once(
         stored = session.get(IdempotencyKey, key_scope, populate_existing=True)
         if stored is None:
             raise
+        log.info("idempotency key taken by a concurrent request; its response is replayed")
         return _replay(stored, print_, request)
     return _response(created.status_code, created.body, headers)
 
