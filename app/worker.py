@@ -17,8 +17,9 @@ once. Guarantees:
   worker that resumes finds the job no longer its own and discards its result;
 * **SIGTERM/SIGINT** — stop claiming, abort the running fit at its next iteration and put that
   job back in the queue (it did nothing wrong; this does not count as a lost worker), then exit;
-* **visible when hung** — the main loop (and the fit callbacks) touch ``worker_alive_file``;
-  ``msvmav worker --check`` fails when it is older than ``worker_alive_max_age``.
+* **visible when hung** — the main loop (after each successful poll of the database) and the
+  fit callbacks touch ``worker_alive_file``; ``msvmav worker --check`` fails when it is older
+  than ``worker_alive_max_age`` (the loop stopped, hangs, or cannot reach the database).
 
 Which code runs a job of a given ``kind`` is ``app.jobs.registry``'s business: this module
 imports no domain module.
@@ -243,9 +244,11 @@ class Worker:
         self._last_reap = float("-inf")
 
     def reap(self) -> int:
-        """Re-queue (or fail) jobs whose lease expired; at most once per heartbeat interval."""
+        """Re-queue (or fail) jobs whose lease expired; at most once a second (or once per
+        heartbeat interval, if shorter). Idle workers reap: a busy one cannot run the job
+        anyway."""
         now = time.monotonic()
-        if now - self._last_reap < self.settings.heartbeat_interval:
+        if now - self._last_reap < min(1.0, self.settings.heartbeat_interval):
             return 0
         self._last_reap = now
         return reap_expired_jobs(
@@ -254,10 +257,11 @@ class Worker:
 
     def run_once(self) -> str | None:
         """Reap expired leases, then claim and run one job. The job's final status, or None
-        when nothing was queued."""
-        self.alive()
+        when nothing was queued. The liveness stamp follows a successful database round trip:
+        a worker that cannot reach its database goes stale too."""
         self.reap()
         job_id = claim_next_job(self.engine, self.worker_id)
+        self.alive()
         if job_id is None:
             return None
         return run_job(

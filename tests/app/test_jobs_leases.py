@@ -164,6 +164,20 @@ def test_worker_loop_touches_its_alive_file(settings, engine, tmp_path):
     assert check_alive(str(path), 5)[0]
 
 
+def test_worker_that_cannot_reach_its_database_does_not_touch_it(tmp_path):
+    path = tmp_path / "alive"
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'missing-dir' / 'db.sqlite'}",
+        worker_alive_file=str(path),
+        _env_file=None,
+    )
+    worker = Worker(settings)
+    with pytest.raises(Exception, match="unable to open database"):
+        worker.run_once()
+    worker.engine.dispose()
+    assert not path.exists()
+
+
 def test_check_command_fails_for_a_stalled_or_absent_worker(tmp_path):
     path = tmp_path / "alive"
     r = _check(path)
