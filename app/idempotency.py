@@ -90,9 +90,9 @@ def create_once(
     key_scope = scope(principal, key)
     print_ = fingerprint(request.method, request.url.path, payload)
     stored = session.get(IdempotencyKey, key_scope)
-    session.rollback()  # end the read: on SQLite a transaction holds the write lock
     if stored is not None:
         return _replay(stored, print_, request)
+    session.rollback()  # end the read: on SQLite a transaction holds the write lock
     created = create()
     headers = {"Location": created.location}
     session.add(
