@@ -52,6 +52,15 @@ IdempotencyKeyHeader = Annotated[
 ]
 
 
+REPLAYED_RESPONSE_HEADER = {
+    REPLAYED_HEADER: {
+        "description": "`true` when this is the stored response to an earlier request with the "
+        "same Idempotency-Key (nothing was created by this one)",
+        "schema": {"type": "string", "enum": ["true"]},
+    }
+}
+
+
 @dataclass(frozen=True)
 class Created:
     """A create's response, before it is committed: status, JSON body and ``Location``."""

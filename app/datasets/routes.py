@@ -12,7 +12,12 @@ from fastapi.responses import JSONResponse
 from app.datasets import service
 from app.datasets.schemas import DatasetDetail, DatasetPage, DatasetSummary
 from app.deps import SessionDep, SettingsDep
-from app.idempotency import Created, IdempotencyKeyHeader, create_once
+from app.idempotency import (
+    REPLAYED_RESPONSE_HEADER,
+    Created,
+    IdempotencyKeyHeader,
+    create_once,
+)
 from app.pagination import PageDep
 from app.problems import problem_responses
 
@@ -40,7 +45,8 @@ def _drop(values: list[str] | None) -> list[str] | None:
         201: {
             "description": "Dataset stored",
             "headers": {
-                "Location": {"description": "/datasets/{id}", "schema": {"type": "string"}}
+                "Location": {"description": "/datasets/{id}", "schema": {"type": "string"}},
+                **REPLAYED_RESPONSE_HEADER,
             },
         },
         **problem_responses(413, 422),

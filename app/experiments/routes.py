@@ -15,7 +15,12 @@ from app.experiments.schemas import (
     ExperimentPage,
     ExperimentRequest,
 )
-from app.idempotency import Created, IdempotencyKeyHeader, create_once
+from app.idempotency import (
+    REPLAYED_RESPONSE_HEADER,
+    Created,
+    IdempotencyKeyHeader,
+    create_once,
+)
 from app.pagination import PageDep
 from app.plotting import IMAGE_TYPES, add_image_routes
 from app.problems import problem_responses
@@ -65,7 +70,10 @@ _DATASET_QUERY = Query(
     responses={
         202: {
             "description": "Experiment queued",
-            "headers": {"Location": {"description": "/jobs/{id}", "schema": {"type": "string"}}},
+            "headers": {
+                "Location": {"description": "/jobs/{id}", "schema": {"type": "string"}},
+                **REPLAYED_RESPONSE_HEADER,
+            },
         },
         **problem_responses(422),
     },

@@ -8,7 +8,12 @@ from fastapi import APIRouter, Body, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
 from app.deps import SessionDep
-from app.idempotency import Created, IdempotencyKeyHeader, create_once
+from app.idempotency import (
+    REPLAYED_RESPONSE_HEADER,
+    Created,
+    IdempotencyKeyHeader,
+    create_once,
+)
 from app.jobs import service
 from app.jobs.schemas import JobAttemptOut, JobDetail, JobOut, JobPage, JobStatus, TrainRequest
 from app.pagination import PageDep
@@ -81,7 +86,10 @@ _TRAIN_EXAMPLES = {
     responses={
         202: {
             "description": "Job queued",
-            "headers": {"Location": {"description": "/jobs/{id}", "schema": {"type": "string"}}},
+            "headers": {
+                "Location": {"description": "/jobs/{id}", "schema": {"type": "string"}},
+                **REPLAYED_RESPONSE_HEADER,
+            },
         },
         **problem_responses(422),
     },

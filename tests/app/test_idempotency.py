@@ -139,3 +139,5 @@ def test_openapi_documents_the_header(client):
         header = [p for p in params if p["name"] == "Idempotency-Key"]
         assert header and header[0]["in"] == "header" and not header[0].get("required")
         assert "same key" in header[0]["description"]
+        created = spec["paths"][path]["post"]["responses"]["201" if path == "/datasets" else "202"]
+        assert {"Location", "Idempotent-Replayed"} <= set(created["headers"])
