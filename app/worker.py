@@ -224,6 +224,9 @@ def _requeue(engine: Engine, job_id: int, worker_id: str) -> str:
         ).rowcount
         if done:
             end_attempt(conn, job_id, worker_id, "requeued")
+    if not done:
+        log.warning("job %s was no longer ours when this worker stopped", job_id)
+        return "lost"
     log.info("job %s put back in the queue", job_id)
     return "queued"
 

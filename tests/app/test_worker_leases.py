@@ -22,7 +22,8 @@ LONG_FIT = {"max_iter": 12_000, "tol": 0}
 
 
 def start_worker(database_url: str, tmp_path, **env: str) -> subprocess.Popen:
-    return subprocess.Popen(
+    alive = tmp_path / f"alive-{time.monotonic_ns()}"
+    proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "worker"],
         cwd=tmp_path,
         env={
@@ -30,7 +31,7 @@ def start_worker(database_url: str, tmp_path, **env: str) -> subprocess.Popen:
             "MSVMAV_DATABASE_URL": database_url,
             "MSVMAV_WORKER_POLL_INTERVAL": "0.1",
             "MSVMAV_CANCEL_CHECK_INTERVAL": "0.05",
-            "MSVMAV_WORKER_ALIVE_FILE": str(tmp_path / f"alive-{time.monotonic_ns()}"),
+            "MSVMAV_WORKER_ALIVE_FILE": str(alive),
             **LEASE,
             **env,
         },
@@ -38,6 +39,8 @@ def start_worker(database_url: str, tmp_path, **env: str) -> subprocess.Popen:
         stderr=subprocess.STDOUT,
         text=True,
     )
+    proc.alive_file = alive  # type: ignore[attr-defined]
+    return proc
 
 
 def stop_all(procs: list[subprocess.Popen]) -> list[str]:
@@ -150,7 +153,10 @@ def test_frozen_worker_that_resumes_writes_nothing(client, engine, database_url,
             lambda: (j := client.get(f"/jobs/{job['id']}").json())["status"] == "succeeded" and j,
             timeout=120,
         )
+        resumed = time.time()
         os.kill(a.pid, signal.SIGCONT)
+        # a's fit callback moves again (it touches its alive file), then finds the job gone
+        wait_for(lambda: a.alive_file.stat().st_mtime >= resumed, timeout=30)
         # a resumes mid-fit: its next progress write finds the job no longer its own
         history = wait_for(
             lambda: (
