@@ -18,9 +18,11 @@ def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_worker(settings: Settings, _args: argparse.Namespace) -> int:
-    from app.worker import run_worker
+def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
+    from app.worker import check_command, run_worker
 
+    if args.check:
+        return check_command(settings, args.max_age)
     run_worker(settings)
     return 0
 
@@ -107,6 +109,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help="run a worker process (for a shared database)")
+    worker.add_argument(
+        "--check",
+        action="store_true",
+        help="health check: exit 1 when this host's worker loop has not moved for --max-age "
+        "seconds (its MSVMAV_WORKER_ALIVE_FILE is older), 0 otherwise",
+    )
+    worker.add_argument(
+        "--max-age",
+        type=float,
+        help="seconds for --check (default MSVMAV_WORKER_ALIVE_MAX_AGE, 120)",
+    )
     worker.set_defaults(func=cmd_worker)
 
     migrate = sub.add_parser("migrate", help="alembic upgrade head")

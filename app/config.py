@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -35,12 +35,31 @@ class Settings(BaseSettings):
         1.0, gt=0, description="Seconds an idle worker waits before looking for queued jobs again"
     )
     heartbeat_interval: float = Field(
-        5.0, gt=0, description="Seconds between heartbeats of a worker running a job"
+        2.5, gt=0, description="Seconds between heartbeats of a worker running a job"
     )
-    stale_job_after: float = Field(
-        60.0,
+    lease_seconds: float = Field(
+        10.0,
         gt=0,
-        description="A running job whose heartbeat is older than this many seconds is failed",
+        description="A running job whose heartbeat is older than this many seconds has lost its "
+        "worker (killed or frozen): it is re-queued, or failed after max_attempts such losses",
+    )
+    max_attempts: int = Field(
+        3,
+        ge=1,
+        le=100,
+        description="How many times a job may lose its worker (lease expired) before it is "
+        "failed instead of re-queued",
+    )
+    worker_alive_file: str = Field(
+        "/tmp/msvmav-worker-alive",
+        description="File a worker touches from its main loop (and its fit callbacks); "
+        "`msvmav worker --check` reads its age",
+    )
+    worker_alive_max_age: float = Field(
+        120.0,
+        gt=0,
+        description="`msvmav worker --check` fails when the worker's alive file is older than "
+        "this many seconds (its loop stopped)",
     )
     cancel_check_interval: float = Field(
         0.2, ge=0, description="Least seconds between two progress/cancel-flag checks of a fit"
@@ -53,6 +72,16 @@ class Settings(BaseSettings):
         "(1: in the worker process; several workers usually share the machine)",
     )
     log_level: str = Field("INFO", description="Python logging level")
+
+    @model_validator(mode="after")
+    def _lease_outlasts_heartbeats(self) -> Settings:
+        if self.lease_seconds < 2 * self.heartbeat_interval:
+            raise ValueError(
+                f"lease_seconds ({self.lease_seconds:g}) must be at least twice "
+                f"heartbeat_interval ({self.heartbeat_interval:g}): one late heartbeat must not "
+                "take a running job from its worker"
+            )
+        return self
 
 
 @lru_cache

@@ -187,3 +187,43 @@ class ExperimentResult(Base):
     dataset_id: Mapped[int | None] = mapped_column(Integer)
     name: Mapped[str] = mapped_column(String(255))
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+JOB_ATTEMPT_OUTCOMES = ("running", "succeeded", "failed", "cancelled", "requeued", "lost")
+
+
+class JobAttempt(Base):
+    """One claim of a job by a worker: ``number`` counts the job's claims from 1 (it equals
+    ``jobs.attempts`` when made). ``outcome``: running, then succeeded / failed / cancelled,
+    ``requeued`` (its worker shut down and put the job back) or ``lost`` (its worker stopped
+    heartbeating: lease expired)."""
+
+    __tablename__ = "job_attempts"
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    worker_id: Mapped[str] = mapped_column(String(255))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    outcome: Mapped[str] = mapped_column(String(16), default="running")
+
+
+class IdempotencyKey(Base):
+    """The first response to a POST sent with an ``Idempotency-Key`` header, written in the same
+    transaction as the row that POST created (``app.idempotency``).
+
+    ``scope`` (the primary key) is sha256 of the principal and the key, so a key is unique per
+    principal; ``principal`` is NULL until requests carry one (API keys: the key's id/name)."""
+
+    __tablename__ = "idempotency_keys"
+
+    scope: Mapped[str] = mapped_column(String(64), primary_key=True)
+    principal: Mapped[str | None] = mapped_column(String(255))
+    key: Mapped[str] = mapped_column(String(255))
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    method: Mapped[str] = mapped_column(String(8))
+    path: Mapped[str] = mapped_column(String(255))
+    status_code: Mapped[int] = mapped_column(Integer)
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    headers: Mapped[dict[str, str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -1,22 +1,28 @@
-"""The job worker: claim a queued job atomically, run it, record the outcome.
+"""The job worker: claim a queued job under a lease, run it through the runner registry, record
+the outcome.
 
 Several workers (processes, possibly on several machines sharing one PostgreSQL) may run at
 once. Guarantees:
 
-* **claim once** — ``claim_next_job`` moves one job from ``queued`` to ``running`` atomically
-  (PostgreSQL: ``SELECT … FOR UPDATE SKIP LOCKED`` then ``UPDATE``; SQLite: one conditional
-  ``UPDATE … WHERE id = (SELECT …) AND status = 'queued' RETURNING id`` inside a
-  ``BEGIN IMMEDIATE`` transaction) and counts the claim in ``attempts``;
-* **all or nothing** — the model rows and the job's ``succeeded`` are written in one
-  transaction, and only if this worker still owns the running job;
+* **claim once** — ``claim_next_job`` (``app.jobs.queue``) moves one job from ``queued`` to
+  ``running`` atomically, counts the claim in ``attempts`` and opens a ``job_attempts`` row;
+* **all or nothing, exactly once** — the model rows and the job's ``succeeded`` are written in
+  one transaction, and only if this worker still holds the job's lease: one model per job;
 * **cancel** — the fit callback re-reads the job's cancel flag (at most every
   ``cancel_check_interval`` seconds, together with the progress update) and raises to abort;
-* **no job stuck in running** — a heartbeat thread stamps ``heartbeat_at``; any worker fails a
-  running job whose heartbeat is older than ``stale_job_after`` (cancelled if a cancel was
-  requested). Failing rather than re-queueing is deliberate: a job that killed its worker
-  (out of memory, say) would otherwise kill the next one too;
+* **no job lost** — a heartbeat thread renews the lease every ``heartbeat_interval`` seconds;
+  any worker re-queues a running job whose heartbeat is older than ``lease_seconds`` (its
+  worker was killed or frozen), and fails it instead once it has lost ``max_attempts`` workers
+  (a job that kills its worker, out of memory say, would otherwise kill them all). A frozen
+  worker that resumes finds the job no longer its own and discards its result;
 * **SIGTERM/SIGINT** — stop claiming, abort the running fit at its next iteration and put that
-  job back in the queue (it did nothing wrong), then exit.
+  job back in the queue (it did nothing wrong; this does not count as a lost worker), then exit;
+* **visible when hung** — the main loop (after each successful poll of the database) and the
+  fit callbacks touch ``worker_alive_file``; ``msvmav worker --check`` fails when it is older
+  than ``worker_alive_max_age`` (the loop stopped, hangs, or cannot reach the database).
+
+Which code runs a job of a given ``kind`` is ``app.jobs.registry``'s business: this module
+imports no domain module.
 """
 
 from __future__ import annotations
@@ -25,329 +31,81 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, case, select, update
+from sqlalchemy import Engine, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db import make_engine, make_session_factory
+from app.jobs.queue import Heartbeat, claim_next_job, end_attempt, reap_expired_jobs
+from app.jobs.registry import get_runner
+from app.jobs.runtime import (
+    JobCancelledError,
+    JobContext,
+    JobLostError,
+    JobResult,
+    ProgressReporter,
+    WorkerStoppingError,
+    owned,
+)
 from app.orm import Job, utcnow
 
 log = logging.getLogger("app.worker")
 
-
-class JobCancelledError(Exception):
-    """The job's cancel flag was set."""
-
-
-class JobLostError(Exception):
-    """The job is no longer ours (reaped as stale, or otherwise finished)."""
-
-
-class WorkerStoppingError(Exception):
-    """The worker was asked to shut down."""
+__all__ = ["ProgressReporter", "Worker", "claim_next_job", "run_job", "run_worker"]
 
 
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-# --- claiming and reaping ----------------------------------------------------------------------
+# --- liveness -----------------------------------------------------------------------------------
 
 
-def claim_next_job(engine: Engine, worker_id: str) -> int | None:
-    """Atomically take the oldest queued job; its id, or None when the queue is empty."""
-    now = utcnow()
-    claimed = {
-        "status": "running",
-        "worker_id": worker_id,
-        "attempts": Job.attempts + 1,
-        "started_at": now,
-        "heartbeat_at": now,
-        "message": "claimed by a worker",
-    }
-    with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            job_id = conn.scalar(
-                select(Job.id)
-                .where(Job.status == "queued")
-                .order_by(Job.id)
-                .limit(1)
-                .with_for_update(skip_locked=True)
-            )
-            if job_id is None:
-                return None
-            conn.execute(update(Job).where(Job.id == job_id).values(**claimed))
-            return job_id
-        oldest = (
-            select(Job.id).where(Job.status == "queued").order_by(Job.id).limit(1).scalar_subquery()
-        )
-        return conn.scalar(
-            update(Job)
-            .where(Job.id == oldest, Job.status == "queued")
-            .values(**claimed)
-            .returning(Job.id)
-        )
+class AliveStamp:
+    """Touches ``path`` (at most once per second): proof that the worker's main thread moves."""
 
-
-def reap_stale_jobs(engine: Engine, stale_after: float) -> int:
-    """End running jobs whose worker stopped heartbeating; the number ended."""
-    now = utcnow()
-    cutoff = now - timedelta(seconds=stale_after)
-    with engine.begin() as conn:
-        result = conn.execute(
-            update(Job)
-            .where(Job.status == "running", Job.heartbeat_at < cutoff)
-            .values(
-                status=case((Job.cancel_requested, "cancelled"), else_="failed"),
-                error=case(
-                    (Job.cancel_requested, None),
-                    else_=f"worker lost: no heartbeat for more than {stale_after:g} s",
-                ),
-                finished_at=now,
-            )
-        )
-    if result.rowcount:
-        log.warning("reaped %d stale running job(s)", result.rowcount)
-    return result.rowcount
-
-
-# --- progress, cancel, heartbeat --------------------------------------------------------------
-
-
-def _owned(job_id: int, worker_id: str) -> list[Any]:
-    """WHERE clauses: the job is running and still this worker's."""
-    return [Job.id == job_id, Job.worker_id == worker_id, Job.status == "running"]
-
-
-class ProgressReporter:
-    """The fit callback: writes progress + heartbeat and reads the cancel flag in one statement,
-    throttled to one round-trip per ``interval`` seconds."""
-
-    def __init__(
-        self,
-        engine: Engine,
-        job_id: int,
-        worker_id: str,
-        interval: float,
-        stop: threading.Event,
-    ) -> None:
-        self.engine = engine
-        self.job_id = job_id
-        self.worker_id = worker_id
-        self.interval = interval
-        self.stop = stop
+    def __init__(self, path: str | None) -> None:
+        self.path = Path(path) if path else None
         self._last = float("-inf")
 
-    def __call__(self, info: dict[str, Any]) -> None:
-        if self.due():
-            self.report(*describe_iteration(info))
-
-    def tick(self, progress: float, message: str) -> None:
-        """Throttled progress write + cancel check for non-iterative work (grid cells)."""
-        if self.due():
-            self.report(_running_progress(progress), message)
-
-    def due(self) -> bool:
-        """Whether a throttled write is due (``interval`` passed since the last one; it then
-        counts as made). Raises ``WorkerStoppingError`` when the worker is stopping. Callers
-        build their message only when it is due: most iterations write nothing."""
-        if self.stop.is_set():
-            raise WorkerStoppingError()
+    def __call__(self) -> None:
         now = time.monotonic()
-        if now - self._last < self.interval:
-            return False
+        if self.path is None or now - self._last < 1.0:
+            return
         self._last = now
-        return True
-
-    def report(self, progress: float, message: str) -> None:
-        """Write progress + heartbeat and read the cancel flag now, unthrottled."""
-        with self.engine.begin() as conn:
-            row = conn.execute(
-                update(Job)
-                .where(*_owned(self.job_id, self.worker_id))
-                .values(progress=progress, message=message, heartbeat_at=utcnow())
-                .returning(Job.cancel_requested)
-            ).first()
-        if row is None:
-            raise JobLostError()
-        if row[0]:
-            raise JobCancelledError()
+        try:
+            self.path.touch()
+        except OSError as exc:  # a read-only /tmp must not stop the work
+            log.warning("cannot touch %s: %s", self.path, exc)
+            self.path = None
 
 
-def _running_progress(fraction: float) -> float:
-    """``fraction`` clamped to [0, 0.99]: only a finished job shows 1."""
-    return min(max(fraction, 0.0), 0.99)
+def check_alive(path: str, max_age: float) -> tuple[bool, str]:
+    """Whether the worker that stamps ``path`` moved within ``max_age`` seconds, and why."""
+    try:
+        age = time.time() - os.stat(path).st_mtime
+    except FileNotFoundError:
+        return False, f"{path} does not exist: no worker loop has run here"
+    if age > max_age:
+        return False, f"worker loop stalled: {path} last touched {age:.0f} s ago (> {max_age:g})"
+    return True, f"worker alive: {path} touched {age:.1f} s ago"
 
 
-def describe_iteration(info: dict[str, Any]) -> tuple[float, str]:
-    """Progress in [0, 0.99] and a message from a solver callback ``info`` dict."""
-    k = int(info.get("iteration", 0))
-    t = max(int(info.get("max_iter", 1) or 1), 1)
-    task = int(info.get("task", 0))
-    n_tasks = max(int(info.get("n_tasks", 1) or 1), 1)
-    progress = _running_progress((task + min(k, t) / t) / n_tasks)
-    head = f"task {task + 1}/{n_tasks}, iteration {k}/{t}"
-    values = [
-        f"{name}={info[key]:.6g}"
-        for key, name in (("theta", "θ̂"), ("objective", "SV/θ̂²"))
-        if isinstance(info.get(key), int | float)
-    ]
-    return progress, f"{head}: {', '.join(values)}" if values else head
-
-
-class Heartbeat:
-    """Background thread stamping ``heartbeat_at`` while a job runs (a single long iteration,
-    or data loading, must not make the job look dead)."""
-
-    def __init__(self, engine: Engine, job_id: int, worker_id: str, interval: float) -> None:
-        self.engine = engine
-        self.job_id = job_id
-        self.worker_id = worker_id
-        self.interval = interval
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{job_id}", daemon=True)
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._done.wait(self.interval):
-            try:
-                with self.engine.begin() as conn:
-                    conn.execute(
-                        update(Job)
-                        .where(*_owned(self.job_id, self.worker_id))
-                        .values(heartbeat_at=utcnow())
-                    )
-            except Exception:  # a missed beat is not fatal; the next one may succeed
-                log.exception("heartbeat of job %s failed", self.job_id)
+def check_command(settings: Settings, max_age: float | None = None) -> int:
+    """``msvmav worker --check``: exit status 0 when the worker moved recently, 1 otherwise."""
+    ok, message = check_alive(settings.worker_alive_file, max_age or settings.worker_alive_max_age)
+    print(message, file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else 1
 
 
 # --- running a job ------------------------------------------------------------------------------
-
-
-@dataclass
-class JobContext:
-    engine: Engine
-    sessions: sessionmaker[Session]
-    job_id: int
-    worker_id: str
-    params: dict[str, Any]
-    dataset_id: int | None
-    reporter: ProgressReporter
-    settings: Settings
-
-
-@dataclass
-class JobResult:
-    """What a runner hands back: ``write`` adds the job's products to a session (not committed)
-    and returns the job columns to set with ``succeeded`` (e.g. ``model_id``, ``result``)."""
-
-    write: Callable[[Session], dict[str, Any]]
-    message: str = "done"
-
-
-def run_train_job(ctx: JobContext) -> JobResult:
-    from app.datasets import service as datasets
-    from app.models import service as models
-    from app.training import DEFAULT_ALGORITHM, train
-    from solver.model_selection import n_cells
-
-    with ctx.sessions() as session:
-        dataset = datasets.get(session, ctx.dataset_id) if ctx.dataset_id is not None else None
-        if dataset is None:
-            raise ValueError(f"dataset {ctx.dataset_id} no longer exists")
-        X, y = datasets.load_arrays(session, dataset)
-    algorithm = ctx.params.get("algorithm") or DEFAULT_ALGORITHM
-    search = ctx.params.get("search")
-    callback: Callable[[dict[str, Any]], Any] = ctx.reporter
-    search_callback = None
-    if search:
-        # grid_values is the grid resolved to a dict at submission
-        cells = n_cells(
-            algorithm,
-            dataset.n_features,
-            grid=search.get("grid_values") or {},
-            cv=int(search.get("cv", 5)),
-        )
-        total = cells + 1  # the refit on the whole training part counts as one more
-        refit_progress = _running_progress(cells / total)
-
-        def search_callback(done: int, n: int) -> None:
-            ctx.reporter.tick(done / total, f"CV cell {done}/{n}")
-
-        def refit_callback(info: dict[str, Any]) -> None:
-            if ctx.reporter.due():
-                _, detail = describe_iteration(info)
-                ctx.reporter.report(refit_progress, f"refit with the best parameters: {detail}")
-
-        callback = refit_callback
-
-        ctx.reporter.report(
-            0.0, f"cross-validating {algorithm}: {cells} cells on {dataset.n_rows} rows"
-        )
-    else:
-        ctx.reporter.report(
-            0.0,
-            f"fitting {algorithm} on {dataset.n_rows} rows × {dataset.n_features} features",
-        )
-    outcome = train(
-        X,
-        y,
-        ctx.params,
-        callback=callback,
-        search_callback=search_callback,
-        n_jobs=ctx.settings.search_jobs,
-    )
-
-    def write(session: Session) -> dict[str, Any]:
-        model = models.save(
-            session, outcome=outcome, dataset=dataset, job_id=ctx.job_id, params=ctx.params
-        )
-        return {
-            "model_id": model.id,
-            "result": {
-                "model_id": model.id,
-                "holdout_accuracy": outcome.holdout_accuracy,
-                "fit_seconds": outcome.fit_seconds,
-                "n_iter": outcome.n_iter,
-                "algorithm": outcome.algorithm,
-                "best_params": outcome.search["best_params"] if outcome.search else None,
-                "best_score": outcome.search["best_score"] if outcome.search else None,
-            },
-        }
-
-    notes = [f"{outcome.algorithm} fitted in {outcome.fit_seconds:.2f} s"]
-    if outcome.n_iter:
-        notes.append(f"{outcome.n_iter} iterations")
-    if outcome.holdout_accuracy is not None:
-        notes.append(f"hold-out accuracy {outcome.holdout_accuracy:.4f}")
-    return JobResult(write=write, message=", ".join(notes))
-
-
-def run_experiment_job(ctx: JobContext) -> JobResult:
-    from app.experiments.service import run
-
-    return run(ctx)
-
-
-RUNNERS: dict[str, Callable[[JobContext], JobResult]] = {
-    "train": run_train_job,
-    "experiment": run_experiment_job,
-}
 
 
 def run_job(
@@ -356,23 +114,23 @@ def run_job(
     worker_id: str,
     settings: Settings,
     stop: threading.Event | None = None,
+    alive: AliveStamp | None = None,
 ) -> str:
     """Run a job this worker has claimed; returns its final status (``queued`` when put back
-    because the worker is stopping)."""
+    because the worker is stopping, ``lost`` when its lease was taken meanwhile)."""
     stop = stop or threading.Event()
     sessions = make_session_factory(engine)
     with sessions() as session:
         job = session.get(Job, job_id)
         kind, params, dataset_id = job.kind, dict(job.params), job.dataset_id
-    reporter = ProgressReporter(engine, job_id, worker_id, settings.cancel_check_interval, stop)
+    reporter = ProgressReporter(
+        engine, job_id, worker_id, settings.cancel_check_interval, stop, alive
+    )
     ctx = JobContext(engine, sessions, job_id, worker_id, params, dataset_id, reporter, settings)
     log.info("job %s (%s) started", job_id, kind)
     with Heartbeat(engine, job_id, worker_id, settings.heartbeat_interval):
         try:
-            runner = RUNNERS.get(kind)
-            if runner is None:
-                raise ValueError(f"no runner for job kind {kind!r}")
-            result = runner(ctx)
+            result = get_runner(kind)(ctx)
             return _succeed(engine, sessions, job_id, worker_id, result)
         except JobCancelledError:
             return _finish(
@@ -406,7 +164,7 @@ def _succeed(
         columns = result.write(session)
         done = session.execute(
             update(Job)
-            .where(*_owned(job_id, worker_id), Job.cancel_requested.is_(False))
+            .where(*owned(job_id, worker_id), Job.cancel_requested.is_(False))
             .values(
                 status="succeeded",
                 progress=1.0,
@@ -417,6 +175,7 @@ def _succeed(
             .execution_options(synchronize_session=False)
         ).rowcount
         if done == 1:
+            end_attempt(session.connection(), job_id, worker_id, "succeeded")
             session.commit()
             log.info("job %s succeeded", job_id)
             return "succeeded"
@@ -437,9 +196,11 @@ def _finish(
     with engine.begin() as conn:
         done = conn.execute(
             update(Job)
-            .where(*_owned(job_id, worker_id))
+            .where(*owned(job_id, worker_id))
             .values(status=status, message=message, error=error, finished_at=utcnow())
         ).rowcount
+        if done:
+            end_attempt(conn, job_id, worker_id, status)
     if not done:
         log.warning("job %s was no longer ours when it ended %s", job_id, status)
         return "lost"
@@ -449,9 +210,9 @@ def _finish(
 
 def _requeue(engine: Engine, job_id: int, worker_id: str) -> str:
     with engine.begin() as conn:
-        conn.execute(
+        done = conn.execute(
             update(Job)
-            .where(*_owned(job_id, worker_id))
+            .where(*owned(job_id, worker_id))
             .values(
                 status="queued",
                 worker_id=None,
@@ -460,7 +221,12 @@ def _requeue(engine: Engine, job_id: int, worker_id: str) -> str:
                 progress=0.0,
                 message="re-queued: its worker shut down",
             )
-        )
+        ).rowcount
+        if done:
+            end_attempt(conn, job_id, worker_id, "requeued")
+    if not done:
+        log.warning("job %s was no longer ours when this worker stopped", job_id)
+        return "lost"
     log.info("job %s put back in the queue", job_id)
     return "queued"
 
@@ -477,19 +243,33 @@ class Worker:
         self.engine = engine or make_engine(settings.database_url)
         self.worker_id = new_worker_id()
         self.stop_event = threading.Event()
+        self.alive = AliveStamp(settings.worker_alive_file)
         self._last_reap = float("-inf")
 
-    def run_once(self) -> str | None:
-        """Reap stale jobs (at most every heartbeat interval), then claim and run one job.
-        The job's final status, or None when nothing was queued."""
+    def reap(self) -> int:
+        """Re-queue (or fail) jobs whose lease expired; at most once a second (or once per
+        heartbeat interval, if shorter). Idle workers reap: a busy one cannot run the job
+        anyway."""
         now = time.monotonic()
-        if now - self._last_reap >= self.settings.heartbeat_interval:
-            self._last_reap = now
-            reap_stale_jobs(self.engine, self.settings.stale_job_after)
+        if now - self._last_reap < min(1.0, self.settings.heartbeat_interval):
+            return 0
+        self._last_reap = now
+        return reap_expired_jobs(
+            self.engine, self.settings.lease_seconds, self.settings.max_attempts
+        )
+
+    def run_once(self) -> str | None:
+        """Reap expired leases, then claim and run one job. The job's final status, or None
+        when nothing was queued. The liveness stamp follows a successful database round trip:
+        a worker that cannot reach its database goes stale too."""
+        self.reap()
         job_id = claim_next_job(self.engine, self.worker_id)
+        self.alive()
         if job_id is None:
             return None
-        return run_job(self.engine, job_id, self.worker_id, self.settings, self.stop_event)
+        return run_job(
+            self.engine, job_id, self.worker_id, self.settings, self.stop_event, self.alive
+        )
 
     def run_forever(self) -> None:
         log.info("worker %s polling %s", self.worker_id, self.engine.url.render_as_string())

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import asdict
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, File, Form, Response, UploadFile, status
+from fastapi import APIRouter, File, Form, Request, Response, UploadFile, status
+from fastapi.responses import JSONResponse
 
 from app.datasets import service
 from app.datasets.schemas import DatasetDetail, DatasetPage, DatasetSummary
 from app.deps import SessionDep, SettingsDep
+from app.idempotency import (
+    REPLAYED_RESPONSE_HEADER,
+    Created,
+    IdempotencyKeyHeader,
+    create_once,
+)
 from app.pagination import PageDep
 from app.problems import problem_responses
 
@@ -36,7 +45,8 @@ def _drop(values: list[str] | None) -> list[str] | None:
         201: {
             "description": "Dataset stored",
             "headers": {
-                "Location": {"description": "/datasets/{id}", "schema": {"type": "string"}}
+                "Location": {"description": "/datasets/{id}", "schema": {"type": "string"}},
+                **REPLAYED_RESPONSE_HEADER,
             },
         },
         **problem_responses(413, 422),
@@ -47,7 +57,7 @@ def _drop(values: list[str] | None) -> list[str] | None:
 def create_dataset(
     session: SessionDep,
     settings: SettingsDep,
-    response: Response,
+    request: Request,
     file: Annotated[UploadFile, File(description="The data file")],
     name: Annotated[
         str | None, Form(description="Display name (default: file name)", examples=[""])
@@ -100,7 +110,8 @@ def create_dataset(
             examples=[""],
         ),
     ] = None,
-) -> DatasetDetail:
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> JSONResponse:
     content = file.file.read()
     options = service.UploadOptions(
         name=name,
@@ -112,11 +123,23 @@ def create_dataset(
         header=header,
         delimiter=delimiter or None,
     )
-    dataset = service.create(
-        session, content=content, filename=file.filename or "", options=options, settings=settings
-    )
-    response.headers["Location"] = f"/datasets/{dataset.id}"
-    return DatasetDetail.model_validate(dataset)
+    filename = file.filename or ""
+
+    def create() -> Created:
+        dataset = service.create(
+            session, content=content, filename=filename, options=options, settings=settings
+        )
+        body = DatasetDetail.model_validate(dataset).model_dump(mode="json")
+        return Created(status.HTTP_201_CREATED, body, f"/datasets/{dataset.id}")
+
+    # "The same request": the same file bytes, file name and options (not the multipart
+    # boundary, which differs on every send).
+    payload = {
+        "file_sha256": hashlib.sha256(content).hexdigest(),
+        "filename": filename,
+        "options": asdict(options),
+    }
+    return create_once(session, request, idempotency_key, payload, create)
 
 
 @router.get(

@@ -45,6 +45,30 @@ def get_or_raise(session: Session, dataset_id: int, loc: list[str | int] | None 
     return dataset
 
 
+def lock_or_raise(
+    session: Session, dataset_ids: list[int], locs: list[list[str | int]] | None = None
+) -> list[Dataset]:
+    """The datasets, their rows locked until the transaction ends (``SELECT … FOR UPDATE`` on
+    PostgreSQL, in id order; SQLite's ``BEGIN IMMEDIATE`` already serialises writers). Queuing a
+    job and deleting a dataset both take it, so they are exclusive: a job is never queued for a
+    dataset being deleted. 404 (or 422 naming ``locs[i]``, where the id came from) for a missing
+    one."""
+    found = {
+        d.id: d
+        for d in session.scalars(
+            select(Dataset)
+            .where(Dataset.id.in_(dataset_ids))
+            .order_by(Dataset.id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+    }
+    for i, dataset_id in enumerate(dataset_ids):
+        if dataset_id not in found:
+            raise not_found("dataset", dataset_id, None if locs is None else locs[i])
+    return [found[i] for i in dataset_ids]
+
+
 def list_page(session: Session, page: PageParams) -> tuple[list[Dataset], str | None]:
     return paginate(session, select(Dataset), Dataset.id, page)
 
@@ -122,7 +146,7 @@ def create(
     blobs = storage.matrix_to_blobs("X", parsed.X)
     blobs["y"] = storage.array_to_bytes(y)
     session.add_all(DatasetArray(dataset_id=dataset.id, name=k, data=v) for k, v in blobs.items())
-    session.commit()
+    session.flush()  # the caller commits (with its Idempotency-Key record, if any)
     return dataset
 
 
@@ -172,8 +196,9 @@ def _used_by_active_experiment(session: Session, dataset_id: int) -> bool:
 
 
 def delete(session: Session, dataset_id: int) -> None:
-    """Delete a dataset and its blobs; 409 while a queued or running job uses it."""
-    dataset = get_or_raise(session, dataset_id)
+    """Delete a dataset and its blobs; 409 while a queued or running job uses it (the row lock
+    makes this exclusive with queuing a job on it)."""
+    (dataset,) = lock_or_raise(session, [dataset_id])
     busy = session.scalar(
         select(exists().where(Job.dataset_id == dataset_id, Job.status.in_(ACTIVE_JOB_STATUSES)))
     ) or _used_by_active_experiment(session, dataset_id)

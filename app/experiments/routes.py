@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query, Response, status
+from fastapi import APIRouter, Body, Query, Request, Response, status
+from fastapi.responses import JSONResponse
 
 from app.deps import SessionDep
 from app.experiments import service
@@ -13,6 +14,12 @@ from app.experiments.schemas import (
     ExperimentOut,
     ExperimentPage,
     ExperimentRequest,
+)
+from app.idempotency import (
+    REPLAYED_RESPONSE_HEADER,
+    Created,
+    IdempotencyKeyHeader,
+    create_once,
 )
 from app.pagination import PageDep
 from app.plotting import IMAGE_TYPES, add_image_routes
@@ -63,19 +70,27 @@ _DATASET_QUERY = Query(
     responses={
         202: {
             "description": "Experiment queued",
-            "headers": {"Location": {"description": "/jobs/{id}", "schema": {"type": "string"}}},
+            "headers": {
+                "Location": {"description": "/jobs/{id}", "schema": {"type": "string"}},
+                **REPLAYED_RESPONSE_HEADER,
+            },
         },
         **problem_responses(422),
     },
 )
 def create_experiment(
     session: SessionDep,
-    response: Response,
+    http_request: Request,
     request: Annotated[ExperimentRequest, Body(openapi_examples=_EXAMPLES)],
-) -> ExperimentOut:
-    job = service.submit(session, request)
-    response.headers["Location"] = f"/jobs/{job.id}"
-    return service.detail_out(session, job)
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> JSONResponse:
+    def create() -> Created:
+        job = service.submit(session, request)
+        body = service.detail_out(session, job).model_dump(mode="json")
+        return Created(status.HTTP_202_ACCEPTED, body, f"/jobs/{job.id}")
+
+    payload = request.model_dump(mode="json")
+    return create_once(session, http_request, idempotency_key, payload, create)
 
 
 @router.get(

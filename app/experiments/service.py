@@ -1,10 +1,9 @@
-"""Experiment jobs: submit (checks), read, render (Table 1, margin plots), and the worker's
-runner around ``solver.experiments.run_experiment``."""
+"""Experiment jobs: submit (checks), read, render (Table 1, margin plots). The worker's runner
+is ``app.experiments.runner``."""
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -18,15 +17,11 @@ from app.experiments.schemas import (
     ExperimentSummary,
 )
 from app.jobs import service as jobs
-from app.jsonable import jsonable
 from app.orm import ExperimentResult, Job
 from app.pagination import PageParams, paginate
 from app.plotting import render_margin_cdf
 from app.problems import conflict, invalid, not_found
 from app.training import holdout_sizes
-
-if TYPE_CHECKING:
-    from app.worker import JobContext, JobResult
 
 KIND = "experiment"
 
@@ -36,6 +31,9 @@ def submit(session: Session, request: ExperimentRequest) -> Job:
     """Queue an experiment after checking everything that can be checked without fitting."""
     _unique(request.dataset_ids, "dataset_ids")
     _unique(request.algorithms, "algorithms")
+    # Locked until the job is committed, as for /train: exclusive with deleting one of them.
+    ids = request.dataset_ids
+    datasets.lock_or_raise(session, ids, [["body", "dataset_ids", i] for i in range(len(ids))])
     for i, dataset_id in enumerate(request.dataset_ids):
         loc: list[str | int] = ["body", "dataset_ids", i]
         dataset = datasets.get_or_raise(session, dataset_id, loc)
@@ -182,105 +180,4 @@ def margins_plot(session: Session, experiment_id: int, dataset_id: int | None, f
         result.margin_curves(),
         title=f"{row.name}: cumulative margin distribution (test part of split 1)",
         fmt=fmt,
-    )
-
-
-# -- run (in a worker) -------------------------------------------------------------------------
-def _row_names(names: list[str], ids: list[int]) -> list[str]:
-    """Table row names: the data sets' names, with the id added where names repeat."""
-    return [
-        f"{name} (#{i})" if names.count(name) > 1 else name
-        for name, i in zip(names, ids, strict=True)
-    ]
-
-
-def run(ctx: JobContext) -> JobResult:
-    import numpy as np
-
-    from app.worker import JobResult
-    from solver.experiments import run_experiment
-    from solver.model_selection import n_cells
-
-    p = ctx.params
-    loaded = []
-    with ctx.sessions() as session:
-        for dataset_id in p["dataset_ids"]:
-            dataset = datasets.get(session, dataset_id)
-            if dataset is None:
-                raise ValueError(f"dataset {dataset_id} no longer exists")
-            X, y = datasets.load_arrays(session, dataset)
-            loaded.append((dataset.id, dataset.name, X, np.asarray(y)))
-    names = _row_names([name for _, name, _, _ in loaded], [i for i, _, _, _ in loaded])
-    grid = p["grid"]
-    algos = list(p["algorithms"])
-
-    def grid_of(a: str) -> Any:
-        if isinstance(grid, dict):
-            return grid.get(a, "quick")
-        return grid
-
-    per_dataset = [
-        p["splits"]
-        * sum(
-            n_cells(a, X.shape[1], kernel=p["kernel"], grid=grid_of(a), cv=p["cv"]) + 1
-            for a in algos
-        )
-        for _, _, X, _ in loaded
-    ]
-    total = sum(per_dataset)
-    ctx.reporter.report(0.0, f"{len(loaded)} data set(s), {total} fits")
-    t0 = time.perf_counter()
-    out: list[tuple[int, str, dict[str, Any]]] = []
-    for k, ((dataset_id, _, X, y), name) in enumerate(zip(loaded, names, strict=True)):
-        base = sum(per_dataset[:k])
-
-        def progress(done: int, _n: int, base: int = base, k: int = k, name: str = name) -> None:
-            ctx.reporter.tick(
-                (base + done) / total,
-                f"dataset {k + 1}/{len(loaded)} ({name}): fit {base + done}/{total}",
-            )
-
-        result = run_experiment(
-            X,
-            y,
-            algorithms=algos,
-            kernel=p["kernel"],
-            splits=p["splits"],
-            test_size=p["test_size"],
-            grid=grid,
-            cv=p["cv"],
-            random_state=p["seed"],
-            n_jobs=ctx.settings.search_jobs,
-            scaling=p.get("scaling", "train"),
-            callback=progress,
-            params=p.get("params") or None,
-            dataset=name,
-        )
-        out.append((dataset_id, name, jsonable(result.to_dict())))
-    seconds = time.perf_counter() - t0
-    summary = {
-        "datasets": [
-            {
-                "dataset_id": dataset_id,
-                "name": name,
-                "mean_accuracy": {a: rec["mean"] for a, rec in res["algorithms"].items()},
-                "outcomes": {a: c["outcome"] for a, c in res["comparisons"].items()},
-            }
-            for dataset_id, name, res in out
-        ],
-        "seconds": seconds,
-    }
-
-    def write(session: Session) -> dict[str, Any]:
-        session.add_all(
-            ExperimentResult(
-                job_id=ctx.job_id, position=i, dataset_id=dataset_id, name=name, result=res
-            )
-            for i, (dataset_id, name, res) in enumerate(out)
-        )
-        return {"result": summary}
-
-    return JobResult(
-        write=write,
-        message=f"{len(out)} data set(s) × {p['splits']} split(s) done in {seconds:.1f} s",
     )

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query, Response, status
+from fastapi import APIRouter, Body, Query, Request, Response, status
+from fastapi.responses import JSONResponse
 
 from app.deps import SessionDep
+from app.idempotency import (
+    REPLAYED_RESPONSE_HEADER,
+    Created,
+    IdempotencyKeyHeader,
+    create_once,
+)
 from app.jobs import service
-from app.jobs.schemas import JobOut, JobPage, JobStatus, TrainRequest
+from app.jobs.schemas import JobAttemptOut, JobDetail, JobOut, JobPage, JobStatus, TrainRequest
 from app.pagination import PageDep
 from app.problems import problem_responses
 
@@ -79,19 +86,27 @@ _TRAIN_EXAMPLES = {
     responses={
         202: {
             "description": "Job queued",
-            "headers": {"Location": {"description": "/jobs/{id}", "schema": {"type": "string"}}},
+            "headers": {
+                "Location": {"description": "/jobs/{id}", "schema": {"type": "string"}},
+                **REPLAYED_RESPONSE_HEADER,
+            },
         },
         **problem_responses(422),
     },
 )
 def create_train_job(
     session: SessionDep,
-    response: Response,
+    http_request: Request,
     request: Annotated[TrainRequest, Body(openapi_examples=_TRAIN_EXAMPLES)],
-) -> JobOut:
-    job = service.submit_train(session, request)
-    response.headers["Location"] = f"/jobs/{job.id}"
-    return JobOut.model_validate(job)
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> JSONResponse:
+    def create() -> Created:
+        job = service.submit_train(session, request)
+        body = JobOut.model_validate(job).model_dump(mode="json")
+        return Created(status.HTTP_202_ACCEPTED, body, f"/jobs/{job.id}")
+
+    payload = request.model_dump(mode="json")
+    return create_once(session, http_request, idempotency_key, payload, create)
 
 
 @router.get(
@@ -112,11 +127,19 @@ def list_jobs(
 @router.get(
     "/jobs/{job_id}",
     summary="Get a job",
-    response_model=JobOut,
+    description=(
+        "The job, its progress and `attempt_history`: each claim by a worker with its start, "
+        "end and outcome. A job whose worker is killed or frozen is re-queued once its lease "
+        "expires (MSVMAV_LEASE_SECONDS) and claimed again, up to MSVMAV_MAX_ATTEMPTS lost "
+        "workers; then it fails."
+    ),
+    response_model=JobDetail,
     responses=problem_responses(404),
 )
-def get_job(session: SessionDep, job_id: int) -> JobOut:
-    return JobOut.model_validate(service.get_or_raise(session, job_id))
+def get_job(session: SessionDep, job_id: int) -> JobDetail:
+    job = JobOut.model_validate(service.get_or_raise(session, job_id))
+    history = [JobAttemptOut.model_validate(a) for a in service.attempts(session, job_id)]
+    return JobDetail(**job.model_dump(), attempt_history=history)
 
 
 @router.post(

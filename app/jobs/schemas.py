@@ -89,13 +89,12 @@ class TrainRequest(BaseModel):
     dataset_id: int = Field(description="Dataset to train on")
     algorithm: AlgorithmName = Field(
         "msvmav",
-        description="msvmav (the paper's method) or a comparator: svm, svr, lssvm, mamc, odm, "
-        "fmm",
+        description="msvmav (the paper's method) or a comparator: svm, svr, lssvm, mamc, odm, fmm",
     )
     params: dict[str, GridValue] = Field(
         default_factory=dict,
         description="Hyper-parameters of the chosen algorithm by their estimator names "
-        "(e.g. `{\"C\": 4}` for svm, `{\"C\": 1, \"mu\": 0.8, \"theta\": 0.2}` for odm); unknown "
+        '(e.g. `{"C": 4}` for svm, `{"C": 1, "mu": 0.8, "theta": 0.2}` for odm); unknown '
         "names answer 422. `kernel` and `seed` are the top-level fields",
     )
     search: SearchSpec | None = Field(
@@ -169,12 +168,61 @@ class JobOut(BaseModel):
     result: dict[str, Any] | None = Field(description="Kind-specific result summary")
     error: str | None = Field(description="Why it failed")
     cancel_requested: bool
-    attempts: int = Field(description="How many times a worker claimed it")
+    attempts: int = Field(
+        description="How many times a worker claimed it (a job whose worker was lost is "
+        "re-queued and claimed again, up to MSVMAV_MAX_ATTEMPTS lost workers)"
+    )
     worker_id: str | None = Field(description="Worker that ran (or runs) it")
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
     heartbeat_at: datetime | None
+
+
+class JobAttemptOut(BaseModel):
+    """One claim of the job by a worker."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    number: int = Field(description="1 for the first claim, 2 for the next, …")
+    worker_id: str = Field(description="The worker (host:pid:random)")
+    started_at: datetime
+    finished_at: datetime | None = Field(description="null while it runs")
+    outcome: Literal["running", "succeeded", "failed", "cancelled", "requeued", "lost"] = Field(
+        description="running; succeeded/failed/cancelled; requeued (its worker shut down and "
+        "put the job back); lost (its worker stopped heartbeating for MSVMAV_LEASE_SECONDS: "
+        "killed or frozen)"
+    )
+
+
+_ATTEMPTS_EXAMPLE = [
+    {
+        "number": 1,
+        "worker_id": "host:1187:9f03aa",
+        "started_at": "2026-01-01T11:59:40Z",
+        "finished_at": "2026-01-01T11:59:58Z",
+        "outcome": "lost",
+    },
+    {
+        "number": 2,
+        "worker_id": "host:1234:ab12",
+        "started_at": "2026-01-01T12:00:01Z",
+        "finished_at": None,
+        "outcome": "running",
+    },
+]
+
+
+class JobDetail(JobOut):
+    """A job with the history of its attempts."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{**_JOB_EXAMPLE, "attempts": 2, "attempt_history": _ATTEMPTS_EXAMPLE}]
+        }
+    )
+
+    attempt_history: list[JobAttemptOut] = Field(description="Each claim by a worker, oldest first")
 
 
 class JobPage(Page[JobOut]):

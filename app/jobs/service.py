@@ -1,4 +1,5 @@
-"""Job data functions: submit, read, list, cancel. Claiming and running live in app.worker."""
+"""Job data functions: submit, read, list, cancel. Claiming and leases live in app.jobs.queue,
+running in app.worker."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from sqlalchemy.orm import Session
 from app import algorithms
 from app.datasets import service as datasets
 from app.jobs.schemas import TrainRequest
-from app.orm import Dataset, Job, utcnow
+from app.orm import Dataset, Job, JobAttempt, utcnow
 from app.pagination import PageParams, paginate
 from app.problems import conflict, invalid, not_found
 from app.training import HYPER_PARAMETERS, holdout_sizes
@@ -21,6 +22,15 @@ def get_or_raise(session: Session, job_id: int) -> Job:
     if job is None:
         raise not_found("job", job_id)
     return job
+
+
+def attempts(session: Session, job_id: int) -> list[JobAttempt]:
+    """The job's attempts, oldest first."""
+    return list(
+        session.scalars(
+            select(JobAttempt).where(JobAttempt.job_id == job_id).order_by(JobAttempt.number)
+        )
+    )
 
 
 def list_page(
@@ -34,7 +44,8 @@ def list_page(
 
 def submit_train(session: Session, request: TrainRequest) -> Job:
     """Queue a training job after checking what can be checked without fitting."""
-    dataset = datasets.get_or_raise(session, request.dataset_id, ["body", "dataset_id"])
+    # Locked until the job is committed: a concurrent DELETE /datasets/{id} waits, then sees it.
+    (dataset,) = datasets.lock_or_raise(session, [request.dataset_id], [["body", "dataset_id"]])
     if len(dataset.classes) < 2:
         raise invalid(
             ["body", "dataset_id"],
@@ -66,7 +77,8 @@ def submit_train(session: Session, request: TrainRequest) -> Job:
 
 
 def enqueue(session: Session, *, kind: str, params: dict, dataset_id: int | None) -> Job:
-    """Commit a new queued job of ``kind`` (validation is the caller's)."""
+    """Add a new queued job of ``kind``, flushed, not committed (the route commits, with its
+    Idempotency-Key record if any); validation and dataset locks are the caller's."""
     job = Job(
         kind=kind,
         status="queued",
@@ -78,7 +90,7 @@ def enqueue(session: Session, *, kind: str, params: dict, dataset_id: int | None
         attempts=0,
     )
     session.add(job)
-    session.commit()
+    session.flush()
     return job
 
 

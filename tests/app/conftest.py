@@ -44,7 +44,7 @@ def settings(database_url: str) -> Settings:
         database_url=database_url,
         worker_poll_interval=0.05,
         heartbeat_interval=0.5,
-        stale_job_after=30.0,
+        lease_seconds=30.0,
         cancel_check_interval=0.05,
         _env_file=None,
     )

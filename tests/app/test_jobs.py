@@ -9,8 +9,9 @@ from datetime import timedelta
 import numpy as np
 from sqlalchemy import select, update
 
+from app.jobs.queue import reap_expired_jobs
 from app.orm import Job, Model, utcnow
-from app.worker import ProgressReporter, claim_next_job, reap_stale_jobs, run_job
+from app.worker import ProgressReporter, claim_next_job, run_job
 from tests.app.support import blobs, run_jobs, running_job, submit, to_csv, upload, wait_for
 
 
@@ -181,7 +182,7 @@ def test_cancel_running_fit_stops_it_and_ends_cancelled(client, worker, engine):
         assert conn.scalar(select(Model.id)) is None  # nothing half-written
 
 
-def test_stale_running_job_is_failed_by_any_worker(client, engine, worker):
+def test_stale_running_job_is_failed_by_any_worker_when_out_of_attempts(client, engine, worker):
     ds = upload(client, to_csv(*blobs(n=20)))
     job = submit(client, ds["id"])
     assert claim_next_job(engine, "dead-worker") == job["id"]
@@ -191,7 +192,7 @@ def test_stale_running_job_is_failed_by_any_worker(client, engine, worker):
             .values(heartbeat_at=utcnow() - timedelta(seconds=120))
             .where(Job.id == job["id"])
         )
-    assert reap_stale_jobs(engine, stale_after=60) == 1
+    assert reap_expired_jobs(engine, lease_seconds=60, max_attempts=1) == 1
     body = client.get(f"/jobs/{job['id']}").json()
     assert body["status"] == "failed"
     assert "heartbeat" in body["error"]
@@ -202,7 +203,7 @@ def test_fresh_running_job_is_not_reaped(client, engine):
     ds = upload(client, to_csv(*blobs(n=20)))
     job = submit(client, ds["id"])
     claim_next_job(engine, "alive-worker")
-    assert reap_stale_jobs(engine, stale_after=60) == 0
+    assert reap_expired_jobs(engine, lease_seconds=60, max_attempts=1) == 0
     assert client.get(f"/jobs/{job['id']}").json()["status"] == "running"
 
 
@@ -217,7 +218,7 @@ def test_stale_job_with_cancel_requested_ends_cancelled(client, engine):
             .values(heartbeat_at=utcnow() - timedelta(seconds=120))
             .where(Job.id == job["id"])
         )
-    reap_stale_jobs(engine, stale_after=60)
+    reap_expired_jobs(engine, lease_seconds=60, max_attempts=1)
     body = client.get(f"/jobs/{job['id']}").json()
     assert body["status"] == "cancelled" and body["error"] is None
 

@@ -1,0 +1,140 @@
+"""What a job runner sees while it runs in a worker: its context, the progress/cancel callback
+and the result it hands back. Free of domain imports, so each domain's runner (training in
+``app.training_job``, experiments in ``app.experiments.runner``) imports it without a cycle."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.config import Settings
+from app.orm import Job, utcnow
+
+
+class JobCancelledError(Exception):
+    """The job's cancel flag was set."""
+
+
+class JobLostError(Exception):
+    """The job is no longer ours (its lease expired and it was re-queued or failed)."""
+
+
+class WorkerStoppingError(Exception):
+    """The worker was asked to shut down."""
+
+
+def owned(job_id: int, worker_id: str) -> list[Any]:
+    """WHERE clauses: the job is running and still this worker's (it holds the lease). Every
+    write of a running job goes through them, so a worker that lost its lease writes nothing."""
+    return [Job.id == job_id, Job.worker_id == worker_id, Job.status == "running"]
+
+
+def running_progress(fraction: float) -> float:
+    """``fraction`` clamped to [0, 0.99]: only a finished job shows 1."""
+    return min(max(fraction, 0.0), 0.99)
+
+
+def describe_iteration(info: dict[str, Any]) -> tuple[float, str]:
+    """Progress in [0, 0.99] and a message from a solver callback ``info`` dict."""
+    k = int(info.get("iteration", 0))
+    t = max(int(info.get("max_iter", 1) or 1), 1)
+    task = int(info.get("task", 0))
+    n_tasks = max(int(info.get("n_tasks", 1) or 1), 1)
+    progress = running_progress((task + min(k, t) / t) / n_tasks)
+    head = f"task {task + 1}/{n_tasks}, iteration {k}/{t}"
+    values = [
+        f"{name}={info[key]:.6g}"
+        for key, name in (("theta", "θ̂"), ("objective", "SV/θ̂²"))
+        if isinstance(info.get(key), int | float)
+    ]
+    return progress, f"{head}: {', '.join(values)}" if values else head
+
+
+class ProgressReporter:
+    """The fit callback: writes progress + heartbeat and reads the cancel flag in one statement,
+    throttled to one round-trip per ``interval`` seconds. ``alive`` (if given) is called on
+    every check: the worker's liveness stamp follows the main thread's progress."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        job_id: int,
+        worker_id: str,
+        interval: float,
+        stop: threading.Event,
+        alive: Callable[[], None] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.job_id = job_id
+        self.worker_id = worker_id
+        self.interval = interval
+        self.stop = stop
+        self.alive = alive
+        self._last = float("-inf")
+
+    def __call__(self, info: dict[str, Any]) -> None:
+        if self.due():
+            self.report(*describe_iteration(info))
+
+    def tick(self, progress: float, message: str) -> None:
+        """Throttled progress write + cancel check for non-iterative work (grid cells)."""
+        if self.due():
+            self.report(running_progress(progress), message)
+
+    def due(self) -> bool:
+        """Whether a throttled write is due (``interval`` passed since the last one; it then
+        counts as made). Raises ``WorkerStoppingError`` when the worker is stopping. Callers
+        build their message only when it is due: most iterations write nothing."""
+        if self.stop.is_set():
+            raise WorkerStoppingError()
+        now = time.monotonic()
+        if now - self._last < self.interval:
+            return False
+        self._last = now
+        if self.alive is not None:
+            self.alive()
+        return True
+
+    def report(self, progress: float, message: str) -> None:
+        """Write progress + heartbeat and read the cancel flag now, unthrottled."""
+        with self.engine.begin() as conn:
+            row = conn.execute(
+                update(Job)
+                .where(*owned(self.job_id, self.worker_id))
+                .values(progress=progress, message=message, heartbeat_at=utcnow())
+                .returning(Job.cancel_requested)
+            ).first()
+        if row is None:
+            raise JobLostError()
+        if row[0]:
+            raise JobCancelledError()
+
+
+@dataclass
+class JobContext:
+    engine: Engine
+    sessions: sessionmaker[Session]
+    job_id: int
+    worker_id: str
+    params: dict[str, Any]
+    dataset_id: int | None
+    reporter: ProgressReporter
+    settings: Settings
+
+
+@dataclass
+class JobResult:
+    """What a runner hands back: ``write`` adds the job's products to a session (not committed)
+    and returns the job columns to set with ``succeeded`` (e.g. ``model_id``, ``result``)."""
+
+    write: Callable[[Session], dict[str, Any]]
+    message: str = "done"
+
+
+Runner = Callable[[JobContext], JobResult]

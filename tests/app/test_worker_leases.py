@@ -1,0 +1,177 @@
+"""Leases with real worker processes (``msvmav worker``): SIGKILL a worker mid-job and another
+finishes it; a job that kills every worker fails after MSVMAV_MAX_ATTEMPTS; a worker frozen
+with SIGSTOP and resumed with SIGCONT writes nothing. Short leases keep the tests quick (the
+defaults are measured in bench/worker_failover.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from sqlalchemy import func, select
+
+from app.orm import Model
+from tests.app.support import blobs, submit, to_csv, upload, wait_for
+
+LEASE = {"MSVMAV_HEARTBEAT_INTERVAL": "0.5", "MSVMAV_LEASE_SECONDS": "3"}
+# A fit of a few seconds: long enough to be interrupted, short enough to be run twice.
+LONG_FIT = {"max_iter": 12_000, "tol": 0}
+
+
+def start_worker(database_url: str, tmp_path, **env: str) -> subprocess.Popen:
+    alive = tmp_path / f"alive-{time.monotonic_ns()}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "worker"],
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "MSVMAV_DATABASE_URL": database_url,
+            "MSVMAV_WORKER_POLL_INTERVAL": "0.1",
+            "MSVMAV_CANCEL_CHECK_INTERVAL": "0.05",
+            "MSVMAV_WORKER_ALIVE_FILE": str(alive),
+            **LEASE,
+            **env,
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    proc.alive_file = alive  # type: ignore[attr-defined]
+    return proc
+
+
+def stop_all(procs: list[subprocess.Popen]) -> list[str]:
+    for p in procs:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGCONT)  # a stopped process cannot handle SIGTERM
+            p.send_signal(signal.SIGTERM)
+    outputs = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        outputs.append(out)
+    return outputs
+
+
+def running_under(client, job_id: int, pid: int) -> bool:
+    """The job runs (and has reported progress) in the worker process ``pid``."""
+    body = client.get(f"/jobs/{job_id}").json()
+    return (
+        body["status"] == "running"
+        and body["progress"] > 0
+        and f":{pid}:" in (body["worker_id"] or "")
+    )
+
+
+def n_models(engine, job_id: int) -> int:
+    with engine.connect() as conn:
+        return conn.scalar(select(func.count()).select_from(Model).where(Model.job_id == job_id))
+
+
+def long_job(client) -> dict:
+    ds = upload(client, to_csv(*blobs(n=3000, d=40, seed=1, shift=0.3)))
+    return submit(client, ds["id"], **LONG_FIT)
+
+
+def test_sigkilled_workers_job_is_requeued_and_completed_by_another(
+    client, engine, database_url, tmp_path
+):
+    job = long_job(client)
+    a = start_worker(database_url, tmp_path)
+    procs = [a]
+    try:
+        wait_for(lambda: running_under(client, job["id"], a.pid), timeout=60, interval=0.05)
+        b = start_worker(database_url, tmp_path)
+        procs.append(b)
+        a.kill()  # SIGKILL: no clean-up, no re-queue by the worker itself
+        a.wait()
+        killed = time.monotonic()
+        wait_for(lambda: client.get(f"/jobs/{job['id']}").json()["attempts"] == 2, timeout=30)
+        requeued_after = time.monotonic() - killed
+        body = wait_for(
+            lambda: (
+                (b := client.get(f"/jobs/{job['id']}").json())["status"] in ("succeeded", "failed")
+                and b
+            ),
+            timeout=120,
+        )
+    finally:
+        outputs = stop_all(procs)
+    assert body["status"] == "succeeded", (body, outputs)
+    assert requeued_after < 3 + 0.5 + 5  # lease + one reap interval + slack for a busy host
+    history = body["attempt_history"]
+    assert [h["outcome"] for h in history] == ["lost", "succeeded"]
+    assert f":{a.pid}:" in history[0]["worker_id"] and f":{b.pid}:" in history[1]["worker_id"]
+    assert body["worker_id"] == history[1]["worker_id"]
+    assert n_models(engine, job["id"]) == 1
+
+
+def test_job_that_kills_every_worker_fails_after_max_attempts(
+    client, engine, database_url, tmp_path
+):
+    job = long_job(client)
+    procs: list[subprocess.Popen] = []
+    try:
+        for _ in range(2):
+            p = start_worker(database_url, tmp_path, MSVMAV_MAX_ATTEMPTS="2")
+            procs.append(p)
+            wait_for(lambda p=p: running_under(client, job["id"], p.pid), timeout=60)
+            p.kill()
+            p.wait()
+        reaper = start_worker(database_url, tmp_path, MSVMAV_MAX_ATTEMPTS="2")
+        procs.append(reaper)
+        body = wait_for(
+            lambda: (b := client.get(f"/jobs/{job['id']}").json())["status"] != "running" and b,
+            timeout=30,
+        )
+    finally:
+        stop_all(procs)
+    assert body["status"] == "failed", body
+    assert "killed its worker 2 times" in body["error"]
+    assert body["attempts"] == 2
+    assert [h["outcome"] for h in body["attempt_history"]] == ["lost", "lost"]
+    assert n_models(engine, job["id"]) == 0
+
+
+def test_frozen_worker_that_resumes_writes_nothing(client, engine, database_url, tmp_path):
+    job = long_job(client)
+    a = start_worker(database_url, tmp_path)
+    procs = [a]
+    try:
+        wait_for(lambda: running_under(client, job["id"], a.pid), timeout=60, interval=0.05)
+        b = start_worker(database_url, tmp_path)
+        procs.append(b)
+        os.kill(a.pid, signal.SIGSTOP)
+        # b takes the job over once a's lease expires and runs it to the end
+        body = wait_for(
+            lambda: (j := client.get(f"/jobs/{job['id']}").json())["status"] == "succeeded" and j,
+            timeout=120,
+        )
+        resumed = time.time()
+        os.kill(a.pid, signal.SIGCONT)
+        # a's fit callback moves again (it touches its alive file), then finds the job gone
+        wait_for(lambda: a.alive_file.stat().st_mtime >= resumed, timeout=30)
+        # a resumes mid-fit: its next progress write finds the job no longer its own
+        history = wait_for(
+            lambda: (
+                (h := client.get(f"/jobs/{job['id']}").json()["attempt_history"])
+                and h[0]["outcome"] == "lost"
+                and h
+            ),
+            timeout=10,
+        )
+        time.sleep(1.0)  # give a every chance to write something
+        after = client.get(f"/jobs/{job['id']}").json()
+    finally:
+        outputs = stop_all(procs)
+    assert f":{b.pid}:" in body["worker_id"]
+    assert after == {**body, "attempt_history": history}  # nothing changed since it succeeded
+    assert [h["outcome"] for h in history] == ["lost", "succeeded"]
+    assert n_models(engine, job["id"]) == 1
+    assert "taken from this worker" in outputs[0], outputs[0]
