@@ -58,4 +58,6 @@ class KeyCreated(KeyOut):
 
 
 class KeyPage(Page[KeyOut]):
-    pass
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"items": [_KEY_EXAMPLE], "next_cursor": None}]}
+    )
