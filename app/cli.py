@@ -101,8 +101,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, restores the previous handlers and then
     # re-raises the signal: with these handlers that ends in _Shutdown (exit 0) instead of the
     # process dying before it could stop its workers.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, _raise_shutdown)
+    previous = {sig: signal.signal(sig, _raise_shutdown) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         uvicorn.run(create_app(settings), host=args.host, port=args.port, log_config=None)
     except _Shutdown:
@@ -116,6 +115,9 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             if p.is_alive():
                 p.kill()
                 p.join()
+        # Not left behind in a process that goes on (a test, or forked children of it).
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0
 
 

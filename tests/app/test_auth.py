@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import logging
 import re
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -431,14 +432,17 @@ def test_cli_keys_create_checks_its_arguments(settings, engine, cli_env, capsys)
 
 
 @pytest.fixture
-def served(monkeypatch) -> list[tuple]:
+def served(monkeypatch) -> Iterator[list[tuple]]:
     """uvicorn.run replaced by a recorder: the test sees what `serve` would have served, and a
     serve that wrongly starts does not block the test."""
     import uvicorn
 
     calls: list[tuple] = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append((app, kw)))
-    return calls
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield calls
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
 
 
 def serve(url: str, host: str) -> int:
@@ -487,6 +491,14 @@ def test_serve_public_host_with_auth_off(settings, engine, cli_env, served, monk
     ((app, _kw),) = served
     with TestClient(app) as c:
         assert c.get("/datasets").status_code == 200
+
+
+def test_serve_leaves_the_signal_handlers_as_it_found_them(settings, engine, cli_env, served):
+    """serve catches SIGTERM/SIGINT while it runs; a process that goes on afterwards (and the
+    children it forks) must not inherit that handler."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    assert serve(settings.database_url, "127.0.0.1") == 0 and len(served) == 1
+    assert {sig: signal.getsignal(sig) for sig in before} == before
 
 
 def test_serve_loopback_without_a_key_stays_open(settings, engine, cli_env, served):
