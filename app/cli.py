@@ -1,4 +1,4 @@
-"""The ``msvmav`` command: ``serve``, ``worker``, ``migrate``, ``experiment``."""
+"""The ``msvmav`` command: ``serve``, ``worker``, ``migrate``, ``keys``, ``experiment``."""
 
 from __future__ import annotations
 
@@ -27,15 +27,64 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
+    """``keys create|list|revoke``: on the database directly (migrated first on SQLite, as
+    ``serve`` does). ``create`` prints the new key alone on stdout: the only time it is shown."""
+    from app.auth import service
+    from app.auth.keys import Scope
+    from app.db import make_engine, make_session_factory
+    from app.pagination import MAX_LIMIT, PageParams
+    from app.problems import Problem
+
+    if is_sqlite(settings.database_url):
+        upgrade_to_head(settings.database_url)
+    engine = make_engine(settings.database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            if args.keys_command == "create":
+                _row, secret = service.create(session, args.name, Scope(args.scope))
+                print(secret)
+            elif args.keys_command == "revoke":
+                try:
+                    row = service.revoke(session, args.id)
+                except Problem as exc:
+                    print(f"msvmav keys revoke: {exc.detail}", file=sys.stderr)
+                    return 1
+                print(f"revoked key {row.id} ({row.name}, {row.prefix}...)", file=sys.stderr)
+            else:
+                page = PageParams(limit=MAX_LIMIT, after_id=None)
+                print("id\tscope\tprefix\tname\tcreated_at\tlast_used_at\trevoked_at")
+                while True:
+                    rows, cursor = service.list_page(session, page)
+                    for r in rows:
+                        times = (r.created_at, r.last_used_at, r.revoked_at)
+                        shown = "\t".join(
+                            t.isoformat(timespec="seconds") if t else "-" for t in times
+                        )
+                        print(f"{r.id}\t{r.scope}\t{r.prefix}...\t{r.name}\t{shown}")
+                    if cursor is None:
+                        break
+                    page = PageParams(limit=MAX_LIMIT, after_id=rows[-1].id)
+    finally:
+        engine.dispose()
+    return 0
+
+
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
+    from app.auth.serving import ServeRefused, serve_settings
     from app.main import create_app
     from app.worker import run_worker
 
     migrate = args.migrate if args.migrate is not None else is_sqlite(settings.database_url)
     if migrate:
         upgrade_to_head(settings.database_url)
+    try:
+        settings = serve_settings(settings, args.host)
+    except ServeRefused as exc:
+        print(f"msvmav serve: {exc}", file=sys.stderr)
+        return 2
 
     # Training runs in other processes, never in the API's event loop or its threads: numpy
     # holds the GIL at times, and a crash in a fit must not take the API down.
@@ -54,8 +103,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, restores the previous handlers and then
     # re-raises the signal: with these handlers that ends in _Shutdown (exit 0) instead of the
     # process dying before it could stop its workers.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, _raise_shutdown)
+    previous = {sig: signal.signal(sig, _raise_shutdown) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         uvicorn.run(create_app(settings), host=args.host, port=args.port, log_config=None)
     except _Shutdown:
@@ -69,6 +117,9 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             if p.is_alive():
                 p.kill()
                 p.join()
+        # Not left behind in a process that goes on (a test, or forked children of it).
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0
 
 
@@ -125,6 +176,16 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", help="alembic upgrade head")
     migrate.set_defaults(func=cmd_migrate)
 
+    keys = sub.add_parser("keys", help="create, list or revoke API keys")
+    keys.set_defaults(func=cmd_keys)
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create a key and print it (shown only once)")
+    create.add_argument("--scope", choices=["read", "write", "admin"], required=True)
+    create.add_argument("--name", required=True, type=_key_name, help="what the key is for")
+    keys_sub.add_parser("list", help="list keys (never their secrets)")
+    revoke = keys_sub.add_parser("revoke", help="revoke a key at once")
+    revoke.add_argument("id", type=int, help="the key's id (see `msvmav keys list`)")
+
     # Listed for --help only: main() hands `experiment ...` to solver.experiments.main as is.
     sub.add_parser(
         "experiment",
@@ -133,6 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     return parser
+
+
+def _key_name(value: str) -> str:
+    if not 1 <= len(value) <= 255:
+        raise argparse.ArgumentTypeError("a key's name has 1 to 255 characters")
+    return value
 
 
 def cmd_experiment(argv: list[str]) -> int:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -72,6 +73,19 @@ class Settings(BaseSettings):
         "(1: in the worker process; several workers usually share the machine)",
     )
     log_level: str = Field("INFO", description="Python logging level")
+    auth: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="API keys: `on` requires a key on every request but /livez, /readyz and the "
+        "docs; `off` never; `auto` requires one once any key exists (even revoked) or "
+        "MSVMAV_ADMIN_KEY is set, and always when `msvmav serve` listens beyond loopback",
+    )
+    admin_key: SecretStr | None = Field(
+        None,
+        min_length=24,
+        description="An admin API key given by the environment (bootstrap; at least 24 "
+        "characters, e.g. from `python -c 'import secrets; print(secrets.token_urlsafe(32))'`); "
+        "only its hash is kept in memory for the comparison, never stored",
+    )
 
     @model_validator(mode="after")
     def _lease_outlasts_heartbeats(self) -> Settings:

@@ -1,4 +1,5 @@
-"""Operational endpoints: /livez, /readyz, /metrics."""
+"""Operational endpoints: /livez, /readyz (open), /metrics (a key of scope read when keys are
+required)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from app.metrics import job_lines
 from app.problems import Problem, problem_responses
 
 router = APIRouter(tags=["operations"])
+# Apart from the probes so that app.main can require a key for it (scope read).
+metrics_router = APIRouter(tags=["operations"])
 
 
 class Health(BaseModel):
@@ -53,7 +56,7 @@ def readyz(request: Request) -> Health:
     return Health(status="ok", database="ok", migrations=",".join(sorted(current)))
 
 
-@router.get(
+@metrics_router.get(
     "/metrics",
     summary="Prometheus metrics",
     response_class=PlainTextResponse,

@@ -6,17 +6,22 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Security
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
 from app import problems
+from app.auth.gate import AuthGate
+from app.auth.keys import Scope
+from app.auth.routes import router as keys_router
+from app.auth.security import AUTH_RESPONSES, AuthMiddleware, require, require_by_method
 from app.config import Settings, get_settings
 from app.datasets.routes import router as datasets_router
 from app.db import make_engine, make_session_factory, script_heads
 from app.error_examples import error_example
 from app.experiments.routes import router as experiments_router
+from app.health import metrics_router
 from app.health import router as health_router
 from app.jobs.routes import router as jobs_router
 from app.metrics import RequestMetrics
@@ -41,6 +46,10 @@ TAGS = [
         "description": "The paper's protocol (Table 1, Figure 1) over stored data sets and "
         "several algorithms, as background jobs",
     },
+    {
+        "name": "keys",
+        "description": "API keys (scope admin): create (the secret is shown once), list, revoke",
+    },
     {"name": "operations", "description": "Health and metrics"},
 ]
 
@@ -58,11 +67,24 @@ Margin-distribution learning with **MSVMAv** (IJCAI 2022) and the paper's compar
    `GET /experiments/{id}/table.md|table.csv|margins.png|margins.svg`.
 
 Errors are RFC 9457 `application/problem+json`.
+
+**API keys**: once keys are in use, send `Authorization: Bearer <key>` (Swagger UI: *Authorize*).
+Scopes: `read` — GETs and `POST /predict`, `/predict/file`; `write` — also uploads, training,
+experiments, cancel and delete; `admin` — also `/keys`. `/livez`, `/readyz` and these docs are
+open. Missing or wrong key: 401; scope too low: 403.
 """
 
 
 # Swagger UI: fold the schemas list and show each operation's request duration.
-SWAGGER_UI_PARAMETERS = {"defaultModelsExpandDepth": 0, "displayRequestDuration": True}
+# fastapi-offline's default mount for the Swagger UI and ReDoc assets.
+STATIC_DOCS_URL = "/static-offline-docs"
+
+# persistAuthorization: the key given to Authorize survives a page reload.
+SWAGGER_UI_PARAMETERS = {
+    "defaultModelsExpandDepth": 0,
+    "displayRequestDuration": True,
+    "persistAuthorization": True,
+}
 
 
 def operation_id(route: APIRoute) -> str:
@@ -90,31 +112,46 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         generate_unique_id_function=operation_id,
         lifespan=lifespan,
         swagger_ui_parameters=SWAGGER_UI_PARAMETERS,
+        static_url=STATIC_DOCS_URL,
     )
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
     app.state.migration_heads = script_heads(settings.database_url)
     app.state.metrics = RequestMetrics()
+    app.state.auth = AuthGate(settings, app.state.session_factory)
 
     problems.install(app)
     app.add_middleware(
         BodySizeLimitMiddleware, limit=settings.max_upload_bytes + MULTIPART_SLACK_BYTES
     )
+    app.add_middleware(AuthMiddleware, gate=app.state.auth, open_paths=open_paths(app))
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
 
-    for router in (
-        datasets_router,
-        jobs_router,
-        models_router,
-        predict_router,
-        experiments_router,
-        health_router,
+    # The scope each router needs, in one place (see app.auth.security); the health probes
+    # (and the docs) are open.
+    read, by_method = [Security(require(Scope.read))], [Security(require_by_method)]
+    for router, dependencies in (
+        (datasets_router, by_method),
+        (jobs_router, by_method),
+        (models_router, by_method),
+        (predict_router, read),
+        (experiments_router, by_method),
+        (keys_router, [Security(require(Scope.admin))]),
+        (metrics_router, read),
     ):
-        app.include_router(router)
+        app.include_router(router, dependencies=dependencies, responses=AUTH_RESPONSES)
+    app.include_router(health_router)
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def open_paths(app: FastAPI) -> set[str]:
+    """Paths served without a key: the health probes and the API documentation with its
+    scripts and styles (``/static-offline-docs/...``, fastapi-offline's mount)."""
+    docs = (app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url)
+    return {"/livez", "/readyz", STATIC_DOCS_URL + "/", *(p for p in docs if p)}
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

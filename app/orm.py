@@ -227,3 +227,30 @@ class IdempotencyKey(Base):
     body: Mapped[dict[str, Any]] = mapped_column(JSON)
     headers: Mapped[dict[str, str]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+API_KEY_SCOPES = ("read", "write", "admin")
+
+
+class ApiKey(Base):
+    """An API key (``app.auth``): only the SHA-256 of the secret is stored, with its first
+    characters for display. Revoking sets ``revoked_at``; rows are never deleted, so a service
+    that once had a key keeps requiring one (``MSVMAV_AUTH=auto``)."""
+
+    __tablename__ = "api_keys"
+    __table_args__ = (
+        # Migration 0003 spells this out; a new scope needs a migration.
+        CheckConstraint(
+            "scope IN (" + ", ".join(f"'{s}'" for s in API_KEY_SCOPES) + ")", name="scope"
+        ),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    scope: Mapped[str] = mapped_column(String(16))
+    prefix: Mapped[str] = mapped_column(String(16))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -10,7 +10,9 @@
 # It runs as its own compose project (COMPOSE_PROJECT_NAME, default msvmav-smoke), so its
 # `down -v` never touches the database volume of a `docker compose up` in this directory, and
 # publishes the API on API_PORT (default: a free port). SMOKE_TIMEOUT: seconds to wait for
-# the job (default 180). Needs docker (with compose v2), curl and python3.
+# the job (default 180). MSVMAV_ADMIN_KEY: the API's admin key (default: a random one made here);
+# the script uses it only to create a `write` key, which it then sends with every call.
+# Needs docker (with compose v2), curl and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +24,12 @@ export API_PORT
 API=http://127.0.0.1:$API_PORT
 TIMEOUT=${SMOKE_TIMEOUT:-180}
 WORK=$(mktemp -d)
+if [ -z "${MSVMAV_ADMIN_KEY:-}" ]; then
+  MSVMAV_ADMIN_KEY=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
+fi
+export MSVMAV_ADMIN_KEY
+# Arguments curl gets in every call (the write key's header, once it exists).
+AUTH=()
 
 step() { printf '\n== %s\n' "$*"; }
 # docker compose logs, without the terminal escapes compose writes even into a pipe.
@@ -44,7 +52,7 @@ trap cleanup EXIT
 call() {
   local expected=$1 code
   shift
-  code=$(curl -sS --max-time 60 -o "$WORK/body" -w '%{http_code}' "$@")
+  code=$(curl -sS --max-time 60 ${AUTH[@]+"${AUTH[@]}"} -o "$WORK/body" -w '%{http_code}' "$@")
   BODY=$(cat "$WORK/body")
   if [ "$code" != "$expected" ]; then
     echo "HTTP $code (expected $expected) for curl $*" >&2
@@ -86,6 +94,18 @@ call 200 "$API/livez"
 echo "$BODY"
 call 200 "$API/readyz"
 echo "$BODY"
+
+step "API keys: 401 without one; POST /keys (admin key) -> a write key for the calls below"
+call 401 "$API/datasets"
+echo "$BODY"
+# Keys go to curl in header files (-H @file), so that no error message here shows them.
+printf 'Authorization: Bearer %s\n' "$MSVMAV_ADMIN_KEY" > "$WORK/admin.header"
+call 201 -H "@$WORK/admin.header" -H 'content-type: application/json' \
+  -d '{"name": "compose-smoke", "scope": "write"}' "$API/keys"
+summary id name scope prefix
+printf 'Authorization: Bearer %s\n' "$(pick key)" > "$WORK/write.header"
+AUTH=(-H "@$WORK/write.header")
+call 200 "$API/datasets"
 
 step "data set"
 WDBC=../shared/datasets/wdbc.arff

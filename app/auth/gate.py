@@ -1,0 +1,96 @@
+"""Whether a request needs a key, and whose key it carries.
+
+``MSVMAV_AUTH``: ``off`` never requires a key; ``on`` always does (but on the open paths);
+``auto`` does once MSVMAV_ADMIN_KEY is set or any key row exists. Key rows are revoked, never
+deleted, so revoking every key cannot reopen the service; and once a process has seen a key it
+keeps requiring one even if the table were emptied behind its back. ``msvmav serve`` on a
+non-loopback address turns ``auto`` into ``on`` (``app.auth.serving``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.auth import service
+from app.auth.keys import Principal, Scope, hash_key
+from app.config import Settings
+from app.problems import TYPE_BASE, Problem
+
+CHALLENGE = "Bearer"
+SCHEME = "bearer"
+
+
+def unauthorized(detail: str, error: str | None = None) -> Problem:
+    challenge = f'{CHALLENGE} error="{error}"' if error else CHALLENGE
+    return Problem(
+        401,
+        detail,
+        type=TYPE_BASE + "unauthorized",
+        title="Unauthorized",
+        headers={"WWW-Authenticate": challenge},
+    )
+
+
+def forbidden(principal: Principal, needed: Scope, method: str, path: str) -> Problem:
+    return Problem(
+        403,
+        f"{method} {path} needs a key with scope {needed.value}; this key's scope is "
+        f"{principal.scope.value}",
+        type=TYPE_BASE + "forbidden",
+        title="Forbidden",
+        required_scope=needed.value,
+        scope=principal.scope.value,
+    )
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header (scheme case-insensitive)."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != SCHEME:
+        return None
+    return token.strip() or None
+
+
+class AuthGate:
+    def __init__(self, settings: Settings, session_factory: sessionmaker[Session]) -> None:
+        self.mode = settings.auth
+        self.session_factory = session_factory
+        secret = settings.admin_key.get_secret_value() if settings.admin_key else None
+        self.admin_hash = hash_key(secret) if secret else None
+        self._lock = threading.Lock()
+        self._required = self.mode == "on" or (self.mode == "auto" and self.admin_hash is not None)
+
+    def required(self) -> bool:
+        """Does a request need a key now? Once true, true for the life of the process."""
+        if self.mode == "off":
+            return False
+        if not self._required:
+            with self.session_factory() as session:
+                exists = service.any_key_exists(session)
+            if exists:
+                self.key_created()
+        return self._required
+
+    def key_created(self) -> None:
+        if self.mode != "off":
+            with self._lock:
+                self._required = True
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        """The key's owner; 401 problem when the header is missing, malformed, or names an
+        unknown or revoked key."""
+        token = bearer_token(authorization)
+        if token is None:
+            raise unauthorized(
+                "an API key is required: send `Authorization: Bearer <key>` "
+                "(create one with `msvmav keys create --scope read --name <name>`)"
+            )
+        with self.session_factory() as session:
+            principal = service.authenticate(session, token, self.admin_hash)
+        if principal is None:
+            raise unauthorized("invalid or revoked API key", error="invalid_token")
+        return principal

@@ -1,0 +1,63 @@
+"""Request and response bodies of /keys. No response but the creation's carries the secret, and
+none carries its hash."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+from app.auth.keys import Scope
+from app.pagination import Page
+
+_KEY_EXAMPLE = {
+    "id": 3,
+    "name": "ci",
+    "scope": "read",
+    "prefix": "msv_Xq3vN0aB",
+    "created_at": "2026-01-01T12:00:00Z",
+    "last_used_at": None,
+    "revoked_at": None,
+}
+
+
+class KeyCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"name": "ci", "scope": "read"}]},
+    )
+
+    name: StrictStr = Field(min_length=1, max_length=255, description="What the key is for")
+    scope: Scope = Field(
+        description="read (GETs, predict) < write (uploads, jobs, deletes) < admin"
+    )
+
+
+class KeyOut(BaseModel):
+    """An API key without its secret."""
+
+    model_config = ConfigDict(from_attributes=True, json_schema_extra={"examples": [_KEY_EXAMPLE]})
+
+    id: int
+    name: str
+    scope: Scope
+    prefix: str = Field(description="The key's first characters, to recognise it")
+    created_at: datetime
+    last_used_at: datetime | None = Field(description="Last use (to the minute)")
+    revoked_at: datetime | None = Field(description="Set once revoked; a revoked key is refused")
+
+
+class KeyCreated(KeyOut):
+    """The new key, with its secret: the only time it is shown."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{**_KEY_EXAMPLE, "key": "msv_Xq3vN0aB" + "x" * 35}]}
+    )
+
+    key: str = Field(description="The secret: send it as `Authorization: Bearer <key>`")
+
+
+class KeyPage(Page[KeyOut]):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"items": [_KEY_EXAMPLE], "next_cursor": None}]}
+    )

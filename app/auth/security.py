@@ -1,0 +1,136 @@
+"""FastAPI wiring of the keys: the ``Security`` dependencies that check a route's scope (and
+make Swagger UI's Authorize button appear), and a middleware that turns away requests without a
+valid key before their body is read.
+
+``app.main`` attaches one dependency per router: ``require(Scope.read)``,
+``require(Scope.admin)`` or ``require_by_method`` (GET/HEAD read, anything else write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Send
+from starlette.types import Scope as AsgiScope
+
+from app.auth.gate import AuthGate, forbidden
+from app.auth.keys import Principal, Scope
+from app.problems import Problem, ProblemDetail, problem_response
+
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="apiKey",
+    bearerFormat="msv_...",
+    description="An API key (`msvmav keys create` or `POST /keys`), sent as "
+    "`Authorization: Bearer <key>`. Scopes: read < write < admin.",
+)
+
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {
+        "model": ProblemDetail,
+        "description": "Missing, unknown or revoked API key (`Authorization: Bearer <key>`)",
+        "headers": {
+            "WWW-Authenticate": {
+                "description": '`Bearer` (`Bearer error="invalid_token"` for a wrong key)',
+                "schema": {"type": "string"},
+            }
+        },
+    },
+    403: {"model": ProblemDetail, "description": "The key's scope does not allow this operation"},
+}
+
+_STATE_KEY = "auth"
+
+
+@dataclass(frozen=True)
+class AuthResult:
+    required: bool
+    principal: Principal | None
+
+
+def _gate(request: Request) -> AuthGate:
+    return request.app.state.auth
+
+
+def check(gate: AuthGate, authorization: str | None) -> AuthResult:
+    """Authenticate when keys are required (401 problem on failure)."""
+    if not gate.required():
+        return AuthResult(required=False, principal=None)
+    return AuthResult(required=True, principal=gate.authenticate(authorization))
+
+
+def authorize(request: Request, needed: Scope) -> Principal | None:
+    """The request's key owner if keys are required (403 if the scope is too low); None when
+    the service is open."""
+    result: AuthResult | None = request.scope.get("state", {}).get(_STATE_KEY)
+    if result is None:  # the middleware did not run (or skipped this path)
+        result = check(_gate(request), request.headers.get("authorization"))
+    if not result.required:
+        return None
+    assert result.principal is not None
+    if not result.principal.scope.covers(needed):
+        raise forbidden(result.principal, needed, request.method, request.url.path)
+    # Idempotency keys live in their key owner's namespace (app.idempotency).
+    key_id = result.principal.key_id
+    request.state.principal = "admin-key" if key_id is None else f"key:{key_id}"
+    return result.principal
+
+
+_Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
+
+
+def require(needed: Scope) -> Callable[..., Principal | None]:
+    """Dependency: a key of scope ``needed`` or higher (when keys are required)."""
+
+    def dependency(request: Request, _credentials: _Credentials) -> Principal | None:
+        return authorize(request, needed)
+
+    dependency.__name__ = f"require_{needed.value}"
+    return dependency
+
+
+def require_by_method(request: Request, _credentials: _Credentials) -> Principal | None:
+    """Dependency: ``read`` for GET/HEAD, ``write`` for anything else."""
+    return authorize(request, Scope.read if request.method in READ_METHODS else Scope.write)
+
+
+class AuthMiddleware:
+    """401 at once for a request that needs a key and has no valid one, before anything reads
+    its body (an anonymous client cannot make the API parse a 200 MB upload). The scope check
+    (403) stays with the routes' dependencies, which reuse this result."""
+
+    def __init__(self, app: ASGIApp, gate: AuthGate, open_paths: Collection[str]) -> None:
+        self.app = app
+        self.gate = gate
+        self.open_paths = frozenset(open_paths)
+        # An open path ending in "/" opens everything below it (the docs' static assets).
+        self.open_prefixes = tuple(p for p in self.open_paths if p.endswith("/"))
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if (
+            scope["type"] != "http"
+            or path in self.open_paths
+            or (self.open_prefixes and path.startswith(self.open_prefixes))
+        ):
+            await self.app(scope, receive, send)
+            return
+        authorization = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value.decode("latin-1")
+                break
+        try:
+            result = await run_in_threadpool(check, self.gate, authorization)
+        except Problem as problem:
+            await problem_response(Request(scope), problem)(scope, receive, send)
+            return
+        scope.setdefault("state", {})[_STATE_KEY] = result
+        await self.app(scope, receive, send)
