@@ -88,13 +88,44 @@ def _invalid(instance: str, loc: list[str | int], message: str, **entry: Any) ->
     return _problem(422, instance, f"{field}: {message}", errors=[error])
 
 
-def error_example(status: int, path: str, op: dict[str, Any]) -> dict[str, Any]:
+# How a 404 names the thing an id parameter refers to, where it is not the parameter's stem.
+_KIND_NAMES = {"key": "API key"}
+
+
+_LOWER_SCOPE = {"admin": "write", "write": "read", "read": None}
+
+
+def needed_scope(method: str, path: str) -> str:
+    """The scope an operation needs, as app.main attaches them to the routers."""
+    if path.startswith("/keys"):
+        return "admin"
+    if method in ("GET", "HEAD") or path.startswith("/predict"):
+        return "read"
+    return "write"
+
+
+def error_example(
+    status: int, path: str, op: dict[str, Any], method: str = "GET"
+) -> dict[str, Any]:
     """A true problem+json example of ``status`` for the operation ``op`` at ``path``."""
     op_id = op.get("operationId", "")
     match = _ID_PARAM.search(path)
     kind = match.group(1) if match else None
     if status == 404 and kind:
-        return _problem(404, _instance(path, MISSING_ID), f"{kind} {MISSING_ID} not found")
+        name = _KIND_NAMES.get(kind, kind)
+        return _problem(404, _instance(path, MISSING_ID), f"{name} {MISSING_ID} not found")
+    if status == 401:
+        return _problem(401, path, "invalid or revoked API key")
+    if status == 403:
+        needed = needed_scope(method, path)
+        held = _LOWER_SCOPE[needed] or "read"
+        detail = f"{method} {path} needs a key with scope {needed}; this key's scope is {held}"
+        return {
+            **_problem(403, path, detail),
+            "type": TYPE_BASE + "forbidden",
+            "required_scope": needed,
+            "scope": held,
+        }
     if status == 409:
         template = _CONFLICTS.get(op_id, _EXPERIMENT_CONFLICT if kind == "experiment" else None)
         if template:

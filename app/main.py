@@ -19,7 +19,7 @@ from app.auth.security import AUTH_RESPONSES, AuthMiddleware, require, require_b
 from app.config import Settings, get_settings
 from app.datasets.routes import router as datasets_router
 from app.db import make_engine, make_session_factory, script_heads
-from app.error_examples import error_example
+from app.error_examples import error_example, needed_scope
 from app.experiments.routes import router as experiments_router
 from app.health import metrics_router
 from app.health import router as health_router
@@ -76,8 +76,8 @@ open. Missing or wrong key: 401; scope too low: 403.
 
 
 # Swagger UI: fold the schemas list and show each operation's request duration.
-# fastapi-offline's default mount for the Swagger UI and ReDoc assets.
-STATIC_DOCS_URL = "/static-offline-docs"
+# Swagger UI, ReDoc and fastapi-offline's mount for their assets.
+DOCS_URL, REDOC_URL, STATIC_DOCS_URL = "/docs", "/redoc", "/static-offline-docs"
 
 # persistAuthorization: the key given to Authorize survives a page reload.
 SWAGGER_UI_PARAMETERS = {
@@ -112,6 +112,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         generate_unique_id_function=operation_id,
         lifespan=lifespan,
         swagger_ui_parameters=SWAGGER_UI_PARAMETERS,
+        docs_url=DOCS_URL,
+        redoc_url=REDOC_URL,
         static_url=STATIC_DOCS_URL,
     )
     app.state.settings = settings
@@ -150,7 +152,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 def open_paths(app: FastAPI) -> set[str]:
     """Paths served without a key: the health probes and the API documentation with its
     scripts and styles (``/static-offline-docs/...``, fastapi-offline's mount)."""
-    docs = (app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url)
+    # fastapi-offline serves /docs and /redoc itself (the app's docs_url/redoc_url are None).
+    docs = (app.openapi_url, DOCS_URL, REDOC_URL, app.swagger_ui_oauth2_redirect_url)
     return {"/livez", "/readyz", STATIC_DOCS_URL + "/", *(p for p in docs if p)}
 
 
@@ -168,14 +171,16 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     )
     problem_ref = {"$ref": "#/components/schemas/ProblemDetail"}
     for path, path_item in schema.get("paths", {}).items():
-        for op in path_item.values():
+        for method, op in path_item.items():
+            if needed_scope(method.upper(), path) == "read":
+                op.get("responses", {}).pop("403", None)  # every key has at least read
             for code, response in op.get("responses", {}).items():
                 if not code.isdigit() or int(code) < 400:
                     continue
                 response["content"] = {
                     problems.PROBLEM_MEDIA_TYPE: {
                         "schema": problem_ref,
-                        "example": error_example(int(code), path, op),
+                        "example": error_example(int(code), path, op, method.upper()),
                     }
                 }
                 if code == "422":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Request, Response, status
 
 from app.auth import service
 from app.auth.schemas import KeyCreate, KeyCreated, KeyOut, KeyPage
@@ -11,6 +13,13 @@ from app.pagination import PageDep
 from app.problems import problem_responses
 
 router = APIRouter(prefix="/keys", tags=["keys"])
+
+_CREATE_EXAMPLES = {
+    "read key for CI": {
+        "summary": "A read-only key (GETs and predictions) named ci",
+        "value": {"name": "ci", "scope": "read"},
+    },
+}
 
 
 @router.post(
@@ -29,7 +38,10 @@ router = APIRouter(prefix="/keys", tags=["keys"])
     },
 )
 def create_key(
-    session: SessionDep, request: Request, response: Response, body: KeyCreate
+    session: SessionDep,
+    request: Request,
+    response: Response,
+    body: Annotated[KeyCreate, Body(openapi_examples=_CREATE_EXAMPLES)],
 ) -> KeyCreated:
     row, secret = service.create(session, body.name, body.scope)
     request.app.state.auth.key_created()

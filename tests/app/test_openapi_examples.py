@@ -41,12 +41,18 @@ def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         drop_postgres_database(admin_url, url)
 
 
+# The examples run as a Swagger user of a deployed service would run them: after Authorize
+# with an admin key (so POST /keys's example, which turns keys on, changes nothing for the rest).
+ADMIN_KEY = "msv_examples-admin-key-0123456789abcdef"
+
+
 @pytest.fixture
 def fresh(fresh_url: str) -> Iterator[tuple[TestClient, Worker]]:
-    settings = Settings(database_url=fresh_url, _env_file=None)
+    settings = Settings(database_url=fresh_url, admin_key=ADMIN_KEY, _env_file=None)
     engine = make_engine(fresh_url)
     try:
         with TestClient(create_app(settings)) as client:
+            client.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
             yield client, Worker(settings, engine=engine)
     finally:
         engine.dispose()
