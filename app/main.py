@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
@@ -16,6 +16,7 @@ from app.datasets.routes import router as datasets_router
 from app.db import make_engine, make_session_factory, script_heads
 from app.experiments.routes import router as experiments_router
 from app.health import router as health_router
+from app.ids import check_ids
 from app.jobs.routes import router as jobs_router
 from app.metrics import RequestMetrics
 from app.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
@@ -24,6 +25,12 @@ from app.predict.routes import router as predict_router
 
 # Multipart framing and form fields on top of the file itself.
 MULTIPART_SLACK_BYTES = 1024 * 1024
+# Documented on every operation with a request body.
+BODY_ERRORS = {
+    "400": "Malformed body: not parseable as JSON or as multipart/form-data",
+    "413": "Body larger than MSVMAV_MAX_JSON_BYTES (JSON) or MSVMAV_MAX_UPLOAD_BYTES (upload)",
+    "422": "Invalid input: the `errors` list names each field (and row/column of a file)",
+}
 
 TAGS = [
     {"name": "datasets", "description": "Upload and manage tabular datasets"},
@@ -80,6 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         openapi_tags=TAGS,
         generate_unique_id_function=operation_id,
         lifespan=lifespan,
+        dependencies=[Depends(check_ids)],
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -89,7 +97,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     problems.install(app)
     app.add_middleware(
-        BodySizeLimitMiddleware, limit=settings.max_upload_bytes + MULTIPART_SLACK_BYTES
+        BodySizeLimitMiddleware,
+        upload_limit=settings.max_upload_bytes + MULTIPART_SLACK_BYTES,
+        json_limit=settings.max_json_bytes,
     )
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
 
@@ -122,6 +132,10 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     problem_ref = {"$ref": "#/components/schemas/ProblemDetail"}
     for path_item in schema.get("paths", {}).values():
         for op in path_item.values():
+            if "requestBody" in op:  # any body can be malformed or over its size limit
+                responses = op.setdefault("responses", {})
+                for code, description in BODY_ERRORS.items():
+                    responses.setdefault(code, {"description": description})
             for code, response in op.get("responses", {}).items():
                 if not code.isdigit() or int(code) < 400:
                     continue
