@@ -7,10 +7,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, File, Form, Response, UploadFile, status
 
 from app.datasets import service
-from app.datasets.schemas import DatasetDetail, DatasetPage, DatasetSummary
+from app.datasets.schemas import MAX_NAME_LENGTH, DatasetDetail, DatasetPage, DatasetSummary
 from app.deps import SessionDep, SettingsDep
 from app.pagination import PageDep
-from app.problems import problem_responses
+from app.problems import invalid, problem_responses
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 
@@ -48,7 +48,12 @@ def create_dataset(
     response: Response,
     file: Annotated[UploadFile, File(description="The data file")],
     name: Annotated[
-        str | None, Form(description="Display name (default: file name)", examples=["wdbc"])
+        str | None,
+        Form(
+            max_length=MAX_NAME_LENGTH,
+            description="Display name (default: file name)",
+            examples=["wdbc"],
+        ),
     ] = None,
     format: Annotated[
         str | None,
@@ -99,6 +104,8 @@ def create_dataset(
         ),
     ] = None,
 ) -> DatasetDetail:
+    if len(file.filename or "") > MAX_NAME_LENGTH:
+        raise invalid(["body", "file"], f"file name longer than {MAX_NAME_LENGTH} characters")
     content = file.file.read()
     options = service.UploadOptions(
         name=name,
