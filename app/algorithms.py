@@ -55,6 +55,9 @@ def check_value(algorithm: str, name: str, value: Any, loc: Loc) -> None:
     """422 at ``loc`` when the estimator's constraints reject ``value`` for ``name``."""
     if isinstance(value, dict | list):
         raise invalid(loc, f"{name} takes a single value, got {type(value).__name__}")
+    default = ALGORITHMS[algorithm]().get_params().get(name)
+    if isinstance(value, bool) and not isinstance(default, bool):  # JSON true is no number
+        raise invalid(loc, f"{name} takes a number, not {str(value).lower()}")
     if isinstance(value, float) and value != 0 and not MIN_MAGNITUDE <= abs(value) <= MAX_MAGNITUDE:
         raise invalid(loc, f"{name}={value!r}: |value| must be 0 or in [1e-12, 1e12]")
     try:

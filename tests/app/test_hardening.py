@@ -271,6 +271,10 @@ def test_experiment_tables_escape_a_hostile_dataset_name(client, worker):
         ({"search": {"cv": "5"}}, "search.cv"),
         ({"algorithm": "svm", "params": {"C": 5e-324}}, "params.C"),
         ({"algorithm": "svm", "params": {"C": 1e300}}, "params.C"),
+        ({"algorithm": "svm", "params": {"C": True}}, "params.C"),
+        ({"params": {"max_iter": True}}, "params.max_iter"),
+        ({"search": {"grid": {"alpha": [1, True]}}}, "search.grid.alpha[1]"),
+        ({"search": {"grid": {"alpha": [5e-324]}}}, "search.grid.alpha[0]"),
     ],
 )
 def test_train_rejects_what_cannot_make_a_finite_model(client, engine, body, field):
