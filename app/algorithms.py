@@ -24,6 +24,12 @@ RESERVED = {
 }
 Loc = list[str | int]
 
+# A real hyper-parameter (alpha, beta, gamma, C, ...) that is not 0 must lie within these
+# magnitudes: below, a subnormal such as 5e-324 under- or overflows the fit; above, nothing
+# finite comes out either (see docs/hardening.md).
+MIN_MAGNITUDE = 1e-12
+MAX_MAGNITUDE = 1e12
+
 
 def param_names(algorithm: str) -> list[str]:
     """The estimator's hyper-parameter names, sorted."""
@@ -49,6 +55,11 @@ def check_value(algorithm: str, name: str, value: Any, loc: Loc) -> None:
     """422 at ``loc`` when the estimator's constraints reject ``value`` for ``name``."""
     if isinstance(value, dict | list):
         raise invalid(loc, f"{name} takes a single value, got {type(value).__name__}")
+    default = ALGORITHMS[algorithm]().get_params().get(name)
+    if isinstance(value, bool) and not isinstance(default, bool):  # JSON true is no number
+        raise invalid(loc, f"{name} takes a number, not {str(value).lower()}")
+    if isinstance(value, float) and value != 0 and not MIN_MAGNITUDE <= abs(value) <= MAX_MAGNITUDE:
+        raise invalid(loc, f"{name}={value!r}: |value| must be 0 or in [1e-12, 1e12]")
     try:
         ALGORITHMS[algorithm](**{name: value})._validate_params()
     except (InvalidParameterError, ValueError, TypeError) as exc:

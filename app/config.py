@@ -21,6 +21,12 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(
         200 * 1024 * 1024, gt=0, description="Largest accepted upload (dataset or predict file)"
     )
+    max_json_bytes: int = Field(
+        32 * 1024 * 1024,
+        gt=0,
+        description="Largest accepted JSON request body (e.g. /predict rows); checked on the "
+        "byte stream before parsing",
+    )
     max_rows: int = Field(2_000_000, gt=0, description="Largest accepted dataset, in rows")
     max_features: int = Field(200_000, gt=0, description="Largest accepted dataset, in features")
     max_encoded_bytes: int = Field(

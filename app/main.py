@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Security
+from fastapi import Depends, FastAPI, Security
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
@@ -23,6 +23,7 @@ from app.error_examples import error_example, needed_scope
 from app.experiments.routes import router as experiments_router
 from app.health import metrics_router
 from app.health import router as health_router
+from app.ids import check_ids
 from app.jobs.routes import router as jobs_router
 from app.metrics import RequestMetrics
 from app.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
@@ -31,6 +32,12 @@ from app.predict.routes import router as predict_router
 
 # Multipart framing and form fields on top of the file itself.
 MULTIPART_SLACK_BYTES = 1024 * 1024
+# Documented on every operation with a request body.
+BODY_ERRORS = {
+    "400": "Malformed body: not parseable as JSON or as multipart/form-data",
+    "413": "Body larger than MSVMAV_MAX_JSON_BYTES (JSON) or MSVMAV_MAX_UPLOAD_BYTES (upload)",
+    "422": "Invalid input: the `errors` list names each field (and row/column of a file)",
+}
 
 TAGS = [
     {"name": "datasets", "description": "Upload and manage tabular datasets"},
@@ -115,6 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=DOCS_URL,
         redoc_url=REDOC_URL,
         static_url=STATIC_DOCS_URL,
+        dependencies=[Depends(check_ids)],
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -125,7 +133,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     problems.install(app)
     app.add_middleware(
-        BodySizeLimitMiddleware, limit=settings.max_upload_bytes + MULTIPART_SLACK_BYTES
+        BodySizeLimitMiddleware,
+        upload_limit=settings.max_upload_bytes + MULTIPART_SLACK_BYTES,
+        json_limit=settings.max_json_bytes,
     )
     app.add_middleware(AuthMiddleware, gate=app.state.auth, open_paths=open_paths(app))
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
@@ -174,6 +184,10 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         for method, op in path_item.items():
             if needed_scope(method.upper(), path) == "read":
                 op.get("responses", {}).pop("403", None)  # every key has at least read
+            if "requestBody" in op:  # any body can be malformed or over its size limit
+                responses = op.setdefault("responses", {})
+                for code, description in BODY_ERRORS.items():
+                    responses.setdefault(code, {"description": description})
             for code, response in op.get("responses", {}).items():
                 if not code.isdigit() or int(code) < 400:
                     continue

@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.logs import request_id_var
 from app.metrics import RequestMetrics
-from app.problems import Problem, problem_response
+from app.problems import Problem, problem_response, too_large
 
 access_log = logging.getLogger("app.access")
 error_log = logging.getLogger("app.error")
@@ -27,10 +27,11 @@ _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 
 
 class BodyTooLarge(HTTPException):
-    def __init__(self, limit: int) -> None:
-        super().__init__(
-            413, f"request body exceeds the limit of {limit} bytes (MSVMAV_MAX_UPLOAD_BYTES)"
-        )
+    """Raised from the counting ``receive`` (an HTTPException so that FastAPI's body reader
+    passes it on instead of turning it into a 400); answered by ``app.problems.too_large``."""
+
+    def __init__(self, limit: int, setting: str) -> None:
+        super().__init__(413, f"request body exceeds the limit of {limit} bytes ({setting})")
 
 
 class RequestContextMiddleware:
@@ -82,22 +83,33 @@ class RequestContextMiddleware:
             request_id_var.reset(token)
 
 
-class BodySizeLimitMiddleware:
-    """413 for bodies larger than ``limit`` bytes: at once when Content-Length says so, else as
-    soon as the streamed body crosses the limit (before the multipart parser spools it)."""
+def _is_multipart(scope: Scope) -> bool:
+    content_type = dict(scope["headers"]).get(b"content-type", b"")
+    return content_type.split(b";", 1)[0].strip().lower() == b"multipart/form-data"
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+
+class BodySizeLimitMiddleware:
+    """413 for bodies larger than their limit: ``upload_limit`` for multipart uploads, the much
+    smaller ``json_limit`` for every other body (JSON requests), so that a JSON body is never
+    buffered and parsed beyond it. At once when Content-Length says so, else as soon as the
+    streamed body crosses the limit (before anything proportional to it is parsed)."""
+
+    def __init__(self, app: ASGIApp, upload_limit: int, json_limit: int) -> None:
         self.app = app
-        self.limit = limit
+        self.upload_limit = upload_limit
+        self.json_limit = json_limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if _is_multipart(scope):
+            limit, setting = self.upload_limit, "MSVMAV_MAX_UPLOAD_BYTES"
+        else:
+            limit, setting = self.json_limit, "MSVMAV_MAX_JSON_BYTES"
         length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.limit:
-            exc = BodyTooLarge(self.limit)
-            problem = Problem(413, exc.detail, title="Content Too Large")
+        if length is not None and length.isdigit() and int(length) > limit:
+            problem = too_large(BodyTooLarge(limit, setting).detail)
             await problem_response(Request(scope), problem)(scope, receive, send)
             return
         seen = 0
@@ -107,8 +119,8 @@ class BodySizeLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise BodyTooLarge(self.limit)
+                if seen > limit:
+                    raise BodyTooLarge(limit, setting)
             return message
 
         await self.app(scope, counting_receive, send)

@@ -185,7 +185,7 @@ class ExperimentResult(Base):
     position: Mapped[int] = mapped_column(Integer, primary_key=True)
     # A plain reference: the result outlives its dataset.
     dataset_id: Mapped[int | None] = mapped_column(Integer)
-    name: Mapped[str] = mapped_column(String(255))
+    name: Mapped[str] = mapped_column(Text)  # a data set's name, plus " (#id)" when repeated
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 

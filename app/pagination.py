@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Select
 from sqlalchemy.orm import Session
 
+from app.ids import MAX_DB_ID
 from app.problems import invalid
 
 T = TypeVar("T")
@@ -37,7 +38,9 @@ def decode_cursor(cursor: str) -> int:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         kind, _, value = raw.partition(":")
-        if kind != "id":
+        if kind != "id" or not (value.isascii() and value.isdigit()):
+            raise ValueError
+        if len(value) > 10 or int(value) > MAX_DB_ID:
             raise ValueError
         return int(value)
     except (binascii.Error, UnicodeDecodeError, ValueError):

@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.ingest import IngestError
 from app.logs import request_id_var
@@ -230,8 +231,29 @@ def install(app: FastAPI) -> None:
         detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
         if status == 404 and detail == "Not Found":
             detail = f"no route for {request.method} {request.url.path}"
-        headers = dict(exc.headers) if exc.headers else None
-        return problem_response(request, Problem(status, detail, headers=headers))
+        headers = dict(exc.headers) if exc.headers else {}
+        if status == 413:  # the body size cap: the same title and type as every other 413
+            return problem_response(request, too_large(detail))
+        if status == 405:
+            headers["Allow"] = _allowed_methods(request) or headers.get("Allow", "")
+        return problem_response(request, Problem(status, detail, headers=headers or None))
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method some route answers on this path (Starlette's own ``Allow`` names only
+    those of the first route whose path matches)."""
+    allowed = [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL
+            for route in request.app.router.routes
+        )
+    ]
+    return ", ".join(allowed)
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

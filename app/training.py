@@ -177,7 +177,13 @@ def train(
         est.fit(X_train, y_train, callback=callback)
     fit_seconds = time.perf_counter() - start
 
-    train_margins = est.margins(X_train, y_train)  # (includes the accuracy)
+    decision = est.decision_function(X_train)
+    if not np.all(np.isfinite(decision)) or not np.any(decision):  # e.g. 1e308 with scaling none
+        raise TrainingError(
+            "the fit produced a degenerate model (non-finite or all-zero decision values); "
+            "the features are probably too large: use scaling=minmax or rescale the data"
+        )
+    train_margins = est.margins(X_train, y_train, decision=decision)  # (includes the accuracy)
     summary: dict[str, Any] = {
         "train_margins": jsonable(train_margins),
         "train_accuracy": train_margins["accuracy"],

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
@@ -151,6 +152,8 @@ def run_job(
 def _error_text(exc: BaseException) -> str:
     """The job's error text: the message of a data/parameter error as is, other exceptions
     with their type; the traceback goes to the worker's log only."""
+    if isinstance(exc, SQLAlchemyError):  # its text holds SQL and parameters: log only
+        return "a database error stopped the job; the details are in the worker's log"
     text = str(exc) or type(exc).__name__
     if not isinstance(exc, ValueError | TypeError):
         text = f"{type(exc).__name__}: {text}"

@@ -47,6 +47,7 @@ from .model_selection import (
     n_cells,
 )
 from .scaling import MinMaxScaling
+from .table_cells import csv_cell, markdown_cell
 
 #: the paper's column order and display names (Table 1)
 DISPLAY_NAMES = {"msvmav": "MSVMAv", "svm": "SVM", "svr": "SVR", "lssvm": "LSSVM",
@@ -272,7 +273,7 @@ def to_markdown(results_by_dataset: dict[str, ExperimentResult | dict],
     lines = ["| dataset | " + " | ".join(DISPLAY_NAMES.get(a, a) for a in cols) + " |",
              "|---|" + "---|" * len(cols)]
     for name, r in res.items():
-        lines.append(f"| {name} | " + " | ".join(_cell(r, a) for a in cols) + " |")
+        lines.append(f"| {markdown_cell(name)} | " + " | ".join(_cell(r, a) for a in cols) + " |")
     wtl = win_tie_loss(res, cols)
     lines.append("| win/tie/loss | " + " | ".join(
         "/".join(map(str, wtl[a])) if a in wtl else "–" for a in cols) + " |")
@@ -305,7 +306,7 @@ def to_csv(results_by_dataset: dict[str, ExperimentResult | dict],
             if a != "msvmav":
                 row.append(CSV_OUTCOMES[r.comparisons[a]["outcome"]]
                            if a in r.comparisons else "")
-        w.writerow(row)
+        w.writerow([csv_cell(cell) for cell in row])
     wtl = win_tie_loss(res, cols)
     row = ["win/tie/loss"]
     for a in cols:

@@ -10,7 +10,7 @@ from fastapi import APIRouter, File, Form, Request, Response, UploadFile, status
 from fastapi.responses import JSONResponse
 
 from app.datasets import service
-from app.datasets.schemas import DatasetDetail, DatasetPage, DatasetSummary
+from app.datasets.schemas import MAX_NAME_LENGTH, DatasetDetail, DatasetPage, DatasetSummary
 from app.deps import SessionDep, SettingsDep
 from app.idempotency import (
     REPLAYED_RESPONSE_HEADER,
@@ -19,7 +19,7 @@ from app.idempotency import (
     create_once,
 )
 from app.pagination import PageDep
-from app.problems import problem_responses
+from app.problems import invalid, problem_responses
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 
@@ -60,7 +60,12 @@ def create_dataset(
     request: Request,
     file: Annotated[UploadFile, File(description="The data file")],
     name: Annotated[
-        str | None, Form(description="Display name (default: file name)", examples=[""])
+        str | None,
+        Form(
+            max_length=MAX_NAME_LENGTH,
+            description="Display name (default: file name)",
+            examples=[""],
+        ),
     ] = None,
     format: Annotated[
         str | None,
@@ -112,6 +117,8 @@ def create_dataset(
     ] = None,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> JSONResponse:
+    if len(file.filename or "") > MAX_NAME_LENGTH:
+        raise invalid(["body", "file"], f"file name longer than {MAX_NAME_LENGTH} characters")
     content = file.file.read()
     options = service.UploadOptions(
         name=name,

@@ -9,6 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.pagination import Page
 
+#: longest dataset name and file name (the columns are VARCHAR(255))
+MAX_NAME_LENGTH = 255
+
 _SUMMARY_EXAMPLE = {
     "id": 1,
     "name": "wdbc",

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.algorithms import AlgorithmName
+from app.ids import DbId
 from app.jobs.schemas import GridValue, JobStatus
 from app.pagination import Page
 from solver.experiments import PAPER_ORDER
@@ -76,11 +77,12 @@ class ExperimentRequest(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         allow_inf_nan=False,
         json_schema_extra={"examples": [REQUEST_EXAMPLE]},
     )
 
-    dataset_ids: list[int] = Field(
+    dataset_ids: list[DbId] = Field(
         min_length=1, max_length=100, description="Stored data sets (one table row each)"
     )
     algorithms: list[AlgorithmName] = Field(

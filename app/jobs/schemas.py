@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.algorithms import AlgorithmName
+from app.algorithms import MAX_MAGNITUDE, MIN_MAGNITUDE, AlgorithmName
+from app.ids import DbId
 from app.pagination import Page
 from solver import MSVMAv
 
@@ -58,7 +59,10 @@ class SearchSpec(BaseModel):
     """Cross-validated grid search on the training part before the final fit."""
 
     model_config = ConfigDict(
-        extra="forbid", allow_inf_nan=False, json_schema_extra={"examples": [_SEARCH_EXAMPLE]}
+        extra="forbid",
+        strict=True,
+        allow_inf_nan=False,
+        json_schema_extra={"examples": [_SEARCH_EXAMPLE]},
     )
 
     grid: Literal["quick", "paper"] | dict[str, list[GridValue]] = Field(
@@ -82,11 +86,12 @@ class TrainRequest(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         allow_inf_nan=False,
         json_schema_extra={"examples": [_TRAIN_EXAMPLE]},
     )
 
-    dataset_id: int = Field(description="Dataset to train on")
+    dataset_id: DbId = Field(description="Dataset to train on")
     algorithm: AlgorithmName = Field(
         "msvmav",
         description="msvmav (the paper's method) or a comparator: svm, svr, lssvm, mamc, odm, fmm",
@@ -103,20 +108,36 @@ class TrainRequest(BaseModel):
         "(after scaling), then fit the best configuration on the whole training part",
     )
     kernel: Literal["linear", "rbf", "poly"] = Field("linear", description="Kernel")
-    alpha: float = Field(_D["alpha"], gt=0, description="α > 0: weight of the margin mean term")
+    alpha: float = Field(
+        _D["alpha"],
+        ge=MIN_MAGNITUDE,
+        le=MAX_MAGNITUDE,
+        description="α > 0: weight of the margin mean term",
+    )
     beta: float = Field(
-        _D["beta"], gt=0, description="β > 0: weight of the margin semi-variance term"
+        _D["beta"],
+        ge=MIN_MAGNITUDE,
+        le=MAX_MAGNITUDE,
+        description="β > 0: weight of the margin semi-variance term",
     )
     gamma: float | None = Field(
-        None, gt=0, description="rbf/poly kernel width; null → 1 / n_features"
+        None,
+        ge=MIN_MAGNITUDE,
+        le=MAX_MAGNITUDE,
+        description="rbf/poly kernel width; null → 1 / n_features",
     )
     degree: int = Field(_D["degree"], ge=1, le=20, description="poly kernel degree")
-    coef0: float = Field(_D["coef0"], description="poly kernel constant term")
+    coef0: float = Field(
+        _D["coef0"], ge=-MAX_MAGNITUDE, le=MAX_MAGNITUDE, description="poly kernel constant term"
+    )
     max_iter: int = Field(
         _D["max_iter"], ge=1, le=1_000_000, description="Most iterations per task"
     )
     tol: float = Field(
-        _D["tol"], ge=0, description="Stop when the objective changes less than this"
+        _D["tol"],
+        ge=0,
+        le=MAX_MAGNITUDE,
+        description="Stop when the objective changes less than this",
     )
     fit_intercept: bool = Field(_D["fit_intercept"], description="Learn a bias term")
     approximation: Literal["auto", "exact", "nystroem"] = Field(

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, File, Form, UploadFile
 
 from app.deps import SessionDep, SettingsDep
+from app.ids import MAX_DB_ID
 from app.predict import service
 from app.predict.schemas import (
     WDBC_BENIGN,
@@ -70,7 +71,9 @@ def predict_file(
     session: SessionDep,
     settings: SettingsDep,
     file: Annotated[UploadFile, File(description="Rows to classify")],
-    model_id: Annotated[int, Form(description="Model to use", examples=[1])],
+    model_id: Annotated[
+        int, Form(ge=1, le=MAX_DB_ID, description="Model to use", examples=[1])
+    ],
     label: Annotated[
         str | None,
         Form(

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from app.ids import DbId
+
+
+def _not_boolean(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("true/false is not a feature value: give a number, or a category as text")
+    return value
+
+
+# A raw feature value: a number, a category (text) or null; never a JSON boolean.
+Cell = Annotated[Any, AfterValidator(_not_boolean)]
 
 # Examples fitting the README's first model (model 1, trained on examples/wdbc.arff): its first
 # row (class 2, malignant), its 53rd data row (class 1, benign), and its column names.
@@ -29,6 +41,7 @@ class PredictRequest(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         protected_namespaces=(),
         json_schema_extra={
             "examples": [
@@ -38,8 +51,8 @@ class PredictRequest(BaseModel):
         },
     )
 
-    model_id: int = Field(description="Model to use")
-    instances: list[list[Any] | dict[str, Any]] = Field(
+    model_id: DbId = Field(description="Model to use")
+    instances: list[list[Cell] | dict[str, Cell]] = Field(
         min_length=1, description="Rows: lists in column order, or records by column name"
     )
     labels: list[Any] | None = Field(

@@ -110,7 +110,7 @@ def test_streamed_body_over_the_limit_is_413(database_url, engine):
     """No Content-Length (chunked upload): the limit is enforced while reading."""
     from fastapi.testclient import TestClient
 
-    app = create_app(Settings(database_url=database_url, max_upload_bytes=10_000, _env_file=None))
+    app = create_app(Settings(database_url=database_url, max_json_bytes=10_000, _env_file=None))
 
     def chunks():
         for _ in range(3000):

@@ -1,0 +1,47 @@
+"""Database ids as the API accepts them.
+
+Every table's id is an ``INTEGER`` (32-bit on PostgreSQL), so an id outside 1 … 2^31 − 1 can
+name no row: in a body or a query it is a 422 naming the field (``DbId``, ``check_query_ids``),
+in a path a 404 (``check_path_ids``) — never a database overflow error.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from fastapi import Request
+from pydantic import Field
+
+from app.problems import invalid, not_found
+
+MAX_DB_ID = 2**31 - 1
+
+DbId = Annotated[int, Field(strict=True, ge=1, le=MAX_DB_ID)]
+"""An id in a request body: a JSON integer in 1 … 2^31 − 1."""
+
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+
+
+def in_range(value: int) -> bool:
+    return 1 <= value <= MAX_DB_ID
+
+
+def _out_of_range(text: str) -> bool:
+    """``text`` is a decimal integer (any length) outside 1 … 2^31 − 1."""
+    if not _INTEGER.match(text):
+        return False  # not an integer: the route's own validation answers 422
+    digits = text.lstrip("+-").lstrip("0")
+    return text.startswith("-") or len(digits) > 10 or not in_range(int(digits or "0"))
+
+
+def check_ids(request: Request) -> None:
+    """App-wide dependency, run before a route's own parameters are validated: a path
+    parameter ``<kind>_id`` out of range is that kind's 404, a query parameter ``*_id`` out of
+    range a 422 naming it."""
+    for name, value in request.path_params.items():
+        if name.endswith("_id") and isinstance(value, str) and _out_of_range(value):
+            raise not_found(name.removesuffix("_id").replace("_", " "), value)
+    for name, value in request.query_params.items():
+        if name.endswith("_id") and _out_of_range(value):
+            raise invalid(["query", name], f"must be an id between 1 and {MAX_DB_ID}")
