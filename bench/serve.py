@@ -212,7 +212,8 @@ def main() -> int:
         rows: dict[str, list[dict]] = {"service": [], "bare": []}
         for _ in range(args.rounds):
             for name, url in (("service", svc), ("bare", bare)):
-                rows[name].append(run_wrk(url + "/predict", script, args.duration, args.connections))
+                res = run_wrk(url + "/predict", script, args.duration, args.connections)
+                rows[name].append(res)
         print(f"\nwrk -t1 -c{args.connections} -d{args.duration}s, POST /predict (one row), "
               f"{args.rounds} alternating rounds")
         print(f"{'side':8} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")

@@ -1,6 +1,11 @@
-"""Prediction-time uploads: parse_feature_file() encodes a new file like the training data."""
+"""Prediction-time input: parse_feature_file() encodes a new file like the training data;
+RowEncoder encodes /predict rows and records in bulk."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from operator import itemgetter
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -9,13 +14,123 @@ from .arff import read_arff
 from .columns import resolve_label
 from .csv_format import read_csv
 from .dataset import _MAX_ROWS_NAMED, find_missing, rows_phrase
-from .encoding import encode_table, feature_specs
+from .encoding import ColumnCoder, encode_rows, encode_table, feature_specs
 from .errors import IngestError
 from .labels import convert_labels
 from .sniff import detect_format
 from .svmlight import data_lines, read_svmlight, rows_with, to_int32_csr
 from .table import RawTable
 from .text import decode_bytes, preview
+
+
+class RowEncoder:
+    """``encode_rows`` for one stored encoding, vectorised: numeric columns become one array,
+    categorical ones go through a dictionary lookup per column; built once per model.
+
+    The bulk path takes only input it can encode exactly like ``encode_rows``: every row a list
+    of one width (or every row a record with every feature key), numeric cells Python numbers
+    or booleans, categorical cells exact category strings, every value finite. Anything else
+    (text numbers, None, NaN, unknown categories, ragged rows, ...) goes through
+    ``encode_rows`` itself, which encodes it or raises its precise, row-naming error.
+    """
+
+    def __init__(self, encoding: dict) -> None:
+        specs = feature_specs(encoding)
+        self.encoding = encoding
+        self.names = [s["name"] for s in specs]
+        self.coders = [ColumnCoder(s) for s in specs]
+        self.bases = np.cumsum([0] + [c.width for c in self.coders]).tolist()
+        self.width = self.bases[-1]
+        label = encoding.get("label")
+        non_label = [n for n in encoding.get("input_columns", self.names) if n != label]
+        pos = {n: i for i, n in enumerate(non_label)}
+        self.n_wide = len(non_label)
+        self.wide = [pos[n] for n in self.names] if all(n in pos for n in self.names) else None
+        # Categories that encode_rows' strip() leaves unchanged: an exact hit means the same.
+        self.lookups = [
+            {c: i for i, c in enumerate(coder.spec["categories"]) if c == c.strip()}
+            if coder.categorical else None
+            for coder in self.coders
+        ]
+        self.plain_numeric = all(
+            not c.categorical and c.allowed is None for c in self.coders
+        )
+        self.getter = itemgetter(*self.names)
+
+    def encode(self, rows: Sequence[Any]) -> np.ndarray:
+        X = self._bulk(rows) if isinstance(rows, list) and rows else None
+        return X if X is not None else encode_rows(self.encoding, rows)
+
+    def _bulk(self, rows: list[Any]) -> np.ndarray | None:
+        kind = type(rows[0])
+        if kind is not list and kind is not dict:
+            return None
+        if not all(type(r) is kind for r in rows):
+            return None
+        cols: list[int] | None = None
+        if kind is list:
+            widths = set(map(len, rows))
+            if len(widths) != 1:
+                return None
+            k = widths.pop()
+            if k == len(self.names):
+                cols = None
+            elif self.wide is not None and k == self.n_wide:
+                cols = self.wide
+            else:
+                return None
+            table: list[Any] = rows
+        else:
+            try:
+                table = list(map(self.getter, rows))
+            except KeyError:
+                return None
+            if len(self.names) == 1:
+                table = [[v] for v in table]
+        if self.plain_numeric:
+            return self._numeric(table, cols)
+        return self._mixed(table, cols)
+
+    def _numeric(self, table: list[Any], cols: list[int] | None) -> np.ndarray | None:
+        try:
+            A = np.array(table)
+        except (ValueError, TypeError):
+            return None
+        if A.ndim != 2 or A.dtype.kind not in "biuf":
+            return None
+        X = np.array(A if cols is None else A[:, cols], dtype=np.float64, order="C")
+        return X if np.isfinite(X).all() else None
+
+    def _mixed(self, table: list[Any], cols: list[int] | None) -> np.ndarray | None:
+        columns = list(zip(*table, strict=True))
+        if cols is not None:
+            columns = [columns[p] for p in cols]
+        n = len(table)
+        X = np.zeros((n, self.width), dtype=np.float64)
+        arange = np.arange(n)
+        for coder, lookup, base, column in zip(
+            self.coders, self.lookups, self.bases, columns, strict=False
+        ):
+            if lookup is not None:
+                try:
+                    idx = np.fromiter((lookup.get(v, -1) for v in column), np.int64, count=n)
+                except TypeError:  # an unhashable cell (a list or an object)
+                    return None
+                if idx.min() < 0:
+                    return None
+                X[arange, base + idx] = 1.0
+                continue
+            try:
+                a = np.array(column)
+            except (ValueError, TypeError):
+                return None
+            if a.ndim != 1 or a.dtype.kind not in "biuf":
+                return None
+            a = a.astype(np.float64)
+            if coder.allowed is not None and not np.isin(a, list(coder.allowed)).all():
+                return None
+            X[:, base] = a
+        return X if np.isfinite(X).all() else None
 
 
 def _svmlight_features(encoding: dict, text: str) -> tuple[sp.csr_matrix, np.ndarray]:

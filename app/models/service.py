@@ -1,13 +1,27 @@
-"""Model data functions: save a training outcome, read, list, delete, load the estimator."""
+"""Model data functions: save a training outcome, read, list, delete, load the estimator.
+
+Loaded models are cached per engine (``ModelCache``), keyed by model id and bounded by memory.
+Models are immutable once written and their ids are never reused (AUTOINCREMENT on SQLite, a
+sequence on PostgreSQL), so a cached entry cannot go stale; deletion is what matters.
+``load_cached`` therefore still asks the database, on every call, whether the row exists (one
+primary-key lookup of two small columns, no JSON, no blobs): a model deleted by any API process
+answers 404 at once, even where another process still holds it in its cache. The process that
+deletes a model also drops it from its own cache.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
+from sqlalchemy import Engine, select
 from sqlalchemy import delete as sql_delete
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import storage
@@ -20,18 +34,83 @@ from solver.scaling import MinMaxScaling
 
 ESTIMATOR_PREFIX = "est."
 SCALING_PREFIX = "scaling."
+# Memory one API process spends on loaded models (per database); least recently used go first.
+MODEL_CACHE_BYTES = 256 * 1024 * 1024
 
 
 @dataclass
 class LoadedModel:
-    """A model ready to predict: raw rows -> encoding -> scaling -> estimator."""
+    """A model ready to predict: raw rows -> encoding -> scaling -> estimator.
 
-    row: Model
+    Shared between requests once cached: treat every field as read-only."""
+
+    id: int
+    n_features: int
+    encoding: dict[str, Any]
     estimator: Any
     scaling: MinMaxScaling | None
+    # Identity of the stored row beyond its id (a database rebuilt under the same URL).
+    stamp: tuple[int | None, datetime | None] = (None, None)
+    nbytes: int = 0
+    # Per-model helpers built on first use by other modules (e.g. the row encoder).
+    extras: dict[str, Any] = field(default_factory=dict)
 
     def transform(self, X: Any) -> Any:
         return self.scaling.transform(X) if self.scaling is not None else X
+
+
+class ModelCache:
+    """Thread-safe LRU of LoadedModel by id, bounded by the bytes of their arrays and JSON."""
+
+    def __init__(self, max_bytes: int = MODEL_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self._items: OrderedDict[int, LoadedModel] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, model_id: int) -> LoadedModel | None:
+        with self._lock:
+            hit = self._items.get(model_id)
+            if hit is not None:
+                self._items.move_to_end(model_id)
+            return hit
+
+    def put(self, loaded: LoadedModel) -> None:
+        if loaded.nbytes > self.max_bytes:
+            return  # larger than the whole budget: served, not kept
+        with self._lock:
+            old = self._items.pop(loaded.id, None)
+            if old is not None:
+                self.nbytes -= old.nbytes
+            self._items[loaded.id] = loaded
+            self.nbytes += loaded.nbytes
+            while self.nbytes > self.max_bytes:
+                _, evicted = self._items.popitem(last=False)
+                self.nbytes -= evicted.nbytes
+
+    def drop(self, model_id: int) -> None:
+        with self._lock:
+            old = self._items.pop(model_id, None)
+            if old is not None:
+                self.nbytes -= old.nbytes
+
+
+_caches: weakref.WeakKeyDictionary[Engine, ModelCache] = weakref.WeakKeyDictionary()
+_caches_lock = threading.Lock()
+
+
+def model_cache(session: Session) -> ModelCache:
+    """The cache of the database ``session`` is bound to (one per engine)."""
+    engine = session.get_bind()
+    engine = getattr(engine, "engine", engine)  # a Connection bind: its Engine
+    with _caches_lock:
+        cache = _caches.get(engine)
+        if cache is None:
+            cache = _caches[engine] = ModelCache()
+        return cache
 
 
 def get(session: Session, model_id: int) -> Model | None:
@@ -92,7 +171,29 @@ def save(
     return model
 
 
+def load_cached(
+    session: Session, model_id: int, loc: list[str | int] | None = None
+) -> LoadedModel:
+    """The model ready to predict, from this process's cache when it holds it; 404 (or 422
+    naming ``loc``) when the model does not exist (any more) in the database."""
+    found = session.execute(
+        select(Model.job_id, Model.created_at).where(Model.id == model_id)
+    ).first()
+    if found is None:
+        model_cache(session).drop(model_id)
+        raise not_found("model", model_id, loc)
+    stamp = (found[0], found[1])
+    cache = model_cache(session)
+    hit = cache.get(model_id)
+    if hit is not None and hit.stamp == stamp:
+        return hit
+    loaded = load(session, get_or_raise(session, model_id, loc))
+    cache.put(loaded)
+    return loaded
+
+
 def load(session: Session, model: Model) -> LoadedModel:
+    """Read the model's arrays and rebuild its estimator (no cache; see ``load_cached``)."""
     from solver import model_from_dict
 
     rows = session.execute(
@@ -107,7 +208,18 @@ def load(session: Session, model: Model) -> LoadedModel:
     }
     estimator = model_from_dict({"meta": model.estimator_meta, "arrays": est_arrays})
     scaling = MinMaxScaling.from_arrays(scaling_arrays) if scaling_arrays else None
-    return LoadedModel(row=model, estimator=estimator, scaling=scaling)
+    nbytes = sum(a.nbytes for a in arrays.values()) + len(
+        json.dumps([model.encoding, model.estimator_meta], default=str)
+    )
+    return LoadedModel(
+        id=model.id,
+        n_features=model.n_features,
+        encoding=model.encoding,
+        estimator=estimator,
+        scaling=scaling,
+        stamp=(model.job_id, model.created_at),
+        nbytes=nbytes,
+    )
 
 
 def delete(session: Session, model_id: int) -> None:
@@ -115,3 +227,4 @@ def delete(session: Session, model_id: int) -> None:
     session.execute(sql_delete(ModelArray).where(ModelArray.model_id == model.id))
     session.delete(model)
     session.commit()
+    model_cache(session).drop(model_id)
