@@ -173,7 +173,6 @@ def main() -> int:
     env = {
         **os.environ,
         "MSVMAV_DATABASE_URL": f"sqlite:///{tmp / 'bench.db'}",
-        "MSVMAV_WORKER_POLL_INTERVAL": "0.2",
     }
     svc_port, bare_port = free_port(), free_port()
     exe = Path(sys.executable).parent / "msvmav"

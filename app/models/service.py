@@ -20,11 +20,12 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, bindparam, select
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.orm import Session
 
 from app import storage
+from app.db import READ_ONLY_OPTION, begin_read
 from app.jsonable import jsonable
 from app.orm import Dataset, Model, ModelArray
 from app.pagination import PageParams, paginate
@@ -98,6 +99,8 @@ class ModelCache:
                 self.nbytes -= old.nbytes
 
 
+# Built once: the per-request existence check is a Core statement from SQLAlchemy's cache.
+_STAMP = select(Model.job_id, Model.created_at).where(Model.id == bindparam("model_id"))
 _caches: weakref.WeakKeyDictionary[Engine, ModelCache] = weakref.WeakKeyDictionary()
 _caches_lock = threading.Lock()
 
@@ -175,18 +178,23 @@ def load_cached(
     session: Session, model_id: int, loc: list[str | int] | None = None
 ) -> LoadedModel:
     """The model ready to predict, from this process's cache when it holds it; 404 (or 422
-    naming ``loc``) when the model does not exist (any more) in the database."""
-    found = session.execute(
-        select(Model.job_id, Model.created_at).where(Model.id == model_id)
-    ).first()
-    if found is None:
-        model_cache(session).drop(model_id)
-        raise not_found("model", model_id, loc)
-    stamp = (found[0], found[1])
+    naming ``loc``) when the model does not exist (any more) in the database.
+
+    The existence check runs on a connection of its own in a read-only transaction (a deferred
+    ``BEGIN`` on SQLite); a cache miss reads the model in ``session``, read-only as well when
+    the session has no transaction yet. Either way nothing is written."""
+    engine = session.get_bind()
+    with engine.connect() as conn:
+        conn.execution_options(**{READ_ONLY_OPTION: True})
+        found = conn.execute(_STAMP, {"model_id": model_id}).first()
     cache = model_cache(session)
+    if found is None:
+        cache.drop(model_id)
+        raise not_found("model", model_id, loc)
     hit = cache.get(model_id)
-    if hit is not None and hit.stamp == stamp:
+    if hit is not None and hit.stamp == (found[0], found[1]):
         return hit
+    begin_read(session)
     loaded = load(session, get_or_raise(session, model_id, loc))
     cache.put(loaded)
     return loaded
