@@ -107,8 +107,12 @@ _caches_lock = threading.Lock()
 
 def model_cache(session: Session) -> ModelCache:
     """The cache of the database ``session`` is bound to (one per engine)."""
-    engine = session.get_bind()
-    engine = getattr(engine, "engine", engine)  # a Connection bind: its Engine
+    bind = session.get_bind()
+    return engine_cache(getattr(bind, "engine", bind))  # a Connection bind: its Engine
+
+
+def engine_cache(engine: Engine) -> ModelCache:
+    """The model cache of ``engine``'s database in this process."""
     with _caches_lock:
         cache = _caches.get(engine)
         if cache is None:
