@@ -165,6 +165,7 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=3, help="timed batch requests of each kind")
     ap.add_argument("--skip-batch", action="store_true")
+    ap.add_argument("--skip-wrk", action="store_true")
     args = ap.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is required: apt-get install -y wrk")
@@ -199,68 +200,10 @@ def main() -> int:
         n, d = X.shape
         print(f"model {model_id}: linear MSVMAv on wdbc ({n} rows, {d} features)")
 
-        body = json.dumps({"model_id": model_id, "instances": [X[0].tolist()]})
-        script = tmp / "post.lua"
-        script.write_text(
-            'wrk.method = "POST"\n'
-            'wrk.headers["Content-Type"] = "application/json"\n'
-            f"wrk.body = {json.dumps(body)}\n"
-        )
-        for url in (svc, bare):  # warm both up (the service's model cache, imports)
-            run_wrk(url + "/predict", script, 2, args.connections)
-        rows: dict[str, list[dict]] = {"service": [], "bare": []}
-        for _ in range(args.rounds):
-            for name, url in (("service", svc), ("bare", bare)):
-                res = run_wrk(url + "/predict", script, args.duration, args.connections)
-                rows[name].append(res)
-        print(f"\nwrk -t1 -c{args.connections} -d{args.duration}s, POST /predict (one row), "
-              f"{args.rounds} alternating rounds")
-        print(f"{'side':8} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
-        for name, runs in rows.items():
-            for r in runs:
-                print(f"{name:8} {r['rps']:9.0f} {r['p50']:8.2f} {r['p99']:8.2f} {r['errors']:7d}")
-        ratios = [s["rps"] / b["rps"] for s, b in zip(rows["service"], rows["bare"], strict=True)]
-        print(
-            "throughput ratio service/bare per round: "
-            + ", ".join(f"{x:.2f}" for x in ratios)
-            + f"; median {statistics.median(ratios):.2f} (goal >= 0.8)"
-        )
-        print(
-            f"service p99 median {statistics.median(r['p99'] for r in rows['service']):.1f} ms "
-            "(goal <= 25 ms)"
-        )
-
+        if not args.skip_wrk:
+            wrk_rounds(args, svc, bare, model_id, X, tmp)
         if not args.skip_batch:
-            rng = np.random.default_rng(0)
-            B = X[rng.integers(0, n, BATCH_ROWS)]  # wdbc rows as written in the file
-            big = json.dumps({"model_id": model_id, "instances": B.tolist()}).encode()
-            header = ",".join(names)
-            csv = (header + "\n" + "\n".join(",".join(repr(v) for v in row) for row in B.tolist())
-                   + "\n").encode()
-            w = rng.normal(size=d)
-            t0 = time.perf_counter()
-            for _ in range(10):
-                B @ w + 0.5
-            anchor = (time.perf_counter() - t0) / 10
-            with httpx.Client(base_url=svc, timeout=120) as c:
-                tj, out = timed_post(
-                    c, "/predict", args.repeat, content=big,
-                    headers={"Content-Type": "application/json"},
-                )
-                assert out["n"] == BATCH_ROWS, out.get("n")
-                tc, out = timed_post(
-                    c, "/predict/file", args.repeat,
-                    files={"file": ("batch.csv", csv)}, data={"model_id": str(model_id)},
-                )
-                assert out["n"] == BATCH_ROWS, out.get("n")
-            print(f"\nbatch of {BATCH_ROWS} rows x {d} features (end to end, {args.repeat} runs)")
-            print(f"anchor: numpy decision function {anchor * 1e3:.2f} ms")
-            print(f"/predict JSON ({len(big) / 1e6:.1f} MB): "
-                  + ", ".join(f"{t:.3f}" for t in tj)
-                  + f" s; best {min(tj):.3f} s (goal <= 1.0 s), {min(tj) / anchor:.0f}x anchor")
-            print(f"/predict/file CSV ({len(csv) / 1e6:.1f} MB): "
-                  + ", ".join(f"{t:.3f}" for t in tc)
-                  + f" s; best {min(tc):.3f} s (goal <= 0.7 s), {min(tc) / anchor:.0f}x anchor")
+            batches(args, svc, model_id, names, X)
     finally:
         for p in procs:
             p.terminate()
@@ -271,6 +214,77 @@ def main() -> int:
                 p.kill()
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def wrk_rounds(
+    args: argparse.Namespace, svc: str, bare: str, model_id: int, X: np.ndarray, tmp: Path
+) -> None:
+    body = json.dumps({"model_id": model_id, "instances": [X[0].tolist()]})
+    script = tmp / "post.lua"
+    script.write_text(
+        'wrk.method = "POST"\n'
+        'wrk.headers["Content-Type"] = "application/json"\n'
+        f"wrk.body = {json.dumps(body)}\n"
+    )
+    for url in (svc, bare):  # warm both up (the service's model cache, imports)
+        run_wrk(url + "/predict", script, 2, args.connections)
+    rows: dict[str, list[dict]] = {"service": [], "bare": []}
+    for _ in range(args.rounds):
+        for name, url in (("service", svc), ("bare", bare)):
+            res = run_wrk(url + "/predict", script, args.duration, args.connections)
+            rows[name].append(res)
+    print(f"\nwrk -t1 -c{args.connections} -d{args.duration}s, POST /predict (one row), "
+          f"{args.rounds} alternating rounds")
+    print(f"{'side':8} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
+    for name, runs in rows.items():
+        for r in runs:
+            print(f"{name:8} {r['rps']:9.0f} {r['p50']:8.2f} {r['p99']:8.2f} {r['errors']:7d}")
+    ratios = [s["rps"] / b["rps"] for s, b in zip(rows["service"], rows["bare"], strict=True)]
+    print(
+        "throughput ratio service/bare per round: "
+        + ", ".join(f"{x:.2f}" for x in ratios)
+        + f"; median {statistics.median(ratios):.2f} (goal >= 0.8)"
+    )
+    print(
+        f"service p99 median {statistics.median(r['p99'] for r in rows['service']):.1f} ms "
+        "(goal <= 25 ms)"
+    )
+
+
+def batches(
+    args: argparse.Namespace, svc: str, model_id: int, names: list[str], X: np.ndarray
+) -> None:
+    n, d = X.shape
+    rng = np.random.default_rng(0)
+    B = X[rng.integers(0, n, BATCH_ROWS)]  # wdbc rows as written in the file
+    big = json.dumps({"model_id": model_id, "instances": B.tolist()}).encode()
+    header = ",".join(names)
+    csv = (header + "\n" + "\n".join(",".join(repr(v) for v in row) for row in B.tolist())
+           + "\n").encode()
+    w = rng.normal(size=d)
+    t0 = time.perf_counter()
+    for _ in range(10):
+        B @ w + 0.5
+    anchor = (time.perf_counter() - t0) / 10
+    with httpx.Client(base_url=svc, timeout=120) as c:
+        tj, out = timed_post(
+            c, "/predict", args.repeat, content=big,
+            headers={"Content-Type": "application/json"},
+        )
+        assert out["n"] == BATCH_ROWS, out.get("n")
+        tc, out = timed_post(
+            c, "/predict/file", args.repeat,
+            files={"file": ("batch.csv", csv)}, data={"model_id": str(model_id)},
+        )
+        assert out["n"] == BATCH_ROWS, out.get("n")
+    print(f"\nbatch of {BATCH_ROWS} rows x {d} features (end to end, {args.repeat} runs)")
+    print(f"anchor: numpy decision function {anchor * 1e3:.2f} ms")
+    print(f"/predict JSON ({len(big) / 1e6:.1f} MB): "
+          + ", ".join(f"{t:.3f}" for t in tj)
+          + f" s; best {min(tj):.3f} s (goal <= 1.0 s), {min(tj) / anchor:.0f}x anchor")
+    print(f"/predict/file CSV ({len(csv) / 1e6:.1f} MB): "
+          + ", ".join(f"{t:.3f}" for t in tc)
+          + f" s; best {min(tc):.3f} s (goal <= 0.7 s), {min(tc) / anchor:.0f}x anchor")
 
 
 if __name__ == "__main__":

@@ -174,7 +174,7 @@ def predict_file(
             f"file is {len(content)} bytes; the limit is {settings.max_upload_bytes}", field="file"
         )
     loaded = _loaded(session, model_id, ["body", "model_id"])
-    if not content.strip():
+    if not content or content.isspace():  # (not content.strip(): no copy of the upload)
         raise invalid(["body", "file"], "the uploaded file is empty")
     try:
         X, y = parse_feature_file(loaded.encoding, content, filename, label=label)
