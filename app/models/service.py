@@ -16,7 +16,6 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -50,8 +49,9 @@ class LoadedModel:
     encoding: dict[str, Any]
     estimator: Any
     scaling: MinMaxScaling | None
-    # Identity of the stored row beyond its id (a database rebuilt under the same URL).
-    stamp: tuple[int | None, datetime | None] = (None, None)
+    # Identity of the stored row beyond its id (a database rebuilt under the same URL): its
+    # model_stamp, set by load_cached.
+    stamp: tuple[Any, ...] | None = None
     nbytes: int = 0
     # Per-model helpers built on first use by other modules (e.g. the row encoder).
     extras: dict[str, Any] = field(default_factory=dict)
@@ -99,7 +99,9 @@ class ModelCache:
                 self.nbytes -= old.nbytes
 
 
-# Built once: the per-request existence check is a Core statement from SQLAlchemy's cache.
+# The per-request existence check, on the driver's own connection (see model_stamp).
+_STAMP_SQL = "SELECT job_id, created_at FROM models WHERE id = {}"
+_PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 _STAMP = select(Model.job_id, Model.created_at).where(Model.id == bindparam("model_id"))
 _caches: weakref.WeakKeyDictionary[Engine, ModelCache] = weakref.WeakKeyDictionary()
 _caches_lock = threading.Lock()
@@ -178,28 +180,54 @@ def save(
     return model
 
 
+def model_stamp(engine: Engine, model_id: int) -> tuple[Any, ...] | None:
+    """(job_id, created_at) of the model's row as the driver returns them, or None if there is
+    no such row. One primary-key read on a pooled DBAPI connection, without SQLAlchemy's
+    statement machinery (most of a warm /predict's time otherwise). SQLite connections are in
+    autocommit mode here (see app.db), so the SELECT is its own read transaction and never
+    takes the write lock; PostgreSQL's is rolled back when the pool takes the connection back.
+    """
+    mark = _PLACEHOLDERS.get(engine.dialect.paramstyle)
+    if mark is None:  # another driver: SQLAlchemy's way
+        with engine.connect() as conn:
+            conn.execution_options(**{READ_ONLY_OPTION: True})
+            row = conn.execute(_STAMP, {"model_id": model_id}).first()
+        return None if row is None else tuple(row)
+    raw = engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        try:
+            cur.execute(_STAMP_SQL.format(mark), (model_id,))
+            row = cur.fetchone()
+        finally:
+            cur.close()
+    finally:
+        raw.close()  # back to the pool
+    return None if row is None else tuple(row)
+
+
 def load_cached(
     session: Session, model_id: int, loc: list[str | int] | None = None
 ) -> LoadedModel:
     """The model ready to predict, from this process's cache when it holds it; 404 (or 422
     naming ``loc``) when the model does not exist (any more) in the database.
 
-    The existence check runs on a connection of its own in a read-only transaction (a deferred
-    ``BEGIN`` on SQLite); a cache miss reads the model in ``session``, read-only as well when
-    the session has no transaction yet. Either way nothing is written."""
-    engine = session.get_bind()
-    with engine.connect() as conn:
-        conn.execution_options(**{READ_ONLY_OPTION: True})
-        found = conn.execute(_STAMP, {"model_id": model_id}).first()
-    cache = model_cache(session)
-    if found is None:
+    Every call checks the row (``model_stamp``); a cache miss then reads the model in
+    ``session``, in a read-only transaction when the session has none yet. Nothing is
+    written."""
+    bind = session.get_bind()
+    engine = getattr(bind, "engine", bind)
+    stamp = model_stamp(engine, model_id)
+    cache = engine_cache(engine)
+    if stamp is None:
         cache.drop(model_id)
         raise not_found("model", model_id, loc)
     hit = cache.get(model_id)
-    if hit is not None and hit.stamp == (found[0], found[1]):
+    if hit is not None and hit.stamp == stamp:
         return hit
     begin_read(session)
     loaded = load(session, get_or_raise(session, model_id, loc))
+    loaded.stamp = stamp
     cache.put(loaded)
     return loaded
 
@@ -229,7 +257,6 @@ def load(session: Session, model: Model) -> LoadedModel:
         encoding=model.encoding,
         estimator=estimator,
         scaling=scaling,
-        stamp=(model.job_id, model.created_at),
         nbytes=nbytes,
     )
 

@@ -73,7 +73,8 @@ def _loaded(session: Session, model_id: int, loc: list[str | int] | None) -> mod
     """The model ready to predict (cached after its first use), read in read-only
     transactions that end here, before the caller computes."""
     loaded = models.load_cached(session, model_id, loc)
-    session.commit()
+    if session.in_transaction():  # a cache miss read the model
+        session.commit()
     return loaded
 
 
@@ -100,7 +101,9 @@ def _respond(
     Xs = loaded.transform(X)
     scores = _decision_function(est, Xs)
     classes = est.classes_
-    class_values = jsonable(classes.tolist())
+    class_values = loaded.extras.get("class_values")
+    if class_values is None:
+        class_values = loaded.extras["class_values"] = jsonable(classes.tolist())
     # Labels from these scores: est.predict(Xs) would compute the decision function (for
     # kernel models, the costly part) a second time.
     idx = est.predicted_index(scores)
@@ -119,7 +122,7 @@ def _respond(
             ]
     response: dict[str, Any] = {
         "model_id": loaded.id,
-        "classes": class_values,
+        "classes": list(class_values),
         "n": len(predictions),
         "predictions": predictions,
         "accuracy": None,
