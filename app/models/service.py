@@ -5,7 +5,7 @@ Models are immutable once written and their ids are never reused (AUTOINCREMENT 
 sequence on PostgreSQL), so a cached entry cannot go stale; deletion is what matters.
 ``load_cached`` therefore still asks the database, on every call, whether the row exists (one
 primary-key lookup of two small columns, no JSON, no blobs): a model deleted by any API process
-answers 404 at once, even where another process still holds it in its cache. The process that
+is not found at once, even where another process still holds it in its cache. The process that
 deletes a model also drops it from its own cache.
 """
 
