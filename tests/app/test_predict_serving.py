@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from app.db import is_sqlite
@@ -186,3 +187,23 @@ def test_row_that_is_neither_list_nor_record_is_named(client, worker):
     problem = assert_problem(r, 422)
     assert problem["errors"][0]["loc"] == ["body", "instances", 1]
     assert "rows[1] must be a list of values or an object" in problem["detail"]
+
+
+def test_a_warm_predict_reads_no_model_json_and_no_blobs(client, worker, app):
+    model = trained_model(client, worker)
+    X, _ = blobs(n=2, seed=8)
+    statements: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args) -> None:
+        statements.append(statement)
+
+    event.listen(app.state.engine, "before_cursor_execute", record)
+    try:
+        _predict(client, model["id"], X)  # cold: the model row and its arrays
+        cold = list(statements)
+        statements.clear()
+        _predict(client, model["id"], X)
+    finally:
+        event.remove(app.state.engine, "before_cursor_execute", record)
+    assert any("model_arrays" in s for s in cold) and any("estimator_meta" in s for s in cold)
+    assert not any("model_arrays" in s or "estimator_meta" in s for s in statements), statements
