@@ -1,10 +1,12 @@
 """Engine, sessions and Alembic plumbing, identical for SQLite and PostgreSQL.
 
-SQLite runs in WAL mode with a busy timeout and foreign keys on. Every SQLite transaction starts
-with ``BEGIN IMMEDIATE``: the API and the worker processes write to the same file, and a deferred
-transaction that reads and then writes fails at once with "database is locked" when another
-process committed in between (the busy timeout does not apply to that upgrade), whereas an
-immediate transaction simply waits its turn.
+SQLite runs in WAL mode with a busy timeout and foreign keys on. A SQLite transaction starts
+with ``BEGIN IMMEDIATE`` unless it was opened read-only (``begin_read``): the API and the worker
+processes write to the same file, and a deferred transaction that reads and then writes fails at
+once with "database is locked" when another process committed in between (the busy timeout does
+not apply to that upgrade), whereas an immediate transaction simply waits its turn. Claims and
+every other write keep ``BEGIN IMMEDIATE``; a read-only transaction (``/predict``) starts with a
+plain deferred ``BEGIN``, so under WAL it reads a snapshot without queueing for the write lock.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import migrations
 # __path__ rather than __file__: also right when "migrations" resolves as a namespace package.
 MIGRATIONS_DIR = Path(next(iter(migrations.__path__))).resolve()
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Execution option marking a connection whose transaction only reads (see begin_read).
+READ_ONLY_OPTION = "msvmav_read_only"
 
 log = logging.getLogger("app.db")
 
@@ -53,13 +57,23 @@ def make_engine(url: str) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _sqlite_begin(conn):  # noqa: ANN001
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        read_only = conn.get_execution_options().get(READ_ONLY_OPTION, False)
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
+
+
+def begin_read(session: Session) -> None:
+    """Open ``session``'s transaction as read-only: on SQLite a deferred ``BEGIN`` that does not
+    take the write lock. Call it before the session's first statement, and never write in that
+    transaction (a deferred transaction cannot safely upgrade to a write, see above); a no-op
+    when the transaction has begun already. PostgreSQL transactions are unaffected."""
+    if not session.in_transaction():
+        session.connection(execution_options={READ_ONLY_OPTION: True})
 
 
 def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:

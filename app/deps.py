@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from app.config import Settings
-from app.db import session_scope
 
 
-def get_session(request: Request) -> Iterator[Session]:
+async def get_session(request: Request) -> AsyncIterator[Session]:
     """One session per request; services commit once at the end of a write, anything not
-    committed is rolled back, so a failing request leaves nothing half-written."""
-    yield from session_scope(request.app.state.session_factory)
+    committed is rolled back, so a failing request leaves nothing half-written.
+
+    Async, so that it costs no trip to the thread pool: creating a session does no I/O (it
+    connects on first use), nor does closing one whose transaction has ended; only a rollback
+    of a transaction still open runs in the thread pool."""
+    session = request.app.state.session_factory()
+    try:
+        yield session
+    finally:
+        if session.in_transaction():
+            await run_in_threadpool(session.close)  # rolls back
+        else:
+            session.close()
 
 
-def get_app_settings(request: Request) -> Settings:
+async def get_app_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 

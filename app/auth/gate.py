@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.auth import service
 from app.auth.keys import Principal, Scope, hash_key
 from app.config import Settings
+from app.db import begin_read
 from app.problems import TYPE_BASE, Problem
 
 CHALLENGE = "Bearer"
@@ -70,6 +71,7 @@ class AuthGate:
             return False
         if not self._required:
             with self.session_factory() as session:
+                begin_read(session)  # every request asks: never queue for SQLite's write lock
                 exists = service.any_key_exists(session)
             if exists:
                 self.key_created()
@@ -90,6 +92,7 @@ class AuthGate:
                 "(create one with `msvmav keys create --scope read --name <name>`)"
             )
         with self.session_factory() as session:
+            begin_read(session)
             principal = service.authenticate(session, token, self.admin_hash)
         if principal is None:
             raise unauthorized("invalid or revoked API key", error="invalid_token")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.auth.keys import (
@@ -80,8 +80,13 @@ def authenticate(session: Session, token: str, admin_hash: str | None) -> Princi
     row = session.scalar(select(ApiKey).where(ApiKey.key_hash == digest))
     if row is None or not same_hash(row.key_hash, digest) or row.revoked_at is not None:
         return None
+    principal = Principal(key_id=row.id, name=row.name, scope=Scope(row.scope))
     now = utcnow()
     if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
-        row.last_used_at = now
+        # The lookup may run in a read-only (deferred SQLite) transaction, which must not
+        # upgrade to a write: end it, and stamp the key in a write transaction of its own.
+        session.rollback()
+        stamp = update(ApiKey).where(ApiKey.id == principal.key_id).values(last_used_at=now)
+        session.execute(stamp)
         session.commit()
-    return Principal(key_id=row.id, name=row.name, scope=Scope(row.scope))
+    return principal

@@ -321,6 +321,10 @@ def encode_rows(encoding: dict, rows: Sequence[Sequence | dict]) -> np.ndarray:
             raise IngestError(f"rows[{r}] must be a list of values or an object keyed by "
                               "column name.", field="rows", row=r)
         for coder, base, value in zip(coders, bases, values, strict=False):
+            if type(value) is bool:  # JSON true/false: not silently 1.0/0.0
+                raise IngestError(f"rows[{r}]: column {coder.spec['name']!r}: true/false is not "
+                                  "a feature value; give a number, or a category as text.",
+                                  field="rows", row=r, column=coder.spec["name"])
             try:
                 off, val = coder.code(value)
             except BadValueError as exc:

@@ -1,16 +1,30 @@
-"""Model data functions: save a training outcome, read, list, delete, load the estimator."""
+"""Model data functions: save a training outcome, read, list, delete, load the estimator.
+
+Loaded models are cached per engine (``ModelCache``), keyed by model id and bounded by memory.
+Models are immutable once written and their ids are never reused (AUTOINCREMENT on SQLite, a
+sequence on PostgreSQL), so a cached entry cannot go stale; deletion is what matters.
+``load_cached`` therefore still asks the database, on every call, whether the row exists (one
+primary-key lookup of two small columns, no JSON, no blobs): a model deleted by any API process
+is not found at once, even where another process still holds it in its cache. The process that
+deletes a model also drops it from its own cache.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from sqlalchemy import Engine, bindparam, select
 from sqlalchemy import delete as sql_delete
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import storage
+from app.db import READ_ONLY_OPTION, begin_read
 from app.jsonable import jsonable
 from app.orm import Dataset, Model, ModelArray
 from app.pagination import PageParams, paginate
@@ -20,18 +34,92 @@ from solver.scaling import MinMaxScaling
 
 ESTIMATOR_PREFIX = "est."
 SCALING_PREFIX = "scaling."
+# Memory one API process spends on loaded models (per database); least recently used go first.
+MODEL_CACHE_BYTES = 256 * 1024 * 1024
 
 
 @dataclass
 class LoadedModel:
-    """A model ready to predict: raw rows -> encoding -> scaling -> estimator."""
+    """A model ready to predict: raw rows -> encoding -> scaling -> estimator.
 
-    row: Model
+    Shared between requests once cached: treat every field as read-only."""
+
+    id: int
+    n_features: int
+    encoding: dict[str, Any]
     estimator: Any
     scaling: MinMaxScaling | None
+    # Identity of the stored row beyond its id (a database rebuilt under the same URL): its
+    # model_stamp, set by load_cached.
+    stamp: tuple[Any, ...] | None = None
+    nbytes: int = 0
+    # Per-model helpers built on first use by other modules (e.g. the row encoder).
+    extras: dict[str, Any] = field(default_factory=dict)
 
     def transform(self, X: Any) -> Any:
         return self.scaling.transform(X) if self.scaling is not None else X
+
+
+class ModelCache:
+    """Thread-safe LRU of LoadedModel by id, bounded by the bytes of their arrays and JSON."""
+
+    def __init__(self, max_bytes: int = MODEL_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self._items: OrderedDict[int, LoadedModel] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, model_id: int) -> LoadedModel | None:
+        with self._lock:
+            hit = self._items.get(model_id)
+            if hit is not None:
+                self._items.move_to_end(model_id)
+            return hit
+
+    def put(self, loaded: LoadedModel) -> None:
+        if loaded.nbytes > self.max_bytes:
+            return  # larger than the whole budget: served, not kept
+        with self._lock:
+            old = self._items.pop(loaded.id, None)
+            if old is not None:
+                self.nbytes -= old.nbytes
+            self._items[loaded.id] = loaded
+            self.nbytes += loaded.nbytes
+            while self.nbytes > self.max_bytes:
+                _, evicted = self._items.popitem(last=False)
+                self.nbytes -= evicted.nbytes
+
+    def drop(self, model_id: int) -> None:
+        with self._lock:
+            old = self._items.pop(model_id, None)
+            if old is not None:
+                self.nbytes -= old.nbytes
+
+
+# The per-request existence check, on the driver's own connection (see model_stamp).
+_STAMP_SQL = "SELECT job_id, created_at FROM models WHERE id = {}"
+_PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
+_STAMP = select(Model.job_id, Model.created_at).where(Model.id == bindparam("model_id"))
+_caches: weakref.WeakKeyDictionary[Engine, ModelCache] = weakref.WeakKeyDictionary()
+_caches_lock = threading.Lock()
+
+
+def model_cache(session: Session) -> ModelCache:
+    """The cache of the database ``session`` is bound to (one per engine)."""
+    bind = session.get_bind()
+    return engine_cache(getattr(bind, "engine", bind))  # a Connection bind: its Engine
+
+
+def engine_cache(engine: Engine) -> ModelCache:
+    """The model cache of ``engine``'s database in this process."""
+    with _caches_lock:
+        cache = _caches.get(engine)
+        if cache is None:
+            cache = _caches[engine] = ModelCache()
+        return cache
 
 
 def get(session: Session, model_id: int) -> Model | None:
@@ -92,7 +180,60 @@ def save(
     return model
 
 
+def model_stamp(engine: Engine, model_id: int) -> tuple[Any, ...] | None:
+    """(job_id, created_at) of the model's row as the driver returns them, or None if there is
+    no such row. One primary-key read on a pooled DBAPI connection, without SQLAlchemy's
+    statement machinery (most of a warm /predict's time otherwise). SQLite connections are in
+    autocommit mode here (see app.db), so the SELECT is its own read transaction and never
+    takes the write lock; PostgreSQL's is rolled back when the pool takes the connection back.
+    """
+    mark = _PLACEHOLDERS.get(engine.dialect.paramstyle)
+    if mark is None:  # another driver: SQLAlchemy's way
+        with engine.connect() as conn:
+            conn.execution_options(**{READ_ONLY_OPTION: True})
+            row = conn.execute(_STAMP, {"model_id": model_id}).first()
+        return None if row is None else tuple(row)
+    raw = engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        try:
+            cur.execute(_STAMP_SQL.format(mark), (model_id,))
+            row = cur.fetchone()
+        finally:
+            cur.close()
+    finally:
+        raw.close()  # back to the pool
+    return None if row is None else tuple(row)
+
+
+def load_cached(
+    session: Session, model_id: int, loc: list[str | int] | None = None
+) -> LoadedModel:
+    """The model ready to predict, from this process's cache when it holds it; 404 (or 422
+    naming ``loc``) when the model does not exist (any more) in the database.
+
+    Every call checks the row (``model_stamp``); a cache miss then reads the model in
+    ``session``, in a read-only transaction when the session has none yet. Nothing is
+    written."""
+    bind = session.get_bind()
+    engine = getattr(bind, "engine", bind)
+    stamp = model_stamp(engine, model_id)
+    cache = engine_cache(engine)
+    if stamp is None:
+        cache.drop(model_id)
+        raise not_found("model", model_id, loc)
+    hit = cache.get(model_id)
+    if hit is not None and hit.stamp == stamp:
+        return hit
+    begin_read(session)
+    loaded = load(session, get_or_raise(session, model_id, loc))
+    loaded.stamp = stamp
+    cache.put(loaded)
+    return loaded
+
+
 def load(session: Session, model: Model) -> LoadedModel:
+    """Read the model's arrays and rebuild its estimator (no cache; see ``load_cached``)."""
     from solver import model_from_dict
 
     rows = session.execute(
@@ -107,7 +248,17 @@ def load(session: Session, model: Model) -> LoadedModel:
     }
     estimator = model_from_dict({"meta": model.estimator_meta, "arrays": est_arrays})
     scaling = MinMaxScaling.from_arrays(scaling_arrays) if scaling_arrays else None
-    return LoadedModel(row=model, estimator=estimator, scaling=scaling)
+    nbytes = sum(a.nbytes for a in arrays.values()) + len(
+        json.dumps([model.encoding, model.estimator_meta], default=str)
+    )
+    return LoadedModel(
+        id=model.id,
+        n_features=model.n_features,
+        encoding=model.encoding,
+        estimator=estimator,
+        scaling=scaling,
+        nbytes=nbytes,
+    )
 
 
 def delete(session: Session, model_id: int) -> None:
@@ -115,3 +266,4 @@ def delete(session: Session, model_id: int) -> None:
     session.execute(sql_delete(ModelArray).where(ModelArray.model_id == model.id))
     session.delete(model)
     session.commit()
+    model_cache(session).drop(model_id)

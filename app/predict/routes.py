@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, File, Form, UploadFile
+from fastapi import APIRouter, Body, File, Form, Response, UploadFile
 
 from app.deps import SessionDep, SettingsDep
 from app.ids import MAX_DB_ID
 from app.predict import service
+from app.predict.fastjson import OrjsonRoute, json_response
 from app.predict.schemas import (
     WDBC_BENIGN,
     WDBC_COLUMNS,
@@ -18,7 +19,9 @@ from app.predict.schemas import (
 )
 from app.problems import problem_responses
 
-router = APIRouter(prefix="/predict", tags=["predict"])
+# Bodies parsed and answers rendered with orjson; the answer is built as plain JSON values
+# (documented by response_model, not validated again: 100k rows would be 100k models).
+router = APIRouter(prefix="/predict", tags=["predict"], route_class=OrjsonRoute)
 
 _PREDICT_EXAMPLES = {
     "rows": {
@@ -47,13 +50,15 @@ def predict(
     session: SessionDep,
     settings: SettingsDep,
     request: Annotated[PredictRequest, Body(openapi_examples=_PREDICT_EXAMPLES)],
-) -> PredictResponse:
-    return service.predict_rows(
-        session,
-        model_id=request.model_id,
-        instances=request.instances,
-        labels=request.labels,
-        settings=settings,
+) -> Response:
+    return json_response(
+        service.predict_rows(
+            session,
+            model_id=request.model_id,
+            instances=request.instances,
+            labels=request.labels,
+            settings=settings,
+        )
     )
 
 
@@ -81,12 +86,14 @@ def predict_file(
             examples=["Class"],
         ),
     ] = None,
-) -> PredictResponse:
-    return service.predict_file(
-        session,
-        model_id=model_id,
-        content=file.file.read(),
-        filename=file.filename or "",
-        label=(label or "").strip() or None,
-        settings=settings,
+) -> Response:
+    return json_response(
+        service.predict_file(
+            session,
+            model_id=model_id,
+            content=file.file.read(),
+            filename=file.filename or "",
+            label=(label or "").strip() or None,
+            settings=settings,
+        )
     )

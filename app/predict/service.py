@@ -10,14 +10,16 @@ from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.datasets import service as datasets
-from app.ingest import IngestError, encode_rows, parse_feature_file
+from app.ingest import IngestError, parse_feature_file
+from app.ingest.predict import RowEncoder
 from app.jsonable import jsonable
 from app.models import service as models
 from app.models.schemas import MarginsOut
 from app.orm import Model
 from app.plotting import render_margin_cdf
-from app.predict.schemas import Prediction, PredictResponse
+from app.predict.fastjson import gc_paused
 from app.problems import ingest_problem, invalid, too_large
+from solver._base import canonical
 
 
 def _check_count(n: int, settings: Settings, loc: list[str | int]) -> None:
@@ -29,7 +31,7 @@ def _check_count(n: int, settings: Settings, loc: list[str | int]) -> None:
         )
 
 
-def _check_matrix(X: Any, model: Model, loc: list[str | int]) -> None:
+def _check_matrix(X: Any, model: Model | models.LoadedModel, loc: list[str | int]) -> None:
     if X.ndim != 2 or X.shape[1] != model.n_features:
         raise invalid(
             loc,
@@ -67,49 +69,74 @@ def match_labels(classes: np.ndarray, labels: list[Any], loc: list[str | int]) -
     return out
 
 
-def _load(session: Session, model: Model) -> models.LoadedModel:
-    """The estimator and scaling; ends the read-only transaction (on SQLite, a lock) before
-    the caller computes."""
-    loaded = models.load(session, model)
-    session.commit()
+def _loaded(session: Session, model_id: int, loc: list[str | int] | None) -> models.LoadedModel:
+    """The model ready to predict (cached after its first use), read in read-only
+    transactions that end here, before the caller computes."""
+    loaded = models.load_cached(session, model_id, loc)
+    if session.in_transaction():  # a cache miss read the model
+        session.commit()
     return loaded
+
+
+def _row_encoder(loaded: models.LoadedModel) -> RowEncoder:
+    encoder = loaded.extras.get("row_encoder")
+    if encoder is None:
+        encoder = loaded.extras["row_encoder"] = RowEncoder(loaded.encoding)
+    return encoder
+
+
+def _decision_function(est: Any, X: Any) -> np.ndarray:
+    """``est.decision_function(X)`` for X that ``_check_matrix`` passed (2-D float64, finite, the
+    model's width) and the model's own scaling produced: without scikit-learn's input
+    validation again, which for one row cost more than the prediction itself."""
+    D = np.asarray(est._decision(canonical(X)), dtype=np.float64)
+    return D[:, 0] if D.shape[1] == 1 else D
 
 
 def _respond(
     loaded: models.LoadedModel, X: Any, labels: list[Any] | None, labels_loc: list[str | int]
-) -> PredictResponse:
+) -> dict[str, Any]:
+    """The PredictResponse body as plain JSON values, built column-wise."""
     est = loaded.estimator
     Xs = loaded.transform(X)
-    scores = np.asarray(est.decision_function(Xs), dtype=np.float64)
+    scores = _decision_function(est, Xs)
     classes = est.classes_
+    class_values = loaded.extras.get("class_values")
+    if class_values is None:
+        class_values = loaded.extras["class_values"] = jsonable(classes.tolist())
     # Labels from these scores: est.predict(Xs) would compute the decision function (for
     # kernel models, the costly part) a second time.
     idx = est.predicted_index(scores)
-    predicted = classes[idx]
-    if scores.ndim == 1:
-        predictions = [
-            Prediction(label=jsonable(p), decision_value=float(s))
-            for p, s in zip(predicted.tolist(), scores.tolist(), strict=True)
-        ]
-    else:
-        predictions = [
-            Prediction(label=jsonable(p), decision_value=float(row[j]), decision_values=row)
-            for p, j, row in zip(predicted.tolist(), idx.tolist(), scores.tolist(), strict=True)
-        ]
-    response = PredictResponse(
-        model_id=loaded.row.id,
-        classes=jsonable(classes.tolist()),
-        n=len(predictions),
-        predictions=predictions,
-    )
+    with gc_paused():
+        label_of = [class_values[i] for i in idx.tolist()]
+        if scores.ndim == 1:
+            predictions = [
+                {"label": p, "decision_value": s, "decision_values": None}
+                for p, s in zip(label_of, scores.tolist(), strict=True)
+            ]
+        else:
+            own = scores[np.arange(len(idx)), idx].tolist()
+            predictions = [
+                {"label": p, "decision_value": s, "decision_values": row}
+                for p, s, row in zip(label_of, own, scores.tolist(), strict=True)
+            ]
+    response: dict[str, Any] = {
+        "model_id": loaded.id,
+        "classes": list(class_values),
+        "n": len(predictions),
+        "predictions": predictions,
+        "accuracy": None,
+        "margins": None,
+    }
     if labels is not None:
         if len(labels) != len(predictions):
             raise invalid(
                 labels_loc, f"{len(labels)} labels for {len(predictions)} rows; give one per row"
             )
+        predicted = classes[idx]
         y_true = classes[match_labels(classes, labels, labels_loc)]
-        response.accuracy = float(np.mean(predicted == y_true))
-        response.margins = jsonable(est.margins(Xs, y_true, decision=scores))
+        response["accuracy"] = float(np.mean(predicted == y_true))
+        response["margins"] = jsonable(est.margins(Xs, y_true, decision=scores))
     return response
 
 
@@ -117,21 +144,22 @@ def predict_rows(
     session: Session,
     *,
     model_id: int,
-    instances: list[list[Any] | dict[str, Any]],
+    instances: list[Any],
     labels: list[Any] | None,
     settings: Settings,
-) -> PredictResponse:
+) -> dict[str, Any]:
+    """The PredictResponse body for raw rows or records (see ``_respond``)."""
     _check_count(len(instances), settings, ["body", "instances"])
-    model = models.get_or_raise(session, model_id, ["body", "model_id"])
+    loaded = _loaded(session, model_id, ["body", "model_id"])
     try:
-        X = encode_rows(model.encoding, instances)
+        X = _row_encoder(loaded).encode(instances)
     except IngestError as exc:
         loc: list[str | int] = ["body", "instances"]
         if exc.row is not None:
             loc.append(exc.row)
         raise ingest_problem(exc, loc) from exc
-    _check_matrix(X, model, ["body", "instances"])
-    return _respond(_load(session, model), X, labels, ["body", "labels"])
+    _check_matrix(X, loaded, ["body", "instances"])
+    return _respond(loaded, X, labels, ["body", "labels"])
 
 
 def predict_file(
@@ -142,25 +170,26 @@ def predict_file(
     filename: str,
     label: str | int | None,
     settings: Settings,
-) -> PredictResponse:
+) -> dict[str, Any]:
+    """The PredictResponse body for an uploaded file (see ``_respond``)."""
     if len(content) > settings.max_upload_bytes:
         raise too_large(
             f"file is {len(content)} bytes; the limit is {settings.max_upload_bytes}", field="file"
         )
-    model = models.get_or_raise(session, model_id, ["body", "model_id"])
-    if not content.strip():
+    loaded = _loaded(session, model_id, ["body", "model_id"])
+    if not content or content.isspace():  # (not content.strip(): no copy of the upload)
         raise invalid(["body", "file"], "the uploaded file is empty")
     try:
-        X, y = parse_feature_file(model.encoding, content, filename, label=label)
+        X, y = parse_feature_file(loaded.encoding, content, filename, label=label)
     except IngestError as exc:
         field = "label" if exc.field == "label" else "file"
         raise ingest_problem(exc, ["body", field]) from exc
     _check_count(X.shape[0], settings, ["body", "file"])
     if X.shape[0] == 0:
         raise invalid(["body", "file"], "the file holds no data rows")
-    _check_matrix(X, model, ["body", "file"])
+    _check_matrix(X, loaded, ["body", "file"])
     labels = None if y is None else list(np.asarray(y).tolist())
-    return _respond(_load(session, model), X, labels, ["body", "label"])
+    return _respond(loaded, X, labels, ["body", "label"])
 
 
 def model_margins(
@@ -196,7 +225,8 @@ def _margins(session: Session, model: Model, dataset_id: int | None, split: str)
             f"model's {model.n_features}",
         )
     X, y = datasets.load_arrays(session, dataset)
-    loaded = _load(session, model)
+    session.commit()  # read-only: end the transaction before loading and computing
+    loaded = _loaded(session, model.id, None)
     classes = loaded.estimator.classes_
     y_true = classes[match_labels(classes, y.tolist(), ["query", "dataset_id"])]
     stats = jsonable(loaded.estimator.margins(loaded.transform(X), y_true))

@@ -1,0 +1,294 @@
+"""Benchmark: /predict against a bare FastAPI route, and 100k-row batches (issue 9).
+
+    .venv/bin/python bench/serve.py                  # wrk 3 x 10 s per side, then the batches
+    .venv/bin/python bench/serve.py --rounds 2 --duration 5 --skip-batch
+
+Starts ``msvmav serve`` (one API process, one worker) on a temporary SQLite database, uploads
+wdbc.arff (label ``Class``), trains a linear MSVMAv and waits for it. Starts a *bare* FastAPI app
+with one sync POST route that validates the same body (``PredictRequest``) and returns a
+constant, under the same uvicorn settings. Runs ``wrk -t1 -c8`` (Debian package ``wrk``) with a
+Lua script POSTing one wdbc row, alternating service / bare, and prints throughput, the ratio,
+p50/p99 and errors. Then times one ``/predict`` of 100,000 rows (JSON) and one ``/predict/file``
+of a 100,000-row CSV end to end (request sent to response read), beside the anchor: numpy's
+linear decision function on the same 100k x 30 matrix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# This file is named like a module of the package it measures: keep its folder off the path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
+
+from app.predict.schemas import PredictRequest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA_CANDIDATES = [
+    Path(os.environ.get("MSVMAV_DATASETS", "/nonexistent")),
+    ROOT.parent / "shared" / "datasets",
+    ROOT.parent.parent / "shared" / "datasets",
+]
+BATCH_ROWS = 100_000
+
+
+def _bare_app():  # noqa: ANN202 - built only in the child process
+    from fastapi import FastAPI
+
+    bare = FastAPI()
+
+    @bare.post("/predict")
+    def predict(request: PredictRequest) -> dict:
+        return {"model_id": request.model_id, "n": 1}
+
+    return bare
+
+
+def run_bare(port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(_bare_app(), host="127.0.0.1", port=port, log_config=None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_up(url: str, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            httpx.get(url, timeout=1.0)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise SystemExit(f"{url} did not come up")
+
+
+def dataset_path(name: str) -> Path:
+    for d in DATA_CANDIDATES:
+        if (d / name).exists():
+            return d / name
+    raise SystemExit(f"{name} not found in {[str(d) for d in DATA_CANDIDATES]}")
+
+
+def train_model(base: str) -> tuple[int, list[str], np.ndarray]:
+    """Upload wdbc, train linear MSVMAv, return the model id, its feature names and the rows."""
+    from app.ingest import parse_dataset
+
+    path = dataset_path("wdbc.arff")
+    content = path.read_bytes()
+    with httpx.Client(base_url=base, timeout=120) as c:
+        r = c.post("/datasets", files={"file": (path.name, content)}, data={"label": "Class"})
+        r.raise_for_status()
+        ds = r.json()
+        r = c.post("/train", json={"dataset_id": ds["id"], "kernel": "linear"})
+        r.raise_for_status()
+        job_id = r.json()["id"]
+        while True:
+            job = c.get(f"/jobs/{job_id}").json()
+            if job["status"] in ("succeeded", "failed", "cancelled"):
+                break
+            time.sleep(0.2)
+        if job["status"] != "succeeded":
+            raise SystemExit(f"training failed: {job}")
+        model = c.get(f"/models/{job['model_id']}").json()
+    parsed = parse_dataset(content, path.name, label="Class")
+    return job["model_id"], list(model["feature_names"]), np.asarray(parsed.X, dtype=np.float64)
+
+
+_WRK_RE = {
+    "rps": re.compile(r"Requests/sec:\s+([\d.]+)"),
+    "p50": re.compile(r"^\s+50%\s+([\d.]+)(us|ms|s)\b", re.M),
+    "p99": re.compile(r"^\s+99%\s+([\d.]+)(us|ms|s)\b", re.M),
+    "non2xx": re.compile(r"Non-2xx or 3xx responses:\s+(\d+)"),
+    "sock": re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)"),
+    "requests": re.compile(r"(\d+) requests in"),
+}
+_UNIT_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def run_wrk(url: str, script: Path, duration: int, connections: int) -> dict:
+    out = subprocess.run(
+        ["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s", str(script), url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    res: dict = {"rps": float(_WRK_RE["rps"].search(out).group(1))}
+    for q in ("p50", "p99"):
+        m = _WRK_RE[q].search(out)
+        res[q] = float(m.group(1)) * _UNIT_MS[m.group(2)]
+    m = _WRK_RE["non2xx"].search(out)
+    errors = int(m.group(1)) if m else 0
+    m = _WRK_RE["sock"].search(out)
+    if m:
+        errors += sum(int(g) for g in m.groups())
+    res["errors"] = errors
+    res["requests"] = int(_WRK_RE["requests"].search(out).group(1))
+    return res
+
+
+def timed_post(client: httpx.Client, url: str, repeat: int, **kwargs) -> tuple[list[float], dict]:
+    times = []
+    body: dict = {}
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        r = client.post(url, **kwargs)
+        raw = r.read()
+        times.append(time.perf_counter() - t0)
+        if r.status_code != 200:
+            raise SystemExit(f"{url}: {r.status_code} {raw[:500]!r}")
+        body = json.loads(raw)
+    return times, body
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating wrk rounds per side")
+    ap.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
+    ap.add_argument("--connections", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=3, help="timed batch requests of each kind")
+    ap.add_argument("--skip-batch", action="store_true")
+    ap.add_argument("--skip-wrk", action="store_true")
+    args = ap.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is required: apt-get install -y wrk")
+
+    tmp = Path(tempfile.mkdtemp(prefix="msvmav-bench-serve-"))
+    env = {
+        **os.environ,
+        "MSVMAV_DATABASE_URL": f"sqlite:///{tmp / 'bench.db'}",
+    }
+    svc_port, bare_port = free_port(), free_port()
+    exe = Path(sys.executable).parent / "msvmav"
+    procs = [
+        subprocess.Popen(
+            [str(exe), "serve", "--port", str(svc_port), "--workers", "1"],
+            env=env,
+            cwd=tmp,
+            stderr=subprocess.DEVNULL,
+        ),
+        subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--_bare", str(bare_port)],
+            env=env,
+            cwd=tmp,
+            stderr=subprocess.DEVNULL,
+        ),
+    ]
+    try:
+        svc = f"http://127.0.0.1:{svc_port}"
+        bare = f"http://127.0.0.1:{bare_port}"
+        wait_up(svc + "/livez")
+        wait_up(bare + "/docs")
+        model_id, names, X = train_model(svc)
+        n, d = X.shape
+        print(f"model {model_id}: linear MSVMAv on wdbc ({n} rows, {d} features)")
+
+        if not args.skip_wrk:
+            wrk_rounds(args, svc, bare, model_id, X, tmp)
+        if not args.skip_batch:
+            batches(args, svc, model_id, names, X)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def wrk_rounds(
+    args: argparse.Namespace, svc: str, bare: str, model_id: int, X: np.ndarray, tmp: Path
+) -> None:
+    body = json.dumps({"model_id": model_id, "instances": [X[0].tolist()]})
+    script = tmp / "post.lua"
+    script.write_text(
+        'wrk.method = "POST"\n'
+        'wrk.headers["Content-Type"] = "application/json"\n'
+        f"wrk.body = {json.dumps(body)}\n"
+    )
+    for url in (svc, bare):  # warm both up (the service's model cache, imports)
+        run_wrk(url + "/predict", script, 2, args.connections)
+    rows: dict[str, list[dict]] = {"service": [], "bare": []}
+    for _ in range(args.rounds):
+        for name, url in (("service", svc), ("bare", bare)):
+            res = run_wrk(url + "/predict", script, args.duration, args.connections)
+            rows[name].append(res)
+    print(f"\nwrk -t1 -c{args.connections} -d{args.duration}s, POST /predict (one row), "
+          f"{args.rounds} alternating rounds")
+    print(f"{'side':8} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
+    for name, runs in rows.items():
+        for r in runs:
+            print(f"{name:8} {r['rps']:9.0f} {r['p50']:8.2f} {r['p99']:8.2f} {r['errors']:7d}")
+    ratios = [s["rps"] / b["rps"] for s, b in zip(rows["service"], rows["bare"], strict=True)]
+    print(
+        "throughput ratio service/bare per round: "
+        + ", ".join(f"{x:.2f}" for x in ratios)
+        + f"; median {statistics.median(ratios):.2f} (goal >= 0.8)"
+    )
+    print(
+        f"service p99 median {statistics.median(r['p99'] for r in rows['service']):.1f} ms "
+        "(goal <= 25 ms)"
+    )
+
+
+def batches(
+    args: argparse.Namespace, svc: str, model_id: int, names: list[str], X: np.ndarray
+) -> None:
+    n, d = X.shape
+    rng = np.random.default_rng(0)
+    B = X[rng.integers(0, n, BATCH_ROWS)]  # wdbc rows as written in the file
+    big = json.dumps({"model_id": model_id, "instances": B.tolist()}).encode()
+    header = ",".join(names)
+    csv = (header + "\n" + "\n".join(",".join(repr(v) for v in row) for row in B.tolist())
+           + "\n").encode()
+    w = rng.normal(size=d)
+    t0 = time.perf_counter()
+    for _ in range(10):
+        B @ w + 0.5
+    anchor = (time.perf_counter() - t0) / 10
+    with httpx.Client(base_url=svc, timeout=120) as c:
+        tj, out = timed_post(
+            c, "/predict", args.repeat, content=big,
+            headers={"Content-Type": "application/json"},
+        )
+        assert out["n"] == BATCH_ROWS, out.get("n")
+        tc, out = timed_post(
+            c, "/predict/file", args.repeat,
+            files={"file": ("batch.csv", csv)}, data={"model_id": str(model_id)},
+        )
+        assert out["n"] == BATCH_ROWS, out.get("n")
+    print(f"\nbatch of {BATCH_ROWS} rows x {d} features (end to end, {args.repeat} runs)")
+    print(f"anchor: numpy decision function {anchor * 1e3:.2f} ms")
+    print(f"/predict JSON ({len(big) / 1e6:.1f} MB): "
+          + ", ".join(f"{t:.3f}" for t in tj)
+          + f" s; best {min(tj):.3f} s (goal <= 1.0 s), {min(tj) / anchor:.0f}x anchor")
+    print(f"/predict/file CSV ({len(csv) / 1e6:.1f} MB): "
+          + ", ".join(f"{t:.3f}" for t in tc)
+          + f" s; best {min(tc):.3f} s (goal <= 0.7 s), {min(tc) / anchor:.0f}x anchor")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--_bare":
+        run_bare(int(sys.argv[2]))
+        sys.exit(0)
+    sys.exit(main())
