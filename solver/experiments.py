@@ -29,6 +29,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from .model_selection import (
     make_estimator,
     n_cells,
 )
+from .parallel import dask_client, effective_jobs, run_tasks
 from .scaling import MinMaxScaling
 
 #: the paper's column order and display names (Table 1)
@@ -127,6 +129,37 @@ def default_params(algorithm: str, seed: int) -> dict:
     return {"random_state": seed} if "random_state" in cls().get_params() else {}
 
 
+def _run_unit(shared: dict, unit: tuple[int, str], tick: Callable[[], Any]) -> dict:
+    """One (split, algorithm) of the protocol in a worker: its search runs in that process."""
+    return _fit_unit(shared, unit, 1, lambda _done, _total: tick())
+
+
+def _fit_unit(shared: dict, unit: tuple[int, str], n_jobs: int | None,
+              progress: Callable[[int, int], Any]) -> dict:
+    """Search, refit and test one algorithm on split r (steps 2-4 of the protocol)."""
+    r, a = unit
+    X, y = shared["X"], shared["y"]
+    tr, te = shared["splits"][r]
+    kernel, fixed = shared["kernel"], shared["fixed"][a]
+    ts = time.perf_counter()
+    Xtr, Xte = X[tr], X[te]
+    if shared["scaling"] == "train":
+        scaler = MinMaxScaling.fit(Xtr)
+        Xtr, Xte = scaler.transform(Xtr, clip=False), scaler.transform(Xte)
+    search = cross_validate_grid(a, Xtr, y[tr], kernel=kernel, grid=shared["grids"][a],
+                                 cv=shared["cv"], random_state=shared["random_state"] + r,
+                                 n_jobs=n_jobs, callback=progress, params=fixed)
+    est = make_estimator(a, search.best_params, kernel=kernel, fixed=fixed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(Xtr, y[tr])
+    acc = float(np.mean(est.predict(Xte) == y[te]))
+    keep = r == 0 and shared["keep_margins"]
+    return {"unit": unit, "accuracy": acc, "params": search.best_params,
+            "cv_score": search.best_score, "seconds": time.perf_counter() - ts,
+            "margins": margin_statistics(est.margin_vector(Xte, y[te])) if keep else None}
+
+
 def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str = "linear",
                    splits: int = 30, test_size: float = 0.2, grid: str | dict = "quick",
                    cv: int = 5, random_state: int = 0, n_jobs: int | None = 2,
@@ -144,7 +177,10 @@ def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str
         random_state + r for partition r; the CV folds use the same seed)
     grid : "paper", "quick" or {algorithm: {parameter: values}}
     cv : folds of the inner cross-validation
-    n_jobs : worker processes of the cross-validation
+    n_jobs : worker processes: with several, the (split, algorithm) units run in parallel
+        (joblib), each search in its worker; with 1, one unit after the other in this process.
+        Inside ``solver.parallel.dask_cluster`` the units run on the Dask cluster. The result
+        is the same in every case.
     scaling : "train" (fit on each training part, clip the test part) or "global"
     callback : callback(done_cells, total_cells); cells = CV fits + refits; raising aborts
     params : extra fixed parameters per algorithm, e.g. {"msvmav": {"max_iter": 100}}
@@ -165,47 +201,50 @@ def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str
              for a in algorithms}
     grids = {a: (grid[a] if isinstance(grid, dict) and a in grid else
                  ("quick" if isinstance(grid, dict) else grid)) for a in algorithms}
-    per_split = sum(n_cells(a, d, kernel=kernel, grid=grids[a], cv=cv) + 1 for a in algorithms)
-    total = per_split * splits
-    done = 0
+    cells = {a: n_cells(a, d, kernel=kernel, grid=grids[a], cv=cv) + 1 for a in algorithms}
+    total = sum(cells.values()) * splits
     if scaling == "global":
         X = MinMaxScaling.fit(X).transform(X, clip=False)
     splitter = ShuffleSplit(n_splits=splits, test_size=test_size, random_state=random_state)
-    out = {a: {"accuracies": [], "params": [], "cv_scores": [], "seconds": 0.0}
-           for a in algorithms}
-    margins: dict[str, dict] = {}
-    for r, (tr, te) in enumerate(splitter.split(np.zeros(n))):
-        Xtr, Xte = X[tr], X[te]
-        if scaling == "train":
-            scaler = MinMaxScaling.fit(Xtr)
-            Xtr, Xte = scaler.transform(Xtr, clip=False), scaler.transform(Xte)
-        for a in algorithms:
-            ts = time.perf_counter()
+    shared = {"X": X, "y": y, "splits": list(splitter.split(np.zeros(n))), "kernel": kernel,
+              "cv": cv, "random_state": random_state, "scaling": scaling, "grids": grids,
+              "fixed": fixed, "keep_margins": keep_margins}
+    units = [(r, a) for r in range(splits) for a in algorithms]
+    found: dict[tuple[int, str], dict] = {}
+    done = 0
+    if dask_client() is None and (effective_jobs(n_jobs) == 1 or len(units) == 1):
+        # one (split, algorithm) after the other, each search with n_jobs processes
+        for unit in units:
             base = done
 
             def progress(k: int, _total: int, base: int = base) -> None:
                 if callback is not None:
                     callback(base + k, total)
 
-            search = cross_validate_grid(a, Xtr, y[tr], kernel=kernel, grid=grids[a], cv=cv,
-                                         random_state=random_state + r, n_jobs=n_jobs,
-                                         callback=progress, params=fixed[a])
-            done = base + len(search.table) * cv
-            est = make_estimator(a, search.best_params, kernel=kernel, fixed=fixed[a])
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                est.fit(Xtr, y[tr])
-            acc = float(np.mean(est.predict(Xte) == y[te]))
-            done += 1
+            found[unit] = _fit_unit(shared, unit, n_jobs, progress)
+            done = base + cells[unit[1]]
             if callback is not None:
                 callback(done, total)
-            rec = out[a]
-            rec["accuracies"].append(acc)
-            rec["params"].append(search.best_params)
-            rec["cv_scores"].append(search.best_score)
-            rec["seconds"] += time.perf_counter() - ts
-            if r == 0 and keep_margins:
-                margins[a] = margin_statistics(est.margin_vector(Xte, y[te]))
+    else:
+        # the (split, algorithm) units in parallel (joblib processes or the Dask cluster)
+        with closing(run_tasks(_run_unit, shared, units, n_jobs)) as results:
+            for res in results:  # None: no unit finished in the last POLL seconds
+                if res is not None:
+                    found[res["unit"]] = res
+                    done += cells[res["unit"][1]]
+                if callback is not None:
+                    callback(done, total)
+    out = {a: {"accuracies": [], "params": [], "cv_scores": [], "seconds": 0.0}
+           for a in algorithms}
+    margins: dict[str, dict] = {}
+    for unit in units:  # in split order, whatever order they finished in
+        res, rec = found[unit], out[unit[1]]
+        rec["accuracies"].append(res["accuracy"])
+        rec["params"].append(res["params"])
+        rec["cv_scores"].append(res["cv_score"])
+        rec["seconds"] += res["seconds"]
+        if res["margins"] is not None:
+            margins[unit[1]] = res["margins"]
     for rec in out.values():
         rec["mean"], rec["std"] = summarize(rec["accuracies"])
     comparisons = {}
