@@ -39,6 +39,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings
 from app.db import make_engine, make_session_factory
 from app.orm import Job, utcnow
+from solver.parallel import dask_cluster
 
 log = logging.getLogger("app.worker")
 
@@ -304,14 +305,16 @@ def run_train_job(ctx: JobContext) -> JobResult:
             0.0,
             f"fitting {algorithm} on {dataset.n_rows} rows × {dataset.n_features} features",
         )
-    outcome = train(
-        X,
-        y,
-        ctx.params,
-        callback=callback,
-        search_callback=search_callback,
-        n_jobs=ctx.settings.search_jobs,
-    )
+    # a search's cells run on the Dask cluster when one is configured
+    with dask_cluster(ctx.settings.dask_scheduler if search else None):
+        outcome = train(
+            X,
+            y,
+            ctx.params,
+            callback=callback,
+            search_callback=search_callback,
+            n_jobs=ctx.settings.search_jobs,
+        )
 
     def write(session: Session) -> dict[str, Any]:
         model = models.save(
@@ -341,7 +344,8 @@ def run_train_job(ctx: JobContext) -> JobResult:
 def run_experiment_job(ctx: JobContext) -> JobResult:
     from app.experiments.service import run
 
-    return run(ctx)
+    with dask_cluster(ctx.settings.dask_scheduler):  # its cells on the Dask cluster, if set
+        return run(ctx)
 
 
 RUNNERS: dict[str, Callable[[JobContext], JobResult]] = {

@@ -47,13 +47,14 @@ class TaskStoppedError(Exception):
 
 
 @contextmanager
-def dask_cluster(address: str | None, *, timeout: float = CONNECT_TIMEOUT) -> Iterator[Any]:
+def dask_cluster(address: str | None, *, timeout: float | None = None) -> Iterator[Any]:
     """Run the searches and experiments inside this block on the Dask scheduler at
     ``address`` (e.g. "tcp://127.0.0.1:8786"); with no address, a no-op. Yields the
-    ``distributed.Client`` (or None)."""
+    ``distributed.Client`` (or None). ``timeout``: seconds to connect (CONNECT_TIMEOUT)."""
     if not address:
         yield None
         return
+    timeout = CONNECT_TIMEOUT if timeout is None else timeout
     try:
         from distributed import Client
     except ImportError:  # pragma: no cover - the dask extra is part of the test extras
