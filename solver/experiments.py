@@ -463,7 +463,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.algorithms = list(dict.fromkeys(  # the default is a list of names, not of lists
         a for names in args.algorithms for a in ([names] if isinstance(names, str) else names)))
     if not args.dataset.is_file():
-        parser.error(f"--dataset: no such file: {args.dataset}")
+        what = "not a file" if args.dataset.exists() else "no such file"
+        parser.error(f"--dataset: {what}: {args.dataset}")
     from app.ingest import parse_dataset  # the CLI's one use of the service package
 
     options: dict[str, Any] = {"missing": args.missing}
