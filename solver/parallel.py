@@ -174,6 +174,14 @@ def _run_joblib(fn: TaskFn, shared: Any, tasks: Sequence[Any], n_jobs: int) -> I
 
 def _run_dask(fn: TaskFn, shared: Any, tasks: Sequence[Any]) -> Iterator[Any]:
     client = dask_client()
+    if not client.nthreads():
+        try:
+            client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
+        except TimeoutError:
+            raise SchedulerUnreachableError(
+                f"Dask scheduler {client.scheduler.address} has no workers (none joined within "
+                f"{CONNECT_TIMEOUT:g} s); start dask workers or unset MSVMAV_DASK_SCHEDULER"
+            ) from None
     [data] = client.scatter([shared], broadcast=True, hash=False)
     pending = [client.submit(_on_dask, fn, data, task, pure=False) for task in tasks]
     try:

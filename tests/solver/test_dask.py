@@ -142,3 +142,15 @@ def test_unreachable_scheduler_fails_clearly():
 def test_no_address_is_local():
     with dask_cluster(None) as client:
         assert client is None and dask_client() is None
+
+
+def test_a_cluster_without_workers_fails_clearly(data, monkeypatch):
+    import solver.parallel
+
+    monkeypatch.setattr(solver.parallel, "CONNECT_TIMEOUT", 1.0)
+    X, y = data
+    with distributed.LocalCluster(n_workers=0, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as empty, \
+            dask_cluster(empty.scheduler_address), \
+            pytest.raises(SchedulerUnreachableError, match="has no workers"):
+        cross_validate_grid("svm", X, y, grid="quick", cv=2)
