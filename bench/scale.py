@@ -22,6 +22,7 @@ round trip of an empty task. The tables of every run are checked to be identical
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -72,6 +73,10 @@ def _timed(fn):
     return time.perf_counter() - t, out
 
 
+def _load_average() -> str:
+    return " ".join(f"{v:.1f}" for v in os.getloadavg())
+
+
 def _noop() -> None:
     return None
 
@@ -108,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     from distributed import Client, LocalCluster
 
     algorithms = args.algorithms.split(",")
+    print("load average at start (1, 5, 15 min):", _load_average())
     cluster = LocalCluster(processes=True, n_workers=2, threads_per_worker=1, host="127.0.0.1",
                            dashboard_address=None, silence_logs=40)
     try:
@@ -150,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             print("results identical:", all(r == results[0] for r in results))
     finally:
         cluster.close()
+    print("load average at the end (1, 5, 15 min):", _load_average())
     return 0
 
 
