@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     algorithms = args.algorithms.split(",")
     print("load average at start (1, 5, 15 min):", _load_average())
     cluster = LocalCluster(processes=True, n_workers=2, threads_per_worker=1, host="127.0.0.1",
-                           dashboard_address=None, silence_logs=40)
+                           dashboard_address=":0", silence_logs=40)
     try:
         with Client(cluster.scheduler_address, set_as_default=False) as client:
             print(f"LocalCluster: 2 workers x 1 thread; empty task round trip "

@@ -26,7 +26,7 @@ EXPERIMENT = {
 @pytest.fixture(scope="module")
 def cluster():
     with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
-                                  host="127.0.0.1", dashboard_address=None) as c:
+                                  host="127.0.0.1", dashboard_address=":0") as c:
         yield c
 
 

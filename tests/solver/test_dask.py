@@ -21,7 +21,7 @@ distributed = pytest.importorskip("distributed")
 @pytest.fixture(scope="module")
 def cluster():
     with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
-                                  host="127.0.0.1", dashboard_address=None) as c:
+                                  host="127.0.0.1", dashboard_address=":0") as c:
         yield c
 
 
@@ -88,23 +88,23 @@ class StopError(Exception):
 
 def test_cancel_mid_search_cancels_the_futures(cluster, slow_data):
     X, y = slow_data
-    calls = []
+    calls, stopped = [], []
 
     def stop(done, total):
         calls.append(done)
         if len(calls) == 2:
+            stopped.append(time.monotonic())
             raise StopError
 
     with dask_cluster(cluster.scheduler_address) as client:
-        t0 = time.monotonic()
         with pytest.raises(StopError):
             cross_validate_grid("msvmav", X, y, grid="paper", cv=5, callback=stop)
         assert calls[-1] < 5 * 121  # stopped part way
-        while _scheduler_tasks(client) and time.monotonic() - t0 < 30:
+        while _scheduler_tasks(client) and time.monotonic() - stopped[0] < 30:
             time.sleep(0.05)
         # the scheduler forgets every outstanding task within a couple of seconds of the stop
         assert _scheduler_tasks(client) == 0
-        assert time.monotonic() - t0 < 2 + 2 * 0.5 + 3
+        assert time.monotonic() - stopped[0] < 3
 
 
 def test_worker_killed_mid_search_gives_the_same_result(cluster, slow_data):
@@ -150,7 +150,7 @@ def test_a_cluster_without_workers_fails_clearly(data, monkeypatch):
     monkeypatch.setattr(solver.parallel, "CONNECT_TIMEOUT", 1.0)
     X, y = data
     with distributed.LocalCluster(n_workers=0, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as empty, \
+                                  dashboard_address=":0") as empty, \
             dask_cluster(empty.scheduler_address), \
             pytest.raises(SchedulerUnreachableError, match="has no workers"):
         cross_validate_grid("svm", X, y, grid="quick", cv=2)
