@@ -26,7 +26,9 @@ WORKDIR /tmp/src
 # The dependencies first, in their own layer: numpy/scipy/scikit-learn/matplotlib are most of
 # the image and only change with pyproject.toml, so code changes rebuild in seconds.
 COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+# The `dask` extra too: the image also runs the `dask-scheduler` and `dask-worker` services of
+# docker-compose.yml's `dask` profile, and msvmav workers connect to them.
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['dask']))" \
         > /tmp/requirements.txt \
  && pip install --no-cache-dir -r /tmp/requirements.txt \
  && rm /tmp/requirements.txt
@@ -37,9 +39,9 @@ COPY README.md ./
 COPY solver ./solver
 COPY app ./app
 COPY migrations ./migrations
-RUN pip install --no-cache-dir . \
+RUN pip install --no-cache-dir '.[dask]' \
  && cd / && rm -rf /tmp/src \
- && python -c "import app.cli, app.main, solver, migrations; from app.db import MIGRATIONS_DIR; assert (MIGRATIONS_DIR / 'env.py').is_file() and any((MIGRATIONS_DIR / 'versions').glob('*.py')), MIGRATIONS_DIR"
+ && python -c "import app.cli, app.main, solver, migrations, distributed; from app.db import MIGRATIONS_DIR; assert (MIGRATIONS_DIR / 'env.py').is_file() and any((MIGRATIONS_DIR / 'versions').glob('*.py')), MIGRATIONS_DIR"
 
 # Working directory of the service: the default MSVMAV_DATABASE_URL (sqlite:///./msvmav.db)
 # lands here. Mount a volume on /data to keep a SQLite database; compose uses PostgreSQL.

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 
+from app.cli_errors import CommandParser, run_reporting_errors
 from app.config import Settings
 from app.db import is_sqlite, upgrade_to_head
 from app.logs import configure_logging
@@ -139,30 +140,31 @@ def _raise_shutdown(_sig: int, _frame: object) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="msvmav",
         description="Margin-distribution learning service (MSVMAv). Settings come from "
         "MSVMAV_* environment variables; see the README.",
     )
     parser.add_argument(
-        "--database-url", help="overrides MSVMAV_DATABASE_URL (default sqlite:///./msvmav.db)"
+        "--database-url",
+        help="overrides MSVMAV_DATABASE_URL (whose default is sqlite:///./msvmav.db)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the HTTP API with embedded worker(s)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on")
     serve.add_argument(
         "--workers",
         type=int,
         default=1,
-        help="worker processes to start alongside the API (default 1; 0 for API only)",
+        help="worker processes to start alongside the API (0 for API only)",
     )
     serve.add_argument(
         "--migrate",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="run migrations before starting (default: only on SQLite)",
+        help="run migrations before starting (when not given: only on SQLite)",
     )
     serve.set_defaults(func=cmd_serve)
 
@@ -230,7 +232,12 @@ def _command_index(argv: list[str]) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``msvmav`` command; a user's mistake is one line on stderr (app.cli_errors)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    return run_reporting_errors("msvmav", lambda: _dispatch(argv))
+
+
+def _dispatch(argv: list[str]) -> int:
     command = _command_index(argv)
     if command is not None and argv[command] == "experiment":
         # the experiment needs no database: global options before it are accepted and unused

@@ -78,6 +78,12 @@ class Settings(BaseSettings):
         description="Processes one worker uses for a cross-validated search or an experiment "
         "(1: in the worker process; several workers usually share the machine)",
     )
+    dask_scheduler: str | None = Field(
+        None,
+        description="Dask scheduler address (tcp://host:8786): searches and experiments run "
+        "their cells on that cluster (pip install 'msvmav[dask]'); unset: on this machine, in "
+        "search_jobs processes. An unreachable scheduler fails the job",
+    )
     log_level: str = Field("INFO", description="Python logging level")
     auth: Literal["auto", "on", "off"] = Field(
         "auto",

@@ -13,6 +13,7 @@ from app.jobs.runtime import JobContext, JobResult, describe_iteration, running_
 from app.models import service as models
 from app.orm import Dataset
 from app.training import DEFAULT_ALGORITHM, holdout_sizes, train
+from solver.parallel import dask_cluster
 
 
 def training_rows(dataset: Dataset, params: dict[str, Any]) -> str:
@@ -61,14 +62,16 @@ def run_train_job(ctx: JobContext) -> JobResult:
         ctx.reporter.report(0.0, f"cross-validating {algorithm}: {cells} cells on {rows}")
     else:
         ctx.reporter.report(0.0, f"fitting {algorithm} on {rows} × {dataset.n_features} features")
-    outcome = train(
-        X,
-        y,
-        ctx.params,
-        callback=callback,
-        search_callback=search_callback,
-        n_jobs=ctx.settings.search_jobs,
-    )
+    # a search's cells run on the Dask cluster when one is configured
+    with dask_cluster(ctx.settings.dask_scheduler if search else None):
+        outcome = train(
+            X,
+            y,
+            ctx.params,
+            callback=callback,
+            search_callback=search_callback,
+            n_jobs=ctx.settings.search_jobs,
+        )
 
     def write(session: Session) -> dict[str, Any]:
         model = models.save(

@@ -25,10 +25,12 @@ import csv
 import io
 import json
 import math
+import os
 import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,7 @@ from .model_selection import (
     make_estimator,
     n_cells,
 )
+from .parallel import dask_client, dask_cluster, effective_jobs, run_tasks
 from .scaling import MinMaxScaling
 from .table_cells import csv_cell, markdown_cell
 
@@ -128,6 +131,37 @@ def default_params(algorithm: str, seed: int) -> dict:
     return {"random_state": seed} if "random_state" in cls().get_params() else {}
 
 
+def _run_unit(shared: dict, unit: tuple[int, str], tick: Callable[[], Any]) -> dict:
+    """One (split, algorithm) of the protocol in a worker: its search runs in that process."""
+    return _fit_unit(shared, unit, 1, lambda _done, _total: tick())
+
+
+def _fit_unit(shared: dict, unit: tuple[int, str], n_jobs: int | None,
+              progress: Callable[[int, int], Any]) -> dict:
+    """Search, refit and test one algorithm on split r (steps 2-4 of the protocol)."""
+    r, a = unit
+    X, y = shared["X"], shared["y"]
+    tr, te = shared["splits"][r]
+    kernel, fixed = shared["kernel"], shared["fixed"][a]
+    ts = time.perf_counter()
+    Xtr, Xte = X[tr], X[te]
+    if shared["scaling"] == "train":
+        scaler = MinMaxScaling.fit(Xtr)
+        Xtr, Xte = scaler.transform(Xtr, clip=False), scaler.transform(Xte)
+    search = cross_validate_grid(a, Xtr, y[tr], kernel=kernel, grid=shared["grids"][a],
+                                 cv=shared["cv"], random_state=shared["random_state"] + r,
+                                 n_jobs=n_jobs, callback=progress, params=fixed)
+    est = make_estimator(a, search.best_params, kernel=kernel, fixed=fixed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(Xtr, y[tr])
+    acc = float(np.mean(est.predict(Xte) == y[te]))
+    keep = r == 0 and shared["keep_margins"]
+    return {"unit": unit, "accuracy": acc, "params": search.best_params,
+            "cv_score": search.best_score, "seconds": time.perf_counter() - ts,
+            "margins": margin_statistics(est.margin_vector(Xte, y[te])) if keep else None}
+
+
 def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str = "linear",
                    splits: int = 30, test_size: float = 0.2, grid: str | dict = "quick",
                    cv: int = 5, random_state: int = 0, n_jobs: int | None = 2,
@@ -145,7 +179,10 @@ def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str
         random_state + r for partition r; the CV folds use the same seed)
     grid : "paper", "quick" or {algorithm: {parameter: values}}
     cv : folds of the inner cross-validation
-    n_jobs : worker processes of the cross-validation
+    n_jobs : worker processes: with several, the (split, algorithm) units run in parallel
+        (joblib), each search in its worker; with 1, one unit after the other in this process.
+        Inside ``solver.parallel.dask_cluster`` the units run on the Dask cluster. The result
+        is the same in every case.
     scaling : "train" (fit on each training part, clip the test part) or "global"
     callback : callback(done_cells, total_cells); cells = CV fits + refits; raising aborts
     params : extra fixed parameters per algorithm, e.g. {"msvmav": {"max_iter": 100}}
@@ -166,47 +203,50 @@ def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str
              for a in algorithms}
     grids = {a: (grid[a] if isinstance(grid, dict) and a in grid else
                  ("quick" if isinstance(grid, dict) else grid)) for a in algorithms}
-    per_split = sum(n_cells(a, d, kernel=kernel, grid=grids[a], cv=cv) + 1 for a in algorithms)
-    total = per_split * splits
-    done = 0
+    cells = {a: n_cells(a, d, kernel=kernel, grid=grids[a], cv=cv) + 1 for a in algorithms}
+    total = sum(cells.values()) * splits
     if scaling == "global":
         X = MinMaxScaling.fit(X).transform(X, clip=False)
     splitter = ShuffleSplit(n_splits=splits, test_size=test_size, random_state=random_state)
-    out = {a: {"accuracies": [], "params": [], "cv_scores": [], "seconds": 0.0}
-           for a in algorithms}
-    margins: dict[str, dict] = {}
-    for r, (tr, te) in enumerate(splitter.split(np.zeros(n))):
-        Xtr, Xte = X[tr], X[te]
-        if scaling == "train":
-            scaler = MinMaxScaling.fit(Xtr)
-            Xtr, Xte = scaler.transform(Xtr, clip=False), scaler.transform(Xte)
-        for a in algorithms:
-            ts = time.perf_counter()
+    shared = {"X": X, "y": y, "splits": list(splitter.split(np.zeros(n))), "kernel": kernel,
+              "cv": cv, "random_state": random_state, "scaling": scaling, "grids": grids,
+              "fixed": fixed, "keep_margins": keep_margins}
+    units = [(r, a) for r in range(splits) for a in algorithms]
+    found: dict[tuple[int, str], dict] = {}
+    done = 0
+    if dask_client() is None and (effective_jobs(n_jobs) == 1 or len(units) == 1):
+        # one (split, algorithm) after the other, each search with n_jobs processes
+        for unit in units:
             base = done
 
             def progress(k: int, _total: int, base: int = base) -> None:
                 if callback is not None:
                     callback(base + k, total)
 
-            search = cross_validate_grid(a, Xtr, y[tr], kernel=kernel, grid=grids[a], cv=cv,
-                                         random_state=random_state + r, n_jobs=n_jobs,
-                                         callback=progress, params=fixed[a])
-            done = base + len(search.table) * cv
-            est = make_estimator(a, search.best_params, kernel=kernel, fixed=fixed[a])
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                est.fit(Xtr, y[tr])
-            acc = float(np.mean(est.predict(Xte) == y[te]))
-            done += 1
+            found[unit] = _fit_unit(shared, unit, n_jobs, progress)
+            done = base + cells[unit[1]]
             if callback is not None:
                 callback(done, total)
-            rec = out[a]
-            rec["accuracies"].append(acc)
-            rec["params"].append(search.best_params)
-            rec["cv_scores"].append(search.best_score)
-            rec["seconds"] += time.perf_counter() - ts
-            if r == 0 and keep_margins:
-                margins[a] = margin_statistics(est.margin_vector(Xte, y[te]))
+    else:
+        # the (split, algorithm) units in parallel (joblib processes or the Dask cluster)
+        with closing(run_tasks(_run_unit, shared, units, n_jobs)) as results:
+            for res in results:  # None: no unit finished in the last POLL seconds
+                if res is not None:
+                    found[res["unit"]] = res
+                    done += cells[res["unit"][1]]
+                if callback is not None:
+                    callback(done, total)
+    out = {a: {"accuracies": [], "params": [], "cv_scores": [], "seconds": 0.0}
+           for a in algorithms}
+    margins: dict[str, dict] = {}
+    for unit in units:  # in split order, whatever order they finished in
+        res, rec = found[unit], out[unit[1]]
+        rec["accuracies"].append(res["accuracy"])
+        rec["params"].append(res["params"])
+        rec["cv_scores"].append(res["cv_score"])
+        rec["seconds"] += res["seconds"]
+        if res["margins"] is not None:
+            margins[unit[1]] = res["margins"]
     for rec in out.values():
         rec["mean"], rec["std"] = summarize(rec["accuracies"])
     comparisons = {}
@@ -316,26 +356,72 @@ def to_csv(results_by_dataset: dict[str, ExperimentResult | dict],
 
 
 # -- command line ----------------------------------------------------------------------------------
+def _algorithm_list(text: str) -> list[str]:
+    """One --algorithms value: a name or comma-separated names ("msvmav,svm")."""
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [t for t in names if t not in ALGORITHM_NAMES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown algorithm {', '.join(map(repr, unknown)) or repr(text)}; use "
+            f"{', '.join(ALGORITHM_NAMES)} (space- or comma-separated)")
+    return names
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from app.cli_errors import CommandParser  # one-line errors, defaults in --help
+
+    p = CommandParser(
         prog="msvmav experiment",
         description="Run the paper's protocol (random splits, CV grid search, refit, paired "
                     "t-test against MSVMAv) on one data file.")
     p.add_argument("--dataset", required=True, type=Path, help="CSV/TSV, ARFF or svmlight file")
-    p.add_argument("--label", help="label column (name or index; default: the parser's)")
+    p.add_argument("--label", help="label column, name or index (None: the parser's choice)")
     p.add_argument("--drop", nargs="*", default=None, help="columns to drop (globs allowed)")
-    p.add_argument("--missing", choices=["error", "drop"], default="error")
-    p.add_argument("--n-features", type=int, default=None, help="svmlight feature count")
-    p.add_argument("--algorithms", nargs="+", default=list(PAPER_ORDER),
-                   choices=list(ALGORITHM_NAMES))
-    p.add_argument("--kernel", choices=["linear", "rbf"], default="linear")
-    p.add_argument("--splits", type=int, default=30)
-    p.add_argument("--test-size", type=float, default=0.2)
-    p.add_argument("--grid", choices=["paper", "quick"], default="quick")
-    p.add_argument("--cv", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--n-jobs", type=int, default=2)
-    p.add_argument("--scaling", choices=["train", "global"], default="train")
+    p.add_argument("--missing", choices=["error", "drop"], default="error",
+                   help="rows with missing values: refuse the file or drop the rows")
+    p.add_argument("--n-features", type=_int_at_least(1), default=None,
+                   help="svmlight feature count (None: the largest index in the file)")
+    p.add_argument("--algorithms", nargs="+", type=_algorithm_list, default=list(PAPER_ORDER),
+                   metavar="NAME", help="algorithms, space- or comma-separated, from "
+                   + ", ".join(ALGORITHM_NAMES))
+    p.add_argument("--kernel", choices=["linear", "rbf"], default="linear", help="kernel")
+    p.add_argument("--splits", type=_int_at_least(1), default=30, help="random train/test splits")
+    p.add_argument("--test-size", type=_share, default=0.2, help="test share of each split")
+    p.add_argument("--grid", choices=["paper", "quick"], default="quick",
+                   help="hyper-parameter grid")
+    p.add_argument("--cv", type=_int_at_least(2), default=5,
+                   help="folds of the inner cross-validation")
+    p.add_argument("--seed", type=int, default=0, help="seed of the splits and folds")
+    p.add_argument("--n-jobs", type=int, default=2,
+                   help="local worker processes (-1: all cores); ignored with a Dask scheduler")
+    p.add_argument("--dask-scheduler", default=os.environ.get("MSVMAV_DASK_SCHEDULER") or None,
+                   metavar="ADDRESS", help="run the fits on this Dask cluster, e.g. "
+                   "tcp://host:8786 (default from MSVMAV_DASK_SCHEDULER)")
+    p.add_argument("--scaling", choices=["train", "global"], default="train",
+                   help="min-max scaling fitted on each training part or on all the data")
     p.add_argument("--out", type=Path, help="write the full results as JSON here")
     p.add_argument("--format", choices=["markdown", "csv", "json"], default="markdown",
                    help="what to print on stdout")
@@ -344,9 +430,47 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Progress:
+    """Progress on stderr: a tqdm bar on a terminal, a plain line every few seconds
+    otherwise."""
+
+    def __init__(self, name: str, quiet: bool, every: float = 5.0) -> None:
+        self.name, self.quiet, self.every = name, quiet, every
+        self.bar: Any = None
+        self.last = -math.inf
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.quiet:
+            return
+        if sys.stderr.isatty():
+            if self.bar is None:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=total, desc=self.name, unit="fit", file=sys.stderr,
+                                dynamic_ncols=True)
+            self.bar.update(done - self.bar.n)
+            return
+        now = time.monotonic()
+        if now - self.last >= self.every or done == total:
+            self.last = now
+            print(f"{self.name}: {done}/{total} fits ({100.0 * done / total:.0f} %)",
+                  file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``msvmav experiment ...``: see ``build_parser``. Returns the exit status."""
-    args = build_parser().parse_args(argv)
+    """``msvmav experiment ...``: see ``build_parser``. Returns the exit status; a user's
+    mistake raises (``app.cli.main`` prints it as one line)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.algorithms = list(dict.fromkeys(  # the default is a list of names, not of lists
+        a for names in args.algorithms for a in ([names] if isinstance(names, str) else names)))
+    if not args.dataset.is_file():
+        what = "not a file" if args.dataset.exists() else "no such file"
+        parser.error(f"--dataset: {what}: {args.dataset}")
     from app.ingest import parse_dataset  # the CLI's one use of the service package
 
     options: dict[str, Any] = {"missing": args.missing}
@@ -359,20 +483,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parsed = parse_dataset(args.dataset.read_bytes(), args.dataset.name, **options)
     name = args.dataset.stem
 
-    last = [0.0]
-
-    def progress(done: int, total: int) -> None:
-        now = time.perf_counter()
-        if not args.quiet and (now - last[0] > 2 or done == total):
-            last[0] = now
-            print(f"\r{name}: {done}/{total} fits", end="" if done < total else "\n",
-                  file=sys.stderr, flush=True)
-
-    result = run_experiment(parsed.X, np.asarray(parsed.y), algorithms=args.algorithms,
-                            kernel=args.kernel, splits=args.splits, test_size=args.test_size,
-                            grid=args.grid, cv=args.cv, random_state=args.seed,
-                            n_jobs=args.n_jobs, scaling=args.scaling, callback=progress,
-                            dataset=name)
+    progress = _Progress(name, args.quiet)
+    try:
+        with dask_cluster(args.dask_scheduler):
+            result = run_experiment(parsed.X, np.asarray(parsed.y), algorithms=args.algorithms,
+                                    kernel=args.kernel, splits=args.splits,
+                                    test_size=args.test_size, grid=args.grid, cv=args.cv,
+                                    random_state=args.seed, n_jobs=args.n_jobs,
+                                    scaling=args.scaling, callback=progress, dataset=name)
+    finally:
+        progress.close()
     payload = {"datasets": {name: result.to_dict()}}
     if args.out:
         args.out.write_text(json.dumps(payload, indent=1))
@@ -397,4 +517,6 @@ __all__ = ["DISPLAY_NAMES", "ExperimentResult", "PAPER_ORDER", "compare", "main"
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from app.cli import main as cli_main  # one-line user errors, as `msvmav experiment`
+
+    raise SystemExit(cli_main(["experiment", *sys.argv[1:]]))

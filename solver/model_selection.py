@@ -14,11 +14,14 @@ but the work that does not depend on a hyper-parameter is shared:
 * **kernels** ("rbf", "poly"): one Gram matrix per (fold, gamma), reused by every other
   hyper-parameter (the estimators are fitted with ``kernel="precomputed"``). For MSVMAv also
   [K | (I + K)^-1] is computed once per (fold, gamma) and shared by all (alpha, beta);
-* **linear MSVMAv** (two classes): all (alpha, beta) settings of a fold run in lockstep
-  (``solver._batched_msvmav``): one pass over the data per iteration for all settings, the
-  (alpha, beta)-free start and active-set sums computed once;
-* the (fold, gamma) or (fold, chunk of settings) tasks run in ``n_jobs`` worker processes
-  (fork start method, one BLAS thread each).
+* **linear MSVMAv** (two classes): the (alpha, beta) settings of a fold run in lockstep
+  (``solver._batched_msvmav``) in batches of at most ``LINEAR_BATCH``: one pass over the data
+  per iteration for all settings of a batch, the (alpha, beta)-free start and active-set sums
+  computed once;
+* the (fold, gamma) or (fold, chunk of settings) tasks run in ``n_jobs`` joblib worker
+  processes (one BLAS thread each) or, inside ``solver.parallel.dask_cluster``, on a Dask
+  cluster (``solver.parallel.run_tasks``); the data go to each worker once. The table is the
+  same wherever the tasks run and however many workers there are.
 
 Scaling: this function does **not** re-scale per fold. The caller min-max scales the training
 part once, before cross-validation (what the paper's protocol appears to do; see
@@ -27,11 +30,10 @@ part once, before cross-validation (what the paper's protocol appears to do; see
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +51,7 @@ from .comparators import ALGORITHMS as _COMPARATORS
 from .comparators import iter_configs, param_grid
 from .kernels import gram_matrix, kernel_matrix, resolve_gamma
 from .msvmav import EXACT_KERNEL_ARRAYS, MSVMAv, kernel_threads
+from .parallel import dask_client, effective_jobs, run_tasks
 
 ALGORITHM_NAMES: tuple[str, ...] = ("msvmav", *_COMPARATORS)
 KERNEL_CHOICES = ("linear", "rbf", "poly")
@@ -135,18 +138,14 @@ def kfold_indices(n: int, cv: int = 5, random_state: int | None = 0) -> list[tup
     return list(KFold(n_splits=cv, shuffle=True, random_state=random_state).split(np.zeros(n)))
 
 
+#: most (alpha, beta) settings in one lockstep batch of linear MSVMAv (the paper grid's 121 make
+#: 4 batches per fold: about 25 % more work than one batch, 4x the tasks to spread)
+LINEAR_BATCH = 32
+
+
 # -- the work units ------------------------------------------------------------------------------
-# A task is ("linear_msvmav" | "kernel" | "plain", fold, config indices, gamma). Workers read the
-# data from this module-level slot, inherited through fork (nothing large is pickled).
-_SHARED: dict[str, Any] = {}
-_LIMITS: list = []
-# Seconds between callbacks while worker processes run a task.
-POLL = 0.5
-
-
-def _init_worker() -> None:
-    _LIMITS.append(threadpool_limits(1))
-    _SHARED.pop("tick", None)  # the parent's callback is not for a forked child to call
+# A task is ("linear_msvmav" | "kernel" | "plain", fold, config indices, gamma); ``shared`` holds
+# the data, the folds and the grid (sent to each worker once, see solver.parallel).
 
 
 def _accuracy(classes: np.ndarray, decision: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -155,23 +154,24 @@ def _accuracy(classes: np.ndarray, decision: np.ndarray, y: np.ndarray) -> np.nd
     return np.mean(pred == y[:, None], axis=0)
 
 
-def _run_task(task: tuple) -> list[tuple[int, int, float, float]]:
+def _run_task(shared: dict, task: tuple, tick: Callable[[], Any]
+              ) -> list[tuple[int, int, float, float]]:
+    """One task: [(config index, fold, accuracy, seconds)]. ``tick`` is called within it (the
+    search's callback in this process; a stop check in a worker process)."""
     # an iteration cap reached during a grid search is part of the protocol, not news
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return _run_task_quiet(task)
+        return _run_task_quiet(shared, task, tick)
 
 
-def _run_task_quiet(task: tuple) -> list[tuple[int, int, float, float]]:
+def _run_task_quiet(shared: dict, task: tuple, tick: Callable[[], Any]
+                    ) -> list[tuple[int, int, float, float]]:
     kind, fold, idx, gamma = task
-    S = _SHARED
+    S = shared
     X, y, configs, fixed, algorithm, kernel = (S["X"], S["y"], S["configs"], S["fixed"],
                                                S["algorithm"], S["kernel"])
     train, test = S["folds"][fold]
     Xtr, ytr, Xte, yte = X[train], y[train], X[test], y[test]
-    # in this process the search's callback also runs inside a task (cancel is noticed within
-    # an iteration); a forked worker has none and reports when its task ends
-    tick = S.get("tick") or _no_tick
     t0 = time.perf_counter()
     out: list[tuple[int, int, float, float]] = []
     if kind == "linear_msvmav":
@@ -232,10 +232,6 @@ def _run_task_quiet(task: tuple) -> list[tuple[int, int, float, float]]:
     return out
 
 
-def _no_tick() -> None:
-    return None
-
-
 def _chunks(items: list[int], k: int) -> list[list[int]]:
     """k interleaved chunks (settings of similar cost spread over the chunks)."""
     k = max(1, min(k, len(items)))
@@ -249,7 +245,10 @@ def _plan(algorithm: str, kernel: str, configs: list[dict], fixed: dict, n_folds
         fast = (algorithm == "msvmav" and binary
                 and all(set(c) <= {"alpha", "beta"} for c in configs))
         kind = "linear_msvmav" if fast else "plain"
-        per_fold = n_jobs if fast else max(n_jobs, min(len(configs), 4))
+        # a lockstep batch's rounding depends on its make-up: fixed batches (never sized by
+        # n_jobs) keep the table the same for every worker count and backend
+        per_fold = (-(-len(configs) // LINEAR_BATCH) if fast
+                    else max(n_jobs, min(len(configs), 4)))
         return [(kind, f, chunk, None) for f in range(n_folds)
                 for chunk in _chunks(all_idx, per_fold)]
     # kernels: one task per (fold, gamma); MSVMAv only when its exact path would be used
@@ -280,12 +279,13 @@ def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
     kernel : "linear", "rbf" or "poly"; kernels add the gamma grid {2^j / d}
     grid : "paper", "quick" or a dict {parameter: list of values}
     cv : number of folds (KFold with shuffle, unstratified, seeded by ``random_state``)
-    n_jobs : worker processes (None or -1 = all cores; 1 = in this process)
+    n_jobs : joblib worker processes (None or -1 = all cores; 1 = in this process); inside
+        ``solver.parallel.dask_cluster`` the tasks run on the Dask cluster instead
     callback : ``callback(done_cells, total_cells)`` after each finished task, where a cell is
         one (configuration, fold) pair, and in between with the same count: within the
         configurations and iterations of a task when n_jobs is 1, at least every half second
         while waiting for worker processes otherwise. An exception raised by the callback
-        aborts the search (workers are terminated) and propagates.
+        aborts the search (the outstanding tasks are stopped or cancelled) and propagates.
     params : fixed estimator parameters for every fit (e.g. {"max_iter": 100, "tol": 1e-8})
 
     Returns
@@ -310,7 +310,7 @@ def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
                 c["gamma"] = resolve_gamma(fixed.get("gamma"), d)
         fixed.pop("gamma", None)
     folds = kfold_indices(n, cv, random_state)
-    n_jobs = (os.cpu_count() or 1) if n_jobs in (None, -1) else max(1, int(n_jobs))
+    n_jobs = effective_jobs(n_jobs)
     binary = np.unique(y).size == 2
     tasks = _plan(algorithm, kernel, configs, fixed, len(folds),
                   max(len(tr) for tr, _ in folds), binary, n_jobs)
@@ -318,25 +318,26 @@ def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
     scores = np.full((len(configs), len(folds)), np.nan)
     seconds = np.zeros(len(configs))
     t0 = time.perf_counter()
-    _SHARED.update(X=X, y=y, configs=configs, fixed=fixed, algorithm=algorithm, kernel=kernel,
-                   folds=folds)
+    shared = {"X": X, "y": y, "configs": configs, "fixed": fixed, "algorithm": algorithm,
+              "kernel": kernel, "folds": folds}
     done = 0
 
     def tick() -> None:
-        callback(done, total)
+        if callback is not None:
+            callback(done, total)
 
-    if callback is not None:
-        _SHARED["tick"] = tick
-    try:
-        for res in _execute(tasks, n_jobs):
+    # the longest tasks first: fewer idle workers at the end
+    tasks = sorted(tasks, key=lambda t: -len(t[2]))
+    in_process = dask_client() is None and (n_jobs == 1 or len(tasks) == 1)
+    linear = any(t[0] == "linear_msvmav" for t in tasks)
+    with (threadpool_limits(1) if linear and in_process else _Null(),
+          closing(run_tasks(_run_task, shared, tasks, n_jobs, tick)) as results):
+        for res in results:
             for i, f, acc, sec in res or ():  # None: no task finished in the last POLL s
                 scores[i, f] = acc
                 seconds[i] += sec
             done += len(res or ())
-            if callback is not None:
-                callback(done, total)
-    finally:
-        _SHARED.clear()
+            tick()
     means = scores.mean(axis=1)
     stds = scores.std(axis=1, ddof=1) if len(folds) > 1 else np.zeros(len(configs))
     table = [{"params": dict(configs[i]), "mean_accuracy": float(means[i]),
@@ -346,34 +347,6 @@ def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
     return SearchResult(algorithm=algorithm, kernel=kernel, cv=cv, random_state=random_state,
                         table=table, best_index=best, seconds=time.perf_counter() - t0,
                         fixed_params=fixed)
-
-
-def _execute(tasks: list[tuple], n_jobs: int) -> Iterable[list | None]:
-    """Yield each task's result; in a fork pool when n_jobs > 1 (terminated on early exit),
-    where None is yielded every POLL seconds that no task finished (so the caller's callback
-    can abort a long task)."""
-    if n_jobs == 1 or len(tasks) == 1 or "fork" not in multiprocessing.get_all_start_methods():
-        with threadpool_limits(1) if any(t[0] == "linear_msvmav" for t in tasks) else _Null():
-            for task in tasks:
-                yield _run_task(task)
-        return
-    # the longest tasks first: fewer idle workers at the end
-    order = sorted(range(len(tasks)), key=lambda j: -len(tasks[j][2]))
-    ctx = multiprocessing.get_context("fork")
-    pool = ctx.Pool(processes=min(n_jobs, len(tasks)), initializer=_init_worker)
-    try:
-        results = pool.imap_unordered(_run_task, [tasks[j] for j in order])
-        for _ in order:
-            while True:
-                try:
-                    yield results.next(timeout=POLL)
-                    break
-                except multiprocessing.TimeoutError:
-                    yield None
-        pool.close()
-    finally:
-        pool.terminate()
-        pool.join()
 
 
 class _Null:

@@ -28,6 +28,7 @@ def run_experiment_job(ctx: JobContext) -> JobResult:
 
     from solver.experiments import run_experiment
     from solver.model_selection import n_cells
+    from solver.parallel import dask_cluster
 
     p = ctx.params
     loaded = []
@@ -68,22 +69,23 @@ def run_experiment_job(ctx: JobContext) -> JobResult:
                 f"dataset {k + 1}/{len(loaded)} ({name}): fit {base + done}/{total}",
             )
 
-        result = run_experiment(
-            X,
-            y,
-            algorithms=algos,
-            kernel=p["kernel"],
-            splits=p["splits"],
-            test_size=p["test_size"],
-            grid=grid,
-            cv=p["cv"],
-            random_state=p["seed"],
-            n_jobs=ctx.settings.search_jobs,
-            scaling=p.get("scaling", "train"),
-            callback=progress,
-            params=p.get("params") or None,
-            dataset=name,
-        )
+        with dask_cluster(ctx.settings.dask_scheduler):  # its cells on the cluster, if set
+            result = run_experiment(
+                X,
+                y,
+                algorithms=algos,
+                kernel=p["kernel"],
+                splits=p["splits"],
+                test_size=p["test_size"],
+                grid=grid,
+                cv=p["cv"],
+                random_state=p["seed"],
+                n_jobs=ctx.settings.search_jobs,
+                scaling=p.get("scaling", "train"),
+                callback=progress,
+                params=p.get("params") or None,
+                dataset=name,
+            )
         out.append((dataset_id, name, jsonable(result.to_dict())))
     seconds = time.perf_counter() - t0
     summary = {
