@@ -37,9 +37,14 @@ if not Path(CHROMIUM).exists():
     pytest.skip("chromium is absent (apt-get install chromium)", allow_module_level=True)
 
 
+# The service as a team deploys it: keys required (MSVMAV_ADMIN_KEY), so the walk starts with
+# Swagger UI's Authorize button.
+ADMIN_KEY = "msv_browser-admin-key-0123456789abcdef"
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[LiveServer]:
-    with live_server(tmp_path) as server:
+    with live_server(tmp_path, MSVMAV_ADMIN_KEY=ADMIN_KEY) as server:
         yield server
 
 
@@ -67,11 +72,8 @@ def browser_page(server: LiveServer):
 
 
 # -- the walk's steps, one helper per gesture ------------------------------------------------------
-def authorize(page, api_key: str | None) -> None:
-    """Swagger UI's Authorize dialog: enter ``api_key`` for every secured operation. A no-op
-    while the service has no API keys (``api_key`` None)."""
-    if api_key is None:
-        return
+def authorize(page, api_key: str) -> None:
+    """Swagger UI's Authorize dialog: enter ``api_key`` for every secured operation."""
     page.locator("button.authorize").first.click()
     dialog = page.locator(".dialog-ux .modal-ux")
     dialog.locator("input").first.fill(api_key)
@@ -123,11 +125,15 @@ def test_swagger_ui_walkthrough_by_clicking(server: LiveServer, browser_page, tm
     page.goto(server.url + "/docs")
     page.locator("#operations-datasets-create_dataset").wait_for()
     assert page.title() == "msvmav - Swagger UI"
-    authorize(page, os.environ.get("MSVMAV_TEST_API_KEY"))
 
-    # 1. Upload examples/wdbc.arff with the form as prefilled.
+    # 0. Without a key the service answers 401; Authorize with the admin key.
     upload = open_operation(page, "datasets", "create_dataset")
     upload.locator('input[type="file"]').set_input_files(str(ROOT / "examples" / "wdbc.arff"))
+    refused = execute(page, upload, 401)
+    assert refused["title"] == "Unauthorized", refused
+    authorize(page, ADMIN_KEY)
+
+    # 1. Upload examples/wdbc.arff with the form as prefilled.
     dataset = execute(page, upload, 201)
     assert (dataset["id"], dataset["name"], dataset["n_rows"]) == (1, "wdbc.arff", 569)
 
