@@ -27,7 +27,7 @@ SMALL_SYSTEM = 512
 SMALL_KERNEL = 8192
 # approximation="auto": the exact kernel up to this many training rows (bench/solver.py measures
 # the crossover), the adaptive low-rank path above it.
-AUTO_EXACT_ROWS = 4096
+AUTO_EXACT_ROWS = 2048
 # A low-rank path whose rank would reach this share of n is slower than the exact kernel (its
 # O(n r^2) work passes the exact path's O(n^3 / 3)): fall back to the exact kernel when it fits.
 LOW_RANK_SHARE = 0.25
@@ -67,6 +67,14 @@ def check_feature_scale(X) -> None:
             f"{FEATURE_SCALE_LIMIT:g}); MSVMAv assumes min-max scaled features and can fail "
             "silently on raw ones. Scale them, e.g. "
             "make_pipeline(MinMaxScaler(), MSVMAv())", FeatureScaleWarning, stacklevel=4)
+
+
+def low_rank_threads():
+    """One BLAS thread for the low-rank kernel path: its products are n x (tens to hundreds)
+    and its systems r x r, too small to gain from a second thread, and an idle pool's spinning
+    threads (or another process's) cost more than they give (measured: a 179 x 179 inverse
+    took 0.36 s with threads on a busy two-core machine, milliseconds on one)."""
+    return _THREADPOOLS.limit(limits=1, user_api="blas")
 
 
 def augment(X):
@@ -127,7 +135,7 @@ class MSVMAv(MarginClassifier):
         Cholesky, the rank chosen so that the relative trace error
         trace(K - L L^T) / trace(K) <= ``kernel_tol``, then the same iteration on the rank-r
         features (the model is an expansion over the r pivot rows). "auto" (default): exact up
-        to 4,096 training rows, low-rank above; falls back to exact when the rank would reach
+        to 2,048 training rows, low-rank above; falls back to exact when the rank would reach
         n / 4 (then exact is faster) and the Gram matrix fits ``kernel_memory_mb``.
         "nystroem": ``n_components`` uniformly sampled landmarks (exact instead when they are
         n / 4 or more of the rows and the Gram matrix fits).
@@ -218,8 +226,9 @@ class MSVMAv(MarginClassifier):
         reason = None
         if method == "low_rank":
             max_rank = self._max_rank(n, fallback=self.approximation == "auto")
-            factor = pivoted_cholesky(X, **self._kernel_args(), tol=self.kernel_tol,
-                                      max_rank=max_rank, random_state=self.random_state)
+            with low_rank_threads():
+                factor = pivoted_cholesky(X, **self._kernel_args(), tol=self.kernel_tol,
+                                          max_rank=max_rank, random_state=self.random_state)
             capped = factor.error > self.kernel_tol and factor.rank >= max_rank < n
             if self.approximation == "auto" and capped and self._exact_fits(n):
                 reason = (f"rank {factor.rank} reached {LOW_RANK_SHARE:g} n before the "
@@ -327,13 +336,13 @@ class MSVMAv(MarginClassifier):
         (L V = U Sigma) with coordinates u (f = U Sigma^2 u, ||f||_H = ||Sigma u||), where
         the proximal metric I + K of the kernel step is diagonal (I + Sigma^2 on span U).
         Each iteration costs O(n r) plus the active-set updates of an r x r system."""
-        lam, V = linalg.eigh(Lt @ Lt.T, check_finite=False)
-        keep = lam > 1e-12 * max(lam.max(initial=0.0), 1e-300)
-        lam, V = lam[keep], V[:, keep]
-        sig = np.sqrt(lam)
-        PV = np.ascontiguousarray((V.T @ Lt).T)  # = L V = U Sigma, (n, r')
-        Xr = PV * sig
-        with kernel_threads(Lt.shape[1]):
+        with low_rank_threads():
+            lam, V = linalg.eigh(Lt @ Lt.T, check_finite=False)
+            keep = lam > 1e-12 * max(lam.max(initial=0.0), 1e-300)
+            lam, V = lam[keep], V[:, keep]
+            sig = np.sqrt(lam)
+            PV = np.ascontiguousarray((V.T @ Lt).T)  # = L V = U Sigma, (n, r')
+            Xr = PV * sig
             U, self.fit_info_ = self._run_tasks(
                 Y, callback,
                 lambda y: PrimalSpace(Xr, y, self.beta, shift=(PV.T @ y) / sig,  # U^T y
