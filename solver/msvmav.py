@@ -135,8 +135,8 @@ class MSVMAv(MarginClassifier):
         Cholesky, the rank chosen so that the relative trace error
         trace(K - L L^T) / trace(K) <= ``kernel_tol``, then the same iteration on the rank-r
         features (the model is an expansion over the r pivot rows). "auto" (default): exact up
-        to 2,048 training rows, low-rank above; falls back to exact when the rank would reach
-        n / 4 (then exact is faster) and the Gram matrix fits ``kernel_memory_mb``.
+        to 2,048 training rows, low-rank above. Both low-rank modes fall back to exact when
+        the rank would reach n / 4 and the Gram matrix fits ``kernel_memory_mb``.
         "nystroem": ``n_components`` uniformly sampled landmarks (exact instead when they are
         n / 4 or more of the rows and the Gram matrix fits).
     kernel_tol : float in [0, 1), default 1e-6
@@ -225,12 +225,12 @@ class MSVMAv(MarginClassifier):
         method = self._kernel_method(n)
         reason = None
         if method == "low_rank":
-            max_rank = self._max_rank(n, fallback=self.approximation == "auto")
+            max_rank = self._max_rank(n)
             with low_rank_threads():
                 factor = pivoted_cholesky(X, **self._kernel_args(), tol=self.kernel_tol,
                                           max_rank=max_rank, random_state=self.random_state)
             capped = factor.error > self.kernel_tol and factor.rank >= max_rank < n
-            if self.approximation == "auto" and capped and self._exact_fits(n):
+            if capped and self._exact_fits(n):
                 reason = (f"rank {factor.rank} reached {LOW_RANK_SHARE:g} n before the "
                           f"trace error {factor.error:.3g} met kernel_tol")
                 method = "exact"
@@ -252,12 +252,12 @@ class MSVMAv(MarginClassifier):
     def _exact_fits(self, n: int) -> bool:
         return EXACT_KERNEL_ARRAYS * 8.0 * n * n / 2**20 <= self.kernel_memory_mb
 
-    def _max_rank(self, n: int, *, fallback: bool) -> int:
-        """Largest rank the low-rank path may reach: within the memory budget, and under
-        "auto" below LOW_RANK_SHARE n while the exact kernel is there to fall back on."""
+    def _max_rank(self, n: int) -> int:
+        """Largest rank the low-rank path may reach: within the memory budget, and below
+        LOW_RANK_SHARE n while the exact kernel is there to fall back on."""
         by_memory = int(self.kernel_memory_mb * 2**20 / (LOW_RANK_ARRAYS * 8.0 * max(n, 1)))
         rank = min(n, max(1, by_memory))
-        if fallback and self._exact_fits(n):
+        if self._exact_fits(n):
             rank = min(rank, math.ceil(LOW_RANK_SHARE * n))
         return rank
 

@@ -100,8 +100,10 @@ def test_low_rank_with_zero_tolerance_reproduces_the_exact_iterates(data):
     X, y, Xt, _ = data
     exact = MSVMAv(kernel="rbf", gamma=0.5, max_iter=30, tol=0,
                    approximation="exact").fit(X, y)
+    # a budget just too small for the exact kernel (4 n^2 floats), so no fallback
+    budget = 3.9 * 8 * X.shape[0] ** 2 / 2**20
     full = MSVMAv(kernel="rbf", gamma=0.5, max_iter=30, tol=0, approximation="low_rank",
-                  kernel_tol=0.0, random_state=0).fit(X, y)
+                  kernel_tol=0.0, kernel_memory_mb=budget, random_state=0).fit(X, y)
     assert full.kernel_approximation_ == "low_rank" and full.kernel_error_ < 1e-12
     assert relative(full.decision_function(Xt), exact.decision_function(Xt)) < 1e-8
     assert [h["active"] for h in full.history_] == [h["active"] for h in exact.history_]
@@ -116,6 +118,9 @@ def test_auto_falls_back_to_exact_when_the_rank_would_be_large(data, auto_low_ra
     assert auto.kernel_approximation_ == "exact" and "fallback" in auto.fit_info_
     assert auto.rank_ == X.shape[0] and auto.kernel_error_ == 0.0
     assert np.array_equal(auto.decision_function(Xt), exact.decision_function(Xt))
+    forced = MSVMAv(kernel="rbf", gamma=200.0, max_iter=20, approximation="low_rank",
+                    random_state=0).fit(X, y)
+    assert forced.kernel_approximation_ == "exact" and "fallback" in forced.fit_info_
     # without room for the exact kernel it stays low-rank and reports the error it reached
     with pytest.warns(UserWarning, match="raise kernel_memory_mb"):
         tight = MSVMAv(kernel="rbf", gamma=200.0, max_iter=20, kernel_memory_mb=2.0,
