@@ -222,7 +222,7 @@ class MSVMAv(MarginClassifier):
             return
         self.gamma_ = resolve_gamma(self.gamma, X.shape[1])
         n = X.shape[0]
-        method = self._kernel_method(n)
+        method = self.kernel_path(n)
         reason = None
         if method == "low_rank":
             max_rank = self._max_rank(n)
@@ -261,8 +261,10 @@ class MSVMAv(MarginClassifier):
             rank = min(rank, math.ceil(LOW_RANK_SHARE * n))
         return rank
 
-    def _kernel_method(self, n: int) -> str:
-        """"exact", "low_rank" or "nystroem" for an n-row kernel fit."""
+    def kernel_path(self, n: int) -> str:
+        """The path a kernel fit on n rows starts on: "exact", "low_rank" or "nystroem" (a
+        low-rank start may still end exact: see ``fit_info_["fallback"]``). For callers that
+        share exact Gram matrices across fits (cross-validation) and must agree with fit."""
         if self.kernel == "precomputed":
             if self.approximation in ("low_rank", "nystroem"):
                 raise ValueError(f"approximation: {self.approximation!r} needs feature rows, "
