@@ -159,6 +159,18 @@ def kernel_breakdown(name: str, filename: str, repeat: int, **options) -> None:
           f"(includes one n x n copy), 100 iterations {iter_t:.3f} s")
 
 
+def paired(repeat: int, fa, fb):
+    """Best-of-``repeat`` times of two fits run alternately (a busy machine slows both alike).
+    Returns (time_a, out_a, time_b, out_b)."""
+    ta = tb = np.inf
+    for _ in range(repeat):
+        t, out_a = best_of(1, fa)
+        ta = min(ta, t)
+        t, out_b = best_of(1, fb)
+        tb = min(tb, t)
+    return ta, out_a, tb, out_b
+
+
 def relative_error(d: np.ndarray, ref: np.ndarray) -> float:
     """max |d - ref| / max |ref| over the test rows."""
     return float(np.abs(d - ref).max() / np.abs(ref).max())
@@ -181,9 +193,10 @@ def bench_low_rank(repeat: int, exact_magic: bool) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     Xtr, ytr, Xte, yte = load_split("kc1.arff")
     gamma = 1.0 / Xtr.shape[1]
-    ex_t, ex = best_of(repeat, lambda: MSVMAv(kernel="rbf", gamma=gamma,
-                                              approximation="exact").fit(Xtr, ytr))
-    ex_d = ex.decision_function(Xte)
+
+    def exact_fit():
+        return MSVMAv(kernel="rbf", gamma=gamma, approximation="exact").fit(Xtr, ytr)
+
     for label, params in [("kc1 low_rank (default kernel_tol)", {"approximation": "low_rank"}),
                           ("kc1 low_rank kernel_tol=0 (full numerical rank; a budget "
                            "just below the exact kernel's, so no fallback)",
@@ -191,27 +204,32 @@ def bench_low_rank(repeat: int, exact_magic: bool) -> None:
                             "kernel_memory_mb": 3.9 * 8 * Xtr.shape[0] ** 2 / 2**20}),
                           ("kc1 nystroem 1000", {"approximation": "nystroem",
                                                  "n_components": 1000})]:
-        t, m = best_of(repeat, lambda p=params: MSVMAv(kernel="rbf", gamma=gamma,
-                                                       random_state=0, **p).fit(Xtr, ytr))
-        low_rank_row(label, t, m, "exact", ex_t, Xte, yte, "exact", ex_d,
-                     f"<= 1x exact: {'met' if t <= ex_t else 'NOT met'}")
+        ex_t, ex, t, m = paired(repeat, exact_fit,
+                                lambda p=params: MSVMAv(kernel="rbf", gamma=gamma,
+                                                        random_state=0, **p).fit(Xtr, ytr))
+        if m.kernel_approximation_ == "exact":  # the same computation as the anchor
+            target = f"<= 1.1x exact (the exact fit itself; 10 % timing noise): " \
+                     f"{'met' if t <= 1.1 * ex_t else 'NOT met'}"
+        else:
+            target = f"<= 1x exact: {'met' if t <= ex_t else 'NOT met'}"
+        low_rank_row(label, t, m, "exact", ex_t, Xte, yte, "exact", ex.decision_function(Xte),
+                     target)
     # the worst case: a narrow kernel (top of the paper's grid, 2^10 / d) has no small rank, so
     # the factor stops at n / 4 pivots and the exact kernel is fitted after all
     narrow = 1024.0 / Xtr.shape[1]
-    nx_t, nx = best_of(repeat, lambda: MSVMAv(kernel="rbf", gamma=narrow,
-                                              approximation="exact").fit(Xtr, ytr))
-    fb_t, fb = best_of(repeat, lambda: MSVMAv(kernel="rbf", gamma=narrow,
-                                              approximation="low_rank",
-                                              random_state=0).fit(Xtr, ytr))
+    nx_t, nx, fb_t, fb = paired(
+        repeat, lambda: MSVMAv(kernel="rbf", gamma=narrow, approximation="exact").fit(Xtr, ytr),
+        lambda: MSVMAv(kernel="rbf", gamma=narrow, approximation="low_rank",
+                       random_state=0).fit(Xtr, ytr))
     low_rank_row("kc1 low_rank, gamma = 2^10/d (falls back)", fb_t, fb, "exact", nx_t, Xte,
                  yte, "exact", nx.decision_function(Xte),
                  f"fallback overhead {fb_t / nx_t - 1:+.0%}")
 
     Xtr, ytr, Xte, yte = load_split("magic04.data")
     gamma = 1.0 / Xtr.shape[1]
-    svc_t, svc = best_of(repeat, lambda: SVC(C=1, gamma=gamma).fit(Xtr, ytr))
-    ours_t, ours = best_of(repeat, lambda: MSVMAv(kernel="rbf", gamma=gamma,
-                                                  random_state=0).fit(Xtr, ytr))
+    svc_t, svc, ours_t, ours = paired(
+        repeat, lambda: SVC(C=1, gamma=gamma).fit(Xtr, ytr),
+        lambda: MSVMAv(kernel="rbf", gamma=gamma, random_state=0).fit(Xtr, ytr))
     if exact_magic:
         ref_t, ref = best_of(1, lambda: MSVMAv(kernel="rbf", gamma=gamma,
                                                approximation="exact").fit(Xtr, ytr))
