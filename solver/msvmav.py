@@ -25,9 +25,10 @@ EXACT_KERNEL_ARRAYS = 4
 SMALL_SYSTEM = 512
 # Below this many training rows the exact kernel iterations run on one BLAS thread.
 SMALL_KERNEL = 8192
-# approximation="auto": the exact kernel up to this many training rows (bench/solver.py measures
-# the crossover), the adaptive low-rank path above it.
-AUTO_EXACT_ROWS = 2048
+# approximation="auto": the exact kernel up to this many training rows, the adaptive low-rank
+# path above it. Measured on magic subsets (gamma = 1/d): exact 0.023 s / low-rank 0.039 s at
+# 500 rows, 0.21 s / 0.031 s at 1,000, 2.4 s / 0.061 s at 4,000 (docs/performance.md).
+AUTO_EXACT_ROWS = 1024
 # A low-rank path whose rank would reach this share of n is slower than the exact kernel (its
 # O(n r^2) work passes the exact path's O(n^3 / 3)): fall back to the exact kernel when it fits.
 LOW_RANK_SHARE = 0.25
@@ -135,7 +136,7 @@ class MSVMAv(MarginClassifier):
         Cholesky, the rank chosen so that the relative trace error
         trace(K - L L^T) / trace(K) <= ``kernel_tol``, then the same iteration on the rank-r
         features (the model is an expansion over the r pivot rows). "auto" (default): exact up
-        to 2,048 training rows, low-rank above. Both low-rank modes fall back to exact when
+        to 1,024 training rows, low-rank above. Both low-rank modes fall back to exact when
         the rank would reach n / 4 and the Gram matrix fits ``kernel_memory_mb``.
         "nystroem": ``n_components`` uniformly sampled landmarks (exact instead when they are
         n / 4 or more of the rows and the Gram matrix fits).

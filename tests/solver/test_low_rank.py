@@ -22,7 +22,7 @@ def data():
 
 @pytest.fixture
 def auto_low_rank(monkeypatch):
-    """approximation="auto" takes the low-rank path from 100 rows on (instead of 2,048)."""
+    """approximation="auto" takes the low-rank path from 100 rows on (instead of 1,024)."""
     monkeypatch.setattr(msvmav_module, "AUTO_EXACT_ROWS", 100)
 
 
