@@ -136,14 +136,16 @@ class MSVMAv(MarginClassifier):
         Cholesky, the rank chosen so that the relative trace error
         trace(K - L L^T) / trace(K) <= ``kernel_tol``, then the same iteration on the rank-r
         features (the model is an expansion over the r pivot rows). "auto" (default): exact up
-        to 1,024 training rows, low-rank above. Both low-rank modes fall back to exact when
-        the rank would reach n / 4 and the Gram matrix fits ``kernel_memory_mb``.
+        to 1,024 training rows, low-rank above. The rank is capped by ``n_components``,
+        n / 4 and the memory budget; at the cap, both low-rank modes fall back to exact when
+        the Gram matrix fits ``kernel_memory_mb`` (else they warn and report the error).
         "nystroem": ``n_components`` uniformly sampled landmarks (exact instead when they are
         n / 4 or more of the rows and the Gram matrix fits).
     kernel_tol : float in [0, 1), default 1e-6
         Relative trace error the low-rank factor must meet (approximation "auto"/"low_rank").
-    n_components : int
-        Nystroem landmarks (uniformly sampled training rows).
+    n_components : int, default 1000
+        Nystroem landmarks (uniformly sampled training rows); for the low-rank path, the
+        largest rank (its cost grows as n r^2).
     kernel_memory_mb : float
         Memory budget: the exact kernel path needs about four n x n float64 arrays; the
         low-rank path's rank is capped so that its n x r arrays fit.
@@ -232,16 +234,17 @@ class MSVMAv(MarginClassifier):
                                           max_rank=max_rank, random_state=self.random_state)
             capped = factor.error > self.kernel_tol and factor.rank >= max_rank < n
             if capped and self._exact_fits(n):
-                reason = (f"rank {factor.rank} reached {LOW_RANK_SHARE:g} n before the "
-                          f"trace error {factor.error:.3g} met kernel_tol")
+                reason = (f"rank {factor.rank} reached its cap (min of n_components and "
+                          f"{LOW_RANK_SHARE:g} n) before the trace error {factor.error:.3g} "
+                          "met kernel_tol")
                 method = "exact"
             else:
                 if capped:
                     warnings.warn(
-                        f"kernel_memory_mb: the low-rank kernel stopped at rank {factor.rank} "
+                        f"n_components: the low-rank kernel stopped at rank {factor.rank} "
                         f"with relative trace error {factor.error:.3g} > kernel_tol "
-                        f"{self.kernel_tol:g}; raise kernel_memory_mb for a closer fit",
-                        UserWarning, stacklevel=3)
+                        f"{self.kernel_tol:g}; raise n_components (and kernel_memory_mb if "
+                        "it binds) for a closer fit", UserWarning, stacklevel=3)
                 self._fit_low_rank(X, Y, callback, factor)
         elif method == "nystroem":
             self._fit_nystroem(X, Y, callback)
@@ -254,10 +257,11 @@ class MSVMAv(MarginClassifier):
         return EXACT_KERNEL_ARRAYS * 8.0 * n * n / 2**20 <= self.kernel_memory_mb
 
     def _max_rank(self, n: int) -> int:
-        """Largest rank the low-rank path may reach: within the memory budget, and below
-        LOW_RANK_SHARE n while the exact kernel is there to fall back on."""
+        """Largest rank the low-rank path may reach: n_components (its cost grows as n r^2),
+        within the memory budget, and below LOW_RANK_SHARE n while the exact kernel is there
+        to fall back on."""
         by_memory = int(self.kernel_memory_mb * 2**20 / (LOW_RANK_ARRAYS * 8.0 * max(n, 1)))
-        rank = min(n, max(1, by_memory))
+        rank = min(n, self.n_components, max(1, by_memory))
         if self._exact_fits(n):
             rank = min(rank, math.ceil(LOW_RANK_SHARE * n))
         return rank

@@ -122,12 +122,17 @@ def test_auto_falls_back_to_exact_when_the_rank_would_be_large(data, auto_low_ra
                     random_state=0).fit(X, y)
     assert forced.kernel_approximation_ == "exact" and "fallback" in forced.fit_info_
     # without room for the exact kernel it stays low-rank and reports the error it reached
-    with pytest.warns(UserWarning, match="raise kernel_memory_mb"):
+    with pytest.warns(UserWarning, match="raise n_components"):
         tight = MSVMAv(kernel="rbf", gamma=200.0, max_iter=20, kernel_memory_mb=2.0,
                        random_state=0).fit(X, y)
     assert tight.kernel_approximation_ == "low_rank" and "fallback" not in tight.fit_info_
     cap = int(2.0 * 2**20 / (msvmav_module.LOW_RANK_ARRAYS * 8 * X.shape[0]))
     assert tight.rank_ <= cap and tight.kernel_error_ > 1e-6
+    # n_components caps the rank likewise (the cost grows as n r^2)
+    with pytest.warns(UserWarning, match="raise n_components"):
+        few = MSVMAv(kernel="rbf", gamma=200.0, max_iter=5, kernel_memory_mb=2.0,
+                     n_components=20, random_state=0).fit(X, y)
+    assert few.rank_ <= 20 and few.kernel_approximation_ == "low_rank"
     L_rows = rbf_kernel(X, tight.X_fit_, gamma=200.0)
     assert np.isfinite(tight.decision_function(Xt)).all() and L_rows.shape[1] == tight.rank_
 
