@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from scipy import sparse
+from scipy import linalg, sparse
 from sklearn.kernel_approximation import Nystroem
 from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import ThreadpoolController
@@ -14,6 +16,7 @@ from ._active_set import DualSystem
 from ._base import Callback, MarginClassifier, to_dense_rows
 from ._msvmav_core import DualSpace, PrimalSpace, iterate
 from .kernels import KERNELS, gram_matrix, kernel_diagonal, kernel_matrix, resolve_gamma
+from .low_rank import pivoted_cholesky
 from .margins import kernel_rademacher_terms, linear_rademacher_terms
 
 # Exact kernel MSVMAv holds about four n x n float64 arrays at its peak.
@@ -22,6 +25,17 @@ EXACT_KERNEL_ARRAYS = 4
 SMALL_SYSTEM = 512
 # Below this many training rows the exact kernel iterations run on one BLAS thread.
 SMALL_KERNEL = 8192
+# approximation="auto": the exact kernel up to this many training rows, the adaptive low-rank
+# path above it. Measured on magic subsets (gamma = 1/d): exact 0.023 s / low-rank 0.039 s at
+# 500 rows, 0.21 s / 0.031 s at 1,000, 2.4 s / 0.061 s at 4,000 (docs/performance.md).
+AUTO_EXACT_ROWS = 1024
+# A low-rank path whose rank would reach this share of n is slower than the exact kernel (its
+# O(n r^2) work passes the exact path's O(n^3 / 3)): fall back to the exact kernel when it fits.
+LOW_RANK_SHARE = 0.25
+# Floats per training row and unit of rank the low-rank path holds (factor, rotated features).
+LOW_RANK_ARRAYS = 3
+# "Far outside [0, 1]": the fit warns when some |x_ij| exceeds this (see FeatureScaleWarning).
+FEATURE_SCALE_LIMIT = 10.0
 _THREADPOOLS = ThreadpoolController()  # inspecting the loaded libraries once costs ~20 ms
 
 
@@ -34,6 +48,34 @@ def kernel_threads(n: int):
     spinning, slowing the other pool's work). Only the inverse of I + K, outside this
     context, uses two."""
     return _THREADPOOLS.limit(limits=1 if n < SMALL_KERNEL else None, user_api="blas")
+
+
+class FeatureScaleWarning(UserWarning):
+    """MSVMAv was given features far outside [0, 1] (some |x_ij| > FEATURE_SCALE_LIMIT = 10).
+
+    The method assumes min-max scaled features: the linear bias is a coordinate of w inside
+    ||w|| = 1 and gamma = 1/d assumes unit ranges, so on raw features it can fail silently
+    (load_breast_cancer unscaled: 0.37 test accuracy, 0.94 after min-max scaling)."""
+
+
+def check_feature_scale(X) -> None:
+    """Warn (FeatureScaleWarning) if some feature value is far outside [0, 1]."""
+    values = X.data if sparse.issparse(X) else X
+    largest = float(np.max(np.abs(values))) if values.size else 0.0
+    if largest > FEATURE_SCALE_LIMIT:
+        warnings.warn(
+            f"X: features are far outside [0, 1] (max |x| = {largest:.4g} > "
+            f"{FEATURE_SCALE_LIMIT:g}); MSVMAv assumes min-max scaled features and can fail "
+            "silently on raw ones. Scale them, e.g. "
+            "make_pipeline(MinMaxScaler(), MSVMAv())", FeatureScaleWarning, stacklevel=4)
+
+
+def low_rank_threads():
+    """One BLAS thread for the low-rank kernel path: its products are n x (tens to hundreds)
+    and its systems r x r, too small to gain from a second thread, and an idle pool's spinning
+    threads (or another process's) cost more than they give (measured: a 179 x 179 inverse
+    took 0.36 s with threads on a busy two-core machine, milliseconds on one)."""
+    return _THREADPOOLS.limit(limits=1, user_api="blas")
 
 
 def augment(X):
@@ -59,6 +101,15 @@ def augment(X):
 class MSVMAv(MarginClassifier):
     """Margin distribution machine: maximise the average margin, minimise its semi-variance.
 
+    The method assumes features scaled to [0, 1] (the paper's protocol): fitting on features
+    far outside that range (some |x| > 10) emits a ``FeatureScaleWarning``. Scale in a
+    pipeline, which also scales the rows given to ``predict``::
+
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import MinMaxScaler
+        clf = make_pipeline(MinMaxScaler(), MSVMAv()).fit(X_train, y_train)
+        clf.score(X_test, y_test)
+
     Parameters
     ----------
     alpha : float > 0, default 16
@@ -80,15 +131,26 @@ class MSVMAv(MarginClassifier):
     update : {"woodbury", "direct"}
         Linear solver: keep the active-set system current by low-rank updates, or rebuild and
         refactor it every iteration (reference path; same result).
-    approximation : {"auto", "exact", "nystroem"}
-        Kernels only. "auto" uses the exact Gram matrix when about four n x n float64 arrays fit in
-        ``kernel_memory_mb``, otherwise a Nystroem feature map with ``n_components`` landmarks.
-    n_components : int
-        Nystroem landmarks (uniformly sampled training rows).
+    approximation : {"auto", "exact", "low_rank", "nystroem"}
+        Kernels only. "exact": the n x n Gram matrix. "low_rank": K ~ L L^T by randomly pivoted
+        Cholesky, the rank chosen so that the relative trace error
+        trace(K - L L^T) / trace(K) <= ``kernel_tol``, then the same iteration on the rank-r
+        features (the model is an expansion over the r pivot rows). "auto" (default): exact up
+        to 1,024 training rows, low-rank above. The rank is capped by ``n_components``,
+        n / 4 and the memory budget; at the cap, both low-rank modes fall back to exact when
+        the Gram matrix fits ``kernel_memory_mb`` (else they warn and report the error).
+        "nystroem": ``n_components`` uniformly sampled landmarks (exact instead when they are
+        n / 4 or more of the rows and the Gram matrix fits).
+    kernel_tol : float in [0, 1), default 1e-6
+        Relative trace error the low-rank factor must meet (approximation "auto"/"low_rank").
+    n_components : int, default 1000
+        Nystroem landmarks (uniformly sampled training rows); for the low-rank path, the
+        largest rank (its cost grows as n r^2).
     kernel_memory_mb : float
-        Memory budget for the exact kernel path under approximation="auto".
+        Memory budget: the exact kernel path needs about four n x n float64 arrays; the
+        low-rank path's rank is capped so that its n x r arrays fit.
     random_state : int or None
-        Seed for the Nystroem landmark sample.
+        Seed for the pivot or landmark sample.
 
     Attributes
     ----------
@@ -99,7 +161,10 @@ class MSVMAv(MarginClassifier):
     n_iter_ : int, iterations run (max over one-vs-rest tasks)
     history_ : list of dicts, one per iteration and task: theta, semivariance, objective
         (= SV / theta^2), active (|A_k|), flipped (sign safeguard fired), step.
-    kernel_approximation_ : "exact" or "nystroem" (kernels), None for linear
+    kernel_approximation_ : "exact", "low_rank" or "nystroem" (kernels), None for linear
+    rank_ : int, rank of the kernel matrix used (n for exact, r for low-rank); None for linear
+    kernel_error_ : float, relative trace error trace(K - K_r) / trace(K) of the kernel
+        matrix used (0.0 for exact); None for linear and "precomputed"
     stopped_early_ : bool, True if the callback stopped the fit
     """
 
@@ -114,20 +179,22 @@ class MSVMAv(MarginClassifier):
         "tol": [Interval(Real, 0, None, closed="left")],
         "fit_intercept": ["boolean"],
         "update": [StrOptions({"woodbury", "direct"})],
-        "approximation": [StrOptions({"auto", "exact", "nystroem"})],
+        "approximation": [StrOptions({"auto", "exact", "low_rank", "nystroem"})],
+        "kernel_tol": [Interval(Real, 0, 1, closed="left")],
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "kernel_memory_mb": [Interval(Real, 0, None, closed="neither")],
         "random_state": ["random_state"],
     }
     _array_attrs = ("coef_", "intercept_", "dual_coef_", "X_fit_")
-    _json_attrs = ("n_iter_", "history_", "kernel_approximation_", "gamma_", "fit_info_")
+    _json_attrs = ("n_iter_", "history_", "kernel_approximation_", "gamma_", "fit_info_",
+                   "rank_", "kernel_error_")
 
     def __init__(self, alpha: float = 16.0, beta: float = 0.25, *, kernel: str = "linear",
                  gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
                  max_iter: int = 100, tol: float = 1e-8, fit_intercept: bool = True,
                  update: str = "woodbury", approximation: str = "auto",
-                 n_components: int = 1000, kernel_memory_mb: float = 8192,
-                 random_state: int | None = None) -> None:
+                 kernel_tol: float = 1e-6, n_components: int = 1000,
+                 kernel_memory_mb: float = 8192, random_state: int | None = None) -> None:
         self.alpha = alpha
         self.beta = beta
         self.kernel = kernel
@@ -139,24 +206,82 @@ class MSVMAv(MarginClassifier):
         self.fit_intercept = fit_intercept
         self.update = update
         self.approximation = approximation
+        self.kernel_tol = kernel_tol
         self.n_components = n_components
         self.kernel_memory_mb = kernel_memory_mb
         self.random_state = random_state
 
     # -- fitting ---------------------------------------------------------------------------
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
+        if self.kernel != "precomputed":
+            check_feature_scale(X)
         self.history_ = []
         self.coef_ = self.intercept_ = self.dual_coef_ = self.X_fit_ = None
         self.kernel_approximation_ = None
         self.gamma_ = None
+        self.rank_ = self.kernel_error_ = None
         if self.kernel == "linear":
             self._fit_linear(X, Y, callback)
-        else:
-            self.gamma_ = resolve_gamma(self.gamma, X.shape[1])
-            if self._use_nystroem(X.shape[0]):
-                self._fit_nystroem(X, Y, callback)
+            return
+        self.gamma_ = resolve_gamma(self.gamma, X.shape[1])
+        n = X.shape[0]
+        method = self.kernel_path(n)
+        reason = None
+        if method == "low_rank":
+            max_rank = self._max_rank(n)
+            with low_rank_threads():
+                factor = pivoted_cholesky(X, **self._kernel_args(), tol=self.kernel_tol,
+                                          max_rank=max_rank, random_state=self.random_state)
+            capped = factor.error > self.kernel_tol and factor.rank >= max_rank < n
+            if capped and self._exact_fits(n):
+                reason = (f"rank {factor.rank} reached its cap (min of n_components and "
+                          f"{LOW_RANK_SHARE:g} n) before the trace error {factor.error:.3g} "
+                          "met kernel_tol")
+                method = "exact"
             else:
-                self._fit_exact_kernel(X, Y, callback)
+                if capped:
+                    warnings.warn(
+                        f"n_components: the low-rank kernel stopped at rank {factor.rank} "
+                        f"with relative trace error {factor.error:.3g} > kernel_tol "
+                        f"{self.kernel_tol:g}; raise n_components (and kernel_memory_mb if "
+                        "it binds) for a closer fit", UserWarning, stacklevel=3)
+                self._fit_low_rank(X, Y, callback, factor)
+        elif method == "nystroem":
+            self._fit_nystroem(X, Y, callback)
+        if method == "exact":
+            self._fit_exact_kernel(X, Y, callback)
+            if reason:
+                self.fit_info_["fallback"] = reason
+
+    def _exact_fits(self, n: int) -> bool:
+        return EXACT_KERNEL_ARRAYS * 8.0 * n * n / 2**20 <= self.kernel_memory_mb
+
+    def _max_rank(self, n: int) -> int:
+        """Largest rank the low-rank path may reach: n_components (its cost grows as n r^2),
+        within the memory budget, and below LOW_RANK_SHARE n while the exact kernel is there
+        to fall back on."""
+        by_memory = int(self.kernel_memory_mb * 2**20 / (LOW_RANK_ARRAYS * 8.0 * max(n, 1)))
+        rank = min(n, self.n_components, max(1, by_memory))
+        if self._exact_fits(n):
+            rank = min(rank, math.ceil(LOW_RANK_SHARE * n))
+        return rank
+
+    def kernel_path(self, n: int) -> str:
+        """The path a kernel fit on n rows starts on: "exact", "low_rank" or "nystroem" (a
+        low-rank start may still end exact: see ``fit_info_["fallback"]``). For callers that
+        share exact Gram matrices across fits (cross-validation) and must agree with fit."""
+        if self.kernel == "precomputed":
+            if self.approximation in ("low_rank", "nystroem"):
+                raise ValueError(f"approximation: {self.approximation!r} needs feature rows, "
+                                 "not a precomputed kernel")
+            return "exact"
+        if self.approximation == "auto":
+            small = n <= AUTO_EXACT_ROWS and self._exact_fits(n)
+            return "exact" if small else "low_rank"
+        if self.approximation == "nystroem" and self._exact_fits(n) and (
+                min(self.n_components, n) >= LOW_RANK_SHARE * n):
+            return "exact"  # as many landmarks as this cost more than the exact kernel
+        return self.approximation
 
     def _run_tasks(self, Y: np.ndarray, callback, make_space, dim: int,
                    info: dict | None = None) -> tuple[np.ndarray, dict]:
@@ -193,13 +318,6 @@ class MSVMAv(MarginClassifier):
         self.coef_ = W[:d].T.copy()
         self.intercept_ = W[d].copy() if self.fit_intercept else np.zeros(T)
 
-    def _use_nystroem(self, n: int) -> bool:
-        if self.approximation != "auto":
-            return self.approximation == "nystroem"
-        if self.kernel == "precomputed":
-            return False
-        return EXACT_KERNEL_ARRAYS * 8.0 * n * n / 2**20 > self.kernel_memory_mb
-
     def _kernel_args(self) -> dict:
         return {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
                 "coef0": self.coef0}
@@ -215,34 +333,54 @@ class MSVMAv(MarginClassifier):
         self.dual_coef_ = A[:, 0].copy() if A.shape[1] == 1 else A
         self.X_fit_ = None if self.kernel == "precomputed" else to_dense_rows(X)
         self.kernel_approximation_ = "exact"
+        self.rank_, self.kernel_error_ = n, 0.0
+
+    def _fit_features(self, Lt: np.ndarray, Y: np.ndarray, callback, info: dict) -> np.ndarray:
+        """MSVMAv on K ~ L L^T, given L^T (r, n). Returns the feature-space weights W (r, T):
+        f(x_i) = L_i W.
+
+        The iteration runs exactly on the approximate kernel, in the eigenbasis of L^T L
+        (L V = U Sigma) with coordinates u (f = U Sigma^2 u, ||f||_H = ||Sigma u||), where
+        the proximal metric I + K of the kernel step is diagonal (I + Sigma^2 on span U).
+        Each iteration costs O(n r) plus the active-set updates of an r x r system."""
+        with low_rank_threads():
+            lam, V = linalg.eigh(Lt @ Lt.T, check_finite=False)
+            keep = lam > 1e-12 * max(lam.max(initial=0.0), 1e-300)
+            lam, V = lam[keep], V[:, keep]
+            sig = np.sqrt(lam)
+            PV = np.ascontiguousarray((V.T @ Lt).T)  # = L V = U Sigma, (n, r')
+            Xr = PV * sig
+            U, self.fit_info_ = self._run_tasks(
+                Y, callback,
+                lambda y: PrimalSpace(Xr, y, self.beta, shift=(PV.T @ y) / sig,  # U^T y
+                                      base_extra=lam, mu=lam, update=self.update),
+                V.shape[1], {**info, "n_components": int(keep.sum())})
+        self.rank_ = int(keep.sum())
+        return V @ (sig[:, None] * U)
+
+    def _fit_low_rank(self, X, Y, callback, factor) -> None:
+        W = self._fit_features(factor.factor, Y, callback, {"pivots": factor.rank})
+        # f(x) = phi(x)^T W with phi(x) = L_PP^{-1} k(X_P, x): dual = L_PP^{-T} W
+        dual = linalg.solve_triangular(factor.pivot_block(), W, lower=True, trans="T",
+                                       check_finite=False)
+        self.dual_coef_ = dual[:, 0].copy() if dual.shape[1] == 1 else dual
+        self.X_fit_ = to_dense_rows(X[factor.pivots])
+        self.kernel_approximation_ = "low_rank"
+        self.kernel_error_ = factor.error
 
     def _fit_nystroem(self, X, Y, callback) -> None:
-        if self.kernel == "precomputed":
-            raise ValueError("approximation: 'nystroem' needs feature rows, not a precomputed "
-                             "kernel")
         n = X.shape[0]
         ny = Nystroem(kernel=self.kernel, gamma=self.gamma_, degree=self.degree,
                       coef0=self.coef0, n_components=min(self.n_components, n),
                       random_state=self.random_state).fit(X)
-        Phi = ny.transform(X)
-        # Rotate to the eigenbasis of Phi^T Phi: Phi V = U Sigma; work with X_r = U Sigma^2 and
-        # coordinates u (f = X_r u, ||f||_H = ||Sigma u||), where the prox metric is diagonal.
-        lam, V = np.linalg.eigh(Phi.T @ Phi)
-        keep = lam > 1e-12 * max(lam.max(), 1e-300)
-        lam, V = lam[keep], V[:, keep]
-        sig = np.sqrt(lam)
-        PV = Phi @ V  # = U Sigma
-        del Phi
-        Xr = PV * sig
-        U, self.fit_info_ = self._run_tasks(
-            Y, callback,
-            lambda y: PrimalSpace(Xr, y, self.beta, shift=(PV.T @ y) / sig,  # U^T y
-                                  base_extra=lam, mu=lam, update=self.update),
-            V.shape[1], {"n_components": int(keep.sum())})
-        dual = ny.normalization_.T @ (V @ (sig[:, None] * U))
-        self.dual_coef_ = dual[:, 0].copy() if U.shape[1] == 1 else dual
+        Lt = np.ascontiguousarray(ny.transform(X).T)
+        trace = float(kernel_diagonal(X, **self._kernel_args()).sum())
+        W = self._fit_features(Lt, Y, callback, {})
+        dual = ny.normalization_.T @ W
+        self.dual_coef_ = dual[:, 0].copy() if dual.shape[1] == 1 else dual
         self.X_fit_ = to_dense_rows(ny.components_)
         self.kernel_approximation_ = "nystroem"
+        self.kernel_error_ = max(0.0, trace - float(np.einsum("ij,ij->", Lt, Lt))) / trace
 
     # -- prediction ------------------------------------------------------------------------
     def _decision(self, X) -> np.ndarray:

@@ -2,18 +2,20 @@
 multi-class, persistence, callbacks, Nystroem, bad inputs."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
 from scipy import sparse
-from sklearn.datasets import make_classification
+from sklearn.datasets import load_breast_cancer, make_classification
 from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
-from sklearn.model_selection import GridSearchCV
+from sklearn.model_selection import GridSearchCV, train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from solver import MSVMAv, model_from_dict
+from solver.msvmav import FeatureScaleWarning
 
 
 @parametrize_with_checks([MSVMAv(), MSVMAv(kernel="rbf", max_iter=20)])
@@ -104,7 +106,8 @@ def test_multiclass_margin_is_own_minus_best_other():
 
 @pytest.mark.parametrize("params", [
     {}, {"kernel": "rbf", "max_iter": 15}, {"kernel": "poly", "degree": 2, "max_iter": 15},
-    {"kernel": "rbf", "approximation": "nystroem", "n_components": 40, "random_state": 0},
+    {"kernel": "rbf", "approximation": "nystroem", "n_components": 30, "random_state": 0},
+    {"kernel": "rbf", "approximation": "low_rank", "kernel_tol": 1e-4, "random_state": 0},
 ])
 def test_persistence_round_trip_is_bit_identical(data, params):
     X, y = data
@@ -127,6 +130,7 @@ def test_persistence_round_trip_is_bit_identical(data, params):
     assert np.array_equal(restored.predict(X), m.predict(X))
     assert restored.get_params() == m.get_params()
     assert restored.history_ == m.history_ and restored.n_iter_ == m.n_iter_
+    assert (restored.rank_, restored.kernel_error_) == (m.rank_, m.kernel_error_)
 
 
 def test_callback_sees_every_iteration_and_can_stop(data):
@@ -164,26 +168,29 @@ def test_history_objective_is_sv_over_theta_squared(data):
     assert np.isclose(last["objective"], sv / theta**2, rtol=1e-8)
 
 
-def test_nystroem_with_all_landmarks_equals_exact_kernel(data):
-    """With every training row a landmark, the Nystroem kernel is the exact kernel, so the
-    low-rank path must reproduce the exact path's iterates."""
+def test_nystroem_with_landmarks_near_n_is_the_exact_kernel(data):
+    """With every training row a landmark the Nystroem kernel is the exact kernel; so many
+    landmarks (n / 4 or more) would only cost more, and the exact path is used."""
     X, y = data
     exact = MSVMAv(kernel="rbf", gamma=0.5, max_iter=25, tol=0).fit(X, y)
     ny = MSVMAv(kernel="rbf", gamma=0.5, max_iter=25, tol=0, approximation="nystroem",
                 n_components=X.shape[0], random_state=0).fit(X, y)
-    assert ny.kernel_approximation_ == "nystroem"
+    assert ny.kernel_approximation_ == "exact" and ny.rank_ == X.shape[0]
     Xt = X[::3] * 0.95
-    assert np.allclose(ny.decision_function(Xt), exact.decision_function(Xt), rtol=1e-6,
-                       atol=1e-8)
+    assert np.array_equal(ny.decision_function(Xt), exact.decision_function(Xt))
 
 
-def test_auto_switches_to_nystroem_when_gram_would_not_fit(data):
+def test_auto_goes_low_rank_when_gram_would_not_fit(data):
     X, y = data
-    small = MSVMAv(kernel="rbf", kernel_memory_mb=0.01, n_components=30,
+    small = MSVMAv(kernel="rbf", kernel_memory_mb=0.5, kernel_tol=1e-4,
                    random_state=0).fit(X, y)
-    assert small.kernel_approximation_ == "nystroem" and small.X_fit_.shape == (30, 6)
+    assert small.kernel_approximation_ == "low_rank"
+    assert small.X_fit_.shape == (small.rank_, 6) and small.kernel_error_ <= 1e-4
     big = MSVMAv(kernel="rbf").fit(X, y)
     assert big.kernel_approximation_ == "exact"
+    assert (big.rank_, big.kernel_error_) == (X.shape[0], 0.0)
+    linear = MSVMAv().fit(X, y)
+    assert linear.rank_ is None and linear.kernel_error_ is None
 
 
 def test_sparse_input_for_kernels_and_linear(data):
@@ -251,3 +258,30 @@ def test_works_in_pipeline_and_grid_search(data):
                           {"msvmav__alpha": [1, 16], "msvmav__beta": [0.25, 1]}, cv=3)
     search.fit(X, y)
     assert search.best_score_ > 0.7
+
+
+def test_raw_features_warn_and_a_scaling_pipeline_does_not():
+    """Issue 10 item 7: unscaled load_breast_cancer made MSVMAv predict one class silently."""
+    X, y = load_breast_cancer(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, stratify=y, random_state=0)
+    with pytest.warns(FeatureScaleWarning, match=r"far outside \[0, 1\].*[Ss]cale them.*"
+                      r"make_pipeline\(MinMaxScaler\(\), MSVMAv\(\)\)"):
+        MSVMAv().fit(Xtr, ytr)
+    assert issubclass(FeatureScaleWarning, UserWarning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test
+        clf = make_pipeline(MinMaxScaler(), MSVMAv()).fit(Xtr, ytr)
+    assert clf.score(Xte, yte) >= 0.9
+    with pytest.warns(FeatureScaleWarning):  # sparse rows and kernels too
+        MSVMAv(kernel="rbf", max_iter=5).fit(sparse.csr_matrix(Xtr), ytr)
+
+
+@pytest.mark.parametrize("top,warns", [(10.0, False), (10.5, True), (-11.0, True)])
+def test_feature_scale_threshold_is_max_abs_value_ten(data, top, warns):
+    X, y = data
+    X = X.copy()
+    X[0, 0] = top
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        MSVMAv(max_iter=3).fit(X, y)
+    assert any(issubclass(w.category, FeatureScaleWarning) for w in caught) == warns
