@@ -35,6 +35,7 @@ HYPER_PARAMETERS = (
     "tol",
     "fit_intercept",
     "approximation",
+    "kernel_tol",
     "n_components",
 )
 HISTORY_POINTS = 50
@@ -266,6 +267,8 @@ def describe_estimator(est: Any, params: dict[str, Any]) -> dict[str, Any]:
             )
         }
     info: dict[str, Any] = {"kernel": params.get("kernel"), "gamma": getattr(est, "gamma_", None)}
+    if getattr(est, "rank_", None) is not None:  # MSVMAv: the kernel path taken and its error
+        info.update(rank=int(est.rank_), kernel_error=float(est.kernel_error_))
     dual = getattr(est, "dual_coef_", None)
     if dual is not None:
         dual = np.asarray(dual, dtype=np.float64)

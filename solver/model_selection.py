@@ -50,7 +50,7 @@ from ._msvmav_core import DualSpace, iterate
 from .comparators import ALGORITHMS as _COMPARATORS
 from .comparators import iter_configs, param_grid
 from .kernels import gram_matrix, kernel_matrix, resolve_gamma
-from .msvmav import EXACT_KERNEL_ARRAYS, MSVMAv, kernel_threads
+from .msvmav import MSVMAv, kernel_threads
 from .parallel import dask_client, effective_jobs, run_tasks
 
 ALGORITHM_NAMES: tuple[str, ...] = ("msvmav", *_COMPARATORS)
@@ -253,12 +253,10 @@ def _plan(algorithm: str, kernel: str, configs: list[dict], fixed: dict, n_folds
                 for chunk in _chunks(all_idx, per_fold)]
     # kernels: one task per (fold, gamma); MSVMAv only when its exact path would be used
     est = make_estimator(algorithm, {}, kernel=kernel, fixed=fixed)
-    if algorithm == "msvmav":
-        too_big = EXACT_KERNEL_ARRAYS * 8.0 * n_train ** 2 / 2**20 > est.kernel_memory_mb
-        if not binary or est.approximation == "nystroem" or (
-                est.approximation == "auto" and too_big):
-            return [("plain", f, chunk, None) for f in range(n_folds)
-                    for chunk in _chunks(all_idx, max(n_jobs, 4))]
+    # share Gram matrices only where MSVMAv.fit itself would take the exact path
+    if algorithm == "msvmav" and (not binary or est.kernel_path(n_train) != "exact"):
+        return [("plain", f, chunk, None) for f in range(n_folds)
+                for chunk in _chunks(all_idx, max(n_jobs, 4))]
     groups: dict[float, list[int]] = {}
     for i, c in enumerate(configs):
         groups.setdefault(c.get("gamma", fixed.get("gamma")), []).append(i)

@@ -140,14 +140,25 @@ class TrainRequest(BaseModel):
         description="Stop when the objective changes less than this",
     )
     fit_intercept: bool = Field(_D["fit_intercept"], description="Learn a bias term")
-    approximation: Literal["auto", "exact", "nystroem"] = Field(
-        _D["approximation"], description="rbf/poly: exact kernel or Nyström features"
+    approximation: Literal["auto", "exact", "low_rank", "nystroem"] = Field(
+        _D["approximation"],
+        description="rbf/poly: auto (exact kernel up to 1,024 rows, above that a low-rank "
+        "factor whose rank meets kernel_tol, exact again if that rank would be large), exact, "
+        "low_rank, or Nyström features",
+    )
+    kernel_tol: float = Field(
+        _D["kernel_tol"],
+        ge=0,
+        lt=1,
+        description="Low-rank path: largest relative trace error of the kernel factor "
+        "(the model reports the rank and error reached)",
     )
     n_components: int = Field(
         _D["n_components"],
         ge=1,
         le=100_000,
-        description="Nyström components (approximation=nystroem)",
+        description="Nyström components (approximation=nystroem); the low-rank path's "
+        "largest rank",
     )
     scaling: Literal["minmax", "none"] = Field(
         "minmax",

@@ -60,6 +60,31 @@ def test_rbf_model_has_kernel_summary(client, worker):
     assert ks["kernel"] == "rbf" and ks["n_expansion_terms"] >= 1
 
 
+def test_low_rank_rbf_model_reports_its_rank_and_kernel_error(client, worker):
+    """/train takes the solver's low-rank kernel path and its tolerance; the model reports the
+    rank and trace error reached, and predicts like an exact model of the same data."""
+    X, y = blobs(n=120, seed=7)
+    content = to_csv(X, y)
+    common = {"kernel": "rbf", "gamma": 0.5, "max_iter": 60}
+    low = trained_model(
+        client, worker, content, approximation="low_rank", kernel_tol=1e-5, **common
+    )
+    ks = low["kernel_summary"]
+    assert 1 <= ks["rank"] < 30 and 0 < ks["kernel_error"] <= 1e-5
+    exact = trained_model(client, worker, content, approximation="exact", **common)
+    assert exact["kernel_summary"]["rank"] == 120 and exact["kernel_summary"]["kernel_error"] == 0
+    rows = X[:20].tolist()
+    got = [
+        client.post("/predict", json={"model_id": m["id"], "instances": rows}).json()
+        for m in (low, exact)
+    ]
+    d_low = np.array([p["decision_value"] for p in got[0]["predictions"]])
+    d_exact = np.array([p["decision_value"] for p in got[1]["predictions"]])
+    np.testing.assert_allclose(d_low, d_exact, rtol=1e-3, atol=1e-3 * np.abs(d_exact).max())
+    r = client.post("/train", json={"dataset_id": low["dataset_id"], "kernel_tol": 1.5})
+    assert_problem(r, 422, "kernel_tol")
+
+
 def test_model_roundtrip_predicts_like_the_fitted_estimator(client, worker, app):
     X, y = blobs(n=100, seed=4)
     ds = upload(client, to_csv(X, y))
