@@ -10,6 +10,7 @@ non-loopback address turns ``auto`` into ``on`` (``app.auth.serving``).
 from __future__ import annotations
 
 import threading
+import time
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -18,6 +19,9 @@ from app.auth.keys import Principal, Scope, hash_key
 from app.config import Settings
 from app.db import begin_read
 from app.problems import TYPE_BASE, Problem
+
+# How long "no key exists yet" is trusted before the database is asked again (auth=auto).
+OPEN_RECHECK_SECONDS = 1.0
 
 CHALLENGE = "Bearer"
 SCHEME = "bearer"
@@ -64,17 +68,30 @@ class AuthGate:
         self.admin_hash = hash_key(secret) if secret else None
         self._lock = threading.Lock()
         self._required = self.mode == "on" or (self.mode == "auto" and self.admin_hash is not None)
+        self._open_until = 0.0  # monotonic time until which "no key exists" is trusted
+
+    def known_open(self) -> bool:
+        """True when no key is needed and that was checked less than OPEN_RECHECK_SECONDS ago:
+        the request needs neither a database query nor a thread (the quick start's hot path)."""
+        return self.mode == "off" or (
+            not self._required and time.monotonic() < self._open_until
+        )
 
     def required(self) -> bool:
-        """Does a request need a key now? Once true, true for the life of the process."""
+        """Does a request need a key now? Once true, true for the life of the process. While
+        open, the database is asked at most every OPEN_RECHECK_SECONDS: a key created by
+        another process (``msvmav keys create``) closes the service within that time, one
+        created over this process's /keys at once."""
         if self.mode == "off":
             return False
-        if not self._required:
+        if not self._required and time.monotonic() >= self._open_until:
             with self.session_factory() as session:
-                begin_read(session)  # every request asks: never queue for SQLite's write lock
+                begin_read(session)  # never queue for SQLite's write lock
                 exists = service.any_key_exists(session)
             if exists:
                 self.key_created()
+            else:
+                self._open_until = time.monotonic() + OPEN_RECHECK_SECONDS
         return self._required
 
     def key_created(self) -> None:

@@ -10,11 +10,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.config import Settings
-from app.db import make_engine, upgrade_to_head
+from app.db import make_engine
 from app.main import create_app
 from app.orm import Base
 from app.worker import Worker
-from tests.app.support import create_postgres_database, drop_postgres_database
+from tests.app.support import migrated_database
 
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TEST_DATABASE_URL") else [])
 
@@ -24,18 +24,8 @@ def database_url(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     """An empty database migrated to head with Alembic (not create_all)."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'test.db'}"
-        upgrade_to_head(url)
+    with migrated_database(request.param, tmp_path_factory.mktemp("db")) as url:
         yield url
-        return
-    admin_url = os.environ["TEST_DATABASE_URL"]
-    url = create_postgres_database(admin_url)
-    try:
-        upgrade_to_head(url)
-        yield url
-    finally:
-        drop_postgres_database(admin_url, url)
 
 
 @pytest.fixture

@@ -4,6 +4,9 @@ a job run in a thread, problem+json and image assertions."""
 from __future__ import annotations
 
 import io
+import os
+import signal
+import subprocess
 import threading
 import time
 import uuid
@@ -17,6 +20,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
+from app.db import upgrade_to_head
 from app.worker import Worker, claim_next_job, run_job
 
 SHARED_DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
@@ -148,3 +152,39 @@ def assert_problem(r, status: int, field: str | None = None) -> dict:
         assert field in body["detail"], body
         assert any(e["field"] == field for e in body.get("errors", [])), body
     return body
+
+
+@contextmanager
+def migrated_database(backend: str, directory: Path) -> Iterator[str]:
+    """A new database migrated to head with Alembic: SQLite in ``directory``, or a scratch
+    PostgreSQL database (dropped afterwards) on the server of TEST_DATABASE_URL."""
+    if backend == "sqlite":
+        url = f"sqlite:///{directory / 'test.db'}"
+        upgrade_to_head(url)
+        yield url
+        return
+    admin_url = os.environ["TEST_DATABASE_URL"]
+    url = create_postgres_database(admin_url)
+    try:
+        upgrade_to_head(url)
+        yield url
+    finally:
+        drop_postgres_database(admin_url, url)
+
+
+def stop_workers(procs: list[subprocess.Popen]) -> list[str]:
+    """SIGTERM each worker process still running (SIGCONT first: a stopped process cannot
+    handle it), then collect their outputs; kill any that does not exit within 30 s."""
+    for p in procs:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGCONT)
+            p.send_signal(signal.SIGTERM)
+    outputs = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        outputs.append(out)
+    return outputs

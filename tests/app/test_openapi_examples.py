@@ -14,10 +14,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.config import Settings
-from app.db import make_engine, upgrade_to_head
+from app.db import make_engine
 from app.main import create_app
 from app.worker import Worker
-from tests.app.support import create_postgres_database, drop_postgres_database, run_jobs
+from tests.app.support import migrated_database, run_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 WDBC = ROOT / "examples" / "wdbc.arff"
@@ -27,18 +27,8 @@ BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TEST_DATABASE_URL") e
 @pytest.fixture(params=BACKENDS)
 def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A brand-new database (ids start at 1, as on a fresh server)."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'fresh.db'}"
-        upgrade_to_head(url)
+    with migrated_database(request.param, tmp_path) as url:
         yield url
-        return
-    admin_url = os.environ["TEST_DATABASE_URL"]
-    url = create_postgres_database(admin_url)
-    try:
-        upgrade_to_head(url)
-        yield url
-    finally:
-        drop_postgres_database(admin_url, url)
 
 
 # The examples run as a Swagger user of a deployed service would run them: after Authorize

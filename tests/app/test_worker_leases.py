@@ -14,7 +14,7 @@ import time
 from sqlalchemy import func, select
 
 from app.orm import Model
-from tests.app.support import blobs, submit, to_csv, upload, wait_for
+from tests.app.support import blobs, stop_workers, submit, to_csv, upload, wait_for
 
 LEASE = {"MSVMAV_HEARTBEAT_INTERVAL": "0.5", "MSVMAV_LEASE_SECONDS": "3"}
 # A fit of a few seconds: long enough to be interrupted, short enough to be run twice.
@@ -41,22 +41,6 @@ def start_worker(database_url: str, tmp_path, **env: str) -> subprocess.Popen:
     )
     proc.alive_file = alive  # type: ignore[attr-defined]
     return proc
-
-
-def stop_all(procs: list[subprocess.Popen]) -> list[str]:
-    for p in procs:
-        if p.poll() is None:
-            os.kill(p.pid, signal.SIGCONT)  # a stopped process cannot handle SIGTERM
-            p.send_signal(signal.SIGTERM)
-    outputs = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-        outputs.append(out)
-    return outputs
 
 
 def running_under(client, job_id: int, pid: int) -> bool:
@@ -102,7 +86,7 @@ def test_sigkilled_workers_job_is_requeued_and_completed_by_another(
             timeout=120,
         )
     finally:
-        outputs = stop_all(procs)
+        outputs = stop_workers(procs)
     assert body["status"] == "succeeded", (body, outputs)
     assert requeued_after < 3 + 0.5 + 5  # lease + one reap interval + slack for a busy host
     history = body["attempt_history"]
@@ -131,7 +115,7 @@ def test_job_that_kills_every_worker_fails_after_max_attempts(
             timeout=30,
         )
     finally:
-        stop_all(procs)
+        stop_workers(procs)
     assert body["status"] == "failed", body
     assert "killed its worker 2 times" in body["error"]
     assert body["attempts"] == 2
@@ -169,7 +153,7 @@ def test_frozen_worker_that_resumes_writes_nothing(client, engine, database_url,
         time.sleep(1.0)  # give a every chance to write something
         after = client.get(f"/jobs/{job['id']}").json()
     finally:
-        outputs = stop_all(procs)
+        outputs = stop_workers(procs)
     assert f":{b.pid}:" in body["worker_id"]
     assert after == {**body, "attempt_history": history}  # nothing changed since it succeeded
     assert [h["outcome"] for h in history] == ["lost", "succeeded"]

@@ -11,7 +11,7 @@ import time
 from sqlalchemy import func, select
 
 from app.orm import Job, Model
-from tests.app.support import blobs, submit, to_csv, upload
+from tests.app.support import blobs, stop_workers, submit, to_csv, upload
 
 
 def _start_worker(database_url: str, tmp_path) -> subprocess.Popen:
@@ -40,21 +40,6 @@ def _wait(predicate, timeout: float = 90.0) -> None:
     raise AssertionError("timed out")
 
 
-def _stop(procs: list[subprocess.Popen]) -> list[str]:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    outputs = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-        outputs.append(out)
-    return outputs
-
-
 def test_two_worker_processes_run_each_of_20_jobs_exactly_once(
     client, engine, database_url, tmp_path
 ):
@@ -74,7 +59,7 @@ def test_two_worker_processes_run_each_of_20_jobs_exactly_once(
 
         _wait(all_done)
     finally:
-        outputs = _stop(procs)
+        outputs = stop_workers(procs)
     assert [p.returncode for p in procs] == [0, 0], outputs
     with engine.connect() as conn:
         rows = conn.execute(select(Job.id, Job.status, Job.attempts, Job.model_id)).all()
