@@ -5,8 +5,9 @@
 #
 #   scripts/compose-smoke.sh
 #
-# Data: ../shared/datasets/wdbc.arff (relative to the repository root) when present, otherwise a
-# small two-class CSV generated here; SMOKE_DATASET=generated forces the generated one.
+# Data: examples/wdbc.arff, or with SMOKE_DATASET=generated a small two-class CSV made here.
+# SMOKE_DASK=1 also starts the `dask` profile (a scheduler and two Dask workers, with the msvmav
+# workers' MSVMAV_DASK_SCHEDULER pointing at it) and runs a cross-validated search on it.
 # It runs as its own compose project (COMPOSE_PROJECT_NAME, default msvmav-smoke), so its
 # `down -v` never touches the database volume of a `docker compose up` in this directory, and
 # publishes the API on API_PORT (default: a free port). SMOKE_TIMEOUT: seconds to wait for
@@ -42,7 +43,8 @@ cleanup() {
     logs --tail=40 || true
   fi
   step "tear down: docker compose down -v"
-  docker compose down -v --remove-orphans 2>&1 || true
+  # --profile dask: its services too (down leaves services of profiles not named running)
+  docker compose --profile dask down -v --remove-orphans 2>&1 || true
   rm -rf "$WORK"
   exit "$rc"
 }
@@ -82,8 +84,13 @@ print(json.dumps({k: v.get(k) for k in sys.argv[2:]}))
 PY
 }
 
-step "docker compose up -d --build --wait (project $COMPOSE_PROJECT_NAME, API on $API)"
-docker compose up -d --build --wait 2>&1
+UP=(up -d --build --wait)
+if [ "${SMOKE_DASK:-}" = 1 ]; then
+  export MSVMAV_DASK_SCHEDULER=tcp://dask-scheduler:8786
+  UP=(--profile dask up -d --build --wait --scale dask-worker=2)
+fi
+step "docker compose ${UP[*]} (project $COMPOSE_PROJECT_NAME, API on $API)"
+docker compose "${UP[@]}" 2>&1
 docker compose ps --format 'table {{.Name}}\t{{.Service}}\t{{.Status}}'
 n_workers=$(docker compose ps -q worker | wc -l)
 echo "worker containers running: $n_workers"
@@ -108,8 +115,8 @@ AUTH=(-H "@$WORK/write.header")
 call 200 "$API/datasets"
 
 step "data set"
-WDBC=../shared/datasets/wdbc.arff
-if [ "${SMOKE_DATASET:-}" != generated ] && [ -f "$WDBC" ]; then
+WDBC=examples/wdbc.arff
+if [ "${SMOKE_DATASET:-}" != generated ]; then
   DATA=$WDBC LABEL=Class
 else
   DATA=$WORK/blobs.csv LABEL=label
@@ -160,7 +167,9 @@ call 202 -H 'content-type: application/json' \
 summary id kind status dataset_id
 JOB_ID=$(pick id)
 
-step "3. poll: GET /jobs/$JOB_ID until succeeded (timeout ${TIMEOUT} s)"
+# wait_job ID: poll GET /jobs/ID until it has succeeded (fails if it failed or timed out).
+wait_job() {
+local JOB_ID=$1
 deadline=$((SECONDS + TIMEOUT))
 last=
 while :; do
@@ -182,6 +191,10 @@ while :; do
   fi
   sleep 1
 done
+}
+
+step "3. poll: GET /jobs/$JOB_ID until succeeded (timeout ${TIMEOUT} s)"
+wait_job "$JOB_ID"
 MODEL_ID=$(pick model_id)
 WORKER_ID=$(pick worker_id)
 echo "model_id=$MODEL_ID worker_id=$WORKER_ID"
@@ -225,5 +238,35 @@ if r["n"] != 10 or len(r["predictions"]) != 10:
 if r["accuracy"] is None or r["accuracy"] < 0.8:
     sys.exit(f"accuracy {r['accuracy']} below 0.8 on the rows checked")
 PY
+
+if [ "${SMOKE_DASK:-}" = 1 ]; then
+  step "5. a search on the Dask cluster: POST /train with search (dataset $DATASET_ID)"
+  docker compose --profile dask ps --format 'table {{.Name}}\t{{.Service}}\t{{.Status}}'
+  call 202 -H 'content-type: application/json' \
+    -d "{\"dataset_id\": $DATASET_ID, \"search\": {\"grid\": {\"alpha\": [1, 16], \"beta\": [0.25, 1]}, \"cv\": 3}, \"seed\": 0}" \
+    "$API/train"
+  SEARCH_ID=$(pick id)
+  wait_job "$SEARCH_ID"
+  call 200 "$API/models/$(pick model_id)"
+  python3 - "$BODY" <<'PY'
+import json, sys
+m = json.loads(sys.argv[1])
+print(json.dumps({"algorithm": m["algorithm"], "params": {k: m["params"][k] for k in ("alpha", "beta")},
+                  "holdout_accuracy": m["holdout_accuracy"]}))
+PY
+  # The scheduler keeps every task prefix it has seen (they outlive the tasks): the search's
+  # cells must have made some. Nothing else submits tasks to this cluster.
+  ran=$(docker compose --profile dask exec -T dask-scheduler python -c "
+from distributed import Client
+with Client('tcp://127.0.0.1:8786', timeout=10) as c:
+    print(' '.join(sorted(c.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes)))))
+" 2>/dev/null || true)
+  echo "task prefixes the Dask scheduler ran: ${ran:-none}"
+  if [ -z "$ran" ]; then
+    logs --tail=30 dask-scheduler dask-worker worker
+    echo "the search's cells did not run on the Dask cluster" >&2
+    exit 1
+  fi
+fi
 
 step "smoke test passed"
