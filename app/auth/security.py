@@ -8,7 +8,7 @@ valid key before their body is read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -66,12 +66,15 @@ def check(gate: AuthGate, authorization: str | None) -> AuthResult:
     return AuthResult(required=True, principal=gate.authenticate(authorization))
 
 
-def authorize(request: Request, needed: Scope) -> Principal | None:
+async def authorize(request: Request, needed: Scope) -> Principal | None:
     """The request's key owner if keys are required (403 if the scope is too low); None when
-    the service is open."""
+    the service is open. Async: the middleware's result is at hand, so checking the scope
+    costs no trip to the thread pool."""
     result: AuthResult | None = request.scope.get("state", {}).get(_STATE_KEY)
     if result is None:  # the middleware did not run (or skipped this path)
-        result = check(_gate(request), request.headers.get("authorization"))
+        result = await run_in_threadpool(
+            check, _gate(request), request.headers.get("authorization")
+        )
     if not result.required:
         return None
     assert result.principal is not None
@@ -86,19 +89,21 @@ def authorize(request: Request, needed: Scope) -> Principal | None:
 _Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
 
 
-def require(needed: Scope) -> Callable[..., Principal | None]:
+def require(needed: Scope) -> Callable[..., Awaitable[Principal | None]]:
     """Dependency: a key of scope ``needed`` or higher (when keys are required)."""
 
-    def dependency(request: Request, _credentials: _Credentials) -> Principal | None:
-        return authorize(request, needed)
+    async def dependency(request: Request, _credentials: _Credentials) -> Principal | None:
+        return await authorize(request, needed)
 
     dependency.__name__ = f"require_{needed.value}"
     return dependency
 
 
-def require_by_method(request: Request, _credentials: _Credentials) -> Principal | None:
+async def require_by_method(request: Request, _credentials: _Credentials) -> Principal | None:
     """Dependency: ``read`` for GET/HEAD, ``write`` for anything else."""
-    return authorize(request, Scope.read if request.method in READ_METHODS else Scope.write)
+    return await authorize(
+        request, Scope.read if request.method in READ_METHODS else Scope.write
+    )
 
 
 class AuthMiddleware:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body, File, Form, Response, UploadFile
+from starlette.concurrency import run_in_threadpool
 
 from app.deps import SessionDep, SettingsDep
 from app.ids import MAX_DB_ID
@@ -22,6 +23,9 @@ from app.problems import problem_responses
 # Bodies parsed and answers rendered with orjson; the answer is built as plain JSON values
 # (documented by response_model, not validated again: 100k rows would be 100k models).
 router = APIRouter(prefix="/predict", tags=["predict"], route_class=OrjsonRoute)
+
+# Most rows a /predict request may have to be answered on the event loop (see predict).
+INLINE_ROWS = 16
 
 _PREDICT_EXAMPLES = {
     "rows": {
@@ -46,20 +50,28 @@ _PREDICT_EXAMPLES = {
     response_model=PredictResponse,
     responses=problem_responses(413, 422),
 )
-def predict(
+async def predict(
     session: SessionDep,
     settings: SettingsDep,
     request: Annotated[PredictRequest, Body(openapi_examples=_PREDICT_EXAMPLES)],
 ) -> Response:
-    return json_response(
-        service.predict_rows(
-            session,
-            model_id=request.model_id,
-            instances=request.instances,
-            labels=request.labels,
-            settings=settings,
+    def answer() -> Response:
+        return json_response(
+            service.predict_rows(
+                session,
+                model_id=request.model_id,
+                instances=request.instances,
+                labels=request.labels,
+                settings=settings,
+            )
         )
-    )
+
+    # A few rows cost less than the trip to the thread pool (one indexed lookup and a cached
+    # model's decision function): answered on the event loop. Batches go to the pool, so they
+    # never hold up other requests.
+    if len(request.instances) <= INLINE_ROWS:
+        return answer()
+    return await run_in_threadpool(answer)
 
 
 @router.post(
