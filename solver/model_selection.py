@@ -178,8 +178,9 @@ def _run_task_quiet(shared: dict, task: tuple, tick: Callable[[], Any]
         classes, yi = np.unique(ytr, return_inverse=True)
         est = MSVMAv(**fixed)
         W, n_iter = fit_linear_batch(
-            Xtr, 2.0 * yi - 1.0, [configs[i]["alpha"] for i in idx],
-            [configs[i]["beta"] for i in idx], max_iter=est.max_iter, tol=est.tol,
+            # a grid may leave alpha or beta out: the fixed value (or MSVMAv's default) then
+            Xtr, 2.0 * yi - 1.0, [configs[i].get("alpha", est.alpha) for i in idx],
+            [configs[i].get("beta", est.beta) for i in idx], max_iter=est.max_iter, tol=est.tol,
             fit_intercept=est.fit_intercept, callback=lambda _k: tick())
         d = X.shape[1]
         coef, bias = (W[:, :d], W[:, d]) if est.fit_intercept else (W, 0.0)

@@ -180,3 +180,18 @@ def test_linear_msvmav_table_does_not_depend_on_n_jobs():
     tables = [[(r["params"], r["scores"]) for r in cross_validate_grid(
         "msvmav", X, y, grid=grid, cv=4, n_jobs=n_jobs).table] for n_jobs in (1, 2, 3)]
     assert tables[0] == tables[1] == tables[2]
+
+
+def test_linear_grid_may_leave_beta_out():
+    """A grid over alpha alone takes beta from params (or MSVMAv's default): the lockstep
+    batch used to raise KeyError: 'beta'. Its accuracies equal one fit per setting."""
+    rng = np.random.default_rng(3)
+    X = rng.random((90, 4))
+    y = (X[:, 0] + 0.3 * X[:, 1] > 0.65).astype(int)
+    search = cross_validate_grid("msvmav", X, y, grid={"alpha": [1, 16]}, cv=3, n_jobs=1,
+                                 params={"beta": 0.5})
+    folds = kfold_indices(len(y), 3, random_state=0)
+    for row in search.table:
+        est = MSVMAv(alpha=row["params"]["alpha"], beta=0.5)
+        expected = [est.fit(X[tr], y[tr]).score(X[te], y[te]) for tr, te in folds]
+        np.testing.assert_allclose(row["scores"], expected, atol=1e-12)
