@@ -26,12 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -39,23 +36,13 @@ sys.path.insert(0, str(ROOT))
 from app.config import Settings  # noqa: E402
 from app.db import upgrade_to_head  # noqa: E402
 from app.main import create_app  # noqa: E402
-from tests.app.support import blobs, to_csv  # noqa: E402
-
-
-def scratch_database(admin_url: str) -> str:
-    name = f"msvmav_bench_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-
-
-def drop_database(admin_url: str, url: str) -> None:
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)'))
-    admin.dispose()
+from tests.app.support import (  # noqa: E402
+    blobs,
+    create_postgres_database,
+    drop_postgres_database,
+    to_csv,
+    wait_for,
+)
 
 
 def start_worker(url: str, workdir: str, name: str) -> subprocess.Popen:
@@ -72,14 +59,6 @@ def start_worker(url: str, workdir: str, name: str) -> subprocess.Popen:
     )
 
 
-def wait(predicate, timeout: float = 120.0, interval: float = 0.02):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise TimeoutError("timed out")
 
 
 def iso_seconds(stamp: str) -> float:
@@ -103,13 +82,13 @@ def trial(client: TestClient, url: str, workdir: str, dataset_id: int) -> dict[s
                 and f":{a.pid}:" in (body["worker_id"] or "")
             )
 
-        wait(running_on_a)
+        wait_for(running_on_a, timeout=120)
         b = start_worker(url, workdir, f"b-{job_id}")
-        wait(lambda: Path(f"{workdir}/alive-b-{job_id}").exists())  # B polls the queue
+        wait_for(lambda: Path(f"{workdir}/alive-b-{job_id}").exists(), timeout=120)  # B polls
         a.send_signal(signal.SIGKILL)
         a.wait()
         killed = time.time()
-        body = wait(
+        body = wait_for(
             lambda: (
                 (j := client.get(f"/jobs/{job_id}").json())["status"] in ("succeeded", "failed")
                 and j
@@ -140,7 +119,7 @@ def main() -> int:
     if not admin:
         print("set TEST_DATABASE_URL to a PostgreSQL URL (the bench creates its own database)")
         return 2
-    url = scratch_database(admin)
+    url = create_postgres_database(admin)
     defaults = Settings(_env_file=None)
     try:
         upgrade_to_head(url)
@@ -153,7 +132,7 @@ def main() -> int:
             dataset_id = r.json()["id"]
             rows = [trial(client, url, workdir, dataset_id) for _ in range(args.trials)]
     finally:
-        drop_database(admin, url)
+        drop_postgres_database(admin, url)
     print(
         f"PostgreSQL, defaults: heartbeat {defaults.heartbeat_interval:g} s, "
         f"lease {defaults.lease_seconds:g} s, {args.trials} trials (SIGKILL of the worker)"

@@ -25,6 +25,7 @@ class LiveServer:
     cwd: Path  # the server's working directory, holding examples/ (a link)
     env: dict[str, str]  # its environment: PATH has the venv's bin first
     log: Path
+    proc: subprocess.Popen | None = None  # the ``msvmav serve`` process, once started
 
 
 def free_port() -> int:
@@ -67,7 +68,7 @@ def live_server(tmp_path: Path, **env_extra: str) -> Iterator[LiveServer]:
     server = LiveServer(f"http://127.0.0.1:{free_port()}", cwd, env, tmp_path / "serve.log")
     port = server.url.rsplit(":", 1)[1]
     with server.log.open("wb") as log:
-        proc = subprocess.Popen(
+        proc = server.proc = subprocess.Popen(
             [msvmav, "serve", "--port", port], cwd=cwd, env=env, stdout=log, stderr=log
         )
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from collections import Counter
+from typing import Any
 
 from .errors import IngestError
 from .table import RawTable
@@ -129,22 +130,28 @@ def _decide_header(records: list[list[str]], lines: list[int], header: bool | No
     return sniff_header(cleaned_first, sample)
 
 
+def _records(reader: Any, limit: int | None = None) -> tuple[list[list[str]], list[int]]:
+    """The non-blank records of ``reader`` (at most ``limit``) and the line each ends on;
+    csv.Error propagates (the caller words it, with ``reader.line_num``)."""
+    records: list[list[str]] = []
+    lines: list[int] = []
+    for record in reader:
+        if _is_blank(record):
+            continue
+        records.append(record)
+        lines.append(reader.line_num)
+        if limit is not None and len(records) >= limit:
+            break
+    return records, lines
+
+
 def sniff_layout(text: str, *, header: bool | None = None, delimiter: str | None = None
                  ) -> tuple[str, bool, list[list[str]]] | None:
     """(delimiter, has header, first records) decided exactly as ``read_csv`` decides them,
     from the first records only; None when those cannot be read (read_csv explains)."""
     delim = normalize_delimiter(delimiter) if delimiter else sniff_delimiter(text)
-    records: list[list[str]] = []
-    lines: list[int] = []
-    reader = _reader(text, delim)
     try:
-        for record in reader:
-            if _is_blank(record):
-                continue
-            records.append(record)
-            lines.append(reader.line_num)
-            if len(records) > _HEADER_SAMPLE:
-                break
+        records, lines = _records(_reader(text, delim), limit=_HEADER_SAMPLE + 1)
     except csv.Error:
         return None
     has_header = _decide_header(records, lines, header, delimiter, None)
@@ -161,15 +168,9 @@ def read_csv(text: str, *, header: bool | None = None, delimiter: str | None = N
     """
     delim = normalize_delimiter(delimiter) if delimiter else sniff_delimiter(
         text, preferred_delimiter)
-    records: list[list[str]] = []
-    lines: list[int] = []
     reader = _reader(text, delim)
     try:
-        for record in reader:
-            if _is_blank(record):
-                continue
-            records.append(record)
-            lines.append(reader.line_num)
+        records, lines = _records(reader)
     except csv.Error as exc:
         raise IngestError(f"Line {reader.line_num + 1}: cannot read this CSV line ({exc}).",
                           field="file", row=reader.line_num + 1) from None

@@ -107,10 +107,10 @@ def _validate_label_tokens(table: RawTable, j: int, row_ids: list[int],
                               field="file", row=line, column=table.names[j])
 
 
-def _from_table(table: RawTable, fmt: str, label: str | int | None,
-                drop: list[str | int] | None, missing: str,
-                limits: Limits = NO_LIMITS) -> ParsedDataset:
-    names = table.names
+def _label_and_features(names: list[str], label: str | int | None,
+                        drop: list[str | int] | None) -> tuple[int, list[int], list[int]]:
+    """The indices of the label column, the dropped columns and the feature columns (all the
+    others)."""
     label_idx = resolve_label(names, label, default=len(names) - 1)
     dropped = resolve_drop(names, drop, label_idx)
     gone = set(dropped) | {label_idx}
@@ -118,6 +118,14 @@ def _from_table(table: RawTable, fmt: str, label: str | int | None,
     if not feat_idx:
         raise IngestError(f"No feature columns are left after taking {names[label_idx]!r} as "
                           "the label and removing the dropped columns.", field="drop")
+    return label_idx, dropped, feat_idx
+
+
+def _from_table(table: RawTable, fmt: str, label: str | int | None,
+                drop: list[str | int] | None, missing: str,
+                limits: Limits = NO_LIMITS) -> ParsedDataset:
+    names = table.names
+    label_idx, dropped, feat_idx = _label_and_features(names, label, drop)
     if table.is_sparse:
         # Omitted entries may each become a stored value (one-hot defaults) or a missing
         # cell: bound rows x columns before looking at them.
@@ -186,13 +194,7 @@ def _from_columns(table: ColumnTable, label: str | int | None, drop: list[str | 
                   limits: Limits) -> ParsedDataset:
     """The fast CSV path's twin of _from_table (no missing values by construction)."""
     names = table.names
-    label_idx = resolve_label(names, label, default=len(names) - 1)
-    dropped = resolve_drop(names, drop, label_idx)
-    gone = set(dropped) | {label_idx}
-    feat_idx = [j for j in range(len(names)) if j not in gone]
-    if not feat_idx:
-        raise IngestError(f"No feature columns are left after taking {names[label_idx]!r} as "
-                          "the label and removing the dropped columns.", field="drop")
+    label_idx, dropped, feat_idx = _label_and_features(names, label, drop)
     n = table.n_rows
     check_rows(n, limits)
     specs: list[dict] = []

@@ -2,72 +2,24 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
-import subprocess
-import sys
-import time
 
 import httpx
 import pytest
 
-from tests.app.support import SHARED_DATASETS
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.app.support import wait_for
+from tests.live_server import ROOT, live_server
 
 
 @pytest.fixture
 def server(tmp_path):
-    port = _free_port()
-    env = {
-        **os.environ,
-        "MSVMAV_DATABASE_URL": f"sqlite:///{tmp_path / 'e2e.db'}",
-        "MSVMAV_WORKER_POLL_INTERVAL": "0.1",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(proc.stdout.read())
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("server did not become ready")
-            time.sleep(0.2)
-        yield base, proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with live_server(tmp_path) as server:
+        yield server
 
 
 def test_serve_upload_train_poll_predict_wdbc(server):
-    path = SHARED_DATASETS / "wdbc.arff"
-    if not path.exists():
-        pytest.skip(f"{path} not available")
-    base, proc = server
-    with httpx.Client(base_url=base, timeout=30) as http:
+    path = ROOT / "examples" / "wdbc.arff"
+    with httpx.Client(base_url=server.url, timeout=30) as http:
         r = http.post(
             "/datasets", files={"file": ("wdbc.arff", path.read_bytes())}, data={"label": "Class"}
         )
@@ -89,10 +41,11 @@ def test_serve_upload_train_poll_predict_wdbc(server):
         assert r.status_code == 202, r.text
         location = r.headers["location"]
 
-        deadline = time.monotonic() + 120
-        while (job := http.get(location).json())["status"] in ("queued", "running"):
-            assert time.monotonic() < deadline, job
-            time.sleep(0.2)
+        job = wait_for(
+            lambda: (j := http.get(location).json())["status"] not in ("queued", "running") and j,
+            timeout=120,
+            interval=0.2,
+        )
         assert job["status"] == "succeeded", job
 
         model = http.get(f"/models/{job['model_id']}").json()
@@ -118,5 +71,5 @@ def test_serve_upload_train_poll_predict_wdbc(server):
         assert margins["n"] == 455 and margins["statistics"]["histogram"]["counts"]
         assert "msvmav_jobs" in http.get("/metrics").text
 
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 0
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=30) == 0
