@@ -206,6 +206,19 @@ def model_stamp(engine: Engine, model_id: int) -> tuple[Any, ...] | None:
     return None if row is None else tuple(row)
 
 
+def cached(engine: Engine, model_id: int, loc: list[str | int] | None = None) -> LoadedModel | None:
+    """The model from this process's cache if it holds it and its row still exists; None on a
+    cache miss (``load_cached`` then reads it); 404 (or 422 naming ``loc``) when the model does
+    not exist (any more). Needs no session: one ``model_stamp`` query."""
+    stamp = model_stamp(engine, model_id)
+    cache = engine_cache(engine)
+    if stamp is None:
+        cache.drop(model_id)
+        raise not_found("model", model_id, loc)
+    hit = cache.get(model_id)
+    return hit if hit is not None and hit.stamp == stamp else None
+
+
 def load_cached(
     session: Session, model_id: int, loc: list[str | int] | None = None
 ) -> LoadedModel:

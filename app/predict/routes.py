@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, File, Form, Response, UploadFile
+from fastapi import APIRouter, Body, File, Form, Request, Response, UploadFile
 from starlette.concurrency import run_in_threadpool
 
 from app.deps import SessionDep, SettingsDep
@@ -51,25 +51,32 @@ _PREDICT_EXAMPLES = {
     responses=problem_responses(413, 422),
 )
 async def predict(
-    session: SessionDep,
-    settings: SettingsDep,
+    http: Request,
     request: Annotated[PredictRequest, Body(openapi_examples=_PREDICT_EXAMPLES)],
 ) -> Response:
+    # No session or settings dependency: a warm /predict needs no ORM session (the model's
+    # existence is checked on a pooled connection; see app.models.service.load_cached), and
+    # each dependency costs FastAPI's solver a measurable share of a one-row request.
+    state = http.app.state
+
     def answer() -> Response:
         return json_response(
             service.predict_rows(
-                session,
+                state.session_factory,
                 model_id=request.model_id,
                 instances=request.instances,
                 labels=request.labels,
-                settings=settings,
+                settings=state.settings,
             )
         )
 
-    # A few rows cost less than the trip to the thread pool (one indexed lookup and a cached
-    # model's decision function): answered on the event loop. Batches go to the pool, so they
-    # never hold up other requests.
-    if len(request.instances) <= INLINE_ROWS:
+    # On SQLite a few rows cost less than the trip to the thread pool (one indexed read of a
+    # local file in WAL mode, which never waits for a writer, and a cached model's decision
+    # function): answered on the event loop. Batches go to the pool, so they never hold up
+    # other requests; so does everything on PostgreSQL, where the existence check is a network
+    # round trip that must not stall the event loop (and its health probes) when the server is
+    # slow or away.
+    if state.local_database and len(request.instances) <= INLINE_ROWS:
         return answer()
     return await run_in_threadpool(answer)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.datasets import service as datasets
@@ -78,6 +78,17 @@ def _loaded(session: Session, model_id: int, loc: list[str | int] | None) -> mod
     return loaded
 
 
+def _loaded_from(
+    sessions: sessionmaker[Session], model_id: int, loc: list[str | int] | None
+) -> models.LoadedModel:
+    """``_loaded`` with a session of its own, opened only when the cache misses."""
+    hit = models.cached(sessions.kw["bind"], model_id, loc)
+    if hit is not None:
+        return hit
+    with sessions() as session:
+        return _loaded(session, model_id, loc)
+
+
 def _row_encoder(loaded: models.LoadedModel) -> RowEncoder:
     encoder = loaded.extras.get("row_encoder")
     if encoder is None:
@@ -141,7 +152,7 @@ def _respond(
 
 
 def predict_rows(
-    session: Session,
+    sessions: sessionmaker[Session],
     *,
     model_id: int,
     instances: list[Any],
@@ -150,7 +161,7 @@ def predict_rows(
 ) -> dict[str, Any]:
     """The PredictResponse body for raw rows or records (see ``_respond``)."""
     _check_count(len(instances), settings, ["body", "instances"])
-    loaded = _loaded(session, model_id, ["body", "model_id"])
+    loaded = _loaded_from(sessions, model_id, ["body", "model_id"])
     try:
         X = _row_encoder(loaded).encode(instances)
     except IngestError as exc:
