@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -30,6 +31,8 @@ MIGRATIONS_DIR = Path(next(iter(migrations.__path__))).resolve()
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Execution option marking a connection whose transaction only reads (see begin_read).
 READ_ONLY_OPTION = "msvmav_read_only"
+# Pool-record flag: the SQLite connection is in PRAGMA query_only mode.
+QUERY_ONLY_KEY = "msvmav_query_only"
 
 log = logging.getLogger("app.db")
 
@@ -58,13 +61,31 @@ def make_engine(url: str) -> Engine:
     @event.listens_for(engine, "begin")
     def _sqlite_begin(conn):  # noqa: ANN001
         read_only = conn.get_execution_options().get(READ_ONLY_OPTION, False)
+        # query_only makes a write in a read-only transaction fail at once and every time
+        # ("attempt to write a readonly database"), instead of only when another process
+        # happens to commit in between (a deferred transaction cannot upgrade safely).
+        info = conn.connection.info
+        if read_only != info.get(QUERY_ONLY_KEY, False):
+            conn.exec_driver_sql(f"PRAGMA query_only={'ON' if read_only else 'OFF'}")
+            info[QUERY_ONLY_KEY] = read_only
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+    @event.listens_for(engine, "checkin")
+    def _sqlite_checkin(dbapi_connection, record):  # noqa: ANN001
+        if record.info.pop(QUERY_ONLY_KEY, False):  # the next user may write
+            dbapi_connection.execute("PRAGMA query_only=OFF")
 
     return engine
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
+
+
+def read_only(engine: Engine) -> Engine:
+    """``engine`` (same pool) whose every transaction is read-only, as after ``begin_read``:
+    for sessions that only read (GET requests)."""
+    return engine.execution_options(**{READ_ONLY_OPTION: True})
 
 
 def begin_read(session: Session) -> None:
@@ -74,6 +95,38 @@ def begin_read(session: Session) -> None:
     when the transaction has begun already. PostgreSQL transactions are unaffected."""
     if not session.in_transaction():
         session.connection(execution_options={READ_ONLY_OPTION: True})
+
+
+# DBAPI placeholder of each paramstyle the drivers we ship use (sqlite3: qmark, psycopg: pyformat).
+_PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
+
+
+def fetch_one(engine: Engine, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The first row of a read-only ``sql`` (positional placeholders written ``?``) as the
+    driver returns it, or None. Runs on a pooled DBAPI connection without SQLAlchemy's
+    statement machinery, which cost most of a warm /predict's time: for the per-request checks
+    (a model's row, an API key). SQLite connections are in autocommit mode (see make_engine),
+    so the SELECT is its own read transaction and never takes the write lock; PostgreSQL's is
+    rolled back when the pool takes the connection back. Another driver: SQLAlchemy's way."""
+    mark = _PLACEHOLDERS.get(engine.dialect.paramstyle)
+    if mark is None:
+        names = iter(range(len(params)))
+        named = "".join(f":p{next(names)}" if c == "?" else c for c in sql)
+        with engine.connect() as conn:
+            conn.execution_options(**{READ_ONLY_OPTION: True})
+            row = conn.execute(text(named), {f"p{i}": v for i, v in enumerate(params)}).first()
+        return None if row is None else tuple(row)
+    raw = engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        try:
+            cur.execute(sql.replace("?", mark), params)
+            row = cur.fetchone()
+        finally:
+            cur.close()
+    finally:
+        raw.close()  # back to the pool
+    return None if row is None else tuple(row)
 
 
 def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:

@@ -11,15 +11,21 @@ from starlette.concurrency import run_in_threadpool
 
 from app.config import Settings
 
+READ_METHODS = frozenset({"GET", "HEAD"})
+
 
 async def get_session(request: Request) -> AsyncIterator[Session]:
     """One session per request; services commit once at the end of a write, anything not
-    committed is rolled back, so a failing request leaves nothing half-written.
+    committed is rolled back, so a failing request leaves nothing half-written. A GET or HEAD
+    reads in a read-only transaction (``begin_read``: on SQLite it never queues for the write
+    lock, and a write in it fails).
 
     Async, so that it costs no trip to the thread pool: creating a session does no I/O (it
     connects on first use), nor does closing one whose transaction has ended; only a rollback
     of a transaction still open runs in the thread pool."""
-    session = request.app.state.session_factory()
+    state = request.app.state
+    read = request.method in READ_METHODS
+    session = (state.read_session_factory if read else state.session_factory)()
     try:
         yield session
     finally:

@@ -18,7 +18,7 @@ from app.auth.routes import router as keys_router
 from app.auth.security import AUTH_RESPONSES, AuthMiddleware, require, require_by_method
 from app.config import Settings, get_settings
 from app.datasets.routes import router as datasets_router
-from app.db import is_sqlite, make_engine, make_session_factory, script_heads
+from app.db import is_sqlite, make_engine, make_session_factory, read_only, script_heads
 from app.error_examples import error_example, needed_scope
 from app.experiments.routes import router as experiments_router
 from app.health import metrics_router
@@ -127,6 +127,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
+    app.state.read_session_factory = make_session_factory(read_only(engine))  # GET, HEAD
     app.state.local_database = is_sqlite(settings.database_url)  # no network round trips
     app.state.migration_heads = script_heads(settings.database_url)
     app.state.metrics = RequestMetrics()

@@ -87,13 +87,21 @@ def dataset_path(name: str) -> Path:
     raise SystemExit(f"{name} not found in {[str(d) for d in DATA_CANDIDATES]}")
 
 
-def train_model(base: str) -> tuple[int, list[str], np.ndarray]:
+def create_key(base: str) -> str:
+    """A write key, made over POST /keys while the new service is still open; from then on the
+    service requires keys."""
+    r = httpx.post(base + "/keys", json={"name": "bench", "scope": "write"}, timeout=30)
+    r.raise_for_status()
+    return r.json()["key"]
+
+
+def train_model(base: str, headers: dict[str, str]) -> tuple[int, list[str], np.ndarray]:
     """Upload wdbc, train linear MSVMAv, return the model id, its feature names and the rows."""
     from app.ingest import parse_dataset
 
     path = dataset_path("wdbc.arff")
     content = path.read_bytes()
-    with httpx.Client(base_url=base, timeout=120) as c:
+    with httpx.Client(base_url=base, timeout=120, headers=headers) as c:
         r = c.post("/datasets", files={"file": (path.name, content)}, data={"label": "Class"})
         r.raise_for_status()
         ds = r.json()
@@ -166,6 +174,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="timed batch requests of each kind")
     ap.add_argument("--skip-batch", action="store_true")
     ap.add_argument("--skip-wrk", action="store_true")
+    ap.add_argument(
+        "--auth",
+        action="store_true",
+        help="serve with API keys required: every service request carries a write key "
+        "(the bare route has no keys: this measures what a key costs)",
+    )
     args = ap.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is required: apt-get install -y wrk")
@@ -196,14 +210,16 @@ def main() -> int:
         bare = f"http://127.0.0.1:{bare_port}"
         wait_up(svc + "/livez")
         wait_up(bare + "/docs")
-        model_id, names, X = train_model(svc)
+        headers = {"Authorization": f"Bearer {create_key(svc)}"} if args.auth else {}
+        model_id, names, X = train_model(svc, headers)
         n, d = X.shape
-        print(f"model {model_id}: linear MSVMAv on wdbc ({n} rows, {d} features)")
+        print(f"model {model_id}: linear MSVMAv on wdbc ({n} rows, {d} features)"
+              + (", API keys required" if args.auth else ""))
 
         if not args.skip_wrk:
-            wrk_rounds(args, svc, bare, model_id, X, tmp)
+            wrk_rounds(args, svc, bare, model_id, X, tmp, headers)
         if not args.skip_batch:
-            batches(args, svc, model_id, names, X)
+            batches(args, svc, model_id, names, X, headers)
     finally:
         for p in procs:
             p.terminate()
@@ -216,22 +232,34 @@ def main() -> int:
     return 0
 
 
+def wrk_script(path: Path, body: str, headers: dict[str, str]) -> Path:
+    lines = ['wrk.method = "POST"', 'wrk.headers["Content-Type"] = "application/json"']
+    lines += [f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in headers.items()]
+    path.write_text("\n".join([*lines, f"wrk.body = {json.dumps(body)}", ""]))
+    return path
+
+
 def wrk_rounds(
-    args: argparse.Namespace, svc: str, bare: str, model_id: int, X: np.ndarray, tmp: Path
+    args: argparse.Namespace,
+    svc: str,
+    bare: str,
+    model_id: int,
+    X: np.ndarray,
+    tmp: Path,
+    headers: dict[str, str],
 ) -> None:
     body = json.dumps({"model_id": model_id, "instances": [X[0].tolist()]})
-    script = tmp / "post.lua"
-    script.write_text(
-        'wrk.method = "POST"\n'
-        'wrk.headers["Content-Type"] = "application/json"\n'
-        f"wrk.body = {json.dumps(body)}\n"
-    )
-    for url in (svc, bare):  # warm both up (the service's model cache, imports)
-        run_wrk(url + "/predict", script, 2, args.connections)
+    scripts = {
+        "service": wrk_script(tmp / "service.lua", body, headers),
+        "bare": wrk_script(tmp / "bare.lua", body, {}),
+    }
+    urls = {"service": svc, "bare": bare}
+    for name, url in urls.items():  # warm both up (the service's model cache, imports)
+        run_wrk(url + "/predict", scripts[name], 2, args.connections)
     rows: dict[str, list[dict]] = {"service": [], "bare": []}
     for _ in range(args.rounds):
-        for name, url in (("service", svc), ("bare", bare)):
-            res = run_wrk(url + "/predict", script, args.duration, args.connections)
+        for name, url in urls.items():
+            res = run_wrk(url + "/predict", scripts[name], args.duration, args.connections)
             rows[name].append(res)
     print(f"\nwrk -t1 -c{args.connections} -d{args.duration}s, POST /predict (one row), "
           f"{args.rounds} alternating rounds")
@@ -252,7 +280,12 @@ def wrk_rounds(
 
 
 def batches(
-    args: argparse.Namespace, svc: str, model_id: int, names: list[str], X: np.ndarray
+    args: argparse.Namespace,
+    svc: str,
+    model_id: int,
+    names: list[str],
+    X: np.ndarray,
+    headers: dict[str, str],
 ) -> None:
     n, d = X.shape
     rng = np.random.default_rng(0)
@@ -266,7 +299,7 @@ def batches(
     for _ in range(10):
         B @ w + 0.5
     anchor = (time.perf_counter() - t0) / 10
-    with httpx.Client(base_url=svc, timeout=120) as c:
+    with httpx.Client(base_url=svc, timeout=120, headers=headers) as c:
         tj, out = timed_post(
             c, "/predict", args.repeat, content=big,
             headers={"Content-Type": "application/json"},

@@ -9,19 +9,23 @@ non-loopback address turns ``auto`` into ``on`` (``app.auth.serving``).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.auth import service
 from app.auth.keys import Principal, Scope, hash_key
 from app.config import Settings
-from app.db import begin_read
+from app.db import begin_read, is_sqlite
 from app.problems import TYPE_BASE, Problem
 
 # How long "no key exists yet" is trusted before the database is asked again (auth=auto).
 OPEN_RECHECK_SECONDS = 1.0
+
+log = logging.getLogger("app.auth")
 
 CHALLENGE = "Bearer"
 SCHEME = "bearer"
@@ -69,6 +73,12 @@ class AuthGate:
         self._lock = threading.Lock()
         self._required = self.mode == "on" or (self.mode == "auto" and self.admin_hash is not None)
         self._open_until = 0.0  # monotonic time until which "no key exists" is trusted
+        self.engine = session_factory.kw["bind"]
+        # Keys are looked up with one read of a local file on SQLite: on the event loop.
+        self.local = is_sqlite(settings.database_url)
+        self._stamped: dict[int, float] = {}  # key id -> monotonic time of its last stamp
+        self._stamp_every = service.LAST_USED_RESOLUTION.total_seconds()
+        self._stamper: ThreadPoolExecutor | None = None  # writes last_used_at (stamp_later)
 
     def known_open(self) -> bool:
         """True when no key is needed and that was checked less than OPEN_RECHECK_SECONDS ago:
@@ -108,9 +118,41 @@ class AuthGate:
                 "an API key is required: send `Authorization: Bearer <key>` "
                 "(create one with `msvmav keys create --scope read --name <name>`)"
             )
-        with self.session_factory() as session:
-            begin_read(session)
-            principal = service.authenticate(session, token, self.admin_hash)
+        principal = service.lookup(self.engine, token, self.admin_hash)
         if principal is None:
             raise unauthorized("invalid or revoked API key", error="invalid_token")
         return principal
+
+    def known_required(self) -> bool:
+        """True when keys are required and that is settled (it never changes back): deciding
+        costs no database query."""
+        return self._required
+
+    def stamp_due(self, principal: Principal) -> bool:
+        """Is the key's ``last_used_at`` to be written now (at most once per
+        LAST_USED_RESOLUTION per key in this process)? Claims the stamp if so."""
+        if principal.key_id is None:
+            return False
+        now = time.monotonic()
+        with self._lock:
+            last = self._stamped.get(principal.key_id)
+            if last is not None and now - last < self._stamp_every:
+                return False
+            self._stamped[principal.key_id] = now
+            return True
+
+    def stamp_later(self, principal: Principal) -> None:
+        """Write the key's ``last_used_at`` in the background: a write transaction may wait for
+        SQLite's write lock (or the row's lock), and no request waits for it."""
+        with self._lock:
+            if self._stamper is None:
+                self._stamper = ThreadPoolExecutor(1, thread_name_prefix="msvmav-key-stamp")
+            stamper = self._stamper
+        stamper.submit(self._stamp, principal.key_id)
+
+    def _stamp(self, key_id: int) -> None:
+        try:
+            with self.session_factory() as session:
+                service.mark_used(session, key_id)
+        except Exception:  # a missed stamp is not worth a request; the log says why
+            log.exception("could not record the use of API key %s", key_id)

@@ -59,11 +59,28 @@ def _gate(request: Request) -> AuthGate:
     return request.app.state.auth
 
 
+OPEN = AuthResult(required=False, principal=None)
+
+
 def check(gate: AuthGate, authorization: str | None) -> AuthResult:
-    """Authenticate when keys are required (401 problem on failure)."""
+    """Authenticate when keys are required (401 problem on failure); the key's
+    ``last_used_at`` is stamped in the background when due. Reads the database."""
     if not gate.required():
-        return AuthResult(required=False, principal=None)
-    return AuthResult(required=True, principal=gate.authenticate(authorization))
+        return OPEN
+    principal = gate.authenticate(authorization)
+    if gate.stamp_due(principal):
+        gate.stamp_later(principal)
+    return AuthResult(required=True, principal=principal)
+
+
+async def check_async(gate: AuthGate, authorization: str | None) -> AuthResult:
+    """``check`` from the event loop: on it while the service is known to be open, and on
+    SQLite once keys are known to be required (the key's lookup is one read of a local file in
+    WAL mode, which never waits for a writer); in the thread pool otherwise (deciding whether
+    keys are required yet, and every PostgreSQL round trip)."""
+    if gate.known_open() or (gate.local and gate.known_required()):
+        return check(gate, authorization)
+    return await run_in_threadpool(check, gate, authorization)
 
 
 async def authorize(request: Request, needed: Scope) -> Principal | None:
@@ -72,9 +89,7 @@ async def authorize(request: Request, needed: Scope) -> Principal | None:
     costs no trip to the thread pool."""
     result: AuthResult | None = request.scope.get("state", {}).get(_STATE_KEY)
     if result is None:  # the middleware did not run (or skipped this path)
-        result = await run_in_threadpool(
-            check, _gate(request), request.headers.get("authorization")
-        )
+        result = await check_async(_gate(request), request.headers.get("authorization"))
     if not result.required:
         return None
     assert result.principal is not None
@@ -133,10 +148,7 @@ class AuthMiddleware:
                 authorization = value.decode("latin-1")
                 break
         try:
-            if self.gate.known_open():
-                result = AuthResult(required=False, principal=None)
-            else:
-                result = await run_in_threadpool(check, self.gate, authorization)
+            result = await check_async(self.gate, authorization)
         except Problem as problem:
             await problem_response(Request(scope), problem)(scope, receive, send)
             return

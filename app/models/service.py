@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, bindparam, select
+from sqlalchemy import Engine, select
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import Pool
 
 from app import storage
-from app.db import READ_ONLY_OPTION, begin_read
+from app.db import begin_read, fetch_one
 from app.jsonable import jsonable
 from app.orm import Dataset, Model, ModelArray
 from app.pagination import PageParams, paginate
@@ -100,15 +101,15 @@ class ModelCache:
 
 
 # The per-request existence check, on the driver's own connection (see model_stamp).
-_STAMP_SQL = "SELECT job_id, created_at FROM models WHERE id = {}"
-_PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
-_STAMP = select(Model.job_id, Model.created_at).where(Model.id == bindparam("model_id"))
-_caches: weakref.WeakKeyDictionary[Engine, ModelCache] = weakref.WeakKeyDictionary()
+_STAMP_SQL = "SELECT job_id, created_at FROM models WHERE id = ?"
+# One cache per connection pool: an engine and its execution_options() copies (the read-only
+# sessions' engine, app.db.read_only) share their pool, and so their cache.
+_caches: weakref.WeakKeyDictionary[Pool, ModelCache] = weakref.WeakKeyDictionary()
 _caches_lock = threading.Lock()
 
 
 def model_cache(session: Session) -> ModelCache:
-    """The cache of the database ``session`` is bound to (one per engine)."""
+    """The cache of the database ``session`` is bound to."""
     bind = session.get_bind()
     return engine_cache(getattr(bind, "engine", bind))  # a Connection bind: its Engine
 
@@ -116,9 +117,9 @@ def model_cache(session: Session) -> ModelCache:
 def engine_cache(engine: Engine) -> ModelCache:
     """The model cache of ``engine``'s database in this process."""
     with _caches_lock:
-        cache = _caches.get(engine)
+        cache = _caches.get(engine.pool)
         if cache is None:
-            cache = _caches[engine] = ModelCache()
+            cache = _caches[engine.pool] = ModelCache()
         return cache
 
 
@@ -182,28 +183,8 @@ def save(
 
 def model_stamp(engine: Engine, model_id: int) -> tuple[Any, ...] | None:
     """(job_id, created_at) of the model's row as the driver returns them, or None if there is
-    no such row. One primary-key read on a pooled DBAPI connection, without SQLAlchemy's
-    statement machinery (most of a warm /predict's time otherwise). SQLite connections are in
-    autocommit mode here (see app.db), so the SELECT is its own read transaction and never
-    takes the write lock; PostgreSQL's is rolled back when the pool takes the connection back.
-    """
-    mark = _PLACEHOLDERS.get(engine.dialect.paramstyle)
-    if mark is None:  # another driver: SQLAlchemy's way
-        with engine.connect() as conn:
-            conn.execution_options(**{READ_ONLY_OPTION: True})
-            row = conn.execute(_STAMP, {"model_id": model_id}).first()
-        return None if row is None else tuple(row)
-    raw = engine.raw_connection()
-    try:
-        cur = raw.cursor()
-        try:
-            cur.execute(_STAMP_SQL.format(mark), (model_id,))
-            row = cur.fetchone()
-        finally:
-            cur.close()
-    finally:
-        raw.close()  # back to the pool
-    return None if row is None else tuple(row)
+    no such row: one primary-key read (``fetch_one``), no ORM session."""
+    return fetch_one(engine, _STAMP_SQL, (model_id,))
 
 
 def cached(engine: Engine, model_id: int, loc: list[str | int] | None = None) -> LoadedModel | None:

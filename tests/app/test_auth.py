@@ -188,7 +188,7 @@ def test_key_lifecycle_shown_once_hashed_revoked_at_once(keyed, engine):
 
     # it works, for what its scope allows, and its use is recorded
     assert keyed.get("/datasets", headers=bearer(secret)).status_code == 200
-    assert key_rows(engine)[0].last_used_at is not None
+    wait_for(lambda: key_rows(engine)[0].last_used_at is not None, timeout=10)  # background
     assert_problem(keyed.post("/train", json={}, headers=bearer(secret)), 403)
 
     # revoked: refused on the very next request

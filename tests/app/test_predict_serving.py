@@ -11,8 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 
 from app.db import is_sqlite
 from app.main import create_app
@@ -207,3 +208,56 @@ def test_a_warm_predict_reads_no_model_json_and_no_blobs(client, worker, app):
         event.remove(app.state.engine, "before_cursor_execute", record)
     assert any("model_arrays" in s for s in cold) and any("estimator_meta" in s for s in cold)
     assert not any("model_arrays" in s or "estimator_meta" in s for s in statements), statements
+
+
+def test_get_requests_do_not_wait_for_the_sqlite_write_lock(client, worker, app, settings):
+    """GET requests read in read-only transactions too: a writer holding SQLite's lock (a big
+    upload, a frozen worker) does not hold up job polling or listings."""
+    if not is_sqlite(settings.database_url):
+        pytest.skip("SQLite's write lock")
+    model = trained_model(client, worker)
+    paths = [
+        "/datasets",
+        f"/datasets/{model['dataset_id']}",
+        "/jobs",
+        f"/jobs/{model['job_id']}",
+        "/models",
+        f"/models/{model['id']}",
+        f"/models/{model['id']}/margins",
+        f"/models/{model['id']}/margins?dataset_id={model['dataset_id']}",
+    ]
+    expected = {p: client.get(p).json() for p in paths}
+    writer = sqlite3.connect(
+        make_url(settings.database_url).database, isolation_level=None, check_same_thread=False
+    )
+    hold = 8.0
+    writer.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(hold, writer.rollback)
+    release.start()
+    try:
+        t0 = time.monotonic()
+        got = {p: client.get(p).json() for p in paths}
+        assert time.monotonic() - t0 < hold / 2
+        assert got == expected
+    finally:
+        release.cancel()
+        writer.rollback()
+        writer.close()
+
+
+def test_a_read_only_transaction_cannot_write_and_leaves_its_connection_writable(
+    app, engine, settings
+):
+    """On SQLite a write in a read-only transaction fails every time (PRAGMA query_only), not
+    only when another process commits in between; the pooled connection writes again for
+    its next user."""
+    if not is_sqlite(settings.database_url):
+        pytest.skip("SQLite's query_only")
+    with app.state.read_session_factory() as session:
+        assert session.execute(text("SELECT count(*) FROM datasets")).scalar() == 0
+        with pytest.raises(OperationalError, match="readonly"):
+            session.execute(text("DELETE FROM datasets"))
+    for _ in range(3):  # whichever pooled connection comes next
+        with app.state.session_factory() as session:
+            session.execute(text("DELETE FROM datasets"))
+            session.commit()

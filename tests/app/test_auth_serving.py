@@ -1,0 +1,134 @@
+"""API keys on the serving path: every request's key is looked up in the database (no cache, so
+a revocation anywhere is honoured on the next request), the lookup neither writes nor waits for
+a writer, and ``last_used_at`` is stamped in the background. SQLite, and PostgreSQL when
+TEST_DATABASE_URL is set."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, select, text, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+from app.auth import service
+from app.auth.keys import Scope
+from app.db import fetch_one, is_sqlite, read_only
+from app.main import create_app
+from app.orm import ApiKey
+from tests.app.support import assert_problem, blobs, trained_model, wait_for
+
+
+def make_key(engine, scope: str = "write") -> tuple[int, str]:
+    """A key created as `msvmav keys create` does, in another process's session."""
+    with Session(engine) as session:
+        row, secret = service.create(session, f"{scope} key", Scope(scope))
+        return row.id, secret
+
+
+def last_used(engine, key_id: int):
+    with Session(read_only(engine)) as session:  # (a writer's lock must not hold it up)
+        return session.scalar(select(ApiKey.last_used_at).where(ApiKey.id == key_id))
+
+
+@pytest.fixture
+def keyed_client(settings, engine) -> Iterator[TestClient]:
+    """A client of an app that requires keys (one exists before it starts)."""
+    with TestClient(create_app(settings.model_copy(update={"auth": "on"}))) as c:
+        yield c
+
+
+def test_key_revoked_by_another_process_is_refused_on_the_next_request(
+    keyed_client, engine, worker
+):
+    key_id, secret = make_key(engine)
+    keyed_client.headers["Authorization"] = f"Bearer {secret}"
+    model = trained_model(keyed_client, worker)
+    X, _ = blobs(n=1, seed=1)
+    body = {"model_id": model["id"], "instances": X.tolist()}
+    for _ in range(3):  # warm: the model is cached, the key is not
+        assert keyed_client.post("/predict", json=body).status_code == 200
+    with Session(engine) as session:  # `msvmav keys revoke` in another process
+        service.revoke(session, key_id)
+    for r in (keyed_client.post("/predict", json=body), keyed_client.get("/datasets")):
+        assert_problem(r, 401)
+        assert r.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+
+
+def test_key_use_is_stamped_once_per_resolution_not_on_every_request(keyed_client, engine):
+    key_id, secret = make_key(engine, "read")
+    auth = {"Authorization": f"Bearer {secret}"}
+    assert last_used(engine, key_id) is None
+    assert keyed_client.get("/datasets", headers=auth).status_code == 200
+    wait_for(lambda: last_used(engine, key_id) is not None, timeout=10)
+    with Session(engine) as session:  # forget it behind the API's back
+        session.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=None))
+        session.commit()
+    for _ in range(5):
+        assert keyed_client.get("/datasets", headers=auth).status_code == 200
+    time.sleep(0.5)  # a background stamp, were one made, would have landed
+    assert last_used(engine, key_id) is None  # reads did not write again within the minute
+
+
+def test_first_use_of_a_key_does_not_wait_for_a_writer(keyed_client, engine, settings):
+    """Another process holds SQLite's write lock (PostgreSQL: the key's row lock): a key's first
+    request still answers at once; its last_used_at lands once the writer is done. Before, the
+    request itself committed the stamp and waited for the lock (SQLite's busy timeout: 30 s)."""
+    key_id, secret = make_key(engine, "read")
+    auth = {"Authorization": f"Bearer {secret}"}
+    hold = 6.0
+    if is_sqlite(settings.database_url):
+        writer = sqlite3.connect(
+            make_url(settings.database_url).database, isolation_level=None, check_same_thread=False
+        )
+        writer.execute("BEGIN IMMEDIATE")
+        release = writer.rollback
+    else:
+        other = create_engine(settings.database_url)
+        conn = other.connect()
+        conn.execute(text("SELECT id FROM api_keys WHERE id = :id FOR UPDATE"), {"id": key_id})
+        release = conn.rollback
+    timer = threading.Timer(hold, release)
+    timer.start()
+    try:
+        t0 = time.monotonic()
+        assert keyed_client.get("/datasets", headers=auth).status_code == 200
+        assert time.monotonic() - t0 < hold / 2
+        assert last_used(engine, key_id) is None  # still waiting for the writer
+        timer.join()
+        wait_for(lambda: last_used(engine, key_id) is not None, timeout=15)
+    finally:
+        timer.cancel()
+        if is_sqlite(settings.database_url):
+            writer.close()
+        else:
+            conn.close()
+            other.dispose()
+
+
+def test_fetch_one_reads_what_the_orm_reads(engine):
+    """The raw per-request read (driver placeholders) and SQLAlchemy's fallback for other
+    paramstyles agree with an ORM query."""
+    key_id, secret = make_key(engine, "admin")
+    with Session(engine) as session:
+        row = session.get(ApiKey, key_id)
+        expected = (row.id, row.name, row.scope)
+    sql = "SELECT id, name, scope FROM api_keys WHERE key_hash = ? AND id = ?"
+    params = (row.key_hash, key_id)
+    assert fetch_one(engine, sql, params) == expected
+    assert fetch_one(engine, sql, ("0" * 64, key_id)) is None
+    if engine.dialect.name == "sqlite":  # (psycopg has no named paramstyle)
+        named = create_engine(engine.url, paramstyle="named")  # no positional placeholder
+        try:
+            assert named.dialect.paramstyle == "named"
+            assert fetch_one(named, sql, params) == expected
+        finally:
+            named.dispose()
+    principal = service.lookup(engine, secret, None)
+    assert principal is not None
+    assert (principal.key_id, principal.scope) == (key_id, Scope.admin)
