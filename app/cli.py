@@ -166,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="run migrations before starting (when not given: only on SQLite)",
     )
+    _dask_option(serve, "the embedded workers run")
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help="run a worker process (for a shared database)")
@@ -180,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help="seconds for --check (default MSVMAV_WORKER_ALIVE_MAX_AGE, 120)",
     )
+    _dask_option(worker, "this worker runs")
     worker.set_defaults(func=cmd_worker)
 
     migrate = sub.add_parser("migrate", help="alembic upgrade head")
@@ -203,6 +205,15 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     return parser
+
+
+def _dask_option(parser: argparse.ArgumentParser, who: str) -> None:
+    parser.add_argument(
+        "--dask-scheduler",
+        metavar="ADDRESS",
+        help=f"overrides MSVMAV_DASK_SCHEDULER: the searches and experiments {who} send their "
+        "cells to this Dask scheduler (tcp://host:8786; pip install 'msvmav[dask]')",
+    )
 
 
 def _key_name(value: str) -> str:
@@ -244,6 +255,8 @@ def _dispatch(argv: list[str]) -> int:
         return cmd_experiment(argv[command + 1 :])
     args = build_parser().parse_args(argv)
     overrides = {"database_url": args.database_url} if args.database_url else {}
+    if getattr(args, "dask_scheduler", None):
+        overrides["dask_scheduler"] = args.dask_scheduler
     settings = Settings(**overrides)
     configure_logging(settings.log_level)
     return args.func(settings, args)

@@ -5,11 +5,23 @@ fails the job with a clear error."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 
-from tests.app.support import blobs, run_jobs, running_job, submit, to_csv, upload, wait_for
+from tests.app.support import (
+    blobs,
+    run_jobs,
+    running_job,
+    stop_workers,
+    submit,
+    to_csv,
+    upload,
+    wait_for,
+)
 
 distributed = pytest.importorskip("distributed")
 
@@ -108,3 +120,33 @@ def test_unreachable_scheduler_fails_the_job_clearly(client, worker, monkeypatch
     assert "Dask scheduler tcp://127.0.0.1:9 cannot be reached" in body["error"]
     assert "Traceback" not in body["error"]
     assert body["model_id"] is None
+
+
+def test_worker_command_takes_the_scheduler_as_an_option(client, engine, database_url, cluster,
+                                                         tmp_path):
+    """`msvmav worker --dask-scheduler ADDRESS` (a real process, no MSVMAV_DASK_SCHEDULER in
+    its environment) sends a search's cells to that scheduler."""
+    ds = upload(client, to_csv(*blobs(n=120, seed=5, shift=1.0)))
+    job = submit(client, ds["id"], search={"grid": GRID, "cv": 3, "seed": 1}, max_iter=30)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSVMAV_")}
+    env["MSVMAV_WORKER_POLL_INTERVAL"] = "0.05"
+    with distributed.Client(cluster.scheduler_address) as observer:
+        before = observer.run_on_scheduler(
+            lambda dask_scheduler: len(dask_scheduler.transition_log))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "--database-url", database_url, "worker",
+             "--dask-scheduler", cluster.scheduler_address],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        try:
+            body = wait_for(
+                lambda: (b := client.get(f"/jobs/{job['id']}").json())["status"]
+                in ("succeeded", "failed") and b,
+                timeout=120, interval=0.2,
+            )
+        finally:
+            (output,) = stop_workers([proc])
+        after = observer.run_on_scheduler(
+            lambda dask_scheduler: len(dask_scheduler.transition_log))
+    assert body["status"] == "succeeded", (body, output)
+    assert after > before, output  # the cells went through the scheduler
