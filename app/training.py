@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
 from app.jsonable import jsonable
+from solver.msvmav import FeatureScaleWarning
 from solver.scaling import MinMaxScaling
 
 DEFAULT_ALGORITHM = "msvmav"
@@ -63,6 +64,27 @@ class TrainOutcome:
     algorithm: str = DEFAULT_ALGORITHM
     params: dict[str, Any] = field(default_factory=dict)
     search: dict[str, Any] | None = None
+
+
+# What a FeatureScaleWarning means for a training job (the solver's own text advises a
+# scikit-learn pipeline).
+SCALE_NOTE = (
+    "features are far outside [0, 1] (max |x| = {largest:.4g}) and scaling is none: MSVMAv "
+    "assumes min-max scaled features and can fail silently on raw ones; train with "
+    "scaling=minmax"
+)
+
+
+def _relay_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The fit's FeatureScaleWarning as a note for the job and the model; any other warning
+    is emitted again, as if it had not been caught."""
+    notes = []
+    for w in caught:
+        if issubclass(w.category, FeatureScaleWarning):
+            notes.append(SCALE_NOTE.format(largest=getattr(w.message, "largest", float("nan"))))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    return notes
 
 
 def holdout_sizes(n: int, test_fraction: float) -> tuple[int, int]:
@@ -173,10 +195,12 @@ def train(
 
     est = cls(kernel=kernel, **chosen)
     start = time.perf_counter()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("always", FeatureScaleWarning)
         est.fit(X_train, y_train, callback=callback)
     fit_seconds = time.perf_counter() - start
+    notes = _relay_warnings(caught)
 
     decision = est.decision_function(X_train)
     if not np.all(np.isfinite(decision)) or not np.any(decision):  # e.g. 1e308 with scaling none
@@ -191,6 +215,7 @@ def train(
         "history": history_summary(list(getattr(est, "history_", None) or ()), est),
         "scaling": scaling_summary(scaling),
         "search": search_summary,
+        "warnings": notes,
         **describe_estimator(est, {"kernel": kernel}),
     }
     holdout_accuracy = None

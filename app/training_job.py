@@ -95,4 +95,7 @@ def run_train_job(ctx: JobContext) -> JobResult:
         notes.append(f"{outcome.n_iter} iterations")
     if outcome.holdout_accuracy is not None:
         notes.append(f"hold-out accuracy {outcome.holdout_accuracy:.4f}")
-    return JobResult(write=write, message=", ".join(notes))
+    message = ", ".join(notes)
+    for warning in outcome.summary.get("warnings") or ():
+        message += f"; warning: {warning}"
+    return JobResult(write=write, message=message)

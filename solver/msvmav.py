@@ -55,7 +55,13 @@ class FeatureScaleWarning(UserWarning):
 
     The method assumes min-max scaled features: the linear bias is a coordinate of w inside
     ||w|| = 1 and gamma = 1/d assumes unit ranges, so on raw features it can fail silently
-    (load_breast_cancer unscaled: 0.37 test accuracy, 0.94 after min-max scaling)."""
+    (load_breast_cancer unscaled: 0.37 test accuracy, 0.94 after min-max scaling).
+
+    ``largest`` is the largest |x_ij| seen."""
+
+    def __init__(self, message: str, largest: float = float("nan")) -> None:
+        super().__init__(message)
+        self.largest = largest
 
 
 def check_feature_scale(X) -> None:
@@ -63,11 +69,11 @@ def check_feature_scale(X) -> None:
     values = X.data if sparse.issparse(X) else X
     largest = float(np.max(np.abs(values))) if values.size else 0.0
     if largest > FEATURE_SCALE_LIMIT:
-        warnings.warn(
+        warnings.warn(FeatureScaleWarning(
             f"X: features are far outside [0, 1] (max |x| = {largest:.4g} > "
             f"{FEATURE_SCALE_LIMIT:g}); MSVMAv assumes min-max scaled features and can fail "
             "silently on raw ones. Scale them, e.g. "
-            "make_pipeline(MinMaxScaler(), MSVMAv())", FeatureScaleWarning, stacklevel=4)
+            "make_pipeline(MinMaxScaler(), MSVMAv())", largest), stacklevel=4)
 
 
 def low_rank_threads():

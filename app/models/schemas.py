@@ -167,6 +167,11 @@ class ModelDetail(ModelSummary):
     search: SearchOut | None = Field(
         None, description="The cross-validated grid search, when the job asked for one"
     )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the fit warned about (e.g. features far outside [0, 1] with "
+        "`scaling: none`); the job's message says it too",
+    )
 
     @classmethod
     def from_row(cls, model: Any) -> ModelDetail:
@@ -186,6 +191,7 @@ class ModelDetail(ModelSummary):
                 "holdout": s.get("holdout"),
                 "history": s.get("history") or {},
                 "search": s.get("search"),
+                "warnings": s.get("warnings") or [],
             }
         )
 

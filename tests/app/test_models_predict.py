@@ -297,3 +297,23 @@ def test_sparse_svmlight_dataset_trains_and_predicts_from_file(client, worker, a
     )
     assert r.status_code == 200, r.text
     assert r.json()["n"] == 120 and r.json()["accuracy"] >= 0.9
+
+
+def test_raw_features_with_scaling_none_warn_in_the_job_and_the_model(client, worker):
+    """The solver's FeatureScaleWarning reaches the user of the service: the job's message and
+    the model name the largest value and the fix; min-max scaled training warns nothing."""
+    X, y = blobs(n=80, seed=6)
+    X = X * 40.0  # |x| up to ~300
+    largest = float(np.abs(np.round(X, 6)).max())
+    ds = upload(client, to_csv(X, y))
+    raw = submit(client, ds["id"], max_iter=30, scaling="none")
+    scaled = submit(client, ds["id"], max_iter=30)
+    assert run_jobs(worker) == ["succeeded", "succeeded"]
+    job = client.get(f"/jobs/{raw['id']}").json()
+    assert "warning: features are far outside [0, 1]" in job["message"], job["message"]
+    assert f"max |x| = {largest:.4g}" in job["message"] and "scaling=minmax" in job["message"]
+    model = client.get(f"/models/{job['model_id']}").json()
+    assert len(model["warnings"]) == 1 and model["warnings"][0] in job["message"]
+    ok = client.get(f"/jobs/{scaled['id']}").json()
+    assert "warning" not in ok["message"]
+    assert client.get(f"/models/{ok['model_id']}").json()["warnings"] == []
