@@ -72,7 +72,8 @@ def make_engine(url: str) -> Engine:
 
     @event.listens_for(engine, "checkin")
     def _sqlite_checkin(dbapi_connection, record):  # noqa: ANN001
-        if record.info.pop(QUERY_ONLY_KEY, False):  # the next user may write
+        # the next user may write (an invalidated connection comes back as None)
+        if record.info.pop(QUERY_ONLY_KEY, False) and dbapi_connection is not None:
             dbapi_connection.execute("PRAGMA query_only=OFF")
 
     return engine
