@@ -11,8 +11,8 @@ set (VmHWM) before and after. Prints the peak RSS growth and its ratio to the bo
 * ``over, Content-Length``: a body larger than the limit, declared — 413 before reading it;
 * ``over, chunked``: the same body streamed without Content-Length — 413 once the count
   crosses the limit;
-* ``at the limit``: a valid /predict body just under the limit (rows of numbers), parsed and
-  validated — 422 only because the model does not exist.
+* ``at the limit``: a valid /predict body just under the limit (rows of 40 numbers) for a
+  linear model trained first on 40 features: parsed, encoded and predicted — 200.
 """
 
 from __future__ import annotations
@@ -47,11 +47,36 @@ def _peak_kib(pid: int) -> int:
     raise RuntimeError("no VmHWM")
 
 
-def _predict_body(size: int) -> bytes:
-    """A /predict body of about ``size`` bytes: rows of 40 numbers."""
-    row = "[" + ",".join(f"{0.1 + j / 1000:.6f}" for j in range(40)) + "]"
+FEATURES = 40
+
+
+def _predict_body(size: int, model_id: int) -> bytes:
+    """A /predict body of about ``size`` bytes: rows of FEATURES numbers."""
+    row = "[" + ",".join(f"{0.1 + j / 1000:.6f}" for j in range(FEATURES)) + "]"
     n = max(1, (size - 40) // (len(row) + 1))
-    return ('{"model_id": 2147483647, "instances": [' + ",".join([row] * n) + "]}").encode()
+    return (f'{{"model_id": {model_id}, "instances": [' + ",".join([row] * n) + "]}").encode()
+
+
+def _train(client: httpx.Client) -> int:
+    """A linear MSVMAv on 200 random rows of FEATURES features (the embedded worker)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    X = rng.random((200, FEATURES))
+    y = np.where(X[:, 0] + X[:, 1] > 1, "pos", "neg")
+    lines = [",".join([*(f"x{j}" for j in range(FEATURES)), "y"])]
+    lines += [",".join([*(f"{v:.6f}" for v in row), lab]) for row, lab in zip(X, y, strict=True)]
+    r = client.post("/datasets", files={"file": ("train.csv", "\n".join(lines).encode())})
+    r.raise_for_status()
+    r = client.post("/train", json={"dataset_id": r.json()["id"], "max_iter": 30})
+    r.raise_for_status()
+    job = r.json()
+    while job["status"] not in ("succeeded", "failed"):
+        time.sleep(0.1)
+        job = client.get(f"/jobs/{job['id']}").json()
+    if job["status"] != "succeeded":
+        raise SystemExit(f"training failed: {job}")
+    return job["model_id"]
 
 
 def _chunks(body: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
@@ -59,7 +84,9 @@ def _chunks(body: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
         yield body[i : i + size]
 
 
-def run(name: str, body: bytes, *, chunked: bool, limit: int) -> tuple[int, float]:
+def run(name: str, body: bytes | None, *, chunked: bool, limit: int) -> tuple[int, float]:
+    """One scenario on a fresh API; ``body`` None: a model is trained, and the body is a
+    /predict of it at the limit."""
     with tempfile.TemporaryDirectory() as tmp:
         port = _free_port()
         env = {
@@ -86,6 +113,11 @@ def run(name: str, body: bytes, *, chunked: bool, limit: int) -> tuple[int, floa
                     except httpx.TransportError:
                         time.sleep(0.05)
                 client.post("/predict", json={"model_id": 1, "instances": [[1.0]]})  # warm up
+                if body is None:
+                    model_id = _train(client)
+                    body = _predict_body(limit - 1024, model_id)
+                    probe = {"model_id": model_id, "instances": [[0.5] * FEATURES]}
+                    client.post("/predict", json=probe).raise_for_status()  # model cached
                 before = _peak_kib(server.pid)
                 headers = {"content-type": "application/json"}
                 content = _chunks(body) if chunked else body
@@ -113,7 +145,9 @@ def main() -> None:
     print(json.dumps({"limit_bytes": limit, "over_body_bytes": len(over)}))
     run("over, Content-Length", over, chunked=False, limit=limit)
     run("over, chunked", over, chunked=True, limit=limit)
-    run("at the limit (parsed)", _predict_body(limit - 1024), chunked=False, limit=limit)
+    status, _ = run("at the limit (predicted)", None, chunked=False, limit=limit)
+    if status != 200:
+        raise SystemExit(f"the /predict at the limit answered {status}")
 
 
 if __name__ == "__main__":

@@ -34,11 +34,15 @@ class MinMaxScaling:
             hi = X.max(axis=0).astype(np.float64)
         return cls(data_min=lo, data_max=hi)
 
-    def transform(self, X: Matrix, *, clip: bool = True) -> Matrix:
+    def transform(self, X: Matrix, *, clip: bool = True, copy: bool = True) -> Matrix:
         """Scaled copy of X, clipped to [0, 1] unless ``clip=False`` (for the rows it was fitted
         on, which are in range already). A CSR matrix stays sparse when every feature's minimum
         is 0 (the usual case for sparse data: implicit zeros stay zeros); otherwise it is
-        densified."""
+        densified. ``copy=False``: a dense float64 X is scaled in place (and returned)."""
+        if not copy and isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2:
+            X -= self.data_min
+            X *= self.scale
+            return np.clip(X, 0.0, 1.0, out=X) if clip else X
         if sp.issparse(X):
             if not np.any(self.data_min):
                 out = sp.csr_matrix(X, dtype=np.float64, copy=True)

@@ -57,8 +57,9 @@ class LoadedModel:
     # Per-model helpers built on first use by other modules (e.g. the row encoder).
     extras: dict[str, Any] = field(default_factory=dict)
 
-    def transform(self, X: Any) -> Any:
-        return self.scaling.transform(X) if self.scaling is not None else X
+    def transform(self, X: Any, *, copy: bool = True) -> Any:
+        """X scaled like the training data (``copy=False``: a dense float64 X in place)."""
+        return self.scaling.transform(X, copy=copy) if self.scaling is not None else X
 
 
 class ModelCache:

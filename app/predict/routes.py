@@ -10,7 +10,8 @@ from starlette.concurrency import run_in_threadpool
 from app.deps import SessionDep, SettingsDep
 from app.ids import MAX_DB_ID
 from app.predict import service
-from app.predict.fastjson import OrjsonRoute, json_response
+from app.predict.fastjson import OrjsonRequest, OrjsonRoute, json_response
+from app.predict.numeric_rows import row_count, split_body
 from app.predict.schemas import (
     WDBC_BENIGN,
     WDBC_COLUMNS,
@@ -20,9 +21,19 @@ from app.predict.schemas import (
 )
 from app.problems import problem_responses
 
+
+class PredictBody(OrjsonRequest):
+    # A large body's rows stay bytes until the model is known (app.predict.numeric_rows).
+    parse_first = staticmethod(split_body)
+
+
+class PredictRoute(OrjsonRoute):
+    request_class = PredictBody
+
+
 # Bodies parsed and answers rendered with orjson; the answer is built as plain JSON values
 # (documented by response_model, not validated again: 100k rows would be 100k models).
-router = APIRouter(prefix="/predict", tags=["predict"], route_class=OrjsonRoute)
+router = APIRouter(prefix="/predict", tags=["predict"], route_class=PredictRoute)
 
 # Most rows a /predict request may have to be answered on the event loop (see predict).
 INLINE_ROWS = 16
@@ -76,7 +87,7 @@ async def predict(
     # other requests; so does everything on PostgreSQL, where the existence check is a network
     # round trip that must not stall the event loop (and its health probes) when the server is
     # slow or away.
-    if state.local_database and len(request.instances) <= INLINE_ROWS:
+    if state.local_database and row_count(request.instances) <= INLINE_ROWS:
         return answer()
     return await run_in_threadpool(answer)
 

@@ -18,6 +18,7 @@ from app.models.schemas import MarginsOut
 from app.orm import Model
 from app.plotting import render_margin_cdf
 from app.predict.fastjson import gc_paused
+from app.predict.numeric_rows import NumericRows
 from app.problems import ingest_problem, invalid, too_large
 from solver._base import canonical
 
@@ -107,9 +108,10 @@ def _decision_function(est: Any, X: Any) -> np.ndarray:
 def _respond(
     loaded: models.LoadedModel, X: Any, labels: list[Any] | None, labels_loc: list[str | int]
 ) -> dict[str, Any]:
-    """The PredictResponse body as plain JSON values, built column-wise."""
+    """The PredictResponse body as plain JSON values, built column-wise; X (the request's
+    own rows) is scaled in place."""
     est = loaded.estimator
-    Xs = loaded.transform(X)
+    Xs = loaded.transform(X, copy=False)  # X is this request's own
     scores = _decision_function(est, Xs)
     classes = est.classes_
     class_values = loaded.extras.get("class_values")
@@ -159,11 +161,24 @@ def predict_rows(
     labels: list[Any] | None,
     settings: Settings,
 ) -> dict[str, Any]:
-    """The PredictResponse body for raw rows or records (see ``_respond``)."""
-    _check_count(len(instances), settings, ["body", "instances"])
+    """The PredictResponse body for raw rows or records (see ``_respond``); ``instances`` may
+    be a large body's rows still as bytes (``[NumericRows]``, see app.predict.numeric_rows)."""
+    block = instances[0] if len(instances) == 1 else None
+    if not isinstance(block, NumericRows):
+        block = None
+    elif block.n_rows > settings.max_predict_instances:  # (an upper bound: count them exactly)
+        instances, block = block.rows_list(), None
+    _check_count(block.n_rows if block else len(instances), settings, ["body", "instances"])
     loaded = _loaded_from(sessions, model_id, ["body", "model_id"])
+    encoder = _row_encoder(loaded)
+    X = encoder.numeric(block.matrix()) if block is not None else None
+    if X is not None:
+        _check_matrix(X, loaded, ["body", "instances"])
+        return _respond(loaded, X, labels, ["body", "labels"])
+    if block is not None:  # not a rectangle of numbers this model takes: the usual path
+        instances = block.rows_list()
     try:
-        X = _row_encoder(loaded).encode(instances)
+        X = encoder.encode(instances)
     except IngestError as exc:
         loc: list[str | int] = ["body", "instances"]
         if exc.row is not None:

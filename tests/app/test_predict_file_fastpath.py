@@ -1,4 +1,4 @@
-"""/predict/file's plain-CSV path (numpy's loader) against the careful parser: where it answers,
+"""/predict/file's plain-CSV path (pandas' C reader) against the careful parser: where it answers,
 the same X and y; everything else (and every error) is left to the careful parser."""
 
 from __future__ import annotations
@@ -75,6 +75,16 @@ def _check(encoding, text, label, monkeypatch) -> bool:
         ("a;b;c\n1;2;3\n", None, True),  # another delimiter, sniffed the same way
         ("a,b,c,\n1,2,3,\n4,5,6,\n", None, False),  # trailing delimiters
         ("a,b,c\n", None, False),  # a header, no rows
+        # what a CSV reader might take for a number (the plain path reads with pandas)
+        ("a,b,c\n1,True,3\n4,False,6\n", None, False),
+        ("a,b,c\n1,123456789012345678901234567890,3\n4,5,6\n", None, False),  # > 64 bits
+        ("a,b,c\n+1,2,3\n4,-5,6.\n", None, True),
+        ("a,b,c\n1,1e400,3\n4,5,6\n", None, False),
+        ("a,b,c\n1,0x10,3\n4,5,6\n", None, False),
+        ("a,b,c\n1,1.5.2,3\n4,5,6\n", None, False),
+        ("a,b,c\n1,-nan,3\n4,5,6\n", None, False),
+        ("a,b,c\n1,2,3\n4,5,6 #x\n", None, False),
+        ("a,b,c\n1,0.1000000000000000055511151231257827,3\n4,5,6\n", None, True),
     ],
 )
 def test_plain_csv_path_agrees_with_the_careful_parser(text, label, fast, monkeypatch):
@@ -90,3 +100,15 @@ def test_semicolon_training_delimiter_is_used_by_the_plain_path(monkeypatch):
     enc = _encoding(TRAIN.replace(",", ";"))
     assert enc.get("delimiter") == ";"
     assert _check(enc, "a;b;c\n1;2;3\n4;5;6\n", None, monkeypatch)
+
+
+def test_plain_path_reads_every_double_exactly(monkeypatch):
+    """Shortest repr of random doubles over many magnitudes: the same floats as float()."""
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(3000, 3)) * 10.0 ** rng.integers(-300, 300, size=(3000, 3))
+    text = "c,a,b\n" + "".join(f"{r[2]!r},{r[0]!r},{r[1]!r}\n" for r in X.tolist())
+    assert _check(_encoding(), text, None, monkeypatch)
+    got, _ = _plain_csv_features(_encoding(), text, None)
+    assert (got == X).all()

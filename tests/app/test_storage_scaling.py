@@ -57,3 +57,18 @@ def test_minmax_on_sparse_with_negative_values_densifies_correctly():
     X = sp.csr_matrix(np.array([[-1.0, 2.0], [1.0, 0.0], [0.0, 1.0]]))
     out = MinMaxScaling.fit(X).transform(X)
     np.testing.assert_allclose(np.asarray(out), [[0, 1], [1, 0], [0.5, 0.5]])
+
+
+def test_minmax_in_place_equals_the_copy_and_leaves_other_inputs_alone():
+    rng = np.random.default_rng(1)
+    s = MinMaxScaling.fit(rng.normal(size=(30, 4)))
+    X = rng.normal(size=(10, 4)) * 2
+    expected = s.transform(X)
+    same = X.copy()
+    assert s.transform(same, copy=False) is same  # scaled where it lies
+    np.testing.assert_array_equal(same, expected)
+    unclipped = (X - s.data_min) * s.scale
+    np.testing.assert_array_equal(s.transform(X, clip=False, copy=False), unclipped)
+    ints = np.arange(8).reshape(2, 4)  # not float64: a copy, the input untouched
+    np.testing.assert_array_equal(s.transform(ints, copy=False), s.transform(ints.astype(float)))
+    assert ints.dtype.kind == "i" and ints[1, 3] == 7
