@@ -12,6 +12,8 @@ plain deferred ``BEGIN``, so under WAL it reads a snapshot without queueing for 
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import Pool
 
 import migrations
 
@@ -33,6 +36,10 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 READ_ONLY_OPTION = "msvmav_read_only"
 # Pool-record flag: the SQLite connection is in PRAGMA query_only mode.
 QUERY_ONLY_KEY = "msvmav_query_only"
+# PostgreSQL connections an API or worker process keeps open, and may open beyond that at once;
+# and those of the per-request reads' pool (fetch_one).
+POOL_SIZE, POOL_OVERFLOW = 10, 30
+READER_POOL_SIZE, READER_POOL_OVERFLOW = 8, 32
 
 log = logging.getLogger("app.db")
 
@@ -42,9 +49,14 @@ def is_sqlite(url: str) -> bool:
 
 
 def make_engine(url: str) -> Engine:
-    """Engine for ``url`` with our SQLite pragmas; PostgreSQL keeps SQLAlchemy's defaults."""
+    """Engine for ``url`` with our SQLite pragmas. PostgreSQL: connections are pinged when
+    taken from the pool, and the pool keeps POOL_SIZE of them (an API process answers up to
+    40 requests at once in its thread pool; a connection opened for one request and closed
+    after it costs milliseconds)."""
     if not is_sqlite(url):
-        return create_engine(url, pool_pre_ping=True)
+        return create_engine(
+            url, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW
+        )
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
 
     @event.listens_for(engine, "connect")
@@ -100,15 +112,20 @@ def begin_read(session: Session) -> None:
 
 # DBAPI placeholder of each paramstyle the drivers we ship use (sqlite3: qmark, psycopg: pyformat).
 _PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
+# The per-request reads' own engine for each server database (see _reader), by main pool.
+_readers: weakref.WeakKeyDictionary[Pool, Engine] = weakref.WeakKeyDictionary()
+_readers_lock = threading.Lock()
 
 
 def fetch_one(engine: Engine, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """The first row of a read-only ``sql`` (positional placeholders written ``?``) as the
-    driver returns it, or None. Runs on a pooled DBAPI connection without SQLAlchemy's
-    statement machinery, which cost most of a warm /predict's time: for the per-request checks
-    (a model's row, an API key). SQLite connections are in autocommit mode (see make_engine),
-    so the SELECT is its own read transaction and never takes the write lock; PostgreSQL's is
-    rolled back when the pool takes the connection back. Another driver: SQLAlchemy's way."""
+    driver returns it, or None: for the per-request checks (a model's row, an API key).
+
+    Runs on a DBAPI connection without SQLAlchemy's statement machinery, which cost most of a
+    warm /predict's time. SQLite: a pooled connection, in autocommit mode (see make_engine),
+    so the SELECT is its own read transaction and never takes the write lock. A server
+    database: a connection of the reader pool (``_reader``), one round trip per call instead
+    of three. Another driver: SQLAlchemy's way."""
     mark = _PLACEHOLDERS.get(engine.dialect.paramstyle)
     if mark is None:
         names = iter(range(len(params)))
@@ -117,17 +134,48 @@ def fetch_one(engine: Engine, sql: str, params: tuple[Any, ...]) -> tuple[Any, .
             conn.execution_options(**{READ_ONLY_OPTION: True})
             row = conn.execute(text(named), {f"p{i}": v for i, v in enumerate(params)}).first()
         return None if row is None else tuple(row)
-    raw = engine.raw_connection()
-    try:
-        cur = raw.cursor()
+    reader = _reader(engine)
+    statement = sql.replace("?", mark)
+    for attempt in (1, 2):
+        raw = reader.raw_connection()
         try:
-            cur.execute(sql.replace("?", mark), params)
-            row = cur.fetchone()
+            cur = raw.cursor()
+            try:
+                cur.execute(statement, params)
+                row = cur.fetchone()
+            finally:
+                cur.close()
+        except reader.dialect.loaded_dbapi.Error as exc:
+            # Not pinged when taken: a connection the server dropped fails here, once.
+            if attempt == 2 or not reader.dialect.is_disconnect(exc, raw.dbapi_connection, None):
+                raise
+            raw.invalidate()
+            continue
         finally:
-            cur.close()
-    finally:
-        raw.close()  # back to the pool
-    return None if row is None else tuple(row)
+            raw.close()  # back to the pool
+        return None if row is None else tuple(row)
+    raise AssertionError("unreachable")
+
+
+def _reader(engine: Engine) -> Engine:
+    """``engine`` itself on SQLite; for a server database, a small second pool on the same URL
+    whose connections are in autocommit mode (no transaction to roll back when one returns to
+    the pool) and not pinged when taken (fetch_one retries a dropped one instead): the
+    per-request read is one round trip instead of three."""
+    if engine.dialect.name == "sqlite":
+        return engine
+    with _readers_lock:
+        reader = _readers.get(engine.pool)
+        if reader is None:
+            reader = _readers[engine.pool] = create_engine(
+                engine.url,
+                isolation_level="AUTOCOMMIT",
+                pool_size=READER_POOL_SIZE,
+                max_overflow=READER_POOL_OVERFLOW,
+            )
+            # Closed with the main pool (Engine.dispose, e.g. at the API's shutdown).
+            event.listen(engine, "engine_disposed", lambda _engine: reader.dispose())
+        return reader
 
 
 def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:

@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/serve.py                  # wrk 3 x 10 s per side, then the batches
     .venv/bin/python bench/serve.py --rounds 2 --duration 5 --skip-batch
+    .venv/bin/python bench/serve.py --auth                # every request with an API key
+    .venv/bin/python bench/serve.py --postgres postgresql+psycopg://postgres@127.0.0.1:5432/test
 
 Starts ``msvmav serve`` (one API process, one worker) on a temporary SQLite database, uploads
 wdbc.arff (label ``Class``), trains a linear MSVMAv and waits for it. Starts a *bare* FastAPI app
@@ -175,6 +177,13 @@ def main() -> int:
     ap.add_argument("--skip-batch", action="store_true")
     ap.add_argument("--skip-wrk", action="store_true")
     ap.add_argument(
+        "--postgres",
+        metavar="ADMIN_URL",
+        help="serve on a scratch PostgreSQL database created next to this one (e.g. "
+        "postgresql+psycopg://postgres@127.0.0.1:5432/test) and dropped at the end, instead of "
+        "SQLite",
+    )
+    ap.add_argument(
         "--auth",
         action="store_true",
         help="serve with API keys required: every service request carries a write key "
@@ -185,10 +194,15 @@ def main() -> int:
         raise SystemExit("wrk is required: apt-get install -y wrk")
 
     tmp = Path(tempfile.mkdtemp(prefix="msvmav-bench-serve-"))
-    env = {
-        **os.environ,
-        "MSVMAV_DATABASE_URL": f"sqlite:///{tmp / 'bench.db'}",
-    }
+    database_url = f"sqlite:///{tmp / 'bench.db'}"
+    if args.postgres:
+        sys.path.insert(0, str(ROOT))  # the tests' scratch-database helpers
+        from app.db import upgrade_to_head
+        from tests.app.support import create_postgres_database
+
+        database_url = create_postgres_database(args.postgres)
+        upgrade_to_head(database_url)
+    env = {**os.environ, "MSVMAV_DATABASE_URL": database_url}
     svc_port, bare_port = free_port(), free_port()
     exe = Path(sys.executable).parent / "msvmav"
     procs = [
@@ -213,7 +227,8 @@ def main() -> int:
         headers = {"Authorization": f"Bearer {create_key(svc)}"} if args.auth else {}
         model_id, names, X = train_model(svc, headers)
         n, d = X.shape
-        print(f"model {model_id}: linear MSVMAv on wdbc ({n} rows, {d} features)"
+        print(f"model {model_id}: linear MSVMAv on wdbc ({n} rows, {d} features), "
+              + ("PostgreSQL" if args.postgres else "SQLite")
               + (", API keys required" if args.auth else ""))
 
         if not args.skip_wrk:
@@ -229,6 +244,10 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 p.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+        if args.postgres:
+            from tests.app.support import drop_postgres_database
+
+            drop_postgres_database(args.postgres, database_url)
     return 0
 
 

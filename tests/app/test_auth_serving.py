@@ -132,3 +132,23 @@ def test_fetch_one_reads_what_the_orm_reads(engine):
     principal = service.lookup(engine, secret, None)
     assert principal is not None
     assert (principal.key_id, principal.scope) == (key_id, Scope.admin)
+
+
+def test_fetch_one_survives_connections_the_server_dropped(engine, settings):
+    """PostgreSQL: the per-request reads' pool does not ping its connections when taking them;
+    one the server closed (a restart, an idle timeout) is replaced on the spot."""
+    if is_sqlite(settings.database_url):
+        pytest.skip("a server database")
+    key_id, secret = make_key(engine, "read")
+    for _ in range(3):  # the reader pool now holds a connection
+        assert service.lookup(engine, secret, None).key_id == key_id
+    admin = create_engine(settings.database_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        killed = conn.execute(text(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )).scalar()
+    admin.dispose()
+    assert killed >= 1
+    assert service.lookup(engine, secret, None).key_id == key_id
+    assert fetch_one(engine, "SELECT id FROM api_keys WHERE id = ?", (key_id,)) == (key_id,)
