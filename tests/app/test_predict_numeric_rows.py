@@ -193,3 +193,18 @@ def test_a_streamed_body_without_content_length_answers_the_same(client, model):
     assert "content-length" not in streamed.request.headers
     assert whole.status_code == streamed.status_code == 200
     assert whole.json() == streamed.json()
+
+
+@pytest.mark.parametrize(
+    "fields",
+    ['"model_id": "1"', '"model_id": 0', '"model_id": 1, "extra": 1', '"model_id": 1, "labels": 5',
+     '"model_id": 2147483648'],
+)
+def test_a_bad_field_beside_large_rows_gets_the_answer_of_the_whole_parse(
+    client, monkeypatch, fields
+):
+    rows = ",".join(json.dumps(r) for r in _rows())
+    body = f'{{{fields}, "instances": [{rows}]}}'.encode()
+    fast, slow = _both(client, monkeypatch, body)
+    assert fast.status_code == 422
+    _same(fast, slow)
