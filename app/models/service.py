@@ -188,17 +188,25 @@ def model_stamp(engine: Engine, model_id: int) -> tuple[Any, ...] | None:
     return fetch_one(engine, _STAMP_SQL, (model_id,))
 
 
-def cached(engine: Engine, model_id: int, loc: list[str | int] | None = None) -> LoadedModel | None:
-    """The model from this process's cache if it holds it and its row still exists; None on a
-    cache miss (``load_cached`` then reads it); 404 (or 422 naming ``loc``) when the model does
-    not exist (any more). Needs no session: one ``model_stamp`` query."""
+def _current(
+    engine: Engine, model_id: int, loc: list[str | int] | None
+) -> tuple[tuple[Any, ...], LoadedModel | None]:
+    """The row's stamp, and this process's cached model if it is that row's; 404 (or 422
+    naming ``loc``) when there is no such row (any more)."""
     stamp = model_stamp(engine, model_id)
     cache = engine_cache(engine)
     if stamp is None:
         cache.drop(model_id)
         raise not_found("model", model_id, loc)
     hit = cache.get(model_id)
-    return hit if hit is not None and hit.stamp == stamp else None
+    return stamp, (hit if hit is not None and hit.stamp == stamp else None)
+
+
+def cached(engine: Engine, model_id: int, loc: list[str | int] | None = None) -> LoadedModel | None:
+    """The model from this process's cache if it holds it and its row still exists; None on a
+    cache miss (``load_cached`` then reads it); 404 (or 422 naming ``loc``) when the model does
+    not exist (any more). Needs no session: one ``model_stamp`` query."""
+    return _current(engine, model_id, loc)[1]
 
 
 def load_cached(
@@ -212,18 +220,13 @@ def load_cached(
     written."""
     bind = session.get_bind()
     engine = getattr(bind, "engine", bind)
-    stamp = model_stamp(engine, model_id)
-    cache = engine_cache(engine)
-    if stamp is None:
-        cache.drop(model_id)
-        raise not_found("model", model_id, loc)
-    hit = cache.get(model_id)
-    if hit is not None and hit.stamp == stamp:
+    stamp, hit = _current(engine, model_id, loc)
+    if hit is not None:
         return hit
     begin_read(session)
     loaded = load(session, get_or_raise(session, model_id, loc))
     loaded.stamp = stamp
-    cache.put(loaded)
+    engine_cache(engine).put(loaded)
     return loaded
 
 

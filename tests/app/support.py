@@ -188,3 +188,22 @@ def stop_workers(procs: list[subprocess.Popen]) -> list[str]:
             out, _ = p.communicate()
         outputs.append(out)
     return outputs
+
+
+@contextmanager
+def sqlite_write_lock(url: str, hold: float) -> Iterator[threading.Timer]:
+    """Another process's view: a connection that holds ``url``'s SQLite write lock
+    (BEGIN IMMEDIATE) for ``hold`` seconds, or until the block ends; join the yielded timer
+    to wait for the release."""
+    import sqlite3
+
+    writer = sqlite3.connect(make_url(url).database, isolation_level=None, check_same_thread=False)
+    writer.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(hold, writer.rollback)
+    release.start()
+    try:
+        yield release
+    finally:
+        release.cancel()
+        writer.rollback()
+        writer.close()

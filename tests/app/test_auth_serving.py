@@ -5,15 +5,14 @@ TEST_DATABASE_URL is set."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select, text, update
-from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from app.auth import service
@@ -21,7 +20,13 @@ from app.auth.keys import Scope
 from app.db import fetch_one, is_sqlite, read_only
 from app.main import create_app
 from app.orm import ApiKey
-from tests.app.support import assert_problem, blobs, trained_model, wait_for
+from tests.app.support import (
+    assert_problem,
+    blobs,
+    sqlite_write_lock,
+    trained_model,
+    wait_for,
+)
 
 
 def make_key(engine, scope: str = "write") -> tuple[int, str]:
@@ -82,33 +87,23 @@ def test_first_use_of_a_key_does_not_wait_for_a_writer(keyed_client, engine, set
     key_id, secret = make_key(engine, "read")
     auth = {"Authorization": f"Bearer {secret}"}
     hold = 6.0
-    if is_sqlite(settings.database_url):
-        writer = sqlite3.connect(
-            make_url(settings.database_url).database, isolation_level=None, check_same_thread=False
-        )
-        writer.execute("BEGIN IMMEDIATE")
-        release = writer.rollback
-    else:
-        other = create_engine(settings.database_url)
-        conn = other.connect()
-        conn.execute(text("SELECT id FROM api_keys WHERE id = :id FOR UPDATE"), {"id": key_id})
-        release = conn.rollback
-    timer = threading.Timer(hold, release)
-    timer.start()
-    try:
+    with ExitStack() as stack:
+        if is_sqlite(settings.database_url):
+            timer = stack.enter_context(sqlite_write_lock(settings.database_url, hold))
+        else:
+            other = create_engine(settings.database_url)
+            stack.callback(other.dispose)
+            conn = stack.enter_context(other.connect())
+            conn.execute(text("SELECT id FROM api_keys WHERE id = :id FOR UPDATE"), {"id": key_id})
+            timer = threading.Timer(hold, conn.rollback)
+            timer.start()
+            stack.callback(timer.cancel)
         t0 = time.monotonic()
         assert keyed_client.get("/datasets", headers=auth).status_code == 200
         assert time.monotonic() - t0 < hold / 2
         assert last_used(engine, key_id) is None  # still waiting for the writer
         timer.join()
         wait_for(lambda: last_used(engine, key_id) is not None, timeout=15)
-    finally:
-        timer.cancel()
-        if is_sqlite(settings.database_url):
-            writer.close()
-        else:
-            conn.close()
-            other.dispose()
 
 
 def test_fetch_one_reads_what_the_orm_reads(engine):

@@ -112,33 +112,33 @@ def test_a_bad_cell_gets_the_answer_of_the_whole_parse(client, monkeypatch, mode
 def test_a_bad_shape_gets_the_answer_of_the_whole_parse(client, monkeypatch, model, shape):
     rows = [json.dumps(r) for r in _rows()]
     mid = model["id"]
-    head = f'{{"model_id": {mid}, '
-    body = head + '"instances": [' + ",".join(rows) + "]}"
+
+    def wrap(before: str = "", after: str = "]}") -> str:
+        return f'{{"model_id": {mid}, {before}"instances": [' + ",".join(rows) + after
+
+    body = wrap()
     if shape == "ragged":
         rows[123] = json.dumps(_rows(1)[0][:2])
-        body = head + '"instances": [' + ",".join(rows) + "]}"
     elif shape == "empty row":
         rows[5] = "[]"
-        body = head + '"instances": [' + ",".join(rows) + "]}"
+    elif shape == "a row not a list":
+        rows[7] = "3.5"
+    if shape in ("ragged", "empty row", "a row not a list"):
+        body = wrap()
     elif shape == "trailing comma":
-        body = head + '"instances": [' + ",".join(rows) + ",]}"
+        body = wrap(after=",]}")
     elif shape == "records":
         records = [dict(zip(["x0", "x1", "x2"], r, strict=True)) for r in _rows()]
         body = json.dumps({"model_id": mid, "instances": records})
     elif shape == "truncated":
         body = body[: len(body) // 2]
-    elif shape == "a row not a list":
-        rows[7] = "3.5"
-        body = head + '"instances": [' + ",".join(rows) + "]}"
     elif shape == "key in labels":
-        body = head + '"labels": ["instances"], "instances": [' + ",".join(rows) + "]}"
+        body = wrap(before='"labels": ["instances"], ')
     elif shape == "escaped key with a decoy":
         # the only literal "instances" is a nested decoy; the real key is escaped
-        body = (head + '"labels": [{"instances": [' + ",".join(rows) + ']}], '
-                '"\\u0069nstances": [[1.0, 2.0, 3.0]]}')
+        body = wrap(before='"labels": [{', after=']}], "\\u0069nstances": [[1.0, 2.0, 3.0]]}')
     elif shape == "duplicate key":
-        body = (head + '"instances": [' + ",".join(rows) + '], '
-                '"\\u0069nstances": [[1.0, 2.0, 3.0]]}')
+        body = wrap(after='], "\\u0069nstances": [[1.0, 2.0, 3.0]]}')
     elif shape == "two features per row":
         body = json.dumps({"model_id": mid, "instances": [r[:2] for r in _rows()]})
     assert len(body) > numeric_rows.MIN_BYTES

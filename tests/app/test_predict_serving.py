@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -12,14 +10,19 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from app.db import is_sqlite
 from app.main import create_app
 from app.models import service as models_service
 from app.orm import Model
-from tests.app.support import assert_problem, blobs, to_csv, trained_model
+from tests.app.support import (
+    assert_problem,
+    blobs,
+    sqlite_write_lock,
+    to_csv,
+    trained_model,
+)
 
 
 def _cache(app):
@@ -145,21 +148,13 @@ def test_predict_does_not_wait_for_the_sqlite_write_lock(client, worker, app, se
     X, _ = blobs(n=4, seed=4)
     expected = _predict(client, model["id"], X)
     _cache(app).drop(model["id"])  # the cold path too must not need the lock
-    writer = sqlite3.connect(make_url(settings.database_url).database, isolation_level=None)
     hold = 8.0
-    writer.execute("BEGIN IMMEDIATE")
-    release = threading.Timer(hold, writer.rollback)
-    release.start()
-    try:
+    with sqlite_write_lock(settings.database_url, hold):
         for _ in range(2):  # cold, then warm
             t0 = time.monotonic()
             got = _predict(client, model["id"], X)
             assert time.monotonic() - t0 < hold / 2
             assert got == expected
-    finally:
-        release.cancel()
-        writer.rollback()
-        writer.close()
 
 
 def test_nan_and_huge_integer_literals_keep_their_answers(client, worker):
@@ -227,22 +222,12 @@ def test_get_requests_do_not_wait_for_the_sqlite_write_lock(client, worker, app,
         f"/models/{model['id']}/margins?dataset_id={model['dataset_id']}",
     ]
     expected = {p: client.get(p).json() for p in paths}
-    writer = sqlite3.connect(
-        make_url(settings.database_url).database, isolation_level=None, check_same_thread=False
-    )
     hold = 8.0
-    writer.execute("BEGIN IMMEDIATE")
-    release = threading.Timer(hold, writer.rollback)
-    release.start()
-    try:
+    with sqlite_write_lock(settings.database_url, hold):
         t0 = time.monotonic()
         got = {p: client.get(p).json() for p in paths}
         assert time.monotonic() - t0 < hold / 2
         assert got == expected
-    finally:
-        release.cancel()
-        writer.rollback()
-        writer.close()
 
 
 def test_a_read_only_transaction_cannot_write_and_leaves_its_connection_writable(
