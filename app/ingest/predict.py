@@ -106,11 +106,8 @@ class RowEncoder:
         return None
 
     def _numeric(self, table: list[Any], cols: list[int] | None) -> np.ndarray | None:
-        try:
-            A = np.array(table)
-        except (ValueError, TypeError):
-            return None
-        if A.ndim != 2 or A.dtype.kind not in "iuf" or has_boolean(table, A):
+        A = number_table(table)
+        if A is None:
             return None
         X = np.array(A if cols is None else A[:, cols], dtype=np.float64, order="C")
         return X if np.isfinite(X).all() else None
@@ -145,6 +142,18 @@ class RowEncoder:
                 return None
             X[:, base] = a
         return X if np.isfinite(X).all() else None
+
+
+def number_table(table: list[Any]) -> np.ndarray | None:
+    """``np.array(table)`` when the table is rows of one width of Python numbers (booleans are
+    not numbers here); None otherwise."""
+    try:
+        A = np.array(table)
+    except (ValueError, TypeError):
+        return None
+    if A.ndim != 2 or A.dtype.kind not in "iuf" or has_boolean(table, A):
+        return None
+    return A
 
 
 def has_boolean(cells: Sequence[Any], A: np.ndarray) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from app.ingest.predict import has_boolean
+from app.ingest.predict import number_table
 from app.predict.fastjson import loads
 
 # Bodies smaller than this are parsed whole: their Python objects cost little.
@@ -63,11 +63,8 @@ class NumericRows:
                 return None
             if not rows or not all(type(r) is list for r in rows):
                 return None
-            try:
-                block = np.array(rows)
-            except (ValueError, TypeError):
-                return None
-            if block.ndim != 2 or block.dtype.kind not in "iuf" or has_boolean(rows, block):
+            block = number_table(rows)
+            if block is None:
                 return None
             if out is None:
                 out = np.empty((self.n_rows, block.shape[1]), dtype=np.float64)
