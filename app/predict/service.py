@@ -171,7 +171,7 @@ def predict_rows(
     _check_count(block.n_rows if block else len(instances), settings, ["body", "instances"])
     loaded = _loaded_from(sessions, model_id, ["body", "model_id"])
     encoder = _row_encoder(loaded)
-    X = encoder.numeric(block.matrix()) if block is not None else None
+    X = encoder.numeric(block.matrix()) if block and encoder.plain_numeric else None
     if X is not None:
         _check_matrix(X, loaded, ["body", "instances"])
         return _respond(loaded, X, labels, ["body", "labels"])
