@@ -104,8 +104,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     engine = make_engine(settings.database_url)
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        app.state.auth.close()  # the last keys' last_used_at, before the pool goes
         engine.dispose()
 
     # Swagger UI (/docs) and ReDoc (/redoc) with their scripts and styles served by the service

@@ -150,6 +150,13 @@ class AuthGate:
             stamper = self._stamper
         stamper.submit(self._stamp, principal.key_id)
 
+    def close(self) -> None:
+        """Finish the stamps under way (at shutdown)."""
+        with self._lock:
+            stamper, self._stamper = self._stamper, None
+        if stamper is not None:
+            stamper.shutdown(wait=True)
+
     def _stamp(self, key_id: int) -> None:
         try:
             with self.session_factory() as session:
