@@ -131,11 +131,8 @@ class RowEncoder:
                     return None
                 X[arange, base + idx] = 1.0
                 continue
-            try:
-                a = np.array(column)
-            except (ValueError, TypeError):
-                return None
-            if a.ndim != 1 or a.dtype.kind not in "iuf" or has_boolean(column, a):
+            a = number_table(column, ndim=1)
+            if a is None:
                 return None
             a = a.astype(np.float64)
             if coder.allowed is not None and not np.isin(a, list(coder.allowed)).all():
@@ -144,14 +141,14 @@ class RowEncoder:
         return X if np.isfinite(X).all() else None
 
 
-def number_table(table: list[Any]) -> np.ndarray | None:
-    """``np.array(table)`` when the table is rows of one width of Python numbers (booleans are
-    not numbers here); None otherwise."""
+def number_table(table: Sequence[Any], ndim: int = 2) -> np.ndarray | None:
+    """``np.array(table)`` when the table is rows of one width of Python numbers (``ndim=1``:
+    a column of numbers; booleans are not numbers here); None otherwise."""
     try:
         A = np.array(table)
     except (ValueError, TypeError):
         return None
-    if A.ndim != 2 or A.dtype.kind not in "iuf" or has_boolean(table, A):
+    if A.ndim != ndim or A.dtype.kind not in "iuf" or has_boolean(table, A):
         return None
     return A
 
