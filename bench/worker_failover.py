@@ -40,25 +40,17 @@ from tests.app.support import (  # noqa: E402
     blobs,
     create_postgres_database,
     drop_postgres_database,
+    job_finished,
+    start_worker_process,
     to_csv,
     wait_for,
 )
 
 
 def start_worker(url: str, workdir: str, name: str) -> subprocess.Popen:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith("MSVMAV_")
-    }  # the defaults, as deployed
-    env |= {"MSVMAV_DATABASE_URL": url, "MSVMAV_WORKER_ALIVE_FILE": f"{workdir}/alive-{name}"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "worker"],
-        cwd=workdir,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
+    """A worker with the deployed defaults (no MSVMAV_* of this process) and its alive file."""
+    alive = {"MSVMAV_WORKER_ALIVE_FILE": f"{workdir}/alive-{name}"}
+    return start_worker_process(url, workdir, env=alive, deployed_defaults=True, capture=False)
 
 
 def iso_seconds(stamp: str) -> float:
@@ -88,13 +80,7 @@ def trial(client: TestClient, url: str, workdir: str, dataset_id: int) -> dict[s
         a.send_signal(signal.SIGKILL)
         a.wait()
         killed = time.time()
-        body = wait_for(
-            lambda: (
-                (j := client.get(f"/jobs/{job_id}").json())["status"] in ("succeeded", "failed")
-                and j
-            ),
-            timeout=300,
-        )
+        body = job_finished(client, job_id, timeout=300)
     finally:
         for p in (a, b):
             if p is not None and p.poll() is None:

@@ -7,6 +7,7 @@ import io
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -207,3 +208,38 @@ def sqlite_write_lock(url: str, hold: float) -> Iterator[threading.Timer]:
         release.cancel()
         writer.rollback()
         writer.close()
+
+
+def start_worker_process(
+    database_url: str,
+    cwd: Path | str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    deployed_defaults: bool = False,
+    capture: bool = True,
+) -> subprocess.Popen:
+    """A real ``msvmav worker`` process (``args`` after ``worker``) on ``database_url``.
+    ``env``: MSVMAV_* settings on top; ``deployed_defaults``: none of this process's MSVMAV_*
+    variables; ``capture``: stdout and stderr as text (see stop_workers), else discarded."""
+    inherited = {
+        k: v for k, v in os.environ.items() if not (deployed_defaults and k.startswith("MSVMAV_"))
+    }
+    output = subprocess.PIPE if capture else subprocess.DEVNULL
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "worker", *args],
+        cwd=cwd,
+        env={**inherited, "MSVMAV_DATABASE_URL": database_url, **(env or {})},
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def job_finished(client: TestClient, job_id: int, timeout: float = 120.0) -> dict:
+    """Poll ``GET /jobs/{id}`` until the job succeeded or failed; its body."""
+    return wait_for(
+        lambda: (body := client.get(f"/jobs/{job_id}").json())["status"] in ("succeeded", "failed")
+        and body,
+        timeout=timeout,
+        interval=0.1,
+    )

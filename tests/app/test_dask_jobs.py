@@ -5,17 +5,16 @@ fails the job with a clear error."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 
 from tests.app.support import (
     blobs,
+    job_finished,
     run_jobs,
     running_job,
+    start_worker_process,
     stop_workers,
     submit,
     to_csv,
@@ -128,22 +127,15 @@ def test_worker_command_takes_the_scheduler_as_an_option(client, engine, databas
     its environment) sends a search's cells to that scheduler."""
     ds = upload(client, to_csv(*blobs(n=120, seed=5, shift=1.0)))
     job = submit(client, ds["id"], search={"grid": GRID, "cv": 3, "seed": 1}, max_iter=30)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MSVMAV_")}
-    env["MSVMAV_WORKER_POLL_INTERVAL"] = "0.05"
     with distributed.Client(cluster.scheduler_address) as observer:
         before = observer.run_on_scheduler(
             lambda dask_scheduler: len(dask_scheduler.transition_log))
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "--database-url", database_url, "worker",
-             "--dask-scheduler", cluster.scheduler_address],
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        proc = start_worker_process(
+            database_url, tmp_path, "--dask-scheduler", cluster.scheduler_address,
+            env={"MSVMAV_WORKER_POLL_INTERVAL": "0.05"}, deployed_defaults=True,
         )
         try:
-            body = wait_for(
-                lambda: (b := client.get(f"/jobs/{job['id']}").json())["status"]
-                in ("succeeded", "failed") and b,
-                timeout=120, interval=0.2,
-            )
+            body = job_finished(client, job["id"])
         finally:
             (output,) = stop_workers([proc])
         after = observer.run_on_scheduler(

@@ -9,14 +9,22 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
 from app.orm import Model
-from tests.app.support import blobs, stop_workers, submit, to_csv, upload, wait_for
+from tests.app.support import (
+    blobs,
+    job_finished,
+    start_worker_process,
+    stop_workers,
+    submit,
+    to_csv,
+    upload,
+    wait_for,
+)
 
 LEASE = {"MSVMAV_HEARTBEAT_INTERVAL": "0.5", "MSVMAV_LEASE_SECONDS": "3"}
 # A fit of a few seconds: long enough to be interrupted, short enough to be run twice.
@@ -25,22 +33,14 @@ LONG_FIT = {"max_iter": 12_000, "tol": 0}
 
 def start_worker(database_url: str, tmp_path, **env: str) -> subprocess.Popen:
     alive = tmp_path / f"alive-{time.monotonic_ns()}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "worker"],
-        cwd=tmp_path,
-        env={
-            **os.environ,
-            "MSVMAV_DATABASE_URL": database_url,
-            "MSVMAV_WORKER_POLL_INTERVAL": "0.1",
-            "MSVMAV_CANCEL_CHECK_INTERVAL": "0.05",
-            "MSVMAV_WORKER_ALIVE_FILE": str(alive),
-            **LEASE,
-            **env,
-        },
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    settings = {
+        "MSVMAV_WORKER_POLL_INTERVAL": "0.1",
+        "MSVMAV_CANCEL_CHECK_INTERVAL": "0.05",
+        "MSVMAV_WORKER_ALIVE_FILE": str(alive),
+        **LEASE,
+        **env,
+    }
+    proc = start_worker_process(database_url, tmp_path, env=settings)
     proc.alive_file = alive  # type: ignore[attr-defined]
     return proc
 
@@ -103,13 +103,7 @@ def test_sigkilled_workers_job_is_requeued_and_completed_by_another(
         killed = time.monotonic()
         wait_for(lambda: client.get(f"/jobs/{job['id']}").json()["attempts"] == 2, timeout=30)
         requeued_after = time.monotonic() - killed
-        body = wait_for(
-            lambda: (
-                (b := client.get(f"/jobs/{job['id']}").json())["status"] in ("succeeded", "failed")
-                and b
-            ),
-            timeout=120,
-        )
+        body = job_finished(client, job["id"])
     finally:
         outputs = stop_workers(procs)
     assert body["status"] == "succeeded", (body, outputs)

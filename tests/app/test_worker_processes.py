@@ -2,33 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 
 from sqlalchemy import func, select
 
 from app.orm import Job, Model
-from tests.app.support import blobs, stop_workers, submit, to_csv, upload
+from tests.app.support import blobs, start_worker_process, stop_workers, submit, to_csv, upload
 
 
 def _start_worker(database_url: str, tmp_path) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "MSVMAV_DATABASE_URL": database_url,
-        "MSVMAV_WORKER_POLL_INTERVAL": "0.05",
-        "MSVMAV_CANCEL_CHECK_INTERVAL": "0.05",
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "worker"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    fast = {"MSVMAV_WORKER_POLL_INTERVAL": "0.05", "MSVMAV_CANCEL_CHECK_INTERVAL": "0.05"}
+    return start_worker_process(database_url, tmp_path, env=fast)
 
 
 def _wait(predicate, timeout: float = 90.0) -> None:
