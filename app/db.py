@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,18 +74,14 @@ def make_engine(url: str) -> Engine:
         read_only = conn.get_execution_options().get(READ_ONLY_OPTION, False)
         # query_only makes a write in a read-only transaction fail at once and every time
         # ("attempt to write a readonly database"), instead of only when another process
-        # happens to commit in between (a deferred transaction cannot upgrade safely).
+        # happens to commit in between (a deferred transaction cannot upgrade safely). Set
+        # when the mode changes, so a pooled connection writes again in its next write
+        # transaction.
         info = conn.connection.info
         if read_only != info.get(QUERY_ONLY_KEY, False):
             conn.exec_driver_sql(f"PRAGMA query_only={'ON' if read_only else 'OFF'}")
             info[QUERY_ONLY_KEY] = read_only
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
-
-    @event.listens_for(engine, "checkin")
-    def _sqlite_checkin(dbapi_connection, record):  # noqa: ANN001
-        # the next user may write (an invalidated connection comes back as None)
-        if record.info.pop(QUERY_ONLY_KEY, False) and dbapi_connection is not None:
-            dbapi_connection.execute("PRAGMA query_only=OFF")
 
     return engine
 
@@ -110,8 +105,8 @@ def begin_read(session: Session) -> None:
         session.connection(execution_options={READ_ONLY_OPTION: True})
 
 
-# DBAPI placeholder of each paramstyle the drivers we ship use (sqlite3: qmark, psycopg: pyformat).
-_PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
+# DBAPI placeholder of the drivers we ship: sqlite3 (qmark) and psycopg (pyformat).
+_PLACEHOLDERS = {"qmark": "?", "pyformat": "%s"}
 # The per-request reads' own engine for each server database (see _reader), by main pool.
 _readers: weakref.WeakKeyDictionary[Pool, Engine] = weakref.WeakKeyDictionary()
 _readers_lock = threading.Lock()
@@ -125,17 +120,9 @@ def fetch_one(engine: Engine, sql: str, params: tuple[Any, ...]) -> tuple[Any, .
     warm /predict's time. SQLite: a pooled connection, in autocommit mode (see make_engine),
     so the SELECT is its own read transaction and never takes the write lock. A server
     database: a connection of the reader pool (``_reader``), one round trip per call instead
-    of three. Another driver: SQLAlchemy's way."""
-    mark = _PLACEHOLDERS.get(engine.dialect.paramstyle)
-    if mark is None:
-        names = iter(range(len(params)))
-        named = "".join(f":p{next(names)}" if c == "?" else c for c in sql)
-        with engine.connect() as conn:
-            conn.execution_options(**{READ_ONLY_OPTION: True})
-            row = conn.execute(text(named), {f"p{i}": v for i, v in enumerate(params)}).first()
-        return None if row is None else tuple(row)
+    of three."""
     reader = _reader(engine)
-    statement = sql.replace("?", mark)
+    statement = sql.replace("?", _PLACEHOLDERS[engine.dialect.paramstyle])
     for attempt in (1, 2):
         raw = reader.raw_connection()
         try:
@@ -176,15 +163,6 @@ def _reader(engine: Engine) -> Engine:
             # Closed with the main pool (Engine.dispose, e.g. at the API's shutdown).
             event.listen(engine, "engine_disposed", lambda _engine: reader.dispose())
         return reader
-
-
-def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """Yield a session that is rolled back unless the caller committed (one per request)."""
-    with factory() as session:
-        try:
-            yield session
-        finally:
-            session.rollback()
 
 
 # --- Alembic -----------------------------------------------------------------------------------

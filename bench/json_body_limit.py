@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,13 +30,10 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.live_server import free_port  # noqa: E402
+
 MIB = 1024 * 1024
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _peak_kib(pid: int) -> int:
@@ -88,7 +84,7 @@ def run(name: str, body: bytes | None, *, chunked: bool, limit: int) -> tuple[in
     """One scenario on a fresh API; ``body`` None: a model is trained, and the body is a
     /predict of it at the limit."""
     with tempfile.TemporaryDirectory() as tmp:
-        port = _free_port()
+        port = free_port()
         env = {
             **os.environ,
             "MSVMAV_DATABASE_URL": f"sqlite:///{tmp}/bench.db",

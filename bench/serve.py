@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,15 +29,19 @@ import tempfile
 import time
 from pathlib import Path
 
-# This file is named like a module of the package it measures: keep its folder off the path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# This file is named like a module of the package it measures: keep its folder off the path,
+# and put the repository on it (the tests' helpers).
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [str(ROOT)] + [
+    p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent
+]
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 
 from app.predict.schemas import PredictRequest  # noqa: E402
+from tests.live_server import free_port  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA_CANDIDATES = [
     Path(os.environ.get("MSVMAV_DATASETS", "/nonexistent")),
     ROOT.parent / "shared" / "datasets",
@@ -63,12 +66,6 @@ def run_bare(port: int) -> None:
     import uvicorn
 
     uvicorn.run(_bare_app(), host="127.0.0.1", port=port, log_config=None)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_up(url: str, timeout: float = 60.0) -> None:
@@ -196,7 +193,6 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="msvmav-bench-serve-"))
     database_url = f"sqlite:///{tmp / 'bench.db'}"
     if args.postgres:
-        sys.path.insert(0, str(ROOT))  # the tests' scratch-database helpers
         from app.db import upgrade_to_head
         from tests.app.support import create_postgres_database
 

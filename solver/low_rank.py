@@ -132,9 +132,3 @@ def pivoted_cholesky(X, *, kernel: str, gamma: float, degree: int = 3, coef0: fl
     error = remaining / total if total > 0 else 0.0
     return LowRankFactor(factor, np.asarray(pivots, dtype=np.intp), float(error))
 
-
-def pivot_features(factor: LowRankFactor) -> np.ndarray:
-    """N = L_PP^{-T} (rank x rank): phi(x) = N^T k(X_P, x), so f(x) = k(x, X_P) @ (N w)."""
-    Lpp = factor.pivot_block()
-    return linalg.solve_triangular(Lpp, np.eye(Lpp.shape[0]), lower=True, trans="T",
-                                   check_finite=False)

@@ -124,6 +124,11 @@ def engine_cache(engine: Engine) -> ModelCache:
         return cache
 
 
+def model_cache_holds(engine: Engine, model_id: int) -> bool:
+    """Does this process's cache hold the model (whether still current or not)? No I/O."""
+    return engine_cache(engine).get(model_id) is not None
+
+
 def get(session: Session, model_id: int) -> Model | None:
     return session.get(Model, model_id)
 
@@ -188,45 +193,29 @@ def model_stamp(engine: Engine, model_id: int) -> tuple[Any, ...] | None:
     return fetch_one(engine, _STAMP_SQL, (model_id,))
 
 
-def _current(
-    engine: Engine, model_id: int, loc: list[str | int] | None
-) -> tuple[tuple[Any, ...], LoadedModel | None]:
-    """The row's stamp, and this process's cached model if it is that row's; 404 (or 422
-    naming ``loc``) when there is no such row (any more)."""
-    stamp = model_stamp(engine, model_id)
-    cache = engine_cache(engine)
-    if stamp is None:
-        cache.drop(model_id)
-        raise not_found("model", model_id, loc)
-    hit = cache.get(model_id)
-    return stamp, (hit if hit is not None and hit.stamp == stamp else None)
-
-
-def cached(engine: Engine, model_id: int, loc: list[str | int] | None = None) -> LoadedModel | None:
-    """The model from this process's cache if it holds it and its row still exists; None on a
-    cache miss (``load_cached`` then reads it); 404 (or 422 naming ``loc``) when the model does
-    not exist (any more). Needs no session: one ``model_stamp`` query."""
-    return _current(engine, model_id, loc)[1]
-
-
 def load_cached(
     session: Session, model_id: int, loc: list[str | int] | None = None
 ) -> LoadedModel:
     """The model ready to predict, from this process's cache when it holds it; 404 (or 422
     naming ``loc``) when the model does not exist (any more) in the database.
 
-    Every call checks the row (``model_stamp``); a cache miss then reads the model in
-    ``session``, in a read-only transaction when the session has none yet. Nothing is
-    written."""
+    Every call checks the row (``model_stamp``, on a pooled connection: a warm call uses no
+    ORM session); a cache miss then reads the model in ``session``, in a read-only
+    transaction when the session has none yet. Nothing is written."""
     bind = session.get_bind()
     engine = getattr(bind, "engine", bind)
-    stamp, hit = _current(engine, model_id, loc)
-    if hit is not None:
+    stamp = model_stamp(engine, model_id)
+    cache = engine_cache(engine)
+    if stamp is None:
+        cache.drop(model_id)
+        raise not_found("model", model_id, loc)
+    hit = cache.get(model_id)
+    if hit is not None and hit.stamp == stamp:
         return hit
     begin_read(session)
     loaded = load(session, get_or_raise(session, model_id, loc))
     loaded.stamp = stamp
-    engine_cache(engine).put(loaded)
+    cache.put(loaded)
     return loaded
 
 

@@ -14,12 +14,14 @@ a rectangle of finite JSON numbers. Then the caller takes ``NumericRows.rows_lis
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+from fastapi.exceptions import RequestValidationError
 
 from app.ingest.predict import number_table
 from app.predict.fastjson import loads
@@ -46,8 +48,13 @@ class NumericRows:
         self.n_rows = body.count(b"[", start + 1, end)
 
     def rows_list(self) -> list[Any]:
-        """The rows as the whole body's parse would have given them."""
-        return loads(self.body[self.start : self.end])
+        """The rows as the whole body's parse would have given them; when they are not JSON,
+        the whole body's parse answers (FastAPI's 422 for invalid JSON, as before the split:
+        ``split_body`` checked only the rest of the body)."""
+        try:
+            return loads(self.body[self.start : self.end])
+        except ValueError:
+            return _parse_whole(self.body)["instances"]
 
     def matrix(self) -> np.ndarray | None:
         """The rows as an (n, k) float64 array, if every row is a list of k JSON numbers
@@ -95,6 +102,26 @@ class NumericRows:
                 piece = piece[1:]
             first = False
             yield b"[" + piece + b"]"
+
+
+def _parse_whole(body: bytes) -> Any:
+    """``loads(body)``, or the RequestValidationError FastAPI raises for a body that is not
+    JSON (the same error, position and all)."""
+    try:
+        return loads(body)
+    except json.JSONDecodeError as exc:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "json_invalid",
+                    "loc": ("body", exc.pos),
+                    "msg": "JSON decode error",
+                    "input": {},
+                    "ctx": {"error": exc.msg},
+                }
+            ],
+            body=exc.doc,
+        ) from exc
 
 
 def row_count(instances: list[Any]) -> int:

@@ -9,6 +9,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.deps import SessionDep, SettingsDep
 from app.ids import MAX_DB_ID
+from app.models.service import model_cache_holds
 from app.predict import service
 from app.predict.fastjson import OrjsonRequest, OrjsonRoute, json_response
 from app.predict.numeric_rows import row_count, split_body
@@ -81,13 +82,18 @@ async def predict(
             )
         )
 
-    # On SQLite a few rows cost less than the trip to the thread pool (one indexed read of a
-    # local file in WAL mode, which never waits for a writer, and a cached model's decision
-    # function): answered on the event loop. Batches go to the pool, so they never hold up
+    # On SQLite a few rows for a model this process holds cost less than the trip to the
+    # thread pool (one indexed read of a local file in WAL mode, which never waits for a
+    # writer, and a cached model's decision function): answered on the event loop. Batches
+    # and cache misses (reading and rebuilding a model) go to the pool, so they never hold up
     # other requests; so does everything on PostgreSQL, where the existence check is a network
     # round trip that must not stall the event loop (and its health probes) when the server is
     # slow or away.
-    if state.local_database and row_count(request.instances) <= INLINE_ROWS:
+    if (
+        state.local_database
+        and row_count(request.instances) <= INLINE_ROWS
+        and model_cache_holds(state.engine, request.model_id)
+    ):
         return answer()
     return await run_in_threadpool(answer)
 

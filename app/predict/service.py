@@ -79,17 +79,6 @@ def _loaded(session: Session, model_id: int, loc: list[str | int] | None) -> mod
     return loaded
 
 
-def _loaded_from(
-    sessions: sessionmaker[Session], model_id: int, loc: list[str | int] | None
-) -> models.LoadedModel:
-    """``_loaded`` with a session of its own, opened only when the cache misses."""
-    hit = models.cached(sessions.kw["bind"], model_id, loc)
-    if hit is not None:
-        return hit
-    with sessions() as session:
-        return _loaded(session, model_id, loc)
-
-
 def _row_encoder(loaded: models.LoadedModel) -> RowEncoder:
     encoder = loaded.extras.get("row_encoder")
     if encoder is None:
@@ -169,11 +158,11 @@ def predict_rows(
     elif block.n_rows > settings.max_predict_instances:  # (an upper bound: count them exactly)
         instances, block = block.rows_list(), None
     _check_count(block.n_rows if block else len(instances), settings, ["body", "instances"])
-    loaded = _loaded_from(sessions, model_id, ["body", "model_id"])
+    with sessions() as session:  # (no connection unless the cache misses)
+        loaded = _loaded(session, model_id, ["body", "model_id"])
     encoder = _row_encoder(loaded)
     X = encoder.numeric(block.matrix()) if block and encoder.plain_numeric else None
-    if X is not None:
-        _check_matrix(X, loaded, ["body", "instances"])
+    if X is not None:  # finite, of the model's width: nothing left to check
         return _respond(loaded, X, labels, ["body", "labels"])
     if block is not None:  # not a rectangle of numbers this model takes: the usual path
         instances = block.rows_list()

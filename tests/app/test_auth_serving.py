@@ -107,8 +107,7 @@ def test_first_use_of_a_key_does_not_wait_for_a_writer(keyed_client, engine, set
 
 
 def test_fetch_one_reads_what_the_orm_reads(engine):
-    """The raw per-request read (driver placeholders) and SQLAlchemy's fallback for other
-    paramstyles agree with an ORM query."""
+    """The raw per-request read (driver placeholders) agrees with an ORM query."""
     key_id, secret = make_key(engine, "admin")
     with Session(engine) as session:
         row = session.get(ApiKey, key_id)
@@ -117,13 +116,6 @@ def test_fetch_one_reads_what_the_orm_reads(engine):
     params = (row.key_hash, key_id)
     assert fetch_one(engine, sql, params) == expected
     assert fetch_one(engine, sql, ("0" * 64, key_id)) is None
-    if engine.dialect.name == "sqlite":  # (psycopg has no named paramstyle)
-        named = create_engine(engine.url, paramstyle="named")  # no positional placeholder
-        try:
-            assert named.dialect.paramstyle == "named"
-            assert fetch_one(named, sql, params) == expected
-        finally:
-            named.dispose()
     principal = service.lookup(engine, secret, None)
     assert principal is not None
     assert (principal.key_id, principal.scope) == (key_id, Scope.admin)

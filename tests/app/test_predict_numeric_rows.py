@@ -107,6 +107,7 @@ def test_a_bad_cell_gets_the_answer_of_the_whole_parse(client, monkeypatch, mode
         "escaped key with a decoy",
         "duplicate key",
         "two features per row",
+        "invalid rows, valid rest",
     ],
 )
 def test_a_bad_shape_gets_the_answer_of_the_whole_parse(client, monkeypatch, model, shape):
@@ -141,6 +142,9 @@ def test_a_bad_shape_gets_the_answer_of_the_whole_parse(client, monkeypatch, mod
         body = wrap(after='], "\\u0069nstances": [[1.0, 2.0, 3.0]]}')
     elif shape == "two features per row":
         body = json.dumps({"model_id": mid, "instances": [r[:2] for r in _rows()]})
+    elif shape == "invalid rows, valid rest":  # the rows end inside a string: not JSON
+        pad = "x" * (numeric_rows.MIN_BYTES + 10)
+        body = f'{{"instances": [[1,"]] , "model_id": {mid}, "labels": ["{pad}"]}}'
     assert len(body) > numeric_rows.MIN_BYTES
     fast, slow = _both(client, monkeypatch, body.encode())
     _same(fast, slow)
