@@ -105,18 +105,7 @@ def create(
         )
     except IngestLimitError as exc:
         raise limit_problem(exc) from None
-    n_rows, n_features = parsed.X.shape
-    if n_rows > settings.max_rows:
-        raise too_large(
-            f"dataset has {n_rows} rows; the limit is {settings.max_rows} (MSVMAV_MAX_ROWS)",
-            field="file",
-        )
-    if n_features > settings.max_features:
-        raise too_large(
-            f"dataset has {n_features} features; the limit is {settings.max_features} "
-            "(MSVMAV_MAX_FEATURES)",
-            field="file",
-        )
+    n_rows, n_features = parsed.X.shape  # within limits: parse_dataset enforced them
     if n_rows == 0:
         raise invalid(["body", "file"], "the file holds no data rows")
     if len(parsed.classes) < 2:

@@ -25,10 +25,6 @@ class Column:
     values: np.ndarray  # float64 (numeric) or int64 codes into ``categories``
     categories: list[str] | None = None  # None: numeric
 
-    @property
-    def kind(self) -> str:
-        return "numeric" if self.categories is None else "categorical"
-
 
 @dataclass
 class ColumnTable:
@@ -112,8 +108,10 @@ def read_columns(text: str, *, header: bool | None = None,
         return None
     if has_header:
         head = [h.strip() for h in first]
-        # Duplicate or empty names come back renamed ("a.1", "Unnamed: 3"): careful reader.
-        if [str(c).strip() for c in frame.columns] != head or "" in head:
+        # Duplicate or empty names come back renamed ("a.1", "Unnamed: 3"), but names equal
+        # only once stripped ("a", "a ") do not: the careful reader refuses both.
+        if ([str(c).strip() for c in frame.columns] != head or "" in head
+                or len(set(head)) != len(head)):
             return None
         names = head
     else:

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from .arff import read_arff
 from .columns import resolve_label
-from .csv_format import _SNIFF_LINES, read_csv, sniff_delimiter
+from .csv_format import read_csv, sniff_delimiter
 from .dataset import _MAX_ROWS_NAMED, find_missing, rows_phrase
 from .encoding import ColumnCoder, encode_rows, encode_table, feature_specs
 from .errors import IngestError
@@ -31,8 +31,8 @@ class RowEncoder:
 
     The bulk path takes only input it can encode exactly like ``encode_rows``: every row a list
     of one width (or every row a record with every feature key), numeric cells Python numbers
-    or booleans, categorical cells exact category strings, every value finite. Anything else
-    (text numbers, None, NaN, unknown categories, ragged rows, ...) goes through
+    (not booleans), categorical cells exact category strings, every value finite. Anything else
+    (text numbers, booleans, None, NaN, unknown categories, ragged rows, ...) goes through
     ``encode_rows`` itself, which encodes it or raises its precise, row-naming error.
     """
 
@@ -273,7 +273,7 @@ def parse_feature_file(encoding: dict, content: bytes, filename: str = "",
 
 def _plain_csv_features(encoding: dict, text: str, label: str | int | None
                         ) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """parse_feature_file's answer for the plainest CSV, read by numpy's C loader: a header
+    """parse_feature_file's answer for the plainest CSV, read by pandas' C parser: a header
     naming every (numeric) training feature, every line with the same number of delimiters,
     no quotes, every feature value a finite number and every label present. None for
     anything else, which the careful parser then reads (and explains when it fails): this
@@ -293,8 +293,8 @@ def _plain_csv_features(encoding: dict, text: str, label: str | int | None
         lines.pop()
     if len(lines) < 2 or not lines[0].strip():
         return None
-    # The lines the careful parser sniffs (it skips blank ones; a blank one here fails below).
-    delim = sniff_delimiter("\n".join(lines[:_SNIFF_LINES]), encoding.get("delimiter"))
+    # The delimiter the careful parser picks (sniff_delimiter reads only the first lines).
+    delim = sniff_delimiter(text, encoding.get("delimiter"))
     width = lines[0].count(delim)
     if width < 1 or set(map(methodcaller("count", delim), lines)) != {width}:
         return None  # blank, ragged or single-column lines: the careful parser decides

@@ -39,6 +39,8 @@ CASES = [
     ("a,b,y\n0,2,x,9\n1,4,z,9\n", {}, False),  # long rows that look like an index
     ("a,b,y\n" + "1,2,x\n3,4,z\n" * 1000 + "5,6,x,7\n", {}, False),  # late long row
     ("a,a,y\n1,2,x\n3,4,z\n", {}, False),  # duplicate name
+    ("a,a ,y\n1,2,x\n3,4,z\n", {}, False),  # names equal once stripped (pandas keeps both)
+    ("a\t,a,y\n1,2,x\n3,4,z\n", {}, False),
     ("a,,y\n1,2,x\n3,4,z\n", {}, False),  # unnamed column
     ("a,b,y\n1,inf,x\n3,4,z\n", {}, False),
     ("a,b,y\n1,1e400,x\n3,4,z\n", {}, False),
