@@ -9,9 +9,8 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from app.auth.security import READ_METHODS
 from app.config import Settings
-
-READ_METHODS = frozenset({"GET", "HEAD"})
 
 
 async def get_session(request: Request) -> AsyncIterator[Session]:

@@ -8,7 +8,10 @@ import re
 from http import HTTPStatus
 from typing import Any
 
-from app.problems import TYPE_BASE
+from app.auth import gate
+from app.auth.keys import Principal, Scope
+from app.auth.security import READ_METHODS
+from app.problems import TYPE_BASE, Problem
 
 _REQUEST_ID = "5f0c3e2a9b1d4c7e8f6a2b3c4d5e6f70"
 _ID_PARAM = re.compile(r"\{(\w+)_id\}")
@@ -82,6 +85,14 @@ def _problem(status: int, instance: str, detail: str, **extra: Any) -> dict[str,
     }
 
 
+def _from_problem(problem: Problem, instance: str) -> dict[str, Any]:
+    """The body ``problem_response`` gives for ``problem`` at ``instance``."""
+    body = _problem(problem.status, instance, problem.detail, **problem.extra)
+    if problem.errors is not None:
+        body["errors"] = problem.errors
+    return {**body, "type": problem.type, "title": problem.title}
+
+
 def _invalid(instance: str, loc: list[str | int], message: str, **entry: Any) -> dict[str, Any]:
     field = ".".join(str(p) for p in loc[1:])
     error = {"loc": loc, "field": field, "message": message, **entry}
@@ -99,7 +110,7 @@ def needed_scope(method: str, path: str) -> str:
     """The scope an operation needs, as app.main attaches them to the routers."""
     if path.startswith("/keys"):
         return "admin"
-    if method in ("GET", "HEAD") or path.startswith("/predict"):
+    if method in READ_METHODS or path.startswith("/predict"):
         return "read"
     return "write"
 
@@ -114,18 +125,14 @@ def error_example(
     if status == 404 and kind:
         name = _KIND_NAMES.get(kind, kind)
         return _problem(404, _instance(path, MISSING_ID), f"{name} {MISSING_ID} not found")
-    if status == 401:
-        return _problem(401, path, "invalid or revoked API key")
+    if status == 401:  # the answers' own constructors (app.auth.gate): type and title agree
+        return _from_problem(
+            gate.unauthorized("invalid or revoked API key", error="invalid_token"), path
+        )
     if status == 403:
         needed = needed_scope(method, path)
-        held = _LOWER_SCOPE[needed] or "read"
-        detail = f"{method} {path} needs a key with scope {needed}; this key's scope is {held}"
-        return {
-            **_problem(403, path, detail),
-            "type": TYPE_BASE + "forbidden",
-            "required_scope": needed,
-            "scope": held,
-        }
+        held = Principal(key_id=1, name="ci", scope=Scope(_LOWER_SCOPE[needed] or "read"))
+        return _from_problem(gate.forbidden(held, Scope(needed), method, path), path)
     if status == 409:
         template = _CONFLICTS.get(op_id, _EXPERIMENT_CONFLICT if kind == "experiment" else None)
         if template:

@@ -29,6 +29,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.db import begin_read
 from app.orm import IdempotencyKey
 from app.problems import invalid
 
@@ -98,10 +99,13 @@ def create_once(
     principal = getattr(request.state, "principal", None)
     key_scope = scope(principal, key)
     print_ = fingerprint(request.method, request.url.path, payload)
+    # The lookup reads in a read-only transaction (on SQLite: no queueing for the write lock,
+    # so a replay never waits for a writer); it ends before create() writes in a new one.
+    begin_read(session)
     stored = session.get(IdempotencyKey, key_scope)
     if stored is not None:
         return _replay(stored, print_, request)
-    session.rollback()  # end the read: on SQLite a transaction holds the write lock
+    session.rollback()  # end the read: create() must not write in a read-only transaction
     created = create()
     headers = {"Location": created.location}
     session.add(
@@ -121,6 +125,7 @@ def create_once(
         session.commit()
     except IntegrityError:
         session.rollback()  # a concurrent request with this key committed first
+        begin_read(session)
         stored = session.get(IdempotencyKey, key_scope, populate_existing=True)
         if stored is None:
             raise

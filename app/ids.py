@@ -1,8 +1,8 @@
 """Database ids as the API accepts them.
 
 Every table's id is an ``INTEGER`` (32-bit on PostgreSQL), so an id outside 1 … 2^31 − 1 can
-name no row: in a body or a query it is a 422 naming the field (``DbId``, ``check_query_ids``),
-in a path a 404 (``check_path_ids``) — never a database overflow error.
+name no row: in a body it is a 422 naming the field (``DbId``), in a query a 422 naming the
+parameter and in a path a 404 (both ``check_ids``) — never a database overflow error.
 """
 
 from __future__ import annotations

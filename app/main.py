@@ -132,7 +132,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.local_database = is_sqlite(settings.database_url)  # no network round trips
     app.state.migration_heads = script_heads(settings.database_url)
     app.state.metrics = RequestMetrics()
-    app.state.auth = AuthGate(settings, app.state.session_factory)
+    app.state.auth = AuthGate(settings, engine)
 
     problems.install(app)
     app.add_middleware(

@@ -14,12 +14,12 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import Engine
 
 from app.auth import service
 from app.auth.keys import Principal, Scope, hash_key
 from app.config import Settings
-from app.db import begin_read, is_sqlite
+from app.db import begin_read, is_sqlite, make_session_factory
 from app.problems import TYPE_BASE, Problem
 
 # How long "no key exists yet" is trusted before the database is asked again (auth=auto).
@@ -65,15 +65,15 @@ def bearer_token(authorization: str | None) -> str | None:
 
 
 class AuthGate:
-    def __init__(self, settings: Settings, session_factory: sessionmaker[Session]) -> None:
+    def __init__(self, settings: Settings, engine: Engine) -> None:
         self.mode = settings.auth
-        self.session_factory = session_factory
+        self.engine = engine
+        self.session_factory = make_session_factory(engine)
         secret = settings.admin_key.get_secret_value() if settings.admin_key else None
         self.admin_hash = hash_key(secret) if secret else None
         self._lock = threading.Lock()
         self._required = self.mode == "on" or (self.mode == "auto" and self.admin_hash is not None)
         self._open_until = 0.0  # monotonic time until which "no key exists" is trusted
-        self.engine = session_factory.kw["bind"]
         # Keys are looked up with one read of a local file on SQLite: on the event loop.
         self.local = is_sqlite(settings.database_url)
         self._stamped: dict[int, float] = {}  # key id -> monotonic time of its last stamp

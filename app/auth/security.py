@@ -30,7 +30,9 @@ bearer = HTTPBearer(
     "`Authorization: Bearer <key>`. Scopes: read < write < admin.",
 )
 
-READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: The methods that only read: a ``read`` key may use them (``require_by_method``) and their
+#: requests get a read-only session (``app.deps``). No route answers OPTIONS (405).
+READ_METHODS = frozenset({"GET", "HEAD"})
 
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {
@@ -115,7 +117,8 @@ def require(needed: Scope) -> Callable[..., Awaitable[Principal | None]]:
 
 
 async def require_by_method(request: Request, _credentials: _Credentials) -> Principal | None:
-    """Dependency: ``read`` for GET/HEAD, ``write`` for anything else."""
+    """Dependency: a key of scope ``read`` for READ_METHODS (GET, HEAD), ``write`` for any
+    other method (when keys are required)."""
     return await authorize(
         request, Scope.read if request.method in READ_METHODS else Scope.write
     )

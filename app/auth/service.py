@@ -18,6 +18,7 @@ from app.auth.keys import (
     same_hash,
 )
 from app.db import fetch_one
+from app.ids import in_range
 from app.orm import ApiKey, utcnow
 from app.pagination import PageParams, paginate
 from app.problems import not_found
@@ -30,8 +31,6 @@ _LOOKUP_SQL = (
     f"SELECT id, name, scope, key_hash, revoked_at IS NULL FROM {ApiKey.__tablename__} "
     "WHERE key_hash = ?"
 )
-# Ids beyond a 32-bit integer column cannot exist (PostgreSQL would refuse the comparison).
-MAX_ID = 2**31 - 1
 
 
 def create(session: Session, name: str, scope: Scope) -> tuple[ApiKey, str]:
@@ -50,7 +49,7 @@ def list_page(session: Session, page: PageParams) -> tuple[list[ApiKey], str | N
 
 
 def get_or_raise(session: Session, key_id: int) -> ApiKey:
-    row = session.get(ApiKey, key_id) if 0 < key_id <= MAX_ID else None
+    row = session.get(ApiKey, key_id) if in_range(key_id) else None
     if row is None:
         raise not_found("API key", key_id)
     return row

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import ipaddress
 
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import inspect
 
 from app.auth import service
 from app.config import Settings
-from app.db import make_engine, make_session_factory
+from app.db import begin_read, make_engine, make_session_factory
 
 REFUSAL = (
     "refusing to serve on {host} without an API key: create one with "
@@ -34,7 +34,9 @@ def is_loopback(host: str) -> bool:
 def serve_settings(settings: Settings, host: str) -> Settings:
     """The settings to serve with on ``host``: unchanged on loopback or with MSVMAV_AUTH=off;
     beyond loopback ``auto`` becomes ``on``, and ServeRefused unless a usable key exists
-    (a key row that is not revoked, or MSVMAV_ADMIN_KEY). Needs a migrated database."""
+    (a key row that is not revoked, or MSVMAV_ADMIN_KEY). An unmigrated database (no
+    ``api_keys`` table) has no key; a database that cannot be reached raises SQLAlchemy's
+    error (``msvmav`` prints it as "cannot use the database: ...")."""
     if settings.auth == "off" or is_loopback(host):
         return settings
     if settings.admin_key is None and not _usable_key_exists(settings.database_url):
@@ -43,11 +45,14 @@ def serve_settings(settings: Settings, host: str) -> Settings:
 
 
 def _usable_key_exists(url: str) -> bool:
+    """True when the ``api_keys`` table exists and holds a key that is not revoked. Errors
+    (no connection, no such database) propagate."""
     engine = make_engine(url)
     try:
+        if not inspect(engine).has_table("api_keys"):
+            return False  # not migrated: no key either
         with make_session_factory(engine)() as session:
+            begin_read(session)  # never queue for SQLite's write lock
             return service.usable_key_exists(session)
-    except SQLAlchemyError:
-        return False  # no api_keys table (not migrated) or no database: no key either
     finally:
         engine.dispose()

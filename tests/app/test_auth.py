@@ -17,13 +17,15 @@ from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from app import cli
-from app.auth import service
+from app.auth import security, service
 from app.auth.gate import OPEN_RECHECK_SECONDS
 from app.auth.keys import Scope
-from app.auth.serving import is_loopback
+from app.auth.serving import ServeRefused, is_loopback, serve_settings
+from app.config import Settings
 from app.main import create_app
 from app.orm import ApiKey
 from tests.app.support import assert_problem, wait_for
@@ -384,6 +386,31 @@ def test_openapi_documents_the_bearer_scheme_and_401_403(keyed):
     assert "Location" in keys_post["responses"]["201"]["headers"]
 
 
+def test_documented_401_and_403_examples_are_the_real_answers(keyed, engine):
+    """The OpenAPI examples of 401 and 403 have the type and title (and detail) of the answers
+    the service really gives."""
+    schema = keyed.get("/openapi.json").json()
+    responses = schema["paths"]["/datasets"]["get"]["responses"]
+    documented = responses["401"]["content"]["application/problem+json"]["example"]
+    real = assert_problem(keyed.get("/datasets", headers=bearer("msv_" + "x" * 43)), 401)
+    for field in ("type", "title", "status", "detail"):
+        assert documented[field] == real[field], field
+    responses = schema["paths"]["/keys"]["post"]["responses"]
+    documented = responses["403"]["content"]["application/problem+json"]["example"]
+    real = assert_problem(keyed.post("/keys", json={"name": "x", "scope": "read"},
+                                     headers=bearer(make_key(engine, "write"))), 403)
+    for field in ("type", "title", "status", "detail", "required_scope", "scope"):
+        assert documented[field] == real[field], field
+
+
+def test_read_methods_are_the_methods_routes_answer_to_read(keyed, engine):
+    """security.READ_METHODS is GET and HEAD: no route answers OPTIONS (405 for any key)."""
+    assert {"GET", "HEAD"} == security.READ_METHODS
+    read = bearer(make_key(engine, "read"))
+    assert keyed.get("/datasets", headers=read).status_code == 200
+    assert keyed.options("/datasets", headers=read).status_code == 405
+
+
 def test_swagger_ui_keeps_the_authorization(keyed):
     assert '"persistAuthorization": true' in keyed.get("/docs").text
 
@@ -520,6 +547,28 @@ def test_serve_loopback_without_a_key_stays_open(settings, engine, cli_env, serv
         assert c.get("/datasets").status_code == 200
     with Session(engine) as session:
         assert session.scalar(select(func.count()).select_from(ApiKey)) == 0
+
+
+UNREACHABLE_DB = "postgresql+psycopg://postgres@127.0.0.1:1/x"
+
+
+def test_serve_public_host_reports_an_unreachable_database(cli_env, served, capsys):
+    """A database that cannot be reached is that error ("cannot use the database"), not the
+    refusal's "create a key" advice."""
+    with pytest.raises(OperationalError):
+        serve_settings(Settings(database_url=UNREACHABLE_DB, _env_file=None), "0.0.0.0")
+    assert serve(UNREACHABLE_DB, "0.0.0.0") == 1
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("msvmav:")]
+    assert len(err) == 1 and "cannot use the database" in err[0], err
+    assert "keys create" not in err[0]
+    assert served == []
+
+
+def test_serve_public_host_refuses_an_unmigrated_database(cli_env, tmp_path):
+    """No api_keys table (never migrated): no key, so the refusal."""
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    with pytest.raises(ServeRefused, match="keys create"):
+        serve_settings(Settings(database_url=url, _env_file=None), "0.0.0.0")
 
 
 @pytest.mark.parametrize(

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 
+import pytest
 from sqlalchemy import func, select
 
+from app.db import is_sqlite
 from app.orm import Dataset, IdempotencyKey, Job
-from tests.app.support import assert_problem, blobs, to_csv, upload
+from tests.app.support import assert_problem, blobs, sqlite_write_lock, to_csv, upload
 
 KEY = {"Idempotency-Key": "3f1c2a9e-8d4b-4e0f-9a51-2b7c6d8e9f10"}
 
@@ -85,6 +88,25 @@ def test_a_failed_request_stores_nothing_and_may_be_retried(client, engine):
     ds = upload(client, to_csv(*blobs(n=20)))
     assert client.post("/train", json={"dataset_id": ds["id"]}, headers=KEY).status_code == 202
     assert count(engine, IdempotencyKey) == 1
+
+
+def test_replay_does_not_wait_for_the_write_lock(client, engine, settings):
+    """SQLite: another process holds the write lock; a retry whose response is stored is
+    replayed at once (the key's lookup is a read-only transaction). Before, the lookup began
+    with BEGIN IMMEDIATE and waited for the writer."""
+    if not is_sqlite(settings.database_url):
+        pytest.skip("SQLite's write lock")
+    ds = upload(client, to_csv(*blobs(n=20)))
+    body = {"dataset_id": ds["id"]}
+    first = client.post("/train", json=body, headers=KEY)
+    assert first.status_code == 202, first.text
+    hold = 6.0
+    with sqlite_write_lock(settings.database_url, hold):
+        t0 = time.monotonic()
+        again = client.post("/train", json=body, headers=KEY)
+        assert time.monotonic() - t0 < hold / 2
+    assert_replayed(first, again)
+    assert count(engine, Job) == 1
 
 
 def test_key_is_validated(client):
