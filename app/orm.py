@@ -9,7 +9,7 @@ blobs (see ``app.storage``), so listing datasets or models never reads megabytes
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import (
     JSON,
@@ -189,7 +189,9 @@ class ExperimentResult(Base):
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
-JOB_ATTEMPT_OUTCOMES = ("running", "succeeded", "failed", "cancelled", "requeued", "lost")
+#: What became of one claim of a job (``JobAttempt.outcome``, and the API's
+#: ``JobAttemptOut.outcome``); no CHECK constraint enforces it in the database.
+JobAttemptOutcome = Literal["running", "succeeded", "failed", "cancelled", "requeued", "lost"]
 
 
 class JobAttempt(Base):

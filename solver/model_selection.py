@@ -284,7 +284,10 @@ def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
         one (configuration, fold) pair, and in between with the same count: within the
         configurations and iterations of a task when n_jobs is 1, at least every half second
         while waiting for worker processes otherwise. An exception raised by the callback
-        aborts the search (the outstanding tasks are stopped or cancelled) and propagates.
+        aborts the search and propagates: no further task starts, joblib worker processes
+        stop their running tasks at their next tick, and on a Dask cluster the queued tasks
+        are cancelled but those already running on a worker run to their end (their results
+        are discarded).
     params : fixed estimator parameters for every fit (e.g. {"max_iter": 100, "tol": 1e-8})
 
     Returns

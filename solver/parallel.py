@@ -3,11 +3,15 @@
 
 ``run_tasks(fn, shared, tasks, n_jobs)`` yields ``fn(shared, task, tick)`` for every task in
 the order they finish, and ``None`` every ``POLL`` seconds in which none finished, so that the
-caller can report progress and abort (closing the generator, or an exception raised by the
-caller between two items, stops the outstanding work). ``shared`` is the data every task
-reads; it is sent to each worker once, not per task: joblib memory-maps its large arrays,
-Dask scatters it to every worker (replicated, so a worker that dies loses no data and the
-scheduler re-runs its tasks elsewhere).
+caller can report progress and abort by closing the generator (or raising between two items).
+What an abort stops depends on where the tasks run: in this process, no further task starts;
+in joblib's worker processes, the running tasks raise ``TaskStoppedError`` at their next tick
+and joblib cancels the rest; on a Dask cluster, ``client.cancel`` drops the queued tasks, but
+the ones already running on a worker run to their end (their results are discarded).
+
+``shared`` is the data every task reads; it is sent to each worker once, not per task: joblib
+memory-maps its large arrays, Dask scatters it to every worker (replicated, so a worker that
+dies loses no data and the scheduler re-runs its tasks elsewhere).
 
 The result of a task never depends on where it runs: callers place results by their task's
 indices, so the reduction order is fixed whatever the completion order.
@@ -173,6 +177,10 @@ def _run_joblib(fn: TaskFn, shared: Any, tasks: Sequence[Any], n_jobs: int) -> I
 
 
 def _run_dask(fn: TaskFn, shared: Any, tasks: Sequence[Any]) -> Iterator[Any]:
+    """``run_tasks`` on the enclosing ``dask_cluster``'s client. When the generator is closed
+    (or the caller raises) before all results came, the unfinished futures and the scattered
+    ``shared`` are cancelled: the scheduler drops the tasks still queued, but a task already
+    running on a worker is not interrupted; it runs to its end and its result is discarded."""
     client = dask_client()
     if not client.nthreads():
         try:
@@ -205,8 +213,10 @@ def _run_dask(fn: TaskFn, shared: Any, tasks: Sequence[Any]) -> Iterator[Any]:
 
 
 def _on_dask(fn: TaskFn, shared: Any, task: Any) -> Any:
-    # Dask's workers run with one BLAS thread per worker thread already (its nanny sets
-    # OMP/MKL/OPENBLAS_NUM_THREADS=1); a cancelled task's result is discarded
+    """One task on a Dask worker. Its tick does nothing: nothing reaches a running task to stop
+    it, so once started it runs to its end even if cancelled (its result is then discarded).
+    Dask's workers already run one BLAS thread per worker thread (the nanny sets
+    OMP/MKL/OPENBLAS_NUM_THREADS=1)."""
     return fn(shared, task, _no_tick)
 
 

@@ -60,16 +60,19 @@ def run_experiment_job(ctx: JobContext) -> JobResult:
     ctx.reporter.report(0.0, f"{len(loaded)} data set(s), {total} fits")
     t0 = time.perf_counter()
     out: list[tuple[int, str, dict[str, Any]]] = []
-    for k, ((dataset_id, _, X, y), name) in enumerate(zip(loaded, names, strict=True)):
-        base = sum(per_dataset[:k])
+    # one connection to the Dask cluster (if set) for all the data sets' cells
+    with dask_cluster(ctx.settings.dask_scheduler):
+        for k, ((dataset_id, _, X, y), name) in enumerate(zip(loaded, names, strict=True)):
+            base = sum(per_dataset[:k])
 
-        def progress(done: int, _n: int, base: int = base, k: int = k, name: str = name) -> None:
-            ctx.reporter.tick(
-                (base + done) / total,
-                f"dataset {k + 1}/{len(loaded)} ({name}): fit {base + done}/{total}",
-            )
+            def progress(
+                done: int, _n: int, base: int = base, k: int = k, name: str = name
+            ) -> None:
+                ctx.reporter.tick(
+                    (base + done) / total,
+                    f"dataset {k + 1}/{len(loaded)} ({name}): fit {base + done}/{total}",
+                )
 
-        with dask_cluster(ctx.settings.dask_scheduler):  # its cells on the cluster, if set
             result = run_experiment(
                 X,
                 y,
@@ -86,7 +89,7 @@ def run_experiment_job(ctx: JobContext) -> JobResult:
                 params=p.get("params") or None,
                 dataset=name,
             )
-        out.append((dataset_id, name, jsonable(result.to_dict())))
+            out.append((dataset_id, name, jsonable(result.to_dict())))
     seconds = time.perf_counter() - t0
     summary = {
         "datasets": [

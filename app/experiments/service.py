@@ -33,10 +33,11 @@ def submit(session: Session, request: ExperimentRequest) -> Job:
     _unique(request.algorithms, "algorithms")
     # Locked until the job is committed, as for /train: exclusive with deleting one of them.
     ids = request.dataset_ids
-    datasets.lock_or_raise(session, ids, [["body", "dataset_ids", i] for i in range(len(ids))])
-    for i, dataset_id in enumerate(request.dataset_ids):
+    locked = datasets.lock_or_raise(
+        session, ids, [["body", "dataset_ids", i] for i in range(len(ids))]
+    )
+    for i, (dataset_id, dataset) in enumerate(zip(ids, locked, strict=True)):
         loc: list[str | int] = ["body", "dataset_ids", i]
-        dataset = datasets.get_or_raise(session, dataset_id, loc)
         if len(dataset.classes) < 2:
             raise invalid(loc, f"dataset {dataset_id} has fewer than two classes")
         n_train, n_test = holdout_sizes(dataset.n_rows, request.test_size)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.algorithms import MAX_MAGNITUDE, MIN_MAGNITUDE, AlgorithmName
 from app.ids import DbId
+from app.orm import JobAttemptOutcome
 from app.pagination import Page
 from solver import MSVMAv
 
@@ -220,7 +221,7 @@ class JobAttemptOut(BaseModel):
     worker_id: str = Field(description="The worker (host:pid:random)")
     started_at: datetime
     finished_at: datetime | None = Field(description="null while it runs")
-    outcome: Literal["running", "succeeded", "failed", "cancelled", "requeued", "lost"] = Field(
+    outcome: JobAttemptOutcome = Field(
         description="running; succeeded/failed/cancelled; requeued (its worker shut down and "
         "put the job back); lost (its worker stopped heartbeating for MSVMAV_LEASE_SECONDS: "
         "killed or frozen)"

@@ -121,6 +121,27 @@ def test_experiment_end_to_end(client, worker):
     assert [e["id"] for e in listed] == [eid] and "results" not in listed[0]
 
 
+def test_experiment_on_dask_connects_to_the_scheduler_once(client, worker):
+    """All the data sets' cells go through one client of the Dask scheduler, not one each."""
+    distributed = pytest.importorskip("distributed")
+    a, b = _datasets(client)
+    _submit(client, [a["id"], b["id"]], algorithms=["svm", "lssvm"], splits=1,
+            grid={"svm": {"C": [0.25, 4]}}, params={})
+    with distributed.LocalCluster(processes=False, protocol="tcp://", host="127.0.0.1",
+                                  n_workers=1, threads_per_worker=2,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster.scheduler_address) as observer:
+
+        def clients_added() -> int:
+            return observer.run_on_scheduler(lambda dask_scheduler: sum(
+                ev.get("action") == "add-client" for _, ev in dask_scheduler.get_events("all")))
+
+        before = clients_added()
+        worker.settings.dask_scheduler = cluster.scheduler_address
+        assert run_jobs(worker) == ["succeeded"]
+        assert clients_added() - before == 1
+
+
 def test_tables_and_plots_answer_409_until_succeeded(client, worker):
     a, _ = _datasets(client)
     eid = _submit(client, [a["id"]])["id"]

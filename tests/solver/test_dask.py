@@ -13,7 +13,7 @@ from sklearn.datasets import make_classification
 
 from solver.experiments import run_experiment
 from solver.model_selection import cross_validate_grid, n_cells
-from solver.parallel import SchedulerUnreachableError, dask_client, dask_cluster
+from solver.parallel import SchedulerUnreachableError, dask_client, dask_cluster, run_tasks
 
 distributed = pytest.importorskip("distributed")
 
@@ -105,6 +105,37 @@ def test_cancel_mid_search_cancels_the_futures(cluster, slow_data):
         # the scheduler forgets every outstanding task within a couple of seconds of the stop
         assert _scheduler_tasks(client) == 0
         assert time.monotonic() - stopped[0] < 3
+
+
+def test_stopping_drops_queued_tasks_and_lets_running_ones_finish(cluster, tmp_path):
+    """What ``run_tasks``'s docstring says of Dask: closing the generator cancels the queued
+    tasks, but a task already running on a worker is not interrupted: it runs to its end."""
+    def task(shared, i, tick):  # nested: cloudpickle sends it to the workers by value
+        (shared / f"started-{i}").touch()
+        time.sleep(1.5)
+        (shared / f"done-{i}").touch()
+        return i
+
+    def marked(prefix: str) -> set[int]:
+        return {int(f.name.split("-")[1]) for f in tmp_path.glob(f"{prefix}-*")}
+
+    with dask_cluster(cluster.scheduler_address) as client:
+        n = 8 * sum(client.nthreads().values())
+        gen = run_tasks(task, tmp_path, list(range(n)), n_jobs=1)
+        for item in gen:
+            assert item is None  # no task ends before the close
+            if marked("started"):
+                break
+        gen.close()
+        assert not marked("done")  # closed while the started ones run
+        deadline = time.monotonic() + 30
+        while marked("done") != marked("started") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(2)  # longer than a task: one started after the close would show
+        started = marked("started")
+        assert marked("done") == started  # every task that was running finished
+        assert 1 <= len(started) < n  # the queued ones were dropped
+        assert _scheduler_tasks(client) == 0
 
 
 def test_worker_killed_mid_search_gives_the_same_result(cluster, slow_data):
