@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from app.ingest import IngestError
+from app.ingest import IngestError, IngestLimitError
 from app.logs import request_id_var
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -185,7 +185,9 @@ UPLOAD_OPTIONS = ("format", "label", "drop", "missing", "n_features", "header", 
 
 
 def ingest_problem(exc: IngestError, loc: list[str | int] | None = None) -> Problem:
-    """A parse error of uploaded data: 422 naming the input, row and column at fault.
+    """A parse error of uploaded data: 422 naming the input, row and column at fault; 413
+    (naming the same, and the ``setting``) for an upload beyond a size limit
+    (IngestLimitError).
 
     ``loc`` defaults to the upload form field the error is about (an option such as ``label``,
     or ``file`` for the file's content)."""
@@ -198,6 +200,15 @@ def ingest_problem(exc: IngestError, loc: list[str | int] | None = None) -> Prob
     error: dict[str, Any] = {"loc": loc, "field": name, "message": str(exc)}
     error.update({"row": row, "column": column})
     detail = str(exc)
+    if isinstance(exc, IngestLimitError):
+        return too_large(
+            detail if name in detail else f"{name}: {detail}",
+            errors=[_jsonable(error)],
+            field=name,
+            row=_jsonable(row),
+            column=_jsonable(column),
+            setting=exc.setting,
+        )
     return Problem(
         422,
         detail if name in detail else f"{name}: {detail}",

@@ -13,10 +13,10 @@ from sqlalchemy.orm import Session
 
 from app import storage
 from app.config import Settings
-from app.ingest import IngestLimitError, Limits, ParsedDataset, parse_dataset
+from app.ingest import Limits, ParsedDataset, parse_dataset
 from app.orm import ACTIVE_JOB_STATUSES, Dataset, DatasetArray, Job, Model
 from app.pagination import PageParams, paginate
-from app.problems import Problem, conflict, invalid, not_found, too_large
+from app.problems import conflict, invalid, not_found, too_large
 
 
 @dataclass(frozen=True)
@@ -83,28 +83,25 @@ def create(
             "(MSVMAV_MAX_UPLOAD_BYTES)",
             field="file",
         )
-    if not content.strip():
+    if not content or content.isspace():  # (not content.strip(): no copy of the upload)
         raise invalid(["body", "file"], "the uploaded file is empty")
     limits = Limits(
         max_rows=settings.max_rows,
         max_features=settings.max_features,
         max_encoded_bytes=settings.max_encoded_bytes,
     )
-    try:
-        parsed = parse_dataset(
-            content,
-            filename,
-            format=options.format,
-            label=options.label,
-            drop=options.drop,
-            missing=options.missing,
-            n_features=options.n_features,
-            header=options.header,
-            delimiter=options.delimiter,
-            limits=limits,
-        )
-    except IngestLimitError as exc:
-        raise limit_problem(exc) from None
+    parsed = parse_dataset(
+        content,
+        filename,
+        format=options.format,
+        label=options.label,
+        drop=options.drop,
+        missing=options.missing,
+        n_features=options.n_features,
+        header=options.header,
+        delimiter=options.delimiter,
+        limits=limits,
+    )
     n_rows, n_features = parsed.X.shape  # within limits: parse_dataset enforced them
     if n_rows == 0:
         raise invalid(["body", "file"], "the file holds no data rows")
@@ -137,20 +134,6 @@ def create(
     session.add_all(DatasetArray(dataset_id=dataset.id, name=k, data=v) for k, v in blobs.items())
     session.flush()  # the caller commits (with its Idempotency-Key record, if any)
     return dataset
-
-
-def limit_problem(exc: IngestLimitError) -> Problem:
-    """413 for an upload beyond a size limit, naming the form field (and line) like a 422."""
-    field = exc.field or "file"
-    message = str(exc)
-    error = {"loc": ["body", field], "field": field, "message": message, "row": exc.row}
-    return too_large(
-        message if field in message else f"{field}: {message}",
-        errors=[error],
-        field=field,
-        row=exc.row,
-        setting=exc.setting,
-    )
 
 
 def single_class_message(parsed: ParsedDataset) -> str:

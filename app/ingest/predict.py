@@ -16,9 +16,10 @@ from .arff import read_arff
 from .columns import resolve_label
 from .csv_format import read_csv, sniff_delimiter
 from .dataset import _MAX_ROWS_NAMED, find_missing, rows_phrase
-from .encoding import ColumnCoder, encode_rows, encode_table, feature_specs
+from .encoding import ColumnCoder, encode_rows, encode_table, feature_specs, spec_width
 from .errors import IngestError
 from .labels import convert_labels
+from .limits import NO_LIMITS, Limits, check_budget
 from .sniff import detect_format
 from .svmlight import data_lines, read_svmlight, rows_with, to_int32_csr
 from .table import RawTable
@@ -220,13 +221,15 @@ def _map_columns(encoding: dict, table: RawTable, label: str | int | None
 
 
 def parse_feature_file(encoding: dict, content: bytes, filename: str = "",
-                       label: str | int | None = None
+                       label: str | int | None = None, limits: Limits = NO_LIMITS
                        ) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray | None]:
     """Encode a prediction-time upload like the training data.
 
     Returns (X, y) where y is the label column when the file has one (the training label's
     name, or ``label``) with a value in every row, else None. Rows are never dropped (each
-    needs a prediction), so missing feature values are an error.
+    needs a prediction), so missing feature values are an error. A table whose encoded matrix
+    would exceed ``limits.max_encoded_bytes`` (wide one-hot columns) raises IngestLimitError
+    before it is built; svmlight and plain numeric CSV give matrices in proportion to the file.
     """
     specs = feature_specs(encoding)
     text = decode_bytes(content)
@@ -254,6 +257,8 @@ def parse_feature_file(encoding: dict, content: bytes, filename: str = "",
         raise IngestError(f"{rows_phrase(len(rows))} missing feature values: {shown}. Every "
                           "row needs all features to be predicted.", field="missing",
                           row=table.lines[rows[0]], column=table.names[bad[rows[0]][0]])
+    width = sum(spec_width(s) for s in specs)
+    check_budget(table.n_rows, len(col_ids), width, False, limits)  # encoded dense below
     all_rows = list(range(table.n_rows))
     X = encode_table(table, all_rows, col_ids, specs)
     y = None

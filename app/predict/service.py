@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.datasets import service as datasets
-from app.ingest import IngestError, parse_feature_file
+from app.ingest import IngestError, Limits, parse_feature_file
 from app.ingest.predict import RowEncoder
 from app.jsonable import jsonable
 from app.models import service as models
@@ -195,7 +195,13 @@ def predict_file(
     if not content or content.isspace():  # (not content.strip(): no copy of the upload)
         raise invalid(["body", "file"], "the uploaded file is empty")
     try:
-        X, y = parse_feature_file(loaded.encoding, content, filename, label=label)
+        X, y = parse_feature_file(
+            loaded.encoding,
+            content,
+            filename,
+            label=label,
+            limits=Limits(max_encoded_bytes=settings.max_encoded_bytes),
+        )
     except IngestError as exc:
         field = "label" if exc.field == "label" else "file"
         raise ingest_problem(exc, ["body", field]) from exc

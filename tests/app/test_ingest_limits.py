@@ -240,3 +240,30 @@ def test_sparse_arff_with_many_omitted_cells_is_413_before_reading_rows() -> Non
     assert caught and caught[0].setting == "max_encoded_bytes"
     assert "2000 rows" in str(caught[0])
     assert peak < 10_000_000
+
+
+def test_predict_file_encoded_beyond_the_budget_is_413_before_encoding(
+    client, limited_client, worker
+) -> None:
+    """/predict/file of a wide one-hot model: the dense matrix a file would encode to is
+    checked against MSVMAV_MAX_ENCODED_BYTES before it is built (it was built, whatever its
+    size); a file within the budget is answered."""
+    content, _, _ = _wide_csv()
+    ds = upload(client, content, "wide.csv")
+    job = submit(client, ds["id"], max_iter=30)
+    assert run_jobs(worker) == ["succeeded"]
+    model_id = client.get(f"/jobs/{job['id']}").json()["model_id"]
+    rows = content.decode().splitlines()
+
+    def predict(n: int):
+        part = ("\n".join(rows[: n + 1]) + "\n").encode()
+        return limited_client.post(
+            "/predict/file", files={"file": ("p.csv", part)}, data={"model_id": str(model_id)}
+        )
+
+    # 400 rows x 151 features x 8 bytes = 483,200 > 200,000
+    body = assert_problem(predict(400), 413, "file")
+    assert "483200 bytes" in body["detail"] and "MSVMAV_MAX_ENCODED_BYTES" in body["detail"]
+    assert body["setting"] == "max_encoded_bytes"
+    ok = predict(100)  # 120,800 bytes
+    assert ok.status_code == 200 and ok.json()["n"] == 100, ok.text
