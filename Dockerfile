@@ -34,14 +34,14 @@ RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['p
  && rm /tmp/requirements.txt
 
 # The project itself. README.md is the package's readme (pyproject.toml); Alembic needs no
-# alembic.ini: app/db.py configures it in code from the installed `migrations` package.
+# alembic.ini: app/core/db.py configures it in code from the installed `migrations` package.
 COPY README.md ./
 COPY solver ./solver
 COPY app ./app
 COPY migrations ./migrations
 RUN pip install --no-cache-dir '.[dask]' \
  && cd / && rm -rf /tmp/src \
- && python -c "import app.cli, app.main, solver, migrations, distributed; from app.db import MIGRATIONS_DIR; assert (MIGRATIONS_DIR / 'env.py').is_file() and any((MIGRATIONS_DIR / 'versions').glob('*.py')), MIGRATIONS_DIR"
+ && python -c "import app.cli.main, app.main, solver, migrations, distributed; from app.core.db import MIGRATIONS_DIR; assert (MIGRATIONS_DIR / 'env.py').is_file() and any((MIGRATIONS_DIR / 'versions').glob('*.py')), MIGRATIONS_DIR"
 
 # Working directory of the service: the default MSVMAV_DATABASE_URL (sqlite:///./msvmav.db)
 # lands here. Mount a volume on /data to keep a SQLite database; compose uses PostgreSQL.

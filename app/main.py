@@ -11,23 +11,23 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
-from app import problems
 from app.auth.gate import AuthGate
 from app.auth.keys import Scope
 from app.auth.routes import router as keys_router
 from app.auth.security import AUTH_RESPONSES, AuthMiddleware, require, require_by_method
-from app.config import Settings, get_settings
+from app.core import problems
+from app.core.config import Settings, get_settings
+from app.core.db import is_sqlite, make_engine, make_session_factory, read_only, script_heads
+from app.core.error_examples import error_example, needed_scope
+from app.core.ids import check_ids
+from app.core.metrics import RequestMetrics
+from app.core.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
 from app.datasets.routes import router as datasets_router
-from app.db import is_sqlite, make_engine, make_session_factory, read_only, script_heads
-from app.error_examples import error_example, needed_scope
 from app.experiments.routes import router as experiments_router
-from app.health import metrics_router
-from app.health import router as health_router
-from app.ids import check_ids
 from app.jobs.routes import router as jobs_router
-from app.metrics import RequestMetrics
-from app.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
 from app.models.routes import router as models_router
+from app.operations.routes import metrics_router
+from app.operations.routes import router as health_router
 from app.predict.routes import router as predict_router
 
 # Multipart framing and form fields on top of the file itself.

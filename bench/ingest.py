@@ -79,8 +79,8 @@ def best_of(repeat: int, fn) -> float:
 def make_client(tmp: Path):
     from fastapi.testclient import TestClient
 
-    from app.config import Settings
-    from app.db import upgrade_to_head
+    from app.core.config import Settings
+    from app.core.db import upgrade_to_head
     from app.main import create_app
 
     url = f"sqlite:///{tmp / 'bench.db'}"

@@ -92,11 +92,12 @@ def run(name: str, body: bytes | None, *, chunked: bool, limit: int) -> tuple[in
             "MSVMAV_LOG_LEVEL": "WARNING",
         }
         subprocess.run(
-            [sys.executable, "-m", "app.cli", "migrate"], env=env, cwd=ROOT, check=True,
+            [sys.executable, "-m", "app.cli.main", "migrate"], env=env, cwd=ROOT, check=True,
             capture_output=True,
         )
         server = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            [sys.executable, "-m", "app.cli.main", "serve", "--host", "127.0.0.1",
+             "--port", str(port)],
             env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         try:

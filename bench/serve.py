@@ -193,7 +193,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="msvmav-bench-serve-"))
     database_url = f"sqlite:///{tmp / 'bench.db'}"
     if args.postgres:
-        from app.db import upgrade_to_head
+        from app.core.db import upgrade_to_head
         from tests.app.support import create_postgres_database
 
         database_url = create_postgres_database(args.postgres)

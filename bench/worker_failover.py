@@ -33,8 +33,8 @@ from fastapi.testclient import TestClient
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.config import Settings  # noqa: E402
-from app.db import upgrade_to_head  # noqa: E402
+from app.core.config import Settings  # noqa: E402
+from app.core.db import upgrade_to_head  # noqa: E402
 from app.main import create_app  # noqa: E402
 from tests.app.support import (  # noqa: E402
     blobs,

@@ -1,13 +1,13 @@
 """Alembic environment. The URL comes from, in order: a connection handed over in
-``config.attributes["connection"]`` (app.db.upgrade_to_head, tests), ``sqlalchemy.url`` in the
+``config.attributes["connection"]`` (app.core.db.upgrade_to_head, tests), ``sqlalchemy.url`` in the
 config, or the service settings (``MSVMAV_DATABASE_URL``)."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from app.db import make_engine
-from app.orm import Base
+from app.core.db import make_engine
+from app.core.orm import Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -17,7 +17,7 @@ def _url() -> str:
     url = config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from app.config import Settings
+    from app.core.config import Settings
 
     return Settings().database_url
 

@@ -18,9 +18,9 @@ from sqlalchemy import Engine
 
 from app.auth import service
 from app.auth.keys import Principal, Scope, hash_key
-from app.config import Settings
-from app.db import begin_read, is_sqlite, make_session_factory
-from app.problems import TYPE_BASE, Problem
+from app.core.config import Settings
+from app.core.db import begin_read, is_sqlite, make_session_factory
+from app.core.problems import TYPE_BASE, Problem
 
 # How long "no key exists yet" is trusted before the database is asked again (auth=auto).
 OPEN_RECHECK_SECONDS = 1.0

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Body, Request, Response, status
 
 from app.auth import service
 from app.auth.schemas import KeyCreate, KeyCreated, KeyOut, KeyPage
-from app.deps import SessionDep
-from app.pagination import PageDep
-from app.problems import problem_responses
+from app.core.deps import SessionDep
+from app.core.pagination import PageDep
+from app.core.problems import problem_responses
 
 router = APIRouter(prefix="/keys", tags=["keys"])
 

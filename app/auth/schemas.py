@@ -8,7 +8,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from app.auth.keys import Scope
-from app.pagination import Page
+from app.core.pagination import Page
 
 _KEY_EXAMPLE = {
     "id": 3,

@@ -20,7 +20,7 @@ from starlette.types import Scope as AsgiScope
 
 from app.auth.gate import AuthGate, forbidden
 from app.auth.keys import Principal, Scope
-from app.problems import Problem, ProblemDetail, problem_response
+from app.core.problems import Problem, ProblemDetail, problem_response
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -31,7 +31,7 @@ bearer = HTTPBearer(
 )
 
 #: The methods that only read: a ``read`` key may use them (``require_by_method``) and their
-#: requests get a read-only session (``app.deps``). No route answers OPTIONS (405).
+#: requests get a read-only session (``app.core.deps``). No route answers OPTIONS (405).
 READ_METHODS = frozenset({"GET", "HEAD"})
 
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -97,7 +97,7 @@ async def authorize(request: Request, needed: Scope) -> Principal | None:
     assert result.principal is not None
     if not result.principal.scope.covers(needed):
         raise forbidden(result.principal, needed, request.method, request.url.path)
-    # Idempotency keys live in their key owner's namespace (app.idempotency).
+    # Idempotency keys live in their key owner's namespace (app.core.idempotency).
     key_id = result.principal.key_id
     request.state.principal = "admin-key" if key_id is None else f"key:{key_id}"
     return result.principal

@@ -17,11 +17,11 @@ from app.auth.keys import (
     new_key,
     same_hash,
 )
-from app.db import fetch_one
-from app.ids import in_range
-from app.orm import ApiKey, utcnow
-from app.pagination import PageParams, paginate
-from app.problems import not_found
+from app.core.db import fetch_one
+from app.core.ids import in_range
+from app.core.orm import ApiKey, utcnow
+from app.core.pagination import PageParams, paginate
+from app.core.problems import not_found
 
 # last_used_at is written at most this often per key and API process, so that reads do not
 # all write.

@@ -7,8 +7,8 @@ import ipaddress
 from sqlalchemy import inspect
 
 from app.auth import service
-from app.config import Settings
-from app.db import begin_read, make_engine, make_session_factory
+from app.core.config import Settings
+from app.core.db import begin_read, make_engine, make_session_factory
 
 REFUSAL = (
     "refusing to serve on {host} without an API key: create one with "

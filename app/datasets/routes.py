@@ -9,17 +9,17 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, File, Form, Request, Response, UploadFile, status
 from fastapi.responses import JSONResponse
 
-from app.datasets import service
-from app.datasets.schemas import MAX_NAME_LENGTH, DatasetDetail, DatasetPage, DatasetSummary
-from app.deps import SessionDep, SettingsDep
-from app.idempotency import (
+from app.core.deps import SessionDep, SettingsDep
+from app.core.idempotency import (
     REPLAYED_RESPONSE_HEADER,
     Created,
     IdempotencyKeyHeader,
     create_once,
 )
-from app.pagination import PageDep
-from app.problems import invalid, problem_responses
+from app.core.pagination import PageDep
+from app.core.problems import invalid, problem_responses
+from app.datasets import service
+from app.datasets.schemas import MAX_NAME_LENGTH, DatasetDetail, DatasetPage, DatasetSummary
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 

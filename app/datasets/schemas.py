@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.pagination import Page
+from app.core.pagination import Page
 
 #: longest dataset name and file name (the columns are VARCHAR(255))
 MAX_NAME_LENGTH = 255

@@ -11,12 +11,12 @@ from sqlalchemy import delete as sql_delete
 from sqlalchemy import exists, select, update
 from sqlalchemy.orm import Session
 
-from app import storage
-from app.config import Settings
+from app.core import storage
+from app.core.config import Settings
+from app.core.orm import ACTIVE_JOB_STATUSES, Dataset, DatasetArray, Job, Model
+from app.core.pagination import PageParams, paginate
+from app.core.problems import conflict, invalid, not_found, too_large
 from app.ingest import Limits, ParsedDataset, parse_dataset
-from app.orm import ACTIVE_JOB_STATUSES, Dataset, DatasetArray, Job, Model
-from app.pagination import PageParams, paginate
-from app.problems import conflict, invalid, not_found, too_large
 
 
 @dataclass(frozen=True)

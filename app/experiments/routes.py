@@ -7,7 +7,16 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from app.deps import SessionDep
+from app.core.deps import SessionDep
+from app.core.idempotency import (
+    REPLAYED_RESPONSE_HEADER,
+    Created,
+    IdempotencyKeyHeader,
+    create_once,
+)
+from app.core.pagination import PageDep
+from app.core.plotting import IMAGE_TYPES, add_image_routes
+from app.core.problems import problem_responses
 from app.experiments import service
 from app.experiments.schemas import (
     REQUEST_EXAMPLE,
@@ -15,15 +24,6 @@ from app.experiments.schemas import (
     ExperimentPage,
     ExperimentRequest,
 )
-from app.idempotency import (
-    REPLAYED_RESPONSE_HEADER,
-    Created,
-    IdempotencyKeyHeader,
-    create_once,
-)
-from app.pagination import PageDep
-from app.plotting import IMAGE_TYPES, add_image_routes
-from app.problems import problem_responses
 
 router = APIRouter(prefix="/experiments", tags=["experiments"])
 

@@ -9,10 +9,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.core.jsonable import jsonable
+from app.core.orm import ExperimentResult
 from app.datasets import service as datasets
 from app.jobs.runtime import JobContext, JobResult
-from app.jsonable import jsonable
-from app.orm import ExperimentResult
 
 
 def _row_names(names: list[str], ids: list[int]) -> list[str]:

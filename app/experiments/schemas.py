@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.algorithms import AlgorithmName
-from app.ids import DbId
+from app.core.ids import DbId
+from app.core.pagination import Page
 from app.jobs.schemas import GridValue, JobStatus
-from app.pagination import Page
+from app.training.algorithms import AlgorithmName
 from solver.experiments import PAPER_ORDER
 
 REQUEST_EXAMPLE = {

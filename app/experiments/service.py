@@ -8,7 +8,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import algorithms
+from app.core.orm import ExperimentResult, Job
+from app.core.pagination import PageParams, paginate
+from app.core.plotting import render_margin_cdf
+from app.core.problems import conflict, invalid, not_found
 from app.datasets import service as datasets
 from app.experiments.schemas import (
     ExperimentDatasetResult,
@@ -17,11 +20,8 @@ from app.experiments.schemas import (
     ExperimentSummary,
 )
 from app.jobs import service as jobs
-from app.orm import ExperimentResult, Job
-from app.pagination import PageParams, paginate
-from app.plotting import render_margin_cdf
-from app.problems import conflict, invalid, not_found
-from app.training import holdout_sizes
+from app.training import algorithms
+from app.training.pipeline import holdout_sizes
 
 KIND = "experiment"
 

@@ -1,1 +1,1 @@
-"""Background jobs: queued by the API, claimed and run by workers (app.worker)."""
+"""Background jobs: queued by the API, claimed and run by workers (app.jobs.worker)."""

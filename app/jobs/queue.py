@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, Engine, func, insert, select, update
 
+from app.core.orm import Job, JobAttempt, utcnow
 from app.jobs.runtime import owned
-from app.orm import Job, JobAttempt, utcnow
 
 log = logging.getLogger("app.jobs.queue")
 

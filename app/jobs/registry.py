@@ -10,7 +10,7 @@ from app.jobs.runtime import Runner
 
 # kind -> "module:function"; a new kind registers here and nowhere else.
 RUNNERS: dict[str, str] = {
-    "train": "app.training_job:run_train_job",
+    "train": "app.training.runner:run_train_job",
     "experiment": "app.experiments.runner:run_experiment_job",
 }
 

@@ -7,17 +7,17 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from app.deps import SessionDep
-from app.idempotency import (
+from app.core.deps import SessionDep
+from app.core.idempotency import (
     REPLAYED_RESPONSE_HEADER,
     Created,
     IdempotencyKeyHeader,
     create_once,
 )
+from app.core.pagination import PageDep
+from app.core.problems import problem_responses
 from app.jobs import service
 from app.jobs.schemas import JobAttemptOut, JobDetail, JobOut, JobPage, JobStatus, TrainRequest
-from app.pagination import PageDep
-from app.problems import problem_responses
 
 router = APIRouter(tags=["jobs"])
 

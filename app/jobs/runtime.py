@@ -1,6 +1,6 @@
 """What a job runner sees while it runs in a worker: its context, the progress/cancel callback
 and the result it hands back. Free of domain imports, so each domain's runner (training in
-``app.training_job``, experiments in ``app.experiments.runner``) imports it without a cycle."""
+``app.training.runner``, experiments in ``app.experiments.runner``) imports it without a cycle."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import Engine, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.config import Settings
-from app.orm import Job, utcnow
+from app.core.config import Settings
+from app.core.orm import Job, utcnow
 
 
 class JobCancelledError(Exception):

@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.algorithms import MAX_MAGNITUDE, MIN_MAGNITUDE, AlgorithmName
-from app.ids import DbId
-from app.orm import JobAttemptOutcome
-from app.pagination import Page
+from app.core.ids import DbId
+from app.core.orm import JobAttemptOutcome
+from app.core.pagination import Page
+from app.training.algorithms import MAX_MAGNITUDE, MIN_MAGNITUDE, AlgorithmName
 from solver import MSVMAv
 
 # The API's defaults are the estimator's, so the two never drift apart.

@@ -1,5 +1,5 @@
 """Job data functions: submit, read, list, cancel. Claiming and leases live in app.jobs.queue,
-running in app.worker."""
+running in app.jobs.worker."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from app import algorithms
+from app.core.orm import Dataset, Job, JobAttempt, utcnow
+from app.core.pagination import PageParams, paginate
+from app.core.problems import conflict, invalid, not_found
 from app.datasets import service as datasets
 from app.jobs.schemas import TrainRequest
-from app.orm import Dataset, Job, JobAttempt, utcnow
-from app.pagination import PageParams, paginate
-from app.problems import conflict, invalid, not_found
-from app.training import HYPER_PARAMETERS, holdout_sizes
+from app.training import algorithms
+from app.training.pipeline import HYPER_PARAMETERS, holdout_sizes
 
 
 def get_or_raise(session: Session, job_id: int) -> Job:

@@ -6,13 +6,13 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response, status
 
-from app.deps import SessionDep
+from app.core.deps import SessionDep
+from app.core.pagination import PageDep
+from app.core.plotting import IMAGE_TYPES, add_image_routes
+from app.core.problems import problem_responses
 from app.models import service
 from app.models.schemas import MarginsOut, ModelDetail, ModelPage, ModelSummary
-from app.pagination import PageDep
-from app.plotting import IMAGE_TYPES, add_image_routes
 from app.predict import service as predict
-from app.problems import problem_responses
 
 router = APIRouter(prefix="/models", tags=["models"])
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.pagination import Page
+from app.core.pagination import Page
 
 _STATS_EXAMPLE = {
     "n": 455,

@@ -24,13 +24,13 @@ from sqlalchemy import delete as sql_delete
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import Pool
 
-from app import storage
-from app.db import begin_read, fetch_one
-from app.jsonable import jsonable
-from app.orm import Dataset, Model, ModelArray
-from app.pagination import PageParams, paginate
-from app.problems import not_found
-from app.training import TrainOutcome
+from app.core import storage
+from app.core.db import begin_read, fetch_one
+from app.core.jsonable import jsonable
+from app.core.orm import Dataset, Model, ModelArray
+from app.core.pagination import PageParams, paginate
+from app.core.problems import not_found
+from app.training.pipeline import TrainOutcome
 from solver.scaling import MinMaxScaling
 
 ESTIMATOR_PREFIX = "est."
@@ -104,7 +104,7 @@ class ModelCache:
 # The per-request existence check, on the driver's own connection (see model_stamp).
 _STAMP_SQL = "SELECT job_id, created_at FROM models WHERE id = ?"
 # One cache per connection pool: an engine and its execution_options() copies (the read-only
-# sessions' engine, app.db.read_only) share their pool, and so their cache.
+# sessions' engine, app.core.db.read_only) share their pool, and so their cache.
 _caches: weakref.WeakKeyDictionary[Pool, ModelCache] = weakref.WeakKeyDictionary()
 _caches_lock = threading.Lock()
 

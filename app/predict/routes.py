@@ -7,8 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Body, File, Form, Request, Response, UploadFile
 from starlette.concurrency import run_in_threadpool
 
-from app.deps import SessionDep, SettingsDep
-from app.ids import MAX_DB_ID
+from app.core.deps import SessionDep, SettingsDep
+from app.core.ids import MAX_DB_ID
+from app.core.problems import problem_responses
 from app.models.service import model_cache_holds
 from app.predict import service
 from app.predict.fastjson import OrjsonRequest, OrjsonRoute, json_response
@@ -20,7 +21,6 @@ from app.predict.schemas import (
     PredictRequest,
     PredictResponse,
 )
-from app.problems import problem_responses
 
 
 class PredictBody(OrjsonRequest):

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from app.ids import DbId
+from app.core.ids import DbId
 
 # A row is a list or a record. Declared as Any and checked by the row encoder (which names the
 # row: "rows[3] must be a list of values or an object keyed by column name"): validating the

@@ -8,18 +8,18 @@ import numpy as np
 import scipy.sparse as sp
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.jsonable import jsonable
+from app.core.orm import Model
+from app.core.plotting import render_margin_cdf
+from app.core.problems import ingest_problem, invalid, too_large
 from app.datasets import service as datasets
 from app.ingest import IngestError, Limits, parse_feature_file
 from app.ingest.predict import RowEncoder
-from app.jsonable import jsonable
 from app.models import service as models
 from app.models.schemas import MarginsOut
-from app.orm import Model
-from app.plotting import render_margin_cdf
 from app.predict.fastjson import gc_paused
 from app.predict.numeric_rows import NumericRows
-from app.problems import ingest_problem, invalid, too_large
 from solver._base import canonical
 
 

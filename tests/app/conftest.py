@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from app.config import Settings
-from app.db import make_engine
+from app.core.config import Settings
+from app.core.db import make_engine
+from app.core.orm import Base
+from app.jobs.worker import Worker
 from app.main import create_app
-from app.orm import Base
-from app.worker import Worker
 from tests.app.support import migrated_database
 
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TEST_DATABASE_URL") else [])

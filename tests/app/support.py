@@ -21,8 +21,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
-from app.db import upgrade_to_head
-from app.worker import Worker, claim_next_job, run_job
+from app.core.db import upgrade_to_head
+from app.jobs.worker import Worker, claim_next_job, run_job
 
 SHARED_DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
 
@@ -226,7 +226,7 @@ def start_worker_process(
     }
     output = subprocess.PIPE if capture else subprocess.DEVNULL
     return subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "worker", *args],
+        [sys.executable, "-m", "app.cli.main", "worker", *args],
         cwd=cwd,
         env={**inherited, "MSVMAV_DATABASE_URL": database_url, **(env or {})},
         stdout=output,

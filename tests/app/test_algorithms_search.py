@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from app.orm import Job, Model
-from app.worker import ProgressReporter
+from app.core.orm import Job, Model
+from app.jobs.worker import ProgressReporter
 from solver import ALGORITHMS
 from tests.app.support import (
     assert_png,

@@ -20,14 +20,14 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from app import cli
 from app.auth import security, service
 from app.auth.gate import OPEN_RECHECK_SECONDS
 from app.auth.keys import Scope
 from app.auth.serving import ServeRefused, is_loopback, serve_settings
-from app.config import Settings
+from app.cli import main as cli
+from app.core.config import Settings
+from app.core.orm import ApiKey
 from app.main import create_app
-from app.orm import ApiKey
 from tests.app.support import assert_problem, wait_for
 
 ADMIN = "admin-key-from-the-environment-0123456789"
@@ -278,7 +278,7 @@ def test_the_admin_key_is_never_stored(keyed, engine):
 
 
 def test_admin_key_must_be_long(settings):
-    from app.config import Settings
+    from app.core.config import Settings
 
     with pytest.raises(ValueError, match="admin_key"):
         Settings(database_url=settings.database_url, admin_key="short", _env_file=None)

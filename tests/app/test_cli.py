@@ -24,7 +24,8 @@ SMALL = ["--splits", "2", "--cv", "2", "--n-jobs", "1", "--format", "csv"]
 
 def msvmav(*args: str, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("MSVMAV_")}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], env={**environ, **(env or {})},
+    return subprocess.run([sys.executable, "-m", "app.cli.main", *args],
+                          env={**environ, **(env or {})},
                           cwd=cwd, **RUN)
 
 
@@ -151,7 +152,7 @@ def test_progress_bar_on_a_terminal(data_file):
     try:
         environ = {k: v for k, v in os.environ.items() if not k.startswith("MSVMAV_")}
         proc = subprocess.run(
-            [sys.executable, "-m", "app.cli", "experiment", "--dataset", str(data_file),
+            [sys.executable, "-m", "app.cli.main", "experiment", "--dataset", str(data_file),
              "--algorithms", "svm", *SMALL], stdout=subprocess.PIPE, stderr=secondary,
             env=environ, timeout=180, text=True)
         os.close(secondary)

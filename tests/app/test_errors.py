@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.orm import Dataset, DatasetArray, Job
 from app.main import create_app
-from app.orm import Dataset, DatasetArray, Job
 from tests.app.support import assert_problem, blobs, submit, to_csv, trained_model, upload
 
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from app.cli import main as cli_main
+from app.cli.main import main as cli_main
 from tests.app.support import (
     assert_png,
     assert_problem,
@@ -212,7 +212,7 @@ def test_datasets_of_a_queued_experiment_cannot_be_deleted(client, worker):
 
 def test_cli_experiment_help_and_run(tmp_path, capsys):
     out = subprocess.run(
-        [sys.executable, "-m", "app.cli", "experiment", "--help"],
+        [sys.executable, "-m", "app.cli.main", "experiment", "--help"],
         capture_output=True,
         text=True,
         timeout=60,

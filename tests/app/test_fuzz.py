@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from app.config import Settings
+from app.core.config import Settings
 from app.main import create_app
 from tests.app.support import blobs, to_csv
 

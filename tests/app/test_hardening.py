@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.config import Settings
-from app.ids import MAX_DB_ID
+from app.core.config import Settings
+from app.core.ids import MAX_DB_ID
+from app.core.orm import Base, Dataset, Job
+from app.jobs.worker import _error_text
 from app.main import create_app
-from app.orm import Base, Dataset, Job
-from app.worker import _error_text
 from solver.table_cells import csv_cell, markdown_cell
 from tests.app.support import (
     assert_problem,

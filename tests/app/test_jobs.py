@@ -9,9 +9,9 @@ from datetime import timedelta
 import numpy as np
 from sqlalchemy import select, update
 
+from app.core.orm import Job, Model, utcnow
 from app.jobs.queue import reap_expired_jobs
-from app.orm import Job, Model, utcnow
-from app.worker import ProgressReporter, claim_next_job, run_job
+from app.jobs.worker import ProgressReporter, claim_next_job, run_job
 from tests.app.support import blobs, run_jobs, running_job, submit, to_csv, upload, wait_for
 
 

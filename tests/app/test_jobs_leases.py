@@ -14,14 +14,14 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select, update
 
-from app.config import Settings
-from app.db import make_session_factory
+from app.core.config import Settings
+from app.core.db import make_session_factory
+from app.core.orm import Dataset, Job, Model, utcnow
 from app.jobs.queue import reap_expired_jobs
 from app.jobs.registry import get_runner
 from app.jobs.runtime import JobContext, ProgressReporter
-from app.orm import Dataset, Job, Model, utcnow
-from app.training_job import training_rows
-from app.worker import Worker, _succeed, check_alive, claim_next_job
+from app.jobs.worker import Worker, _succeed, check_alive, claim_next_job
+from app.training.runner import training_rows
 from tests.app.support import blobs, run_jobs, submit, to_csv, upload
 
 
@@ -93,7 +93,7 @@ def test_shutdown_requeues_do_not_count_as_lost_workers(client, engine):
     ds = upload(client, to_csv(*blobs(n=20)))
     job = submit(client, ds["id"])
     # two graceful put-backs (SIGTERM), then one lost worker: still re-queued with max 2
-    from app.worker import _requeue
+    from app.jobs.worker import _requeue
 
     for n in (1, 2):
         claim_next_job(engine, f"host:{n}:stopping")
@@ -149,7 +149,7 @@ def test_settings_refuse_a_lease_shorter_than_two_heartbeats():
 
 def _check(path, max_age: float | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "MSVMAV_WORKER_ALIVE_FILE": str(path)}
-    args = [sys.executable, "-m", "app.cli", "worker", "--check"]
+    args = [sys.executable, "-m", "app.cli.main", "worker", "--check"]
     if max_age is not None:
         args += ["--max-age", str(max_age)]
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)

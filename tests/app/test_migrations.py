@@ -13,7 +13,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
 
-from app.db import (
+from app.core.db import (
     alembic_config,
     current_heads,
     is_sqlite,
@@ -21,7 +21,7 @@ from app.db import (
     script_heads,
     upgrade_to_head,
 )
-from app.orm import Base
+from app.core.orm import Base
 from tests.app.support import create_postgres_database, drop_postgres_database
 
 
@@ -100,7 +100,7 @@ def test_downgrade_to_base_and_upgrade_again(fresh_url, fresh_engine):
 def test_msvmav_migrate_works_from_any_directory(fresh_url, fresh_engine, tmp_path):
     env = {**os.environ, "MSVMAV_DATABASE_URL": fresh_url}
     out = subprocess.run(
-        [sys.executable, "-m", "app.cli", "migrate"],
+        [sys.executable, "-m", "app.cli.main", "migrate"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

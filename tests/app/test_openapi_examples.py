@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.config import Settings
-from app.db import make_engine
+from app.core.config import Settings
+from app.core.db import make_engine
+from app.jobs.worker import Worker
 from app.main import create_app
-from app.worker import Worker
 from tests.app.support import migrated_database, run_jobs
 
 ROOT = Path(__file__).resolve().parents[2]

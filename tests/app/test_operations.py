@@ -7,8 +7,8 @@ import re
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from app.config import Settings
-from app.db import make_engine
+from app.core.config import Settings
+from app.core.db import make_engine
 from app.main import create_app
 from tests.app.support import assert_problem, blobs, to_csv, upload
 
@@ -69,7 +69,7 @@ def test_request_id_is_echoed_or_generated(client):
 
 
 def test_request_id_appears_in_logs(client, caplog):
-    from app.logs import RequestIdFilter
+    from app.core.logs import RequestIdFilter
 
     caplog.handler.addFilter(RequestIdFilter())
     with caplog.at_level("INFO", logger="app.access"):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from app import storage
+from app.core import storage
 from solver.scaling import MinMaxScaling
 
 

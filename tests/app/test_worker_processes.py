@@ -8,7 +8,7 @@ import time
 
 from sqlalchemy import func, select
 
-from app.orm import Job, Model
+from app.core.orm import Job, Model
 from tests.app.support import blobs, start_worker_process, stop_workers, submit, to_csv, upload
 
 

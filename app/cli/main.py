@@ -9,10 +9,10 @@ import os
 import signal
 import sys
 
-from app.cli_errors import CommandParser, run_reporting_errors
-from app.config import Settings
-from app.db import is_sqlite, upgrade_to_head
-from app.logs import configure_logging
+from app.cli.errors import CommandParser, run_reporting_errors
+from app.core.config import Settings
+from app.core.db import is_sqlite, upgrade_to_head
+from app.core.logs import configure_logging
 
 
 def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
@@ -21,7 +21,7 @@ def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
-    from app.worker import check_command, run_worker
+    from app.jobs.worker import check_command, run_worker
 
     if args.check:
         return check_command(settings, args.max_age)
@@ -34,9 +34,9 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
     ``serve`` does). ``create`` prints the new key alone on stdout: the only time it is shown."""
     from app.auth import service
     from app.auth.keys import Scope
-    from app.db import make_engine, make_session_factory
-    from app.pagination import MAX_LIMIT, PageParams
-    from app.problems import Problem
+    from app.core.db import make_engine, make_session_factory
+    from app.core.pagination import MAX_LIMIT, PageParams
+    from app.core.problems import Problem
 
     if is_sqlite(settings.database_url):
         upgrade_to_head(settings.database_url)
@@ -76,8 +76,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.auth.serving import ServeRefused, serve_settings
+    from app.jobs.worker import run_worker
     from app.main import create_app
-    from app.worker import run_worker
 
     migrate = args.migrate if args.migrate is not None else is_sqlite(settings.database_url)
     if migrate:
@@ -93,7 +93,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     ctx = multiprocessing.get_context("spawn")
     workers = [
         ctx.Process(
-            target=run_worker,  # pickled by name: the spawned process imports app.worker
+            target=run_worker,  # pickled by name: the spawned process imports app.jobs.worker
             args=(settings.model_dump(), os.getpid()),
             name=f"msvmav-worker-{i}",
             daemon=False,
@@ -197,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = keys_sub.add_parser("revoke", help="revoke a key at once")
     revoke.add_argument("id", type=int, help="the key's id (see `msvmav keys list`)")
 
-    # Listed for --help only: main() hands `experiment ...` to solver.experiments.main as is.
+    # Listed for --help only: main() hands `experiment ...` to app.cli.experiment.main as is.
     sub.add_parser(
         "experiment",
         help="run the paper's protocol on a data file, no database "
@@ -223,8 +223,8 @@ def _key_name(value: str) -> str:
 
 
 def cmd_experiment(argv: list[str]) -> int:
-    """``msvmav experiment ...``: ``solver.experiments.main`` with the remaining arguments."""
-    from solver.experiments import main as experiment_main
+    """``msvmav experiment ...``: ``app.cli.experiment.main`` with the remaining arguments."""
+    from app.cli.experiment import main as experiment_main
 
     return experiment_main(argv)
 
@@ -243,7 +243,7 @@ def _command_index(argv: list[str]) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The ``msvmav`` command; a user's mistake is one line on stderr (app.cli_errors)."""
+    """The ``msvmav`` command; a user's mistake is one line on stderr (app.cli.errors)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     return run_reporting_errors("msvmav", lambda: _dispatch(argv))
 

@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from app.core.logs import request_id_var
 from app.ingest import IngestError, IngestLimitError
-from app.logs import request_id_var
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 TYPE_BASE = "urn:msvmav:problem:"

@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from app.problems import problem_responses
+from app.core.problems import problem_responses
 
 _LOCK = threading.Lock()
 

@@ -42,8 +42,9 @@ from sqlalchemy import Engine, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.config import Settings
-from app.db import make_engine, make_session_factory
+from app.core.config import Settings
+from app.core.db import make_engine, make_session_factory
+from app.core.orm import Job, utcnow
 from app.jobs.queue import Heartbeat, claim_next_job, end_attempt, reap_expired_jobs
 from app.jobs.registry import get_runner
 from app.jobs.runtime import (
@@ -55,9 +56,8 @@ from app.jobs.runtime import (
     WorkerStoppingError,
     owned,
 )
-from app.orm import Job, utcnow
 
-log = logging.getLogger("app.worker")
+log = logging.getLogger("app.jobs.worker")
 
 __all__ = ["ProgressReporter", "Worker", "claim_next_job", "run_job", "run_worker"]
 
@@ -298,7 +298,7 @@ def run_worker(
 ) -> None:
     """Process entry point (``msvmav worker``, and the workers ``msvmav serve`` spawns, which
     pass ``parent_pid`` so that they stop if the API process dies without stopping them)."""
-    from app.logs import configure_logging
+    from app.core.logs import configure_logging
 
     if isinstance(settings, dict):
         settings = Settings(**settings)

@@ -29,11 +29,11 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.db import begin_read
-from app.orm import IdempotencyKey
-from app.problems import invalid
+from app.core.db import begin_read
+from app.core.orm import IdempotencyKey
+from app.core.problems import invalid
 
-log = logging.getLogger("app.idempotency")
+log = logging.getLogger("app.core.idempotency")
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"

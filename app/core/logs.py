@@ -27,5 +27,5 @@ def configure_logging(level: str = "INFO") -> None:
     root.setLevel(level.upper())
     # uvicorn's own access log lacks the request id; ours (app.access) replaces it.
     logging.getLogger("uvicorn.access").disabled = True
-    # Alembic announces its context on every /readyz check; upgrades are logged by app.db.
+    # Alembic announces its context on every /readyz check; upgrades are logged by app.core.db.
     logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)

@@ -3,7 +3,7 @@
 comparing the CREATE statements, which also covers CHECK constraints and AUTOINCREMENT).
 
 Arrays never live in the metadata rows: they go to ``dataset_arrays`` / ``model_arrays`` as npy
-blobs (see ``app.storage``), so listing datasets or models never reads megabytes.
+blobs (see ``app.core.storage``), so listing datasets or models never reads megabytes.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ class ModelArray(Base):
 
 
 class Job(Base):
-    """A unit of background work. ``kind`` selects the runner in ``app.worker``; ``params`` and
+    """A unit of background work. ``kind`` selects the runner in ``app.jobs.worker``; ``params`` and
     ``result`` are free-form JSON so other kinds (grid search, experiments) fit the same table."""
 
     __tablename__ = "jobs"
@@ -212,7 +212,7 @@ class JobAttempt(Base):
 
 class IdempotencyKey(Base):
     """The first response to a POST sent with an ``Idempotency-Key`` header, written in the same
-    transaction as the row that POST created (``app.idempotency``).
+    transaction as the row that POST created (``app.core.idempotency``).
 
     ``scope`` (the primary key) is sha256 of the principal and the key, so a key is unique per
     principal; ``principal`` is NULL until requests carry one (API keys: the key's id/name)."""

@@ -8,10 +8,10 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.db import current_heads, ping
-from app.deps import SessionDep
-from app.metrics import job_lines
-from app.problems import Problem, problem_responses
+from app.core.db import current_heads, ping
+from app.core.deps import SessionDep
+from app.core.metrics import job_lines
+from app.core.problems import Problem, problem_responses
 
 router = APIRouter(tags=["operations"])
 # Apart from the probes so that app.main can require a key for it (scope read).

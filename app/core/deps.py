@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from app.auth.security import READ_METHODS
-from app.config import Settings
+from app.core.config import Settings
 
 
 async def get_session(request: Request) -> AsyncIterator[Session]:

@@ -10,7 +10,7 @@ from collections import defaultdict
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.orm import JOB_STATUSES, Job
+from app.core.orm import JOB_STATUSES, Job
 
 
 class RequestMetrics:

@@ -11,7 +11,7 @@ from typing import Any
 from app.auth import gate
 from app.auth.keys import Principal, Scope
 from app.auth.security import READ_METHODS
-from app.problems import TYPE_BASE, Problem
+from app.core.problems import TYPE_BASE, Problem
 
 _REQUEST_ID = "5f0c3e2a9b1d4c7e8f6a2b3c4d5e6f70"
 _ID_PARAM = re.compile(r"\{(\w+)_id\}")

@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import Request
 from pydantic import Field
 
-from app.problems import invalid, not_found
+from app.core.problems import invalid, not_found
 
 MAX_DB_ID = 2**31 - 1
 

@@ -40,7 +40,7 @@ QUERY_ONLY_KEY = "msvmav_query_only"
 POOL_SIZE, POOL_OVERFLOW = 10, 30
 READER_POOL_SIZE, READER_POOL_OVERFLOW = 8, 32
 
-log = logging.getLogger("app.db")
+log = logging.getLogger("app.core.db")
 
 
 def is_sqlite(url: str) -> bool:

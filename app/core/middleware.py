@@ -16,9 +16,9 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.logs import request_id_var
-from app.metrics import RequestMetrics
-from app.problems import Problem, problem_response, too_large
+from app.core.logs import request_id_var
+from app.core.metrics import RequestMetrics
+from app.core.problems import Problem, problem_response, too_large
 
 access_log = logging.getLogger("app.access")
 error_log = logging.getLogger("app.error")
@@ -28,7 +28,7 @@ _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 
 class BodyTooLarge(HTTPException):
     """Raised from the counting ``receive`` (an HTTPException so that FastAPI's body reader
-    passes it on instead of turning it into a 400); answered by ``app.problems.too_large``."""
+    passes it on instead of turning it into a 400); answered by ``app.core.problems.too_large``."""
 
     def __init__(self, limit: int, setting: str) -> None:
         super().__init__(413, f"request body exceeds the limit of {limit} bytes ({setting})")

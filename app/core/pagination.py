@@ -16,8 +16,8 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Select
 from sqlalchemy.orm import Session
 
-from app.ids import MAX_DB_ID
-from app.problems import invalid
+from app.core.ids import MAX_DB_ID
+from app.core.problems import invalid
 
 T = TypeVar("T")
 

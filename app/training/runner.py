@@ -1,5 +1,5 @@
 """The worker's runner for ``train`` jobs (registered in ``app.jobs.registry``): load the
-dataset, ``app.training.train`` it with progress reports, and save the model."""
+dataset, ``app.training.pipeline.train`` it with progress reports, and save the model."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.core.orm import Dataset
 from app.datasets import service as datasets
 from app.jobs.runtime import JobContext, JobResult, describe_iteration, running_progress
 from app.models import service as models
-from app.orm import Dataset
-from app.training import DEFAULT_ALGORITHM, holdout_sizes, train
+from app.training.pipeline import DEFAULT_ALGORITHM, holdout_sizes, train
 from solver.parallel import dask_cluster
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
-from app.jsonable import jsonable
+from app.core.jsonable import jsonable
 from solver.msvmav import FeatureScaleWarning
 from solver.scaling import MinMaxScaling
 

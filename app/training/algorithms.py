@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from sklearn.utils._param_validation import InvalidParameterError
 
-from app.problems import invalid
+from app.core.problems import invalid
 from solver import ALGORITHMS
 
 AlgorithmName = Literal["msvmav", "svm", "svr", "lssvm", "mamc", "odm", "fmm"]

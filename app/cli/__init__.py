@@ -1,0 +1,1 @@
+"""The msvmav command line: serve, worker, keys, experiment."""

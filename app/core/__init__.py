@@ -1,0 +1,2 @@
+"""The service's infrastructure: configuration, database, problems, middleware, metrics, logging,
+pagination, ids, idempotency, array storage. No domain package is imported from here."""

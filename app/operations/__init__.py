@@ -1,0 +1,1 @@
+"""Operations: health (/livez, /readyz) and Prometheus metrics."""
