@@ -29,6 +29,7 @@ from app.models.routes import router as models_router
 from app.operations.routes import metrics_router
 from app.operations.routes import router as health_router
 from app.predict.routes import router as predict_router
+from app.training.routes import router as training_router
 
 # Multipart framing and form fields on top of the file itself.
 MULTIPART_SLACK_BYTES = 1024 * 1024
@@ -150,6 +151,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router, dependencies in (
         (predict_router, read),
         (datasets_router, by_method),
+        (training_router, by_method),
         (jobs_router, by_method),
         (models_router, by_method),
         (experiments_router, by_method),

@@ -9,8 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.ids import DbId
 from app.core.pagination import Page
-from app.jobs.schemas import GridValue, JobStatus
+from app.jobs.schemas import JobStatus
 from app.training.algorithms import AlgorithmName
+from app.training.schemas import GridValue
 from solver.experiments import PAPER_ORDER
 
 REQUEST_EXAMPLE = {

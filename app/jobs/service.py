@@ -1,20 +1,15 @@
-"""Job data functions: submit, read, list, cancel. Claiming and leases live in app.jobs.queue,
-running in app.jobs.worker."""
+"""Job data functions: enqueue, read, list, cancel. Each kind's submission checks live with
+its domain (``app.training.service``, ``app.experiments.service``); claiming and leases in
+app.jobs.queue, running in app.jobs.worker."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from app.core.orm import Dataset, Job, JobAttempt, utcnow
+from app.core.orm import Job, JobAttempt, utcnow
 from app.core.pagination import PageParams, paginate
-from app.core.problems import conflict, invalid, not_found
-from app.datasets import service as datasets
-from app.jobs.schemas import TrainRequest
-from app.training import algorithms
-from app.training.pipeline import HYPER_PARAMETERS, holdout_sizes
+from app.core.problems import conflict, not_found
 
 
 def get_or_raise(session: Session, job_id: int) -> Job:
@@ -40,40 +35,6 @@ def list_page(
     if status is not None:
         stmt = stmt.where(Job.status == status)
     return paginate(session, stmt, Job.id, page)
-
-
-def submit_train(session: Session, request: TrainRequest) -> Job:
-    """Queue a training job after checking what can be checked without fitting."""
-    # Locked until the job is committed: a concurrent DELETE /datasets/{id} waits, then sees it.
-    (dataset,) = datasets.lock_or_raise(session, [request.dataset_id], [["body", "dataset_id"]])
-    if len(dataset.classes) < 2:
-        raise invalid(
-            ["body", "dataset_id"],
-            f"the dataset has one class ({dataset.classes[0]!r}); training needs at least two"
-            if dataset.classes
-            else "the dataset has no labels",
-        )
-    n_train = dataset.n_rows
-    if request.test_fraction is not None:
-        n_train, n_test = holdout_sizes(dataset.n_rows, request.test_fraction)
-        if n_test < 1 or n_train < 2:
-            raise invalid(
-                ["body", "test_fraction"],
-                f"test_fraction {request.test_fraction} of {dataset.n_rows} rows leaves "
-                f"{n_train} for training and {n_test} for testing",
-            )
-    fixed, explicit = resolve_estimator_params(request)
-    params = request.model_dump(mode="json")
-    if request.search is not None:
-        params["search"]["grid_values"] = resolve_search_grid(
-            request, dataset, fixed, explicit, n_train
-        )
-    # Top-level defaults that do not apply (another algorithm's, or searched over) are left out.
-    for name in HYPER_PARAMETERS:
-        if name != "kernel" and name not in fixed:
-            params.pop(name, None)
-    params["estimator_params"] = fixed
-    return enqueue(session, kind="train", params=params, dataset_id=dataset.id)
 
 
 def enqueue(session: Session, *, kind: str, params: dict, dataset_id: int | None) -> Job:
@@ -133,80 +94,3 @@ def cancel(session: Session, job_id: int) -> tuple[Job, bool]:
     raise conflict(
         f"job {job_id} already {job.status}; only queued or running jobs can be cancelled"
     )
-
-
-def resolve_estimator_params(request: TrainRequest) -> tuple[dict[str, Any], set[str]]:
-    """The estimator's keyword arguments (besides ``random_state``) and the names the client
-    gave explicitly.
-
-    MSVMAv takes every top-level hyper-parameter (with its defaults); another algorithm takes
-    the top-level ones it has only when they were given (its own defaults apply otherwise) and
-    rejects given ones it does not have. ``params`` adds any estimator parameter; a name both
-    given at the top level and in ``params`` is ambiguous (422)."""
-    algorithm = request.algorithm
-    names = set(algorithms.param_names(algorithm))
-    given = request.model_fields_set
-    fixed: dict[str, Any] = {"kernel": request.kernel}
-    explicit: set[str] = set()
-    for name in HYPER_PARAMETERS:
-        if name == "kernel":
-            continue
-        if name not in names:
-            if name in given:
-                raise invalid(
-                    ["body", name],
-                    f"not a parameter of {algorithm}; its parameters are "
-                    f"{algorithms.tunable_names(algorithm)}",
-                )
-            continue
-        if name in given:
-            explicit.add(name)
-            fixed[name] = getattr(request, name)
-        elif algorithm == "msvmav":
-            fixed[name] = getattr(request, name)
-    algorithms.check_params(algorithm, request.params, ["body", "params"])
-    for name, value in request.params.items():
-        if name in explicit:
-            raise invalid(
-                ["body", "params", name], f"{name} is also given at the top level; give it once"
-            )
-        explicit.add(name)
-        fixed[name] = value
-    return fixed, explicit
-
-
-def resolve_search_grid(
-    request: TrainRequest,
-    dataset: Dataset,
-    fixed: dict[str, Any],
-    explicit: set[str],
-    n_train: int,
-) -> dict[str, list[Any]]:
-    """The grid as {parameter: values} (named grids expanded for this dataset's feature
-    count); its parameters are dropped from ``fixed`` (a default) or rejected (given)."""
-    from solver.model_selection import resolve_grid
-
-    search = request.search
-    assert search is not None
-    loc: list[str | int] = ["body", "search", "grid"]
-    if isinstance(search.grid, dict):
-        grid = algorithms.check_grid(request.algorithm, search.grid, loc)
-    else:
-        grid = resolve_grid(
-            request.algorithm, search.grid, kernel=request.kernel, n_features=dataset.n_features
-        )
-    for name in grid:
-        if name in explicit:
-            where = "params" if name in request.params else name
-            raise invalid(
-                loc if isinstance(search.grid, str) else [*loc, name],
-                f"the {search.grid if isinstance(search.grid, str) else 'given'} grid searches "
-                f"over {name}, which is also fixed by `{where}`; give it in one place",
-            )
-        fixed.pop(name, None)
-    if n_train < search.cv:
-        raise invalid(
-            ["body", "search", "cv"],
-            f"{search.cv} folds need at least {search.cv} training rows; there are {n_train}",
-        )
-    return grid

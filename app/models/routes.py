@@ -12,7 +12,6 @@ from app.core.plotting import IMAGE_TYPES, add_image_routes
 from app.core.problems import problem_responses
 from app.models import service
 from app.models.schemas import MarginsOut, ModelDetail, ModelPage, ModelSummary
-from app.predict import service as predict
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -72,7 +71,7 @@ def get_model_margins(
     dataset_id: _DatasetIdQuery = None,
     split: Annotated[_Split, Query(description="Stored statistics to return")] = "train",
 ) -> MarginsOut:
-    return predict.model_margins(session, model_id=model_id, dataset_id=dataset_id, split=split)
+    return service.model_margins(session, model_id=model_id, dataset_id=dataset_id, split=split)
 
 
 def _model_margins_image(fmt: str):
@@ -82,7 +81,7 @@ def _model_margins_image(fmt: str):
         dataset_id: _DatasetIdQuery = None,
         split: Annotated[_Split, Query(description="Stored margins to plot")] = "train",
     ) -> Response:
-        data = predict.model_margins_plot(session, model_id, dataset_id, split, fmt)
+        data = service.model_margins_plot(session, model_id, dataset_id, split, fmt)
         return Response(data, media_type=IMAGE_TYPES[fmt])
 
     return handler

@@ -1,4 +1,4 @@
-"""Encode raw rows with the model's stored dataset encoding, scale, predict; margins."""
+"""Encode raw rows with the model's stored dataset encoding, scale, predict."""
 
 from __future__ import annotations
 
@@ -11,13 +11,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.config import Settings
 from app.core.jsonable import jsonable
 from app.core.orm import Model
-from app.core.plotting import render_margin_cdf
 from app.core.problems import ingest_problem, invalid, too_large
-from app.datasets import service as datasets
 from app.ingest import IngestError, Limits, parse_feature_file
 from app.ingest.predict import RowEncoder
 from app.models import service as models
-from app.models.schemas import MarginsOut
 from app.predict.fastjson import gc_paused
 from app.predict.numeric_rows import NumericRows
 from solver._base import canonical
@@ -46,28 +43,6 @@ def _check_matrix(X: Any, model: Model | models.LoadedModel, loc: list[str | int
         else:
             row = int(np.argwhere(bad)[0][0])
         raise invalid([*loc, row], f"row {row} has a missing, NaN or infinite value", row=row)
-
-
-def match_labels(classes: np.ndarray, labels: list[Any], loc: list[str | int]) -> np.ndarray:
-    """Indices into ``classes`` of the given true labels (matched by value, then as text)."""
-    lookup: dict[Any, int] = {}
-    for i, c in enumerate(classes.tolist()):
-        lookup.setdefault(c, i)
-        lookup.setdefault(str(c), i)
-    out = np.empty(len(labels), dtype=np.int64)
-    for i, label in enumerate(labels):
-        key = label.item() if isinstance(label, np.generic) else label
-        idx = lookup.get(key) if isinstance(key, str | int | float | bool) else None
-        if idx is None:
-            idx = lookup.get(str(key))
-        if idx is None:
-            raise invalid(
-                [*loc, i],
-                f"label {key!r} is not one of the model's classes {classes.tolist()}",
-                row=i,
-            )
-        out[i] = idx
-    return out
 
 
 def _loaded(session: Session, model_id: int, loc: list[str | int] | None) -> models.LoadedModel:
@@ -136,7 +111,7 @@ def _respond(
                 labels_loc, f"{len(labels)} labels for {len(predictions)} rows; give one per row"
             )
         predicted = classes[idx]
-        y_true = classes[match_labels(classes, labels, labels_loc)]
+        y_true = classes[models.match_labels(classes, labels, labels_loc)]
         response["accuracy"] = float(np.mean(predicted == y_true))
         response["margins"] = jsonable(est.margins(Xs, y_true, decision=scores))
     return response
@@ -211,70 +186,3 @@ def predict_file(
     _check_matrix(X, loaded, ["body", "file"])
     labels = None if y is None else list(np.asarray(y).tolist())
     return _respond(loaded, X, labels, ["body", "label"])
-
-
-def model_margins(
-    session: Session, *, model_id: int, dataset_id: int | None, split: str
-) -> MarginsOut:
-    """Stored training/hold-out statistics, or fresh ones on a whole stored dataset."""
-    return _margins(session, models.get_or_raise(session, model_id), dataset_id, split)
-
-
-def _margins(session: Session, model: Model, dataset_id: int | None, split: str) -> MarginsOut:
-    if dataset_id is None:
-        if split == "holdout":
-            holdout = (model.summary or {}).get("holdout")
-            if not holdout or not holdout.get("margins"):
-                raise invalid(["query", "split"], f"model {model.id} was trained without hold-out")
-            stats = holdout["margins"]
-        else:
-            stats = (model.summary or {}).get("train_margins") or {}
-        return MarginsOut(
-            model_id=model.id,
-            source="training" if split == "train" else "holdout",
-            dataset_id=model.dataset_id,
-            n=int(stats.get("n", 0) or 0),
-            statistics=stats,
-        )
-    dataset = datasets.get_or_raise(session, dataset_id, ["query", "dataset_id"])
-    if dataset.n_features != model.n_features or (
-        list(dataset.feature_names) != list(model.feature_names)
-    ):
-        raise invalid(
-            ["query", "dataset_id"],
-            f"dataset {dataset_id} has {dataset.n_features} features that differ from the "
-            f"model's {model.n_features}",
-        )
-    X, y = datasets.load_arrays(session, dataset)
-    session.commit()  # read-only: end the transaction before loading and computing
-    loaded = _loaded(session, model.id, None)
-    classes = loaded.estimator.classes_
-    y_true = classes[match_labels(classes, y.tolist(), ["query", "dataset_id"])]
-    stats = jsonable(loaded.estimator.margins(loaded.transform(X), y_true))
-    return MarginsOut(
-        model_id=model.id, source="dataset", dataset_id=dataset.id, n=len(y), statistics=stats
-    )
-
-
-def model_margins_plot(
-    session: Session, model_id: int, dataset_id: int | None, split: str, fmt: str
-) -> bytes:
-    """The model's margin CDF as PNG/SVG bytes (same rows as ``model_margins``)."""
-    from solver.experiments import DISPLAY_NAMES
-
-    model = models.get_or_raise(session, model_id)
-    out = _margins(session, model, dataset_id, split)
-    cdf = out.statistics.get("cdf")
-    if not cdf:
-        raise invalid(["query", "split"], f"model {model_id} has no stored margins")
-    session.commit()  # read-only: end the transaction before rendering
-    where = {
-        "training": "training part",
-        "holdout": "hold-out part",
-        "dataset": f"dataset {dataset_id}",
-    }[out.source]
-    return render_margin_cdf(
-        {f"{DISPLAY_NAMES.get(model.algorithm, model.algorithm)} (n={out.n})": cdf},
-        title=f"model {model_id}: cumulative margin distribution ({where})",
-        fmt=fmt,
-    )
