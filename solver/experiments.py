@@ -10,6 +10,9 @@ Protocol (msvmav.md section 0, with the project's choices for the ambiguities):
 3. on each training part, k-fold cross-validation over the grid (``cross_validate_grid``; the
    folds are cut from the already-scaled training part, no per-fold re-scaling);
 4. refit of the selected configuration on the whole training part, accuracy on the test part;
+
+steps 2-4 are ``solver.protocol.fit`` and ``evaluate`` (the service's /train fits through them
+too), with partition r's seed ``random_state + r`` for its folds and seeded estimators;
 5. per algorithm mean and std (ddof=1) over the partitions;
 6. a paired two-sided t-test (``scipy.stats.ttest_rel``, alpha = 0.05) of each algorithm against
    MSVMAv on the shared partitions: "win" (MSVMAv significantly better, marked ●), "loss"
@@ -34,16 +37,10 @@ from typing import Any
 
 import numpy as np
 from scipy import stats
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import ShuffleSplit
 
-from .margins import margin_statistics
-from .model_selection import (
-    cross_validate_grid,
-    estimator_class,
-    make_estimator,
-    n_cells,
-)
+from . import protocol
+from .model_selection import estimator_class, n_cells
 from .parallel import dask_client, effective_jobs, run_tasks
 from .scaling import MinMaxScaling
 from .table_cells import csv_cell, markdown_cell
@@ -121,12 +118,6 @@ class ExperimentResult:
         return {DISPLAY_NAMES.get(k, k): v["cdf"] for k, v in self.margins.items()}
 
 
-def default_params(algorithm: str, seed: int) -> dict:
-    """Fixed parameters of every fit: a seed for the estimators that take one."""
-    cls = estimator_class(algorithm)
-    return {"random_state": seed} if "random_state" in cls().get_params() else {}
-
-
 def _run_unit(shared: dict, unit: tuple[int, str], tick: Callable[[], Any]) -> dict:
     """One (split, algorithm) of the protocol in a worker: its search runs in that process."""
     return _fit_unit(shared, unit, 1, lambda _done, _total: tick())
@@ -134,28 +125,22 @@ def _run_unit(shared: dict, unit: tuple[int, str], tick: Callable[[], Any]) -> d
 
 def _fit_unit(shared: dict, unit: tuple[int, str], n_jobs: int | None,
               progress: Callable[[int, int], Any]) -> dict:
-    """Search, refit and test one algorithm on split r (steps 2-4 of the protocol)."""
+    """Search, refit and test one algorithm on split r (steps 2-4 of the protocol): the
+    partition's seed is random_state + r (its folds and its seeded estimators)."""
     r, a = unit
     X, y = shared["X"], shared["y"]
     tr, te = shared["splits"][r]
-    kernel, fixed = shared["kernel"], shared["fixed"][a]
     ts = time.perf_counter()
-    Xtr, Xte = X[tr], X[te]
-    if shared["scaling"] == "train":
-        scaler = MinMaxScaling.fit(Xtr)
-        Xtr, Xte = scaler.transform(Xtr, clip=False), scaler.transform(Xte)
-    search = cross_validate_grid(a, Xtr, y[tr], kernel=kernel, grid=shared["grids"][a],
-                                 cv=shared["cv"], random_state=shared["random_state"] + r,
-                                 n_jobs=n_jobs, callback=progress, params=fixed)
-    est = make_estimator(a, search.best_params, kernel=kernel, fixed=fixed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        est.fit(Xtr, y[tr])
-    acc = float(np.mean(est.predict(Xte) == y[te]))
+    plan = protocol.Plan(algorithm=a, kernel=shared["kernel"], params=shared["fixed"][a],
+                         grid=shared["grids"][a], cv=shared["cv"],
+                         seed=shared["random_state"] + r, scaling=shared["scaling"] == "train")
+    fitted = protocol.fit(plan, X[tr], y[tr], search_callback=progress, n_jobs=n_jobs)
     keep = r == 0 and shared["keep_margins"]
-    return {"unit": unit, "accuracy": acc, "params": search.best_params,
-            "cv_score": search.best_score, "seconds": time.perf_counter() - ts,
-            "margins": margin_statistics(est.margin_vector(Xte, y[te])) if keep else None}
+    scored = protocol.evaluate(fitted, X[te], y[te], margins=keep)
+    assert fitted.search is not None  # every plan here searches
+    return {"unit": unit, "accuracy": scored.accuracy, "params": fitted.search.best_params,
+            "cv_score": fitted.search.best_score, "seconds": time.perf_counter() - ts,
+            "margins": scored.margins}
 
 
 def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str = "linear",
@@ -195,14 +180,13 @@ def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str
     y = np.asarray(y)
     n, d = X.shape
     t0 = time.perf_counter()
-    fixed = {a: {**default_params(a, random_state), **((params or {}).get(a, {}))}
-             for a in algorithms}
+    fixed = {a: dict((params or {}).get(a, {})) for a in algorithms}
     grids = {a: (grid[a] if isinstance(grid, dict) and a in grid else
                  ("quick" if isinstance(grid, dict) else grid)) for a in algorithms}
     cells = {a: n_cells(a, d, kernel=kernel, grid=grids[a], cv=cv) + 1 for a in algorithms}
     total = sum(cells.values()) * splits
     if scaling == "global":
-        X = MinMaxScaling.fit(X).transform(X, clip=False)
+        X = MinMaxScaling.fit(X).transform(X)
     splitter = ShuffleSplit(n_splits=splits, test_size=test_size, random_state=random_state)
     shared = {"X": X, "y": y, "splits": list(splitter.split(np.zeros(n))), "kernel": kernel,
               "cv": cv, "random_state": random_state, "scaling": scaling, "grids": grids,

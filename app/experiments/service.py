@@ -21,7 +21,7 @@ from app.experiments.schemas import (
 )
 from app.jobs import service as jobs
 from app.training import algorithms
-from app.training.pipeline import holdout_sizes
+from solver.protocol import holdout_sizes
 
 KIND = "experiment"
 

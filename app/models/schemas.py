@@ -1,13 +1,15 @@
-"""Response bodies of /models."""
+"""Response bodies of /models, and the outcome of a training run that becomes a model."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.pagination import Page
+from solver.scaling import MinMaxScaling
 
 _STATS_EXAMPLE = {
     "n": 455,
@@ -225,3 +227,21 @@ class MarginsOut(BaseModel):
     dataset_id: int | None
     n: int = Field(description="Rows the statistics are over")
     statistics: dict[str, Any]
+
+
+@dataclass
+class TrainOutcome:
+    """A fitted estimator and what its model row keeps (app.training.pipeline.train)."""
+
+    estimator: Any
+    scaling: MinMaxScaling | None
+    classes: list[Any]
+    n_train: int
+    n_test: int
+    holdout_accuracy: float | None
+    fit_seconds: float
+    n_iter: int
+    summary: dict[str, Any]
+    algorithm: str = "msvmav"
+    params: dict[str, Any] = field(default_factory=dict)
+    search: dict[str, Any] | None = None

@@ -33,8 +33,7 @@ from app.core.pagination import PageParams, paginate
 from app.core.plotting import render_margin_cdf
 from app.core.problems import invalid, not_found
 from app.datasets import service as datasets
-from app.models.schemas import MarginsOut
-from app.training.pipeline import TrainOutcome
+from app.models.schemas import MarginsOut, TrainOutcome
 from solver.scaling import MinMaxScaling
 
 ESTIMATOR_PREFIX = "est."

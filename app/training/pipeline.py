@@ -1,27 +1,24 @@
-"""One training run, free of HTTP and SQL: split, scale, (search,) fit, measure margins.
+"""One training run, free of HTTP and SQL: hold-out split, then ``solver.protocol`` (scale,
+(search,) refit, score), then what the model keeps of it.
 
-``train`` receives the stored dataset arrays and the job's params and returns a ``TrainOutcome``
-holding everything the worker persists as a model row plus npy blobs. Any algorithm of
-``solver.ALGORITHMS`` is fitted the same way (they share the ``MarginClassifier`` API); with a
-``search`` the hyper-parameters are first chosen by ``cross_validate_grid`` on the scaled
-training part.
+``train`` receives the stored dataset arrays and the job's params and returns a
+``TrainOutcome`` holding everything the worker persists as a model row plus npy blobs. Any
+algorithm of ``solver.ALGORITHMS`` is fitted the same way (they share the ``MarginClassifier``
+API).
 """
 
 from __future__ import annotations
 
-import math
-import time
-import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.exceptions import ConvergenceWarning
 
 from app.core.jsonable import jsonable
-from solver.msvmav import FeatureScaleWarning
+from app.models.schemas import TrainOutcome
+from solver import protocol
+from solver.model_selection import SearchResult
 from solver.scaling import MinMaxScaling
 
 DEFAULT_ALGORITHM = "msvmav"
@@ -50,22 +47,6 @@ class TrainingError(ValueError):
     """The job's data or parameters cannot be trained on (reported as the job's error)."""
 
 
-@dataclass
-class TrainOutcome:
-    estimator: Any
-    scaling: MinMaxScaling | None
-    classes: list[Any]
-    n_train: int
-    n_test: int
-    holdout_accuracy: float | None
-    fit_seconds: float
-    n_iter: int
-    summary: dict[str, Any]
-    algorithm: str = DEFAULT_ALGORITHM
-    params: dict[str, Any] = field(default_factory=dict)
-    search: dict[str, Any] | None = None
-
-
 # What a FeatureScaleWarning means for a training job (the solver's own text advises a
 # scikit-learn pipeline).
 SCALE_NOTE = (
@@ -75,47 +56,6 @@ SCALE_NOTE = (
 )
 
 
-def _relay_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
-    """The fit's FeatureScaleWarning as a note for the job and the model; any other warning
-    is emitted again, as if it had not been caught."""
-    notes = []
-    for w in caught:
-        if issubclass(w.category, FeatureScaleWarning):
-            notes.append(SCALE_NOTE.format(largest=getattr(w.message, "largest", float("nan"))))
-        else:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
-    return notes
-
-
-def holdout_sizes(n: int, test_fraction: float) -> tuple[int, int]:
-    """(n_train, n_test) as scikit-learn's train_test_split computes them."""
-    n_test = math.ceil(test_fraction * n)
-    return n - n_test, n_test
-
-
-def split_indices(
-    y: np.ndarray, test_fraction: float | None, seed: int | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded, stratified when every class has at least two rows; no hold-out when
-    ``test_fraction`` is None."""
-    n = len(y)
-    if not test_fraction:
-        return np.arange(n), np.arange(0)
-    from sklearn.model_selection import train_test_split
-
-    _, counts = np.unique(y, return_counts=True)
-    n_train, n_test = holdout_sizes(n, test_fraction)
-    stratify = y if counts.min() >= 2 and min(n_train, n_test) >= len(counts) else None
-    train_idx, test_idx = train_test_split(
-        np.arange(n), test_size=n_test, random_state=seed, stratify=stratify
-    )
-    return np.sort(train_idx), np.sort(test_idx)
-
-
-def _rows(X: Matrix, idx: np.ndarray) -> Matrix:
-    return X[idx]
-
-
 def estimator_params(params: dict[str, Any]) -> dict[str, Any]:
     """The estimator's keyword arguments from a job's params (without ``random_state``): the
     ``estimator_params`` resolved at submission, or — jobs queued before algorithms existed —
@@ -123,6 +63,24 @@ def estimator_params(params: dict[str, Any]) -> dict[str, Any]:
     if "estimator_params" in params:
         return dict(params["estimator_params"])
     return {k: params[k] for k in HYPER_PARAMETERS if k in params}
+
+
+def plan_of(params: dict[str, Any]) -> protocol.Plan:
+    """The protocol's plan of a job's params: the one place where the request's ``seed``
+    becomes the fit's seed (estimator and, unless ``search.seed`` is given, the folds)."""
+    chosen = estimator_params(params)
+    kernel = chosen.pop("kernel", "linear")
+    spec = params.get("search") or None
+    return protocol.Plan(
+        algorithm=params.get("algorithm") or DEFAULT_ALGORITHM,
+        kernel=kernel,
+        params=chosen,
+        grid=(spec.get("grid_values") or spec.get("grid", "quick")) if spec else None,
+        cv=int(spec.get("cv", 5)) if spec else 5,
+        seed=params.get("seed"),
+        cv_seed=spec.get("seed") if spec else None,
+        scaling=params.get("scaling", "minmax") == "minmax",
+    )
 
 
 def train(
@@ -135,121 +93,96 @@ def train(
     n_jobs: int = 1,
 ) -> TrainOutcome:
     """Fit ``params["algorithm"]`` (default MSVMAv) on (X, y) with the job's ``params`` (see
-    app.jobs.schemas.TrainRequest and app.jobs.service.submit_train).
+    app.training.schemas.TrainJob) through ``solver.protocol``: hold-out split, scale,
+    (search,) refit, score.
 
     X: (n, d) float64 ndarray or CSR; y: (n,) raw labels. ``callback(info)`` is the final fit's
     per-iteration callback; ``search_callback(done_cells, total_cells)`` is called during a
     search (raising aborts it); ``n_jobs`` processes run the search.
     """
-    from solver.model_selection import cross_validate_grid, estimator_class
-
-    algorithm = params.get("algorithm") or DEFAULT_ALGORITHM
-    train_idx, test_idx = split_indices(y, params.get("test_fraction"), params.get("seed"))
-    X_train, y_train = _rows(X, train_idx), y[train_idx]
+    plan = plan_of(params)
+    train_idx, test_idx = protocol.split_indices(y, params.get("test_fraction"), plan.seed)
+    y_train = y[train_idx]
     if len(np.unique(y_train)) < 2:
         raise TrainingError("the training part has a single class; nothing to separate")
-
-    scaling = MinMaxScaling.fit(X_train) if params.get("scaling", "minmax") == "minmax" else None
-    if scaling is not None:
-        X_train = scaling.transform(X_train)
-
-    chosen = estimator_params(params)
-    kernel = chosen.pop("kernel", "linear")
-    cls = estimator_class(algorithm)
-    if "random_state" in cls().get_params():
-        chosen["random_state"] = params.get("seed")
-    search_summary = None
-    spec = params.get("search")
-    if spec:
-        grid = spec.get("grid_values") or spec.get("grid", "quick")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            result = cross_validate_grid(
-                algorithm,
-                X_train,
-                y_train,
-                kernel=kernel,
-                grid=grid,
-                cv=int(spec.get("cv", 5)),
-                random_state=spec.get("seed", 0),
-                n_jobs=n_jobs,
-                callback=search_callback,
-                params=chosen,
-            )
-        chosen = {**chosen, **result.best_params}
-        search_summary = jsonable(
-            {
-                "best_params": result.best_params,
-                "best_score": result.best_score,
-                "best_index": result.best_index,
-                "cv": result.cv,
-                "seed": result.random_state,
-                "grid": spec.get("grid", "quick"),
-                "grid_values": grid,
-                "fixed_params": result.fixed_params,
-                "n_configs": len(result.table),
-                "seconds": result.seconds,
-                "table": result.table,
-            }
-        )
-
-    est = cls(kernel=kernel, **chosen)
-    start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        warnings.simplefilter("always", FeatureScaleWarning)
-        est.fit(X_train, y_train, callback=callback)
-    fit_seconds = time.perf_counter() - start
-    notes = _relay_warnings(caught)
-
-    decision = est.decision_function(X_train)
+    fitted = protocol.fit(
+        plan, X[train_idx], y_train, callback=callback, search_callback=search_callback,
+        n_jobs=n_jobs,
+    )
+    est = fitted.estimator
+    decision = est.decision_function(fitted.X_train)
     if not np.all(np.isfinite(decision)) or not np.any(decision):  # e.g. 1e308 with scaling none
         raise TrainingError(
             "the fit produced a degenerate model (non-finite or all-zero decision values); "
             "the features are probably too large: use scaling=minmax or rescale the data"
         )
-    train_margins = est.margins(X_train, y_train, decision=decision)  # (includes the accuracy)
-    summary: dict[str, Any] = {
-        "train_margins": jsonable(train_margins),
-        "train_accuracy": train_margins["accuracy"],
-        "history": history_summary(list(getattr(est, "history_", None) or ()), est),
-        "scaling": scaling_summary(scaling),
-        "search": search_summary,
-        "warnings": notes,
-        **describe_estimator(est, {"kernel": kernel}),
-    }
-    holdout_accuracy = None
-    if len(test_idx):
-        X_test, y_test = _rows(X, test_idx), y[test_idx]
-        if scaling is not None:
-            X_test = scaling.transform(X_test)
-        # rows whose label the model never saw have no margin and are always mispredicted
-        known = np.isin(y_test, est.classes_)
-        margins = est.margins(X_test[known], y_test[known]) if known.any() else None
-        holdout_accuracy = margins["accuracy"] * known.mean() if margins else 0.0
-        summary["holdout"] = {
-            "n": int(len(test_idx)),
-            "accuracy": holdout_accuracy,
-            "margins": jsonable(margins),
-        }
-    else:
-        summary["holdout"] = None
-
+    search = search_summary(fitted.search, params.get("search"))
+    summary = _summary(fitted, y_train, decision, search)
+    holdout = protocol.evaluate(fitted, X[test_idx], y[test_idx]) if len(test_idx) else None
+    summary["holdout"] = (
+        {"n": holdout.n, "accuracy": holdout.accuracy, "margins": jsonable(holdout.margins)}
+        if holdout
+        else None
+    )
     used = jsonable(est.get_params(deep=False))
     used.pop("random_state", None)
     return TrainOutcome(
         estimator=est,
-        scaling=scaling,
+        scaling=fitted.scaling,
         classes=jsonable(est.classes_.tolist()),
         n_train=int(len(train_idx)),
         n_test=int(len(test_idx)),
-        holdout_accuracy=holdout_accuracy,
-        fit_seconds=fit_seconds,
+        holdout_accuracy=holdout.accuracy if holdout else None,
+        fit_seconds=fitted.fit_seconds,
         n_iter=_n_iter(est),
         summary=summary,
-        algorithm=algorithm,
+        algorithm=plan.algorithm,
         params=used,
-        search=search_summary,
+        search=search,
+    )
+
+
+def _summary(
+    fitted: protocol.Fit, y_train: np.ndarray, decision: np.ndarray, search: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The model's summary: training margins, history, scaling, search, notes, weights."""
+    est = fitted.estimator
+    train_margins = est.margins(fitted.X_train, y_train, decision=decision)  # with accuracy
+    notes = [
+        SCALE_NOTE.format(largest=getattr(w, "largest", float("nan")))
+        for w in fitted.scale_warnings
+    ]
+    return {
+        "train_margins": jsonable(train_margins),
+        "train_accuracy": train_margins["accuracy"],
+        "history": history_summary(list(getattr(est, "history_", None) or ()), est),
+        "scaling": scaling_summary(fitted.scaling),
+        "search": search,
+        "warnings": notes,
+        **describe_estimator(est, {"kernel": est.kernel}),
+    }
+
+
+def search_summary(
+    result: SearchResult | None, spec: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """What a model keeps of its search: the best configuration and the whole table."""
+    if result is None or spec is None:
+        return None
+    return jsonable(
+        {
+            "best_params": result.best_params,
+            "best_score": result.best_score,
+            "best_index": result.best_index,
+            "cv": result.cv,
+            "seed": result.random_state,
+            "grid": spec.get("grid", "quick"),
+            "grid_values": spec.get("grid_values") or spec.get("grid", "quick"),
+            "fixed_params": result.fixed_params,
+            "n_configs": len(result.table),
+            "seconds": result.seconds,
+            "table": result.table,
+        }
     )
 
 

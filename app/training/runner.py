@@ -12,8 +12,9 @@ from app.core.orm import Dataset
 from app.datasets import service as datasets
 from app.jobs.runtime import JobContext, JobResult, describe_iteration, running_progress
 from app.models import service as models
-from app.training.pipeline import DEFAULT_ALGORITHM, holdout_sizes, train
+from app.training.pipeline import DEFAULT_ALGORITHM, train
 from solver.parallel import dask_cluster
+from solver.protocol import holdout_sizes
 
 
 def training_rows(dataset: Dataset, params: dict[str, Any]) -> str:

@@ -47,7 +47,12 @@ class SearchSpec(BaseModel):
         "{parameter: [values]} (names as in the estimator's `get_params()`)",
     )
     cv: int = Field(5, ge=2, le=20, description="Folds (shuffled, seeded KFold)")
-    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the fold assignment")
+    seed: int | None = Field(
+        None,
+        ge=0,
+        le=2**32 - 1,
+        description="Seed of the fold assignment; null: the request's `seed`",
+    )
 
 
 class TrainRequest(BaseModel):
@@ -144,5 +149,9 @@ class TrainRequest(BaseModel):
         None, gt=0, lt=1, description="Hold out this fraction (stratified) for testing"
     )
     seed: int | None = Field(
-        0, ge=0, le=2**32 - 1, description="Seed of the hold-out split and Nyström sampling"
+        0,
+        ge=0,
+        le=2**32 - 1,
+        description="The fit's seed: hold-out split, the estimator's random_state (Nyström "
+        "sampling, ...) and, unless `search.seed` is given, the search's folds",
     )

@@ -11,8 +11,9 @@ from app.core.problems import invalid
 from app.datasets import service as datasets
 from app.jobs import service as jobs
 from app.training import algorithms
-from app.training.pipeline import HYPER_PARAMETERS, holdout_sizes
+from app.training.pipeline import HYPER_PARAMETERS
 from app.training.schemas import TrainRequest
+from solver.protocol import holdout_sizes
 
 
 def submit_train(session: Session, request: TrainRequest) -> Job:

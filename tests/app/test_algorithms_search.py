@@ -172,6 +172,28 @@ def test_search_job_keeps_the_cv_table_and_fits_the_best_row(client, worker, eng
         assert conn.scalar(select(Model.n_train).where(Model.id == model["id"])) == 90
 
 
+def test_top_level_seed_reaches_the_search_folds(client, worker):
+    # regression: the request's `seed` set the split and the estimator but the folds kept
+    # search.seed's default 0
+    from sklearn.model_selection import KFold, cross_val_score
+    from sklearn.preprocessing import MinMaxScaler
+
+    from solver import MSVMAv
+
+    X, y = blobs(n=60, seed=4, shift=1.0)  # overlapping: fold assignments change the scores
+    ds = upload(client, to_csv(X, y))
+    grid = {"alpha": [1, 16], "beta": [0.25, 1]}
+    job = submit(client, ds["id"], search={"grid": grid, "cv": 3}, seed=5, max_iter=30)
+    assert run_jobs(worker) == ["succeeded"]
+    search = _model_of(client, job)["search"]
+    assert search["seed"] == 5
+    Xs = MinMaxScaler().fit_transform(X)  # no hold-out: the search runs on all rows, scaled
+    folds = KFold(3, shuffle=True, random_state=5)
+    for row in search["table"]:
+        expected = cross_val_score(MSVMAv(max_iter=30, **row["params"]), Xs, y, cv=folds)
+        assert row["scores"] == pytest.approx(expected.tolist())
+
+
 def test_search_with_a_named_grid_and_a_comparator(client, worker):
     ds = _dataset(client, n=60)
     job = submit(client, ds["id"], algorithm="svm", search={"grid": "quick", "cv": 3})

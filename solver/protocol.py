@@ -1,0 +1,207 @@
+"""One fit of the paper's protocol on a training part: scale → (search) → refit → score.
+
+The service's ``/train`` (``app.training.pipeline``) and the experiments
+(``solver.experiments``, one call per partition and algorithm) both fit through ``fit`` and
+score through ``evaluate``, so the two cannot drift apart.
+
+* **Scaling**: min-max fitted on the training part (``scaling=True``); every row it maps is
+  clipped to [0, 1] — the training rows (in range by construction), the test rows and, in the
+  service, every row predicted later. The search's folds are cut from the scaled training part
+  (no per-fold re-scaling; see ``solver.model_selection``).
+* **Seed**: ``seed`` is the one seed of a fit. It is the estimator's ``random_state`` (for the
+  estimators that take one) and the search's fold assignment, unless ``cv_seed`` is given.
+* **Warnings**: an iteration cap reached (``ConvergenceWarning``) is part of the protocol, not
+  news; a ``FeatureScaleWarning`` of the refit is returned in ``Fit.scale_warnings``; any other
+  warning passes through.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
+
+from .model_selection import SearchResult, cross_validate_grid, estimator_class
+from .msvmav import FeatureScaleWarning
+from .scaling import MinMaxScaling
+
+Matrix = np.ndarray | sp.csr_matrix
+FitCallback = Callable[[dict[str, Any]], bool | None]
+CellCallback = Callable[[int, int], Any]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one fit does.
+
+    ``params``: fixed estimator parameters (not ``kernel``, not ``random_state``: ``seed`` sets
+    it). ``grid``: None for no search, else "quick", "paper" or {parameter: values}, searched by
+    ``cv``-fold cross-validation on the scaled training part; its best configuration overrides
+    ``params`` in the refit."""
+
+    algorithm: str = "msvmav"
+    kernel: str = "linear"
+    params: Mapping[str, Any] = field(default_factory=dict)
+    grid: str | dict | None = None
+    cv: int = 5
+    seed: int | None = 0
+    cv_seed: int | None = None
+    scaling: bool = True
+
+    def estimator_params(self) -> dict[str, Any]:
+        """The fixed keyword arguments of every fit: ``params`` plus the seed where it applies."""
+        fixed = dict(self.params)
+        if "random_state" in estimator_class(self.algorithm)().get_params():
+            fixed["random_state"] = self.seed
+        return fixed
+
+    @property
+    def fold_seed(self) -> int | None:
+        return self.seed if self.cv_seed is None else self.cv_seed
+
+
+@dataclass
+class Fit:
+    """A fitted plan. ``X_train`` is the training part as the estimator saw it (scaled)."""
+
+    estimator: Any
+    scaling: MinMaxScaling | None
+    search: SearchResult | None
+    fit_seconds: float
+    X_train: Matrix
+    scale_warnings: list[FeatureScaleWarning] = field(default_factory=list)
+
+    def transform(self, X: Matrix) -> Matrix:
+        """Rows the fit did not see, mapped as the training part was (and clipped)."""
+        return self.scaling.transform(X) if self.scaling is not None else X
+
+
+@dataclass
+class Evaluation:
+    """Scores on rows the fit did not see: ``accuracy`` over all of them (a label the model
+    never saw counts as an error) and, when asked for, the margin statistics of the rows whose
+    label the model knows (``estimator.margins``; None when there is none)."""
+
+    n: int
+    accuracy: float
+    margins: dict[str, Any] | None = None
+
+
+def holdout_sizes(n: int, test_fraction: float) -> tuple[int, int]:
+    """(n_train, n_test) as scikit-learn's train_test_split and ShuffleSplit compute them."""
+    n_test = math.ceil(test_fraction * n)
+    return n - n_test, n_test
+
+
+def split_indices(
+    y: np.ndarray, test_fraction: float | None, seed: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded hold-out split, stratified when every class has at least two rows; no hold-out
+    when ``test_fraction`` is None. Both index arrays sorted."""
+    n = len(y)
+    if not test_fraction:
+        return np.arange(n), np.arange(0)
+    from sklearn.model_selection import train_test_split
+
+    _, counts = np.unique(y, return_counts=True)
+    n_train, n_test = holdout_sizes(n, test_fraction)
+    stratify = y if counts.min() >= 2 and min(n_train, n_test) >= len(counts) else None
+    train_idx, test_idx = train_test_split(
+        np.arange(n), test_size=n_test, random_state=seed, stratify=stratify
+    )
+    return np.sort(train_idx), np.sort(test_idx)
+
+
+def search(
+    plan: Plan,
+    X_train: Matrix,
+    y_train: np.ndarray,
+    *,
+    n_jobs: int | None = 1,
+    callback: CellCallback | None = None,
+) -> SearchResult:
+    """The plan's cross-validated grid search on an (already scaled) training part."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return cross_validate_grid(
+            plan.algorithm,
+            X_train,
+            y_train,
+            kernel=plan.kernel,
+            grid=plan.grid if plan.grid is not None else "quick",
+            cv=plan.cv,
+            random_state=plan.fold_seed,
+            n_jobs=n_jobs,
+            callback=callback,
+            params=plan.estimator_params(),
+        )
+
+
+def fit(
+    plan: Plan,
+    X_train: Matrix,
+    y_train: np.ndarray,
+    *,
+    callback: FitCallback | None = None,
+    search_callback: CellCallback | None = None,
+    n_jobs: int | None = 1,
+) -> Fit:
+    """Scale, search (when ``plan.grid`` is set), refit on the whole training part.
+
+    X_train: (n, d) float64 ndarray or CSR, unscaled; y_train: (n,) labels. ``callback(info)``
+    is the refit's per-iteration callback; ``search_callback(done_cells, total_cells)`` is
+    called during the search (raising aborts it); ``n_jobs`` processes run the search."""
+    scaling = MinMaxScaling.fit(X_train) if plan.scaling else None
+    if scaling is not None:
+        X_train = scaling.transform(X_train)
+    found = None
+    chosen = plan.estimator_params()
+    if plan.grid is not None:
+        found = search(plan, X_train, y_train, n_jobs=n_jobs, callback=search_callback)
+        chosen.update(found.best_params)
+    est = estimator_class(plan.algorithm)(kernel=plan.kernel, **chosen)
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("always", FeatureScaleWarning)
+        est.fit(X_train, y_train, callback=callback)
+    seconds = time.perf_counter() - start
+    return Fit(est, scaling, found, seconds, X_train, _relay(caught))
+
+
+def _relay(caught: list[warnings.WarningMessage]) -> list[FeatureScaleWarning]:
+    """The refit's FeatureScaleWarnings; any other warning is emitted again, as if it had not
+    been caught."""
+    kept = []
+    for w in caught:
+        if issubclass(w.category, FeatureScaleWarning):
+            kept.append(w.message)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    return kept
+
+
+def evaluate(result: Fit, X_test: Matrix, y_test: np.ndarray, *, margins: bool = True
+             ) -> Evaluation:
+    """Score the fit on unscaled test rows (scaled and clipped here)."""
+    est = result.estimator
+    X_test = result.transform(X_test)
+    y_test = np.asarray(y_test)
+    D = est.decision_function(X_test)
+    accuracy = float(np.mean(est.classes_[est.predicted_index(D)] == y_test))
+    known = np.isin(y_test, est.classes_)
+    if not margins or not known.any():
+        return Evaluation(n=len(y_test), accuracy=accuracy)
+    stats = est.margins(X_test[known], y_test[known], decision=D[known])
+    return Evaluation(n=len(y_test), accuracy=accuracy, margins=stats)
+
+
+__all__ = ["Evaluation", "Fit", "Plan", "evaluate", "fit", "holdout_sizes", "search",
+           "split_indices"]
