@@ -4,42 +4,24 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
-from fastapi import Depends, FastAPI, Security
-from fastapi.openapi.utils import get_openapi
+from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
 from app.auth.gate import AuthGate
-from app.auth.keys import Scope
-from app.auth.routes import router as keys_router
-from app.auth.security import AUTH_RESPONSES, AuthMiddleware, require, require_by_method
+from app.auth.security import AuthMiddleware
 from app.core import problems
 from app.core.config import Settings, get_settings
 from app.core.db import is_sqlite, make_engine, make_session_factory, read_only, script_heads
-from app.core.error_examples import error_example, needed_scope
 from app.core.ids import check_ids
 from app.core.metrics import RequestMetrics
 from app.core.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
-from app.datasets.routes import router as datasets_router
-from app.experiments.routes import router as experiments_router
-from app.jobs.routes import router as jobs_router
-from app.models.routes import router as models_router
-from app.operations.routes import metrics_router
-from app.operations.routes import router as health_router
-from app.predict.routes import router as predict_router
-from app.training.routes import router as training_router
+from app.openapi import custom_openapi
+from app.routers import include_routers
 
 # Multipart framing and form fields on top of the file itself.
 MULTIPART_SLACK_BYTES = 1024 * 1024
-# Documented on every operation with a request body.
-BODY_ERRORS = {
-    "400": "Malformed body: not parseable as JSON or as multipart/form-data",
-    "413": "Body larger than MSVMAV_MAX_JSON_BYTES (JSON) or MSVMAV_MAX_UPLOAD_BYTES (upload)",
-    "422": "Invalid input: the `errors` list names each field (and row/column of a file)",
-}
-
 TAGS = [
     {"name": "datasets", "description": "Upload and manage tabular datasets"},
     {
@@ -144,24 +126,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(AuthMiddleware, gate=app.state.auth, open_paths=open_paths(app))
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
 
-    # The scope each router needs, in one place (see app.auth.security); the health probes
-    # (and the docs) are open.
-    read, by_method = [Security(require(Scope.read))], [Security(require_by_method)]
-    # Routes are matched in the order they are included: /predict, the hot path, first.
-    for router, dependencies in (
-        (predict_router, read),
-        (datasets_router, by_method),
-        (training_router, by_method),
-        (jobs_router, by_method),
-        (models_router, by_method),
-        (experiments_router, by_method),
-        (keys_router, [Security(require(Scope.admin))]),
-        (metrics_router, read),
-    ):
-        app.include_router(router, dependencies=dependencies, responses=AUTH_RESPONSES)
-    app.include_router(health_router)
-
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    # The scope each router needs: app.routers' table; the health probes (and the docs) are open.
+    include_routers(app)
+    app.openapi = lambda: custom_openapi(app)  # type: ignore[method-assign]
     return app
 
 
@@ -171,49 +138,3 @@ def open_paths(app: FastAPI) -> set[str]:
     # fastapi-offline serves /docs and /redoc itself (the app's docs_url/redoc_url are None).
     docs = (app.openapi_url, DOCS_URL, REDOC_URL, app.swagger_ui_oauth2_redirect_url)
     return {"/livez", "/readyz", STATIC_DOCS_URL + "/", *(p for p in docs if p)}
-
-
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    """OpenAPI with error answers documented as problem+json instead of FastAPI's default
-    ``HTTPValidationError``."""
-    if app.openapi_schema:
-        return app.openapi_schema
-    schema = get_openapi(
-        title=app.title,
-        version=app.version,
-        description=app.description,
-        routes=app.routes,
-        tags=app.openapi_tags,
-    )
-    problem_ref = {"$ref": "#/components/schemas/ProblemDetail"}
-    for path, path_item in schema.get("paths", {}).items():
-        for method, op in path_item.items():
-            if needed_scope(method.upper(), path) == "read":
-                op.get("responses", {}).pop("403", None)  # every key has at least read
-            if "requestBody" in op:  # any body can be malformed or over its size limit
-                responses = op.setdefault("responses", {})
-                for code, description in BODY_ERRORS.items():
-                    responses.setdefault(code, {"description": description})
-            for code, response in op.get("responses", {}).items():
-                if not code.isdigit() or int(code) < 400:
-                    continue
-                response["content"] = {
-                    problems.PROBLEM_MEDIA_TYPE: {
-                        "schema": problem_ref,
-                        "example": error_example(int(code), path, op, method.upper()),
-                    }
-                }
-                if code == "422":
-                    response["description"] = (
-                        "Invalid input: the `errors` list names each field "
-                        "(and row/column of a file)"
-                    )
-    components = schema.setdefault("components", {}).setdefault("schemas", {})
-    if "ProblemDetail" not in components:
-        components["ProblemDetail"] = problems.ProblemDetail.model_json_schema(
-            ref_template="#/components/schemas/{model}"
-        )
-    for name in ("HTTPValidationError", "ValidationError"):
-        components.pop(name, None)
-    app.openapi_schema = schema
-    return schema

@@ -25,9 +25,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import numpy as np  # noqa: E402
 
 from app.ingest import parse_dataset  # noqa: E402
+from solver.algorithms import DISPLAY_NAMES, PAPER_ORDER  # noqa: E402
 from solver.experiments import (  # noqa: E402
-    DISPLAY_NAMES,
-    PAPER_ORDER,
     ExperimentResult,
     run_experiment,
     to_markdown,

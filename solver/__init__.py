@@ -12,15 +12,12 @@ This package never imports the web service or the database layer.
 """
 
 from ._base import MarginClassifier, model_from_dict
-from .comparators import ALGORITHMS as _COMPARATORS
+from .algorithms import ALGORITHMS
 from .comparators import FMM, LSSVM, MAMC, ODM, SVM, SVR
 from .experiments import ExperimentResult, compare, run_experiment, to_csv, to_markdown
 from .margins import margin_statistics
 from .model_selection import SearchResult, cross_validate_grid, kfold_indices, make_estimator
 from .msvmav import MSVMAv
-
-#: every algorithm by its short name, MSVMAv first
-ALGORITHMS = {"msvmav": MSVMAv, **_COMPARATORS}
 
 __all__ = ["ALGORITHMS", "FMM", "LSSVM", "MAMC", "MSVMAv", "ExperimentResult", "MarginClassifier",
            "ODM", "SVM", "SVR", "SearchResult", "compare", "cross_validate_grid", "kfold_indices",

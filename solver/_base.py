@@ -23,7 +23,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .jsonable import jsonable
 from .margins import margin_statistics
+from .params import validate_params
 
 Callback = Callable[[dict], Any]
 
@@ -77,7 +79,7 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         value stops the fit and keeps the current iterate (``stopped_early_`` is then True).
         An exception raised by the callback propagates.
         """
-        self._validate_params()
+        validate_params(self)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
                              y_numeric=False, ensure_min_samples=2)
         check_classification_targets(y)
@@ -111,6 +113,14 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         """Signed decision values: shape (n,) for two classes (> 0 means classes_[1]),
         (n, k) one-vs-rest scores for k > 2 classes."""
         D = self._decision(self._validated(X))
+        return D[:, 0] if D.shape[1] == 1 else D
+
+    def decision_values(self, X) -> np.ndarray:
+        """``decision_function(X)`` for rows the caller has already checked — 2-D float64
+        (ndarray or CSR), finite, ``n_features_in_`` columns — without scikit-learn's input
+        validation again (for one row it costs more than the prediction itself). The model
+        must be fitted."""
+        D = self._decision(canonical(X))
         return D[:, 0] if D.shape[1] == 1 else D
 
     def predicted_index(self, D: np.ndarray) -> np.ndarray:
@@ -220,17 +230,9 @@ def model_from_dict(data: dict) -> MarginClassifier:
 
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
     if isinstance(value, np.random.RandomState):
         raise ValueError("random_state: pass an int or None to make the model persistable")
-    return value
+    return jsonable(value)
 
 
 def to_dense_rows(X) -> np.ndarray:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import time
 import warnings
@@ -40,15 +39,13 @@ from scipy import stats
 from sklearn.model_selection import ShuffleSplit
 
 from . import protocol
-from .model_selection import estimator_class, n_cells
+from .algorithms import PAPER_ORDER, display_name, estimator_class
+from .jsonable import jsonable
+from .model_selection import n_cells
 from .parallel import dask_client, effective_jobs, run_tasks
 from .scaling import MinMaxScaling
 from .table_cells import csv_cell, markdown_cell
 
-#: the paper's column order and display names (Table 1)
-DISPLAY_NAMES = {"msvmav": "MSVMAv", "svm": "SVM", "svr": "SVR", "lssvm": "LSSVM",
-                 "odm": "ODM", "mamc": "MAMC", "fmm": "FMM"}
-PAPER_ORDER = ("msvmav", "svm", "svr", "lssvm", "odm", "mamc", "fmm")
 MARKS = {"win": "●", "loss": "○", "tie": ""}
 CSV_OUTCOMES = {"win": "MSVMAv_significantly_better", "loss": "MSVMAv_significantly_worse",
                 "tie": "tie"}
@@ -102,10 +99,10 @@ class ExperimentResult:
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
-        return json.loads(json.dumps({
+        return jsonable({
             "dataset": self.dataset, "protocol": self.protocol, "algorithms": self.algorithms,
             "comparisons": self.comparisons, "margins": self.margins,
-            "seconds": self.seconds}))
+            "seconds": self.seconds})
 
     @classmethod
     def from_dict(cls, data: dict) -> ExperimentResult:
@@ -115,7 +112,7 @@ class ExperimentResult:
 
     def margin_curves(self) -> dict[str, dict]:
         """{display name: {"x", "p"}} CDF points for ``solver.plots.plot_margin_cdf``."""
-        return {DISPLAY_NAMES.get(k, k): v["cdf"] for k, v in self.margins.items()}
+        return {display_name(k): v["cdf"] for k, v in self.margins.items()}
 
 
 def _run_unit(shared: dict, unit: tuple[int, str], tick: Callable[[], Any]) -> dict:
@@ -290,7 +287,7 @@ def to_markdown(results_by_dataset: dict[str, ExperimentResult | dict],
     row with MSVMAv's win/tie/loss counts against each algorithm."""
     res = {k: _as_result(v) for k, v in results_by_dataset.items()}
     cols = _columns(res, algorithms)
-    lines = ["| dataset | " + " | ".join(DISPLAY_NAMES.get(a, a) for a in cols) + " |",
+    lines = ["| dataset | " + " | ".join(display_name(a) for a in cols) + " |",
              "|---|" + "---|" * len(cols)]
     for name, r in res.items():
         lines.append(f"| {markdown_cell(name)} | " + " | ".join(_cell(r, a) for a in cols) + " |")
@@ -312,7 +309,7 @@ def to_csv(results_by_dataset: dict[str, ExperimentResult | dict],
     cols = _columns(res, algorithms)
     header = ["dataset"]
     for a in cols:
-        name = DISPLAY_NAMES.get(a, a)
+        name = display_name(a)
         header += [f"{name}_mean", f"{name}_std"] + ([] if a == "msvmav" else
                                                      [f"{name}_vs_MSVMAv"])
     buf = io.StringIO()
@@ -335,7 +332,7 @@ def to_csv(results_by_dataset: dict[str, ExperimentResult | dict],
     return buf.getvalue()
 
 
-__all__ = ["DISPLAY_NAMES", "ExperimentResult", "PAPER_ORDER", "compare",
+__all__ = ["ExperimentResult", "compare",
            "run_experiment", "summarize", "to_csv",
            "to_markdown", "win_tie_loss"]
 

@@ -47,27 +47,15 @@ from ._active_set import DualSystem
 from ._base import to_dense_rows
 from ._batched_msvmav import fit_linear_batch
 from ._msvmav_core import DualSpace, iterate
-from .comparators import ALGORITHMS as _COMPARATORS
+from .algorithms import estimator_class
 from .comparators import iter_configs, param_grid
 from .kernels import gram_matrix, kernel_matrix, resolve_gamma
 from .msvmav import MSVMAv, kernel_threads
 from .parallel import dask_client, effective_jobs, run_tasks
 
-ALGORITHM_NAMES: tuple[str, ...] = ("msvmav", *_COMPARATORS)
 KERNEL_CHOICES = ("linear", "rbf", "poly")
 
 ProgressCallback = Callable[[int, int], Any]
-
-
-def estimator_class(algorithm: str) -> type:
-    """The estimator class of an algorithm name ("msvmav" or a key of comparators.ALGORITHMS)."""
-    if algorithm == "msvmav":
-        return MSVMAv
-    try:
-        return _COMPARATORS[algorithm]
-    except KeyError:
-        raise ValueError(f"algorithm: unknown {algorithm!r}; use one of "
-                         f"{list(ALGORITHM_NAMES)}") from None
 
 
 def make_estimator(algorithm: str, params: dict | None = None, *, kernel: str = "linear",
@@ -272,7 +260,7 @@ def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
 
     Parameters
     ----------
-    algorithm : "msvmav" or a key of ``solver.comparators.ALGORITHMS``
+    algorithm : a name of ``solver.algorithms.TABLE``
     X : (n, d) array or CSR matrix, already scaled (no per-fold re-scaling is done here)
     y : (n,) labels
     kernel : "linear", "rbf" or "poly"; kernels add the gamma grid {2^j / d}
@@ -366,6 +354,6 @@ def n_cells(algorithm: str, n_features: int, *, kernel: str = "linear",
                                               n_features=n_features)))
 
 
-__all__ = ["ALGORITHM_NAMES", "SearchResult", "cross_validate_grid", "estimator_class",
+__all__ = ["SearchResult", "cross_validate_grid", "estimator_class",
            "kfold_indices", "make_estimator", "n_cells", "resolve_grid"]
 

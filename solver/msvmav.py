@@ -9,8 +9,9 @@ from numbers import Integral, Real
 import numpy as np
 from scipy import linalg, sparse
 from sklearn.kernel_approximation import Nystroem
-from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import ThreadpoolController
+
+from solver.params import Interval, StrOptions
 
 from ._active_set import DualSystem
 from ._base import Callback, MarginClassifier, to_dense_rows

@@ -28,7 +28,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
-from .model_selection import SearchResult, cross_validate_grid, estimator_class
+from .algorithms import estimator_class, takes_seed
+from .model_selection import SearchResult, cross_validate_grid
 from .msvmav import FeatureScaleWarning
 from .scaling import MinMaxScaling
 
@@ -58,7 +59,7 @@ class Plan:
     def estimator_params(self) -> dict[str, Any]:
         """The fixed keyword arguments of every fit: ``params`` plus the seed where it applies."""
         fixed = dict(self.params)
-        if "random_state" in estimator_class(self.algorithm)().get_params():
+        if takes_seed(self.algorithm):
             fixed["random_state"] = self.seed
         return fixed
 

@@ -20,6 +20,7 @@ from starlette.types import Scope as AsgiScope
 
 from app.auth.gate import AuthGate, forbidden
 from app.auth.keys import Principal, Scope
+from app.core.deps import READ_METHODS
 from app.core.problems import Problem, ProblemDetail, problem_response
 
 bearer = HTTPBearer(
@@ -30,9 +31,6 @@ bearer = HTTPBearer(
     "`Authorization: Bearer <key>`. Scopes: read < write < admin.",
 )
 
-#: The methods that only read: a ``read`` key may use them (``require_by_method``) and their
-#: requests get a read-only session (``app.core.deps``). No route answers OPTIONS (405).
-READ_METHODS = frozenset({"GET", "HEAD"})
 
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {

@@ -17,8 +17,8 @@ import numpy as np
 
 from app.cli.errors import CommandParser
 from app.ingest import parse_dataset
-from solver.experiments import PAPER_ORDER, run_experiment, to_csv, to_markdown
-from solver.model_selection import ALGORITHM_NAMES
+from solver.algorithms import PAPER_ORDER
+from solver.experiments import run_experiment, to_csv, to_markdown
 from solver.parallel import dask_cluster
 
 
@@ -26,11 +26,11 @@ from solver.parallel import dask_cluster
 def _algorithm_list(text: str) -> list[str]:
     """One --algorithms value: a name or comma-separated names ("msvmav,svm")."""
     names = [t.strip() for t in text.split(",") if t.strip()]
-    unknown = [t for t in names if t not in ALGORITHM_NAMES]
+    unknown = [t for t in names if t not in PAPER_ORDER]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
             f"unknown algorithm {', '.join(map(repr, unknown)) or repr(text)}; use "
-            f"{', '.join(ALGORITHM_NAMES)} (space- or comma-separated)")
+            f"{', '.join(PAPER_ORDER)} (space- or comma-separated)")
     return names
 
 
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="svmlight feature count (None: the largest index in the file)")
     p.add_argument("--algorithms", nargs="+", type=_algorithm_list, default=list(PAPER_ORDER),
                    metavar="NAME", help="algorithms, space- or comma-separated, from "
-                   + ", ".join(ALGORITHM_NAMES))
+                   + ", ".join(PAPER_ORDER))
     p.add_argument("--kernel", choices=["linear", "rbf"], default="linear", help="kernel")
     p.add_argument("--splits", type=_int_at_least(1), default=30, help="random train/test splits")
     p.add_argument("--test-size", type=_share, default=0.2, help="test share of each split")

@@ -9,13 +9,22 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from app.auth.security import READ_METHODS
 from app.core.config import Settings
+
+#: The methods that only read: their requests get a read-only session, and a ``read`` key may
+#: use them on the routers that decide by method (``app.auth.security.require_by_method``). No
+#: route answers OPTIONS (405).
+READ_METHODS = frozenset({"GET", "HEAD"})
 
 
 async def get_session(request: Request) -> AsyncIterator[Session]:
-    """One session per request; services commit once at the end of a write, anything not
-    committed is rolled back, so a failing request leaves nothing half-written. A GET or HEAD
+    """One session per request. Who commits — the rule, stated here once: a service function
+    that **creates** rows adds and flushes them but never commits; the route passes it to
+    ``app.core.idempotency.create_once``, which commits the rows in one transaction with the
+    request's Idempotency-Key record (a worker likewise commits a job's products with its
+    ``succeeded``: ``app.jobs.runtime.JobResult``). A service function that **changes or
+    deletes** (cancel, delete, revoke) commits its own write, once, at its end. Anything not
+    committed is rolled back here, so a failing request leaves nothing half-written. A GET or HEAD
     reads in a read-only transaction (``begin_read``: on SQLite it never queues for the write
     lock, and a write in it fails).
 

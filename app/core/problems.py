@@ -9,7 +9,6 @@ list whose entries name the field (and the row/column of an uploaded file).
 
 from __future__ import annotations
 
-import math
 from http import HTTPStatus
 from typing import Any
 
@@ -22,6 +21,7 @@ from starlette.routing import Match
 
 from app.core.logs import request_id_var
 from app.ingest import IngestError, IngestLimitError
+from solver.jsonable import jsonable
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 TYPE_BASE = "urn:msvmav:problem:"
@@ -148,18 +148,6 @@ def problem_response(request: Request | None, problem: Problem) -> JSONResponse:
     )
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # NaN/inf are not JSON
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    return str(value)
-
-
 def _validation_problem(exc: RequestValidationError) -> Problem:
     errors = []
     for err in exc.errors():
@@ -173,8 +161,8 @@ def _validation_problem(exc: RequestValidationError) -> Problem:
             "type": err.get("type", ""),
         }
         if "input" in err and err.get("type") != "missing":
-            entry["input"] = _jsonable(err["input"])
-        errors.append(_jsonable(entry))
+            entry["input"] = jsonable(err["input"])
+        errors.append(jsonable(entry))
     detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors) or "invalid request"
     return Problem(
         422, detail, type=TYPE_BASE + "validation-error", title="Validation Error", errors=errors
@@ -203,10 +191,10 @@ def ingest_problem(exc: IngestError, loc: list[str | int] | None = None) -> Prob
     if isinstance(exc, IngestLimitError):
         return too_large(
             detail if name in detail else f"{name}: {detail}",
-            errors=[_jsonable(error)],
+            errors=[jsonable(error)],
             field=name,
-            row=_jsonable(row),
-            column=_jsonable(column),
+            row=jsonable(row),
+            column=jsonable(column),
             setting=exc.setting,
         )
     return Problem(
@@ -214,10 +202,10 @@ def ingest_problem(exc: IngestError, loc: list[str | int] | None = None) -> Prob
         detail if name in detail else f"{name}: {detail}",
         type=TYPE_BASE + "ingest-error",
         title="Unprocessable Data",
-        errors=[_jsonable(error)],
+        errors=[jsonable(error)],
         field=name,
-        row=_jsonable(row),
-        column=_jsonable(column),
+        row=jsonable(row),
+        column=jsonable(column),
     )
 
 

@@ -1,18 +1,26 @@
-"""The worker's runner for ``experiment`` jobs (registered in ``app.jobs.registry``): load the
-data sets, run ``solver.experiments.run_experiment`` on each with progress reports, and store
-one ``ExperimentResult`` row per data set."""
+"""The worker's runner for ``experiment`` jobs (``EXPERIMENT``, registered in
+``app.jobs.registry``): load the data sets, run ``solver.experiments.run_experiment`` on each
+with progress reports, and store one ``ExperimentResult`` row per data set."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
+import numpy as np
 from sqlalchemy.orm import Session
 
-from app.core.jsonable import jsonable
 from app.core.orm import ExperimentResult
 from app.datasets import service as datasets
+from app.experiments.schemas import ExperimentJob
+from app.jobs.kinds import JobKind
 from app.jobs.runtime import JobContext, JobResult
+from solver.experiments import run_experiment
+from solver.model_selection import n_cells
+from solver.parallel import dask_cluster
+
+#: (dataset id, table row name, X, y) of each data set of the experiment
+Loaded = list[tuple[int, str, Any, np.ndarray]]
 
 
 def _row_names(names: list[str], ids: list[int]) -> list[str]:
@@ -23,74 +31,63 @@ def _row_names(names: list[str], ids: list[int]) -> list[str]:
     ]
 
 
-def run_experiment_job(ctx: JobContext) -> JobResult:
-    import numpy as np
-
-    from solver.experiments import run_experiment
-    from solver.model_selection import n_cells
-    from solver.parallel import dask_cluster
-
-    p = ctx.params
-    loaded = []
+def _load(ctx: JobContext, job: ExperimentJob) -> Loaded:
+    found = []
     with ctx.sessions() as session:
-        for dataset_id in p["dataset_ids"]:
+        for dataset_id in job.dataset_ids:
             dataset = datasets.get(session, dataset_id)
             if dataset is None:
                 raise ValueError(f"dataset {dataset_id} no longer exists")
             X, y = datasets.load_arrays(session, dataset)
-            loaded.append((dataset.id, dataset.name, X, np.asarray(y)))
-    names = _row_names([name for _, name, _, _ in loaded], [i for i, _, _, _ in loaded])
-    grid = p["grid"]
-    algos = list(p["algorithms"])
+            found.append((dataset.id, dataset.name, X, np.asarray(y)))
+    names = _row_names([name for _, name, _, _ in found], [i for i, _, _, _ in found])
+    return [(i, name, X, y) for (i, _, X, y), name in zip(found, names, strict=True)]
+
+
+def _fits(job: ExperimentJob, n_features: int) -> int:
+    """The fits (CV cells and refits) of one data set of ``n_features`` features."""
+    grid = job.grid
 
     def grid_of(a: str) -> Any:
-        if isinstance(grid, dict):
-            return grid.get(a, "quick")
-        return grid
+        return grid.get(a, "quick") if isinstance(grid, dict) else grid
 
-    per_dataset = [
-        p["splits"]
-        * sum(
-            n_cells(a, X.shape[1], kernel=p["kernel"], grid=grid_of(a), cv=p["cv"]) + 1
-            for a in algos
-        )
-        for _, _, X, _ in loaded
-    ]
+    return job.splits * sum(
+        n_cells(a, n_features, kernel=job.kernel, grid=grid_of(a), cv=job.cv) + 1
+        for a in job.algorithms
+    )
+
+
+def run_experiment_job(ctx: JobContext, job: ExperimentJob) -> JobResult:
+    loaded = _load(ctx, job)
+    per_dataset = [_fits(job, X.shape[1]) for _, _, X, _ in loaded]
     total = sum(per_dataset)
     ctx.reporter.report(0.0, f"{len(loaded)} data set(s), {total} fits")
     t0 = time.perf_counter()
     out: list[tuple[int, str, dict[str, Any]]] = []
     # one connection to the Dask cluster (if set) for all the data sets' cells
     with dask_cluster(ctx.settings.dask_scheduler):
-        for k, ((dataset_id, _, X, y), name) in enumerate(zip(loaded, names, strict=True)):
+        for k, (dataset_id, name, X, y) in enumerate(loaded):
             base = sum(per_dataset[:k])
 
-            def progress(
-                done: int, _n: int, base: int = base, k: int = k, name: str = name
-            ) -> None:
-                ctx.reporter.tick(
-                    (base + done) / total,
-                    f"dataset {k + 1}/{len(loaded)} ({name}): fit {base + done}/{total}",
-                )
+            def progress(done: int, _n: int, base: int = base, k: int = k, name: str = name
+                         ) -> None:
+                ctx.reporter.tick((base + done) / total,
+                                  f"dataset {k + 1}/{len(loaded)} ({name}): fit {base + done}/"
+                                  f"{total}")
 
             result = run_experiment(
-                X,
-                y,
-                algorithms=algos,
-                kernel=p["kernel"],
-                splits=p["splits"],
-                test_size=p["test_size"],
-                grid=grid,
-                cv=p["cv"],
-                random_state=p["seed"],
-                n_jobs=ctx.settings.search_jobs,
-                scaling=p.get("scaling", "train"),
-                callback=progress,
-                params=p.get("params") or None,
-                dataset=name,
+                X, y, algorithms=list(job.algorithms), kernel=job.kernel, splits=job.splits,
+                test_size=job.test_size, grid=job.grid, cv=job.cv, random_state=job.seed,
+                n_jobs=ctx.settings.search_jobs, scaling=job.scaling, callback=progress,
+                params=job.params or None, dataset=name,
             )
-            out.append((dataset_id, name, jsonable(result.to_dict())))
-    seconds = time.perf_counter() - t0
+            out.append((dataset_id, name, result.to_dict()))
+    return _stored(ctx, job, out, time.perf_counter() - t0)
+
+
+def _stored(ctx: JobContext, job: ExperimentJob, out: list[tuple[int, str, dict[str, Any]]],
+            seconds: float) -> JobResult:
+    """The result rows and the job's summary."""
     summary = {
         "datasets": [
             {
@@ -115,5 +112,8 @@ def run_experiment_job(ctx: JobContext) -> JobResult:
 
     return JobResult(
         write=write,
-        message=f"{len(out)} data set(s) × {p['splits']} split(s) done in {seconds:.1f} s",
+        message=f"{len(out)} data set(s) × {job.splits} split(s) done in {seconds:.1f} s",
     )
+
+
+EXPERIMENT = JobKind("experiment", ExperimentJob, run_experiment_job)

@@ -12,7 +12,7 @@ from app.core.pagination import Page
 from app.jobs.schemas import JobStatus
 from app.training.algorithms import AlgorithmName
 from app.training.schemas import GridValue
-from solver.experiments import PAPER_ORDER
+from solver.algorithms import PAPER_ORDER
 
 REQUEST_EXAMPLE = {
     "dataset_ids": [1],
@@ -112,6 +112,13 @@ class ExperimentRequest(BaseModel):
         default_factory=dict,
         description='Fixed hyper-parameters per algorithm, e.g. {"msvmav": {"max_iter": 50}}',
     )
+
+
+class ExperimentJob(ExperimentRequest):
+    """The params of an ``experiment`` job: the request as submitted, validated when the job
+    is created and when the worker's runner (``app.experiments.runner``) reads them."""
+
+    model_config = ConfigDict(strict=False, json_schema_extra=None)
 
 
 class ExperimentDatasetResult(BaseModel):

@@ -15,11 +15,13 @@ from app.core.problems import conflict, invalid, not_found
 from app.datasets import service as datasets
 from app.experiments.schemas import (
     ExperimentDatasetResult,
+    ExperimentJob,
     ExperimentOut,
     ExperimentRequest,
     ExperimentSummary,
 )
 from app.jobs import service as jobs
+from app.jobs.kinds import read_params
 from app.training import algorithms
 from solver.protocol import holdout_sizes
 
@@ -57,7 +59,9 @@ def submit(session: Session, request: ExperimentRequest) -> Job:
     for name, params in request.params.items():
         _member(name, request.algorithms, ["body", "params", name])
         algorithms.check_params(name, params, ["body", "params", name])
-    return jobs.enqueue(session, kind=KIND, params=request.model_dump(mode="json"),
+    # the job's params are the request, read back as the runner will
+    job = read_params(ExperimentJob, request.model_dump(mode="json"))
+    return jobs.enqueue(session, kind=KIND, params=job.model_dump(mode="json"),
                         dataset_id=request.dataset_ids[0])
 
 

@@ -13,23 +13,16 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
+from solver.sparse import int32_csr
+
 from .errors import IngestError, IngestLimitError
 
 # Longest index we parse: 18 digits always fit in int64 (anything near is refused by limits).
 _MAX_INDEX_DIGITS = 18
 
 
-def to_int32_csr(X: sp.spmatrix, shape: tuple[int, int] | None = None) -> sp.csr_matrix:
-    """CSR with int32 indices: LinearSVC and liblinear reject int64-indexed matrices."""
-    X = sp.csr_matrix(X)
-    out = sp.csr_matrix((X.data.astype(np.float64, copy=False),
-                         X.indices.astype(np.int32), X.indptr.astype(np.int32)),
-                        shape=shape or X.shape)
-    # scipy may upcast index arrays on construction; insist on int32.
-    out.indices = out.indices.astype(np.int32, copy=False)
-    out.indptr = out.indptr.astype(np.int32, copy=False)
-    out.sum_duplicates()
-    return out
+# the one int32-CSR helper (imported under this module's old name)
+to_int32_csr = int32_csr
 
 
 def data_lines(text: str) -> list[int]:

@@ -1,24 +1,36 @@
-"""Job kinds → their runners. Each runner lives with its domain and is imported only when a
-worker first runs a job of that kind, so the worker imports no domain module at import time
-(and no domain module imports the worker)."""
+"""Job kinds → their typed runners (``app.jobs.kinds.JobKind``). Each kind lives with its
+domain and is imported only when a worker first runs a job of that kind, so the worker imports
+no domain module at import time (and no domain module imports the worker or this registry)."""
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
+from typing import Any
 
+from app.jobs.kinds import JobKind
 from app.jobs.runtime import Runner
 
-# kind -> "module:function"; a new kind registers here and nowhere else.
-RUNNERS: dict[str, str] = {
-    "train": "app.training.runner:run_train_job",
-    "experiment": "app.experiments.runner:run_experiment_job",
-}
+
+def _train() -> JobKind[Any]:
+    from app.training.runner import TRAIN
+
+    return TRAIN
+
+
+def _experiment() -> JobKind[Any]:
+    from app.experiments.runner import EXPERIMENT
+
+    return EXPERIMENT
+
+
+# kind -> its JobKind; a new kind registers here and nowhere else.
+RUNNERS: dict[str, Callable[[], JobKind[Any]]] = {"train": _train, "experiment": _experiment}
 
 
 def get_runner(kind: str) -> Runner:
-    """The runner of ``kind``; ValueError (the job's error) for an unknown kind."""
-    target = RUNNERS.get(kind)
-    if target is None:
+    """The runner of ``kind`` (validates the job's params, then runs it); ValueError (the
+    job's error) for an unknown kind."""
+    load = RUNNERS.get(kind)
+    if load is None:
         raise ValueError(f"no runner for job kind {kind!r}; known kinds: {sorted(RUNNERS)}")
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
+    return load()

@@ -4,6 +4,8 @@ app.jobs.queue, running in app.jobs.worker."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
@@ -37,9 +39,11 @@ def list_page(
     return paginate(session, stmt, Job.id, page)
 
 
-def enqueue(session: Session, *, kind: str, params: dict, dataset_id: int | None) -> Job:
-    """Add a new queued job of ``kind``, flushed, not committed (the route commits, with its
-    Idempotency-Key record if any); validation and dataset locks are the caller's."""
+def enqueue(session: Session, *, kind: str, params: dict[str, Any], dataset_id: int | None
+            ) -> Job:
+    """Add a new queued job of ``kind``, flushed, not committed (the commit rule:
+    ``app.core.deps.get_session``); ``params`` is the JSON of the kind's params model (see
+    app.jobs.kinds), validated by the caller, as are dataset locks."""
     job = Job(
         kind=kind,
         status="queued",

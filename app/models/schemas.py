@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.pagination import Page
+from solver.algorithms import PAPER_ORDER
 from solver.scaling import MinMaxScaling
 
 _STATS_EXAMPLE = {
@@ -56,7 +57,7 @@ class ModelSummary(BaseModel):
     id: int
     job_id: int | None = Field(description="Job that trained it")
     dataset_id: int | None = Field(description="Training dataset (null once deleted)")
-    algorithm: str = Field(description="msvmav, svm, svr, lssvm, mamc, odm or fmm")
+    algorithm: str = Field(description="A name of solver.algorithms: " + ", ".join(PAPER_ORDER))
     params: dict[str, Any] = Field(
         description="The estimator's hyper-parameters as fitted (after a search: the chosen "
         "ones), hold-out fraction and seed"

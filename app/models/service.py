@@ -27,13 +27,14 @@ from sqlalchemy.pool import Pool
 
 from app.core import storage
 from app.core.db import begin_read, fetch_one
-from app.core.jsonable import jsonable
 from app.core.orm import Dataset, Model, ModelArray
 from app.core.pagination import PageParams, paginate
 from app.core.plotting import render_margin_cdf
 from app.core.problems import invalid, not_found
 from app.datasets import service as datasets
 from app.models.schemas import MarginsOut, TrainOutcome
+from solver.algorithms import display_name
+from solver.jsonable import jsonable
 from solver.scaling import MinMaxScaling
 
 ESTIMATOR_PREFIX = "est."
@@ -331,8 +332,6 @@ def model_margins_plot(
     session: Session, model_id: int, dataset_id: int | None, split: str, fmt: str
 ) -> bytes:
     """The model's margin CDF as PNG/SVG bytes (same rows as ``model_margins``)."""
-    from solver.experiments import DISPLAY_NAMES
-
     model = get_or_raise(session, model_id)
     out = _margins(session, model, dataset_id, split)
     cdf = out.statistics.get("cdf")
@@ -345,7 +344,7 @@ def model_margins_plot(
         "dataset": f"dataset {dataset_id}",
     }[out.source]
     return render_margin_cdf(
-        {f"{DISPLAY_NAMES.get(model.algorithm, model.algorithm)} (n={out.n})": cdf},
+        {f"{display_name(model.algorithm)} (n={out.n})": cdf},
         title=f"model {model_id}: cumulative margin distribution ({where})",
         fmt=fmt,
     )

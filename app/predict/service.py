@@ -9,7 +9,6 @@ import scipy.sparse as sp
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.config import Settings
-from app.core.jsonable import jsonable
 from app.core.orm import Model
 from app.core.problems import ingest_problem, invalid, too_large
 from app.ingest import IngestError, Limits, parse_feature_file
@@ -17,7 +16,7 @@ from app.ingest.predict import RowEncoder
 from app.models import service as models
 from app.predict.fastjson import gc_paused
 from app.predict.numeric_rows import NumericRows
-from solver._base import canonical
+from solver.jsonable import jsonable
 
 
 def _check_count(n: int, settings: Settings, loc: list[str | int]) -> None:
@@ -65,8 +64,7 @@ def _decision_function(est: Any, X: Any) -> np.ndarray:
     """``est.decision_function(X)`` for X that ``_check_matrix`` passed (2-D float64, finite, the
     model's width) and the model's own scaling produced: without scikit-learn's input
     validation again, which for one row cost more than the prediction itself."""
-    D = np.asarray(est._decision(canonical(X)), dtype=np.float64)
-    return D[:, 0] if D.shape[1] == 1 else D
+    return np.asarray(est.decision_values(X), dtype=np.float64)
 
 
 def _respond(

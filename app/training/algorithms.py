@@ -1,8 +1,8 @@
-"""The algorithms the service trains (``solver.ALGORITHMS``) and the checks of their
+"""The algorithms the service trains (``solver.algorithms.TABLE``) and the checks of their
 hyper-parameters and grids that can be made before any fit (answered as 422 naming the field).
 
 Hyper-parameter names are the estimators' ``get_params()`` keys; values are checked with the
-estimators' own scikit-learn parameter constraints, one parameter at a time so that the error
+estimators' own parameter constraints (``solver.params``), one parameter at a time so that the error
 names the one at fault. ``kernel`` and ``random_state`` are never given per algorithm: the
 request's ``kernel`` and ``seed`` fields set them.
 """
@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from sklearn.utils._param_validation import InvalidParameterError
-
 from app.core.problems import invalid
-from solver import ALGORITHMS
+from solver.algorithms import ALGORITHMS, PAPER_ORDER, param_names
+from solver.params import InvalidParameterError, check_estimator_param
 
-AlgorithmName = Literal["msvmav", "svm", "svr", "lssvm", "mamc", "odm", "fmm"]
-ALGORITHM_NAMES: tuple[str, ...] = tuple(ALGORITHMS)  # MSVMAv first, then the paper's order
+# The request schemas' algorithm names, in the table's (the paper's) order.
+AlgorithmName = Literal[PAPER_ORDER]  # type: ignore[valid-type]
 RESERVED = {
     "kernel": "set by the request's `kernel` field",
     "random_state": "set by the request's `seed` field",
@@ -31,24 +30,15 @@ MIN_MAGNITUDE = 1e-12
 MAX_MAGNITUDE = 1e12
 
 
-def param_names(algorithm: str) -> list[str]:
-    """The estimator's hyper-parameter names, sorted."""
-    return sorted(ALGORITHMS[algorithm]().get_params())
-
-
 def tunable_names(algorithm: str) -> list[str]:
     return [k for k in param_names(algorithm) if k not in RESERVED]
-
-
-def takes_seed(algorithm: str) -> bool:
-    return "random_state" in ALGORITHMS[algorithm]().get_params()
 
 
 def check_name(algorithm: str, loc: Loc) -> None:
     """Algorithm names are already checked by the request schemas' Literal; this covers
     names that arrive inside a dict (an experiment's per-algorithm grid)."""
     if algorithm not in ALGORITHMS:
-        raise invalid(loc, f"unknown algorithm {algorithm!r}; use one of {list(ALGORITHM_NAMES)}")
+        raise invalid(loc, f"unknown algorithm {algorithm!r}; use one of {list(PAPER_ORDER)}")
 
 
 def check_value(algorithm: str, name: str, value: Any, loc: Loc) -> None:
@@ -61,8 +51,8 @@ def check_value(algorithm: str, name: str, value: Any, loc: Loc) -> None:
     if isinstance(value, float) and value != 0 and not MIN_MAGNITUDE <= abs(value) <= MAX_MAGNITUDE:
         raise invalid(loc, f"{name}={value!r}: |value| must be 0 or in [1e-12, 1e12]")
     try:
-        ALGORITHMS[algorithm](**{name: value})._validate_params()
-    except (InvalidParameterError, ValueError, TypeError) as exc:
+        check_estimator_param(ALGORITHMS[algorithm], name, value)
+    except InvalidParameterError as exc:
         raise invalid(loc, str(exc)) from None
 
 

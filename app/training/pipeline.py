@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from app.core.jsonable import jsonable
 from app.models.schemas import TrainOutcome
+from app.training.schemas import SearchJob, TrainJob
 from solver import protocol
+from solver.jsonable import jsonable
 from solver.model_selection import SearchResult
 from solver.scaling import MinMaxScaling
 
-DEFAULT_ALGORITHM = "msvmav"
 HYPER_PARAMETERS = (
     "kernel",
     "alpha",
@@ -56,52 +56,51 @@ SCALE_NOTE = (
 )
 
 
-def estimator_params(params: dict[str, Any]) -> dict[str, Any]:
+def estimator_params(job: TrainJob) -> dict[str, Any]:
     """The estimator's keyword arguments from a job's params (without ``random_state``): the
     ``estimator_params`` resolved at submission, or — jobs queued before algorithms existed —
     the top-level MSVMAv fields."""
-    if "estimator_params" in params:
-        return dict(params["estimator_params"])
-    return {k: params[k] for k in HYPER_PARAMETERS if k in params}
+    if job.estimator_params is not None:
+        return dict(job.estimator_params)
+    return {k: getattr(job, k) for k in HYPER_PARAMETERS if k in job.model_fields_set}
 
 
-def plan_of(params: dict[str, Any]) -> protocol.Plan:
+def plan_of(job: TrainJob) -> protocol.Plan:
     """The protocol's plan of a job's params: the one place where the request's ``seed``
     becomes the fit's seed (estimator and, unless ``search.seed`` is given, the folds)."""
-    chosen = estimator_params(params)
+    chosen = estimator_params(job)
     kernel = chosen.pop("kernel", "linear")
-    spec = params.get("search") or None
+    spec = job.search
     return protocol.Plan(
-        algorithm=params.get("algorithm") or DEFAULT_ALGORITHM,
+        algorithm=job.algorithm,
         kernel=kernel,
         params=chosen,
-        grid=(spec.get("grid_values") or spec.get("grid", "quick")) if spec else None,
-        cv=int(spec.get("cv", 5)) if spec else 5,
-        seed=params.get("seed"),
-        cv_seed=spec.get("seed") if spec else None,
-        scaling=params.get("scaling", "minmax") == "minmax",
+        grid=(spec.grid_values or spec.grid) if spec else None,
+        cv=spec.cv if spec else 5,
+        seed=job.seed,
+        cv_seed=spec.seed if spec else None,
+        scaling=job.scaling == "minmax",
     )
 
 
 def train(
     X: Matrix,
     y: np.ndarray,
-    params: dict[str, Any],
+    job: TrainJob,
     callback: FitCallback | None = None,
     *,
     search_callback: CellCallback | None = None,
     n_jobs: int = 1,
 ) -> TrainOutcome:
-    """Fit ``params["algorithm"]`` (default MSVMAv) on (X, y) with the job's ``params`` (see
-    app.training.schemas.TrainJob) through ``solver.protocol``: hold-out split, scale,
-    (search,) refit, score.
+    """Fit ``job.algorithm`` on (X, y) as the job says, through ``solver.protocol``: hold-out
+    split, scale, (search,) refit, score.
 
     X: (n, d) float64 ndarray or CSR; y: (n,) raw labels. ``callback(info)`` is the final fit's
     per-iteration callback; ``search_callback(done_cells, total_cells)`` is called during a
     search (raising aborts it); ``n_jobs`` processes run the search.
     """
-    plan = plan_of(params)
-    train_idx, test_idx = protocol.split_indices(y, params.get("test_fraction"), plan.seed)
+    plan = plan_of(job)
+    train_idx, test_idx = protocol.split_indices(y, job.test_fraction, plan.seed)
     y_train = y[train_idx]
     if len(np.unique(y_train)) < 2:
         raise TrainingError("the training part has a single class; nothing to separate")
@@ -116,7 +115,7 @@ def train(
             "the fit produced a degenerate model (non-finite or all-zero decision values); "
             "the features are probably too large: use scaling=minmax or rescale the data"
         )
-    search = search_summary(fitted.search, params.get("search"))
+    search = search_summary(fitted.search, job.search)
     summary = _summary(fitted, y_train, decision, search)
     holdout = protocol.evaluate(fitted, X[test_idx], y[test_idx]) if len(test_idx) else None
     summary["holdout"] = (
@@ -163,9 +162,7 @@ def _summary(
     }
 
 
-def search_summary(
-    result: SearchResult | None, spec: dict[str, Any] | None
-) -> dict[str, Any] | None:
+def search_summary(result: SearchResult | None, spec: SearchJob | None) -> dict[str, Any] | None:
     """What a model keeps of its search: the best configuration and the whole table."""
     if result is None or spec is None:
         return None
@@ -176,8 +173,8 @@ def search_summary(
             "best_index": result.best_index,
             "cv": result.cv,
             "seed": result.random_state,
-            "grid": spec.get("grid", "quick"),
-            "grid_values": spec.get("grid_values") or spec.get("grid", "quick"),
+            "grid": spec.grid,
+            "grid_values": spec.grid_values or spec.grid,
             "fixed_params": result.fixed_params,
             "n_configs": len(result.table),
             "seconds": result.seconds,

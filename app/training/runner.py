@@ -1,5 +1,6 @@
-"""The worker's runner for ``train`` jobs (registered in ``app.jobs.registry``): load the
-dataset, ``app.training.pipeline.train`` it with progress reports, and save the model."""
+"""The worker's runner for ``train`` jobs (``TRAIN``, registered in ``app.jobs.registry``):
+load the dataset, ``app.training.pipeline.train`` it with progress reports, and save the
+model."""
 
 from __future__ import annotations
 
@@ -10,11 +11,17 @@ from sqlalchemy.orm import Session
 
 from app.core.orm import Dataset
 from app.datasets import service as datasets
+from app.jobs.kinds import JobKind
 from app.jobs.runtime import JobContext, JobResult, describe_iteration, running_progress
 from app.models import service as models
-from app.training.pipeline import DEFAULT_ALGORITHM, train
+from app.models.schemas import TrainOutcome
+from app.training.pipeline import train
+from app.training.schemas import TrainJob
+from solver.model_selection import n_cells
 from solver.parallel import dask_cluster
 from solver.protocol import holdout_sizes
+
+Callbacks = tuple[Callable[[dict[str, Any]], Any], Callable[[int, int], None] | None]
 
 
 def training_rows(dataset: Dataset, params: dict[str, Any]) -> str:
@@ -27,70 +34,66 @@ def training_rows(dataset: Dataset, params: dict[str, Any]) -> str:
     return f"{n_train} training rows ({n_test} held out)"
 
 
-def run_train_job(ctx: JobContext) -> JobResult:
-    from solver.model_selection import n_cells
+def _callbacks(ctx: JobContext, job: TrainJob, dataset: Dataset) -> Callbacks:
+    """The fit's and the search's progress callbacks, after the job's first message."""
+    rows = training_rows(dataset, ctx.params)
+    if job.search is None:
+        ctx.reporter.report(0.0, f"fitting {job.algorithm} on {rows} × {dataset.n_features} "
+                                 "features")
+        return ctx.reporter, None
+    grid = job.search.grid_values or {}  # resolved to a dict at submission
+    cells = n_cells(job.algorithm, dataset.n_features, grid=grid, cv=job.search.cv)
+    total = cells + 1  # the refit on the whole training part counts as one more
+    refit_progress = running_progress(cells / total)
 
+    def search_callback(done: int, n: int) -> None:
+        ctx.reporter.tick(done / total, f"CV cell {done}/{n}")
+
+    def refit_callback(info: dict[str, Any]) -> None:
+        if ctx.reporter.due():
+            _, detail = describe_iteration(info)
+            ctx.reporter.report(refit_progress, f"refit with the best parameters: {detail}")
+
+    ctx.reporter.report(0.0, f"cross-validating {job.algorithm}: {cells} cells on {rows}")
+    return refit_callback, search_callback
+
+
+def run_train_job(ctx: JobContext, job: TrainJob) -> JobResult:
     with ctx.sessions() as session:
         dataset = datasets.get(session, ctx.dataset_id) if ctx.dataset_id is not None else None
         if dataset is None:
             raise ValueError(f"dataset {ctx.dataset_id} no longer exists")
         X, y = datasets.load_arrays(session, dataset)
-    algorithm = ctx.params.get("algorithm") or DEFAULT_ALGORITHM
-    search = ctx.params.get("search")
-    rows = training_rows(dataset, ctx.params)
-    callback: Callable[[dict[str, Any]], Any] = ctx.reporter
-    search_callback = None
-    if search:
-        # grid_values is the grid resolved to a dict at submission
-        cells = n_cells(
-            algorithm,
-            dataset.n_features,
-            grid=search.get("grid_values") or {},
-            cv=int(search.get("cv", 5)),
-        )
-        total = cells + 1  # the refit on the whole training part counts as one more
-        refit_progress = running_progress(cells / total)
-
-        def search_callback(done: int, n: int) -> None:
-            ctx.reporter.tick(done / total, f"CV cell {done}/{n}")
-
-        def refit_callback(info: dict[str, Any]) -> None:
-            if ctx.reporter.due():
-                _, detail = describe_iteration(info)
-                ctx.reporter.report(refit_progress, f"refit with the best parameters: {detail}")
-
-        callback = refit_callback
-        ctx.reporter.report(0.0, f"cross-validating {algorithm}: {cells} cells on {rows}")
-    else:
-        ctx.reporter.report(0.0, f"fitting {algorithm} on {rows} × {dataset.n_features} features")
+    callback, search_callback = _callbacks(ctx, job, dataset)
     # a search's cells run on the Dask cluster when one is configured
-    with dask_cluster(ctx.settings.dask_scheduler if search else None):
-        outcome = train(
-            X,
-            y,
-            ctx.params,
-            callback=callback,
-            search_callback=search_callback,
-            n_jobs=ctx.settings.search_jobs,
-        )
+    with dask_cluster(ctx.settings.dask_scheduler if job.search else None):
+        outcome = train(X, y, job, callback=callback, search_callback=search_callback,
+                        n_jobs=ctx.settings.search_jobs)
 
     def write(session: Session) -> dict[str, Any]:
         model = models.save(
             session, outcome=outcome, dataset=dataset, job_id=ctx.job_id, params=ctx.params
         )
-        return {
-            "model_id": model.id,
-            "result": {
-                "model_id": model.id,
-                "holdout_accuracy": outcome.holdout_accuracy,
-                "fit_seconds": outcome.fit_seconds,
-                "n_iter": outcome.n_iter,
-                "algorithm": outcome.algorithm,
-                "best_params": outcome.search["best_params"] if outcome.search else None,
-                "best_score": outcome.search["best_score"] if outcome.search else None,
-            },
-        }
+        return {"model_id": model.id, "result": _result(model.id, outcome)}
 
+    return JobResult(write=write, message=_message(outcome))
+
+
+def _result(model_id: int, outcome: TrainOutcome) -> dict[str, Any]:
+    """The job's result summary."""
+    return {
+        "model_id": model_id,
+        "holdout_accuracy": outcome.holdout_accuracy,
+        "fit_seconds": outcome.fit_seconds,
+        "n_iter": outcome.n_iter,
+        "algorithm": outcome.algorithm,
+        "best_params": outcome.search["best_params"] if outcome.search else None,
+        "best_score": outcome.search["best_score"] if outcome.search else None,
+    }
+
+
+def _message(outcome: TrainOutcome) -> str:
+    """The job's final message: time, iterations, hold-out accuracy, warnings."""
     notes = [f"{outcome.algorithm} fitted in {outcome.fit_seconds:.2f} s"]
     if outcome.n_iter:
         notes.append(f"{outcome.n_iter} iterations")
@@ -99,4 +102,7 @@ def run_train_job(ctx: JobContext) -> JobResult:
     message = ", ".join(notes)
     for warning in outcome.summary.get("warnings") or ():
         message += f"; warning: {warning}"
-    return JobResult(write=write, message=message)
+    return message
+
+
+TRAIN = JobKind("train", TrainJob, run_train_job)

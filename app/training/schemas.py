@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.core.ids import DbId
 from app.training.algorithms import MAX_MAGNITUDE, MIN_MAGNITUDE, AlgorithmName
 from solver import MSVMAv
+from solver.algorithms import PAPER_ORDER
 
 # The API's defaults are the estimator's, so the two never drift apart.
 _D = MSVMAv().get_params()
@@ -74,7 +75,8 @@ class TrainRequest(BaseModel):
     dataset_id: DbId = Field(description="Dataset to train on")
     algorithm: AlgorithmName = Field(
         "msvmav",
-        description="msvmav (the paper's method) or a comparator: svm, svr, lssvm, mamc, odm, fmm",
+        description="msvmav (the paper's method) or a comparator: "
+        + ", ".join(PAPER_ORDER[1:]),
     )
     params: dict[str, GridValue] = Field(
         default_factory=dict,
@@ -155,3 +157,34 @@ class TrainRequest(BaseModel):
         description="The fit's seed: hold-out split, the estimator's random_state (Nyström "
         "sampling, ...) and, unless `search.seed` is given, the search's folds",
     )
+
+
+class SearchJob(SearchSpec):
+    """A search as a ``train`` job stores it: the grid resolved at submission too."""
+
+    model_config = ConfigDict(strict=False)
+
+    grid_values: dict[str, list[GridValue]] | None = Field(
+        None, description="The grid as {parameter: values}, named grids expanded for the dataset"
+    )
+
+
+class TrainJob(TrainRequest):
+    """The params of a ``train`` job, validated when the job is created
+    (``app.training.service.submit_train``) and when the worker's runner reads them.
+
+    The request's fields as given, without the top-level hyper-parameters that do not apply
+    to the algorithm (or that the search sets), plus what submission resolved: the estimator's
+    keyword arguments and the search's grid. Jobs queued before algorithms existed have no
+    ``estimator_params`` (their top-level fields are MSVMAv's)."""
+
+    model_config = ConfigDict(strict=False, json_schema_extra=None)
+
+    search: SearchJob | None = None  # type: ignore[assignment]
+    estimator_params: dict[str, Any] | None = Field(
+        None, description="The estimator's keyword arguments besides random_state"
+    )
+
+    def stored(self) -> dict[str, Any]:
+        """The JSON the job row keeps: only the fields that were set."""
+        return self.model_dump(mode="json", exclude_unset=True)

@@ -10,9 +10,10 @@ from app.core.orm import Dataset, Job
 from app.core.problems import invalid
 from app.datasets import service as datasets
 from app.jobs import service as jobs
+from app.jobs.kinds import read_params
 from app.training import algorithms
 from app.training.pipeline import HYPER_PARAMETERS
-from app.training.schemas import TrainRequest
+from app.training.schemas import TrainJob, TrainRequest
 from solver.protocol import holdout_sizes
 
 
@@ -47,7 +48,8 @@ def submit_train(session: Session, request: TrainRequest) -> Job:
         if name != "kernel" and name not in fixed:
             params.pop(name, None)
     params["estimator_params"] = fixed
-    return jobs.enqueue(session, kind="train", params=params, dataset_id=dataset.id)
+    job = read_params(TrainJob, params)  # the worker reads it back the same way
+    return jobs.enqueue(session, kind="train", params=job.stored(), dataset_id=dataset.id)
 
 
 def resolve_estimator_params(request: TrainRequest) -> tuple[dict[str, Any], set[str]]:

@@ -7,8 +7,8 @@
 * ``ODM`` — optimal margin distribution machine, dual coordinate descent (libodm).
 * ``FMM`` — fast margin maximisation by dual acceleration (momentum method).
 
-``ALGORITHMS`` maps the lower-case names to the classes; ``grids`` holds the paper's and the
-quick hyper-parameter grids (including MSVMAv's, which is not in ALGORITHMS).
+``solver.algorithms`` lists them by name with MSVMAv; ``grids`` holds the paper's and the
+quick hyper-parameter grids (including MSVMAv's).
 """
 
 from .fmm import FMM
@@ -19,17 +19,7 @@ from .odm import ODM
 from .svm import SVM
 from .svr import SVR
 
-ALGORITHMS: dict[str, type] = {
-    "svm": SVM,
-    "svr": SVR,
-    "lssvm": LSSVM,
-    "mamc": MAMC,
-    "odm": ODM,
-    "fmm": FMM,
-}
-
 __all__ = [
-    "ALGORITHMS",
     "FMM",
     "LSSVM",
     "MAMC",

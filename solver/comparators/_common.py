@@ -20,7 +20,8 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import sparse
 from scipy.linalg import lapack
-from sklearn.utils._param_validation import Interval, StrOptions
+
+from solver.params import Interval, StrOptions
 
 from .._base import Callback, FitStopped, MarginClassifier, report, to_dense_rows
 from .._linalg import symmetrize_from_upper
@@ -101,20 +102,6 @@ def split_linear(W: np.ndarray, d: int, has_bias: bool) -> tuple[np.ndarray, np.
     coef = np.ascontiguousarray(W[:, :d])
     intercept = W[:, d].copy() if has_bias else np.zeros(W.shape[0])
     return coef, intercept
-
-
-def int32_csr(X):
-    """CSR with int32 indices: scikit-learn 1.9's LIBLINEAR wrapper rejects int64 ones.
-
-    Dense input is returned unchanged; a copy is made only when the dtype must change."""
-    if not sparse.issparse(X):
-        return X
-    if X.indices.dtype == np.int32 and X.indptr.dtype == np.int32:
-        return X
-    if X.nnz > np.iinfo(np.int32).max:
-        raise ValueError("X: more than 2^31 - 1 stored values; LIBLINEAR needs int32 indices")
-    return sparse.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)),
-                             shape=X.shape)
 
 
 def cholesky_solve_inplace(H: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, float]:

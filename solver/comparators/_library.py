@@ -9,11 +9,13 @@ from typing import Any
 
 import numpy as np
 from scipy import sparse
-from sklearn.utils._param_validation import Interval, StrOptions
+
+from solver.params import Interval, StrOptions
 
 from .._base import Callback
 from ..kernels import resolve_gamma
-from ._common import ExpansionClassifier, int32_csr
+from ..sparse import int32_csr
+from ._common import ExpansionClassifier
 
 LIBRARY_CONSTRAINTS: dict[str, list] = {
     "tol": [Interval(Real, 0, None, closed="neither")],

@@ -6,7 +6,8 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils._param_validation import Interval
+
+from solver.params import Interval
 
 from .._base import Callback
 from ..kernels import gram_matrix, resolve_gamma

@@ -6,7 +6,8 @@ from numbers import Real
 
 import numpy as np
 from scipy import sparse
-from sklearn.utils._param_validation import Interval
+
+from solver.params import Interval
 
 from .._base import Callback
 from ..kernels import gram_matrix, resolve_gamma

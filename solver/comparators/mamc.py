@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from sklearn.utils._param_validation import StrOptions
+
+from solver.params import StrOptions
 
 from .._base import Callback
 from ..kernels import kernel_matrix, resolve_gamma

@@ -13,7 +13,8 @@ from scipy import sparse
 from scipy.linalg.blas import daxpy, ddot
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+
+from solver.params import Interval, StrOptions
 
 from .._base import Callback, FitStopped, report
 from ..kernels import gram_matrix, kernel_diagonal, resolve_gamma

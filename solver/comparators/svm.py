@@ -6,7 +6,8 @@ from __future__ import annotations
 from numbers import Real
 
 from sklearn import svm as sk_svm
-from sklearn.utils._param_validation import Interval, StrOptions
+
+from solver.params import Interval, StrOptions
 
 from ._common import KERNEL_CONSTRAINTS
 from ._library import LIBRARY_CONSTRAINTS, LibraryClassifier

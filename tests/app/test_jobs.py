@@ -267,3 +267,30 @@ def test_multiclass_job_trains_one_vs_rest(client, worker):
     model = client.get(f"/models/{model_id}").json()
     assert model["classes"] == ["a", "b", "c"]
     assert np.asarray(model["weights"]["coef"]).shape == (3, 3)
+
+
+def test_a_job_whose_stored_params_do_not_fit_its_kind_fails_naming_the_field(
+    client, worker, engine
+):
+    # the runner reads its params through the kind's pydantic model (app.jobs.kinds): a bad
+    # stored value is the job's error naming the field, not a KeyError deep in the fit
+    ds = upload(client, to_csv(*blobs(n=30)))
+    job = submit(client, ds["id"], max_iter=10)
+    params = {**job["params"], "alpha": -1.0}
+    with engine.begin() as conn:
+        conn.execute(update(Job).where(Job.id == job["id"]).values(params=params))
+    assert run_jobs(worker) == ["failed"]
+    body = client.get(f"/jobs/{job['id']}").json()
+    assert body["error"].startswith("the job's params are not a valid TrainJob: alpha:"), body
+    assert "greater than or equal" in body["error"]
+
+
+def test_stored_train_params_are_the_typed_model_round_trip(client):
+    from app.training.schemas import TrainJob
+
+    ds = upload(client, to_csv(*blobs(n=30)))
+    job = submit(client, ds["id"], algorithm="svm", params={"tol": 0.01}, search={"grid": "quick"})
+    typed = TrainJob.model_validate(job["params"])
+    assert typed.stored() == job["params"]
+    assert typed.estimator_params == {"kernel": "linear", "tol": 0.01}  # C: searched over
+    assert typed.search is not None and typed.search.grid_values == {"C": [0.0625, 1.0, 16.0]}

@@ -18,8 +18,9 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from solver import MSVMAv, model_from_dict
+from solver.algorithms import COMPARATORS as ALGORITHMS
+from solver.algorithms import PAPER_ORDER
 from solver.comparators import (
-    ALGORITHMS,
     FMM,
     LSSVM,
     MAMC,
@@ -533,6 +534,8 @@ def test_registry_and_paper_grid_sizes():
     assert ALGORITHMS == {"svm": SVM, "svr": SVR, "lssvm": LSSVM, "mamc": MAMC, "odm": ODM,
                           "fmm": FMM}
     assert "msvmav" in PAPER_GRIDS and "msvmav" not in ALGORITHMS
+    # the one table is in the paper's Table 1 column order
+    assert PAPER_ORDER == ("msvmav", "svm", "svr", "lssvm", "odm", "mamc", "fmm")
     # msvmav.md section 0: number of configurations, linear / kernel
     counts = {"msvmav": (121, 1331), "svm": (11, 121), "svr": (11, 121), "lssvm": (11, 121),
               "odm": (176, 1936), "mamc": (1, 11), "fmm": (36, 396)}

@@ -10,7 +10,6 @@ from typing import Any
 
 from app.auth import gate
 from app.auth.keys import Principal, Scope
-from app.auth.security import READ_METHODS
 from app.core.problems import TYPE_BASE, Problem
 
 _REQUEST_ID = "5f0c3e2a9b1d4c7e8f6a2b3c4d5e6f70"
@@ -103,22 +102,14 @@ def _invalid(instance: str, loc: list[str | int], message: str, **entry: Any) ->
 _KIND_NAMES = {"key": "API key"}
 
 
-_LOWER_SCOPE = {"admin": "write", "write": "read", "read": None}
-
-
-def needed_scope(method: str, path: str) -> str:
-    """The scope an operation needs, as app.main attaches them to the routers."""
-    if path.startswith("/keys"):
-        return "admin"
-    if method in READ_METHODS or path.startswith("/predict"):
-        return "read"
-    return "write"
+_LOWER_SCOPE = {Scope.admin: Scope.write, Scope.write: Scope.read, Scope.read: Scope.read}
 
 
 def error_example(
-    status: int, path: str, op: dict[str, Any], method: str = "GET"
+    status: int, path: str, op: dict[str, Any], method: str = "GET", needed: Scope | None = None
 ) -> dict[str, Any]:
-    """A true problem+json example of ``status`` for the operation ``op`` at ``path``."""
+    """A true problem+json example of ``status`` for the operation ``op`` at ``path``
+    (``needed``: the scope the operation needs, from ``app.routers``)."""
     op_id = op.get("operationId", "")
     match = _ID_PARAM.search(path)
     kind = match.group(1) if match else None
@@ -129,10 +120,9 @@ def error_example(
         return _from_problem(
             gate.unauthorized("invalid or revoked API key", error="invalid_token"), path
         )
-    if status == 403:
-        needed = needed_scope(method, path)
-        held = Principal(key_id=1, name="ci", scope=Scope(_LOWER_SCOPE[needed] or "read"))
-        return _from_problem(gate.forbidden(held, Scope(needed), method, path), path)
+    if status == 403 and needed is not None:
+        held = Principal(key_id=1, name="ci", scope=_LOWER_SCOPE[needed])
+        return _from_problem(gate.forbidden(held, needed, method, path), path)
     if status == 409:
         template = _CONFLICTS.get(op_id, _EXPERIMENT_CONFLICT if kind == "experiment" else None)
         if template:

@@ -1,5 +1,7 @@
-"""Turn numpy-laden results into strict JSON values (NaN/inf become null: PostgreSQL's JSON
-type, like the JSON standard, has no NaN)."""
+"""The one JSON conversion policy of the package and the service: numpy values become plain
+Python ones and NaN/inf become null (strict JSON has no NaN, nor has PostgreSQL's JSON type).
+Used for persisted models (``MarginClassifier.to_dict``), experiment results, model summaries,
+job results and the fields of problem+json answers."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import numpy as np
 
 
 def jsonable(value: Any) -> Any:
+    """``value`` as strict JSON values: dict keys as text, tuples and arrays as lists, numpy
+    scalars as Python ones, non-finite floats as None, anything else not JSON as its text."""
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -1,0 +1,75 @@
+"""Every router of the service and the scope of API key it needs, in one table: ``app.main``
+attaches the dependencies from it and the OpenAPI document (``app.openapi``) derives each
+operation's 403 answer from it."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Security
+
+from app.auth.keys import Scope
+from app.auth.routes import router as keys_router
+from app.auth.security import AUTH_RESPONSES, require, require_by_method
+from app.core.deps import READ_METHODS
+from app.datasets.routes import router as datasets_router
+from app.experiments.routes import router as experiments_router
+from app.jobs.routes import router as jobs_router
+from app.models.routes import router as models_router
+from app.operations.routes import metrics_router
+from app.operations.routes import router as health_router
+from app.predict.routes import router as predict_router
+from app.training.routes import router as training_router
+
+
+class Access(StrEnum):
+    """Which key a router's operations need (see app.auth.security)."""
+
+    read = "read"  # a read key, whatever the method (POST /predict only reads)
+    by_method = "by method"  # read for GET and HEAD, write for anything else
+    admin = "admin"
+
+
+# Routes are matched in the order they are included: /predict, the hot path, first.
+ROUTERS: tuple[tuple[APIRouter, Access], ...] = (
+    (predict_router, Access.read),
+    (datasets_router, Access.by_method),
+    (training_router, Access.by_method),
+    (jobs_router, Access.by_method),
+    (models_router, Access.by_method),
+    (experiments_router, Access.by_method),
+    (keys_router, Access.admin),
+    (metrics_router, Access.read),
+)
+#: Open to anyone: the health probes.
+OPEN_ROUTERS: tuple[APIRouter, ...] = (health_router,)
+
+
+def needed_scope(access: Access, method: str) -> Scope:
+    if access is Access.by_method:
+        return Scope.read if method in READ_METHODS else Scope.write
+    return Scope(access.value)
+
+
+def _dependencies(access: Access) -> list[Any]:
+    if access is Access.by_method:
+        return [Security(require_by_method)]
+    return [Security(require(Scope(access.value)))]
+
+
+def include_routers(app: FastAPI) -> None:
+    for router, access in ROUTERS:
+        app.include_router(router, dependencies=_dependencies(access), responses=AUTH_RESPONSES)
+    for router in OPEN_ROUTERS:
+        app.include_router(router)
+
+
+def operation_scopes() -> dict[tuple[str, str], Scope]:
+    """(METHOD, path) → the scope that operation needs, for every keyed operation."""
+    scopes: dict[tuple[str, str], Scope] = {}
+    for router, access in ROUTERS:
+        for route in router.routes:
+            for method in getattr(route, "methods", None) or ():
+                scopes[(method, route.path)] = needed_scope(access, method)
+    return scopes
