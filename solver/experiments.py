@@ -181,7 +181,6 @@ def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str
     grids = {a: (grid[a] if isinstance(grid, dict) and a in grid else
                  ("quick" if isinstance(grid, dict) else grid)) for a in algorithms}
     cells = {a: n_cells(a, d, kernel=kernel, grid=grids[a], cv=cv) + 1 for a in algorithms}
-    total = sum(cells.values()) * splits
     if scaling == "global":
         X = MinMaxScaling.fit(X).transform(X)
     splitter = ShuffleSplit(n_splits=splits, test_size=test_size, random_state=random_state)
@@ -189,43 +188,8 @@ def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str
               "cv": cv, "random_state": random_state, "scaling": scaling, "grids": grids,
               "fixed": fixed, "keep_margins": keep_margins}
     units = [(r, a) for r in range(splits) for a in algorithms]
-    found: dict[tuple[int, str], dict] = {}
-    done = 0
-    if dask_client() is None and (effective_jobs(n_jobs) == 1 or len(units) == 1):
-        # one (split, algorithm) after the other, each search with n_jobs processes
-        for unit in units:
-            base = done
-
-            def progress(k: int, _total: int, base: int = base) -> None:
-                if callback is not None:
-                    callback(base + k, total)
-
-            found[unit] = _fit_unit(shared, unit, n_jobs, progress)
-            done = base + cells[unit[1]]
-            if callback is not None:
-                callback(done, total)
-    else:
-        # the (split, algorithm) units in parallel (joblib processes or the Dask cluster)
-        with closing(run_tasks(_run_unit, shared, units, n_jobs)) as results:
-            for res in results:  # None: no unit finished in the last POLL seconds
-                if res is not None:
-                    found[res["unit"]] = res
-                    done += cells[res["unit"][1]]
-                if callback is not None:
-                    callback(done, total)
-    out = {a: {"accuracies": [], "params": [], "cv_scores": [], "seconds": 0.0}
-           for a in algorithms}
-    margins: dict[str, dict] = {}
-    for unit in units:  # in split order, whatever order they finished in
-        res, rec = found[unit], out[unit[1]]
-        rec["accuracies"].append(res["accuracy"])
-        rec["params"].append(res["params"])
-        rec["cv_scores"].append(res["cv_score"])
-        rec["seconds"] += res["seconds"]
-        if res["margins"] is not None:
-            margins[unit[1]] = res["margins"]
-    for rec in out.values():
-        rec["mean"], rec["std"] = summarize(rec["accuracies"])
+    found = _run_units(shared, units, cells, n_jobs, callback)
+    out, margins = _collect(found, units, algorithms)
     comparisons = {}
     if "msvmav" in out:
         for a in algorithms:
@@ -241,6 +205,60 @@ def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str
     return ExperimentResult(dataset=dataset, protocol=protocol, algorithms=out,
                             comparisons=comparisons, margins=margins,
                             seconds=time.perf_counter() - t0)
+
+
+Unit = tuple[int, str]  # (split, algorithm)
+
+
+def _run_units(shared: dict, units: list[Unit], cells: dict[str, int], n_jobs: int | None,
+               callback: Callable[[int, int], Any] | None) -> dict[Unit, dict]:
+    """Every (split, algorithm) unit's result; ``callback(done_cells, total_cells)``."""
+    total = sum(cells[a] for _, a in units)
+    found: dict[Unit, dict] = {}
+    done = 0
+    if dask_client() is None and (effective_jobs(n_jobs) == 1 or len(units) == 1):
+        # one (split, algorithm) after the other, each search with n_jobs processes
+        for unit in units:
+            base = done
+
+            def progress(k: int, _total: int, base: int = base) -> None:
+                if callback is not None:
+                    callback(base + k, total)
+
+            found[unit] = _fit_unit(shared, unit, n_jobs, progress)
+            done = base + cells[unit[1]]
+            if callback is not None:
+                callback(done, total)
+        return found
+    # the (split, algorithm) units in parallel (joblib processes or the Dask cluster)
+    with closing(run_tasks(_run_unit, shared, units, n_jobs)) as results:
+        for res in results:  # None: no unit finished in the last POLL seconds
+            if res is not None:
+                found[res["unit"]] = res
+                done += cells[res["unit"][1]]
+            if callback is not None:
+                callback(done, total)
+    return found
+
+
+def _collect(found: dict[Unit, dict], units: list[Unit], algorithms: list[str]
+             ) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Per algorithm: accuracies, params, cv_scores (in split order), seconds, mean, std;
+    and the kept margins."""
+    out: dict[str, dict] = {a: {"accuracies": [], "params": [], "cv_scores": [],
+                                "seconds": 0.0} for a in algorithms}
+    margins: dict[str, dict] = {}
+    for unit in units:  # in split order, whatever order they finished in
+        res, rec = found[unit], out[unit[1]]
+        rec["accuracies"].append(res["accuracy"])
+        rec["params"].append(res["params"])
+        rec["cv_scores"].append(res["cv_score"])
+        rec["seconds"] += res["seconds"]
+        if res["margins"] is not None:
+            margins[unit[1]] = res["margins"]
+    for rec in out.values():
+        rec["mean"], rec["std"] = summarize(rec["accuracies"])
+    return out, margins
 
 
 # -- renderers -------------------------------------------------------------------------------------

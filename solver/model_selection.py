@@ -33,7 +33,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable
-from contextlib import closing
+from contextlib import closing, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,8 +142,7 @@ def _accuracy(classes: np.ndarray, decision: np.ndarray, y: np.ndarray) -> np.nd
     return np.mean(pred == y[:, None], axis=0)
 
 
-def _run_task(shared: dict, task: tuple, tick: Callable[[], Any]
-              ) -> list[tuple[int, int, float, float]]:
+def _run_task(shared: dict, task: tuple, tick: Callable[[], Any]) -> Cells:
     """One task: [(config index, fold, accuracy, seconds)]. ``tick`` is called within it (the
     search's callback in this process; a stop check in a worker process)."""
     # an iteration cap reached during a grid search is part of the protocol, not news
@@ -152,72 +151,99 @@ def _run_task(shared: dict, task: tuple, tick: Callable[[], Any]
         return _run_task_quiet(shared, task, tick)
 
 
-def _run_task_quiet(shared: dict, task: tuple, tick: Callable[[], Any]
-                    ) -> list[tuple[int, int, float, float]]:
+Cells = list[tuple[int, int, float, float]]  # (config index, fold, accuracy, seconds)
+
+
+def _run_task_quiet(shared: dict, task: tuple, tick: Callable[[], Any]) -> Cells:
     kind, fold, idx, gamma = task
-    S = shared
-    X, y, configs, fixed, algorithm, kernel = (S["X"], S["y"], S["configs"], S["fixed"],
-                                               S["algorithm"], S["kernel"])
-    train, test = S["folds"][fold]
-    Xtr, ytr, Xte, yte = X[train], y[train], X[test], y[test]
-    t0 = time.perf_counter()
-    out: list[tuple[int, int, float, float]] = []
+    train, test = shared["folds"][fold]
+    X, y = shared["X"], shared["y"]
+    part = (X[train], y[train], X[test], y[test])
     if kind == "linear_msvmav":
-        classes, yi = np.unique(ytr, return_inverse=True)
-        est = MSVMAv(**fixed)
-        W, n_iter = fit_linear_batch(
-            # a grid may leave alpha or beta out: the fixed value (or MSVMAv's default) then
-            Xtr, 2.0 * yi - 1.0, [configs[i].get("alpha", est.alpha) for i in idx],
-            [configs[i].get("beta", est.beta) for i in idx], max_iter=est.max_iter, tol=est.tol,
-            fit_intercept=est.fit_intercept, callback=lambda _k: tick())
-        d = X.shape[1]
-        coef, bias = (W[:, :d], W[:, d]) if est.fit_intercept else (W, 0.0)
-        dec = np.asarray(Xte @ coef.T) + bias
-        acc = _accuracy(classes, dec, yte)
-        total = time.perf_counter() - t0
-        share = (n_iter + 1) / float(np.sum(n_iter + 1))
-        return [(i, fold, float(a), float(total * s)) for i, a, s in zip(idx, acc, share,
-                                                                         strict=True)]
+        return _linear_msvmav_cells(shared, part, fold, idx, tick)
     if kind == "kernel":
-        args = {"kernel": kernel, "gamma": gamma}
-        for name in ("degree", "coef0"):
-            if name in fixed:
-                args[name] = fixed[name]
-        with kernel_threads(len(train)):  # the thread policy of MSVMAv's exact kernel
-            K = gram_matrix(Xtr, **args)
-            Kte = kernel_matrix(Xte, to_dense_rows(Xtr), **args)
-        prep = time.perf_counter() - t0
-        if algorithm == "msvmav":
-            classes, yi = np.unique(ytr, return_inverse=True)
-            ypm = 2.0 * yi - 1.0
-            pair = DualSystem.pair(K)
-            base = MSVMAv(**{k: v for k, v in fixed.items() if k not in ("degree", "coef0")})
-            with kernel_threads(len(train)):
-                for i in idx:
-                    t = time.perf_counter()
-                    p = configs[i]
-                    space = DualSpace(pair, ypm, p.get("beta", base.beta))
-                    a, _, _, _ = iterate(space, ypm, alpha=p.get("alpha", base.alpha),
-                                         max_iter=p.get("max_iter", base.max_iter),
-                                         tol=p.get("tol", base.tol), callback=lambda _i: tick())
-                    acc = _accuracy(classes, (Kte @ a)[:, None], yte)[0]
-                    out.append((i, fold, float(acc), time.perf_counter() - t + prep / len(idx)))
-            return out
-        fixed_k = {k: v for k, v in fixed.items() if k not in ("degree", "coef0")}
-        for i in idx:
-            tick()
-            t = time.perf_counter()
-            params = {k: v for k, v in configs[i].items() if k != "gamma"}
-            est = make_estimator(algorithm, params, kernel="precomputed", fixed=fixed_k)
-            acc = float(np.mean(est.fit(K, ytr).predict(Kte) == yte))
-            out.append((i, fold, acc, time.perf_counter() - t + prep / len(idx)))
-        return out
+        return _kernel_cells(shared, part, fold, idx, gamma, tick)
+    out: Cells = []
+    Xtr, ytr, Xte, yte = part
     for i in idx:
         tick()
         t = time.perf_counter()
-        est = make_estimator(algorithm, configs[i], kernel=kernel, fixed=fixed)
+        est = make_estimator(shared["algorithm"], shared["configs"][i], kernel=shared["kernel"],
+                             fixed=shared["fixed"])
         acc = float(np.mean(est.fit(Xtr, ytr).predict(Xte) == yte))
         out.append((i, fold, acc, time.perf_counter() - t))
+    return out
+
+
+def _linear_msvmav_cells(shared: dict, part: tuple, fold: int, idx: list[int],
+                         tick: Callable[[], Any]) -> Cells:
+    """Linear MSVMAv, two classes: the fold's (alpha, beta) settings in one lockstep batch."""
+    Xtr, ytr, Xte, yte = part
+    configs = shared["configs"]
+    t0 = time.perf_counter()
+    classes, yi = np.unique(ytr, return_inverse=True)
+    est = MSVMAv(**shared["fixed"])
+    W, n_iter = fit_linear_batch(
+        # a grid may leave alpha or beta out: the fixed value (or MSVMAv's default) then
+        Xtr, 2.0 * yi - 1.0, [configs[i].get("alpha", est.alpha) for i in idx],
+        [configs[i].get("beta", est.beta) for i in idx], max_iter=est.max_iter, tol=est.tol,
+        fit_intercept=est.fit_intercept, callback=lambda _k: tick())
+    d = shared["X"].shape[1]
+    coef, bias = (W[:, :d], W[:, d]) if est.fit_intercept else (W, 0.0)
+    acc = _accuracy(classes, np.asarray(Xte @ coef.T) + bias, yte)
+    total = time.perf_counter() - t0
+    share = (n_iter + 1) / float(np.sum(n_iter + 1))
+    return [(i, fold, float(a), float(total * s)) for i, a, s in zip(idx, acc, share,
+                                                                     strict=True)]
+
+
+def _kernel_cells(shared: dict, part: tuple, fold: int, idx: list[int], gamma: float,
+                  tick: Callable[[], Any]) -> Cells:
+    """Kernel models: one Gram matrix for the fold and gamma, shared by the settings."""
+    Xtr, ytr, Xte, yte = part
+    fixed, algorithm, configs = shared["fixed"], shared["algorithm"], shared["configs"]
+    t0 = time.perf_counter()
+    args = {"kernel": shared["kernel"], "gamma": gamma}
+    for name in ("degree", "coef0"):
+        if name in fixed:
+            args[name] = fixed[name]
+    with kernel_threads(len(ytr)):  # the thread policy of MSVMAv's exact kernel
+        K = gram_matrix(Xtr, **args)
+        Kte = kernel_matrix(Xte, to_dense_rows(Xtr), **args)
+    prep = (time.perf_counter() - t0) / len(idx)
+    fixed_k = {k: v for k, v in fixed.items() if k not in ("degree", "coef0")}
+    if algorithm == "msvmav":
+        return _msvmav_kernel_cells(K, Kte, ytr, yte, configs, fixed_k, fold, idx, prep, tick)
+    out: Cells = []
+    for i in idx:
+        tick()
+        t = time.perf_counter()
+        params = {k: v for k, v in configs[i].items() if k != "gamma"}
+        est = make_estimator(algorithm, params, kernel="precomputed", fixed=fixed_k)
+        acc = float(np.mean(est.fit(K, ytr).predict(Kte) == yte))
+        out.append((i, fold, acc, time.perf_counter() - t + prep))
+    return out
+
+
+def _msvmav_kernel_cells(K: np.ndarray, Kte: np.ndarray, ytr: np.ndarray, yte: np.ndarray,
+                         configs: list[dict], fixed: dict, fold: int, idx: list[int],
+                         prep: float, tick: Callable[[], Any]) -> Cells:
+    """Exact-kernel MSVMAv: [K | (I + K)^-1] once, shared by every (alpha, beta)."""
+    classes, yi = np.unique(ytr, return_inverse=True)
+    ypm = 2.0 * yi - 1.0
+    pair = DualSystem.pair(K)
+    base = MSVMAv(**fixed)
+    out: Cells = []
+    with kernel_threads(len(ytr)):
+        for i in idx:
+            t = time.perf_counter()
+            p = configs[i]
+            space = DualSpace(pair, ypm, p.get("beta", base.beta))
+            a, _, _, _ = iterate(space, ypm, alpha=p.get("alpha", base.alpha),
+                                 max_iter=p.get("max_iter", base.max_iter),
+                                 tol=p.get("tol", base.tol), callback=lambda _i: tick())
+            acc = _accuracy(classes, (Kte @ a)[:, None], yte)[0]
+            out.append((i, fold, float(acc), time.perf_counter() - t + prep))
     return out
 
 
@@ -282,6 +308,30 @@ def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
     -------
     SearchResult with ``table``, ``best_params``, ``best_score``.
     """
+    X, y, fixed, configs = _prepare(algorithm, X, y, kernel, grid, params)
+    folds = kfold_indices(X.shape[0], cv, random_state)
+    n_jobs = effective_jobs(n_jobs)
+    tasks = _plan(algorithm, kernel, configs, fixed, len(folds),
+                  max(len(tr) for tr, _ in folds), np.unique(y).size == 2, n_jobs)
+    shared = {"X": X, "y": y, "configs": configs, "fixed": fixed, "algorithm": algorithm,
+              "kernel": kernel, "folds": folds}
+    t0 = time.perf_counter()
+    scores, seconds = _run(shared, tasks, n_jobs, callback)
+    means = scores.mean(axis=1)
+    stds = scores.std(axis=1, ddof=1) if len(folds) > 1 else np.zeros(len(configs))
+    table = [{"params": dict(configs[i]), "mean_accuracy": float(means[i]),
+              "std": float(stds[i]), "scores": [float(s) for s in scores[i]],
+              "fit_seconds": float(seconds[i])} for i in range(len(configs))]
+    best = int(np.argmax(means))
+    return SearchResult(algorithm=algorithm, kernel=kernel, cv=cv, random_state=random_state,
+                        table=table, best_index=best, seconds=time.perf_counter() - t0,
+                        fixed_params=fixed)
+
+
+def _prepare(algorithm: str, X, y, kernel: str, grid: str | dict, params: dict | None
+             ) -> tuple[Any, np.ndarray, dict, list[dict]]:
+    """(X as float64 CSR or C-contiguous array, y, fixed parameters, configurations); for
+    kernels every configuration carries its gamma (resolved for X's width)."""
     n, d = X.shape
     y = np.asarray(y)
     if y.shape[0] != n:
@@ -299,17 +349,16 @@ def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
             if "gamma" not in c:
                 c["gamma"] = resolve_gamma(fixed.get("gamma"), d)
         fixed.pop("gamma", None)
-    folds = kfold_indices(n, cv, random_state)
-    n_jobs = effective_jobs(n_jobs)
-    binary = np.unique(y).size == 2
-    tasks = _plan(algorithm, kernel, configs, fixed, len(folds),
-                  max(len(tr) for tr, _ in folds), binary, n_jobs)
-    total = len(configs) * len(folds)
-    scores = np.full((len(configs), len(folds)), np.nan)
-    seconds = np.zeros(len(configs))
-    t0 = time.perf_counter()
-    shared = {"X": X, "y": y, "configs": configs, "fixed": fixed, "algorithm": algorithm,
-              "kernel": kernel, "folds": folds}
+    return X, y, fixed, configs
+
+
+def _run(shared: dict, tasks: list[tuple], n_jobs: int, callback: ProgressCallback | None
+         ) -> tuple[np.ndarray, np.ndarray]:
+    """Run the tasks; (scores (configs, folds), seconds per configuration)."""
+    n_configs, n_folds = len(shared["configs"]), len(shared["folds"])
+    total = n_configs * n_folds
+    scores = np.full((n_configs, n_folds), np.nan)
+    seconds = np.zeros(n_configs)
     done = 0
 
     def tick() -> None:
@@ -320,7 +369,7 @@ def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
     tasks = sorted(tasks, key=lambda t: -len(t[2]))
     in_process = dask_client() is None and (n_jobs == 1 or len(tasks) == 1)
     linear = any(t[0] == "linear_msvmav" for t in tasks)
-    with (threadpool_limits(1) if linear and in_process else _Null(),
+    with (threadpool_limits(1) if linear and in_process else nullcontext(),
           closing(run_tasks(_run_task, shared, tasks, n_jobs, tick)) as results):
         for res in results:
             for i, f, acc, sec in res or ():  # None: no task finished in the last POLL s
@@ -328,23 +377,7 @@ def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
                 seconds[i] += sec
             done += len(res or ())
             tick()
-    means = scores.mean(axis=1)
-    stds = scores.std(axis=1, ddof=1) if len(folds) > 1 else np.zeros(len(configs))
-    table = [{"params": dict(configs[i]), "mean_accuracy": float(means[i]),
-              "std": float(stds[i]), "scores": [float(s) for s in scores[i]],
-              "fit_seconds": float(seconds[i])} for i in range(len(configs))]
-    best = int(np.argmax(means))
-    return SearchResult(algorithm=algorithm, kernel=kernel, cv=cv, random_state=random_state,
-                        table=table, best_index=best, seconds=time.perf_counter() - t0,
-                        fixed_params=fixed)
-
-
-class _Null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+    return scores, seconds
 
 
 def n_cells(algorithm: str, n_features: int, *, kernel: str = "linear",

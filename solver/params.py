@@ -5,7 +5,8 @@ declares ``_parameter_constraints`` {name: [constraint, ...]} (scikit-learn's co
 float in the range (0, inf). Got 0 instead.``), so that nothing here depends on a private API.
 
 A constraint is an ``Interval``, ``StrOptions``, a type (its instances), ``None`` (the value
-None), ``"boolean"`` or ``"random_state"`` (None, an int in [0, 2^32 - 1] or a ``numpy.random.RandomState``)."""
+None), ``"boolean"`` or ``"random_state"`` (None, an int in [0, 2^32 - 1] or a
+``numpy.random.RandomState``)."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import signal
 import sys
+from typing import Any
 
 from app.cli.errors import CommandParser, run_reporting_errors
 from app.core.config import Settings
@@ -150,7 +151,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="overrides MSVMAV_DATABASE_URL (whose default is sqlite:///./msvmav.db)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_serve(sub)
+    _add_worker(sub)
+    migrate = sub.add_parser("migrate", help="alembic upgrade head")
+    migrate.set_defaults(func=cmd_migrate)
+    _add_keys(sub)
+    # Listed for --help only: main() hands `experiment ...` to app.cli.experiment.main as is.
+    sub.add_parser(
+        "experiment",
+        help="run the paper's protocol on a data file, no database "
+        "(msvmav experiment --help for its options)",
+        add_help=False,
+    )
+    return parser
 
+
+def _add_serve(sub: Any) -> None:
     serve = sub.add_parser("serve", help="run the HTTP API with embedded worker(s)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on")
@@ -169,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     _dask_option(serve, "the embedded workers run")
     serve.set_defaults(func=cmd_serve)
 
+
+def _add_worker(sub: Any) -> None:
     worker = sub.add_parser("worker", help="run a worker process (for a shared database)")
     worker.add_argument(
         "--check",
@@ -184,9 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     _dask_option(worker, "this worker runs")
     worker.set_defaults(func=cmd_worker)
 
-    migrate = sub.add_parser("migrate", help="alembic upgrade head")
-    migrate.set_defaults(func=cmd_migrate)
 
+def _add_keys(sub: Any) -> None:
     keys = sub.add_parser("keys", help="create, list or revoke API keys")
     keys.set_defaults(func=cmd_keys)
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
@@ -196,15 +213,6 @@ def build_parser() -> argparse.ArgumentParser:
     keys_sub.add_parser("list", help="list keys (never their secrets)")
     revoke = keys_sub.add_parser("revoke", help="revoke a key at once")
     revoke.add_argument("id", type=int, help="the key's id (see `msvmav keys list`)")
-
-    # Listed for --help only: main() hands `experiment ...` to app.cli.experiment.main as is.
-    sub.add_parser(
-        "experiment",
-        help="run the paper's protocol on a data file, no database "
-        "(msvmav experiment --help for its options)",
-        add_help=False,
-    )
-    return parser
 
 
 def _dask_option(parser: argparse.ArgumentParser, who: str) -> None:

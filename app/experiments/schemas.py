@@ -10,8 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.core.ids import DbId
 from app.core.pagination import Page
 from app.jobs.schemas import JobStatus
-from app.training.algorithms import AlgorithmName
-from app.training.schemas import GridValue
+from app.training.schemas import AlgorithmName, GridValue
 from solver.algorithms import PAPER_ORDER
 
 REQUEST_EXAMPLE = {

@@ -22,7 +22,7 @@ from app.experiments.schemas import (
 )
 from app.jobs import service as jobs
 from app.jobs.kinds import read_params
-from app.training import algorithms
+from app.training import service as training
 from solver.protocol import holdout_sizes
 
 KIND = "experiment"
@@ -55,10 +55,10 @@ def submit(session: Session, request: ExperimentRequest) -> Job:
             raise invalid(["body", "grid"], "give `quick`, `paper` or grids per algorithm")
         for name, grid in request.grid.items():
             _member(name, request.algorithms, ["body", "grid", name])
-            algorithms.check_grid(name, grid, ["body", "grid", name])
+            training.check_grid(name, grid, ["body", "grid", name])
     for name, params in request.params.items():
         _member(name, request.algorithms, ["body", "params", name])
-        algorithms.check_params(name, params, ["body", "params", name])
+        training.check_params(name, params, ["body", "params", name])
     # the job's params are the request, read back as the runner will
     job = read_params(ExperimentJob, request.model_dump(mode="json"))
     return jobs.enqueue(session, kind=KIND, params=job.model_dump(mode="json"),
@@ -74,7 +74,7 @@ def _unique(values: list[Any], field: str) -> None:
 
 
 def _member(name: str, chosen: list[str], loc: list[str | int]) -> None:
-    algorithms.check_name(name, loc)
+    training.check_name(name, loc)
     if name not in chosen:
         raise invalid(loc, f"{name} is not among the experiment's algorithms {chosen}")
 

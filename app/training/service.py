@@ -1,4 +1,6 @@
-"""Training data functions: check a /train request against its dataset and queue the job."""
+"""Training data functions: check a /train request against its dataset and queue the job;
+the checks of algorithm names, hyper-parameters and grids (``check_name``, ``check_params``,
+``check_grid``), which experiments make too."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from app.datasets import service as datasets
 from app.jobs import service as jobs
 from app.jobs.kinds import read_params
 from app.training import algorithms
+from app.training.algorithms import check_grid, check_name, check_params
 from app.training.pipeline import HYPER_PARAMETERS
 from app.training.schemas import TrainJob, TrainRequest
 from solver.protocol import holdout_sizes
@@ -81,7 +84,7 @@ def resolve_estimator_params(request: TrainRequest) -> tuple[dict[str, Any], set
             fixed[name] = getattr(request, name)
         elif algorithm == "msvmav":
             fixed[name] = getattr(request, name)
-    algorithms.check_params(algorithm, request.params, ["body", "params"])
+    check_params(algorithm, request.params, ["body", "params"])
     for name, value in request.params.items():
         if name in explicit:
             raise invalid(
@@ -107,7 +110,7 @@ def resolve_search_grid(
     assert search is not None
     loc: list[str | int] = ["body", "search", "grid"]
     if isinstance(search.grid, dict):
-        grid = algorithms.check_grid(request.algorithm, search.grid, loc)
+        grid = check_grid(request.algorithm, search.grid, loc)
     else:
         grid = resolve_grid(
             request.algorithm, search.grid, kernel=request.kernel, n_features=dataset.n_features
@@ -127,3 +130,7 @@ def resolve_search_grid(
             f"{search.cv} folds need at least {search.cv} training rows; there are {n_train}",
         )
     return grid
+
+
+__all__ = ["check_grid", "check_name", "check_params", "resolve_estimator_params",
+           "resolve_search_grid", "submit_train"]

@@ -1,0 +1,193 @@
+"""The shape of the tree (docs/architecture.md): no import cycle across ``app`` and ``solver``,
+``solver`` imports nothing of the service (not even inside a function) and loads none of it,
+no private API of another package, the import-linter contracts hold, and no function body is
+over 60 lines."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("app", "solver")
+MAX_BODY_LINES = 60
+
+
+def _sources(package: str) -> dict[str, Path]:
+    """module name -> file of every module of ``package``."""
+    out = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+MODULES = {name: path for p in PACKAGES for name, path in _sources(p).items()}
+TREES = {name: ast.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
+
+
+def _top_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Imports run when the module is imported: its body and if/try blocks (not function
+    bodies, not ``if TYPE_CHECKING:``)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def walk(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                found.append(node)
+            elif isinstance(node, ast.If):
+                if "TYPE_CHECKING" not in ast.unparse(node.test):
+                    walk(node.body)
+                walk(node.orelse)
+            elif isinstance(node, ast.Try):
+                for block in (node.body, node.orelse, node.finalbody):
+                    walk(block)
+                for handler in node.handlers:
+                    walk(handler.body)
+
+    walk(tree.body)
+    return found
+
+
+def _imported_names(name: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The absolute module names an import statement of module ``name`` refers to."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+        anchor = package.split(".")
+        anchor = anchor[: len(anchor) - node.level + 1]
+        base = ".".join([*anchor, base] if base else anchor)
+    # `from x import y`: y is a submodule or a name of x
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+
+
+def import_graph(deferred: bool) -> dict[str, set[str]]:
+    """module -> the app/solver modules it imports at import time (``deferred``: anywhere)."""
+    graph = {}
+    for name, tree in TREES.items():
+        nodes = (
+            [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+            if deferred
+            else _top_level_imports(tree)
+        )
+        targets = {t for n in nodes for t in _imported_names(name, n)}
+        graph[name] = {t for t in targets if t in MODULES and t != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle (as a path that returns to its start), or None."""
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["import-time", "function-level-too"])
+def test_app_and_solver_together_have_no_import_cycle(deferred):
+    graph = import_graph(deferred)
+    assert "solver.protocol" in graph["app.training.pipeline"]  # the graph spans both
+    cycle = find_cycle(graph)
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_the_cycle_finder_sees_a_cycle_through_both_packages():
+    graph = {"solver.a": {"app.b"}, "app.b": {"solver.a"}, "app.c": set()}
+    assert set(find_cycle(graph) or ()) == {"solver.a", "app.b"}
+
+
+def test_no_module_of_solver_imports_app_anywhere():
+    offenders = [
+        f"{name}:{node.lineno}"
+        for name, tree in TREES.items()
+        if name.split(".")[0] == "solver"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        and any(t == "app" or t.startswith("app.") for t in _imported_names(name, node))
+    ]
+    assert offenders == []
+
+
+def test_importing_solver_loads_no_service_module():
+    code = (
+        "import sys, solver\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('app', 'fastapi', 'sqlalchemy', 'starlette'))\n"
+        "print(','.join(bad))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert done.stdout.strip() == "", done.stdout
+
+
+def test_no_private_api_of_another_package():
+    """No ``_private`` module of scikit-learn (or any other package) imported, and the
+    service uses only the solver's public modules."""
+    offenders = []
+    for name, tree in TREES.items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Import | ast.ImportFrom) or getattr(node, "level", 0):
+                continue
+            modules = (
+                [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            )
+            for module in modules:
+                parts = (module or "").split(".")
+                own = parts[0] == name.split(".")[0]
+                if not own and any(p.startswith("_") and not p.startswith("__") for p in parts):
+                    offenders.append(f"{name}:{node.lineno} imports {module}")
+    assert offenders == []
+
+
+def _body_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines from the first line of the body (its docstring included) to the last."""
+    return node.end_lineno - node.body[0].lineno + 1  # type: ignore[operator]
+
+
+def test_the_body_scan_counts_the_docstring_and_nested_functions():
+    tree = ast.parse('def f():\n    """doc\n    more"""\n    def g():\n        return 1\n'
+                     "    return g\n")
+    f = tree.body[0]
+    assert isinstance(f, ast.FunctionDef) and _body_lines(f) == 5
+
+
+def test_no_function_body_is_over_60_lines():
+    """Every function of app/ and solver/, each named with its length: none is exempt."""
+    offenders = [
+        f"{MODULES[name].relative_to(ROOT)}:{node.lineno} {node.name} ({_body_lines(node)})"
+        for name, tree in TREES.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and _body_lines(node) > MAX_BODY_LINES
+    ]
+    assert offenders == [], "\n".join(offenders)
+
+
+def test_the_import_linter_contracts_hold():
+    """The layers of pyproject.toml's [tool.importlinter] (also run by .ci/run)."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run([str(lint)], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout
