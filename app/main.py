@@ -9,6 +9,7 @@ from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
+from app.apidocs import REDOC_ASSETS_URL, install_redoc
 from app.auth.gate import AuthGate
 from app.auth.security import AuthMiddleware
 from app.core import problems
@@ -94,7 +95,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # Swagger UI (/docs) and ReDoc (/redoc) with their scripts and styles served by the service
     # itself from fastapi-offline's package data (under /static-offline-docs), not from a CDN:
-    # the pages work on hosts without internet access.
+    # the pages work on hosts without internet access. ReDoc's page and script are ours
+    # (app.apidocs: its bundle without the CDN logo).
     app = FastAPIOffline(
         title="msvmav",
         version="0.1.0",
@@ -104,10 +106,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         swagger_ui_parameters=SWAGGER_UI_PARAMETERS,
         docs_url=DOCS_URL,
-        redoc_url=REDOC_URL,
+        redoc_url=None,
         static_url=STATIC_DOCS_URL,
         dependencies=[Depends(check_ids)],
     )
+    install_redoc(app, REDOC_URL, STATIC_DOCS_URL)
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
@@ -134,7 +137,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 def open_paths(app: FastAPI) -> set[str]:
     """Paths served without a key: the health probes and the API documentation with its
-    scripts and styles (``/static-offline-docs/...``, fastapi-offline's mount)."""
-    # fastapi-offline serves /docs and /redoc itself (the app's docs_url/redoc_url are None).
+    scripts and styles (``/static-offline-docs/...``, fastapi-offline's mount, and ReDoc's
+    script under ``/static-offline-redoc/``)."""
+    # fastapi-offline serves /docs, app.apidocs /redoc (the app's docs_url/redoc_url are None).
     docs = (app.openapi_url, DOCS_URL, REDOC_URL, app.swagger_ui_oauth2_redirect_url)
-    return {"/livez", "/readyz", STATIC_DOCS_URL + "/", *(p for p in docs if p)}
+    return {
+        "/livez",
+        "/readyz",
+        STATIC_DOCS_URL + "/",
+        REDOC_ASSETS_URL + "/",
+        *(p for p in docs if p),
+    }

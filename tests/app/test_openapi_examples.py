@@ -218,3 +218,22 @@ def test_docs_and_redoc_are_served_without_a_cdn(fresh):
         text = source.read_text()
         for host in ("cdn.jsdelivr", "unpkg.com", "cdnjs", "fonts.googleapis"):
             assert host not in text, (source, host)
+
+
+def test_redoc_page_and_its_assets_reference_no_external_host(fresh):
+    """ReDoc's bundle loads its "API docs by Redocly" logo from a CDN: the service serves the
+    bundle without it. Every URL the page loads is the service's own, and no asset it loads
+    points an image's, script's or frame's ``src`` or a stylesheet's ``url()`` at another host
+    (links a reader may click, such as "API docs by Redocly", load nothing)."""
+    client, _ = fresh
+    page = client.get("/redoc")
+    assert page.status_code == 200
+    urls = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+    assert any(url.endswith("redoc.standalone.js") for url in urls), urls
+    loaders = re.compile(rb'src\s*[:=]\s*"(https?:)?//|url\(\s*["\']?(https?:)?//')
+    for url in urls:
+        assert url.startswith("/"), url
+        asset = client.get(url)
+        assert asset.status_code == 200 and len(asset.content) > 1000, url
+        assert loaders.search(asset.content) is None, (url, loaders.search(asset.content))
+        assert b"cdn.redoc.ly" not in asset.content, url
