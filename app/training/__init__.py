@@ -1,1 +1,2 @@
-"""Training: the /train request, the algorithm table, the fit pipeline and the job runner."""
+"""Training: POST /train (routes, schemas, service), the checks of algorithms and their
+hyper-parameters, the pipeline around solver.protocol, and the train job's runner."""
