@@ -5,6 +5,9 @@
 * ``SVM``, ``SVR``, ``LSSVM``, ``MAMC``, ``ODM``, ``FMM``: the paper's comparators, same API.
 * ``model_from_dict``: restore any estimator of this package from ``est.to_dict()``.
 * ``cross_validate_grid``: k-fold model selection over the paper's grids, for any algorithm.
+* ``solver.algorithms``: the one table of algorithms (name, class, display name, paper order).
+* ``solver.protocol``: one fit — scale, optional search, refit, score (the service's /train and
+  the experiments both use it).
 * ``run_experiment``, ``to_markdown``, ``to_csv``: the paper's protocol and its Table-1 layout.
 * ``plot_margin_cdf``: the cumulative margin distribution of several models (the paper's Fig. 1).
 
