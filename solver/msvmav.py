@@ -14,6 +14,7 @@ from threadpoolctl import ThreadpoolController
 
 from ._active_set import DualSystem
 from ._base import Callback, MarginClassifier, to_dense_rows
+from ._linear_step import LINEAR_SOLVERS, choose_linear_solver
 from ._msvmav_core import DualSpace, PrimalSpace, iterate
 from .kernels import KERNELS, gram_matrix, kernel_diagonal, kernel_matrix, resolve_gamma
 from .low_rank import pivoted_cholesky
@@ -185,6 +186,7 @@ class MSVMAv(MarginClassifier):
         "tol": [Interval(Real, 0, None, closed="left")],
         "fit_intercept": ["boolean"],
         "update": [StrOptions({"woodbury", "direct"})],
+        "linear_solver": [StrOptions({"auto", *LINEAR_SOLVERS})],
         "approximation": [StrOptions({"auto", "exact", "low_rank", "nystroem"})],
         "kernel_tol": [Interval(Real, 0, 1, closed="left")],
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -193,12 +195,13 @@ class MSVMAv(MarginClassifier):
     }
     _array_attrs = ("coef_", "intercept_", "dual_coef_", "X_fit_")
     _json_attrs = ("n_iter_", "history_", "kernel_approximation_", "gamma_", "fit_info_",
-                   "rank_", "kernel_error_")
+                   "rank_", "kernel_error_", "linear_solver_")
 
     def __init__(self, alpha: float = 16.0, beta: float = 0.25, *, kernel: str = "linear",
                  gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
                  max_iter: int = 100, tol: float = 1e-8, fit_intercept: bool = True,
-                 update: str = "woodbury", approximation: str = "auto",
+                 update: str = "woodbury", linear_solver: str = "auto",
+                 approximation: str = "auto",
                  kernel_tol: float = 1e-6, n_components: int = 1000,
                  kernel_memory_mb: float = 8192, random_state: int | None = None) -> None:
         self.alpha = alpha
@@ -211,6 +214,7 @@ class MSVMAv(MarginClassifier):
         self.tol = tol
         self.fit_intercept = fit_intercept
         self.update = update
+        self.linear_solver = linear_solver
         self.approximation = approximation
         self.kernel_tol = kernel_tol
         self.n_components = n_components
@@ -225,7 +229,7 @@ class MSVMAv(MarginClassifier):
         self.coef_ = self.intercept_ = self.dual_coef_ = self.X_fit_ = None
         self.kernel_approximation_ = None
         self.gamma_ = None
-        self.rank_ = self.kernel_error_ = None
+        self.rank_ = self.kernel_error_ = self.linear_solver_ = None
         if self.kernel == "linear":
             self._fit_linear(X, Y, callback)
             return
@@ -306,21 +310,32 @@ class MSVMAv(MarginClassifier):
             self.n_iter_ = max(self.n_iter_, n_iter) if t else n_iter
             info["refactorisations"] += space.system.n_refactor
             info["low_rank_updates"] += space.system.n_updates
+            if hasattr(space.system, "cg_iterations"):
+                info["cg_iterations"] = info.get("cg_iterations", 0) + space.system.cg_iterations
+            del space  # one task's system at a time
             if stopped:
                 self.stopped_early_ = True
                 break
         return coefs, info
 
+    def linear_path(self, n: int, n_features: int) -> str:
+        """The linear step's solver ("dense", "woodbury" or "cg") fit() uses on n rows of
+        n_features features (``linear_solver``, or the automatic choice)."""
+        D = n_features + (1 if self.fit_intercept else 0)
+        return choose_linear_solver(self.linear_solver, n, D)
+
     def _fit_linear(self, X, Y, callback) -> None:
-        Xa = augment(X) if self.fit_intercept else X
         d, T = X.shape[1], Y.shape[1]
+        self.linear_solver_ = path = self.linear_path(X.shape[0], d)
+        Xa = augment(X) if self.fit_intercept else X
         # D x D systems this small run faster on one BLAS thread than on several
-        with _THREADPOOLS.limit(limits=1 if Xa.shape[1] < SMALL_SYSTEM else None,
-                                user_api="blas"):
+        small = Xa.shape[1] < SMALL_SYSTEM or path != "dense"
+        with _THREADPOOLS.limit(limits=1 if small else None, user_api="blas"):
             W, self.fit_info_ = self._run_tasks(
                 Y, callback, lambda y: PrimalSpace(Xa, y, self.beta,
                                                    shift=np.asarray(Xa.T @ y).ravel(),
-                                                   update=self.update), Xa.shape[1])
+                                                   update=self.update, solver=path),
+                Xa.shape[1])
         self.coef_ = W[:d].T.copy()
         self.intercept_ = W[d].copy() if self.fit_intercept else np.zeros(T)
 

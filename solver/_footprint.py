@@ -1,0 +1,91 @@
+"""What a fit's memory estimate is made of: the estimate itself, the refusal, the limit in force.
+
+Each estimator predicts its own peak (``_fit_estimate``) from the same path-choice functions its
+``fit`` uses; ``solver.memory.estimate_fit`` is the public entry point. This module holds only
+what every estimator shares, so that none of them imports ``solver.memory`` (which imports them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+FLOAT = 8  # bytes of a float64
+# bytes per stored value of a CSR matrix with int32 indices (value + column index)
+CSR_VALUE = 12
+
+
+@dataclass(frozen=True)
+class FitEstimate:
+    """Predicted peak extra memory of ``fit()`` beyond the input X, in bytes.
+
+    ``path`` names the computation fit() takes ("dense", "woodbury", "cg", "exact-kernel",
+    "low-rank", "nystroem", or a comparator's own); ``advice`` says what to change when the
+    estimate is too large."""
+
+    peak_bytes: int
+    path: str
+    advice: str
+
+
+class FitTooLarge(ValueError):  # noqa: N818 - the name the service and docs use
+    """A fit would need more memory than allowed; raised before anything proportional to it is
+    allocated. ``estimate`` is the FitEstimate, ``limit`` the bytes allowed."""
+
+    def __init__(self, estimate: FitEstimate, limit: int, what: str = "fit") -> None:
+        self.estimate, self.limit = estimate, limit
+        super().__init__(
+            f"{what}: the {estimate.path} path needs about {gib(estimate.peak_bytes)} of memory, "
+            f"more than the {gib(limit)} allowed; {estimate.advice}")
+
+
+def gib(n_bytes: float) -> str:
+    """A byte count for people: '3.7 GiB', '120 MiB'."""
+    if n_bytes >= 2**30:
+        return f"{n_bytes / 2**30:.1f} GiB"
+    return f"{n_bytes / 2**20:.0f} MiB"
+
+
+def physical_memory() -> int:
+    """The machine's physical memory in bytes (0 if the platform does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 0
+
+
+_LIMIT: ContextVar[int | None] = ContextVar("fit_memory_limit", default=None)
+
+
+def fit_memory_limit() -> int:
+    """Bytes a fit may use: the value set by ``memory_limit`` or else the physical memory."""
+    limit = _LIMIT.get()
+    return physical_memory() if limit is None else limit
+
+
+@contextlib.contextmanager
+def memory_limit(n_bytes: int) -> Iterator[None]:
+    """Within this context, a fit whose estimate exceeds ``n_bytes`` raises FitTooLarge."""
+    token = _LIMIT.set(int(n_bytes))
+    try:
+        yield
+    finally:
+        _LIMIT.reset(token)
+
+
+def csr_bytes(n_rows: int, nnz: int) -> int:
+    """A CSR copy: values and int32 column indices, plus the row pointer."""
+    return CSR_VALUE * nnz + 8 * (n_rows + 1)
+
+
+def copy_bytes(n: int, d: int, nnz: int | None) -> int:
+    """A copy of an (n, d) input held as given (nnz None: dense)."""
+    return FLOAT * n * d if nnz is None else csr_bytes(n, nnz)
+
+
+def dense_rows_bytes(n: int, d: int) -> int:
+    """An (n, d) float64 array (e.g. a kernel model's stored training rows)."""
+    return FLOAT * n * d
