@@ -89,3 +89,31 @@ def copy_bytes(n: int, d: int, nnz: int | None) -> int:
 def dense_rows_bytes(n: int, d: int) -> int:
     """An (n, d) float64 array (e.g. a kernel model's stored training rows)."""
     return FLOAT * n * d
+
+
+def n_targets(n_classes: int) -> int:
+    """One-vs-rest targets: 1 for two classes, k otherwise."""
+    return 1 if n_classes <= 2 else n_classes
+
+
+def labels_bytes(n: int, n_classes: int) -> int:
+    """The validated labels, their class indices and the (n, T) +-1 targets."""
+    return FLOAT * n * (n_targets(n_classes) + 3)
+
+
+def gram_bytes(n: int, d: int, nnz: int | None, kernel: str) -> int:
+    """An n x n Gram matrix as ``kernels.gram_matrix`` forms it: half as much again for the
+    RBF/polynomial kernels' temporaries; for CSR rows the sparse product X X^T first, with
+    about n^2 min(1, k^2 / d) stored values for k values per row."""
+    dense = FLOAT * n * n * (1.0 if kernel in ("linear", "precomputed") else 1.5)
+    if nnz is None:
+        return int(dense)
+    k = nnz / max(n, 1)
+    return int(dense + CSR_VALUE * n * n * min(1.0, k * k / max(d, 1)))
+
+
+def augmented_copy_bytes(n: int, d: int, nnz: int | None) -> int:
+    """``msvmav.augment``: a copy of X with a constant column (CSR: and a byte mask per entry)."""
+    if nnz is None:
+        return FLOAT * n * (d + 1)
+    return csr_bytes(n, nnz + n) + nnz + n

@@ -26,9 +26,9 @@ from ._footprint import FLOAT
 
 LINEAR_SOLVERS = ("dense", "woodbury", "cg")
 # "auto": the dense D x D system up to this dimension (D = features + 1 with the intercept).
-DENSE_MAX_DIM = 2048
+DENSE_MAX_DIM = 512
 # "auto": the |A|-space form while the training rows are at most this many and fewer than D.
-WOODBURY_MAX_ROWS = 2048
+WOODBURY_MAX_ROWS = 256
 # Conjugate gradients stop at ||residual|| <= CG_RTOL ||rhs|| (decisions then agree with a
 # direct solve to ~1e-10); CG_MAX_ITER caps the iterations per solve.
 CG_RTOL = 1e-12
@@ -60,7 +60,9 @@ def linear_system_bytes(path: str, n: int, D: int, nnz: int | None) -> int:
         product = 0 if nnz is None else min(n * n, nnz * max(1, nnz // max(D, 1)))
         return FLOAT * 3 * n * n + 12 * product
     # cg: x, r, z, p, A p, the preconditioner, the previous delta, rhs; n-vectors; one chunk
-    return FLOAT * (10 * D + 4 * n) + CHUNK_BYTES
+    # of rows squared for the preconditioner (a copy and its squares)
+    data = FLOAT * n * D if nnz is None else 12 * nnz
+    return FLOAT * (10 * D + 6 * n) + 2 * min(CHUNK_BYTES, data)
 
 
 def _row_chunks(X, rows: np.ndarray):
@@ -122,14 +124,16 @@ class RowSpaceSystem:
 
 
 class ConjugateGradientSystem:
-    """Matrix-free preconditioned CG on (c I + X_A^T X_A) delta = X_A^T e_A."""
+    """Matrix-free preconditioned CG on (diag(c) + X_A^T X_A) delta = X_A^T e_A; c is n beta
+    (linear MSVMAv) or a vector (the low-rank kernel path's metric, as for PrimalSystem)."""
 
-    def __init__(self, Xa, y: np.ndarray, c: float) -> None:
+    def __init__(self, Xa, y: np.ndarray, c: float | np.ndarray) -> None:
         n, D = Xa.shape
-        self.Xa, self.XaT, self.y, self.c = Xa, Xa.T, y, c
+        self.Xa, self.XaT, self.y = Xa, Xa.T, y
+        self.c = np.broadcast_to(np.asarray(c, dtype=np.float64), (D,)).copy()
         self.mask = np.zeros(n, dtype=bool)
         self.weights = np.zeros(n)  # 1.0 on A: a float mask for the products
-        self.diag = np.full(D, c)
+        self.diag = self.c.copy()
         self.previous = np.zeros(D)
         self.n_refactor = 0  # (no factorisation: the rebuilds of the preconditioner)
         self.n_updates = 0
@@ -159,29 +163,24 @@ class ConjugateGradientSystem:
         return out
 
     def step(self, w: np.ndarray, theta: float, f: np.ndarray) -> np.ndarray:
-        e = (theta * self.y - f) * self.weights
-        b = np.asarray(self.XaT @ e).ravel()
-        x = self.solve(b, self.previous)
-        self.previous = x
-        return x.copy()
-
-    def solve(self, b: np.ndarray, x0: np.ndarray) -> np.ndarray:
-        """PCG from x0 (or from 0 when x0 is the worse start) to ||b - A x|| <= CG_RTOL ||b||."""
-        bnorm = float(np.linalg.norm(b))
-        if bnorm == 0.0:
-            return np.zeros_like(b)
-        target = CG_RTOL * bnorm
-        x = x0.copy()
-        r = b - self._apply(x)
-        if not np.linalg.norm(r) < bnorm:
+        # b = X_A^T e_A and X_A^T X_A x0 for the warm start x0 in one pass over X^T
+        x = self.previous.copy()
+        pair = np.empty((self.weights.size, 2))
+        pair[:, 0] = theta * self.y - f
+        pair[:, 1] = np.asarray(self.Xa @ x).ravel()
+        pair *= self.weights[:, None]
+        both = np.asarray(self.XaT @ pair)
+        b = both[:, 0]
+        b_norm = float(np.linalg.norm(b))
+        if b_norm == 0.0:
+            return np.zeros_like(x)
+        r = b - both[:, 1] - self.c * x
+        if not np.linalg.norm(r) < b_norm:  # the previous step is a worse start than zero
             x[:] = 0.0
             r = b.copy()
-        for _restart in range(2):  # the recursive residual drifts: check the true one once
-            self._iterate(x, r, target)
-            r = b - self._apply(x)
-            if np.linalg.norm(r) <= 10 * target:
-                break
-        return x
+        self._iterate(x, r, CG_RTOL * b_norm)
+        self.previous = x
+        return x.copy()
 
     def _iterate(self, x: np.ndarray, r: np.ndarray, target: float) -> None:
         """CG iterations in place on x and r (r = b - A x on entry)."""

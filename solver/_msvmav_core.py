@@ -49,12 +49,12 @@ class PrimalSpace:
         self.shift_f = np.asarray(X @ shift).ravel()
         if solver == "dense":
             self.system = PrimalSystem(X, y, base, update=update)
+        elif solver == "cg":
+            self.system = ConjugateGradientSystem(X, y, base)
         elif base_extra is not None:
             raise ValueError(f"linear_solver: {solver!r} needs the identity metric")
-        elif solver == "woodbury":
-            self.system = RowSpaceSystem(X, y, c)
         else:
-            self.system = ConjugateGradientSystem(X, y, c)
+            self.system = RowSpaceSystem(X, y, c)
 
     def norm(self, coef: np.ndarray, f: np.ndarray) -> float:
         return float(np.sqrt(coef @ (self.mu * coef)))

@@ -240,11 +240,14 @@ def _chunks(items: list[int], k: int) -> list[list[int]]:
 
 
 def _plan(algorithm: str, kernel: str, configs: list[dict], fixed: dict, n_folds: int,
-          n_train: int, binary: bool, n_jobs: int) -> list[tuple]:
+          n_train: int, binary: bool, n_jobs: int, n_features: int = 0) -> list[tuple]:
     all_idx = list(range(len(configs)))
     if kernel == "linear":
+        # the lockstep batch keeps D x D systems: only where fit() itself would (dense path)
         fast = (algorithm == "msvmav" and binary
-                and all(set(c) <= {"alpha", "beta"} for c in configs))
+                and all(set(c) <= {"alpha", "beta"} for c in configs)
+                and make_estimator(algorithm, {}, kernel=kernel, fixed=fixed)
+                .linear_path(n_train, n_features) == "dense")
         kind = "linear_msvmav" if fast else "plain"
         # a lockstep batch's rounding depends on its make-up: fixed batches (never sized by
         # n_jobs) keep the table the same for every worker count and backend
@@ -315,7 +318,7 @@ def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
     n_jobs = effective_jobs(n_jobs)
     binary = np.unique(y).size == 2
     tasks = _plan(algorithm, kernel, configs, fixed, len(folds),
-                  max(len(tr) for tr, _ in folds), binary, n_jobs)
+                  max(len(tr) for tr, _ in folds), binary, n_jobs, d)
     total = len(configs) * len(folds)
     scores = np.full((len(configs), len(folds)), np.nan)
     seconds = np.zeros(len(configs))
