@@ -295,9 +295,8 @@ class MSVMAv(MarginClassifier):
         the memory budget (its n x r arrays and r x r system fit ``kernel_memory_mb``).
         "low_rank": also n_components (its cost grows as n r^2), and below LOW_RANK_SHARE n
         while the exact kernel is there to fall back on."""
-        budget = self.kernel_memory_mb * 2**20 / 8.0
-        # LOW_RANK_ARRAYS n r + (the dense system's 3 r^2 up to DENSE_MAX_DIM) <= budget
-        by_memory = int(budget / (LOW_RANK_ARRAYS * max(n, 1) + 3 * DENSE_MAX_DIM))
+        # LOW_RANK_ARRAYS n x r arrays (the r x r system is dense only up to DENSE_MAX_DIM)
+        by_memory = int(self.kernel_memory_mb * 2**20 / (LOW_RANK_ARRAYS * 8.0 * max(n, 1)))
         if self.approximation == "auto":
             return min(n, max(1, by_memory))
         rank = min(n, self.n_components, max(1, by_memory))

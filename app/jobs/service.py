@@ -42,7 +42,9 @@ def list_page(
     return paginate(session, stmt, Job.id, page)
 
 
-def submit_train(session: Session, request: TrainRequest) -> Job:
+def submit_train(
+    session: Session, request: TrainRequest, *, max_fit_bytes: int | None = None
+) -> Job:
     """Queue a training job after checking what can be checked without fitting."""
     # Locked until the job is committed: a concurrent DELETE /datasets/{id} waits, then sees it.
     (dataset,) = datasets.lock_or_raise(session, [request.dataset_id], [["body", "dataset_id"]])
@@ -73,7 +75,49 @@ def submit_train(session: Session, request: TrainRequest) -> Job:
         if name != "kernel" and name not in fixed:
             params.pop(name, None)
     params["estimator_params"] = fixed
+    if max_fit_bytes is not None:
+        check_fit_memory(
+            session, dataset, request.algorithm, fixed, params.get("search"), n_train,
+            max_fit_bytes,
+        )
     return enqueue(session, kind="train", params=params, dataset_id=dataset.id)
+
+
+def check_fit_memory(
+    session: Session,
+    dataset: Dataset,
+    algorithm: str,
+    fixed: dict[str, Any],
+    search: dict[str, Any] | None,
+    n_train: int,
+    limit: int,
+) -> None:
+    """422 before queuing when the fit's predicted peak memory (the largest over a search's
+    configurations, on the training rows) exceeds ``max_fit_bytes``."""
+    from solver.comparators.grids import iter_configs
+    from solver.memory import estimate_fit, gib
+
+    nnz = datasets.stored_nnz(session, dataset)
+    configs = iter_configs(search["grid_values"]) if search else [{}]
+    try:
+        worst = max(
+            (estimate_fit(algorithm, n_train, dataset.n_features, nnz, {**fixed, **c},
+                          n_classes=len(dataset.classes)) for c in configs),
+            key=lambda e: e.peak_bytes,
+        )
+    except ValueError:  # parameters only fit() can judge: the job reports them as before
+        return
+    if worst.peak_bytes > limit:
+        raise invalid(
+            ["body", "dataset_id"],
+            f"training {algorithm} on {n_train} rows x {dataset.n_features} features "
+            f"({'dense' if nnz is None else f'{nnz} stored values'}) takes the {worst.path} path "
+            f"and needs about {gib(worst.peak_bytes)} of memory, more than the "
+            f"{gib(limit)} allowed (MSVMAV_MAX_FIT_BYTES); {worst.advice}",
+            estimate_bytes=worst.peak_bytes,
+            limit_bytes=limit,
+            path=worst.path,
+        )
 
 
 def enqueue(session: Session, *, kind: str, params: dict, dataset_id: int | None) -> Job:
