@@ -96,9 +96,13 @@ def n_targets(n_classes: int) -> int:
     return 1 if n_classes <= 2 else n_classes
 
 
+# What any fit touches besides its arrays (BLAS work buffers, modules loaded on first use).
+BASE_BYTES = 2 * 2**20
+
+
 def labels_bytes(n: int, n_classes: int) -> int:
-    """The validated labels, their class indices and the (n, T) +-1 targets."""
-    return FLOAT * n * (n_targets(n_classes) + 3)
+    """The validated labels, their class indices and the (n, T) +-1 targets, and BASE_BYTES."""
+    return FLOAT * n * (n_targets(n_classes) + 3) + BASE_BYTES
 
 
 def gram_bytes(n: int, d: int, nnz: int | None, kernel: str) -> int:

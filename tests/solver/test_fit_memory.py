@@ -11,6 +11,7 @@ import pytest
 from scipy import sparse
 
 from solver import ALGORITHMS, MSVMAv
+from solver._footprint import BASE_BYTES
 from solver.memory import FitTooLarge, estimate_fit, memory_limit
 
 KERNELS = ["linear", "rbf"]
@@ -102,7 +103,9 @@ def test_estimate_is_within_half_again_of_the_measured_peak(algorithm, params, n
     X, y = data(n, d, per_row)
     estimate = estimate_fit(algorithm, n, d, None if per_row is None else X.nnz, params)
     peak = measured_peak(ALGORITHMS[algorithm](**params), X, y)
-    assert peak / 1.5 <= estimate.peak_bytes <= 1.5 * peak, (estimate, peak)
+    # tracemalloc sees only Python's allocations: not the BLAS buffers and modules of BASE_BYTES
+    arrays = estimate.peak_bytes - BASE_BYTES
+    assert peak / 1.5 <= arrays <= 1.5 * peak, (estimate, peak)
 
 
 @pytest.mark.parametrize("algorithm,params", [
