@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/fit_memory.py            # every shape below
     .venv/bin/python bench/fit_memory.py --quick    # the issue-20 shapes and one RBF case
+    .venv/bin/python bench/fit_memory.py --rbf 10000 50000   # RBF auto vs SVC (and exact)
 
 Each fit runs in a child process (bench/_fitrun.py); its peak memory is measured as peak RSS
 (VmHWM, reset before the fit) minus the RSS before it (beyond the loaded input X). Printed per
@@ -72,10 +73,55 @@ MORE = [
 ]
 
 
+def classification(n: int, seed: int = 0):
+    """make_classification (10 features, 6 informative, 5% flipped labels), min-max scaled."""
+    from sklearn.datasets import make_classification
+    X, y = make_classification(n_samples=n, n_features=10, n_informative=6, flip_y=0.05,
+                               random_state=seed)
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    return (X - lo) / (hi - lo), y
+
+
+def rbf(sizes: list[int], exact_rows: int) -> None:
+    """approximation="auto" (low-rank above 1,024 rows) against SVC with the same gamma (the
+    anchor) and, up to ``exact_rows`` training rows, the exact kernel: fit time, peak memory
+    and accuracy on 5,000 held-out rows."""
+    print(f"{'rows':>7} {'model':>12} {'seconds':>8} {'peak MB':>8} {'accuracy':>8} "
+          f"{'path':>9} {'time / SVC':>10}")
+    with _fitrun.scratch() as tmp:
+        for n in sizes:
+            X, y = classification(n + 5000)
+            train, test = Path(tmp) / "train.npz", Path(tmp) / "test.npz"
+            _fitrun.save(train, X[:n], y[:n])
+            _fitrun.save(test, X[n:], y[n:])
+            runs = [("SVC", "svc", {"gamma": 0.1}),
+                    ("MSVMAv auto", "msvmav", {"kernel": "rbf", "random_state": 0})]
+            if n <= exact_rows:
+                runs.append(("MSVMAv exact", "msvmav",
+                             {"kernel": "rbf", "approximation": "exact"}))
+            anchor = None
+            for name, algorithm, params in runs:
+                r = _fitrun.run(train, algorithm, params, holdout=test)
+                if "error" in r:
+                    print(f"{n:>7} {name:>12} FAILED {r['error']}")
+                    continue
+                anchor = anchor or r["seconds"]
+                print(f"{n:>7} {name:>12} {r['seconds']:8.2f} {r['peak_bytes'] / MB:8.0f} "
+                      f"{r['accuracy']:8.4f} {str(r['path']):>9} "
+                      f"{r['seconds'] / anchor:10.2f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--rbf", type=int, nargs="+", metavar="ROWS",
+                   help="instead: RBF auto vs SVC at these training sizes")
+    p.add_argument("--exact-rows", type=int, default=8000,
+                   help="with --rbf: fit the exact kernel too up to this many rows")
     args = p.parse_args()
+    if args.rbf:
+        rbf(args.rbf, args.exact_rows)
+        return
     cases = QUICK if args.quick else QUICK + MORE
     print(f"{'shape':38} {'path':>13} {'estimate MB':>12} {'measured MB':>12} {'ratio':>6}")
     with _fitrun.scratch() as tmp:
