@@ -109,10 +109,14 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         raise NotImplementedError
 
     def check_fit_memory(self, n_samples: int, n_features: int, nnz: int | None,
-                         n_classes: int = 2) -> FitEstimate:
+                         n_classes: int = 2) -> FitEstimate | None:
         """Raise FitTooLarge if the fit's estimate exceeds ``solver.memory``'s limit (the
-        machine's physical memory unless ``memory_limit`` set another); else the estimate."""
-        estimate = self.fit_estimate(n_samples, n_features, nnz, n_classes)
+        machine's physical memory unless ``memory_limit`` set another); else the estimate
+        (None for a subclass that does not implement ``fit_estimate``)."""
+        try:
+            estimate = self.fit_estimate(n_samples, n_features, nnz, n_classes)
+        except NotImplementedError:
+            return None
         limit = fit_memory_limit()
         if limit and estimate.peak_bytes > limit:
             raise FitTooLarge(estimate, limit, f"{type(self).__name__}.fit")
