@@ -133,8 +133,9 @@ class PrimalSystem:
         self.M *= 0.5
         self.n_updates += 1
 
-    def step(self, w: np.ndarray, theta: float) -> np.ndarray:
-        """delta solving (diag(base) + G) delta = X_A^T (theta y_A - X_A w) = theta s_A - G w."""
+    def step(self, w: np.ndarray, theta: float, f: np.ndarray | None = None) -> np.ndarray:
+        """delta solving (diag(base) + G) delta = X_A^T (theta y_A - X_A w) = theta s_A - G w
+        (``f`` = X w is not needed here; the other linear systems take it)."""
         return self.solve(theta * self.sA - self.G @ w)
 
     def _residual(self, rhs: np.ndarray, x: np.ndarray) -> np.ndarray:

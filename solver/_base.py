@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._footprint import FitEstimate, FitTooLarge, fit_memory_limit
 from .jsonable import jsonable
 from .margins import margin_statistics
 from .params import validate_params
@@ -88,6 +89,8 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         if classes.size < 2:
             raise ValueError(
                 f"y: needs at least two classes, got a single class {classes.tolist()!r}")
+        self.check_fit_memory(X.shape[0], X.shape[1], X.nnz if sparse.issparse(X) else None,
+                              classes.size)
         self.classes_ = classes
         if classes.size == 2:
             Y = (2.0 * y_idx - 1.0)[:, None]
@@ -99,6 +102,27 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
 
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         raise NotImplementedError
+
+    def fit_estimate(self, n_samples: int, n_features: int, nnz: int | None,
+                     n_classes: int = 2) -> FitEstimate:
+        """Predicted peak extra memory of ``fit`` on an (n_samples, n_features) input with
+        ``nnz`` stored values (None: dense) and ``n_classes`` labels, on the path fit would
+        take with these parameters (see ``solver.memory``)."""
+        raise NotImplementedError
+
+    def check_fit_memory(self, n_samples: int, n_features: int, nnz: int | None,
+                         n_classes: int = 2) -> FitEstimate | None:
+        """Raise FitTooLarge if the fit's estimate exceeds ``solver.memory``'s limit (the
+        machine's physical memory unless ``memory_limit`` set another); else the estimate
+        (None for a subclass that does not implement ``fit_estimate``)."""
+        try:
+            estimate = self.fit_estimate(n_samples, n_features, nnz, n_classes)
+        except NotImplementedError:
+            return None
+        limit = fit_memory_limit()
+        if limit and estimate.peak_bytes > limit:
+            raise FitTooLarge(estimate, limit, f"{type(self).__name__}.fit")
+        return estimate
 
     def _decision(self, X) -> np.ndarray:
         raise NotImplementedError

@@ -11,7 +11,8 @@ A *space* supplies the representation-specific linear algebra; ``iterate`` is th
         stop when ||coef_k - coef_{k-1}|| / sqrt(dim) < tol
 
 Spaces:
-* ``PrimalSpace`` — linear MSVMAv on augmented rows (coef = w, metric I, shift s = X^T y), and
+* ``PrimalSpace`` — linear MSVMAv on augmented rows (coef = w, metric I, shift s = X^T y; the
+  step solved by one of ``_linear_step.LINEAR_SOLVERS``), and
   the low-rank (Nystroem) kernel path in rotated coordinates (coef = u, f = X u with
   X = U Sigma^2, RKHS norm ||Sigma u||, prox metric I + Sigma^2, shift U^T y).
 * ``DualSpace`` — exact kernel MSVMAv in coefficient space
@@ -26,6 +27,7 @@ import numpy as np
 
 from ._active_set import DualSystem, PrimalSystem
 from ._base import Callback, FitStopped, report
+from ._linear_step import ConjugateGradientSystem, RowSpaceSystem
 
 # Recompute f = K a from scratch this often on the kernel path (it is updated incrementally).
 F_REFRESH = 50
@@ -36,7 +38,7 @@ class PrimalSpace:
 
     def __init__(self, X, y: np.ndarray, beta: float, *, shift: np.ndarray,
                  base_extra: np.ndarray | None = None, mu: np.ndarray | None = None,
-                 update: str = "woodbury") -> None:
+                 update: str = "woodbury", solver: str = "dense") -> None:
         n, D = X.shape
         c = n * beta
         base = np.full(D, c) if base_extra is None else c * (1.0 + base_extra)
@@ -45,7 +47,14 @@ class PrimalSpace:
         self.sqrt_mu = np.sqrt(self.mu)
         self.shift = shift
         self.shift_f = np.asarray(X @ shift).ravel()
-        self.system = PrimalSystem(X, y, base, update=update)
+        if solver == "dense":
+            self.system = PrimalSystem(X, y, base, update=update)
+        elif solver == "cg":
+            self.system = ConjugateGradientSystem(X, y, base)
+        elif base_extra is not None:
+            raise ValueError(f"linear_solver: {solver!r} needs the identity metric")
+        else:
+            self.system = RowSpaceSystem(X, y, c)
 
     def norm(self, coef: np.ndarray, f: np.ndarray) -> float:
         return float(np.sqrt(coef @ (self.mu * coef)))
@@ -62,7 +71,7 @@ class PrimalSpace:
 
     def prox_step(self, coef, f, mask, theta):
         self.system.set_active(mask)
-        new = coef + self.system.step(coef, theta) if mask.any() else coef.copy()
+        new = coef + self.system.step(coef, theta, f) if mask.any() else coef.copy()
         return new, self.decision(new)
 
     def distance(self, a: np.ndarray, b: np.ndarray) -> float:

@@ -254,11 +254,14 @@ def _chunks(items: list[int], k: int) -> list[list[int]]:
 
 
 def _plan(algorithm: str, kernel: str, configs: list[dict], fixed: dict, n_folds: int,
-          n_train: int, binary: bool, n_jobs: int) -> list[tuple]:
+          n_train: int, binary: bool, n_jobs: int, n_features: int = 0) -> list[tuple]:
     all_idx = list(range(len(configs)))
     if kernel == "linear":
+        # the lockstep batch keeps D x D systems: only where fit() itself would (dense path)
         fast = (algorithm == "msvmav" and binary
-                and all(set(c) <= {"alpha", "beta"} for c in configs))
+                and all(set(c) <= {"alpha", "beta"} for c in configs)
+                and make_estimator(algorithm, {}, kernel=kernel, fixed=fixed)
+                .linear_path(n_train, n_features) == "dense")
         kind = "linear_msvmav" if fast else "plain"
         # a lockstep batch's rounding depends on its make-up: fixed batches (never sized by
         # n_jobs) keep the table the same for every worker count and backend
@@ -312,7 +315,8 @@ def cross_validate_grid(algorithm: str, X, y, *, kernel: str = "linear",
     folds = kfold_indices(X.shape[0], cv, random_state)
     n_jobs = effective_jobs(n_jobs)
     tasks = _plan(algorithm, kernel, configs, fixed, len(folds),
-                  max(len(tr) for tr, _ in folds), np.unique(y).size == 2, n_jobs)
+                  max(len(tr) for tr, _ in folds), np.unique(y).size == 2, n_jobs,
+                  X.shape[1])
     shared = {"X": X, "y": y, "configs": configs, "fixed": fixed, "algorithm": algorithm,
               "kernel": kernel, "folds": folds}
     t0 = time.perf_counter()

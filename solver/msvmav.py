@@ -15,9 +15,11 @@ from solver.params import Interval, StrOptions
 
 from ._active_set import DualSystem
 from ._base import Callback, MarginClassifier, to_dense_rows
+from ._footprint import FLOAT, FitEstimate, copy_bytes, dense_rows_bytes, labels_bytes
+from ._linear_step import DENSE_MAX_DIM, LINEAR_SOLVERS, choose_linear_solver, linear_system_bytes
 from ._msvmav_core import DualSpace, PrimalSpace, iterate
 from .kernels import KERNELS, gram_matrix, kernel_diagonal, kernel_matrix, resolve_gamma
-from .low_rank import pivoted_cholesky
+from .low_rank import MAX_BLOCK, pivoted_cholesky
 from .margins import kernel_rademacher_terms, linear_rademacher_terms
 
 # Exact kernel MSVMAv holds about four n x n float64 arrays at its peak.
@@ -85,6 +87,12 @@ def low_rank_threads():
     return _THREADPOOLS.limit(limits=1, user_api="blas")
 
 
+def low_rank_solver(rank: int) -> str:
+    """The low-rank kernel path's step solver: the dense r x r system while r is small,
+    conjugate gradients above (the same crossover as the linear path's "auto")."""
+    return "dense" if rank <= DENSE_MAX_DIM else "cg"
+
+
 def augment(X):
     """Append the paper's constant-1 feature (the bias is a coordinate of w, inside ||w|| = 1).
 
@@ -136,23 +144,34 @@ class MSVMAv(MarginClassifier):
     fit_intercept : bool
         Linear kernel: append the constant-1 feature (paper's protocol). Kernels have no bias.
     update : {"woodbury", "direct"}
-        Linear solver: keep the active-set system current by low-rank updates, or rebuild and
-        refactor it every iteration (reference path; same result).
+        The dense linear step (``linear_solver="dense"``): keep the D x D active-set system
+        current by low-rank updates, or rebuild and refactor it every iteration (reference
+        path; same result).
+    linear_solver : {"auto", "dense", "woodbury", "cg"}
+        How the linear step (I + X_A^T X_A / (n beta)) w = r is solved (same iterates up to
+        rounding): "dense" keeps the D x D system (16 D^2 bytes, D = features + 1); "woodbury"
+        solves the |A| x |A| system (c I + X_A X_A^T) from the n x n row Gram matrix; "cg" is
+        matrix-free preconditioned conjugate gradients, O(nnz + n + D) memory. "auto": dense
+        up to D = 512, woodbury for at most 256 rows and fewer rows than D, cg otherwise
+        (``solver._linear_step.choose_linear_solver``).
     approximation : {"auto", "exact", "low_rank", "nystroem"}
         Kernels only. "exact": the n x n Gram matrix. "low_rank": K ~ L L^T by randomly pivoted
         Cholesky, the rank chosen so that the relative trace error
         trace(K - L L^T) / trace(K) <= ``kernel_tol``, then the same iteration on the rank-r
         features (the model is an expansion over the r pivot rows). "auto" (default): exact up
-        to 1,024 training rows, low-rank above. The rank is capped by ``n_components``,
-        n / 4 and the memory budget; at the cap, both low-rank modes fall back to exact when
-        the Gram matrix fits ``kernel_memory_mb`` (else they warn and report the error).
+        to 1,024 training rows, low-rank above, never exact above 1,024 rows: the rank grows
+        until ``kernel_tol`` is met, capped only by the memory budget ``kernel_memory_mb``
+        (a warning when that cap binds). "low_rank": the rank is capped by ``n_components``,
+        n / 4 and the memory budget; at the cap it falls back to exact when the Gram matrix
+        fits ``kernel_memory_mb`` (else it warns and reports the error). Above rank 512 the
+        low-rank step is solved by conjugate gradients instead of an r x r system.
         "nystroem": ``n_components`` uniformly sampled landmarks (exact instead when they are
         n / 4 or more of the rows and the Gram matrix fits).
     kernel_tol : float in [0, 1), default 1e-6
         Relative trace error the low-rank factor must meet (approximation "auto"/"low_rank").
     n_components : int, default 1000
-        Nystroem landmarks (uniformly sampled training rows); for the low-rank path, the
-        largest rank (its cost grows as n r^2).
+        Nystroem landmarks (uniformly sampled training rows); for approximation="low_rank",
+        the largest rank (its cost grows as n r^2). "auto" does not use it.
     kernel_memory_mb : float
         Memory budget: the exact kernel path needs about four n x n float64 arrays; the
         low-rank path's rank is capped so that its n x r arrays fit.
@@ -169,6 +188,8 @@ class MSVMAv(MarginClassifier):
     history_ : list of dicts, one per iteration and task: theta, semivariance, objective
         (= SV / theta^2), active (|A_k|), flipped (sign safeguard fired), step.
     kernel_approximation_ : "exact", "low_rank" or "nystroem" (kernels), None for linear
+    linear_solver_ : "dense", "woodbury" or "cg": the linear step's solver (linear kernel),
+        None for kernels
     rank_ : int, rank of the kernel matrix used (n for exact, r for low-rank); None for linear
     kernel_error_ : float, relative trace error trace(K - K_r) / trace(K) of the kernel
         matrix used (0.0 for exact); None for linear and "precomputed"
@@ -186,6 +207,7 @@ class MSVMAv(MarginClassifier):
         "tol": [Interval(Real, 0, None, closed="left")],
         "fit_intercept": ["boolean"],
         "update": [StrOptions({"woodbury", "direct"})],
+        "linear_solver": [StrOptions({"auto", *LINEAR_SOLVERS})],
         "approximation": [StrOptions({"auto", "exact", "low_rank", "nystroem"})],
         "kernel_tol": [Interval(Real, 0, 1, closed="left")],
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -194,12 +216,13 @@ class MSVMAv(MarginClassifier):
     }
     _array_attrs = ("coef_", "intercept_", "dual_coef_", "X_fit_")
     _json_attrs = ("n_iter_", "history_", "kernel_approximation_", "gamma_", "fit_info_",
-                   "rank_", "kernel_error_")
+                   "rank_", "kernel_error_", "linear_solver_")
 
     def __init__(self, alpha: float = 16.0, beta: float = 0.25, *, kernel: str = "linear",
                  gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
                  max_iter: int = 100, tol: float = 1e-8, fit_intercept: bool = True,
-                 update: str = "woodbury", approximation: str = "auto",
+                 update: str = "woodbury", linear_solver: str = "auto",
+                 approximation: str = "auto",
                  kernel_tol: float = 1e-6, n_components: int = 1000,
                  kernel_memory_mb: float = 8192, random_state: int | None = None) -> None:
         self.alpha = alpha
@@ -212,6 +235,7 @@ class MSVMAv(MarginClassifier):
         self.tol = tol
         self.fit_intercept = fit_intercept
         self.update = update
+        self.linear_solver = linear_solver
         self.approximation = approximation
         self.kernel_tol = kernel_tol
         self.n_components = n_components
@@ -226,7 +250,7 @@ class MSVMAv(MarginClassifier):
         self.coef_ = self.intercept_ = self.dual_coef_ = self.X_fit_ = None
         self.kernel_approximation_ = None
         self.gamma_ = None
-        self.rank_ = self.kernel_error_ = None
+        self.rank_ = self.kernel_error_ = self.linear_solver_ = None
         if self.kernel == "linear":
             self._fit_linear(X, Y, callback)
             return
@@ -240,18 +264,22 @@ class MSVMAv(MarginClassifier):
                 factor = pivoted_cholesky(X, **self._kernel_args(), tol=self.kernel_tol,
                                           max_rank=max_rank, random_state=self.random_state)
             capped = factor.error > self.kernel_tol and factor.rank >= max_rank < n
-            if capped and self._exact_fits(n):
+            # only an explicit "low_rank" falls back to the exact kernel: "auto" above
+            # AUTO_EXACT_ROWS never takes the O(n^2) path
+            if capped and self.approximation == "low_rank" and self._exact_fits(n):
                 reason = (f"rank {factor.rank} reached its cap (min of n_components and "
                           f"{LOW_RANK_SHARE:g} n) before the trace error {factor.error:.3g} "
                           "met kernel_tol")
                 method = "exact"
             else:
                 if capped:
+                    knob = ("kernel_memory_mb" if self.approximation == "auto"
+                            else "n_components (and kernel_memory_mb if it binds)")
                     warnings.warn(
-                        f"n_components: the low-rank kernel stopped at rank {factor.rank} "
+                        f"kernel_tol: the low-rank kernel stopped at rank {factor.rank} "
                         f"with relative trace error {factor.error:.3g} > kernel_tol "
-                        f"{self.kernel_tol:g}; raise n_components (and kernel_memory_mb if "
-                        "it binds) for a closer fit", UserWarning, stacklevel=3)
+                        f"{self.kernel_tol:g}; raise {knob} for a closer fit",
+                        UserWarning, stacklevel=3)
                 self._fit_low_rank(X, Y, callback, factor)
         elif method == "nystroem":
             self._fit_nystroem(X, Y, callback)
@@ -264,10 +292,14 @@ class MSVMAv(MarginClassifier):
         return EXACT_KERNEL_ARRAYS * 8.0 * n * n / 2**20 <= self.kernel_memory_mb
 
     def _max_rank(self, n: int) -> int:
-        """Largest rank the low-rank path may reach: n_components (its cost grows as n r^2),
-        within the memory budget, and below LOW_RANK_SHARE n while the exact kernel is there
-        to fall back on."""
+        """Largest rank the low-rank path may reach. "auto": as large as the data need within
+        the memory budget (its n x r arrays and r x r system fit ``kernel_memory_mb``).
+        "low_rank": also n_components (its cost grows as n r^2), and below LOW_RANK_SHARE n
+        while the exact kernel is there to fall back on."""
+        # LOW_RANK_ARRAYS n x r arrays (the r x r system is dense only up to DENSE_MAX_DIM)
         by_memory = int(self.kernel_memory_mb * 2**20 / (LOW_RANK_ARRAYS * 8.0 * max(n, 1)))
+        if self.approximation == "auto":
+            return min(n, max(1, by_memory))
         rank = min(n, self.n_components, max(1, by_memory))
         if self._exact_fits(n):
             rank = min(rank, math.ceil(LOW_RANK_SHARE * n))
@@ -290,6 +322,50 @@ class MSVMAv(MarginClassifier):
             return "exact"  # as many landmarks as this cost more than the exact kernel
         return self.approximation
 
+    # -- memory ----------------------------------------------------------------------------
+    def fit_estimate(self, n_samples: int, n_features: int, nnz: int | None,
+                     n_classes: int = 2) -> FitEstimate:
+        n, d = n_samples, n_features
+        fixed = labels_bytes(n, n_classes) + FLOAT * 12 * n  # iterate's n-vectors
+        if self.kernel == "linear":
+            return self._linear_estimate(n, d, nnz, fixed)
+        method = self.kernel_path(n)
+        rows = 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
+        to_dense = 0 if nnz is None else dense_rows_bytes(n, d)  # kernels densify CSR rows
+        if method == "exact":
+            # K, (I + K)^{-1}, the packed rows of A (two n-wide rows each) and S
+            peak = (EXACT_KERNEL_ARRAYS + 1) * FLOAT * n * n + rows + fixed
+            return FitEstimate(int(peak), "exact-kernel",
+                               "use approximation='auto' or 'low_rank' (memory n x rank) or "
+                               "fewer training rows")
+        if method == "nystroem":
+            m = min(self.n_components, n)
+            peak = 4 * FLOAT * n * m + 2 * dense_rows_bytes(m, d) + to_dense + fixed
+            return FitEstimate(int(peak), "nystroem",
+                               "use fewer n_components or fewer training rows")
+        r = self._max_rank(n)
+        system = (3 * FLOAT * r * r if low_rank_solver(r) == "dense"
+                  else linear_system_bytes("cg", n, r, n * r))
+        block = 2 * FLOAT * MAX_BLOCK * n  # the candidates' kernel columns and their residual
+        peak = (LOW_RANK_ARRAYS * FLOAT * n * r + system + block + dense_rows_bytes(r, d)
+                + to_dense + fixed)
+        return FitEstimate(int(peak), "low-rank",
+                           "lower kernel_memory_mb (it caps the rank) or use fewer rows")
+
+    def _linear_estimate(self, n: int, d: int, nnz: int | None, fixed: int) -> FitEstimate:
+        path = self.linear_path(n, d)
+        D = d + (1 if self.fit_intercept else 0)
+        stored = None if nnz is None else nnz + (n if self.fit_intercept else 0)
+        # augment: a copy of X with the constant column (CSR: and a byte mask per entry)
+        copy = 0 if not self.fit_intercept else (
+            copy_bytes(n, D, stored) + (0 if stored is None else stored))
+        system = linear_system_bytes(path, n, D, stored)
+        peak = copy + system + FLOAT * 8 * D + fixed
+        advice = {"dense": "use linear_solver='cg' (memory O(nnz + n + D)) or fewer features",
+                  "woodbury": "use linear_solver='cg' (memory O(nnz + n + D)) or fewer rows",
+                  "cg": "use fewer rows or features (the copy of X is most of it)"}[path]
+        return FitEstimate(int(peak), path, advice)
+
     def _run_tasks(self, Y: np.ndarray, callback, make_space, dim: int,
                    info: dict | None = None) -> tuple[np.ndarray, dict]:
         """Run ``iterate`` on each one-vs-rest target; returns the (dim, T) coefficients and
@@ -307,21 +383,32 @@ class MSVMAv(MarginClassifier):
             self.n_iter_ = max(self.n_iter_, n_iter) if t else n_iter
             info["refactorisations"] += space.system.n_refactor
             info["low_rank_updates"] += space.system.n_updates
+            if hasattr(space.system, "cg_iterations"):
+                info["cg_iterations"] = info.get("cg_iterations", 0) + space.system.cg_iterations
+            del space  # one task's system at a time
             if stopped:
                 self.stopped_early_ = True
                 break
         return coefs, info
 
+    def linear_path(self, n: int, n_features: int) -> str:
+        """The linear step's solver ("dense", "woodbury" or "cg") fit() uses on n rows of
+        n_features features (``linear_solver``, or the automatic choice)."""
+        D = n_features + (1 if self.fit_intercept else 0)
+        return choose_linear_solver(self.linear_solver, n, D)
+
     def _fit_linear(self, X, Y, callback) -> None:
-        Xa = augment(X) if self.fit_intercept else X
         d, T = X.shape[1], Y.shape[1]
+        self.linear_solver_ = path = self.linear_path(X.shape[0], d)
+        Xa = augment(X) if self.fit_intercept else X
         # D x D systems this small run faster on one BLAS thread than on several
-        with _THREADPOOLS.limit(limits=1 if Xa.shape[1] < SMALL_SYSTEM else None,
-                                user_api="blas"):
+        small = Xa.shape[1] < SMALL_SYSTEM or path != "dense"
+        with _THREADPOOLS.limit(limits=1 if small else None, user_api="blas"):
             W, self.fit_info_ = self._run_tasks(
                 Y, callback, lambda y: PrimalSpace(Xa, y, self.beta,
                                                    shift=np.asarray(Xa.T @ y).ravel(),
-                                                   update=self.update), Xa.shape[1])
+                                                   update=self.update, solver=path),
+                Xa.shape[1])
         self.coef_ = W[:d].T.copy()
         self.intercept_ = W[d].copy() if self.fit_intercept else np.zeros(T)
 
@@ -360,7 +447,8 @@ class MSVMAv(MarginClassifier):
             U, self.fit_info_ = self._run_tasks(
                 Y, callback,
                 lambda y: PrimalSpace(Xr, y, self.beta, shift=(PV.T @ y) / sig,  # U^T y
-                                      base_extra=lam, mu=lam, update=self.update),
+                                      base_extra=lam, mu=lam, update=self.update,
+                                      solver=low_rank_solver(Xr.shape[1])),
                 V.shape[1], {**info, "n_components": int(keep.sum())})
         self.rank_ = int(keep.sum())
         return V @ (sig[:, None] * U)

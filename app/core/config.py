@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from typing import Literal
 
@@ -34,6 +35,13 @@ class Settings(BaseSettings):
         gt=0,
         description="Largest encoded feature matrix of an upload, in bytes (rows x features x 8 "
         "dense, about 12 per non-zero when one-hot makes it sparse); checked before encoding",
+    )
+    max_fit_bytes: int = Field(
+        default_factory=lambda: half_of_physical_memory(),
+        gt=0,
+        description="Largest predicted peak memory of one training fit (solver.memory's "
+        "estimate for the largest configuration of a search), checked when /train is "
+        "submitted -> 422; default half the machine's physical memory",
     )
     max_predict_instances: int = Field(
         100_000, gt=0, description="Most rows in one /predict or /predict/file request"
@@ -108,6 +116,14 @@ class Settings(BaseSettings):
                 "take a running job from its worker"
             )
         return self
+
+
+def half_of_physical_memory() -> int:
+    """Half the machine's physical memory in bytes (4 GiB where the platform does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES")) // 2
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 4 * 2**30
 
 
 @lru_cache

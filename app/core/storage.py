@@ -25,6 +25,16 @@ def array_to_bytes(a: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+def npy_length(head: bytes) -> int:
+    """The number of elements of a stored 1-d array, from the first bytes of its npy blob."""
+    stream = io.BytesIO(head)
+    version = np.lib.format.read_magic(stream)
+    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+            else np.lib.format.read_array_header_2_0)
+    shape, _, _ = read(stream)
+    return int(np.prod(shape))
+
+
 def bytes_to_array(b: bytes) -> np.ndarray:
     return np.load(io.BytesIO(b), allow_pickle=False)
 

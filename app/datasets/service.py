@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import scipy.sparse as sp
 from sqlalchemy import delete as sql_delete
-from sqlalchemy import exists, select, update
+from sqlalchemy import exists, func, select, update
 from sqlalchemy.orm import Session
 
 from app.core import storage
@@ -156,6 +156,19 @@ def load_arrays(
     ).all()
     blobs = {name: bytes(data) for name, data in rows}
     return storage.blobs_to_matrix("X", blobs), storage.bytes_to_array(blobs["y"])
+
+
+def stored_nnz(session: Session, dataset: Dataset) -> int | None:
+    """Stored values of a CSR dataset (None when dense), read from the npy header of its
+    ``X.data`` blob: only the first bytes are fetched, the arrays are not loaded."""
+    if not dataset.sparse:
+        return None
+    head = session.scalar(
+        select(func.substr(DatasetArray.data, 1, 256)).where(
+            DatasetArray.dataset_id == dataset.id, DatasetArray.name == "X.data"
+        )
+    )
+    return storage.npy_length(bytes(head)) if head is not None else None
 
 
 def _used_by_active_experiment(session: Session, dataset_id: int) -> bool:

@@ -102,7 +102,9 @@ def create_train_job(
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> JSONResponse:
     def create() -> Created:
-        job = service.submit_train(session, request)
+        job = service.submit_train(
+            session, request, max_fit_bytes=http_request.app.state.settings.max_fit_bytes
+        )
         body = JobOut.model_validate(job).model_dump(mode="json")
         return Created(status.HTTP_202_ACCEPTED, body, f"/jobs/{job.id}")
 

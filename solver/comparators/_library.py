@@ -13,6 +13,7 @@ from scipy import sparse
 from solver.params import Interval, StrOptions
 
 from .._base import Callback
+from .._footprint import FitEstimate, copy_bytes, dense_rows_bytes, labels_bytes, n_targets
 from ..kernels import resolve_gamma
 from ..sparse import int32_csr
 from ._common import ExpansionClassifier
@@ -38,6 +39,26 @@ class LibraryClassifier(ExpansionClassifier):
 
     def _check_kernel_params(self) -> None:
         """Reject parameters the kernel machine does not support (called before it is built)."""
+
+    def fit_estimate(self, n_samples: int, n_features: int, nnz: int | None,
+                     n_classes: int = 2) -> FitEstimate:
+        n, d = n_samples, n_features
+        stored = n * d if nnz is None else nnz
+        fixed = labels_bytes(n, n_classes) + 8 * n_targets(n_classes) * (d + 1)
+        if self.kernel == "linear":
+            # LIBLINEAR's copy of the rows (16-byte nodes, a bias node and a terminator per
+            # row) and its dual variables
+            peak = 16 * (stored + 2 * n) + 24 * n + fixed
+            return FitEstimate(int(peak), "liblinear", "use fewer rows or features")
+        # LIBSVM: its kernel cache, its copy of CSR rows, and the support vectors copied out
+        # twice (the library's and the model's dense rows; at most every row)
+        rows = 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
+        sparse_copy = 0 if nnz is None else 16 * (nnz + n)
+        cache = min(self.cache_size * 2**20, 4 * n * n)  # float kernel columns, as needed
+        peak = cache + sparse_copy + rows + copy_bytes(n, d, nnz) + fixed
+        return FitEstimate(int(peak), "libsvm",
+                           "use fewer rows or features, a smaller cache_size, or MSVMAv with "
+                           "approximation='auto'")
 
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         self._reset_fitted()

@@ -10,6 +10,15 @@ import numpy as np
 from solver.params import Interval
 
 from .._base import Callback
+from .._footprint import (
+    FLOAT,
+    FitEstimate,
+    augmented_copy_bytes,
+    dense_rows_bytes,
+    gram_bytes,
+    labels_bytes,
+    n_targets,
+)
 from ..kernels import gram_matrix, resolve_gamma
 from ..msvmav import augment
 from ._common import KERNEL_CONSTRAINTS, ExpansionClassifier, split_linear
@@ -81,6 +90,20 @@ class FMM(ExpansionClassifier):
         self.degree = degree
         self.coef0 = coef0
         self.fit_intercept = fit_intercept
+
+    def fit_estimate(self, n_samples: int, n_features: int, nnz: int | None,
+                     n_classes: int = 2) -> FitEstimate:
+        n, d = n_samples, n_features
+        T = n_targets(n_classes)
+        fixed = labels_bytes(n, n_classes) + 8 * FLOAT * n * T  # Q, margins, softmax temps
+        if self.kernel == "linear":
+            copy = augmented_copy_bytes(n, d, nnz) if self.fit_intercept else 0
+            return FitEstimate(int(copy + 4 * FLOAT * (d + 1) * T + fixed), "fmm-linear",
+                               "use fewer rows or features")
+        rows = 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
+        return FitEstimate(int(gram_bytes(n, d, nnz, self.kernel) + rows + fixed), "fmm-kernel",
+                           "the kernel FMM holds the n x n kernel matrix: use fewer rows or "
+                           "the linear kernel")
 
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         self._reset_fitted()

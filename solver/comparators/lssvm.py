@@ -10,6 +10,7 @@ from scipy import sparse
 from solver.params import Interval
 
 from .._base import Callback
+from .._footprint import FLOAT, FitEstimate, dense_rows_bytes, gram_bytes, labels_bytes, n_targets
 from ..kernels import gram_matrix, resolve_gamma
 from ._common import KERNEL_CONSTRAINTS, ExpansionClassifier, cholesky_solve_inplace
 
@@ -67,6 +68,23 @@ class LSSVM(ExpansionClassifier):
         self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
+
+    def fit_estimate(self, n_samples: int, n_features: int, nnz: int | None,
+                     n_classes: int = 2) -> FitEstimate:
+        n, d = n_samples, n_features
+        T = n_targets(n_classes)
+        fixed = labels_bytes(n, n_classes) + FLOAT * n * (T + 1) * 3  # right-hand sides
+        advice = ("LSSVM solves a dense min(n, d)^2 system (n^2 for kernels): use fewer rows "
+                  "or features, or MSVMAv (linear_solver='cg', approximation='auto')")
+        if self.kernel == "linear" and d <= n:
+            # X^T X (the sparse product first for CSR), its symmetrised copy and the outer
+            # product of the means; dense X is centred into a copy
+            product = dense_rows_bytes(n, d) if nnz is None else 12 * min(d * d, nnz * d)
+            peak = 4 * FLOAT * d * d + product + fixed
+            return FitEstimate(int(peak), "lssvm-primal", advice)
+        rows = 0 if self.kernel in ("linear", "precomputed") else dense_rows_bytes(n, d)
+        peak = gram_bytes(n, d, nnz, self.kernel) + rows + fixed
+        return FitEstimate(int(peak), "lssvm-dual", advice)
 
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         self._reset_fitted()

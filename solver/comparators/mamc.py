@@ -9,6 +9,14 @@ import numpy as np
 from solver.params import StrOptions
 
 from .._base import Callback
+from .._footprint import (
+    FLOAT,
+    FitEstimate,
+    augmented_copy_bytes,
+    dense_rows_bytes,
+    labels_bytes,
+    n_targets,
+)
 from ..kernels import kernel_matrix, resolve_gamma
 from ..msvmav import augment
 from ._common import KERNEL_CONSTRAINTS, ExpansionClassifier, split_linear
@@ -59,6 +67,19 @@ class MAMC(ExpansionClassifier):
         self.degree = degree
         self.coef0 = coef0
         self.bias = bias
+
+    def fit_estimate(self, n_samples: int, n_features: int, nnz: int | None,
+                     n_classes: int = 2) -> FitEstimate:
+        n, d = n_samples, n_features
+        fixed = labels_bytes(n, n_classes) + FLOAT * n * n_targets(n_classes)
+        if self.kernel == "linear":
+            copy = augmented_copy_bytes(n, d, nnz) if self.bias == "augment" else 0
+            return FitEstimate(int(copy + 2 * FLOAT * (d + 1) * n_targets(n_classes) + fixed),
+                               "mamc-linear", "use fewer rows or features")
+        rows = 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
+        block = FLOAT * min(KERNEL_BLOCK, n) * n
+        return FitEstimate(int(block + rows + fixed), "mamc-kernel",
+                           "use fewer rows (the model keeps every training row)")
 
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         self._reset_fitted()

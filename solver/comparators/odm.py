@@ -17,6 +17,15 @@ from sklearn.utils import check_random_state
 from solver.params import Interval, StrOptions
 
 from .._base import Callback, FitStopped, report
+from .._footprint import (
+    FLOAT,
+    FitEstimate,
+    augmented_copy_bytes,
+    dense_rows_bytes,
+    gram_bytes,
+    labels_bytes,
+    n_targets,
+)
 from ..kernels import gram_matrix, kernel_diagonal, resolve_gamma
 from ..msvmav import augment
 from ._common import KERNEL_CONSTRAINTS, ExpansionClassifier, split_linear
@@ -134,6 +143,23 @@ class ODM(ExpansionClassifier):
             lo @ lo + self.mu * (hi @ hi))
 
     # -- fitting ----------------------------------------------------------------------------
+    def fit_estimate(self, n_samples: int, n_features: int, nnz: int | None,
+                     n_classes: int = 2) -> FitEstimate:
+        n, d = n_samples, n_features
+        # U, V and the coordinate loop's Python lists (u, v, their denominators, the labels,
+        # the visiting order, one row view per row: about 400 bytes a row)
+        fixed = labels_bytes(n, n_classes) + 2 * FLOAT * n * n_targets(n_classes) + 400 * n
+        if self.kernel == "linear":
+            D = d + (1 if self.fit_intercept else 0)
+            copy = augmented_copy_bytes(n, d, nnz) if self.fit_intercept else 0
+            dense = nnz is not None and n * D * 8 <= DENSE_ROWS_MAX_BYTES
+            peak = copy + (dense_rows_bytes(n, D) if dense else 0) + fixed
+            return FitEstimate(int(peak), "odm-linear", "use fewer rows or features")
+        rows = 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
+        return FitEstimate(int(gram_bytes(n, d, nnz, self.kernel) + rows + fixed), "odm-kernel",
+                           "the kernel ODM holds the n x n kernel matrix: use fewer rows or "
+                           "the linear kernel")
+
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         self._reset_fitted()
         self.history_ = []

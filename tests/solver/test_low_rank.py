@@ -109,32 +109,51 @@ def test_low_rank_with_zero_tolerance_reproduces_the_exact_iterates(data):
     assert [h["active"] for h in full.history_] == [h["active"] for h in exact.history_]
 
 
-def test_auto_falls_back_to_exact_when_the_rank_would_be_large(data, auto_low_rank):
-    """A narrow kernel (gamma = 200) is nearly diagonal: no small rank meets the tolerance,
-    so auto stops at n / 4 pivots and fits the exact kernel instead."""
+def test_auto_above_the_threshold_never_takes_the_exact_kernel(data, auto_low_rank):
+    """A narrow kernel (gamma = 200) is nearly diagonal: no small rank meets the tolerance.
+    Above the exact-kernel threshold, auto still stays low-rank (issue 20: no O(n^2) fallback)
+    and lets the rank grow as far as the data need, past n / 4 and past n_components, within
+    its memory budget; only an explicit approximation="low_rank" falls back."""
     X, y, Xt, _ = data
-    auto = MSVMAv(kernel="rbf", gamma=200.0, max_iter=20, random_state=0).fit(X, y)
+    auto = MSVMAv(kernel="rbf", gamma=200.0, max_iter=20, n_components=20,
+                  random_state=0).fit(X, y)
     exact = MSVMAv(kernel="rbf", gamma=200.0, max_iter=20, approximation="exact").fit(X, y)
-    assert auto.kernel_approximation_ == "exact" and "fallback" in auto.fit_info_
-    assert auto.rank_ == X.shape[0] and auto.kernel_error_ == 0.0
-    assert np.array_equal(auto.decision_function(Xt), exact.decision_function(Xt))
+    assert auto.kernel_approximation_ == "low_rank" and "fallback" not in auto.fit_info_
+    assert auto.rank_ > X.shape[0] / 4 and auto.rank_ > 20
+    assert auto.kernel_error_ <= 1e-6
+    assert np.mean(auto.predict(Xt) == exact.predict(Xt)) >= 0.99
     forced = MSVMAv(kernel="rbf", gamma=200.0, max_iter=20, approximation="low_rank",
                     random_state=0).fit(X, y)
     assert forced.kernel_approximation_ == "exact" and "fallback" in forced.fit_info_
-    # without room for the exact kernel it stays low-rank and reports the error it reached
-    with pytest.warns(UserWarning, match="raise n_components"):
+    assert forced.rank_ == X.shape[0] and forced.kernel_error_ == 0.0
+    assert np.array_equal(forced.decision_function(Xt), exact.decision_function(Xt))
+    # a memory budget caps auto's rank: it stays low-rank and says which knob to turn
+    with pytest.warns(UserWarning, match="raise kernel_memory_mb"):
         tight = MSVMAv(kernel="rbf", gamma=200.0, max_iter=20, kernel_memory_mb=2.0,
                        random_state=0).fit(X, y)
     assert tight.kernel_approximation_ == "low_rank" and "fallback" not in tight.fit_info_
     cap = int(2.0 * 2**20 / (msvmav_module.LOW_RANK_ARRAYS * 8 * X.shape[0]))
     assert tight.rank_ <= cap and tight.kernel_error_ > 1e-6
-    # n_components caps the rank likewise (the cost grows as n r^2)
+    # an explicit low_rank without room for the exact kernel is capped by n_components
     with pytest.warns(UserWarning, match="raise n_components"):
         few = MSVMAv(kernel="rbf", gamma=200.0, max_iter=5, kernel_memory_mb=2.0,
-                     n_components=20, random_state=0).fit(X, y)
+                     approximation="low_rank", n_components=20, random_state=0).fit(X, y)
     assert few.rank_ <= 20 and few.kernel_approximation_ == "low_rank"
     L_rows = rbf_kernel(X, tight.X_fit_, gamma=200.0)
     assert np.isfinite(tight.decision_function(Xt)).all() and L_rows.shape[1] == tight.rank_
+
+
+def test_auto_accuracy_is_close_to_the_exact_kernel_on_a_moderate_problem(auto_low_rank):
+    """2,000 training rows: auto (low-rank, as above the threshold) against the exact kernel
+    on a held-out set."""
+    X, y = make_classification(n_samples=3000, n_features=10, n_informative=6, flip_y=0.05,
+                               random_state=7)
+    X = MinMaxScaler().fit_transform(X)
+    Xtr, ytr, Xte, yte = X[:2000], y[:2000], X[2000:], y[2000:]
+    exact = MSVMAv(kernel="rbf", approximation="exact").fit(Xtr, ytr)
+    auto = MSVMAv(kernel="rbf", random_state=0).fit(Xtr, ytr)
+    assert auto.kernel_approximation_ == "low_rank"
+    assert abs(auto.score(Xte, yte) - exact.score(Xte, yte)) <= 0.01
 
 
 def test_small_data_and_many_landmarks_use_the_exact_kernel(data):

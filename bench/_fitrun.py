@@ -1,0 +1,105 @@
+"""One fit in a child process, with its time and its peak memory measured by RSS (shared by
+bench/wide.py and bench/fit_memory.py).
+
+The parent saves the data to an .npz file; the child loads it, resets the kernel's peak-RSS mark
+(``/proc/self/clear_refs`` = 5, Linux), records its RSS, fits, and reports the fit's wall time and
+``VmHWM - VmRSS before the fit``: the peak *extra* memory of fit(), beyond the loaded input,
+including what C libraries (LIBLINEAR, LIBSVM, BLAS) allocate, which tracemalloc cannot see.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import sparse
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def save(path: Path, X, y: np.ndarray) -> None:
+    if sparse.issparse(X):
+        X = sparse.csr_matrix(X)
+        np.savez(path, data=X.data, indices=X.indices, indptr=X.indptr,
+                 shape=np.asarray(X.shape), y=y)
+    else:
+        np.savez(path, X=X, y=y)
+
+
+def load(path: Path):
+    with np.load(path) as f:
+        if "X" in f:
+            return np.ascontiguousarray(f["X"]), f["y"]
+        X = sparse.csr_matrix((f["data"], f["indices"], f["indptr"]), shape=tuple(f["shape"]))
+        return X, f["y"]
+
+
+def data_bytes(X) -> int:
+    if sparse.issparse(X):
+        return X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+    return X.nbytes
+
+
+def _status(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def child(spec_json: str) -> None:
+    spec = json.loads(spec_json)
+    X, y = load(Path(spec["data"]))
+    if spec["algorithm"] == "linearsvc":
+        from sklearn.svm import LinearSVC
+        est = LinearSVC(**spec["params"])
+    elif spec["algorithm"] == "svc":
+        from sklearn.svm import SVC
+        est = SVC(**spec["params"])
+    else:
+        from solver import ALGORITHMS
+        est = ALGORITHMS[spec["algorithm"]](**spec["params"])
+    Path("/proc/self/clear_refs").write_text("5")
+    before = _status("VmRSS")
+    t0 = time.perf_counter()
+    est.fit(X, y)
+    seconds = time.perf_counter() - t0
+    peak = _status("VmHWM") - before
+    out = {"seconds": seconds, "peak_bytes": peak,
+           "path": getattr(est, "linear_solver_", None) or getattr(
+               est, "kernel_approximation_", None)}
+    if spec.get("holdout"):
+        Xt, yt = load(Path(spec["holdout"]))
+        out["accuracy"] = float(np.mean(est.predict(Xt) == yt))
+    if spec.get("decisions"):
+        np.save(spec["decisions"], est.decision_function(X))
+    print(json.dumps(out))
+
+
+def run(data: Path, algorithm: str, params: dict, *, decisions: Path | None = None,
+        holdout: Path | None = None, timeout: float = 3600) -> dict:
+    """Fit in a child process; {"seconds", "peak_bytes", "path"[, "accuracy"]} or
+    {"error": message} when the child failed (e.g. MemoryError)."""
+    spec = {"data": str(data), "algorithm": algorithm, "params": params,
+            "decisions": str(decisions) if decisions else None,
+            "holdout": str(holdout) if holdout else None}
+    proc = subprocess.run([sys.executable, __file__, json.dumps(spec)], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        return {"error": last[:200]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def scratch() -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix="msvmav-bench-")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    child(sys.argv[1])

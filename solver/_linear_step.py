@@ -1,0 +1,202 @@
+"""How linear MSVMAv solves its semi-variance step, chosen per problem (msvmav.md 1.2-1.4).
+
+The step is w' = w + delta with (c I + X_A^T X_A) delta = X_A^T e_A, c = n beta,
+e_i = theta y_i - f_i (i in A). Three ways to solve it, the same delta up to rounding:
+
+* "dense" (``_active_set.PrimalSystem``): keeps X_A^T X_A and its inverse, D x D, updated by
+  low-rank edits. Fastest while D is small; memory and refactorisations grow as D^2 and D^3.
+* "woodbury" (``RowSpaceSystem``): the |A|-space form
+  delta = X_A^T (c I + X_A X_A^T)^{-1} e_A, from the n x n row Gram matrix X X^T formed once.
+  For few rows and many features (n << D).
+* "cg" (``ConjugateGradientSystem``): matrix-free preconditioned conjugate gradients on
+  v -> c v + X^T (1_A * (X v)); the Jacobi preconditioner c + sum_{i in A} x_ij^2 is kept
+  current as rows enter and leave A; each solve starts from the previous step's delta. Memory
+  O(n + D) besides X; X is never densified and X^T X never formed.
+
+``choose_linear_solver`` is the one place the automatic choice is made; fit() and the memory
+estimate (``solver.memory``) both call it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import linalg, sparse
+
+from ._footprint import FLOAT
+
+LINEAR_SOLVERS = ("dense", "woodbury", "cg")
+# "auto": the dense D x D system up to this dimension (D = features + 1 with the intercept).
+DENSE_MAX_DIM = 512
+# "auto": the |A|-space form while the training rows are at most this many and fewer than D.
+WOODBURY_MAX_ROWS = 256
+# Conjugate gradients stop at ||residual|| <= CG_RTOL ||rhs|| (decisions then agree with a
+# direct solve to ~1e-10); CG_MAX_ITER caps the iterations per solve.
+CG_RTOL = 1e-12
+CG_MAX_ITER = 5000
+# Rows squared at a time when the preconditioner is rebuilt (bounds the temporary copy).
+CHUNK_BYTES = 16 * 2**20
+
+
+def choose_linear_solver(requested: str, n: int, D: int) -> str:
+    """The linear step's solver for n training rows and D columns (intercept included)."""
+    if requested != "auto":
+        return requested
+    if D <= DENSE_MAX_DIM:
+        return "dense"
+    if n <= WOODBURY_MAX_ROWS and n < D:
+        return "woodbury"
+    return "cg"
+
+
+def linear_system_bytes(path: str, n: int, D: int, nnz: int | None) -> int:
+    """Peak bytes of one task's step system on the given path (X itself not counted)."""
+    if path == "dense":
+        # G, M and the matrix being inverted; rows entering A densified (at most 16 D of them
+        # for CSR input, all n for dense input), and their signed copy
+        rows = n if nnz is None else min(n, 16 * D)
+        return FLOAT * (3 * D * D + 2 * rows * D)
+    if path == "woodbury":
+        # X X^T (its sparse product first, for CSR input), the block of A and its factor
+        product = 0 if nnz is None else min(n * n, nnz * max(1, nnz // max(D, 1)))
+        return FLOAT * 3 * n * n + 12 * product
+    # cg: x, r, z, p, A p, the preconditioner, the previous delta, rhs; n-vectors; one chunk
+    # of rows squared for the preconditioner (a copy and its squares)
+    data = FLOAT * n * D if nnz is None else 12 * nnz
+    return FLOAT * (10 * D + 6 * n) + 2 * min(CHUNK_BYTES, data)
+
+
+def _row_chunks(X, rows: np.ndarray):
+    """rows in pieces whose squared copy stays within CHUNK_BYTES."""
+    n, D = X.shape
+    per_row = (X.nnz / max(n, 1) * 12 if sparse.issparse(X) else FLOAT * D) or 1.0
+    step = max(1, int(CHUNK_BYTES // per_row))
+    for lo in range(0, rows.size, step):
+        yield rows[lo:lo + step]
+
+
+def column_square_sums(X, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """sum_k weights_k x_{rows_k, j}^2 for every column j (a (D,) array), chunk by chunk."""
+    D = X.shape[1]
+    out = np.zeros(D)
+    for part in _row_chunks(X, np.arange(rows.size)):
+        sub = X[rows[part]]
+        if sparse.issparse(sub):
+            w = np.repeat(weights[part], np.diff(sub.indptr))
+            out += np.bincount(sub.indices, weights=sub.data * sub.data * w, minlength=D)
+        else:
+            out += weights[part] @ (sub * sub)
+    return out
+
+
+class RowSpaceSystem:
+    """(c I + X_A^T X_A)^{-1} X_A^T e_A = X_A^T (c I + X_A X_A^T)^{-1} e_A, via X X^T (n x n)."""
+
+    def __init__(self, Xa, y: np.ndarray, c: float) -> None:
+        self.Xa, self.y, self.c = Xa, y, c
+        K = Xa @ Xa.T
+        self.K = K.toarray() if sparse.issparse(K) else np.asarray(K)
+        self.mask = np.zeros(Xa.shape[0], dtype=bool)
+        self.idx = np.zeros(0, dtype=np.intp)
+        self.factor = self.H = None
+        self.n_refactor = 0
+        self.n_updates = 0
+
+    def set_active(self, mask: np.ndarray) -> None:
+        if self.factor is not None and np.array_equal(mask, self.mask):
+            return
+        np.copyto(self.mask, mask)
+        self.idx = np.flatnonzero(mask)
+        H = self.K[np.ix_(self.idx, self.idx)]
+        H[np.diag_indices_from(H)] += self.c
+        self.H = H
+        self.factor = linalg.cho_factor(H, lower=True, check_finite=False)
+        self.n_refactor += 1
+
+    def step(self, w: np.ndarray, theta: float, f: np.ndarray) -> np.ndarray:
+        e = theta * self.y[self.idx] - f[self.idx]
+        z = linalg.cho_solve(self.factor, e, check_finite=False)
+        # one step of iterative refinement against K_AA (cheap: |A|^2)
+        r = e - self.H @ z
+        z += linalg.cho_solve(self.factor, r, check_finite=False)
+        u = np.zeros(self.Xa.shape[0])
+        u[self.idx] = z
+        return np.asarray(self.Xa.T @ u).ravel()
+
+
+class ConjugateGradientSystem:
+    """Matrix-free preconditioned CG on (diag(c) + X_A^T X_A) delta = X_A^T e_A; c is n beta
+    (linear MSVMAv) or a vector (the low-rank kernel path's metric, as for PrimalSystem)."""
+
+    def __init__(self, Xa, y: np.ndarray, c: float | np.ndarray) -> None:
+        n, D = Xa.shape
+        self.Xa, self.XaT, self.y = Xa, Xa.T, y
+        self.c = np.broadcast_to(np.asarray(c, dtype=np.float64), (D,)).copy()
+        self.mask = np.zeros(n, dtype=bool)
+        self.weights = np.zeros(n)  # 1.0 on A: a float mask for the products
+        self.diag = self.c.copy()
+        self.previous = np.zeros(D)
+        self.n_refactor = 0  # (no factorisation: the rebuilds of the preconditioner)
+        self.n_updates = 0
+        self.cg_iterations = 0
+
+    def set_active(self, mask: np.ndarray) -> None:
+        changed = np.flatnonzero(mask != self.mask)
+        if changed.size == 0:
+            return
+        if changed.size > mask.size // 4:  # rebuild: exact sums, no drift
+            rows = np.flatnonzero(mask)
+            self.diag = self.c + column_square_sums(self.Xa, rows, np.ones(rows.size))
+            self.n_refactor += 1
+        else:
+            sign = np.where(mask[changed], 1.0, -1.0)
+            self.diag += column_square_sums(self.Xa, changed, sign)
+            np.maximum(self.diag, self.c, out=self.diag)
+            self.n_updates += 1
+        np.copyto(self.mask, mask)
+        self.weights = mask.astype(np.float64)
+
+    def _apply(self, v: np.ndarray) -> np.ndarray:
+        u = np.asarray(self.Xa @ v).ravel()
+        u *= self.weights
+        out = np.asarray(self.XaT @ u).ravel()
+        out += self.c * v
+        return out
+
+    def step(self, w: np.ndarray, theta: float, f: np.ndarray) -> np.ndarray:
+        # b = X_A^T e_A and X_A^T X_A x0 for the warm start x0 in one pass over X^T
+        x = self.previous.copy()
+        pair = np.empty((self.weights.size, 2))
+        pair[:, 0] = theta * self.y - f
+        pair[:, 1] = np.asarray(self.Xa @ x).ravel()
+        pair *= self.weights[:, None]
+        both = np.asarray(self.XaT @ pair)
+        b = both[:, 0]
+        b_norm = float(np.linalg.norm(b))
+        if b_norm == 0.0:
+            return np.zeros_like(x)
+        r = b - both[:, 1] - self.c * x
+        if not np.linalg.norm(r) < b_norm:  # the previous step is a worse start than zero
+            x[:] = 0.0
+            r = b.copy()
+        self._iterate(x, r, CG_RTOL * b_norm)
+        self.previous = x
+        return x.copy()
+
+    def _iterate(self, x: np.ndarray, r: np.ndarray, target: float) -> None:
+        """CG iterations in place on x and r (r = b - A x on entry)."""
+        z = r / self.diag
+        p = z.copy()
+        rz = float(r @ z)
+        for _ in range(CG_MAX_ITER):
+            if np.linalg.norm(r) <= target:
+                return
+            Ap = self._apply(p)
+            step = rz / float(p @ Ap)
+            x += step * p
+            r -= step * Ap
+            self.cg_iterations += 1
+            np.divide(r, self.diag, out=z)
+            rz_new = float(r @ z)
+            p *= rz_new / rz
+            p += z
+            rz = rz_new

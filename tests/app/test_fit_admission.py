@@ -1,0 +1,112 @@
+"""/train refuses, before queuing, a fit whose predicted peak memory exceeds MSVMAV_MAX_FIT_BYTES
+(issue 15 point 8), and wide data sets train instead of failing in the worker (issue 20):
+a 30 x 12,000 CSV took 3.7 GB, and 1,000 x 100,000 sparse rows failed with a 74.5 GiB
+MemoryError."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.core.config import Settings, half_of_physical_memory
+from app.main import create_app
+from solver.memory import estimate_fit
+from tests.app.support import assert_problem, run_jobs, submit, to_csv, upload
+
+
+def wide_csv(n: int = 30, d: int = 12_000) -> bytes:
+    rng = np.random.default_rng(0)
+    X = rng.random((n, d))
+    y = np.where(X[:, 0] + X[:, 1] > 1.0, "a", "b")
+    y[:2] = ["a", "b"]
+    return to_csv(X, y)
+
+
+def wide_svmlight(n: int = 1000, d: int = 100_000, k: int = 50) -> bytes:
+    rng = np.random.default_rng(1)
+    out = io.StringIO()
+    for i in range(n):
+        cols = np.sort(rng.choice(d, size=k, replace=False))
+        label = 1 if (cols < d // 2).sum() > k // 2 else -1
+        feats = " ".join(f"{c + 1}:{v:.4f}" for c, v in zip(cols, rng.random(k), strict=True))
+        out.write(f"{label if i > 1 else (1, -1)[i]} {feats}\n")
+    return out.getvalue().encode()
+
+
+def limited(settings: Settings, max_fit_bytes: int) -> TestClient:
+    return TestClient(create_app(settings.model_copy(update={"max_fit_bytes": max_fit_bytes})))
+
+
+def test_default_limit_is_half_the_physical_memory(settings):
+    assert settings.max_fit_bytes == half_of_physical_memory() > 0
+
+
+def test_a_30_by_12000_csv_trains_at_the_default_limit(client, worker):
+    ds = upload(client, wide_csv())
+    job = submit(client, ds["id"], max_iter=20)
+    assert run_jobs(worker) == ["succeeded"], client.get(f"/jobs/{job['id']}").json()
+
+
+def test_a_small_limit_refuses_the_fit_with_a_clear_422_before_queuing(settings, engine):
+    with limited(settings, 1_000_000) as c:
+        ds = upload(c, wide_csv())
+        r = c.post("/train", json={"dataset_id": ds["id"], "max_iter": 20})
+        body = assert_problem(r, 422, "dataset_id")
+        assert body["estimate_bytes"] > body["limit_bytes"] == 1_000_000
+        assert body["path"] == "woodbury"
+        assert "MSVMAV_MAX_FIT_BYTES" in body["detail"] and "30 rows x 12000" in body["detail"]
+        assert "use linear_solver='cg'" in body["detail"]  # the advice
+        assert c.get("/jobs").json()["items"] == []
+        # within the limit the same request is accepted
+        need = estimate_fit("msvmav", 30, 12_000, None, {}).peak_bytes
+    with limited(settings, need + 1) as c:
+        assert c.post("/train", json={"dataset_id": ds["id"], "max_iter": 20}).status_code == 202
+
+
+def test_the_hold_out_split_and_the_largest_search_configuration_count(settings, engine):
+    rng = np.random.default_rng(2)
+    X = rng.random((400, 5))
+    content = to_csv(X, np.where(X[:, 0] > 0.5, "p", "n"))
+    fixed = {"kernel": "rbf", "approximation": "nystroem", "max_iter": 5}
+    small = estimate_fit("msvmav", 300, 5, None, {**fixed, "n_components": 10})
+    large = estimate_fit("msvmav", 300, 5, None, {**fixed, "n_components": 300})
+    assert small.peak_bytes < large.peak_bytes
+    with limited(settings, (small.peak_bytes + large.peak_bytes) // 2) as c:
+        ds = upload(c, content)
+        body = {"dataset_id": ds["id"], "kernel": "rbf", "test_fraction": 0.25,
+                "params": {"approximation": "nystroem", "max_iter": 5}}
+        ok = {**body, "search": {"grid": {"n_components": [10, 20]}, "cv": 3}}
+        assert c.post("/train", json=ok).status_code == 202
+        bad = {**body, "search": {"grid": {"n_components": [10, 300]}, "cv": 3}}
+        problem = assert_problem(c.post("/train", json=bad), 422, "dataset_id")
+        assert problem["estimate_bytes"] == large.peak_bytes  # 300 training rows, not 400
+        assert "300 rows" in problem["detail"]
+
+
+def test_a_wide_sparse_dataset_trains_instead_of_a_worker_memory_error(client, worker):
+    """1,000 x 100,000 with 50 values a row: the dense D x D system needed 74.5 GiB."""
+    ds = upload(client, wide_svmlight(), filename="wide.svm", n_features="100000")
+    assert ds["n_features"] == 100_000
+    job = submit(client, ds["id"])
+    assert run_jobs(worker) == ["succeeded"], client.get(f"/jobs/{job['id']}").json()
+    # asking for the dense path explicitly is refused at submission, not by the worker
+    r = client.post("/train", json={"dataset_id": ds["id"],
+                                    "params": {"linear_solver": "dense"}})
+    body = assert_problem(r, 422, "dataset_id")
+    assert body["path"] == "dense" and "GiB" in body["detail"]
+
+
+@pytest.mark.parametrize("algorithm", ["lssvm", "odm"])
+def test_comparators_are_admitted_by_their_own_estimate(settings, engine, algorithm):
+    rng = np.random.default_rng(3)
+    X = rng.random((200, 4))
+    content = to_csv(X, np.where(X[:, 0] > 0.5, "p", "n"))
+    need = estimate_fit(algorithm, 200, 4, None, {"kernel": "rbf"}).peak_bytes
+    with limited(settings, need - 1) as c:
+        ds = upload(c, content)
+        r = c.post("/train", json={"dataset_id": ds["id"], "algorithm": algorithm,
+                                   "kernel": "rbf"})
+        assert assert_problem(r, 422, "dataset_id")["estimate_bytes"] == need

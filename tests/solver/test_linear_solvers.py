@@ -1,0 +1,139 @@
+"""The three ways of solving linear MSVMAv's step (dense D x D system, |A|-space Woodbury form,
+matrix-free conjugate gradients) give the paper's iterates: each against the naive
+implementation of test_msvmav_exact, on dense and sparse inputs; the automatic choice, the
+override and the recorded path."""
+
+import json
+import tracemalloc
+from functools import cache
+
+import numpy as np
+import pytest
+from scipy import sparse
+from threadpoolctl import threadpool_limits
+
+from solver import MSVMAv, model_from_dict
+from solver._linear_step import DENSE_MAX_DIM, WOODBURY_MAX_ROWS, choose_linear_solver
+from solver.params import InvalidParameterError
+from tests.solver.test_msvmav_exact import PARAMS, naive_linear, rel
+
+SOLVERS = ["dense", "woodbury", "cg"]
+
+
+@cache
+def naive(make, alpha, beta):
+    """The naive iteration's result, once per problem (one BLAS thread: its many small solves
+    are slower with several on a busy machine)."""
+    X, y = make()
+    Xd = X.toarray() if sparse.issparse(X) else X
+    with threadpool_limits(1):
+        return naive_linear(Xd, y.astype(float), alpha, beta)
+
+
+def tall():
+    rng = np.random.default_rng(0)
+    X = rng.random((240, 6))
+    y = np.where(X[:, 0] - 0.7 * X[:, 1] + 0.2 * rng.normal(size=240) > 0.1, 1, -1)
+    return X, y
+
+
+def wide():
+    rng = np.random.default_rng(1)
+    X = sparse.random(60, 300, density=0.05, format="csr", random_state=2)
+    y = np.where(np.asarray(X[:, :30].sum(axis=1)).ravel() + 0.1 * rng.normal(size=60) > 0.4,
+                 1, -1)
+    return X, y
+
+
+@pytest.mark.parametrize("alpha,beta", PARAMS[:2])
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("make", [tall, wide])
+@pytest.mark.parametrize("as_sparse", [False, True])
+def test_every_solver_matches_the_naive_iteration(make, solver, alpha, beta, as_sparse):
+    X, y = make()
+    Xd = X.toarray() if sparse.issparse(X) else X
+    Xin = sparse.csr_matrix(Xd) if as_sparse else Xd
+    w, n_iter, _, thetas = naive(make, alpha, beta)
+    m = MSVMAv(alpha=alpha, beta=beta, linear_solver=solver).fit(Xin, y)
+    assert m.linear_solver_ == solver
+    assert m.n_iter_ == n_iter
+    assert rel(np.r_[m.coef_[0], m.intercept_], w) < 1e-8
+    naive_f = np.hstack([Xd, np.ones((Xd.shape[0], 1))]) @ w
+    assert np.max(np.abs(m.decision_function(Xin) - naive_f)) <= 1e-8
+    assert np.allclose([h["theta"] for h in m.history_], thetas, rtol=1e-8)
+
+
+@pytest.mark.parametrize("solver", ["woodbury", "cg"])
+def test_multiclass_and_no_intercept_agree_with_the_dense_path(solver):
+    rng = np.random.default_rng(5)
+    X = sparse.random(90, 600, density=0.03, format="csr", random_state=6)
+    y = rng.integers(0, 3, size=90)
+    for intercept in (True, False):
+        ref = MSVMAv(linear_solver="dense", fit_intercept=intercept, max_iter=40).fit(X, y)
+        other = MSVMAv(linear_solver=solver, fit_intercept=intercept, max_iter=40).fit(X, y)
+        assert other.n_iter_ == ref.n_iter_
+        assert np.max(np.abs(other.decision_function(X) - ref.decision_function(X))) <= 1e-8
+
+
+@pytest.mark.parametrize("n,d,expected", [
+    (1000, 100, "dense"), (10**6, DENSE_MAX_DIM - 1, "dense"), (30, 12000, "woodbury"),
+    (WOODBURY_MAX_ROWS, 100000, "woodbury"), (WOODBURY_MAX_ROWS + 1, 100000, "cg"),
+    (100000, 100000, "cg"), (100000, 2000, "cg"), (400, 300, "dense"), (200, 600, "woodbury")])
+def test_automatic_choice_by_shape(n, d, expected):
+    assert MSVMAv().linear_path(n, d) == expected
+    assert choose_linear_solver("auto", n, d + 1) == expected
+    # an explicit choice always wins
+    for solver in SOLVERS:
+        assert MSVMAv(linear_solver=solver).linear_path(n, d) == solver
+
+
+def test_fit_records_the_automatic_choice():
+    rng = np.random.default_rng(0)
+    Xw = sparse.random(60, 1200, density=0.02, format="csr", random_state=2)
+    assert MSVMAv(max_iter=3).fit(Xw, rng.integers(0, 2, 60)).linear_solver_ == "woodbury"
+    Xt, yt = tall()
+    assert MSVMAv(max_iter=3).fit(Xt, yt).linear_solver_ == "dense"
+    rng = np.random.default_rng(0)
+    Xc = sparse.random(300, 900, density=0.01, format="csr", random_state=1)
+    yc = rng.integers(0, 2, size=300)
+    assert MSVMAv(max_iter=3).fit(Xc, yc).linear_solver_ == "cg"
+    assert MSVMAv(kernel="rbf", max_iter=3).fit(Xt, yt).linear_solver_ is None
+
+
+def test_the_path_is_stored_with_the_model():
+    X, y = wide()
+    m = MSVMAv(linear_solver="cg", max_iter=10).fit(X, y)
+    data = m.to_dict()
+    meta = json.loads(json.dumps(data["meta"]))
+    assert meta["attributes"]["linear_solver_"] == "cg"
+    assert meta["params"]["linear_solver"] == "cg"
+    back = model_from_dict({"meta": meta, "arrays": data["arrays"]})
+    assert back.linear_solver_ == "cg"
+    assert np.array_equal(back.decision_function(X), m.decision_function(X))
+
+
+def test_unknown_solver_is_refused():
+    X, y = tall()
+    with pytest.raises(InvalidParameterError, match="linear_solver"):
+        MSVMAv(linear_solver="qr").fit(X, y)
+
+
+def test_cg_never_densifies_x_nor_forms_the_gram_matrix():
+    """A million features: the dense system would need 16 TB, X densified 16 GB."""
+    rng = np.random.default_rng(0)
+    n, d, k = 2000, 1_000_000, 10
+    cols = rng.integers(0, d, size=(n, k))
+    X = sparse.csr_matrix((rng.random(n * k), cols.ravel(), np.arange(0, n * k + 1, k)),
+                          shape=(n, d))
+    X.sum_duplicates()
+    y = np.where(X[:, : d // 2].sum(axis=1).A.ravel() > X[:, d // 2:].sum(axis=1).A.ravel(),
+                 1, -1)
+    tracemalloc.start()
+    try:
+        m = MSVMAv(max_iter=5).fit(X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert m.linear_solver_ == "cg"
+    assert peak < 150 * 2**20  # ~ 12 D-vectors (8 MB each) and a copy of X
+    assert m.score(X, y) > 0.8
