@@ -35,6 +35,12 @@ class Settings(BaseSettings):
         description="Largest encoded feature matrix of an upload, in bytes (rows x features x 8 "
         "dense, about 12 per non-zero when one-hot makes it sparse); checked before encoding",
     )
+    array_chunk_bytes: int = Field(
+        64 * 1024 * 1024,
+        gt=0,
+        le=64 * 1024 * 1024,
+        description="Stored arrays are cut into database rows of at most this many bytes",
+    )
     max_predict_instances: int = Field(
         100_000, gt=0, description="Most rows in one /predict or /predict/file request"
     )

@@ -129,9 +129,9 @@ def create(
     )
     session.add(dataset)
     session.flush()
-    blobs = storage.matrix_to_blobs("X", parsed.X)
-    blobs["y"] = storage.array_to_bytes(y)
-    session.add_all(DatasetArray(dataset_id=dataset.id, name=k, data=v) for k, v in blobs.items())
+    chunk = settings.array_chunk_bytes
+    storage.write_matrix(session, DatasetArray, dataset.id, "X", parsed.X, chunk)
+    storage.write_array(session, DatasetArray, dataset.id, "y", y, chunk)
     session.flush()  # the caller commits (with its Idempotency-Key record, if any)
     return dataset
 
@@ -151,11 +151,8 @@ def load_arrays(
     session: Session, dataset: Dataset
 ) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
     """The stored feature matrix (n_rows, n_features) and raw labels (n_rows,)."""
-    rows = session.execute(
-        select(DatasetArray.name, DatasetArray.data).where(DatasetArray.dataset_id == dataset.id)
-    ).all()
-    blobs = {name: bytes(data) for name, data in rows}
-    return storage.blobs_to_matrix("X", blobs), storage.bytes_to_array(blobs["y"])
+    arrays = storage.read_arrays(session, DatasetArray, dataset.id)
+    return storage.arrays_to_matrix("X", arrays), arrays["y"]
 
 
 def _used_by_active_experiment(session: Session, dataset_id: int) -> bool:
