@@ -27,6 +27,12 @@ missing="error", n_features=None, header=None, delimiter=None, limits=NO_LIMITS)
     only label and feature columns count). ``n_features``: svmlight only.
     ``header`` / ``delimiter``: CSV only; None sniffs (delimiter among tab, ";", ",").
 
+``parse_upload_stream(source, filename="", **the same options) -> StreamedDataset | None``
+    The same for an upload held in a binary file, without reading it whole: a CSV the fast
+    path reads is parsed in chunks twice (``csv_stream``: types and categories first, then
+    the encoded rows, ``StreamedDataset.blocks()``, which the caller stores as they come);
+    None for anything else (the caller then uses ``parse_dataset``).
+
 ``ParsedDataset`` (dataclass): ``X`` float64, dense ndarray (CSV, dense ARFF) or CSR with
     int32 indices (svmlight, sparse ARFF, and one-hot encoded CSV/ARFF at least 32 features
     wide where CSR takes at most half the dense memory, e.g. bank-full's 51); ``y`` raw
@@ -86,7 +92,7 @@ Output columns are the ``columns`` blocks in order: one column per numeric entry
 category for categorical entries (``encoding_feature_names`` rebuilds their names).
 """
 
-from .dataset import ParsedDataset, parse_dataset
+from .dataset import ParsedDataset, StreamedDataset, parse_dataset, parse_upload_stream
 from .encoding import encode_rows, spec_feature_names
 from .errors import IngestError, IngestLimitError
 from .limits import Limits
@@ -103,8 +109,10 @@ __all__ = [
     "IngestLimitError",
     "Limits",
     "ParsedDataset",
+    "StreamedDataset",
     "encode_rows",
     "encoding_feature_names",
     "parse_dataset",
     "parse_feature_file",
+    "parse_upload_stream",
 ]
