@@ -7,6 +7,7 @@ as npy without pickle; object arrays are refused.
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Mapping
 from typing import Any
@@ -160,15 +161,30 @@ def _chunk_query(table: Any, owner_id: int) -> Any:
 
 
 def _fetch(session: Session, query: Any) -> list[tuple[str, Any]]:
-    """Rows (name, data) of ``query``; on psycopg the data comes in binary (no hex text)."""
+    """Rows (name, data) of ``query``; on psycopg the data comes in binary (not as hex text,
+    twice its size), through SQLAlchemy all the same (its events see the query)."""
     conn = session.connection()
     if conn.dialect.driver != "psycopg":
         return [(n, d) for n, d in conn.execute(query)]
-    compiled = query.compile(dialect=conn.dialect)
     raw = conn.connection.driver_connection
-    with raw.cursor(binary=True) as cur:
-        cur.execute(str(compiled), compiled.params)
-        return [(n, d) for n, d in cur]
+    factory = raw.cursor_factory
+    raw.cursor_factory = _binary_cursor(factory)
+    try:
+        return [(n, d) for n, d in conn.execute(query)]
+    finally:
+        raw.cursor_factory = factory
+
+
+@functools.cache
+def _binary_cursor(factory: type) -> type:
+    """``factory`` (a psycopg cursor class) whose results come in binary format."""
+
+    class BinaryResults(factory):  # type: ignore[misc, valid-type]
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            kwargs.setdefault("binary", True)
+            return super().execute(query, params, **kwargs)
+
+    return BinaryResults
 
 
 def _from_first_chunk(first: Any) -> tuple[np.ndarray, memoryview, int]:

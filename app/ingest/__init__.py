@@ -49,6 +49,11 @@ missing="error", n_features=None, header=None, delimiter=None, limits=NO_LIMITS)
     length, non-numeric value, NaN/None, inf, or unknown category (message lists the
     allowed values).
 
+``Encoder.from_dict(encoding)`` (``to_dict()``: the same JSON)
+    The one encoder every path uses (``encoder.py``): ``transform_table`` (a parsed file, at
+    training and for /predict/file), ``transform_rows`` (rows or records, in bulk when it can,
+    else as ``encode_rows``), ``transform_matrix`` (rows read as one float array).
+
 ``parse_feature_file(encoding, content, filename="", label=None) -> (X, y | None)``
     Prediction-time file (CSV/TSV, ARFF, or svmlight if trained on svmlight). Columns are
     matched by name when the file has a header/ARFF attributes (extra columns ignored),
@@ -93,7 +98,8 @@ category for categorical entries (``encoding_feature_names`` rebuilds their name
 """
 
 from .dataset import ParsedDataset, StreamedDataset, parse_dataset, parse_upload_stream
-from .encoding import encode_rows, spec_feature_names
+from .encoder import Encoder, encode_rows
+from .encoding import spec_feature_names
 from .errors import IngestError, IngestLimitError
 from .limits import Limits
 from .predict import parse_feature_file
@@ -105,6 +111,7 @@ def encoding_feature_names(encoding: dict) -> list[str]:
 
 
 __all__ = [
+    "Encoder",
     "IngestError",
     "IngestLimitError",
     "Limits",

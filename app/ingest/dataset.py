@@ -15,10 +15,10 @@ from .arff import read_arff
 from .columns import resolve_drop, resolve_label
 from .csv_format import normalize_delimiter, read_csv
 from .csv_stream import HEAD_BYTES, Scan, encode_chunks, scan
+from .encoder import Encoder
 from .encoding import (
     ENCODING_VERSION,
     assemble,
-    encode_table,
     infer_spec,
     spec_feature_names,
     spec_width,
@@ -155,7 +155,7 @@ def _from_table(table: RawTable, fmt: str, label: str | int | None,
         specs.append(spec)
     sparse = table.is_sparse or _wide_one_hot(len(keep), specs)
     check_budget(len(keep), len(feat_idx), sum(spec_width(s) for s in specs), sparse, limits)
-    X = encode_table(table, keep, feat_idx, specs, sparse=sparse)
+    X = Encoder.from_specs(specs).transform_table(table, keep, feat_idx, sparse=sparse)
     label_tokens = table.column(label_idx, keep)
     _validate_label_tokens(table, label_idx, keep, label_tokens)
     y = convert_labels(label_tokens)  # type: ignore[arg-type]

@@ -117,3 +117,30 @@ def test_upload_train_predict_with_tiny_chunks(settings, engine):
             results.append(r.json())
     assert results[0]["n"] == 50
     assert results[0]["predictions"] == results[1]["predictions"]
+
+
+def test_postgresql_sends_the_chunks_in_binary(engine):
+    """Not as hex text (twice the size: what made a ~512 MiB array unreadable)."""
+    from sqlalchemy import event
+
+    if engine.dialect.driver != "psycopg":
+        pytest.skip("PostgreSQL (psycopg) only")
+    X = np.arange(2000, dtype=np.float64)
+    formats: list[int] = []
+
+    def record(_conn, cursor, statement, *_args) -> None:
+        if "dataset_arrays" in statement:
+            formats.append(cursor.pgresult.fformat(1))  # column "data": 1 is binary
+
+    with Session(engine) as session:
+        owner = _dataset_row(session).id
+        storage.write_array(session, DatasetArray, owner, "X", X, CHUNK)
+        session.commit()
+        event.listen(engine, "after_cursor_execute", record)
+        try:
+            back = storage.read_arrays(session, DatasetArray, owner)["X"]
+        finally:
+            event.remove(engine, "after_cursor_execute", record)
+    np.testing.assert_array_equal(back, X)
+    assert len(formats) == 17  # the first chunk, then 16 more, one query each
+    assert set(formats) == {1}
