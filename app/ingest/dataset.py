@@ -18,7 +18,6 @@ from .csv_stream import HEAD_BYTES, Scan, encode_chunks, scan
 from .encoder import Encoder
 from .encoding import (
     ENCODING_VERSION,
-    assemble,
     infer_spec,
     spec_feature_names,
     spec_width,
@@ -210,26 +209,12 @@ class StreamedDataset:
 
     def blocks(self) -> Iterator[np.ndarray | sp.csr_matrix]:
         specs = self.meta.encoding["columns"]
-        widths = [spec_width(s) for s in specs]
-        bases = np.cumsum([0, *widths])[:-1].tolist()
+        encoder = Encoder.from_specs(specs)
         categories = [s.get("categories") if s["kind"] == "categorical" else None
                       for s in specs]
 
         def encode(n: int, parts: list[tuple[np.ndarray, bool]]) -> np.ndarray | sp.csr_matrix:
-            if self.sparse:
-                ones = np.ones(n, dtype=np.float64)
-                zeros = np.zeros(n, dtype=np.int64)
-                return assemble(n, self.n_features, [
-                    (base, v, ones) if cat else (base, zeros, v)
-                    for base, (v, cat) in zip(bases, parts, strict=True)], True)
-            X = np.zeros((n, self.n_features), dtype=np.float64)
-            rows = np.arange(n)
-            for base, (v, cat) in zip(bases, parts, strict=True):
-                if cat:
-                    X[rows, base + v] = 1.0
-                else:
-                    X[:, base] = v
-            return X
+            return encoder.transform_columns(n, [v for v, _ in parts], self.sparse)
 
         yield from encode_chunks(self.scan, self.feature_columns, categories, encode)
 

@@ -136,6 +136,27 @@ class Encoder:
         return sp.csr_matrix((np.asarray(data, dtype=np.float64), np.asarray(indices, np.int32),
                               np.asarray(indptr, np.int32)), shape=(len(row_ids), self.width))
 
+    def transform_columns(self, n_rows: int, columns: list[np.ndarray], sparse: bool
+                          ) -> np.ndarray | sp.csr_matrix:
+        """Feature columns a reader already typed, one per feature in order: the numbers of a
+        numeric feature, the positions in its categories of a categorical one (the chunked CSV
+        reader's blocks). Dense float64, or CSR when ``sparse``."""
+        blocks = list(zip(self.coders, self.bases[:-1], columns, strict=True))
+        if sparse:
+            ones = np.ones(n_rows, dtype=np.float64)
+            zeros = np.zeros(n_rows, dtype=np.int64)
+            return assemble(n_rows, self.width, [
+                (base, v, ones) if coder.categorical else (base, zeros, v)
+                for coder, base, v in blocks], True)
+        X = np.zeros((n_rows, self.width), dtype=np.float64)
+        rows = np.arange(n_rows)
+        for coder, base, v in blocks:
+            if coder.categorical:
+                X[rows, base + v] = 1.0
+            else:
+                X[:, base] = v
+        return X
+
     # --- rows and records -------------------------------------------------------------------
 
     def transform_rows(self, rows: Sequence[Any]) -> np.ndarray:
