@@ -50,7 +50,8 @@ missing="error", n_features=None, header=None, delimiter=None, limits=NO_LIMITS)
     allowed values).
 
 ``Encoder.from_dict(encoding)`` (``to_dict()``: the same JSON)
-    The one encoder every path uses (``encoder.py``): ``transform_table`` (a parsed file, at
+    The one encoder every path uses (``encoder.py``): ``transform_columns`` (typed columns of
+    the chunked CSV reader), ``transform_table`` (a parsed file, at
     training and for /predict/file), ``transform_rows`` (rows or records, in bulk when it can,
     else as ``encode_rows``), ``transform_matrix`` (rows read as one float array).
 
