@@ -201,11 +201,13 @@ def _store_arrays(
         X = parsed.X if streamed is None else streamed.matrix()
         storage.write_matrix(session, DatasetArray, dataset_id, "X", X, chunk)
     else:
+        # stored in the narrowest exact dtype (int8 for 0/1 data), read back as float64
+        dtype = streamed.dtype
         writer = storage.ArrayWriter(session, DatasetArray, dataset_id, "X", chunk)
-        writer.write(storage.npy_header((streamed.n_rows, streamed.n_features), np.float64))
+        writer.write(storage.npy_header((streamed.n_rows, streamed.n_features), dtype))
         rows = 0
         for block in streamed.blocks():
-            writer.write(block)
+            writer.write(block.astype(dtype, copy=False))
             rows += block.shape[0]
         if rows != streamed.n_rows:
             raise RuntimeError(f"the second pass read {rows} rows, the first {streamed.n_rows}")
@@ -230,9 +232,13 @@ def single_class_message(parsed: ParsedDataset) -> str:
 def load_arrays(
     session: Session, dataset: Dataset
 ) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
-    """The stored feature matrix (n_rows, n_features) and raw labels (n_rows,)."""
+    """The stored feature matrix (n_rows, n_features; float64, also when it is stored narrower)
+    and raw labels (n_rows,)."""
     arrays = storage.read_arrays(session, DatasetArray, dataset.id)
-    return storage.arrays_to_matrix("X", arrays), arrays["y"]
+    X = storage.arrays_to_matrix("X", arrays)
+    if not sp.issparse(X) and X.dtype != np.float64:
+        X = X.astype(np.float64)
+    return X, arrays["y"]
 
 
 def _used_by_active_experiment(session: Session, dataset_id: int) -> bool:

@@ -218,6 +218,15 @@ class StreamedDataset:
 
         yield from encode_chunks(self.scan, self.feature_columns, categories, encode)
 
+    @property
+    def dtype(self) -> np.dtype:
+        """The narrowest dtype that holds every value of the dense matrix exactly: int8 when
+        every numeric feature holds small integers in every chunk (0/1 data; one-hot is 0/1),
+        else float64. Storing it so takes an eighth of the bytes."""
+        numeric = [j for j in self.feature_columns if self.scan.kinds[j].numeric]
+        small = all(chunk[j].dtype == np.int8 for chunk in self.scan.chunks for j in numeric)
+        return np.dtype(np.int8 if small else np.float64)
+
     def matrix(self) -> np.ndarray | sp.csr_matrix:
         """The whole feature matrix (for callers that want it in memory)."""
         blocks = list(self.blocks())

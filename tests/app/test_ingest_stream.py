@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.core import storage
 from app.core.config import Settings
 from app.core.orm import Dataset, DatasetArray
 from app.datasets import service as datasets
@@ -98,3 +99,25 @@ def test_spilled_values_keep_their_exact_value():
         np.testing.assert_array_equal(back.astype(np.float64), part)
         assert np.array_equal(np.signbit(back.astype(np.float64)), np.signbit(part))
     assert csv_stream._narrow(np.array([0.0, 1.0])).dtype == np.int8
+
+
+@pytest.mark.parametrize(("cells", "stored"), [
+    (["0", "1", "1", "0"], np.int8),  # 0/1 features: a byte per value
+    (["0", "1", "-3", "120"], np.int8),
+    (["0", "1", "200", "0"], np.float64),  # beyond int8
+    (["0", "1", "0.5", "0"], np.float64),
+    (["0", "1", "-0.0", "0"], np.float64),  # int8 has no negative zero
+])
+def test_a_dense_upload_is_stored_in_its_narrowest_exact_dtype(client, engine, small_chunks,
+                                                               cells, stored):
+    rows = [f"{c},{1 - i % 2},{'ab'[i % 2]},{'pq'[i % 2]}" for i, c in enumerate(cells * 20)]
+    content = ("k,b,c,y\n" + "\n".join(rows) + "\n").encode()
+    want = parse_dataset(content, "n.csv")
+    body = upload(client, content, "n.csv")
+    with Session(engine) as session:
+        arrays = storage.read_arrays(session, DatasetArray, body["id"])
+        X, _ = datasets.load_arrays(session, session.get(Dataset, body["id"]))
+    assert arrays["X"].dtype == stored
+    assert X.dtype == np.float64
+    np.testing.assert_array_equal(X, want.X)
+    assert np.array_equal(np.signbit(X), np.signbit(want.X))
