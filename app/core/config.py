@@ -43,6 +43,12 @@ class Settings(BaseSettings):
         "estimate for the largest configuration of a search), checked when /train is "
         "submitted -> 422; default half the machine's physical memory",
     )
+    array_chunk_bytes: int = Field(
+        64 * 1024 * 1024,
+        gt=0,
+        le=64 * 1024 * 1024,
+        description="Stored arrays are cut into database rows of at most this many bytes",
+    )
     max_predict_instances: int = Field(
         100_000, gt=0, description="Most rows in one /predict or /predict/file request"
     )

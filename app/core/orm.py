@@ -100,6 +100,8 @@ class DatasetArray(Base):
         ForeignKey("datasets.id", ondelete="CASCADE"), primary_key=True
     )
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # npy bytes cut into chunks of at most MSVMAV_ARRAY_CHUNK_BYTES (app.core.storage)
+    chunk: Mapped[int] = mapped_column(Integer, primary_key=True, default=0)
     data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
@@ -136,6 +138,8 @@ class ModelArray(Base):
         ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
     )
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # npy bytes cut into chunks of at most MSVMAV_ARRAY_CHUNK_BYTES (app.core.storage)
+    chunk: Mapped[int] = mapped_column(Integer, primary_key=True, default=0)
     data: Mapped[bytes] = mapped_column(LargeBinary)
 
 

@@ -1,4 +1,4 @@
-"""Arrays <-> bytes for the ``*_arrays`` tables: npy format, never pickle.
+"""Arrays <-> bytes for the ``*_arrays`` tables: npy format, never pickle; stored in chunks.
 
 A dense matrix is one blob ``<name>``; a CSR matrix is four blobs ``<name>.data``,
 ``<name>.indices``, ``<name>.indptr`` and ``<name>.shape``. Labels of unicode dtype round-trip
@@ -7,11 +7,16 @@ as npy without pickle; object arrays are refused.
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
+import numpy.lib.format as npformat
 import scipy.sparse as sp
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session
 
 CSR_PARTS = ("data", "indices", "indptr", "shape")
 
@@ -57,5 +62,183 @@ def blobs_to_matrix(name: str, blobs: Mapping[str, bytes]) -> np.ndarray | sp.cs
     if name in blobs:
         return bytes_to_array(blobs[name])
     parts = {k: bytes_to_array(blobs[f"{name}.{k}"]) for k in CSR_PARTS}
+    shape = tuple(int(s) for s in parts["shape"])
+    return sp.csr_matrix((parts["data"], parts["indices"], parts["indptr"]), shape=shape)
+
+
+
+# --- Arrays in the database, in bounded chunks ------------------------------------------------
+#
+# An array is the bytes of its npy file (header, then the raw C-order data), cut into rows of
+# at most ``chunk_bytes`` numbered 0, 1, 2, ... in the ``chunk`` column. No row is larger than a
+# chunk, so neither PostgreSQL's 1 GB value limit (hit at ~512 MiB once bytea is sent as hex)
+# nor SQLite's blob limit applies to the array. A row written before revision 0006 is one whole
+# npy file at chunk 0: the reader takes it as is. Reading preallocates the array from the header
+# and copies each chunk into it (PostgreSQL sends the chunks in binary), so the array is never
+# held twice.
+
+DEFAULT_CHUNK_BYTES = 64 * 1024 * 1024
+
+
+def _owner_column(table: Any) -> Any:
+    return table.dataset_id if hasattr(table, "dataset_id") else table.model_id
+
+
+def npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
+    """The npy (version 1.0) header of a C-order array of ``shape`` and ``dtype``."""
+    buf = io.BytesIO()
+    npformat.write_array_header_1_0(
+        buf,
+        {"descr": npformat.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": shape},
+    )
+    return buf.getvalue()
+
+
+class ArrayWriter:
+    """Writes one array's npy bytes as chunk rows, a piece at a time: ``write`` takes rows (or
+    bytes) in order; ``close`` flushes the last partial chunk. Rows go through Core inserts, so
+    the session keeps no copy of them."""
+
+    def __init__(
+        self, session: Session, table: Any, owner_id: int, name: str, chunk_bytes: int
+    ) -> None:
+        if chunk_bytes < 1:
+            raise ValueError("chunk_bytes must be positive")
+        self._session, self._table, self._name = session, table, name
+        self._owner = _owner_column(table).key
+        self._owner_id, self._chunk_bytes = owner_id, chunk_bytes
+        self._pending = bytearray()
+        self._next = 0
+        self.nbytes = 0
+
+    def write(self, data: np.ndarray | bytes | bytearray | memoryview) -> None:
+        view = memoryview(np.ascontiguousarray(data)).cast("B") if isinstance(
+            data, np.ndarray
+        ) else memoryview(data).cast("B")
+        self.nbytes += len(view)
+        while len(view):
+            take = min(len(view), self._chunk_bytes - len(self._pending))
+            if not self._pending and take == self._chunk_bytes:
+                self._insert(bytes(view[:take]))
+            else:
+                self._pending += view[:take]
+                if len(self._pending) == self._chunk_bytes:
+                    self._insert(bytes(self._pending))
+                    self._pending = bytearray()
+            view = view[take:]
+
+    def close(self) -> None:
+        if self._pending or self._next == 0:
+            self._insert(bytes(self._pending))
+            self._pending = bytearray()
+
+    def _insert(self, data: bytes) -> None:
+        values = {self._owner: self._owner_id, "name": self._name, "chunk": self._next}
+        self._session.execute(insert(self._table), [{**values, "data": data}])
+        self._next += 1
+
+
+def write_array(
+    session: Session, table: Any, owner_id: int, name: str, a: np.ndarray, chunk_bytes: int
+) -> None:
+    """Store ``a`` (any size; object dtype refused) as npy chunks of at most ``chunk_bytes``."""
+    a = np.asarray(a)
+    if a.dtype == object:
+        raise TypeError("object arrays cannot be stored without pickle")
+    writer = ArrayWriter(session, table, owner_id, name, chunk_bytes)
+    writer.write(npy_header(a.shape, a.dtype))
+    writer.write(a.reshape(-1) if a.flags.c_contiguous else np.ascontiguousarray(a).reshape(-1))
+    writer.close()
+
+
+def write_matrix(
+    session: Session, table: Any, owner_id: int, name: str, X: Any, chunk_bytes: int
+) -> None:
+    """A feature matrix: dense (n, d) as ``name``, CSR as its four parts (``matrix_to_blobs``'s
+    names)."""
+    if not sp.issparse(X):
+        write_array(session, table, owner_id, name, X, chunk_bytes)
+        return
+    X = sp.csr_matrix(X)
+    parts = {"data": X.data, "indices": X.indices, "indptr": X.indptr,
+             "shape": np.asarray(X.shape, dtype=np.int64)}
+    for k, v in parts.items():
+        write_array(session, table, owner_id, f"{name}.{k}", v, chunk_bytes)
+
+
+def _chunk_query(table: Any, owner_id: int) -> Any:
+    return select(table.name, table.data).where(_owner_column(table) == owner_id)
+
+
+def _fetch(session: Session, query: Any) -> list[tuple[str, Any]]:
+    """Rows (name, data) of ``query``; on psycopg the data comes in binary (not as hex text,
+    twice its size), through SQLAlchemy all the same (its events see the query)."""
+    conn = session.connection()
+    if conn.dialect.driver != "psycopg":
+        return [(n, d) for n, d in conn.execute(query)]
+    raw = conn.connection.driver_connection
+    factory = raw.cursor_factory
+    raw.cursor_factory = _binary_cursor(factory)
+    try:
+        return [(n, d) for n, d in conn.execute(query)]
+    finally:
+        raw.cursor_factory = factory
+
+
+@functools.cache
+def _binary_cursor(factory: type) -> type:
+    """``factory`` (a psycopg cursor class) whose results come in binary format."""
+
+    class BinaryResults(factory):  # type: ignore[misc, valid-type]
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            kwargs.setdefault("binary", True)
+            return super().execute(query, params, **kwargs)
+
+    return BinaryResults
+
+
+def _from_first_chunk(first: Any) -> tuple[np.ndarray, memoryview, int]:
+    """(the preallocated array, its bytes, how many of them the first chunk filled)."""
+    buf = io.BytesIO(first)
+    version = npformat.read_magic(buf)
+    read_header = (
+        npformat.read_array_header_1_0 if version == (1, 0) else npformat.read_array_header_2_0
+    )
+    shape, fortran, dtype = read_header(buf)
+    if dtype.hasobject:
+        raise TypeError("object arrays cannot be read without pickle")
+    out = np.empty(shape[::-1] if fortran else shape, dtype=dtype)
+    target = memoryview(out.reshape(-1)).cast("B") if out.size else memoryview(bytearray())
+    body = memoryview(first)[buf.tell():]
+    target[: len(body)] = body
+    return (out.T if fortran else out), target, len(body)
+
+
+def read_arrays(session: Session, table: Any, owner_id: int) -> dict[str, np.ndarray]:
+    """Every array of one owner, by name: the first chunks in one query, then each further
+    chunk of a large array in its own query (one chunk in memory beside the array)."""
+    query = _chunk_query(table, owner_id)
+    out: dict[str, np.ndarray] = {}
+    for name, first in _fetch(session, query.where(table.chunk == 0)):
+        array, target, filled = _from_first_chunk(first)
+        chunk = 1
+        while filled < len(target):
+            rows = _fetch(session, query.where(table.name == name, table.chunk == chunk))
+            if not rows:
+                raise ValueError(f"array {name!r} of {owner_id} is missing chunk {chunk}")
+            data = rows[0][1]
+            target[filled : filled + len(data)] = memoryview(data).cast("B")
+            filled += len(data)
+            del rows, data
+            chunk += 1
+        out[name] = array
+    return out
+
+
+def arrays_to_matrix(name: str, arrays: Mapping[str, np.ndarray]) -> np.ndarray | sp.csr_matrix:
+    """The feature matrix ``write_matrix`` stored under ``name``."""
+    if name in arrays:
+        return arrays[name]
+    parts = {k: arrays[f"{name}.{k}"] for k in CSR_PARTS}
     shape = tuple(int(s) for s in parts["shape"])
     return sp.csr_matrix((parts["data"], parts["indices"], parts["indptr"]), shape=shape)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import asdict
 from typing import Annotated, Literal
 
@@ -119,7 +118,7 @@ def create_dataset(
 ) -> JSONResponse:
     if len(file.filename or "") > MAX_NAME_LENGTH:
         raise invalid(["body", "file"], f"file name longer than {MAX_NAME_LENGTH} characters")
-    content = file.file.read()
+    info = service.inspect_upload(file.file)  # one pass: size, digest; the file stays spooled
     options = service.UploadOptions(
         name=name,
         format=format or None,
@@ -134,7 +133,12 @@ def create_dataset(
 
     def create() -> Created:
         dataset = service.create(
-            session, content=content, filename=filename, options=options, settings=settings
+            session,
+            file=file.file,
+            filename=filename,
+            options=options,
+            settings=settings,
+            info=info,
         )
         body = DatasetDetail.model_validate(dataset).model_dump(mode="json")
         return Created(status.HTTP_201_CREATED, body, f"/datasets/{dataset.id}")
@@ -142,7 +146,7 @@ def create_dataset(
     # "The same request": the same file bytes, file name and options (not the multipart
     # boundary, which differs on every send).
     payload = {
-        "file_sha256": hashlib.sha256(content).hexdigest(),
+        "file_sha256": info.sha256,
         "filename": filename,
         "options": asdict(options),
     }

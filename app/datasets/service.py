@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass
+from typing import IO
 
 import numpy as np
 import scipy.sparse as sp
@@ -16,7 +17,13 @@ from app.core.config import Settings
 from app.core.orm import ACTIVE_JOB_STATUSES, Dataset, DatasetArray, Job, Model
 from app.core.pagination import PageParams, paginate
 from app.core.problems import conflict, invalid, not_found, too_large
-from app.ingest import Limits, ParsedDataset, parse_dataset
+from app.ingest import (
+    Limits,
+    ParsedDataset,
+    StreamedDataset,
+    parse_dataset,
+    parse_upload_stream,
+)
 
 
 @dataclass(frozen=True)
@@ -73,44 +80,94 @@ def list_page(session: Session, page: PageParams) -> tuple[list[Dataset], str | 
     return paginate(session, select(Dataset), Dataset.id, page)
 
 
+@dataclass(frozen=True)
+class UploadInfo:
+    """One pass over an uploaded file: its size, SHA-256, and whether it is blank or holds a
+    NUL byte (binary: read whole, so that the parser words the error)."""
+
+    size: int
+    sha256: str
+    blank: bool
+    has_nul: bool
+
+
+_READ_BLOCK = 1 << 20
+
+
+def inspect_upload(file: IO[bytes]) -> UploadInfo:
+    file.seek(0)
+    digest = hashlib.sha256()
+    size, blank, has_nul = 0, True, False
+    while block := file.read(_READ_BLOCK):
+        digest.update(block)
+        size += len(block)
+        blank = blank and block.isspace()
+        has_nul = has_nul or b"\x00" in block
+    file.seek(0)
+    return UploadInfo(size=size, sha256=digest.hexdigest(), blank=blank, has_nul=has_nul)
+
+
 def create(
-    session: Session, *, content: bytes, filename: str, options: UploadOptions, settings: Settings
+    session: Session,
+    *,
+    file: IO[bytes],
+    filename: str,
+    options: UploadOptions,
+    settings: Settings,
+    info: UploadInfo | None = None,
 ) -> Dataset:
-    """Parse ``content`` and store it (metadata row + array blobs) in one transaction."""
-    if len(content) > settings.max_upload_bytes:
+    """Parse the uploaded ``file`` and store it (metadata row + arrays) in one transaction.
+
+    A CSV the fast path reads is parsed in chunks and its matrix stored a chunk of rows at a
+    time (``parse_upload_stream``); any other file is read whole (``parse_dataset``)."""
+    info = info or inspect_upload(file)
+    if info.size > settings.max_upload_bytes:
         raise too_large(
-            f"file is {len(content)} bytes; the limit is {settings.max_upload_bytes} "
+            f"file is {info.size} bytes; the limit is {settings.max_upload_bytes} "
             "(MSVMAV_MAX_UPLOAD_BYTES)",
             field="file",
         )
-    if not content or content.isspace():  # (not content.strip(): no copy of the upload)
+    if info.blank:
         raise invalid(["body", "file"], "the uploaded file is empty")
+    parse_options = {k: v for k, v in asdict(options).items() if k != "name"}
     limits = Limits(
         max_rows=settings.max_rows,
         max_features=settings.max_features,
         max_encoded_bytes=settings.max_encoded_bytes,
     )
-    parsed = parse_dataset(
-        content,
-        filename,
-        format=options.format,
-        label=options.label,
-        drop=options.drop,
-        missing=options.missing,
-        n_features=options.n_features,
-        header=options.header,
-        delimiter=options.delimiter,
-        limits=limits,
-    )
-    n_rows, n_features = parsed.X.shape  # within limits: parse_dataset enforced them
+    file.seek(0)
+    streamed = None
+    if not info.has_nul:
+        streamed = parse_upload_stream(file, filename, **parse_options, limits=limits)
+    if streamed is not None:
+        parsed, shape = streamed.meta, (streamed.n_rows, streamed.n_features)
+    else:
+        file.seek(0)
+        parsed = parse_dataset(file.read(), filename, **parse_options, limits=limits)
+        shape = parsed.X.shape  # within limits: parse_dataset enforced them
+    try:
+        dataset = _add_dataset(session, parsed, shape, options, filename, info)
+        _store_arrays(session, dataset.id, parsed, streamed, settings.array_chunk_bytes)
+    finally:
+        if streamed is not None:
+            streamed.scan.close()  # its spill file
+    session.flush()  # the caller commits (with its Idempotency-Key record, if any)
+    return dataset
+
+
+def _add_dataset(
+    session: Session,
+    parsed: ParsedDataset,
+    shape: tuple[int, int],
+    options: UploadOptions,
+    filename: str,
+    info: UploadInfo,
+) -> Dataset:
+    n_rows, n_features = shape
     if n_rows == 0:
         raise invalid(["body", "file"], "the file holds no data rows")
     if len(parsed.classes) < 2:
         raise invalid(["body", "label"], single_class_message(parsed))
-    y = np.asarray(parsed.y)
-    if y.dtype == object:
-        y = y.astype(str)
-
     dataset = Dataset(
         name=options.name or filename or "dataset",
         filename=filename,
@@ -118,22 +175,47 @@ def create(
         n_rows=int(n_rows),
         n_features=int(n_features),
         n_rows_dropped=int(parsed.n_rows_dropped),
-        sparse=bool(sp.issparse(parsed.X)),
+        sparse=bool(parsed.encoding["sparse"]),
         feature_names=[str(f) for f in parsed.feature_names],
         classes=list(parsed.classes),
         class_counts=[int(c) for c in parsed.class_counts],
         encoding=parsed.encoding,
         options={k: v for k, v in asdict(options).items() if v is not None and k != "name"},
-        sha256=hashlib.sha256(content).hexdigest(),
-        size_bytes=len(content),
+        sha256=info.sha256,
+        size_bytes=info.size,
     )
     session.add(dataset)
     session.flush()
-    blobs = storage.matrix_to_blobs("X", parsed.X)
-    blobs["y"] = storage.array_to_bytes(y)
-    session.add_all(DatasetArray(dataset_id=dataset.id, name=k, data=v) for k, v in blobs.items())
-    session.flush()  # the caller commits (with its Idempotency-Key record, if any)
     return dataset
+
+
+def _store_arrays(
+    session: Session,
+    dataset_id: int,
+    parsed: ParsedDataset,
+    streamed: StreamedDataset | None,
+    chunk: int,
+) -> None:
+    """X (written a block of rows at a time when streamed and dense) and y."""
+    if streamed is None or streamed.sparse:
+        X = parsed.X if streamed is None else streamed.matrix()
+        storage.write_matrix(session, DatasetArray, dataset_id, "X", X, chunk)
+    else:
+        # stored in the narrowest exact dtype (int8 for 0/1 data), read back as float64
+        dtype = streamed.dtype
+        writer = storage.ArrayWriter(session, DatasetArray, dataset_id, "X", chunk)
+        writer.write(storage.npy_header((streamed.n_rows, streamed.n_features), dtype))
+        rows = 0
+        for block in streamed.blocks():
+            writer.write(block.astype(dtype, copy=False))
+            rows += block.shape[0]
+        if rows != streamed.n_rows:
+            raise RuntimeError(f"the second pass read {rows} rows, the first {streamed.n_rows}")
+        writer.close()
+    y = np.asarray(parsed.y)
+    if y.dtype == object:
+        y = y.astype(str)
+    storage.write_array(session, DatasetArray, dataset_id, "y", y, chunk)
 
 
 def single_class_message(parsed: ParsedDataset) -> str:
@@ -150,12 +232,13 @@ def single_class_message(parsed: ParsedDataset) -> str:
 def load_arrays(
     session: Session, dataset: Dataset
 ) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
-    """The stored feature matrix (n_rows, n_features) and raw labels (n_rows,)."""
-    rows = session.execute(
-        select(DatasetArray.name, DatasetArray.data).where(DatasetArray.dataset_id == dataset.id)
-    ).all()
-    blobs = {name: bytes(data) for name, data in rows}
-    return storage.blobs_to_matrix("X", blobs), storage.bytes_to_array(blobs["y"])
+    """The stored feature matrix (n_rows, n_features; float64, also when it is stored narrower)
+    and raw labels (n_rows,)."""
+    arrays = storage.read_arrays(session, DatasetArray, dataset.id)
+    X = storage.arrays_to_matrix("X", arrays)
+    if not sp.issparse(X) and X.dtype != np.float64:
+        X = X.astype(np.float64)
+    return X, arrays["y"]
 
 
 def stored_nnz(session: Session, dataset: Dataset) -> int | None:
@@ -165,7 +248,8 @@ def stored_nnz(session: Session, dataset: Dataset) -> int | None:
         return None
     head = session.scalar(
         select(func.substr(DatasetArray.data, 1, 256)).where(
-            DatasetArray.dataset_id == dataset.id, DatasetArray.name == "X.data"
+            DatasetArray.dataset_id == dataset.id, DatasetArray.name == "X.data",
+            DatasetArray.chunk == 0,
         )
     )
     return storage.npy_length(bytes(head)) if head is not None else None

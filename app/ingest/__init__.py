@@ -27,6 +27,12 @@ missing="error", n_features=None, header=None, delimiter=None, limits=NO_LIMITS)
     only label and feature columns count). ``n_features``: svmlight only.
     ``header`` / ``delimiter``: CSV only; None sniffs (delimiter among tab, ";", ",").
 
+``parse_upload_stream(source, filename="", **the same options) -> StreamedDataset | None``
+    The same for an upload held in a binary file, without reading it whole: a CSV the fast
+    path reads is parsed in chunks twice (``csv_stream``: types and categories first, then
+    the encoded rows, ``StreamedDataset.blocks()``, which the caller stores as they come);
+    None for anything else (the caller then uses ``parse_dataset``).
+
 ``ParsedDataset`` (dataclass): ``X`` float64, dense ndarray (CSV, dense ARFF) or CSR with
     int32 indices (svmlight, sparse ARFF, and one-hot encoded CSV/ARFF at least 32 features
     wide where CSR takes at most half the dense memory, e.g. bank-full's 51); ``y`` raw
@@ -42,6 +48,12 @@ missing="error", n_features=None, header=None, delimiter=None, limits=NO_LIMITS)
     IngestError(field="rows", row=<0-based index>, column=...) on a missing key, wrong
     length, non-numeric value, NaN/None, inf, or unknown category (message lists the
     allowed values).
+
+``Encoder.from_dict(encoding)`` (``to_dict()``: the same JSON)
+    The one encoder every path uses (``encoder.py``): ``transform_columns`` (typed columns of
+    the chunked CSV reader), ``transform_table`` (a parsed file, at
+    training and for /predict/file), ``transform_rows`` (rows or records, in bulk when it can,
+    else as ``encode_rows``), ``transform_matrix`` (rows read as one float array).
 
 ``parse_feature_file(encoding, content, filename="", label=None) -> (X, y | None)``
     Prediction-time file (CSV/TSV, ARFF, or svmlight if trained on svmlight). Columns are
@@ -86,8 +98,9 @@ Output columns are the ``columns`` blocks in order: one column per numeric entry
 category for categorical entries (``encoding_feature_names`` rebuilds their names).
 """
 
-from .dataset import ParsedDataset, parse_dataset
-from .encoding import encode_rows, spec_feature_names
+from .dataset import ParsedDataset, StreamedDataset, parse_dataset, parse_upload_stream
+from .encoder import Encoder, encode_rows
+from .encoding import spec_feature_names
 from .errors import IngestError, IngestLimitError
 from .limits import Limits
 from .predict import parse_feature_file
@@ -99,12 +112,15 @@ def encoding_feature_names(encoding: dict) -> list[str]:
 
 
 __all__ = [
+    "Encoder",
     "IngestError",
     "IngestLimitError",
     "Limits",
     "ParsedDataset",
+    "StreamedDataset",
     "encode_rows",
     "encoding_feature_names",
     "parse_dataset",
     "parse_feature_file",
+    "parse_upload_stream",
 ]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import IO, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -11,22 +14,21 @@ import scipy.sparse as sp
 from .arff import read_arff
 from .columns import resolve_drop, resolve_label
 from .csv_format import normalize_delimiter, read_csv
+from .csv_stream import HEAD_BYTES, Scan, encode_chunks, scan
+from .encoder import Encoder
 from .encoding import (
     ENCODING_VERSION,
-    assemble,
-    encode_table,
     infer_spec,
     spec_feature_names,
     spec_width,
 )
 from .errors import IngestError
-from .fast_csv import ColumnTable, read_columns
 from .labels import class_summary, convert_labels
 from .limits import NO_LIMITS, Limits, check_budget, check_identifier, check_rows, choose_sparse
 from .sniff import detect_format, normalize_format
 from .svmlight import data_lines, read_svmlight, rows_with, to_int32_csr
 from .table import RawTable
-from .text import decode_bytes, preview
+from .text import decode_bytes, is_binary, preview
 
 _MAX_ROWS_NAMED = 10
 
@@ -152,7 +154,7 @@ def _from_table(table: RawTable, fmt: str, label: str | int | None,
         specs.append(spec)
     sparse = table.is_sparse or _wide_one_hot(len(keep), specs)
     check_budget(len(keep), len(feat_idx), sum(spec_width(s) for s in specs), sparse, limits)
-    X = encode_table(table, keep, feat_idx, specs, sparse=sparse)
+    X = Encoder.from_specs(specs).transform_table(table, keep, feat_idx, sparse=sparse)
     label_tokens = table.column(label_idx, keep)
     _validate_label_tokens(table, label_idx, keep, label_tokens)
     y = convert_labels(label_tokens)  # type: ignore[arg-type]
@@ -166,9 +168,10 @@ def _wide_one_hot(n_rows: int, specs: list[dict]) -> bool:
     return choose_sparse(n_rows, len(specs), width, one_hot)
 
 
-def _parsed(X: np.ndarray | sp.csr_matrix, y: np.ndarray, specs: list[dict], names: list[str],
-            label_idx: int, dropped: list[int], fmt: str, n_rows_dropped: int,
-            delimiter: str | None, header: bool | None) -> ParsedDataset:
+def _parsed(X: np.ndarray | sp.csr_matrix | None, y: np.ndarray, specs: list[dict],
+            names: list[str], label_idx: int, dropped: list[int], fmt: str, n_rows_dropped: int,
+            delimiter: str | None, header: bool | None, sparse: bool | None = None
+            ) -> ParsedDataset:
     feature_names = [n for s in specs for n in spec_feature_names(s)]
     classes, counts = class_summary(y)
     encoding = {
@@ -180,54 +183,122 @@ def _parsed(X: np.ndarray | sp.csr_matrix, y: np.ndarray, specs: list[dict], nam
         "dropped": [names[j] for j in dropped],
         "columns": specs,
         "n_output_features": len(feature_names),
-        "sparse": bool(sp.issparse(X)),
+        "sparse": bool(sp.issparse(X)) if sparse is None else sparse,
         "delimiter": delimiter,
         "header": header,
         "n_features": None,
         "zero_based": None,
     }
-    return ParsedDataset(X=X, y=y, feature_names=feature_names, encoding=encoding, format=fmt,
-                         n_rows_dropped=n_rows_dropped, classes=classes, class_counts=counts)
+    return ParsedDataset(X=X, y=y, feature_names=feature_names, encoding=encoding,  # type: ignore[arg-type]
+                         format=fmt, n_rows_dropped=n_rows_dropped, classes=classes,
+                         class_counts=counts)
 
 
-def _from_columns(table: ColumnTable, label: str | int | None, drop: list[str | int] | None,
-                  limits: Limits) -> ParsedDataset:
-    """The fast CSV path's twin of _from_table (no missing values by construction)."""
-    names = table.names
+@dataclass
+class StreamedDataset:
+    """A training CSV read by ``parse_csv_stream``: everything a ParsedDataset has but ``X``,
+    which ``blocks()`` yields a chunk of rows at a time (dense float64, or CSR when ``sparse``),
+    reading the file again; ``meta.X`` is None."""
+
+    meta: ParsedDataset
+    n_rows: int
+    n_features: int
+    sparse: bool
+    scan: Scan
+    feature_columns: list[int]
+
+    def blocks(self) -> Iterator[np.ndarray | sp.csr_matrix]:
+        specs = self.meta.encoding["columns"]
+        encoder = Encoder.from_specs(specs)
+        categories = [s.get("categories") if s["kind"] == "categorical" else None
+                      for s in specs]
+
+        def encode(n: int, parts: list[tuple[np.ndarray, bool]]) -> np.ndarray | sp.csr_matrix:
+            return encoder.transform_columns(n, [v for v, _ in parts], self.sparse)
+
+        yield from encode_chunks(self.scan, self.feature_columns, categories, encode)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The narrowest dtype that holds every value of the dense matrix exactly: int8 when
+        every numeric feature holds small integers in every chunk (0/1 data; one-hot is 0/1),
+        else float64. Storing it so takes an eighth of the bytes."""
+        numeric = [j for j in self.feature_columns if self.scan.kinds[j].numeric]
+        small = all(chunk[j].dtype == np.int8 for chunk in self.scan.chunks for j in numeric)
+        return np.dtype(np.int8 if small else np.float64)
+
+    def matrix(self) -> np.ndarray | sp.csr_matrix:
+        """The whole feature matrix (for callers that want it in memory)."""
+        blocks = list(self.blocks())
+        self.scan.close()
+        if self.sparse:
+            X = sp.vstack(blocks, format="csr")
+            return to_int32_csr(X)
+        return blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+
+
+def parse_csv_stream(source: IO[Any], *, label: str | int | None = None,
+                     drop: list[str | int] | None = None, header: bool | None = None,
+                     delimiter: str | None = None, encoding: str | None = "utf-8-sig",
+                     limits: Limits = NO_LIMITS) -> StreamedDataset | None:
+    """A training CSV from a file object (binary in ``encoding``, or text with None), read in
+    chunks (``csv_stream``); None when the careful reader must read it (``parse_dataset``)."""
+    delim = normalize_delimiter(delimiter) if delimiter is not None else None
+    result = scan(source, header=header, delimiter=delim, encoding=encoding,
+                  label_columns=lambda names: [_label_and_features(names, label, drop)[0]])
+    if result is None:
+        return None
+    names = result.names
     label_idx, dropped, feat_idx = _label_and_features(names, label, drop)
-    n = table.n_rows
+    n = result.n_rows
     check_rows(n, limits)
     specs: list[dict] = []
     for j in feat_idx:
-        col = table.columns[j]
-        if col.categories is None:
-            specs.append({"name": col.name, "kind": "numeric"})
+        kind = result.kinds[j]
+        if kind.numeric:
+            specs.append({"name": kind.name, "kind": "numeric"})
         else:
-            check_identifier(col.name, len(col.categories), n)
-            specs.append({"name": col.name, "kind": "categorical",
-                          "categories": col.categories})
+            check_identifier(kind.name, len(kind.categories), n)  # type: ignore[arg-type]
+            specs.append({"name": kind.name, "kind": "categorical",
+                          "categories": sorted(kind.categories)})  # type: ignore[arg-type]
     sparse = _wide_one_hot(n, specs)
     width = sum(spec_width(s) for s in specs)
     check_budget(n, len(feat_idx), width, sparse, limits)
-    label_col = table.columns[label_idx]
-    if label_col.categories is None:
-        y = convert_labels(label_col.values)
-    else:
-        y = np.asarray(label_col.categories, dtype=str)[label_col.values]
-    parts = []
-    base = 0
-    zeros = np.zeros(n, dtype=np.int64)
-    ones = np.ones(n, dtype=np.float64)
-    for j, spec in zip(feat_idx, specs, strict=True):
-        col = table.columns[j]
-        if col.categories is None:
-            parts.append((base, zeros, col.values))
-        else:
-            parts.append((base, col.values, ones))
-        base += spec_width(spec)
-    X = assemble(n, width, parts, sparse)
-    return _parsed(X, y, specs, names, label_idx, dropped, "csv", 0, table.delimiter,
-                   table.has_header)
+    values = result.label_values(label_idx)
+    y = convert_labels(values) if result.kinds[label_idx].numeric else values.astype(str)
+    meta = _parsed(None, y, specs, names, label_idx, dropped, "csv", 0, result.delimiter,
+                   result.has_header, sparse=sparse)
+    return StreamedDataset(meta=meta, n_rows=n, n_features=width, sparse=sparse, scan=result,
+                           feature_columns=feat_idx)
+
+
+def parse_upload_stream(source: IO[bytes], filename: str = "", *, format: str | None = None,
+                        label: str | int | None = None, drop: list[str | int] | None = None,
+                        missing: str = "error", n_features: int | None = None,
+                        header: bool | None = None, delimiter: str | None = None,
+                        limits: Limits = NO_LIMITS) -> StreamedDataset | None:
+    """An upload held in a binary file, read in chunks when it is a CSV the fast path reads
+    (UTF-8, not JSON, no missing value...; the caller has refused NUL bytes); None for
+    anything else: the caller then reads the whole file with ``parse_dataset``, which gives the
+    same dataset or the precise error. The file is read from its current position."""
+    start = source.tell()
+    head = source.read(HEAD_BYTES)
+    source.seek(start)
+    if not head.strip() or is_binary(head) or head.lstrip()[:1] in (b"{", b"["):
+        return None
+    cut = head.rfind(b"\n")
+    if cut < 0 and len(head) == HEAD_BYTES:
+        return None  # a first line beyond the head: the whole file decides
+    try:
+        text = head[: cut + 1 if len(head) == HEAD_BYTES else len(head)].decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+    fmt = normalize_format(format) if format is not None else detect_format(text, filename)
+    if fmt != "csv":
+        return None
+    _check_options(fmt, missing, n_features, header, delimiter)
+    return parse_csv_stream(source, label=label, drop=drop, header=header, delimiter=delimiter,
+                            limits=limits)
 
 
 def _from_svmlight(text: str, label: str | int | None, drop: list[str | int] | None,
@@ -310,10 +381,12 @@ def parse_dataset(content: bytes, filename: str = "", *, format: str | None = No
     if fmt == "svmlight":
         return _from_svmlight(text, label, drop, missing, n_features, limits)
     if fmt == "csv":
+        streamed = parse_csv_stream(io.StringIO(text), label=label, drop=drop, header=header,
+                                    delimiter=delimiter, encoding=None, limits=limits)
+        if streamed is not None:
+            streamed.meta.X = streamed.matrix()
+            return streamed.meta
         delim = normalize_delimiter(delimiter) if delimiter is not None else None
-        columns = read_columns(text, header=header, delimiter=delim)
-        if columns is not None:
-            return _from_columns(columns, label, drop, limits)
         table = read_csv(text, header=header, delimiter=delim)
     else:
         table = read_arff(text)

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import IngestError
-from .table import Declared, RawTable
+from .table import Declared
 from .text import MISSING_TOKENS, parse_number, preview
 
 ENCODING_VERSION = 1
@@ -201,133 +201,8 @@ def assemble(n_rows: int, width: int, parts: list[tuple[int, np.ndarray, np.ndar
     return X
 
 
-def encode_table(table: RawTable, row_ids: list[int], col_ids: list[int],
-                 specs: list[dict], sparse: bool = False) -> np.ndarray | sp.csr_matrix:
-    """Encode the chosen rows/columns of a table: dense array, or CSR for sparse tables (and
-    when ``sparse`` asks for it)."""
-    coders = [ColumnCoder(s) for s in specs]
-    bases = np.cumsum([0] + [c.width for c in coders]).tolist()
-    d = bases[-1]
-    if table.is_sparse:
-        return _encode_sparse(table, row_ids, col_ids, coders, bases, d)
-    parts = []
-    for j, coder, base in zip(col_ids, coders, bases, strict=False):
-        tokens = table.column(j, row_ids)
-        fast = coder.code_column(tokens)
-        if fast is None:
-            offs = np.zeros(len(row_ids), dtype=np.int64)
-            vals = np.zeros(len(row_ids), dtype=np.float64)
-            for k, tok in enumerate(tokens):
-                try:
-                    offs[k], vals[k] = coder.code_token(tok)
-                except BadValueError as exc:
-                    line = table.lines[row_ids[k]]
-                    raise _fail(exc, f"Line {line}", line, table.names[j], "file") from None
-        else:
-            offs, vals = fast
-        parts.append((base, offs, vals))
-    return assemble(len(row_ids), d, parts, sparse)
-
-
-def _encode_sparse(table: RawTable, row_ids: list[int], col_ids: list[int],
-                   coders: list[ColumnCoder], bases: list[int], d: int) -> sp.csr_matrix:
-    where = {j: (coder, base) for j, coder, base in zip(col_ids, coders, bases, strict=False)}
-    # Omitted entries take the attribute's default; only defaults encoding to a non-zero
-    # (one-hot columns, nominal {1,0}) need adding, so the matrix stays as sparse as the file.
-    fill: list[tuple[int, int, float]] = []
-    for j, (coder, base) in where.items():
-        default = table.sparse_default(j)
-        try:
-            off, val = coder.code(default)
-        except BadValueError as exc:
-            raise _fail(exc, "Default (omitted) value", None, table.names[j], "file") from None
-        if val != 0.0:
-            fill.append((j, base + off, val))
-    indptr = [0]
-    indices: list[int] = []
-    data: list[float] = []
-    rows = table.sparse_rows
-    for i in row_ids:
-        row = rows[i]  # type: ignore[index]
-        entries: dict[int, float] = {}
-        for j, tok in row.items():
-            hit = where.get(j)
-            if hit is None:
-                continue
-            try:
-                off, val = hit[0].code_token(tok)
-            except BadValueError as exc:
-                line = table.lines[i]
-                raise _fail(exc, f"Line {line}", line, table.names[j], "file") from None
-            if val != 0.0:
-                entries[hit[1] + off] = val
-        for j, col, val in fill:
-            if j not in row:
-                entries[col] = val
-        for col in sorted(entries):
-            indices.append(col)
-            data.append(entries[col])
-        indptr.append(len(indices))
-    return sp.csr_matrix((np.asarray(data, dtype=np.float64), np.asarray(indices, np.int32),
-                          np.asarray(indptr, np.int32)), shape=(len(row_ids), d))
-
-
 def feature_specs(encoding: dict) -> list[dict]:
     if not isinstance(encoding, dict) or not isinstance(encoding.get("columns"), list):
         raise IngestError("The stored encoding is not valid (no 'columns' list).",
                           field="encoding")
     return encoding["columns"]
-
-
-def encode_rows(encoding: dict, rows: Sequence[Sequence | dict]) -> np.ndarray:
-    """Prediction-time: raw feature rows (no label) -> float64 X laid out like training.
-
-    A row is a record keyed by original column name (other keys are ignored), or a list
-    holding either the feature columns in file order, or every non-label input column
-    (dropped ones included, and ignored).
-    """
-    specs = feature_specs(encoding)
-    coders = [ColumnCoder(s) for s in specs]
-    names = [s["name"] for s in specs]
-    bases = np.cumsum([0] + [c.width for c in coders]).tolist()
-    label = encoding.get("label")
-    non_label = [n for n in encoding.get("input_columns", names) if n != label]
-    pos = {n: i for i, n in enumerate(non_label)}
-    wide = [pos[n] for n in names] if all(n in pos for n in names) else None
-    if isinstance(rows, dict | str | bytes):
-        raise IngestError("rows must be a list of rows (lists or records).", field="rows")
-    X = np.zeros((len(rows), bases[-1]), dtype=np.float64)
-    for r, row in enumerate(rows):
-        if isinstance(row, dict):
-            values = []
-            for name in names:
-                if name not in row:
-                    raise IngestError(f"rows[{r}]: missing key {name!r} (every feature column "
-                                      f"is required: {preview(names)}).", field="rows", row=r,
-                                      column=name)
-                values.append(row[name])
-        elif isinstance(row, list | tuple | np.ndarray):
-            if len(row) == len(names):
-                values = list(row)
-            elif wide is not None and len(row) == len(non_label):
-                values = [row[p] for p in wide]
-            else:
-                expected = f"{len(names)}"
-                if len(non_label) != len(names):
-                    expected += f" (or {len(non_label)} with the dropped columns)"
-                raise IngestError(f"rows[{r}] has {len(row)} values; expected {expected}: "
-                                  f"{preview(names)}.", field="rows", row=r)
-        else:
-            raise IngestError(f"rows[{r}] must be a list of values or an object keyed by "
-                              "column name.", field="rows", row=r)
-        for coder, base, value in zip(coders, bases, values, strict=False):
-            if type(value) is bool:  # JSON true/false: not silently 1.0/0.0
-                raise IngestError(f"rows[{r}]: column {coder.spec['name']!r}: true/false is not "
-                                  "a feature value; give a number, or a category as text.",
-                                  field="rows", row=r, column=coder.spec["name"])
-            try:
-                off, val = coder.code(value)
-            except BadValueError as exc:
-                raise _fail(exc, f"rows[{r}]", r, coder.spec["name"], "rows") from None
-            X[r, base + off] = val
-    return X

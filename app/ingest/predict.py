@@ -1,13 +1,11 @@
-"""Prediction-time input: parse_feature_file() encodes a new file like the training data;
-RowEncoder encodes /predict rows and records in bulk."""
+"""Prediction-time files: parse_feature_file() encodes a new file like the training data (with
+the model's ``Encoder``)."""
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
-from operator import itemgetter, methodcaller
-from typing import Any
+from operator import methodcaller
 
 import numpy as np
 import scipy.sparse as sp
@@ -16,7 +14,8 @@ from .arff import read_arff
 from .columns import resolve_label
 from .csv_format import read_csv, sniff_delimiter
 from .dataset import _MAX_ROWS_NAMED, find_missing, rows_phrase
-from .encoding import ColumnCoder, encode_rows, encode_table, feature_specs, spec_width
+from .encoder import Encoder, number_table  # noqa: F401  (number_table: app.predict reads it here)
+from .encoding import feature_specs, spec_width
 from .errors import IngestError
 from .labels import convert_labels
 from .limits import NO_LIMITS, Limits, check_budget
@@ -24,143 +23,6 @@ from .sniff import detect_format
 from .svmlight import data_lines, read_svmlight, rows_with, to_int32_csr
 from .table import RawTable
 from .text import clean_token, decode_bytes, is_number, preview
-
-
-class RowEncoder:
-    """``encode_rows`` for one stored encoding, vectorised: numeric columns become one array,
-    categorical ones go through a dictionary lookup per column; built once per model.
-
-    The bulk path takes only input it can encode exactly like ``encode_rows``: every row a list
-    of one width (or every row a record with every feature key), numeric cells Python numbers
-    (not booleans), categorical cells exact category strings, every value finite. Anything else
-    (text numbers, booleans, None, NaN, unknown categories, ragged rows, ...) goes through
-    ``encode_rows`` itself, which encodes it or raises its precise, row-naming error.
-    """
-
-    def __init__(self, encoding: dict) -> None:
-        specs = feature_specs(encoding)
-        self.encoding = encoding
-        self.names = [s["name"] for s in specs]
-        self.coders = [ColumnCoder(s) for s in specs]
-        self.bases = np.cumsum([0] + [c.width for c in self.coders]).tolist()
-        self.width = self.bases[-1]
-        label = encoding.get("label")
-        non_label = [n for n in encoding.get("input_columns", self.names) if n != label]
-        pos = {n: i for i, n in enumerate(non_label)}
-        self.n_wide = len(non_label)
-        self.wide = [pos[n] for n in self.names] if all(n in pos for n in self.names) else None
-        # Categories that encode_rows' strip() leaves unchanged: an exact hit means the same.
-        self.lookups = [
-            {c: i for i, c in enumerate(coder.spec["categories"]) if c == c.strip()}
-            if coder.categorical else None
-            for coder in self.coders
-        ]
-        self.plain_numeric = all(
-            not c.categorical and c.allowed is None for c in self.coders
-        )
-        self.getter = itemgetter(*self.names)
-
-    def encode(self, rows: Sequence[Any]) -> np.ndarray:
-        X = self._bulk(rows) if isinstance(rows, list) and rows else None
-        return X if X is not None else encode_rows(self.encoding, rows)
-
-    def _bulk(self, rows: list[Any]) -> np.ndarray | None:
-        kind = type(rows[0])
-        if kind is not list and kind is not dict:
-            return None
-        if not all(type(r) is kind for r in rows):
-            return None
-        cols: list[int] | None = None
-        if kind is list:
-            widths = set(map(len, rows))
-            if len(widths) != 1:
-                return None
-            k = widths.pop()
-            if k == len(self.names):
-                cols = None
-            elif self.wide is not None and k == self.n_wide:
-                cols = self.wide
-            else:
-                return None
-            table: list[Any] = rows
-        else:
-            try:
-                table = list(map(self.getter, rows))
-            except KeyError:
-                return None
-            if len(self.names) == 1:
-                table = [[v] for v in table]
-        if self.plain_numeric:
-            return self._numeric(table, cols)
-        return self._mixed(table, cols)
-
-    def numeric(self, A: np.ndarray | None) -> np.ndarray | None:
-        """Rows already read as one finite float array (n, k): encoded as ``encode`` would
-        encode them, when every feature is plain numeric and k is the feature count (or the
-        training file's column count without the label); None otherwise."""
-        if A is None or not self.plain_numeric or A.ndim != 2:
-            return None
-        if A.shape[1] == len(self.names):
-            return A
-        if self.wide is not None and A.shape[1] == self.n_wide:
-            return np.ascontiguousarray(A[:, self.wide])
-        return None
-
-    def _numeric(self, table: list[Any], cols: list[int] | None) -> np.ndarray | None:
-        A = number_table(table)
-        if A is None:
-            return None
-        X = np.array(A if cols is None else A[:, cols], dtype=np.float64, order="C")
-        return X if np.isfinite(X).all() else None
-
-    def _mixed(self, table: list[Any], cols: list[int] | None) -> np.ndarray | None:
-        columns = list(zip(*table, strict=True))
-        if cols is not None:
-            columns = [columns[p] for p in cols]
-        n = len(table)
-        X = np.zeros((n, self.width), dtype=np.float64)
-        arange = np.arange(n)
-        for coder, lookup, base, column in zip(
-            self.coders, self.lookups, self.bases, columns, strict=False
-        ):
-            if lookup is not None:
-                try:
-                    idx = np.fromiter((lookup.get(v, -1) for v in column), np.int64, count=n)
-                except TypeError:  # an unhashable cell (a list or an object)
-                    return None
-                if idx.min() < 0:
-                    return None
-                X[arange, base + idx] = 1.0
-                continue
-            a = number_table(column, ndim=1)
-            if a is None:
-                return None
-            a = a.astype(np.float64)
-            if coder.allowed is not None and not np.isin(a, list(coder.allowed)).all():
-                return None
-            X[:, base] = a
-        return X if np.isfinite(X).all() else None
-
-
-def number_table(table: Sequence[Any], ndim: int = 2) -> np.ndarray | None:
-    """``np.array(table)`` when the table is rows of one width of Python numbers (``ndim=1``:
-    a column of numbers; booleans are not numbers here); None otherwise."""
-    try:
-        A = np.array(table)
-    except (ValueError, TypeError):
-        return None
-    if A.ndim != ndim or A.dtype.kind not in "iuf" or has_boolean(table, A):
-        return None
-    return A
-
-
-def has_boolean(cells: Sequence[Any], A: np.ndarray) -> bool:
-    """Did JSON true/false hide among numbers (numpy turns them into 1/0)? Only cells equal to
-    0 or 1 are looked at in Python, so real-valued batches cost one vectorised comparison."""
-    where = np.nonzero((A == 0) | (A == 1))
-    if A.ndim == 1:
-        return any(type(cells[i]) is bool for i in where[0].tolist())
-    return any(type(cells[i][j]) is bool for i, j in zip(*(w.tolist() for w in where), strict=True))
 
 
 def _svmlight_features(encoding: dict, text: str) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -260,7 +122,7 @@ def parse_feature_file(encoding: dict, content: bytes, filename: str = "",
     width = sum(spec_width(s) for s in specs)
     check_budget(table.n_rows, len(col_ids), width, False, limits)  # encoded dense below
     all_rows = list(range(table.n_rows))
-    X = encode_table(table, all_rows, col_ids, specs)
+    X = Encoder.from_dict(encoding).transform_table(table, all_rows, col_ids)
     y = None
     if label_idx is not None:
         tokens = table.column(label_idx, all_rows)

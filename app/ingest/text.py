@@ -18,6 +18,12 @@ _BINARY_MAGIC = {
 }
 
 
+def is_binary(head: bytes) -> bool:
+    """Whether the file starting with ``head`` is not UTF-8 or legacy single-byte text:
+    compressed, an Office document, or UTF-16 (decode_bytes explains which)."""
+    return head.startswith((*_BINARY_MAGIC, b"\xff\xfe", b"\xfe\xff"))
+
+
 def decode_bytes(content: bytes) -> str:
     """Decode an upload: UTF-8 (with or without BOM), UTF-16 with BOM, else cp1252/latin-1.
 

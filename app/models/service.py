@@ -150,10 +150,16 @@ def list_page(session: Session, page: PageParams) -> tuple[list[Model], str | No
 
 
 def save(
-    session: Session, *, outcome: TrainOutcome, dataset: Dataset, job_id: int, params: dict
+    session: Session,
+    *,
+    outcome: TrainOutcome,
+    dataset: Dataset,
+    job_id: int,
+    params: dict,
+    chunk_bytes: int = storage.DEFAULT_CHUNK_BYTES,
 ) -> Model:
-    """Add (not commit) the model row and its blobs: the caller commits them together with the
-    job's ``succeeded``."""
+    """Add (not commit) the model row and its arrays (in chunks of at most ``chunk_bytes``):
+    the caller commits them together with the job's ``succeeded``."""
     d = outcome.estimator.to_dict()
     model = Model(
         job_id=job_id,
@@ -179,15 +185,11 @@ def save(
     )
     session.add(model)
     session.flush()
-    blobs = {
-        ESTIMATOR_PREFIX + k: storage.array_to_bytes(np.asarray(v)) for k, v in d["arrays"].items()
-    }
+    arrays = {ESTIMATOR_PREFIX + k: np.asarray(v) for k, v in d["arrays"].items()}
     if outcome.scaling is not None:
-        blobs |= {
-            SCALING_PREFIX + k: storage.array_to_bytes(v)
-            for k, v in outcome.scaling.to_arrays().items()
-        }
-    session.add_all(ModelArray(model_id=model.id, name=k, data=v) for k, v in blobs.items())
+        arrays |= {SCALING_PREFIX + k: v for k, v in outcome.scaling.to_arrays().items()}
+    for name, a in arrays.items():
+        storage.write_array(session, ModelArray, model.id, name, a, chunk_bytes)
     return model
 
 
@@ -227,10 +229,7 @@ def load(session: Session, model: Model) -> LoadedModel:
     """Read the model's arrays and rebuild its estimator (no cache; see ``load_cached``)."""
     from solver import model_from_dict
 
-    rows = session.execute(
-        select(ModelArray.name, ModelArray.data).where(ModelArray.model_id == model.id)
-    ).all()
-    arrays = {name: storage.bytes_to_array(bytes(data)) for name, data in rows}
+    arrays = storage.read_arrays(session, ModelArray, model.id)
     est_arrays = {
         k[len(ESTIMATOR_PREFIX) :]: v for k, v in arrays.items() if k.startswith(ESTIMATOR_PREFIX)
     }

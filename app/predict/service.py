@@ -11,8 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.config import Settings
 from app.core.orm import Model
 from app.core.problems import ingest_problem, invalid, too_large
-from app.ingest import IngestError, Limits, parse_feature_file
-from app.ingest.predict import RowEncoder
+from app.ingest import Encoder, IngestError, Limits, parse_feature_file
 from app.models import service as models
 from app.predict.fastjson import gc_paused
 from app.predict.numeric_rows import NumericRows
@@ -53,10 +52,10 @@ def _loaded(session: Session, model_id: int, loc: list[str | int] | None) -> mod
     return loaded
 
 
-def _row_encoder(loaded: models.LoadedModel) -> RowEncoder:
+def _row_encoder(loaded: models.LoadedModel) -> Encoder:
     encoder = loaded.extras.get("row_encoder")
     if encoder is None:
-        encoder = loaded.extras["row_encoder"] = RowEncoder(loaded.encoding)
+        encoder = loaded.extras["row_encoder"] = Encoder.from_dict(loaded.encoding)
     return encoder
 
 
@@ -134,13 +133,13 @@ def predict_rows(
     with sessions() as session:  # (no connection unless the cache misses)
         loaded = _loaded(session, model_id, ["body", "model_id"])
     encoder = _row_encoder(loaded)
-    X = encoder.numeric(block.matrix()) if block and encoder.plain_numeric else None
+    X = encoder.transform_matrix(block.matrix()) if block and encoder.plain_numeric else None
     if X is not None:  # finite, of the model's width: nothing left to check
         return _respond(loaded, X, labels, ["body", "labels"])
     if block is not None:  # not a rectangle of numbers this model takes: the usual path
         instances = block.rows_list()
     try:
-        X = encoder.encode(instances)
+        X = encoder.transform_rows(instances)
     except IngestError as exc:
         loc: list[str | int] = ["body", "instances"]
         if exc.row is not None:

@@ -72,7 +72,8 @@ def run_train_job(ctx: JobContext, job: TrainJob) -> JobResult:
 
     def write(session: Session) -> dict[str, Any]:
         model = models.save(
-            session, outcome=outcome, dataset=dataset, job_id=ctx.job_id, params=ctx.params
+            session, outcome=outcome, dataset=dataset, job_id=ctx.job_id, params=ctx.params,
+            chunk_bytes=ctx.settings.array_chunk_bytes,
         )
         return {"model_id": model.id, "result": _result(model.id, outcome)}
 

@@ -7,14 +7,15 @@ and encoding, or the same error.
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from app.ingest import IngestError, parse_dataset
+from app.ingest import IngestError, csv_stream, parse_dataset
 from app.ingest.csv_format import read_csv
 from app.ingest.dataset import _from_table
-from app.ingest.fast_csv import read_columns
 from app.ingest.text import decode_bytes
 
 # (file text, options, the fast path reads it itself)
@@ -61,6 +62,12 @@ def _careful(text: str, **opts):
                        opts.get("missing", "error"))
 
 
+def _fast(text: str, header: bool | None = None) -> bool:
+    """Whether the chunked fast path (csv_stream) reads the file itself."""
+    found = csv_stream.scan(io.StringIO(text), header=header, delimiter=None, encoding=None)
+    return found is not None
+
+
 def _outcome(fn):
     try:
         return fn(), None
@@ -70,12 +77,15 @@ def _outcome(fn):
 
 @pytest.mark.parametrize(("text", "opts", "fast"), CASES, ids=range(len(CASES)))
 def test_fast_path_matches_careful_reader(text, opts, fast) -> None:
+    assert _fast(text, opts.get("header")) == fast
+    _assert_same_as_careful_reader(text, opts)
+
+
+def _assert_same_as_careful_reader(text: str, opts: dict) -> None:
     content = text.encode()
     got, got_err = _outcome(lambda: parse_dataset(content, "f.csv", **opts))
     want, want_err = _outcome(lambda: _careful(decode_bytes(content), **dict(opts)))
     assert got_err == want_err
-    columns = read_columns(text, header=opts.get("header"))
-    assert (columns is not None) == fast
     if want is None:
         return
     assert sp.issparse(got.X) == sp.issparse(want.X)
@@ -102,7 +112,7 @@ def test_fast_path_matches_on_random_mixed_file() -> None:
     text = "\n".join(lines) + "\n"
     got = parse_dataset(text.encode(), "r.csv")
     want = _careful(text)
-    assert read_columns(text) is not None
+    assert _fast(text)
     assert sp.issparse(got.X) and sp.issparse(want.X)  # 406 wide one-hot: CSR
     assert (got.X != want.X).nnz == 0
     np.testing.assert_array_equal(got.y, want.y)
@@ -129,3 +139,28 @@ def test_first_lines_reads_only_a_prefix_but_agrees_with_splitlines(text) -> Non
     from app.ingest.csv_format import _first_lines
 
     assert _first_lines(text, 50) == [s for s in text.splitlines() if s.strip()][:50]
+
+
+@pytest.mark.parametrize(("text", "opts", "fast"), CASES, ids=range(len(CASES)))
+def test_fast_path_in_chunks_of_two_rows_matches_careful_reader(text, opts, fast, monkeypatch):
+    """Read two rows at a time, the fast path still agrees: categories found in every chunk,
+    a column typed as numbers in one chunk and text in another goes to the careful reader."""
+    monkeypatch.setattr(csv_stream, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(csv_stream, "MIN_CHUNK_ROWS", 2)
+    _assert_same_as_careful_reader(text, opts)
+
+
+@pytest.mark.parametrize("rows", [
+    ["1,a,p", "2,b,q", "3,c,p", "4,a,q"],  # categories spread over chunks
+    ["1,a,p", "2,b,q", "x,c,p", "4,a,q"],  # numbers, then text: careful reader
+    ["1,a,1", "2,b,2", "3,c,x", "4,a,y"],  # label numbers, then text
+])
+def test_chunks_with_different_values_agree_with_careful_reader(rows, monkeypatch):
+    monkeypatch.setattr(csv_stream, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(csv_stream, "MIN_CHUNK_ROWS", 2)
+    text = "k,c,y\n" + "\n".join(rows) + "\n"
+    got = parse_dataset(text.encode(), "f.csv")
+    want = _careful(text)
+    np.testing.assert_array_equal(np.asarray(got.X), np.asarray(want.X))
+    np.testing.assert_array_equal(got.y, want.y)
+    assert got.y.dtype == want.y.dtype and got.encoding == want.encoding

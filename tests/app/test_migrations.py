@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -126,3 +127,54 @@ def test_revision_0002_renames_the_algorithm_of_existing_models(fresh_url, fresh
         command.upgrade(cfg, "head")
         assert conn.scalar(text("SELECT algorithm FROM models")) == "msvmav"
         assert "experiment_results" in inspect(conn).get_table_names()
+
+
+def test_revision_0006_splits_existing_arrays_into_chunks(fresh_url, fresh_engine, monkeypatch):
+    """Arrays stored whole (one row each) before 0006 are cut into chunks of at most
+    MSVMAV_ARRAY_CHUNK_BYTES in SQL and read back equal; a downgrade joins them again."""
+    from sqlalchemy.orm import Session
+
+    from app.core import storage
+    from app.core.orm import DatasetArray, ModelArray
+
+    monkeypatch.setenv("MSVMAV_ARRAY_CHUNK_BYTES", "1000")
+    X = np.random.default_rng(0).normal(size=(300, 4))
+    y = np.array(["neg", "pos"] * 150)
+    coef = np.arange(7.0)
+    old = {"X": storage.array_to_bytes(X), "y": storage.array_to_bytes(y)}
+    with fresh_engine.begin() as conn:
+        cfg = alembic_config(fresh_url, conn)
+        command.upgrade(cfg, "0005")
+        conn.execute(text(
+            "INSERT INTO datasets (name, filename, format, n_rows, n_features, n_rows_dropped, "
+            "sparse, feature_names, classes, class_counts, encoding, options, sha256, "
+            "size_bytes, created_at) VALUES ('d', 'd.csv', 'csv', 300, 4, 0, false, '[]', '[]', "
+            "'[]', '{}', '{}', 'x', 1, CURRENT_TIMESTAMP)"))
+        conn.execute(text(
+            "INSERT INTO models (algorithm, params, scaling, classes, n_features, "
+            "feature_names, encoding, estimator_meta, summary, n_train, n_test, "
+            "fit_seconds, n_iter, created_at) VALUES ('msvmav', '{}', 'minmax', '[]', "
+            "1, '[]', '{}', '{}', '{}', 2, 0, 0.1, 1, CURRENT_TIMESTAMP)"))
+        ds = conn.scalar(text("SELECT id FROM datasets"))
+        model = conn.scalar(text("SELECT id FROM models"))
+        for name, data in old.items():
+            conn.execute(text("INSERT INTO dataset_arrays (dataset_id, name, data) "
+                              "VALUES (:i, :n, :d)"), {"i": ds, "n": name, "d": data})
+        conn.execute(text("INSERT INTO model_arrays (model_id, name, data) VALUES (:i, 'e.coef', "
+                          ":d)"), {"i": model, "d": storage.array_to_bytes(coef)})
+        command.upgrade(cfg, "head")
+    with Session(fresh_engine) as session:
+        chunks = session.execute(text(
+            "SELECT name, chunk, length(data) FROM dataset_arrays ORDER BY name, chunk")).all()
+        arrays = storage.read_arrays(session, DatasetArray, ds)
+        model_arrays = storage.read_arrays(session, ModelArray, model)
+    assert [c for n, c, _ in chunks if n == "X"] == list(range(len(old["X"]) // 1000 + 1))
+    assert all(size <= 1000 for _, _, size in chunks)
+    assert sum(size for n, _, size in chunks if n == "X") == len(old["X"])
+    np.testing.assert_array_equal(arrays["X"], X)
+    assert arrays["y"].tolist() == y.tolist()
+    np.testing.assert_array_equal(model_arrays["e.coef"], coef)
+    with fresh_engine.begin() as conn:
+        command.downgrade(alembic_config(fresh_url, conn), "0005")
+        back = dict(conn.execute(text("SELECT name, data FROM dataset_arrays")).all())
+    assert {k: bytes(v) for k, v in back.items()} == old

@@ -1,5 +1,5 @@
-"""RowEncoder (bulk /predict encoding) against encode_rows, the careful per-cell encoder: the
-same matrix for every input, or the same error (message, row, column)."""
+"""Encoder.transform_rows (bulk /predict encoding) against encode_rows, the careful per-cell
+encoder: the same matrix for every input, or the same error (message, row, column)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from app.ingest import IngestError, encode_rows, parse_dataset
-from app.ingest.predict import RowEncoder
+from app.ingest import Encoder, IngestError, encode_rows, parse_dataset
 
 MIXED_CSV = (
     "a,colour,note,b,y\n"
@@ -38,7 +37,7 @@ def _outcome(fn, encoding, rows):
 
 def _assert_same(encoding: dict, rows) -> str:
     expected = _outcome(encode_rows, encoding, rows)
-    got = _outcome(lambda e, r: RowEncoder(e).encode(r), encoding, rows)
+    got = _outcome(lambda e, r: Encoder.from_dict(e).transform_rows(r), encoding, rows)
     assert got[0] == expected[0], (rows, got, expected)
     if expected[0] == "ok":
         assert got[1].dtype == np.float64 and got[1].flags.c_contiguous
@@ -50,7 +49,7 @@ def _assert_same(encoding: dict, rows) -> str:
 
 def test_clean_rows_take_the_bulk_path_and_match():
     enc = _encoding(MIXED_CSV, drop=["note"])
-    encoder = RowEncoder(enc)
+    encoder = Encoder.from_dict(enc)
     cases = [
         [[1.0, "red", 2], [0.5, "blue", -1.0], [1, "green", 0]],  # feature order
         [[1.0, "red", "anything", 2], [3, "green", None, 4.5]],  # with the dropped column
@@ -61,14 +60,14 @@ def test_clean_rows_take_the_bulk_path_and_match():
         assert _assert_same(enc, rows) == "ok"
     numeric = _encoding(NUMERIC_CSV)
     rows = [[1, 2.5, 1], [-3, 0, 1e300]]
-    assert RowEncoder(numeric)._bulk(rows) is not None
+    assert Encoder.from_dict(numeric)._bulk(rows) is not None
     assert _assert_same(numeric, rows) == "ok"
     # JSON true/false among numbers: left to encode_rows, which refuses them naming the cell
     for encoding, rows in (
         (numeric, [[1, 2.5, True], [-3, 0, 1e300]]),
         (enc, [[1.0, "red", 2], [False, "blue", 0]]),
     ):
-        assert RowEncoder(encoding)._bulk(rows) is None
+        assert Encoder.from_dict(encoding)._bulk(rows) is None
         assert _assert_same(encoding, rows) == "error"
     assert _assert_same(numeric, [{"a": 1, "b": 2, "c": 3}]) == "ok"
 
@@ -104,7 +103,7 @@ def test_awkward_rows_give_the_careful_answer(rows):
 def test_numeric_categories_match_by_value_like_the_careful_path():
     enc = _encoding(NUMERIC_CATEGORIES_ARFF, "data.arff")
     assert enc["columns"][1]["kind"] == "categorical", enc["columns"]
-    assert RowEncoder(enc)._bulk([[1.0, "10"]]) is not None
+    assert Encoder.from_dict(enc)._bulk([[1.0, "10"]]) is not None
     for rows in ([[1.0, "10"]], [[1.0, 10]], [[1.0, "10.0"]], [[1.0, 3]], [[2.0, "2"]]):
         _assert_same(enc, rows)
 
@@ -133,3 +132,28 @@ def test_random_mixtures_of_good_and_bad_cells_agree():
                 rows.append([a, c])
         outcomes.add(_assert_same(enc, rows))
     assert outcomes == {"ok", "error"}
+
+
+def test_encoder_round_trips_through_json_and_encodes_every_input_kind_alike():
+    """to_dict/from_dict is plain JSON (the stored format); rows, records, a float matrix and a
+    parsed table encode to the same matrix as an independent one-hot of the same values."""
+    import json
+
+    from app.ingest.csv_format import read_csv
+
+    text = "age,job,y\n30,admin.,no\n41,tech,yes\n52,admin.,no\n"
+    encoding = _encoding(text)
+    encoder = Encoder.from_dict(json.loads(json.dumps(Encoder.from_dict(encoding).to_dict())))
+    assert encoder.to_dict() == encoding
+    want = np.array([[30.0, 1, 0], [41.0, 0, 1], [52.0, 1, 0]])
+    rows = [[30, "admin."], [41, "tech"], [52, "admin."]]
+    records = [{"age": a, "job": j} for a, j in rows]
+    np.testing.assert_array_equal(encoder.transform_rows(rows), want)
+    np.testing.assert_array_equal(encoder.transform_rows(records), want)
+    np.testing.assert_array_equal(encoder.encode_each(rows), want)
+    table = read_csv(text)
+    np.testing.assert_array_equal(encoder.transform_table(table, [0, 1, 2], [0, 1]), want)
+    numeric = Encoder.from_dict(_encoding("a,b,y\n1,2,p\n3,4,q\n"))
+    A = np.array([[1.0, 2.0], [3.0, 4.0]])
+    np.testing.assert_array_equal(numeric.transform_matrix(A), A)
+    assert encoder.transform_matrix(A) is None  # categories: not a float matrix's to encode

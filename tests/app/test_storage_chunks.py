@@ -1,0 +1,146 @@
+"""Arrays larger than one chunk: stored as rows of at most ``array_chunk_bytes`` and read back
+exactly, on every backend (issue 20: one value per array could not be read back on PostgreSQL
+beyond ~512 MiB, nor written on SQLite beyond 1e9 bytes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.core import storage
+from app.core.config import Settings
+from app.core.orm import Dataset, DatasetArray, ModelArray
+from app.jobs.worker import Worker
+from app.main import create_app
+from tests.app.support import blobs, run_jobs, submit, to_csv, upload
+
+CHUNK = 1000  # bytes: every array of these tests spans many chunks
+
+
+def _dataset_row(session: Session) -> Dataset:
+    row = Dataset(name="d", filename="d.csv", format="csv", n_rows=1, n_features=1,
+                  feature_names=[], classes=[], class_counts=[], encoding={}, options={},
+                  sha256="0" * 64, size_bytes=1)
+    session.add(row)
+    session.flush()
+    return row
+
+
+def _chunk_sizes(session: Session, table, owner_column, owner_id: int) -> dict[str, list[int]]:
+    rows = session.execute(
+        select(table.name, table.chunk, func.length(table.data))
+        .where(owner_column == owner_id).order_by(table.name, table.chunk)
+    ).all()
+    out: dict[str, list[int]] = {}
+    for name, chunk, size in rows:
+        assert chunk == len(out.setdefault(name, []))  # numbered 0, 1, 2, ... without gaps
+        out[name].append(size)
+    return out
+
+
+@pytest.mark.parametrize("layout", ["dense", "fortran", "csr", "labels", "empty", "scalar"])
+def test_an_array_larger_than_a_chunk_round_trips(engine, layout):
+    rng = np.random.default_rng(0)
+    arrays = {
+        "dense": rng.normal(size=(301, 7)),
+        "fortran": np.asfortranarray(rng.normal(size=(50, 40))),
+        "csr": sp.random(400, 90, density=0.2, format="csr", random_state=0),
+        "labels": np.array([f"class-ü-{i % 7}" for i in range(500)]),
+        "empty": np.zeros((0, 5)),
+        "scalar": np.float64(2.5),
+    }
+    X = arrays[layout]
+    with Session(engine) as session:
+        owner = _dataset_row(session).id
+        storage.write_matrix(session, DatasetArray, owner, "X", X, CHUNK)
+        session.commit()
+        sizes = _chunk_sizes(session, DatasetArray, DatasetArray.dataset_id, owner)
+        back = storage.arrays_to_matrix("X", storage.read_arrays(session, DatasetArray, owner))
+    assert all(s <= CHUNK for parts in sizes.values() for s in parts)
+    if layout in ("dense", "fortran", "csr", "labels"):
+        assert max(len(parts) for parts in sizes.values()) > 3
+    if sp.issparse(X):
+        assert sp.issparse(back) and back.shape == X.shape
+        np.testing.assert_array_equal(back.toarray(), X.toarray())
+    else:
+        assert back.dtype == X.dtype and back.shape == np.shape(X)
+        np.testing.assert_array_equal(back, X)
+
+
+def test_a_whole_npy_file_at_chunk_0_is_read_as_before(engine):
+    """Rows written before revision 0006 hold the whole npy file: still readable."""
+    X = np.arange(5000, dtype=np.float64).reshape(1000, 5)
+    with Session(engine) as session:
+        owner = _dataset_row(session).id
+        session.add(DatasetArray(dataset_id=owner, name="X", chunk=0,
+                                 data=storage.array_to_bytes(X)))
+        session.commit()
+        back = storage.read_arrays(session, DatasetArray, owner)["X"]
+    np.testing.assert_array_equal(back, X)
+
+
+def test_a_missing_chunk_is_an_error_not_a_short_array(engine):
+    X = np.arange(1000, dtype=np.float64)
+    with Session(engine) as session:
+        owner = _dataset_row(session).id
+        storage.write_array(session, DatasetArray, owner, "X", X, CHUNK)
+        session.execute(DatasetArray.__table__.delete().where(DatasetArray.chunk == 3))
+        session.commit()
+        with pytest.raises(ValueError, match="missing chunk 3"):
+            storage.read_arrays(session, DatasetArray, owner)
+
+
+def test_upload_train_predict_with_tiny_chunks(settings, engine):
+    """The whole path (upload, the train job's load, the model's arrays, /predict) through
+    arrays that span many chunks gives the same predictions as with one chunk per array."""
+    from fastapi.testclient import TestClient
+
+    X, y = blobs(n=300, d=4)
+    results = []
+    for chunk in (CHUNK, storage.DEFAULT_CHUNK_BYTES):
+        tiny = Settings(**{**settings.model_dump(), "array_chunk_bytes": chunk}, _env_file=None)
+        with TestClient(create_app(tiny)) as client:
+            ds = upload(client, to_csv(X, y))
+            submit(client, ds["id"], max_iter=30, seed=0)
+            assert run_jobs(Worker(tiny, engine=engine)) == ["succeeded"]
+            with Session(engine) as session:
+                sizes = _chunk_sizes(session, DatasetArray, DatasetArray.dataset_id, ds["id"])
+                model_id = session.scalar(select(func.max(ModelArray.model_id)))
+                model_sizes = _chunk_sizes(session, ModelArray, ModelArray.model_id, model_id)
+            assert max(len(v) for v in sizes.values()) == (10 if chunk == CHUNK else 1)
+            assert all(s <= chunk for v in (*sizes.values(), *model_sizes.values()) for s in v)
+            r = client.post("/predict", json={"model_id": model_id, "instances": X[:50].tolist()})
+            assert r.status_code == 200, r.text
+            results.append(r.json())
+    assert results[0]["n"] == 50
+    assert results[0]["predictions"] == results[1]["predictions"]
+
+
+def test_postgresql_sends_the_chunks_in_binary(engine):
+    """Not as hex text (twice the size: what made a ~512 MiB array unreadable)."""
+    from sqlalchemy import event
+
+    if engine.dialect.driver != "psycopg":
+        pytest.skip("PostgreSQL (psycopg) only")
+    X = np.arange(2000, dtype=np.float64)
+    formats: list[int] = []
+
+    def record(_conn, cursor, statement, *_args) -> None:
+        if "dataset_arrays" in statement:
+            formats.append(cursor.pgresult.fformat(1))  # column "data": 1 is binary
+
+    with Session(engine) as session:
+        owner = _dataset_row(session).id
+        storage.write_array(session, DatasetArray, owner, "X", X, CHUNK)
+        session.commit()
+        event.listen(engine, "after_cursor_execute", record)
+        try:
+            back = storage.read_arrays(session, DatasetArray, owner)["X"]
+        finally:
+            event.remove(engine, "after_cursor_execute", record)
+    np.testing.assert_array_equal(back, X)
+    assert len(formats) == 17  # the first chunk, then 16 more, one query each
+    assert set(formats) == {1}
