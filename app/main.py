@@ -21,7 +21,12 @@ from app.core.db import is_sqlite, make_engine, make_session_factory, read_only,
 from app.core.error_examples import error_example, needed_scope
 from app.core.ids import check_ids
 from app.core.metrics import RequestMetrics
-from app.core.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
+from app.core.middleware import (
+    BodySizeLimitMiddleware,
+    RequestContextMiddleware,
+    relative_slash_redirects,
+)
+from app.core.validation import check_request
 from app.datasets.routes import router as datasets_router
 from app.experiments.routes import router as experiments_router
 from app.jobs.routes import router as jobs_router
@@ -123,8 +128,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=DOCS_URL,
         redoc_url=REDOC_URL,
         static_url=STATIC_DOCS_URL,
-        dependencies=[Depends(check_ids)],
+        dependencies=[Depends(check_ids), Depends(check_request)],
     )
+    relative_slash_redirects(app.router)  # no Location built from the request's Host
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
