@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
+from fastapi.routing import RouteContext, iter_route_contexts
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from starlette.routing import BaseRoute, Match
@@ -65,11 +66,12 @@ def route_label(scope: Scope) -> str:
     return getattr(route, "path", None) or UNMATCHED
 
 
-def _matching_route(scope: Scope) -> BaseRoute | None:
-    """The route that matches path and method, else the first that matches the path (a 405)."""
+def _matching_route(scope: Scope) -> BaseRoute | RouteContext | None:
+    """The route that matches path and method, else the first that matches the path (a 405).
+    FastAPI's ``iter_route_contexts`` lists the routes inside included routers too."""
     router = getattr(scope.get("app"), "router", None)
     partial = None
-    for route in getattr(router, "routes", ()):
+    for route in iter_route_contexts(getattr(router, "routes", ())):
         match, _ = route.matches(scope)
         if match is Match.FULL:
             return route
