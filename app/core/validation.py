@@ -15,6 +15,7 @@ of bounded depth, and single-valued headers.
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Annotated, Any
 
 from fastapi import Request
@@ -59,7 +60,9 @@ def _loc_key(key: str) -> str:
 def check_json(value: Any, loc: tuple[str | int, ...] = ("body",), *, nul: bool = True) -> None:
     """422 for the first container nested deeper than MAX_JSON_DEPTH (its location, cut at that
     depth) or, with ``nul``, the first string or key holding a NUL. Iterative (no recursion,
-    whatever the depth); values other than dicts, lists and strings are leaves."""
+    whatever the depth); values other than dicts, lists and strings are leaves. The types in a
+    container are collected in C (``map(type, ...)``): only containers that hold containers (or,
+    with ``nul``, strings or keys with a NUL) are looked at item by item."""
     if type(value) is str:
         check_text(list(loc), value if nul else None)
     if type(value) is not dict and type(value) is not list:
@@ -69,16 +72,50 @@ def check_json(value: Any, loc: tuple[str | int, ...] = ("body",), *, nul: bool 
         node, depth, path = stack.pop()
         if depth > MAX_JSON_DEPTH:
             raise too_deep(list(path))
-        items = node.items() if type(node) is dict else enumerate(node)
-        for key, item in items:
-            if nul and type(key) is str and "\x00" in key:
-                raise invalid([*path, _loc_key(key)], NUL_KEY_MESSAGE)
-            kind = type(item)
-            if kind is dict or kind is list:
-                step = _loc_key(key) if type(key) is str else key
-                stack.append((item, depth + 1, (*path, step)))
-            elif nul and kind is str and "\x00" in item:
-                raise invalid([*path, _loc_key(key) if type(key) is str else key], NUL_MESSAGE)
+        is_dict = type(node) is dict
+        children = node.values() if is_dict else node
+        kinds = set(map(type, children))
+        nul_key = nul and is_dict and "\x00" in "".join(node)  # JSON keys are strings
+        if not (dict in kinds or list in kinds or nul_key or (nul and str in kinds)):
+            continue
+        if not nul_key and depth < MAX_JSON_DEPTH and _flat_children(kinds, children, nul):
+            continue  # e.g. /predict's rows: lists or objects of scalars, checked in C
+        for key, item in node.items() if is_dict else enumerate(node):
+            _check_item(stack, key, item, depth, path, nul)
+
+
+def _flat_children(kinds: set[type], children: Any, nul: bool) -> bool:
+    """Every child is a list (or every child a dict) holding only scalars, and, with ``nul``,
+    no string and no key with a NUL in them: nothing below to look at."""
+    if kinds == {dict}:
+        if nul and "\x00" in "".join(chain.from_iterable(children)):
+            return False
+        grand = set(map(type, chain.from_iterable(map(dict.values, children))))
+    elif kinds == {list}:
+        grand = set(map(type, chain.from_iterable(children)))
+    else:
+        return False
+    return not (dict in grand or list in grand or (nul and str in grand))
+
+
+def _check_item(
+    stack: list[tuple[Any, int, tuple[str | int, ...]]],
+    key: str | int,
+    item: Any,
+    depth: int,
+    path: tuple[str | int, ...],
+    nul: bool,
+) -> None:
+    """One item of a container at ``depth``: a NUL in its key or value raised, a container
+    pushed to be looked at."""
+    step = _loc_key(key) if type(key) is str else key
+    if nul and type(key) is str and "\x00" in key:
+        raise invalid([*path, step], NUL_KEY_MESSAGE)
+    kind = type(item)
+    if kind is dict or kind is list:
+        stack.append((item, depth + 1, (*path, step)))
+    elif nul and kind is str and "\x00" in item:
+        raise invalid([*path, step], NUL_MESSAGE)
 
 
 def _is_json(request: Request) -> bool:

@@ -18,7 +18,8 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from app.core.orm import ApiKey, Dataset, Job
-from app.core.problems import MAX_JSON_DEPTH
+from app.core.problems import MAX_JSON_DEPTH, Problem
+from app.core.validation import check_json
 from app.main import create_app
 from solver.table_cells import markdown_cell
 from tests.app.support import assert_problem, blobs, run_jobs, to_csv, upload
@@ -165,6 +166,34 @@ def test_deep_json_is_refused_on_every_route_with_a_body(client):
         assert "deeper than" in assert_problem(post_raw(client, path, deep), 422)["detail"]
     r = post_raw(client, "/predict", '{"model_id": 1, "instances": [' + "[" * 40 + "]" * 41 + "}")
     assert assert_problem(r, 422)["errors"][0]["loc"][:3] == ["body", "instances", 0]
+
+
+def _refusal(value: object, nul: bool = True) -> list | None:
+    try:
+        check_json(value, nul=nul)
+    except Problem as problem:
+        return problem.errors[0]["loc"]
+    return None
+
+
+def test_check_json_finds_the_one_bad_row_among_many():
+    """The walk skips rows of scalars in bulk; a single deep or NUL row is still found."""
+    rows = [{"a": 1.0, "b": "x"} for _ in range(1000)]
+    assert _refusal({"instances": rows}) is None
+    assert _refusal({"instances": [[1, 2]] * 1000 + [[nested(40)]]})[:4] == [
+        "body", "instances", 1000, 0
+    ]
+    rows[700] = {"a": 1.0, "b": "x\x00"}
+    assert _refusal({"instances": rows}) == ["body", "instances", 700, "b"]
+    assert _refusal({"instances": rows}, nul=False) is None  # no escaped NUL in the raw body
+    rows[700] = {"a\x00": 1.0}
+    assert _refusal({"instances": rows}) == ["body", "instances", 700, "a\\u0000"]
+    # lists of scalars at the limit: level 32 is accepted, level 33 refused
+    at_limit: object = [1]
+    for _ in range(MAX_JSON_DEPTH - 1):
+        at_limit = [at_limit]
+    assert _refusal(at_limit) is None
+    assert _refusal([at_limit]) == ["body", *[0] * MAX_JSON_DEPTH]
 
 
 # -- point 10: duplicate Authorization headers -------------------------------------------------
