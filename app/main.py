@@ -17,7 +17,12 @@ from app.core.config import Settings, get_settings
 from app.core.db import is_sqlite, make_engine, make_session_factory, read_only, script_heads
 from app.core.ids import check_ids
 from app.core.metrics import RequestMetrics
-from app.core.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
+from app.core.middleware import (
+    BodySizeLimitMiddleware,
+    RequestContextMiddleware,
+    relative_slash_redirects,
+)
+from app.core.validation import check_request
 from app.openapi import custom_openapi
 from app.routers import include_routers
 
@@ -108,9 +113,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=DOCS_URL,
         redoc_url=None,
         static_url=STATIC_DOCS_URL,
-        dependencies=[Depends(check_ids)],
+        dependencies=[Depends(check_ids), Depends(check_request)],
     )
     install_redoc(app, REDOC_URL, STATIC_DOCS_URL)
+    relative_slash_redirects(app.router)  # no Location built from the request's Host
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)

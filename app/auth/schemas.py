@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.auth.keys import Scope
 from app.core.pagination import Page
+from app.core.validation import Text
 
 _KEY_EXAMPLE = {
     "id": 3,
@@ -27,7 +28,9 @@ class KeyCreate(BaseModel):
         json_schema_extra={"examples": [{"name": "ci", "scope": "read"}]},
     )
 
-    name: StrictStr = Field(min_length=1, max_length=255, description="What the key is for")
+    name: Text = Field(
+        strict=True, min_length=1, max_length=255, description="What the key is for (no NUL)"
+    )
     scope: Scope = Field(
         description="read (GETs, predict) < write (uploads, jobs, deletes) < admin"
     )

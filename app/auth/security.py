@@ -22,6 +22,7 @@ from app.auth.gate import AuthGate, forbidden
 from app.auth.keys import Principal, Scope
 from app.core.deps import READ_METHODS
 from app.core.problems import Problem, ProblemDetail, problem_response
+from app.core.validation import single_header
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -143,12 +144,9 @@ class AuthMiddleware:
         ):
             await self.app(scope, receive, send)
             return
-        authorization = None
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                authorization = value.decode("latin-1")
-                break
         try:
+            # Two Authorization headers (400): never pick one of them for the client.
+            authorization = single_header(scope, b"authorization")
             result = await check_async(self.gate, authorization)
         except Problem as problem:
             await problem_response(Request(scope), problem)(scope, receive, send)

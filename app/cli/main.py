@@ -74,8 +74,6 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
-    import uvicorn
-
     from app.auth.serving import ServeRefused, serve_settings
     from app.jobs.worker import run_worker
     from app.main import create_app
@@ -114,7 +112,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     gc.collect()
     gc.freeze()
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_config=None)
+        _run_http(app, args.host, args.port, settings.header_timeout)
     except _Shutdown:
         pass
     finally:
@@ -130,6 +128,17 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
+
+
+def _run_http(app: Any, host: str, port: int, header_timeout: float) -> None:
+    """uvicorn with its h11 protocol plus a deadline for each request's head (408 after
+    ``header_timeout`` seconds: app.core.header_timeout)."""
+    import uvicorn
+
+    from app.core.header_timeout import protocol_with_header_timeout
+
+    http = protocol_with_header_timeout(header_timeout)
+    uvicorn.run(app, host=host, port=port, log_config=None, http=http)
 
 
 class _Shutdown(Exception):  # noqa: N818 - a signal, not an error

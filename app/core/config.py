@@ -52,6 +52,14 @@ class Settings(BaseSettings):
     max_predict_instances: int = Field(
         100_000, gt=0, description="Most rows in one /predict or /predict/file request"
     )
+    header_timeout: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="msvmav serve: seconds a client has to send a request's line and headers "
+        "(counted from the connection or the previous response); then 408 and the connection "
+        "is closed",
+    )
     worker_poll_interval: float = Field(
         1.0, gt=0, description="Seconds an idle worker waits before looking for queued jobs again"
     )

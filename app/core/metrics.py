@@ -7,8 +7,11 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
+from fastapi.routing import RouteContext, iter_route_contexts
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
+from starlette.routing import BaseRoute, Match
+from starlette.types import Scope
 
 from app.core.orm import JOB_STATUSES, Job
 
@@ -48,6 +51,33 @@ class RequestMetrics:
             lines.append(f"msvmav_http_request_duration_seconds_sum{{{labels}}} {s:.6f}")
             lines.append(f"msvmav_http_request_duration_seconds_count{{{labels}}} {n}")
         return lines
+
+
+#: The route label of a request that no route matches (a 404).
+UNMATCHED = "<unmatched>"
+
+
+def route_label(scope: Scope) -> str:
+    """The template of the route that answers (or would have answered) this request. A request
+    answered before routing (a 401, or a 500 raised in the auth middleware) has no
+    ``scope["route"]``: its route is found by matching the app's routes, so that it is counted
+    under its route and not as ``<unmatched>``."""
+    route = scope.get("route") or _matching_route(scope)
+    return getattr(route, "path", None) or UNMATCHED
+
+
+def _matching_route(scope: Scope) -> BaseRoute | RouteContext | None:
+    """The route that matches path and method, else the first that matches the path (a 405).
+    FastAPI's ``iter_route_contexts`` lists the routes inside included routers too."""
+    router = getattr(scope.get("app"), "router", None)
+    partial = None
+    for route in iter_route_contexts(getattr(router, "routes", ())):
+        match, _ = route.matches(scope)
+        if match is Match.FULL:
+            return route
+        if match is Match.PARTIAL and partial is None:
+            partial = route
+    return partial
 
 
 def job_lines(session: Session) -> list[str]:

@@ -14,10 +14,12 @@ import uuid
 from fastapi import HTTPException
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
+from starlette.responses import RedirectResponse
+from starlette.routing import Match, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.logs import request_id_var
-from app.core.metrics import RequestMetrics
+from app.core.metrics import RequestMetrics, route_label
 from app.core.problems import Problem, problem_response, too_large
 
 access_log = logging.getLogger("app.access")
@@ -69,8 +71,7 @@ class RequestContextMiddleware:
             await problem_response(Request(scope), problem)(scope, receive, send_with_id)
         finally:
             elapsed = time.perf_counter() - start
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "<unmatched>"
+            template = route_label(scope)
             self.metrics.observe(scope["method"], template, state["status"], elapsed)
             access_log.info(
                 "method=%s path=%s route=%s status=%s duration_ms=%.1f",
@@ -124,3 +125,37 @@ class BodySizeLimitMiddleware:
             return message
 
         await self.app(scope, counting_receive, send)
+
+
+def relative_slash_redirects(router: Router) -> None:
+    """Redirect ``/datasets/`` to ``/datasets`` (and ``/docs/`` to ``/docs``) with a relative
+    ``Location`` (path and query). Starlette's own ``redirect_slashes`` builds an absolute URL
+    from the request's ``Host`` header, echoing whatever host a client (or an attacker in front
+    of a cache) chose. Installed as the router's handler of unmatched requests."""
+    router.redirect_slashes = False
+    not_found = router.default
+
+    async def default(scope: Scope, receive: Receive, send: Send) -> None:
+        location = _slash_twin(router, scope)
+        if location is None:
+            await not_found(scope, receive, send)
+            return
+        await RedirectResponse(location, status_code=307)(scope, receive, send)
+
+    router.default = default
+
+
+def _slash_twin(router: Router, scope: Scope) -> str | None:
+    """``path`` with its trailing slash removed (or one added) and the query, if some route
+    matches that path; None otherwise. Never ``//…``, which a browser reads as another host."""
+    path = scope.get("path", "")
+    if scope["type"] != "http" or path == "/":
+        return None
+    twin = path.rstrip("/") if path.endswith("/") else path + "/"
+    if not twin.startswith("/") or twin.startswith("//"):
+        return None
+    twin_scope = {**scope, "path": twin}
+    if not any(route.matches(twin_scope)[0] is not Match.NONE for route in router.routes):
+        return None
+    query = scope.get("query_string", b"").decode("latin-1")
+    return twin + ("?" + query if query else "")

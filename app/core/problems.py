@@ -67,6 +67,16 @@ def too_large(detail: str, **extra: Any) -> Problem:
     return Problem(413, detail, type=TYPE_BASE + "too-large", title="Content Too Large", **extra)
 
 
+#: Deepest accepted JSON body (app.core.validation): the top-level object or array is level 1.
+MAX_JSON_DEPTH = 32
+
+
+def too_deep(loc: list[str | int]) -> Problem:
+    """422 for a JSON body nested deeper than MAX_JSON_DEPTH; ``loc`` is where it got too deep
+    (``["body"]`` when the body was too deep for the JSON parser itself)."""
+    return invalid(loc, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+
+
 def invalid(loc: list[str | int], message: str, **extra: Any) -> Problem:
     """422 naming the offending input, e.g. ``invalid(["body", "alpha"], "must be > 0")``."""
     field = _field_name(loc)
@@ -231,6 +241,8 @@ def install(app: FastAPI) -> None:
         if status == 404 and detail == "Not Found":
             detail = f"no route for {request.method} {request.url.path}"
         headers = dict(exc.headers) if exc.headers else {}
+        if status == 400 and isinstance(exc.__cause__, RecursionError):  # JSON too deep to parse
+            return problem_response(request, too_deep(["body"]))
         if status == 413:  # the body size cap: the same title and type as every other 413
             return problem_response(request, too_large(detail))
         if status == 405:

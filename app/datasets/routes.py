@@ -17,6 +17,7 @@ from app.core.idempotency import (
 )
 from app.core.pagination import PageDep
 from app.core.problems import invalid, problem_responses
+from app.core.validation import Text, check_text
 from app.datasets import service
 from app.datasets.schemas import MAX_NAME_LENGTH, DatasetDetail, DatasetPage, DatasetSummary
 
@@ -59,7 +60,7 @@ def create_dataset(
     request: Request,
     file: Annotated[UploadFile, File(description="The data file")],
     name: Annotated[
-        str | None,
+        Text | None,
         Form(
             max_length=MAX_NAME_LENGTH,
             description="Display name (default: file name)",
@@ -67,14 +68,14 @@ def create_dataset(
         ),
     ] = None,
     format: Annotated[
-        str | None,
+        Text | None,
         Form(
             description="csv, tsv, libsvm (svmlight) or arff; detected from name/content if absent",
             examples=[""],
         ),
     ] = None,
     label: Annotated[
-        str | None,
+        Text | None,
         Form(
             description="Label column: a name, or a 0-based index given as digits "
             "(default: the format's convention, e.g. last column / first LIBSVM field)",
@@ -82,7 +83,7 @@ def create_dataset(
         ),
     ] = None,
     drop: Annotated[
-        list[str] | None,
+        list[Text] | None,
         Form(
             description="Columns to ignore: names or fnmatch globs, comma-separated or repeated",
             examples=[[]],
@@ -108,7 +109,7 @@ def create_dataset(
         Form(description="CSV/TSV: first line is a header (default: sniffed)", examples=[""]),
     ] = None,
     delimiter: Annotated[
-        str | None,
+        Text | None,
         Form(
             description="CSV: field delimiter (default: sniffed); `\\t` or `tab` for tabs",
             examples=[""],
@@ -118,6 +119,7 @@ def create_dataset(
 ) -> JSONResponse:
     if len(file.filename or "") > MAX_NAME_LENGTH:
         raise invalid(["body", "file"], f"file name longer than {MAX_NAME_LENGTH} characters")
+    check_text(["body", "file"], file.filename)
     info = service.inspect_upload(file.file)  # one pass: size, digest; the file stays spooled
     options = service.UploadOptions(
         name=name,

@@ -136,8 +136,12 @@ def get_experiment(session: SessionDep, experiment_id: int) -> ExperimentOut:
     },
 )
 def get_experiment_table_markdown(session: SessionDep, experiment_id: int) -> Response:
-    text = service.table(session, experiment_id, "markdown")
-    return Response(text, media_type="text/markdown; charset=utf-8")
+    text = service.table(session, experiment_id, "markdown")  # cells escaped: no live HTML
+    return Response(
+        text,
+        media_type="text/markdown; charset=utf-8",
+        headers={"X-Content-Type-Options": "nosniff"},  # never guessed to be HTML
+    )
 
 
 @router.get(

@@ -1,0 +1,160 @@
+"""Checks of request input that no single route owns: text without NUL characters, JSON bodies
+of bounded depth, and single-valued headers.
+
+* ``Text``: a ``str`` without NUL (U+0000) for form fields, query parameters and schema fields.
+  PostgreSQL's text columns cannot hold NUL (psycopg refuses it: a 500); SQLite would store it.
+  Refused on both with a 422 naming the field.
+* ``check_request``: an app-wide dependency (FastAPI runs it after parsing the JSON body and
+  before the route's models validate it) that refuses, with a 422 naming the path in the body,
+  a JSON body nested deeper than ``MAX_JSON_DEPTH`` (32) levels (pydantic's serializer stops at 255
+  and the JSON parsers near 1,000) and any NUL in a JSON string or key at any depth; and NUL in
+  a query parameter. Bodies deep enough to stop the JSON parser itself are answered by
+  ``app.core.problems`` (``too_deep``), naming ``body``.
+* ``single_header``: a header that must appear at most once (400 otherwise).
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+from typing import Annotated, Any
+
+from fastapi import Request
+from pydantic import AfterValidator
+from pydantic_core import PydanticCustomError
+from starlette.types import Scope
+
+from app.core.problems import MAX_JSON_DEPTH, Problem, invalid, too_deep
+
+#: Longest key shown in the location of an error (longer ones end in "…").
+MAX_LOC_KEY = 40
+
+NUL_MESSAGE = "must not contain NUL (U+0000) characters"
+NUL_KEY_MESSAGE = "key must not contain NUL (U+0000) characters"
+
+_JSON_NUL = b"\\u0000"  # how a NUL can appear in JSON text (a raw NUL byte is invalid JSON)
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise PydanticCustomError("string_nul", NUL_MESSAGE)
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+"""A string without NUL characters: every text a client sends that may reach the database."""
+
+
+def check_text(loc: list[str | int], value: str | None) -> None:
+    """422 naming ``loc`` if ``value`` holds a NUL (for text that no model validates, such as
+    an uploaded file's name)."""
+    if value and "\x00" in value:
+        raise invalid(loc, NUL_MESSAGE)
+
+
+def _loc_key(key: str) -> str:
+    """A dict key as it is shown in an error's location: NUL spelled out, long keys cut."""
+    shown = key.replace("\x00", "\\u0000")
+    return shown if len(shown) <= MAX_LOC_KEY else shown[:MAX_LOC_KEY] + "…"
+
+
+def check_json(value: Any, loc: tuple[str | int, ...] = ("body",), *, nul: bool = True) -> None:
+    """422 for the first container nested deeper than MAX_JSON_DEPTH (its location, cut at that
+    depth) or, with ``nul``, the first string or key holding a NUL. Iterative (no recursion,
+    whatever the depth); values other than dicts, lists and strings are leaves. The types in a
+    container are collected in C (``map(type, ...)``): only containers that hold containers (or,
+    with ``nul``, strings or keys with a NUL) are looked at item by item."""
+    if type(value) is str:
+        check_text(list(loc), value if nul else None)
+    if type(value) is not dict and type(value) is not list:
+        return
+    stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(value, 1, loc)]
+    while stack:
+        node, depth, path = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise too_deep(list(path))
+        is_dict = type(node) is dict
+        children = node.values() if is_dict else node
+        kinds = set(map(type, children))
+        nul_key = nul and is_dict and "\x00" in "".join(node)  # JSON keys are strings
+        if not (dict in kinds or list in kinds or nul_key or (nul and str in kinds)):
+            continue
+        if not nul_key and depth < MAX_JSON_DEPTH and _flat_children(kinds, children, nul):
+            continue  # e.g. /predict's rows: lists or objects of scalars, checked in C
+        for key, item in node.items() if is_dict else enumerate(node):
+            _check_item(stack, key, item, depth, path, nul)
+
+
+def _flat_children(kinds: set[type], children: Any, nul: bool) -> bool:
+    """Every child is a list (or every child a dict) holding only scalars, and, with ``nul``,
+    no string and no key with a NUL in them: nothing below to look at."""
+    if kinds == {dict}:
+        if nul and "\x00" in "".join(chain.from_iterable(children)):
+            return False
+        grand = set(map(type, chain.from_iterable(map(dict.values, children))))
+    elif kinds == {list}:
+        grand = set(map(type, chain.from_iterable(children)))
+    else:
+        return False
+    return not (dict in grand or list in grand or (nul and str in grand))
+
+
+def _check_item(
+    stack: list[tuple[Any, int, tuple[str | int, ...]]],
+    key: str | int,
+    item: Any,
+    depth: int,
+    path: tuple[str | int, ...],
+    nul: bool,
+) -> None:
+    """One item of a container at ``depth``: a NUL in its key or value raised, a container
+    pushed to be looked at."""
+    step = _loc_key(key) if type(key) is str else key
+    if nul and type(key) is str and "\x00" in key:
+        raise invalid([*path, step], NUL_KEY_MESSAGE)
+    kind = type(item)
+    if kind is dict or kind is list:
+        stack.append((item, depth + 1, (*path, step)))
+    elif nul and kind is str and "\x00" in item:
+        raise invalid([*path, step], NUL_MESSAGE)
+
+
+def _is_json(request: Request) -> bool:
+    content_type = request.headers.get("content-type", "")
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+def _could_be_deep(body: bytes) -> bool:
+    """More than MAX_JSON_DEPTH opening brackets: only then can a body be too deep."""
+    return body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH
+
+
+async def check_request(request: Request) -> None:
+    """App-wide dependency: NUL in a query parameter, and a JSON body too deep or holding a NUL
+    anywhere (``check_json``), are 422s naming the field. The body was read and parsed by
+    FastAPI before dependencies run (``request.json()`` returns that parse); two scans of the
+    raw bytes in C skip the walk over the parsed value for nearly every body."""
+    for name, value in request.query_params.multi_items():
+        check_text(["query", _loc_key(name)], name + value)
+    if request.method in ("GET", "HEAD") or not _is_json(request):
+        return
+    body = await request.body()
+    nul = _JSON_NUL in body
+    if not (nul or _could_be_deep(body)):
+        return
+    try:
+        parsed = await request.json()
+    except ValueError:  # not JSON: the route has no JSON body, or already answered
+        return
+    check_json(parsed, nul=nul)
+
+
+def single_header(scope: Scope, name: bytes) -> str | None:
+    """The value of header ``name`` (lower case) if sent once, None if not sent; 400 when sent
+    more than once: a client whose proxy and itself both set it must not have one chosen
+    for it silently."""
+    values = [value for key, value in scope["headers"] if key == name]
+    if len(values) > 1:
+        label = name.decode("latin-1").title()
+        raise Problem(400, f"the {label} header was sent {len(values)} times; send it once")
+    return values[0].decode("latin-1") if values else None
