@@ -29,6 +29,7 @@ from app.models.routes import router as models_router
 from app.operations.routes import metrics_router
 from app.operations.routes import router as health_router
 from app.predict.routes import router as predict_router
+from app.protocols import v2
 
 # Multipart framing and form fields on top of the file itself.
 MULTIPART_SLACK_BYTES = 1024 * 1024
@@ -155,9 +156,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         (experiments_router, by_method),
         (keys_router, [Security(require(Scope.admin))]),
         (metrics_router, read),
+        (v2.router, read),
     ):
         app.include_router(router, dependencies=dependencies, responses=AUTH_RESPONSES)
     app.include_router(health_router)
+    app.include_router(v2.health_router)  # open, like /livez and /readyz
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
@@ -168,7 +171,7 @@ def open_paths(app: FastAPI) -> set[str]:
     scripts and styles (``/static-offline-docs/...``, fastapi-offline's mount)."""
     # fastapi-offline serves /docs and /redoc itself (the app's docs_url/redoc_url are None).
     docs = (app.openapi_url, DOCS_URL, REDOC_URL, app.swagger_ui_oauth2_redirect_url)
-    return {"/livez", "/readyz", STATIC_DOCS_URL + "/", *(p for p in docs if p)}
+    return {"/livez", "/readyz", *v2.HEALTH_PATHS, STATIC_DOCS_URL + "/", *(p for p in docs if p)}
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

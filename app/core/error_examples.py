@@ -104,13 +104,15 @@ _KIND_NAMES = {"key": "API key"}
 
 
 _LOWER_SCOPE = {"admin": "write", "write": "read", "read": None}
+# The protocols' inference POSTs (app.protocols): scope read, like /predict.
+_READ_POSTS = ("/infer", "/invocations")
 
 
 def needed_scope(method: str, path: str) -> str:
     """The scope an operation needs, as app.main attaches them to the routers."""
     if path.startswith("/keys"):
         return "admin"
-    if method in READ_METHODS or path.startswith("/predict"):
+    if method in READ_METHODS or path.startswith("/predict") or path.endswith(_READ_POSTS):
         return "read"
     return "write"
 

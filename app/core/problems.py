@@ -10,6 +10,7 @@ list whose entries name the field (and the row/column of an uploaded file).
 from __future__ import annotations
 
 import math
+import re
 from http import HTTPStatus
 from typing import Any
 
@@ -24,6 +25,9 @@ from app.core.logs import request_id_var
 from app.ingest import IngestError, IngestLimitError
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
+# Open Inference Protocol paths (app.protocols.v2): its clients (tritonclient) raise the text
+# of an error answer's ``error`` member.
+_OIP_PATH = re.compile(r"^/v2(/|$)")
 TYPE_BASE = "urn:msvmav:problem:"
 
 
@@ -143,6 +147,8 @@ def problem_response(request: Request | None, problem: Problem) -> JSONResponse:
     if problem.errors is not None:
         body["errors"] = problem.errors
     body.update(problem.extra)
+    if _OIP_PATH.match(body["instance"]):  # any answer there, a 401 as well as a 404
+        body.setdefault("error", problem.detail)
     return JSONResponse(
         body, status_code=problem.status, headers=problem.headers, media_type=PROBLEM_MEDIA_TYPE
     )

@@ -31,8 +31,22 @@ from app.main import create_app
 from tests.app.support import assert_problem, wait_for
 
 ADMIN = "admin-key-from-the-environment-0123456789"
-OPEN_PATHS = {"/livez", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
-READ_POSTS = {"/predict", "/predict/file"}
+OPEN_PATHS = {
+    "/livez",
+    "/readyz",
+    "/v2/health/live",
+    "/v2/health/ready",
+    "/docs",
+    "/docs/oauth2-redirect",
+    "/redoc",
+    "/openapi.json",
+}
+READ_POSTS = {
+    "/predict",
+    "/predict/file",
+    "/v2/models/999999/infer",
+    "/v2/models/999999/versions/999999/infer",
+}
 RANK = {"read": 0, "write": 1, "admin": 2}
 KEY_PATTERN = re.compile(r"^msv_[A-Za-z0-9_-]{43}$")
 
