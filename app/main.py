@@ -29,7 +29,7 @@ from app.models.routes import router as models_router
 from app.operations.routes import metrics_router
 from app.operations.routes import router as health_router
 from app.predict.routes import router as predict_router
-from app.protocols import v2
+from app.protocols import mlflow, v2
 
 # Multipart framing and form fields on top of the file itself.
 MULTIPART_SLACK_BYTES = 1024 * 1024
@@ -157,6 +157,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         (keys_router, [Security(require(Scope.admin))]),
         (metrics_router, read),
         (v2.router, read),
+        (mlflow.router, read),
     ):
         app.include_router(router, dependencies=dependencies, responses=AUTH_RESPONSES)
     app.include_router(health_router)

@@ -46,6 +46,7 @@ READ_POSTS = {
     "/predict/file",
     "/v2/models/999999/infer",
     "/v2/models/999999/versions/999999/infer",
+    "/models/999999/invocations",
 }
 RANK = {"read": 0, "write": 1, "admin": 2}
 KEY_PATTERN = re.compile(r"^msv_[A-Za-z0-9_-]{43}$")
