@@ -22,6 +22,7 @@ from app.core.error_examples import error_example, needed_scope
 from app.core.ids import check_ids
 from app.core.metrics import RequestMetrics
 from app.core.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
+from app.core.query_params import reject_unknown_query
 from app.datasets.routes import router as datasets_router
 from app.experiments.routes import router as experiments_router
 from app.jobs.routes import router as jobs_router
@@ -29,6 +30,7 @@ from app.models.routes import router as models_router
 from app.operations.routes import metrics_router
 from app.operations.routes import router as health_router
 from app.predict.routes import router as predict_router
+from app.registry.routes import router as registry_router
 
 # Multipart framing and form fields on top of the file itself.
 MULTIPART_SLACK_BYTES = 1024 * 1024
@@ -48,6 +50,11 @@ TAGS = [
     },
     {"name": "models", "description": "Trained models, their weights and margin statistics"},
     {"name": "predict", "description": "Labels and decision values for new rows"},
+    {
+        "name": "registry",
+        "description": "Registered models: names, versions 1, 2, 3 …, movable aliases "
+        "(`production`, `staging` …) with their history and a one-step rollback",
+    },
     {
         "name": "experiments",
         "description": "The paper's protocol (Table 1, Figure 1) over stored data sets and "
@@ -123,7 +130,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=DOCS_URL,
         redoc_url=REDOC_URL,
         static_url=STATIC_DOCS_URL,
-        dependencies=[Depends(check_ids)],
+        dependencies=[Depends(check_ids), Depends(reject_unknown_query)],
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -152,6 +159,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         (datasets_router, by_method),
         (jobs_router, by_method),
         (models_router, by_method),
+        (registry_router, by_method),
         (experiments_router, by_method),
         (keys_router, [Security(require(Scope.admin))]),
         (metrics_router, read),

@@ -56,7 +56,12 @@ def not_found(kind: str, id: object, loc: list[str | int] | None = None) -> Prob
     naming that field."""
     if loc is not None:
         return invalid(loc, f"{kind} {id} not found")
-    return Problem(404, f"{kind} {id} not found", type=TYPE_BASE + "not-found", title="Not Found")
+    return missing(f"{kind} {id} not found")
+
+
+def missing(detail: str) -> Problem:
+    """404 saying what was not found (``registered model 'credit' has no alias 'production'``)."""
+    return Problem(404, detail, type=TYPE_BASE + "not-found", title="Not Found")
 
 
 def conflict(detail: str) -> Problem:

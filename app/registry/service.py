@@ -18,9 +18,10 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.core.ids import in_range
 from app.core.orm import AliasMove, Model, ModelAlias, ModelVersion, RegisteredModel, utcnow
 from app.core.pagination import PageParams, paginate
-from app.core.problems import Problem, conflict, invalid
+from app.core.problems import conflict, invalid, missing
 from app.registry.references import (
     InvalidReference,
     ResolvedModel,
@@ -37,10 +38,6 @@ __all__ = [
     "resolve",
     "resolve_serving",
 ]
-
-
-def not_found(detail: str) -> Problem:
-    return Problem(404, detail, type="urn:msvmav:problem:not-found", title="Not Found")
 
 
 def check_name(name: str, loc: list[str | int], what: str = "name") -> None:
@@ -66,7 +63,7 @@ def get_or_raise(session: Session, name: str, *, lock: bool = False) -> Register
     """The registered model; 404 naming it."""
     found = get(session, name, lock=lock) if is_name(name) else None
     if found is None:
-        raise not_found(f"registered model {name!r} not found")
+        raise missing(f"registered model {name!r} not found")
     return found
 
 
@@ -170,9 +167,9 @@ def register(session: Session, name: str, model_id: int) -> ModelVersion:
 
 
 def get_version(session: Session, registered: RegisteredModel, version: int) -> ModelVersion:
-    found = session.get(ModelVersion, (registered.id, version))
+    found = session.get(ModelVersion, (registered.id, version)) if in_range(version) else None
     if found is None:
-        raise not_found(f"registered model {registered.name!r} has no version {version}")
+        raise missing(f"registered model {registered.name!r} has no version {version}")
     return found
 
 
@@ -232,7 +229,7 @@ def aliases_of(session: Session, registered: RegisteredModel) -> dict[str, int]:
         .where(ModelAlias.registered_model_id == registered.id)
         .order_by(ModelAlias.alias)
     )
-    return dict(rows.tuples())
+    return {alias: version for alias, version in rows}
 
 
 def _move(
@@ -292,7 +289,7 @@ def set_alias(
 def delete_alias(session: Session, name: str, alias: str, actor: str | None) -> None:
     registered = get_or_raise(session, name, lock=True)
     if session.get(ModelAlias, (registered.id, alias)) is None:
-        raise not_found(f"registered model {name!r} has no alias {alias!r}")
+        raise missing(f"registered model {name!r} has no alias {alias!r}")
     _move(session, registered, alias, None, action="delete", actor=actor)
     session.commit()
 
@@ -333,3 +330,53 @@ def history_page(
     registered = get_or_raise(session, name)
     stmt = select(AliasMove).where(AliasMove.registered_model_id == registered.id)
     return paginate(session, stmt, AliasMove.id, page)
+
+
+# --- views --------------------------------------------------------------------------------------
+
+
+def summary(registered: RegisteredModel, aliases: dict[str, int]) -> dict[str, Any]:
+    return {
+        "name": registered.name,
+        "description": registered.description,
+        "tags": registered.tags,
+        "latest_version": registered.last_version,
+        "aliases": aliases,
+        "created_at": registered.created_at,
+        "updated_at": registered.updated_at,
+    }
+
+
+def detail(session: Session, registered: RegisteredModel) -> dict[str, Any]:
+    """The registered model with its aliases and its versions (newest first)."""
+    return {
+        **summary(registered, aliases_of(session, registered)),
+        "versions": versions_of(session, registered),
+    }
+
+
+def summaries(session: Session, rows: list[RegisteredModel]) -> list[dict[str, Any]]:
+    """Summaries of a page of registered models, their aliases read in one query."""
+    aliases: dict[int, dict[str, int]] = {r.id: {} for r in rows}
+    if rows:
+        found = session.execute(
+            select(ModelAlias.registered_model_id, ModelAlias.alias, ModelAlias.version)
+            .where(ModelAlias.registered_model_id.in_(list(aliases)))
+            .order_by(ModelAlias.alias)
+        )
+        for owner, alias, version in found:
+            aliases[owner][alias] = version
+    return [summary(r, aliases[r.id]) for r in rows]
+
+
+def alias_view(
+    session: Session, name: str, alias: str, version: int, before: int | None
+) -> dict[str, Any]:
+    registered = get_or_raise(session, name)
+    return {
+        "name": name,
+        "alias": alias,
+        "version": version,
+        "model_id": get_version(session, registered, version).model_id,
+        "previous_version": before,
+    }

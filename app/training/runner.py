@@ -12,6 +12,7 @@ from app.core.orm import Dataset
 from app.datasets import service as datasets
 from app.jobs.runtime import JobContext, JobResult, describe_iteration, running_progress
 from app.models import service as models
+from app.registry import service as registry
 from app.training.pipeline import DEFAULT_ALGORITHM, holdout_sizes, train
 from solver.parallel import dask_cluster
 
@@ -73,14 +74,21 @@ def run_train_job(ctx: JobContext) -> JobResult:
             n_jobs=ctx.settings.search_jobs,
         )
 
+    register_as = ctx.params.get("register_as")
+
     def write(session: Session) -> dict[str, Any]:
         model = models.save(
             session, outcome=outcome, dataset=dataset, job_id=ctx.job_id, params=ctx.params
         )
+        registered = None
+        if register_as:  # committed with the job's success, or not at all
+            version = registry.add_version(session, register_as, model.id, create_missing=True)
+            registered = {"name": register_as, "version": version.version}
         return {
             "model_id": model.id,
             "result": {
                 "model_id": model.id,
+                "registered_as": registered,
                 "holdout_accuracy": outcome.holdout_accuracy,
                 "fit_seconds": outcome.fit_seconds,
                 "n_iter": outcome.n_iter,
