@@ -276,7 +276,7 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses=`` entries documenting problem+json answers."""
     descriptions = {
         400: "Bad request",
-        404: "Unknown id",
+        404: "Unknown id (or registered model, version or alias)",
         409: "Conflict with the resource's state",
         413: "Upload or batch too large",
         422: "Invalid input: the `errors` list names each field (and row/column of a file)",

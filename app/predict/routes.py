@@ -65,7 +65,7 @@ _PREDICT_EXAMPLES = {
         "true `labels` the answer adds accuracy and the batch's margin statistics."
     ),
     response_model=PredictResponse,
-    responses=problem_responses(413, 422),
+    responses=problem_responses(404, 413, 422),
 )
 async def predict(
     http: Request,
@@ -112,7 +112,7 @@ async def predict(
         "column optional). With a label column, the answer adds accuracy and margin statistics."
     ),
     response_model=PredictResponse,
-    responses=problem_responses(413, 422),
+    responses=problem_responses(404, 413, 422),
 )
 def predict_file(
     session: SessionDep,
