@@ -151,14 +151,20 @@ def add_version(
     return version
 
 
-def register(session: Session, name: str, model_id: int) -> ModelVersion:
-    """POST /registered-models/{name}/versions: the next version, committed; 422 naming
-    ``model_id`` when there is no such stored model."""
-    registered = get_or_raise(session, name, lock=True)
+def register(
+    session: Session, name: str, model_id: int, *, create_missing: bool = False
+) -> ModelVersion:
+    """POST /registered-models/{name}/versions: the next version, committed; 404 for an
+    unknown registered model (``create_missing``: created instead, as by ``msvmav models
+    register``), 422 naming ``model_id`` when there is no such stored model."""
+    if create_missing:
+        check_name(name, ["path", "name"])
+    else:
+        get_or_raise(session, name)
     if session.get(Model, model_id) is None:
         raise invalid(["body", "model_id"], f"model {model_id} not found")
     try:
-        version = add_version(session, registered.name, model_id)
+        version = add_version(session, name, model_id, create_missing=create_missing)
         session.commit()
     except IntegrityError:  # the model was deleted meanwhile
         session.rollback()

@@ -28,6 +28,7 @@ from tests.app.support import (
     upload,
     wait_for,
 )
+from tests.app.test_auth import cli_env  # noqa: F401 - a fixture
 
 X, Y = blobs()
 ROWS = X[:6].tolist()
@@ -439,3 +440,51 @@ def test_a_cancelled_train_job_registers_nothing(client, worker, engine):
     assert client.get(f"/jobs/{job_id}").json()["model_id"] is None
     assert _versions(engine) == []
     assert client.get("/registered-models/wdbc").json()["latest_version"] == 0
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("cli_env")
+def test_cli_register_alias_rollback_history(settings, client, worker, capsys, monkeypatch):
+    from app.cli import main as cli
+
+    monkeypatch.setenv("USER", "ops")
+    monkeypatch.setenv("LOGNAME", "ops")
+    ids = [trained_model(client, worker)["id"], trained_model(client, worker, alpha=0.01)["id"]]
+    base = ["--database-url", settings.database_url, "models"]
+
+    def run(*args: str) -> tuple[int, str, str]:
+        status = cli.main([*base, *args])
+        out, err = capsys.readouterr()
+        return status, out.strip(), err.strip()
+
+    assert run("register", "credit", str(ids[0]))[:2] == (0, f"credit version 1 = model {ids[0]}")
+    assert run("register", "credit", str(ids[1]))[1] == f"credit version 2 = model {ids[1]}"
+    assert run("alias", "credit", "production", "1")[1] == "credit@production: - -> 1"
+    assert run("alias", "credit", "production", "2")[1] == "credit@production: 1 -> 2"
+    assert run("rollback", "credit", "production")[1] == "credit@production: 2 -> 1"
+    status, out, _ = run("history", "credit")
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert rows[0] == ["moved_at", "alias", "action", "from", "to", "actor"]
+    assert [r[1:] for r in rows[1:]] == [
+        ["production", "rollback", "2", "1", "cli:ops"],
+        ["production", "set", "1", "2", "cli:ops"],
+        ["production", "set", "-", "1", "cli:ops"],
+    ]
+    # the API sees what the command did
+    body = client.post("/predict", json={"model": "credit@production", "instances": ROWS}).json()
+    assert (body["model_id"], body["version"]) == (ids[0], 1)
+    status, _, err = run("rollback", "credit", "nope")
+    assert status == 1 and err.endswith(
+        "msvmav models rollback: alias 'nope' of registered model 'credit' has no earlier "
+        "version to go back to (it was never set)"
+    )
+    status, _, err = run("register", "credit", "999999")
+    assert status == 1 and "model 999999 not found" in err
+    status, _, err = run("alias", "credit", "production", "9")
+    assert status == 1 and "has no version 9" in err
+    assert run("history", "nope")[2].endswith(
+        "msvmav models history: registered model 'nope' not found"
+    )
+    assert run("alias", "credit", "production", "--delete")[1] == "credit@production removed"
