@@ -77,15 +77,18 @@ Margin-distribution learning with **MSVMAv** (IJCAI 2022) and the paper's compar
 3. `GET /jobs/{id}` — poll until `succeeded`, then read `model_id`;
 4. `POST /predict` — labels and decision values; `GET /models/{id}/margins` — margin statistics
    (`/margins.png`, `/margins.svg` — their cumulative distribution);
-5. `POST /experiments` — the paper's protocol over data sets and algorithms; then
+5. `POST /registered-models`, `…/versions`, `PUT …/aliases/production` — name a model, then
+   predict with `"model": "name@production"`; retrain with `"register_as"`, move the alias, roll
+   it back (`…/rollback`), read `…/history`;
+6. `POST /experiments` — the paper's protocol over data sets and algorithms; then
    `GET /experiments/{id}/table.md|table.csv|margins.png|margins.svg`.
 
 Errors are RFC 9457 `application/problem+json`.
 
 **API keys**: once keys are in use, send `Authorization: Bearer <key>` (Swagger UI: *Authorize*).
 Scopes: `read` — GETs and `POST /predict`, `/predict/file`; `write` — also uploads, training,
-experiments, cancel and delete; `admin` — also `/keys`. `/livez`, `/readyz` and these docs are
-open. Missing or wrong key: 401; scope too low: 403.
+experiments, cancel, delete and registry changes; `admin` — also `/keys`. `/livez`, `/readyz`
+and these docs are open. Missing or wrong key: 401; scope too low: 403.
 """
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
 import psutil
+import pytest
 from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.orm import Session
 
@@ -22,6 +23,7 @@ from app.core.orm import Model, ModelVersion
 from app.jobs.worker import Worker
 from tests.app.support import (
     blobs,
+    running_job,
     sqlite_write_lock,
     start_worker_process,
     submit,
@@ -118,6 +120,19 @@ def _commit_blocked(database_url: str) -> Iterator[None]:
         engine.dispose()
 
 
+def _waiting_for_a_lock(engine) -> bool:
+    """PostgreSQL: one backend waits for a lock on registered_models."""
+    with engine.connect() as conn:
+        return bool(
+            conn.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND query LIKE '%registered_models%'"
+                )
+            ).scalar()
+        )
+
+
 def _idle(pid: int, seconds: float = 1.5) -> bool:
     """The process used no CPU for ``seconds`` (it waits for a lock)."""
     process = psutil.Process(pid)
@@ -146,14 +161,7 @@ def test_a_worker_killed_between_fit_and_commit_registers_nothing(
         with _commit_blocked(database_url):
             wait_for(lambda: _idle(proc.pid), timeout=300, interval=0)
             if not is_sqlite(database_url):  # its transaction waits for the row lock
-                with engine.connect() as conn:
-                    waiting = conn.execute(
-                        text(
-                            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
-                            "'Lock' AND query LIKE '%registered_models%'"
-                        )
-                    ).scalar()
-                assert waiting == 1
+                assert _waiting_for_a_lock(engine)
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)
     finally:
@@ -181,3 +189,31 @@ def test_a_worker_killed_between_fit_and_commit_registers_nothing(
         versions = list(session.scalars(select(ModelVersion)))
         assert [(v.version, v.model_id) for v in versions] == [(1, body["model_id"])]
         assert session.scalar(select(func.count()).select_from(Model)) == 1
+
+
+def test_a_job_cancelled_while_its_commit_waits_registers_nothing(
+    client, engine, worker, database_url
+):
+    """PostgreSQL: the worker's final transaction (model rows written, waiting for the
+    registered model's row) is refused when the job was cancelled meanwhile: no model, no
+    version."""
+    if is_sqlite(database_url):
+        pytest.skip("a cancel needs SQLite's write lock too: it cannot land while a commit waits")
+    ds = upload(client, to_csv(X, Y))
+    client.post("/registered-models", json={"name": "wdbc"})
+    job = submit(client, ds["id"], max_iter=20, register_as="wdbc")
+    locker = create_engine(database_url)
+    try:
+        with locker.connect() as conn:
+            conn.execute(text("SELECT id FROM registered_models WHERE name = 'wdbc' FOR UPDATE"))
+            with running_job(engine, worker) as (job_id, statuses):
+                wait_for(lambda: _waiting_for_a_lock(engine), timeout=60)
+                assert client.post(f"/jobs/{job_id}/cancel").status_code == 202
+                conn.rollback()  # the worker's commit goes on, and finds the job cancelled
+    finally:
+        locker.dispose()
+    assert job_id == job["id"] and statuses == ["cancelled"]
+    assert client.get(f"/jobs/{job_id}").json()["model_id"] is None
+    with Session(engine) as session:
+        assert session.scalar(select(func.count()).select_from(Model)) == 0
+        assert session.scalar(select(func.count()).select_from(ModelVersion)) == 0
