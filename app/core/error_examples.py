@@ -141,6 +141,15 @@ def needed_scope(method: str, path: str) -> str:
     return "write"
 
 
+def _registry_not_found(op_id: str, path: str) -> dict[str, Any] | None:
+    """The 404 of a route that names a registered model, version or alias (or refers to one)."""
+    if op_id in _REGISTRY_NOT_FOUND:
+        return _problem(404, _instance(path, 1), _REGISTRY_NOT_FOUND[op_id])
+    if "{name}" in path:
+        return _problem(404, path.replace("{name}", "nope"), "registered model 'nope' not found")
+    return None
+
+
 def error_example(
     status: int, path: str, op: dict[str, Any], method: str = "GET"
 ) -> dict[str, Any]:
@@ -148,10 +157,8 @@ def error_example(
     op_id = op.get("operationId", "")
     match = _ID_PARAM.search(path)
     kind = match.group(1) if match else None
-    if status == 404 and op_id in _REGISTRY_NOT_FOUND:
-        return _problem(404, _instance(path, 1), _REGISTRY_NOT_FOUND[op_id])
-    if status == 404 and "{name}" in path:
-        return _problem(404, path.replace("{name}", "nope"), "registered model 'nope' not found")
+    if status == 404 and (named := _registry_not_found(op_id, path)):
+        return named
     if status == 404 and kind:
         name = _KIND_NAMES.get(kind, kind)
         return _problem(404, _instance(path, MISSING_ID), f"{name} {MISSING_ID} not found")

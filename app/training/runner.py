@@ -13,7 +13,7 @@ from app.datasets import service as datasets
 from app.jobs.runtime import JobContext, JobResult, describe_iteration, running_progress
 from app.models import service as models
 from app.registry import service as registry
-from app.training.pipeline import DEFAULT_ALGORITHM, holdout_sizes, train
+from app.training.pipeline import DEFAULT_ALGORITHM, TrainOutcome, holdout_sizes, train
 from solver.parallel import dask_cluster
 
 
@@ -74,6 +74,23 @@ def run_train_job(ctx: JobContext) -> JobResult:
             n_jobs=ctx.settings.search_jobs,
         )
 
+    write = _writer(ctx, outcome, dataset)
+    notes = [f"{outcome.algorithm} fitted in {outcome.fit_seconds:.2f} s"]
+    if outcome.n_iter:
+        notes.append(f"{outcome.n_iter} iterations")
+    if outcome.holdout_accuracy is not None:
+        notes.append(f"hold-out accuracy {outcome.holdout_accuracy:.4f}")
+    message = ", ".join(notes)
+    for warning in outcome.summary.get("warnings") or ():
+        message += f"; warning: {warning}"
+    return JobResult(write=write, message=message)
+
+
+def _writer(
+    ctx: JobContext, outcome: TrainOutcome, dataset: Dataset
+) -> Callable[[Session], dict[str, Any]]:
+    """The job's final write: the model rows and, with ``register_as``, its registry version,
+    added to the session the worker commits with the job's ``succeeded`` (or not at all)."""
     register_as = ctx.params.get("register_as")
 
     def write(session: Session) -> dict[str, Any]:
@@ -81,7 +98,7 @@ def run_train_job(ctx: JobContext) -> JobResult:
             session, outcome=outcome, dataset=dataset, job_id=ctx.job_id, params=ctx.params
         )
         registered = None
-        if register_as:  # committed with the job's success, or not at all
+        if register_as:
             version = registry.add_version(session, register_as, model.id, create_missing=True)
             registered = {"name": register_as, "version": version.version}
         return {
@@ -98,12 +115,4 @@ def run_train_job(ctx: JobContext) -> JobResult:
             },
         }
 
-    notes = [f"{outcome.algorithm} fitted in {outcome.fit_seconds:.2f} s"]
-    if outcome.n_iter:
-        notes.append(f"{outcome.n_iter} iterations")
-    if outcome.holdout_accuracy is not None:
-        notes.append(f"hold-out accuracy {outcome.holdout_accuracy:.4f}")
-    message = ", ".join(notes)
-    for warning in outcome.summary.get("warnings") or ():
-        message += f"; warning: {warning}"
-    return JobResult(write=write, message=message)
+    return write
