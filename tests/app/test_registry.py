@@ -488,3 +488,34 @@ def test_cli_register_alias_rollback_history(settings, client, worker, capsys, m
         "msvmav models history: registered model 'nope' not found"
     )
     assert run("alias", "credit", "production", "--delete")[1] == "credit@production removed"
+
+
+def test_concurrent_first_registrations_of_a_new_name_make_versions_1_and_2(engine, credit):
+    """Two train jobs registering a new name at once: one creates it, both get a version."""
+    barrier = threading.Barrier(2)
+    versions: list[int] = []
+    errors: list[Exception] = []
+
+    def register(model_id: int) -> None:
+        try:
+            with Session(engine) as session:
+                barrier.wait(10)
+                version = registry.add_version(session, "fresh", model_id, create_missing=True)
+                session.commit()
+                versions.append(version.version)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=register, args=(i,)) for i in credit]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert sorted(versions) == [1, 2]
+
+
+def test_list_and_history_check_their_paging_parameters(client, credit):
+    for url in ("/registered-models", "/registered-models/credit/history"):
+        assert_problem(client.get(url, params={"limit": 1000}), 422, "limit")
+        assert_problem(client.get(url, params={"cursor": "nope"}), 422, "cursor")
