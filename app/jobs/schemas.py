@@ -159,7 +159,8 @@ class TrainRequest(BaseModel):
         _D["n_components"],
         ge=1,
         le=100_000,
-        description="Nyström components (approximation=nystroem); the low-rank path's largest rank",
+        description="Nyström components (approximation=nystroem); the low-rank path's "
+        "largest rank",
     )
     scaling: Literal["minmax", "none"] = Field(
         "minmax",

@@ -519,3 +519,16 @@ def test_list_and_history_check_their_paging_parameters(client, credit):
     for url in ("/registered-models", "/registered-models/credit/history"):
         assert_problem(client.get(url, params={"limit": 1000}), 422, "limit")
         assert_problem(client.get(url, params={"cursor": "nope"}), 422, "cursor")
+
+
+def test_a_large_body_predicts_by_alias_like_by_id(client, credit):
+    """Above 1 MB the rows stay bytes until the model is known (app.predict.numeric_rows):
+    the reference is resolved first, then they are read for that model."""
+    client.put("/registered-models/credit/aliases/production", json={"version": 2})
+    rows = np.repeat(X, 300, axis=0).tolist()  # 24,000 rows, about 1.4 MB
+    by_alias = client.post("/predict", json={"model": "credit@production", "instances": rows})
+    by_id = client.post("/predict", json={"model_id": credit[1], "instances": rows})
+    assert len(by_alias.request.content) > 1024 * 1024
+    assert by_alias.status_code == 200, by_alias.text
+    assert by_alias.json()["predictions"] == by_id.json()["predictions"]
+    assert (by_alias.json()["model_id"], by_alias.json()["version"]) == (credit[1], 2)
