@@ -22,6 +22,7 @@ from app.core.error_examples import error_example, needed_scope
 from app.core.ids import check_ids
 from app.core.metrics import RequestMetrics
 from app.core.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
+from app.core.query_params import reject_unknown_query
 from app.datasets.routes import router as datasets_router
 from app.experiments.routes import router as experiments_router
 from app.jobs.routes import router as jobs_router
@@ -30,6 +31,7 @@ from app.operations.routes import metrics_router
 from app.operations.routes import router as health_router
 from app.predict.routes import router as predict_router
 from app.protocols import mlflow, v2
+from app.registry.routes import router as registry_router
 
 # Multipart framing and form fields on top of the file itself.
 MULTIPART_SLACK_BYTES = 1024 * 1024
@@ -49,6 +51,11 @@ TAGS = [
     },
     {"name": "models", "description": "Trained models, their weights and margin statistics"},
     {"name": "predict", "description": "Labels and decision values for new rows"},
+    {
+        "name": "registry",
+        "description": "Registered models: names, versions 1, 2, 3 …, movable aliases "
+        "(`production`, `staging` …) with their history and a one-step rollback",
+    },
     {
         "name": "experiments",
         "description": "The paper's protocol (Table 1, Figure 1) over stored data sets and "
@@ -71,15 +78,18 @@ Margin-distribution learning with **MSVMAv** (IJCAI 2022) and the paper's compar
 3. `GET /jobs/{id}` — poll until `succeeded`, then read `model_id`;
 4. `POST /predict` — labels and decision values; `GET /models/{id}/margins` — margin statistics
    (`/margins.png`, `/margins.svg` — their cumulative distribution);
-5. `POST /experiments` — the paper's protocol over data sets and algorithms; then
+5. `POST /registered-models`, `…/versions`, `PUT …/aliases/production` — name a model, then
+   predict with `"model": "name@production"`; retrain with `"register_as"`, move the alias, roll
+   it back (`…/rollback`), read `…/history`;
+6. `POST /experiments` — the paper's protocol over data sets and algorithms; then
    `GET /experiments/{id}/table.md|table.csv|margins.png|margins.svg`.
 
 Errors are RFC 9457 `application/problem+json`.
 
 **API keys**: once keys are in use, send `Authorization: Bearer <key>` (Swagger UI: *Authorize*).
 Scopes: `read` — GETs and `POST /predict`, `/predict/file`; `write` — also uploads, training,
-experiments, cancel and delete; `admin` — also `/keys`. `/livez`, `/readyz` and these docs are
-open. Missing or wrong key: 401; scope too low: 403.
+experiments, cancel, delete and registry changes; `admin` — also `/keys`. `/livez`, `/readyz`
+and these docs are open. Missing or wrong key: 401; scope too low: 403.
 """
 
 
@@ -124,7 +134,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=DOCS_URL,
         redoc_url=REDOC_URL,
         static_url=STATIC_DOCS_URL,
-        dependencies=[Depends(check_ids)],
+        dependencies=[Depends(check_ids), Depends(reject_unknown_query)],
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -153,6 +163,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         (datasets_router, by_method),
         (jobs_router, by_method),
         (models_router, by_method),
+        (registry_router, by_method),
         (experiments_router, by_method),
         (keys_router, [Security(require(Scope.admin))]),
         (metrics_router, read),

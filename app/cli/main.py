@@ -1,4 +1,5 @@
-"""The ``msvmav`` command: ``serve``, ``worker``, ``migrate``, ``keys``, ``experiment``."""
+"""The ``msvmav`` command: ``serve``, ``worker``, ``migrate``, ``keys``, ``models``,
+``experiment``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import signal
 import sys
 
+from app.cli import models
 from app.cli.errors import CommandParser, run_reporting_errors
 from app.core.config import Settings
 from app.core.db import is_sqlite, upgrade_to_head
@@ -196,6 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     keys_sub.add_parser("list", help="list keys (never their secrets)")
     revoke = keys_sub.add_parser("revoke", help="revoke a key at once")
     revoke.add_argument("id", type=int, help="the key's id (see `msvmav keys list`)")
+
+    models.add_parser(sub)
 
     # Listed for --help only: main() hands `experiment ...` to app.cli.experiment.main as is.
     sub.add_parser(

@@ -21,7 +21,24 @@ MISSING_ID = 999
 _CONFLICTS = {
     "delete_dataset": "dataset {id} is used by a queued or running job; cancel it first",
     "cancel_job": "job {id} already succeeded; only queued or running jobs can be cancelled",
+    "delete_model": "model {id} is version 1 of registered model 'wdbc'; remove the version "
+    "first (DELETE /registered-models/{{name}}/versions/{{version}})",
+    "create_registered_model": "registered model 'wdbc' already exists",
+    "delete_registered_model": "registered model 'wdbc' still has aliases ('production' -> "
+    "version 1); remove them first",
+    "delete_model_version": "version 1 of registered model 'wdbc' is the target of alias "
+    "'production'; move or remove the alias first",
+    "rollback_model_alias": "alias 'production' of registered model 'wdbc' has no earlier "
+    "version to go back to",
 }
+# 404 answers of the registry's routes (named, not numbered), by operation id.
+_REGISTRY_NOT_FOUND = {
+    "predict": "registered model 'wdbc' has no alias 'staging'",
+    "predict_file": "registered model 'wdbc' has no alias 'staging'",
+    "delete_model_version": "registered model 'wdbc' has no version 7",
+    "delete_model_alias": "registered model 'wdbc' has no alias 'staging'",
+}
+_REGISTRY_PARAMS = {"{name}": "wdbc", "{alias}": "production", "{version}": "1"}
 _EXPERIMENT_CONFLICT = "experiment {id} is running; tables and plots exist once it has succeeded"
 
 # 413 answers, by operation id.
@@ -48,6 +65,13 @@ _INVALID_BODY: dict[str, tuple[list[str | int], str, dict[str, Any]]] = {
         {"type": "greater_than", "input": 0},
     ),
     "predict": (["body", "model_id"], f"model {MISSING_ID} not found", {}),
+    "create_registered_model": (
+        ["body", "name"],
+        "a name may not be all digits (that reads as a model id)",
+        {"type": "value_error", "input": "123"},
+    ),
+    "create_model_version": (["body", "model_id"], f"model {MISSING_ID} not found", {}),
+    "set_model_alias": (["body", "version"], "registered model 'wdbc' has no version 7", {}),
     "predict_file": (["body", "model_id"], f"model {MISSING_ID} not found", {}),
     "create_experiment": (
         ["body", "splits"],
@@ -63,6 +87,8 @@ _LABEL_NOT_FOUND = (
 
 
 def _instance(path: str, value: object) -> str:
+    for param, example in _REGISTRY_PARAMS.items():
+        path = path.replace(param, example)
     return _ID_PARAM.sub(str(value), path)
 
 
@@ -117,6 +143,15 @@ def needed_scope(method: str, path: str) -> str:
     return "write"
 
 
+def _registry_not_found(op_id: str, path: str) -> dict[str, Any] | None:
+    """The 404 of a route that names a registered model, version or alias (or refers to one)."""
+    if op_id in _REGISTRY_NOT_FOUND:
+        return _problem(404, _instance(path, 1), _REGISTRY_NOT_FOUND[op_id])
+    if "{name}" in path:
+        return _problem(404, path.replace("{name}", "nope"), "registered model 'nope' not found")
+    return None
+
+
 def error_example(
     status: int, path: str, op: dict[str, Any], method: str = "GET"
 ) -> dict[str, Any]:
@@ -124,6 +159,8 @@ def error_example(
     op_id = op.get("operationId", "")
     match = _ID_PARAM.search(path)
     kind = match.group(1) if match else None
+    if status == 404 and (named := _registry_not_found(op_id, path)):
+        return named
     if status == 404 and kind:
         name = _KIND_NAMES.get(kind, kind)
         return _problem(404, _instance(path, MISSING_ID), f"{name} {MISSING_ID} not found")

@@ -60,7 +60,12 @@ def not_found(kind: str, id: object, loc: list[str | int] | None = None) -> Prob
     naming that field."""
     if loc is not None:
         return invalid(loc, f"{kind} {id} not found")
-    return Problem(404, f"{kind} {id} not found", type=TYPE_BASE + "not-found", title="Not Found")
+    return missing(f"{kind} {id} not found")
+
+
+def missing(detail: str) -> Problem:
+    """404 saying what was not found (``registered model 'credit' has no alias 'production'``)."""
+    return Problem(404, detail, type=TYPE_BASE + "not-found", title="Not Found")
 
 
 def conflict(detail: str) -> Problem:
@@ -277,7 +282,7 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses=`` entries documenting problem+json answers."""
     descriptions = {
         400: "Bad request",
-        404: "Unknown id",
+        404: "Unknown id (or registered model, version or alias)",
         409: "Conflict with the resource's state",
         413: "Upload or batch too large",
         422: "Invalid input: the `errors` list names each field (and row/column of a file)",

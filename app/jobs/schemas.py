@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.core.ids import DbId
 from app.core.orm import JobAttemptOutcome
 from app.core.pagination import Page
+from app.registry.schemas import Name
 from app.training.algorithms import MAX_MAGNITUDE, MIN_MAGNITUDE, AlgorithmName
 from solver import MSVMAv
 
@@ -171,6 +172,12 @@ class TrainRequest(BaseModel):
     )
     seed: int | None = Field(
         0, ge=0, le=2**32 - 1, description="Seed of the hold-out split and Nyström sampling"
+    )
+    register_as: Name | None = Field(
+        None,
+        description="Registered model the trained model becomes the next version of (created "
+        "on first use), in the same transaction that marks the job succeeded",
+        examples=["wdbc"],
     )
 
 

@@ -17,6 +17,7 @@ from app.core.problems import Problem, problem_responses
 from app.predict import service as predict
 from app.predict.fastjson import json_response, loads
 from app.predict.schemas import WDBC_BENIGN, WDBC_COLUMNS, WDBC_MALIGNANT, Prediction
+from app.predict.target import Target
 from app.protocols import mlflow_inputs
 from app.protocols.errors import as_client_error, mlflow_error
 from app.protocols.references import ResolvedModel, UnknownReference, resolve
@@ -48,7 +49,7 @@ def _from_json(request: Request, model: ResolvedModel, body: bytes) -> list[Any]
     try:
         answer = predict.predict_rows(
             state.session_factory,
-            model_id=model.model_id,
+            target=Target(model_id=model.model_id, resolved=model),
             instances=rows,
             labels=None,
             settings=state.settings,
@@ -64,7 +65,7 @@ def _from_csv(request: Request, model: ResolvedModel, body: bytes) -> list[Any]:
         try:
             answer = predict.predict_file(
                 session,
-                model_id=model.model_id,
+                target=Target(model_id=model.model_id, resolved=model),
                 content=body,
                 filename="invocations.csv",
                 label=None,
@@ -140,7 +141,8 @@ _BODY = {
     "/models/{model_ref:path}/invocations",
     summary="Predict (MLflow scoring protocol)",
     description=(
-        "`{model_ref}`: a stored model's id (registered names when the registry is in use). "
+        "`{model_ref}`: `name@alias`, `name/version`, `name` (its newest version) or a stored "
+        "model's id. "
         "Rows as MLflow's scoring server takes them (`dataframe_split`, `dataframe_records`, "
         "`instances`, `inputs`) in `application/json`, or a CSV table with a header in "
         "`text/csv`. Errors are problem+json with MLflow's `error_code` and `message`: 400 for "

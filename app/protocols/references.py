@@ -1,47 +1,33 @@
-"""Model references of the protocol routes, resolved once per request.
+"""Model references of the protocol routes, resolved once per request by the registry
+(``app.registry.references``): ``credit@production``, ``credit/3``, ``credit`` (the newest
+version) or a stored model's id ``42``.
 
-A reference is a stored model's id (``42``); registered names (``credit``, ``credit/3``,
-``credit@production``) are resolved by the registry once it is merged.
+The Open Inference Protocol names a model and, optionally, a version:
+``/v2/models/{name}[/versions/{version}]``. ``{name}`` alone is the registered model's
+``production`` alias when set, else its newest version; a stored model's id and an
+``name@alias`` reference work there too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sqlalchemy.orm import Session
 
-from app.core.ids import in_range
-from app.models import service as models
+from app.registry.service import ResolvedModel, UnknownReference, resolve
+from app.registry.service import resolve_serving as registry_serving
 
-
-class UnknownReference(LookupError):  # noqa: N818 - the registry's name
-    """No model answers to the reference; ``str(exc)`` says which."""
-
-
-@dataclass(frozen=True)
-class ResolvedModel:
-    model_id: int
-    name: str | None = None
-    version: int | None = None
-    alias: str | None = None
-
-
-def _stored_id(ref: str) -> int | None:
-    return int(ref) if ref.isascii() and ref.isdigit() and in_range(int(ref)) else None
-
-
-def resolve(session: Session, ref: str) -> ResolvedModel:
-    """The model ``ref`` names (see the module docstring); UnknownReference if none."""
-    model_id = _stored_id(ref.strip())
-    if model_id is None or models.get(session, model_id) is None:
-        raise UnknownReference(f"model {ref!r} not found")
-    return ResolvedModel(model_id=model_id)
+__all__ = ["ResolvedModel", "UnknownReference", "resolve", "resolve_serving"]
 
 
 def resolve_serving(session: Session, name: str, version: str | None) -> ResolvedModel:
-    """The model the Open Inference Protocol's ``/v2/models/{name}[/versions/{version}]``
-    names: ``name`` is a reference as for ``resolve``; ``version`` a version of a registered
-    name."""
+    """The model ``/v2/models/{name}[/versions/{version}]`` names; UnknownReference if none."""
     if version is not None:
-        raise UnknownReference(f"model {name!r} has no version {version!r}")
-    return resolve(session, name)
+        if not (version.isascii() and version.isdigit() and len(version) <= 12):
+            raise UnknownReference(f"model version {version[:40]!r} is not a version number")
+        if name.isdigit():
+            raise UnknownReference(
+                f"model {name} is a stored model's id; it has no versions (use a registered name)"
+            )
+        return registry_serving(session, name, int(version))
+    if name.isdigit() or "@" in name:
+        return resolve(session, name)
+    return registry_serving(session, name)

@@ -68,8 +68,8 @@ def _served(request: Request, name: str, version: str | None) -> v2_service.Serv
 
 
 _MODEL_DOC = (
-    "`{model_name}`: a stored model's id (registered names when the registry is in use); "
-    "`versions/{model_version}`: a registered version."
+    "`{model_name}`: a registered model (the version its `production` alias points at, else its "
+    "newest), `name@alias`, or a stored model's id; `versions/{model_version}`: that version."
 )
 
 

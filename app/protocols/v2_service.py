@@ -23,6 +23,7 @@ from app.ingest.encoding import feature_specs
 from app.models import service as models
 from app.predict import service as predict
 from app.predict.numeric_rows import NumericRows
+from app.predict.target import Target
 from app.protocols.errors import as_client_error, v2_error
 from app.protocols.references import ResolvedModel, UnknownReference, resolve_serving
 from app.protocols.tensors import BYTES, NUMERIC, InferRequest, OutputTensor, Tensor
@@ -196,7 +197,7 @@ def infer(
     try:
         answer = predict.predict_rows(
             sessions,
-            model_id=model.resolved.model_id,
+            target=Target(model_id=model.resolved.model_id, resolved=model.resolved),
             instances=instances,
             labels=None,
             settings=settings,

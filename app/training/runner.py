@@ -12,7 +12,8 @@ from app.core.orm import Dataset
 from app.datasets import service as datasets
 from app.jobs.runtime import JobContext, JobResult, describe_iteration, running_progress
 from app.models import service as models
-from app.training.pipeline import DEFAULT_ALGORITHM, holdout_sizes, train
+from app.registry import service as registry
+from app.training.pipeline import DEFAULT_ALGORITHM, TrainOutcome, holdout_sizes, train
 from solver.parallel import dask_cluster
 
 
@@ -73,23 +74,7 @@ def run_train_job(ctx: JobContext) -> JobResult:
             n_jobs=ctx.settings.search_jobs,
         )
 
-    def write(session: Session) -> dict[str, Any]:
-        model = models.save(
-            session, outcome=outcome, dataset=dataset, job_id=ctx.job_id, params=ctx.params
-        )
-        return {
-            "model_id": model.id,
-            "result": {
-                "model_id": model.id,
-                "holdout_accuracy": outcome.holdout_accuracy,
-                "fit_seconds": outcome.fit_seconds,
-                "n_iter": outcome.n_iter,
-                "algorithm": outcome.algorithm,
-                "best_params": outcome.search["best_params"] if outcome.search else None,
-                "best_score": outcome.search["best_score"] if outcome.search else None,
-            },
-        }
-
+    write = _writer(ctx, outcome, dataset)
     notes = [f"{outcome.algorithm} fitted in {outcome.fit_seconds:.2f} s"]
     if outcome.n_iter:
         notes.append(f"{outcome.n_iter} iterations")
@@ -99,3 +84,35 @@ def run_train_job(ctx: JobContext) -> JobResult:
     for warning in outcome.summary.get("warnings") or ():
         message += f"; warning: {warning}"
     return JobResult(write=write, message=message)
+
+
+def _writer(
+    ctx: JobContext, outcome: TrainOutcome, dataset: Dataset
+) -> Callable[[Session], dict[str, Any]]:
+    """The job's final write: the model rows and, with ``register_as``, its registry version,
+    added to the session the worker commits with the job's ``succeeded`` (or not at all)."""
+    register_as = ctx.params.get("register_as")
+
+    def write(session: Session) -> dict[str, Any]:
+        model = models.save(
+            session, outcome=outcome, dataset=dataset, job_id=ctx.job_id, params=ctx.params
+        )
+        registered = None
+        if register_as:
+            version = registry.add_version(session, register_as, model.id, create_missing=True)
+            registered = {"name": register_as, "version": version.version}
+        return {
+            "model_id": model.id,
+            "result": {
+                "model_id": model.id,
+                "registered_as": registered,
+                "holdout_accuracy": outcome.holdout_accuracy,
+                "fit_seconds": outcome.fit_seconds,
+                "n_iter": outcome.n_iter,
+                "algorithm": outcome.algorithm,
+                "best_params": outcome.search["best_params"] if outcome.search else None,
+                "best_score": outcome.search["best_score"] if outcome.search else None,
+            },
+        }
+
+    return write

@@ -31,6 +31,8 @@ class Served:
     binary: int  # model ids: two string classes, numeric features
     multi: int  # three integer classes, numeric features
     mixed: int  # a categorical column among numeric ones
+    binary2: int  # another fit of `binary`'s data
+    name: str  # registered: version 1 `binary` (its production alias), version 2 `binary2`
     X: np.ndarray  # rows for the numeric models (3 features)
     mixed_rows: list[list[Any]]  # rows for the mixed model: x0, color, x1
     mixed_names: list[str]
@@ -70,6 +72,7 @@ def served_models(database_url: str, tmp_path: Path) -> Iterator[Served]:
             worker = Worker(settings, engine=engine)
             X, y = blobs(n=60, d=3)
             binary = _train(client, worker, to_csv(X, y))
+            binary2 = _train(client, worker, to_csv(X, y), alpha=1, beta=1)
             X3, y3 = blobs(n=90, d=3, classes=(1, 2, 3))
             multi = _train(client, worker, to_csv(X3, y3))
             content, rows = mixed_csv()
@@ -80,12 +83,22 @@ def served_models(database_url: str, tmp_path: Path) -> Iterator[Served]:
     with live_server(tmp_path, **env) as server:
         headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
         with httpx.Client(base_url=server.url, headers=headers, timeout=60) as http:
+            name = f"blobs-{binary}"  # a new name on the session's database
+            r = http.post("/registered-models", json={"name": name})
+            assert r.status_code == 201, r.text
+            for model_id in (binary, binary2):
+                r = http.post(f"/registered-models/{name}/versions", json={"model_id": model_id})
+                assert r.status_code == 201, r.text
+            r = http.put(f"/registered-models/{name}/aliases/production", json={"version": 1})
+            assert r.status_code == 200, r.text
             yield Served(
                 server=server,
                 http=http,
                 binary=binary,
                 multi=multi,
                 mixed=mixed,
+                binary2=binary2,
+                name=name,
                 X=np.vstack([X[:7], X3[:5]]),
                 mixed_rows=rows[:11],
                 mixed_names=["x0", "color", "x1"],

@@ -113,6 +113,18 @@ def test_every_route_needs_its_scope(keyed, engine):
     paths = {p for _m, p in ops}
     # the iteration is not vacuous: the routers' routes, /keys and the docs are all there
     assert {"/datasets", "/train", "/predict", "/keys", "/keys/999999", "/metrics"} <= paths
+    # the registry's routes: reads need read, changes (rollback too) write
+    assert {
+        ("POST", "/registered-models"),
+        ("GET", "/registered-models/999999"),
+        ("PATCH", "/registered-models/999999"),
+        ("POST", "/registered-models/999999/versions"),
+        ("DELETE", "/registered-models/999999/versions/999999"),
+        ("PUT", "/registered-models/999999/aliases/999999"),
+        ("POST", "/registered-models/999999/aliases/999999/rollback"),
+        ("GET", "/registered-models/999999/history"),
+    } <= set(ops)
+    assert expected_scope("POST", "/registered-models/x/aliases/y/rollback") == "write"
     assert paths >= OPEN_PATHS and len(ops) >= 30
     for method, path in ops:
         needed = expected_scope(method, path)
@@ -389,7 +401,9 @@ def test_openapi_documents_the_bearer_scheme_and_401_403(keyed):
             assert op["security"] == [{name: []}], (method, path)
             # 403 only where a lower scope exists: every key has at least read.
             read_only = not path.startswith("/keys") and (
-                method == "get" or path.startswith("/predict")
+                method == "get"
+                or path.startswith("/predict")
+                or path.endswith(("/infer", "/invocations"))  # the protocols' predictions
             )
             assert ("403" in op["responses"]) is not read_only, (method, path)
             for code in ("401",) if read_only else ("401", "403"):

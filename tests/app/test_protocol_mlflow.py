@@ -142,3 +142,22 @@ def test_dataframe_split_without_columns_is_in_training_order(served):
         served, served.binary, content=buffer.getvalue(), headers={"content-type": "text/csv"}
     )
     assert_same(got, reference)
+
+
+def test_registered_references(served):
+    X = served.X
+    production = predict(served.http, served.binary, X.tolist())
+    newest = predict(served.http, served.binary2, X.tolist())
+    for ref, reference in [
+        (f"{served.name}@production", production),
+        (f"{served.name}/2", newest),
+        (served.name, newest),  # a bare name is its newest version, as on /predict
+        (str(served.binary2), newest),
+    ]:
+        r = served.http.post(f"/models/{ref}/invocations", json={"instances": X.tolist()})
+        assert r.status_code == 200, (ref, r.text)
+        assert_same(r.json()["predictions"], reference)
+    r = served.http.post(
+        f"/models/{served.name}@staging/invocations", json={"instances": X.tolist()}
+    )
+    assert "no alias 'staging'" in mlflow_problem(r, 404)["detail"]

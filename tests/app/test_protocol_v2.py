@@ -236,3 +236,28 @@ def test_malformed_binary_requests_get_400_naming_the_fault(served):
     too_many = {"inputs": [{"name": "input", "datatype": "FP64", "shape": [10**6, 3], "data": []}]}
     body = _raw_infer(served, json.dumps(too_many).encode(), None)
     assert "0 values" in body["error"]
+
+
+def test_registered_names_versions_and_aliases(served, client):
+    X = served.X
+    production = predict(served.http, served.binary, X.tolist())
+    newest = predict(served.http, served.binary2, X.tolist())
+    assert not np.allclose(decisions(production), decisions(newest))  # two different models
+    meta = client.get_model_metadata(served.name, headers=key())
+    assert meta["name"] == served.name and meta["versions"] == ["1"]  # production, not the newest
+    for name, version, reference in [
+        (served.name, "", production),
+        (served.name, "2", newest),
+        (served.name, "1", production),
+        (f"{served.name}@production", "", production),
+    ]:
+        result = client.infer(name, [matrix_input(X)], model_version=version, headers=key())
+        np.testing.assert_allclose(result.as_numpy("decision"), decisions(reference), atol=1e-9)
+        assert result.get_response()["model_name"] == name
+    assert client.is_model_ready(served.name, model_version="2", headers=key()) is True
+    missing = _error(
+        lambda: client.get_model_metadata(served.name, model_version="7", headers=key())
+    )
+    assert missing.status() == "404" and "no version 7" in missing.message()
+    unknown = _error(lambda: client.infer("nobody", [matrix_input(X)], headers=key()))
+    assert unknown.status() == "404" and "'nobody' not found" in unknown.message()
