@@ -24,6 +24,7 @@ from app.core.metrics import RequestMetrics
 from app.core.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
 from app.datasets.routes import router as datasets_router
 from app.experiments.routes import router as experiments_router
+from app.export.routes import router as export_router
 from app.jobs.routes import router as jobs_router
 from app.models.routes import router as models_router
 from app.operations.routes import metrics_router
@@ -152,6 +153,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         (datasets_router, by_method),
         (jobs_router, by_method),
         (models_router, by_method),
+        (export_router, by_method),
         (experiments_router, by_method),
         (keys_router, [Security(require(Scope.admin))]),
         (metrics_router, read),

@@ -1,0 +1,84 @@
+"""/models/{id}/export and /models/import: a model leaves one service and enters another."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, File, Query, Response, UploadFile, status
+
+from app.core.deps import SessionDep, SettingsDep
+from app.core.problems import problem_responses
+from app.export import service
+from app.models.schemas import ModelDetail
+
+router = APIRouter(prefix="/models", tags=["models"])
+
+MEDIA_TYPES = {"onnx": "application/octet-stream", "bundle": "application/zip"}
+SUFFIXES = {"onnx": "onnx", "bundle": "zip"}
+
+
+@router.get(
+    "/{model_id}/export",
+    summary="Export a model",
+    description=(
+        "`format=onnx`: one ONNX graph (opset 19, core operators in double precision) from raw "
+        "features to `label` and `decision`, with the one-hot encoding and the min-max scaling "
+        "and its clip to [0, 1] inside; `format=bundle`: a zip of JSON and npy members "
+        "(encoding, scaling, estimator with its support vectors / dual coefficients, metadata, "
+        "sha256 checksums) for `POST /models/import` or `app.export.bundle.load_bundle`. "
+        "See docs/export.md."
+    ),
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The file (Content-Disposition: attachment)",
+            "content": {t: {} for t in sorted(set(MEDIA_TYPES.values()))},
+        },
+        **problem_responses(404, 422, 501),
+    },
+)
+def export_model(
+    session: SessionDep,
+    model_id: int,
+    format: Annotated[
+        Literal["onnx", "bundle"], Query(description="`onnx` or `bundle`", examples=["bundle"])
+    ],
+) -> Response:
+    make = service.export_onnx if format == "onnx" else service.export_bundle
+    filename = f"msvmav-model-{model_id}.{SUFFIXES[format]}"
+    return Response(
+        make(session, model_id),
+        media_type=MEDIA_TYPES[format],
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
+@router.post(
+    "/import",
+    status_code=status.HTTP_201_CREATED,
+    summary="Import a model bundle",
+    description=(
+        "Multipart upload (field `file`) of a bundle from `GET /models/{id}/export?format=bundle`"
+        " of this or another msvmav service: stored as a new model (`dataset_id` and `job_id` "
+        "null) that predicts as the exported one did. A bundle that is truncated, tampered with "
+        "(checksum mismatch), of a newer format version or holding a pickle is refused with 422 "
+        "naming the problem, and nothing is stored."
+    ),
+    response_model=ModelDetail,
+    responses={
+        201: {
+            "description": "Model stored",
+            "headers": {"Location": {"description": "/models/{id}", "schema": {"type": "string"}}},
+        },
+        **problem_responses(413, 422),
+    },
+)
+def import_model(
+    session: SessionDep,
+    settings: SettingsDep,
+    response: Response,
+    file: Annotated[UploadFile, File(description="The bundle (.zip)")],
+) -> ModelDetail:
+    row = service.import_bundle(session, file.file.read(), settings.max_upload_bytes)
+    response.headers["Location"] = f"/models/{row.id}"
+    return ModelDetail.from_row(row)
