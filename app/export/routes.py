@@ -41,8 +41,8 @@ def export_model(
     session: SessionDep,
     model_id: int,
     format: Annotated[
-        Literal["onnx", "bundle"], Query(description="`onnx` or `bundle`", examples=["bundle"])
-    ],
+        Literal["onnx", "bundle"], Query(description="`bundle` or `onnx`", examples=["onnx"])
+    ] = "bundle",
 ) -> Response:
     make = service.export_onnx if format == "onnx" else service.export_bundle
     filename = f"msvmav-model-{model_id}.{SUFFIXES[format]}"

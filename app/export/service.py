@@ -126,7 +126,7 @@ def import_bundle(session: Session, content: bytes, max_bytes: int) -> Model:
     try:
         bundle = read_bundle(content, max_bytes)
     except BundleTooLargeError as exc:
-        raise too_large(str(exc), field="file") from None
+        raise too_large(f"{exc} (MSVMAV_MAX_UPLOAD_BYTES)", field="file") from None
     except BundleError as exc:
         raise invalid(_FILE, str(exc), member=exc.member) from None
     row = _row_of(bundle)

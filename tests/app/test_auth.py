@@ -98,6 +98,7 @@ def test_every_route_needs_its_scope(keyed, engine):
     paths = {p for _m, p in ops}
     # the iteration is not vacuous: the routers' routes, /keys and the docs are all there
     assert {"/datasets", "/train", "/predict", "/keys", "/keys/999999", "/metrics"} <= paths
+    assert {("GET", "/models/999999/export"), ("POST", "/models/import")} <= set(ops)
     assert paths >= OPEN_PATHS and len(ops) >= 30
     for method, path in ops:
         needed = expected_scope(method, path)
