@@ -47,7 +47,11 @@ TAGS = [
         "description": "Start training jobs (any algorithm, optionally with a cross-validated "
         "search) and follow or cancel them",
     },
-    {"name": "models", "description": "Trained models, their weights and margin statistics"},
+    {
+        "name": "models",
+        "description": "Trained models, their weights and margin statistics; export (ONNX, "
+        "bundle) and import",
+    },
     {"name": "predict", "description": "Labels and decision values for new rows"},
     {
         "name": "experiments",
