@@ -27,6 +27,8 @@ OPSET = 19
 IR_VERSION = 9
 SINGLE_INPUT = "X"
 RESERVED = ("label", "decision")
+# A serialised ModelProto must stay under protobuf's 2 GiB; leave room for the rest.
+MAX_GRAPH_BYTES = 1 << 30
 
 
 class _Graph:
@@ -151,6 +153,12 @@ def build_onnx(
     """The serialised ModelProto (checked by ``onnx.checker``) of the whole prediction path.
 
     ``specs``: the stored encoding's feature columns; ``metadata``: stored as metadata_props."""
+    size = sum(a.nbytes for a in (exp.weights, exp.centres) if a is not None)
+    if size > MAX_GRAPH_BYTES:
+        raise UnsupportedModelError(
+            f"the model's arrays take {size} bytes; one ONNX file holds at most "
+            f"{MAX_GRAPH_BYTES} (protobuf's 2 GB limit): use format=bundle"
+        )
     g = _Graph()
     X, inputs = _features(g, specs)
     outputs = _outputs(g, _scores(g, _scaled(g, X, scaling), exp), exp)

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, File, Query, Response, UploadFile, status
+from fastapi import APIRouter, File, Query, Request, Response, UploadFile, status
+from fastapi.responses import JSONResponse
 
 from app.core.deps import SessionDep, SettingsDep
+from app.core.idempotency import (
+    REPLAYED_RESPONSE_HEADER,
+    Created,
+    IdempotencyKeyHeader,
+    create_once,
+)
 from app.core.problems import problem_responses
 from app.export import service
 from app.models.schemas import ModelDetail
@@ -68,7 +76,10 @@ def export_model(
     responses={
         201: {
             "description": "Model stored",
-            "headers": {"Location": {"description": "/models/{id}", "schema": {"type": "string"}}},
+            "headers": {
+                "Location": {"description": "/models/{id}", "schema": {"type": "string"}},
+                **REPLAYED_RESPONSE_HEADER,
+            },
         },
         **problem_responses(413, 422),
     },
@@ -76,9 +87,17 @@ def export_model(
 def import_model(
     session: SessionDep,
     settings: SettingsDep,
-    response: Response,
+    request: Request,
     file: Annotated[UploadFile, File(description="The bundle (.zip)")],
-) -> ModelDetail:
-    row = service.import_bundle(session, file.file.read(), settings.max_upload_bytes)
-    response.headers["Location"] = f"/models/{row.id}"
-    return ModelDetail.from_row(row)
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> JSONResponse:
+    content = file.file.read()
+
+    def create() -> Created:
+        row = service.import_bundle(session, content, settings.max_upload_bytes)
+        body = ModelDetail.from_row(row).model_dump(mode="json")
+        return Created(status.HTTP_201_CREATED, body, f"/models/{row.id}")
+
+    # "The same request": the same bundle bytes.
+    payload = {"file_sha256": hashlib.sha256(content).hexdigest()}
+    return create_once(session, request, idempotency_key, payload, create)

@@ -120,9 +120,9 @@ def _row_of(bundle: Any) -> Model:
 
 
 def import_bundle(session: Session, content: bytes, max_bytes: int) -> Model:
-    """Check the bundle whole, then add and commit the model with its arrays in one
-    transaction (nothing is written for a refused bundle): 413 beyond ``max_bytes``, 422
-    naming the member at fault."""
+    """Check the bundle whole, then add (not commit: the caller commits, with its idempotency
+    record) the model with its arrays; nothing is added for a refused bundle: 413 beyond
+    ``max_bytes``, 422 naming the member at fault."""
     try:
         bundle = read_bundle(content, max_bytes)
     except BundleTooLargeError as exc:
@@ -138,5 +138,4 @@ def import_bundle(session: Session, content: bytes, max_bytes: int) -> Model:
         ModelArray(model_id=row.id, name=k, data=storage.array_to_bytes(v))
         for k, v in blobs.items()
     )
-    session.commit()
     return row

@@ -299,3 +299,20 @@ def test_a_bundle_beyond_the_upload_limit_is_413(settings, engine, linear_bundle
     assert "limit" in body["detail"] and _counts(engine) == before
     with pytest.raises(BundleTooLargeError):
         read_bundle(linear_bundle, len(linear_bundle) - 1)
+
+
+def test_an_import_retried_with_its_idempotency_key_stores_one_model(client, engine, worker):
+    model, _ = source_model(client, worker, 2)
+    bundle = export_bundle(client, model["id"])
+    before = _counts(engine)
+    key = {"Idempotency-Key": "import-once"}
+    first = client.post("/models/import", files={"file": ("m.zip", bundle)}, headers=key)
+    again = client.post("/models/import", files={"file": ("m.zip", bundle)}, headers=key)
+    assert first.status_code == again.status_code == 201, again.text
+    assert again.json() == first.json() and again.headers["idempotent-replayed"] == "true"
+    assert again.headers["location"] == first.headers["location"]
+    assert _counts(engine)[0] == before[0] + 1
+    other_model, _ = source_model(client, worker, 3)
+    different = export_bundle(client, other_model["id"])
+    r = client.post("/models/import", files={"file": ("m.zip", different)}, headers=key)
+    assert_problem(r, 422, "Idempotency-Key")

@@ -32,6 +32,7 @@ KINDS = [
         2,
     ),
     ("msvmav-poly", "msvmav", {"kernel": "poly", "degree": 2}, 2),
+    ("msvmav-rbf-unscaled", "msvmav", {"kernel": "rbf", "scaling": "none", "gamma": 0.05}, 2),
     ("svm-linear-ovr", "svm", {}, 3),
     ("svm-rbf", "svm", {"kernel": "rbf"}, 2),
     ("svr-rbf-ovr", "svr", {"kernel": "rbf"}, 3),
