@@ -161,9 +161,14 @@ def _load_json(name: str, data: bytes) -> Any:
     if data[:1] == PICKLE_MAGIC:
         raise BundleError(f"member {name} is a pickle, not JSON", name)
     try:
-        return json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return json.loads(data, parse_constant=_no_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
         raise BundleError(f"member {name} is not valid JSON: {exc}", name) from None
+
+
+def _no_constant(token: str) -> Any:
+    # NaN and Infinity are not JSON (and PostgreSQL's JSON type refuses them).
+    raise ValueError(f"{token} is not a JSON number")
 
 
 def _manifest(zf: zipfile.ZipFile) -> dict[str, Any]:
@@ -269,6 +274,9 @@ def _check_meta(meta: Any) -> None:
         raise BundleError(
             "model.json: n_features must be an integer and classes a list", "model.json"
         )
+    names = meta["feature_names"]
+    if not isinstance(names, list) or len(names) != meta["n_features"]:
+        raise BundleError("model.json: feature_names must list n_features names", "model.json")
 
 
 def _estimator_arrays(est_meta: dict, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -277,6 +285,13 @@ def _estimator_arrays(est_meta: dict, arrays: dict[str, np.ndarray]) -> dict[str
     if klass is None:
         raise BundleError(
             f"estimator.json: unknown estimator {est_meta.get('estimator')!r}", "estimator.json"
+        )
+    attributes = est_meta.get("attributes")
+    if not isinstance(attributes, dict) or set(attributes) - set(klass._json_attrs):
+        raise BundleError(
+            f"estimator.json: attributes must be among {klass.__name__}'s "
+            f"{sorted(klass._json_attrs)}",
+            "estimator.json",
         )
     allowed = {"classes_", *klass._array_attrs}
     out = {k[len(EST_PREFIX) :]: v for k, v in arrays.items() if k.startswith(EST_PREFIX)}

@@ -239,6 +239,16 @@ def _foreign(m: dict) -> None:
     m["arrays/est.__class__.npy"] = npy(np.zeros(1))
 
 
+def _nan(m: dict) -> None:
+    m["model.json"] = m["model.json"].replace(b'"fit_seconds": ', b'"fit_seconds": NaN, "x": ')
+
+
+def _attribute(m: dict) -> None:
+    meta = json.loads(m["estimator.json"])
+    meta["attributes"]["_decision"] = "anything"
+    m["estimator.json"] = json.dumps(meta).encode()
+
+
 REFUSALS: list[tuple[str, Callable[[bytes], bytes], str]] = [
     ("truncated", lambda b: b[: len(b) // 2], "truncated"),
     ("not-a-zip", lambda b: b"a,b,y\n1,2,3\n", "not a zip"),
@@ -255,6 +265,8 @@ REFUSALS: list[tuple[str, Callable[[bytes], bytes], str]] = [
     ),
     ("arrays-disagree", lambda b: rezip(b, _shape), "do not fit together"),
     ("foreign-array", lambda b: rezip(b, _foreign), "not an array of MSVMAv"),
+    ("foreign-attribute", lambda b: rezip(b, _attribute), "attributes must be among MSVMAv"),
+    ("nan-in-json", lambda b: rezip(b, _nan), "NaN is not a JSON number"),
 ]
 
 
