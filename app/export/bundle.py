@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from app.core.jsonable import jsonable
 from app.ingest import IngestError
 from app.ingest.predict import RowEncoder
 from solver import ALGORITHMS, model_from_dict
@@ -93,15 +94,15 @@ def _json(value: Any) -> bytes:
 def write_bundle(
     *, meta: dict[str, Any], encoding: dict[str, Any], estimator: Any, scaling: MinMaxScaling | None
 ) -> bytes:
-    """The zip's bytes. ``meta`` must be JSON (it becomes model.json)."""
+    """The zip's bytes; ``meta`` becomes model.json (see ``app.export.service``)."""
     d = estimator.to_dict()
     arrays = {EST_PREFIX + k: np.asarray(v) for k, v in d["arrays"].items()}
     if scaling is not None:
         arrays |= {SCALING_PREFIX + k: v for k, v in scaling.to_arrays().items()}
-    members = {
-        "model.json": _json(meta),
-        "encoding.json": _json(encoding),
-        "estimator.json": _json(d["meta"]),
+    members = {  # (jsonable: NaN/inf become null, which the reader requires)
+        "model.json": _json(jsonable(meta)),
+        "encoding.json": _json(jsonable(encoding)),
+        "estimator.json": _json(jsonable(d["meta"])),
     }
     for name, array in arrays.items():
         if array.dtype.hasobject:
