@@ -6,7 +6,10 @@ PostgreSQL when TEST_DATABASE_URL is set)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -245,6 +248,27 @@ def test_onnx_without_the_onnx_package_is_501_and_bundle_still_works(client, wor
     assert "msvmav[export]" in body["detail"]
     r = client.get(f"/models/{model['id']}/export", params={"format": "bundle"})
     assert r.status_code == 200 and r.content[:2] == b"PK"
+
+
+def test_the_service_starts_without_the_onnx_package():
+    script = (
+        "import sys\n"
+        "sys.modules['onnx'] = None  # import onnx fails, as where it is not installed\n"
+        "from app.core.config import Settings\n"
+        "from app.main import create_app\n"
+        "app = create_app(Settings(database_url='sqlite://', _env_file=None))\n"
+        "assert '/models/{model_id}/export' in app.openapi()['paths']\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
 
 
 def test_unsupported_estimators_are_named():
