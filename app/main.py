@@ -25,6 +25,7 @@ from app.core.middleware import BodySizeLimitMiddleware, RequestContextMiddlewar
 from app.core.query_params import reject_unknown_query
 from app.datasets.routes import router as datasets_router
 from app.experiments.routes import router as experiments_router
+from app.export.routes import router as export_router
 from app.jobs.routes import router as jobs_router
 from app.models.routes import router as models_router
 from app.operations.routes import metrics_router
@@ -49,7 +50,11 @@ TAGS = [
         "description": "Start training jobs (any algorithm, optionally with a cross-validated "
         "search) and follow or cancel them",
     },
-    {"name": "models", "description": "Trained models, their weights and margin statistics"},
+    {
+        "name": "models",
+        "description": "Trained models, their weights and margin statistics; export (ONNX, "
+        "bundle) and import",
+    },
     {"name": "predict", "description": "Labels and decision values for new rows"},
     {
         "name": "registry",
@@ -164,6 +169,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         (jobs_router, by_method),
         (models_router, by_method),
         (registry_router, by_method),
+        (export_router, by_method),
         (experiments_router, by_method),
         (keys_router, [Security(require(Scope.admin))]),
         (metrics_router, read),

@@ -55,6 +55,10 @@ _TOO_LARGE = {
         "100001 rows; at most 100000 per request (MSVMAV_MAX_PREDICT_INSTANCES)",
         {"field": "file"},
     ),
+    "import_model": (
+        "bundle is 209715201 bytes; the limit is 209715200 (MSVMAV_MAX_UPLOAD_BYTES)",
+        {"field": "file"},
+    ),
 }
 
 # 422 answers whose cause is in the body, by operation id: (loc, message, error entry extras).
@@ -73,6 +77,11 @@ _INVALID_BODY: dict[str, tuple[list[str | int], str, dict[str, Any]]] = {
     "create_model_version": (["body", "model_id"], f"model {MISSING_ID} not found", {}),
     "set_model_alias": (["body", "version"], "registered model 'wdbc' has no version 7", {}),
     "predict_file": (["body", "model_id"], f"model {MISSING_ID} not found", {}),
+    "import_model": (
+        ["body", "file"],
+        "bundle format version 2 is newer than this service reads (up to 1); upgrade msvmav",
+        {"member": "manifest.json"},
+    ),
     "create_experiment": (
         ["body", "splits"],
         "Input should be greater than or equal to 1",
@@ -211,6 +220,10 @@ def error_example(
                 type="less_than_equal",
                 input="1000",
             )
+    if status == 501 and op_id == "export_model":
+        from app.export.service import ONNX_MISSING  # (imports the models' service)
+
+        return _problem(501, path, ONNX_MISSING)
     if status == 503:
         return _problem(
             503, path, "database schema at ['0001'], expected ['0002']: run `msvmav migrate`"

@@ -125,6 +125,7 @@ def test_every_route_needs_its_scope(keyed, engine):
         ("GET", "/registered-models/999999/history"),
     } <= set(ops)
     assert expected_scope("POST", "/registered-models/x/aliases/y/rollback") == "write"
+    assert {("GET", "/models/999999/export"), ("POST", "/models/import")} <= set(ops)
     assert paths >= OPEN_PATHS and len(ops) >= 30
     for method, path in ops:
         needed = expected_scope(method, path)
