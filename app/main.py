@@ -70,6 +70,15 @@ TAGS = [
         "name": "keys",
         "description": "API keys (scope admin): create (the secret is shown once), list, revoke",
     },
+    {
+        "name": "inference protocol (V2)",
+        "description": "The Open Inference Protocol (KServe V2, Triton's binary tensor data "
+        "extension): stock clients such as tritonclient.http",
+    },
+    {
+        "name": "inference protocol (MLflow)",
+        "description": "MLflow's scoring protocol: POST /models/{ref}/invocations",
+    },
     {"name": "operations", "description": "Health and metrics"},
 ]
 
@@ -93,8 +102,10 @@ Errors are RFC 9457 `application/problem+json`.
 
 **API keys**: once keys are in use, send `Authorization: Bearer <key>` (Swagger UI: *Authorize*).
 Scopes: `read` — GETs and `POST /predict`, `/predict/file`; `write` — also uploads, training,
-experiments, cancel, delete and registry changes; `admin` — also `/keys`. `/livez`, `/readyz`
-and these docs are open. Missing or wrong key: 401; scope too low: 403.
+experiments, cancel, delete and registry changes; `admin` — also `/keys`. The protocols'
+inference (`POST /v2/models/…/infer`, `POST /models/{ref}/invocations`) needs `read`, like
+`/predict`. `/livez`, `/readyz`, `/v2/health/live`, `/v2/health/ready` and these docs are
+open. Missing or wrong key: 401; scope too low: 403.
 """
 
 
