@@ -13,7 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from fastapi.testclient import TestClient
 
+from app.core.config import Settings
+from app.main import create_app
 from tests.app.protocol_support import Served, decisions, predict, served_models
 
 
@@ -161,3 +164,22 @@ def test_registered_references(served):
         f"/models/{served.name}@staging/invocations", json={"instances": X.tolist()}
     )
     assert "no alias 'staging'" in mlflow_problem(r, 404)["detail"]
+
+
+def test_rows_beyond_the_limit_are_413(served, database_url):
+    settings = Settings(database_url=database_url, max_predict_instances=5, _env_file=None)
+    with TestClient(create_app(settings)) as c:
+        for payload in (
+            {"instances": [[0.0, 0.0, 0.0]] * 6},
+            {"dataframe_split": {"columns": ["x0", "x1", "x2"], "data": [[0, 0, 0]] * 6}},
+            {"inputs": {"x0": [0] * 6, "x1": [0] * 6, "x2": [0] * 6}},
+        ):
+            r = c.post(f"/models/{served.binary}/invocations", json=payload)
+            assert "MSVMAV_MAX_PREDICT_INSTANCES" in mlflow_problem(r, 413)["detail"]
+        csv = "x0,x1,x2\n" + "0,0,0\n" * 6
+        r = c.post(
+            f"/models/{served.binary}/invocations",
+            content=csv,
+            headers={"content-type": "text/csv"},
+        )
+        assert "MSVMAV_MAX_PREDICT_INSTANCES" in mlflow_problem(r, 413)["detail"]

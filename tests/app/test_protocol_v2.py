@@ -13,8 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 import tritonclient.http as triton
+from fastapi.testclient import TestClient
 from tritonclient.utils import InferenceServerException
 
+from app.core.config import Settings
+from app.main import create_app
 from tests.app.protocol_support import ADMIN_KEY, Served, decisions, predict, served_models
 
 
@@ -261,3 +264,24 @@ def test_registered_names_versions_and_aliases(served, client):
     assert missing.status() == "404" and "no version 7" in missing.message()
     unknown = _error(lambda: client.infer("nobody", [matrix_input(X)], headers=key()))
     assert unknown.status() == "404" and "'nobody' not found" in unknown.message()
+
+
+def test_server_ready_follows_the_database(tmp_path):
+    """/v2/health/ready answers as /readyz: 503 (with the protocol's error) on a database
+    that is not migrated, while /v2/health/live stays 200."""
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'empty.db'}", _env_file=None)
+    with TestClient(create_app(settings)) as c:
+        assert c.get("/v2/health/live").json() == {"live": True}
+        ready, readyz = c.get("/v2/health/ready"), c.get("/readyz")
+        assert ready.status_code == readyz.status_code == 503
+        assert ready.json()["error"] == readyz.json()["detail"]
+
+
+def test_rows_beyond_the_limit_are_413_before_predicting(served, database_url):
+    settings = Settings(database_url=database_url, max_predict_instances=5, _env_file=None)
+    body = {"inputs": [{"name": "input", "datatype": "FP64", "shape": [6, 3], "data": [0.0] * 18}]}
+    with TestClient(create_app(settings)) as c:
+        r = c.post(f"/v2/models/{served.binary}/infer", json=body)
+        assert r.status_code == 413 and "MSVMAV_MAX_PREDICT_INSTANCES" in r.json()["error"]
+        body["inputs"][0]["shape"], body["inputs"][0]["data"] = [5, 3], [0.0] * 15
+        assert c.post(f"/v2/models/{served.binary}/infer", json=body).status_code == 200
