@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
 from app.core.problems import Problem, problem_responses
@@ -28,6 +28,14 @@ JSON, CSV = "application/json", "text/csv"
 
 
 class Predictions(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"predictions": [{"label": 2, "decision_value": 0.7088, "decision_values": None}]}
+            ]
+        }
+    )
+
     predictions: list[Prediction]
 
 

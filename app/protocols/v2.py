@@ -141,7 +141,12 @@ _INFER = {
             "description": "Outputs `label` and `decision`; with binary outputs, a JSON header "
             "of `Inference-Header-Content-Length` bytes followed by the outputs' binary data",
             "content": {
-                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                "application/octet-stream": {
+                    "schema": {"type": "string", "format": "binary"},
+                    "example": '{"model_name":"1","outputs":[{"name":"label","datatype":"INT64",'
+                    '"shape":[2],"parameters":{"binary_data_size":16}},...]} followed by the '
+                    "outputs' little-endian bytes",
+                }
             },
             "headers": {
                 HEADER_LENGTH: {

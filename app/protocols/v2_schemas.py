@@ -11,20 +11,34 @@ from app.predict.schemas import WDBC_BENIGN, WDBC_MALIGNANT
 
 
 class ServerMetadata(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"name": "msvmav", "version": "0.1.0", "extensions": ["binary_tensor_data"]}
+            ]
+        }
+    )
+
     name: str = Field(examples=["msvmav"])
     version: str = Field(examples=["0.1.0"])
     extensions: list[str] = Field(examples=[["binary_tensor_data"]])
 
 
 class Live(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"live": True}]})
+
     live: bool
 
 
 class Ready(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"ready": True}]})
+
     ready: bool
 
 
 class ModelReady(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "1", "ready": True}]})
+
     name: str
     ready: bool
 
@@ -71,6 +85,25 @@ class OutputTensor(BaseModel):
 
 
 class InferResponse(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "model_name": "1",
+                    "outputs": [
+                        {"name": "label", "datatype": "INT64", "shape": [2], "data": [2, 1]},
+                        {
+                            "name": "decision",
+                            "datatype": "FP64",
+                            "shape": [2],
+                            "data": [0.7088, -0.5912],
+                        },
+                    ],
+                }
+            ]
+        }
+    )
+
     model_name: str
     model_version: str | None = None
     id: str | None = None
