@@ -85,7 +85,9 @@ def main() -> int:
             return np.array([p["decision_value"] for p in r.json()["predictions"]])
 
         anchor, reference = median_seconds(by_predict, args.repeat)
-        print(f"{args.rows} rows x 30 features, median of {args.repeat}; decisions equal /predict's")
+        print(
+            f"{args.rows} rows x 30 features, median of {args.repeat}; decisions equal /predict's"
+        )
         print(f"{'/predict JSON (anchor)':32s} {anchor:8.3f} s   1.00")
         for name, call in [
             ("/v2 infer, binary tensors", by_v2(True)),
