@@ -28,7 +28,8 @@ WORKDIR /tmp/src
 COPY pyproject.toml ./
 # The `dask` extra too: the image also runs the `dask-scheduler` and `dask-worker` services of
 # docker-compose.yml's `dask` profile, and msvmav workers connect to them.
-RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['dask']))" \
+# The `export` extra: GET /models/{id}/export?format=onnx (onnx).
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['dask'] + p['optional-dependencies']['export']))" \
         > /tmp/requirements.txt \
  && pip install --no-cache-dir -r /tmp/requirements.txt \
  && rm /tmp/requirements.txt
@@ -39,7 +40,7 @@ COPY README.md ./
 COPY solver ./solver
 COPY app ./app
 COPY migrations ./migrations
-RUN pip install --no-cache-dir '.[dask]' \
+RUN pip install --no-cache-dir '.[dask,export]' \
  && cd / && rm -rf /tmp/src \
  && python -c "import app.cli.main, app.main, solver, migrations, distributed; from app.core.db import MIGRATIONS_DIR; assert (MIGRATIONS_DIR / 'env.py').is_file() and any((MIGRATIONS_DIR / 'versions').glob('*.py')), MIGRATIONS_DIR"
 

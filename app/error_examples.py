@@ -20,7 +20,24 @@ MISSING_ID = 999
 _CONFLICTS = {
     "delete_dataset": "dataset {id} is used by a queued or running job; cancel it first",
     "cancel_job": "job {id} already succeeded; only queued or running jobs can be cancelled",
+    "delete_model": "model {id} is version 1 of registered model 'wdbc'; remove the version "
+    "first (DELETE /registered-models/{{name}}/versions/{{version}})",
+    "create_registered_model": "registered model 'wdbc' already exists",
+    "delete_registered_model": "registered model 'wdbc' still has aliases ('production' -> "
+    "version 1); remove them first",
+    "delete_model_version": "version 1 of registered model 'wdbc' is the target of alias "
+    "'production'; move or remove the alias first",
+    "rollback_model_alias": "alias 'production' of registered model 'wdbc' has no earlier "
+    "version to go back to",
 }
+# 404 answers of the registry's routes (named, not numbered), by operation id.
+_REGISTRY_NOT_FOUND = {
+    "predict": "registered model 'wdbc' has no alias 'staging'",
+    "predict_file": "registered model 'wdbc' has no alias 'staging'",
+    "delete_model_version": "registered model 'wdbc' has no version 7",
+    "delete_model_alias": "registered model 'wdbc' has no alias 'staging'",
+}
+_REGISTRY_PARAMS = {"{name}": "wdbc", "{alias}": "production", "{version}": "1"}
 _EXPERIMENT_CONFLICT = "experiment {id} is running; tables and plots exist once it has succeeded"
 
 # 413 answers, by operation id.
@@ -37,6 +54,10 @@ _TOO_LARGE = {
         "100001 rows; at most 100000 per request (MSVMAV_MAX_PREDICT_INSTANCES)",
         {"field": "file"},
     ),
+    "import_model": (
+        "bundle is 209715201 bytes; the limit is 209715200 (MSVMAV_MAX_UPLOAD_BYTES)",
+        {"field": "file"},
+    ),
 }
 
 # 422 answers whose cause is in the body, by operation id: (loc, message, error entry extras).
@@ -47,7 +68,19 @@ _INVALID_BODY: dict[str, tuple[list[str | int], str, dict[str, Any]]] = {
         {"type": "greater_than", "input": 0},
     ),
     "predict": (["body", "model_id"], f"model {MISSING_ID} not found", {}),
+    "create_registered_model": (
+        ["body", "name"],
+        "a name may not be all digits (that reads as a model id)",
+        {"type": "value_error", "input": "123"},
+    ),
+    "create_model_version": (["body", "model_id"], f"model {MISSING_ID} not found", {}),
+    "set_model_alias": (["body", "version"], "registered model 'wdbc' has no version 7", {}),
     "predict_file": (["body", "model_id"], f"model {MISSING_ID} not found", {}),
+    "import_model": (
+        ["body", "file"],
+        "bundle format version 2 is newer than this service reads (up to 1); upgrade msvmav",
+        {"member": "manifest.json"},
+    ),
     "create_experiment": (
         ["body", "splits"],
         "Input should be greater than or equal to 1",
@@ -62,6 +95,8 @@ _LABEL_NOT_FOUND = (
 
 
 def _instance(path: str, value: object) -> str:
+    for param, example in _REGISTRY_PARAMS.items():
+        path = path.replace(param, example)
     return _ID_PARAM.sub(str(value), path)
 
 
@@ -105,6 +140,15 @@ _KIND_NAMES = {"key": "API key"}
 _LOWER_SCOPE = {Scope.admin: Scope.write, Scope.write: Scope.read, Scope.read: Scope.read}
 
 
+def _registry_not_found(op_id: str, path: str) -> dict[str, Any] | None:
+    """The 404 of a route that names a registered model, version or alias (or refers to one)."""
+    if op_id in _REGISTRY_NOT_FOUND:
+        return _problem(404, _instance(path, 1), _REGISTRY_NOT_FOUND[op_id])
+    if "{name}" in path:
+        return _problem(404, path.replace("{name}", "nope"), "registered model 'nope' not found")
+    return None
+
+
 def error_example(
     status: int, path: str, op: dict[str, Any], method: str = "GET", needed: Scope | None = None
 ) -> dict[str, Any]:
@@ -113,6 +157,8 @@ def error_example(
     op_id = op.get("operationId", "")
     match = _ID_PARAM.search(path)
     kind = match.group(1) if match else None
+    if status == 404 and (named := _registry_not_found(op_id, path)):
+        return named
     if status == 404 and kind:
         name = _KIND_NAMES.get(kind, kind)
         return _problem(404, _instance(path, MISSING_ID), f"{name} {MISSING_ID} not found")
@@ -162,6 +208,10 @@ def error_example(
                 type="less_than_equal",
                 input="1000",
             )
+    if status == 501 and op_id == "export_model":
+        from app.export.service import ONNX_MISSING  # (imports the models' service)
+
+        return _problem(501, path, ONNX_MISSING)
     if status == 503:
         return _problem(
             503, path, "database schema at ['0001'], expected ['0002']: run `msvmav migrate`"

@@ -22,9 +22,10 @@ from app.core.middleware import (
     RequestContextMiddleware,
     relative_slash_redirects,
 )
+from app.core.query_params import reject_unknown_query
 from app.core.validation import check_request
 from app.openapi import custom_openapi
-from app.routers import include_routers
+from app.routers import OPEN_PATHS, include_routers
 
 # Multipart framing and form fields on top of the file itself.
 MULTIPART_SLACK_BYTES = 1024 * 1024
@@ -35,8 +36,17 @@ TAGS = [
         "description": "Start training jobs (any algorithm, optionally with a cross-validated "
         "search) and follow or cancel them",
     },
-    {"name": "models", "description": "Trained models, their weights and margin statistics"},
+    {
+        "name": "models",
+        "description": "Trained models, their weights and margin statistics; export (ONNX, "
+        "bundle) and import",
+    },
     {"name": "predict", "description": "Labels and decision values for new rows"},
+    {
+        "name": "registry",
+        "description": "Registered models: names, versions 1, 2, 3 …, movable aliases "
+        "(`production`, `staging` …) with their history and a one-step rollback",
+    },
     {
         "name": "experiments",
         "description": "The paper's protocol (Table 1, Figure 1) over stored data sets and "
@@ -45,6 +55,15 @@ TAGS = [
     {
         "name": "keys",
         "description": "API keys (scope admin): create (the secret is shown once), list, revoke",
+    },
+    {
+        "name": "inference protocol (V2)",
+        "description": "The Open Inference Protocol (KServe V2, Triton's binary tensor data "
+        "extension): stock clients such as tritonclient.http",
+    },
+    {
+        "name": "inference protocol (MLflow)",
+        "description": "MLflow's scoring protocol: POST /models/{ref}/invocations",
     },
     {"name": "operations", "description": "Health and metrics"},
 ]
@@ -59,14 +78,19 @@ Margin-distribution learning with **MSVMAv** (IJCAI 2022) and the paper's compar
 3. `GET /jobs/{id}` — poll until `succeeded`, then read `model_id`;
 4. `POST /predict` — labels and decision values; `GET /models/{id}/margins` — margin statistics
    (`/margins.png`, `/margins.svg` — their cumulative distribution);
-5. `POST /experiments` — the paper's protocol over data sets and algorithms; then
+5. `POST /registered-models`, `…/versions`, `PUT …/aliases/production` — name a model, then
+   predict with `"model": "name@production"`; retrain with `"register_as"`, move the alias, roll
+   it back (`…/rollback`), read `…/history`;
+6. `POST /experiments` — the paper's protocol over data sets and algorithms; then
    `GET /experiments/{id}/table.md|table.csv|margins.png|margins.svg`.
 
 Errors are RFC 9457 `application/problem+json`.
 
 **API keys**: once keys are in use, send `Authorization: Bearer <key>` (Swagger UI: *Authorize*).
 Scopes: `read` — GETs and `POST /predict`, `/predict/file`; `write` — also uploads, training,
-experiments, cancel and delete; `admin` — also `/keys`. `/livez`, `/readyz` and these docs are
+experiments, cancel, delete and registry changes; `admin` — also `/keys`. The protocols'
+inference (`POST /v2/models/…/infer`, `POST /models/{ref}/invocations`) needs `read`, like
+`/predict`. `/livez`, `/readyz`, `/v2/health/live`, `/v2/health/ready` and these docs are
 open. Missing or wrong key: 401; scope too low: 403.
 """
 
@@ -113,7 +137,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=DOCS_URL,
         redoc_url=None,
         static_url=STATIC_DOCS_URL,
-        dependencies=[Depends(check_ids), Depends(check_request)],
+        dependencies=[Depends(check_ids), Depends(check_request), Depends(reject_unknown_query)],
     )
     install_redoc(app, REDOC_URL, STATIC_DOCS_URL)
     relative_slash_redirects(app.router)  # no Location built from the request's Host
@@ -150,6 +174,7 @@ def open_paths(app: FastAPI) -> set[str]:
     return {
         "/livez",
         "/readyz",
+        *OPEN_PATHS,
         STATIC_DOCS_URL + "/",
         REDOC_ASSETS_URL + "/",
         *(p for p in docs if p),

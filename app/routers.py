@@ -15,11 +15,14 @@ from app.auth.security import AUTH_RESPONSES, require, require_by_method
 from app.core.deps import READ_METHODS
 from app.datasets.routes import router as datasets_router
 from app.experiments.routes import router as experiments_router
+from app.export.routes import router as export_router
 from app.jobs.routes import router as jobs_router
 from app.models.routes import router as models_router
 from app.operations.routes import metrics_router
 from app.operations.routes import router as health_router
 from app.predict.routes import router as predict_router
+from app.protocols import mlflow, v2
+from app.registry.routes import router as registry_router
 from app.training.routes import router as training_router
 
 
@@ -38,12 +41,18 @@ ROUTERS: tuple[tuple[APIRouter, Access], ...] = (
     (training_router, Access.by_method),
     (jobs_router, Access.by_method),
     (models_router, Access.by_method),
+    (registry_router, Access.by_method),
+    (export_router, Access.by_method),
     (experiments_router, Access.by_method),
     (keys_router, Access.admin),
     (metrics_router, Access.read),
+    (v2.router, Access.read),  # the Open Inference Protocol: infer only reads, like /predict
+    (mlflow.router, Access.read),  # MLflow's /invocations
 )
-#: Open to anyone: the health probes.
-OPEN_ROUTERS: tuple[APIRouter, ...] = (health_router,)
+#: Open to anyone: the health probes (ours and the Open Inference Protocol's).
+OPEN_ROUTERS: tuple[APIRouter, ...] = (health_router, v2.health_router)
+#: Their paths, served without a key (besides /livez and /readyz).
+OPEN_PATHS: tuple[str, ...] = tuple(v2.HEALTH_PATHS)
 
 
 def needed_scope(access: Access, method: str) -> Scope:

@@ -1,4 +1,5 @@
-"""Benchmark: /predict against a bare FastAPI route, and 100k-row batches (issue 9).
+"""Benchmark: /predict against a bare FastAPI route, and 100k-row batches (issue 9); /predict
+by registry alias against by id and the bare route (issue 17).
 
     .venv/bin/python bench/serve.py                  # wrk 3 x 10 s per side, then the batches
     .venv/bin/python bench/serve.py --rounds 2 --duration 5 --skip-batch
@@ -8,11 +9,13 @@
 Starts ``msvmav serve`` (one API process, one worker) on a temporary SQLite database, uploads
 wdbc.arff (label ``Class``), trains a linear MSVMAv and waits for it. Starts a *bare* FastAPI app
 with one sync POST route that validates the same body (``PredictRequest``) and returns a
-constant, under the same uvicorn settings. Runs ``wrk -t1 -c8`` (Debian package ``wrk``) with a
-Lua script POSTing one wdbc row, alternating service / bare, and prints throughput, the ratio,
-p50/p99 and errors. Then times one ``/predict`` of 100,000 rows (JSON) and one ``/predict/file``
-of a 100,000-row CSV end to end (request sent to response read), beside the anchor: numpy's
-linear decision function on the same 100k x 30 matrix.
+constant, under the same uvicorn settings. Registers the model as version 1 of ``wdbc`` with the
+alias ``production``. Runs ``wrk -t1 -c8`` (Debian package ``wrk``) with a Lua script POSTing one
+wdbc row, alternating service by ``model_id`` / service by ``"model": "wdbc@production"`` /
+bare, and prints throughput, the ratios to the bare route, p50/p99 and errors. Then times one
+``/predict`` of 100,000 rows (JSON) and one ``/predict/file`` of a 100,000-row CSV end to end
+(request sent to response read), beside the anchor: numpy's linear decision function on the
+same 100k x 30 matrix.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ DATA_CANDIDATES = [
     ROOT.parent.parent / "shared" / "datasets",
 ]
 BATCH_ROWS = 100_000
+REGISTERED = "wdbc"
 
 
 def _bare_app():  # noqa: ANN202 - built only in the child process
@@ -227,6 +231,7 @@ def main() -> int:
               + ("PostgreSQL" if args.postgres else "SQLite")
               + (", API keys required" if args.auth else ""))
 
+        register(svc, model_id, headers)
         if not args.skip_wrk:
             wrk_rounds(args, svc, bare, model_id, X, tmp, headers)
         if not args.skip_batch:
@@ -263,35 +268,54 @@ def wrk_rounds(
     tmp: Path,
     headers: dict[str, str],
 ) -> None:
-    body = json.dumps({"model_id": model_id, "instances": [X[0].tolist()]})
+    row = [X[0].tolist()]
+    body = json.dumps({"model_id": model_id, "instances": row})
+    # The same model through the registry: registered model wdbc, version 1, @production.
+    by_alias = json.dumps({"model": f"{REGISTERED}@production", "instances": row})
     scripts = {
         "service": wrk_script(tmp / "service.lua", body, headers),
+        "by alias": wrk_script(tmp / "alias.lua", by_alias, headers),
         "bare": wrk_script(tmp / "bare.lua", body, {}),
     }
-    urls = {"service": svc, "bare": bare}
-    for name, url in urls.items():  # warm both up (the service's model cache, imports)
+    urls = {"service": svc, "by alias": svc, "bare": bare}
+    for name, url in urls.items():  # warm up (the service's model cache, imports)
         run_wrk(url + "/predict", scripts[name], 2, args.connections)
-    rows: dict[str, list[dict]] = {"service": [], "bare": []}
+    rows: dict[str, list[dict]] = {name: [] for name in urls}
     for _ in range(args.rounds):
         for name, url in urls.items():
             res = run_wrk(url + "/predict", scripts[name], args.duration, args.connections)
             rows[name].append(res)
     print(f"\nwrk -t1 -c{args.connections} -d{args.duration}s, POST /predict (one row), "
-          f"{args.rounds} alternating rounds")
+          f"{args.rounds} alternating rounds; service: by model_id, by alias: "
+          f'"model": "{REGISTERED}@production"')
     print(f"{'side':8} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
     for name, runs in rows.items():
         for r in runs:
             print(f"{name:8} {r['rps']:9.0f} {r['p50']:8.2f} {r['p99']:8.2f} {r['errors']:7d}")
-    ratios = [s["rps"] / b["rps"] for s, b in zip(rows["service"], rows["bare"], strict=True)]
+    for side in ("service", "by alias"):
+        ratios = [s["rps"] / b["rps"] for s, b in zip(rows[side], rows["bare"], strict=True)]
+        print(
+            f"throughput ratio {side}/bare per round: "
+            + ", ".join(f"{x:.2f}" for x in ratios)
+            + f"; median {statistics.median(ratios):.2f} (goal >= 0.8)"
+        )
+    ratios = [a["rps"] / s["rps"] for a, s in zip(rows["by alias"], rows["service"], strict=True)]
+    print(f"by alias/by id median {statistics.median(ratios):.2f}")
     print(
-        "throughput ratio service/bare per round: "
-        + ", ".join(f"{x:.2f}" for x in ratios)
-        + f"; median {statistics.median(ratios):.2f} (goal >= 0.8)"
-    )
-    print(
-        f"service p99 median {statistics.median(r['p99'] for r in rows['service']):.1f} ms "
+        f"service p99 median {statistics.median(r['p99'] for r in rows['service']):.1f} ms, "
+        f"by alias {statistics.median(r['p99'] for r in rows['by alias']):.1f} ms "
         "(goal <= 25 ms)"
     )
+
+
+def register(base: str, model_id: int, headers: dict[str, str]) -> None:
+    """Make the model version 1 of registered model REGISTERED, aliased production."""
+    with httpx.Client(base_url=base, timeout=30, headers=headers) as c:
+        c.post("/registered-models", json={"name": REGISTERED}).raise_for_status()
+        r = c.post(f"/registered-models/{REGISTERED}/versions", json={"model_id": model_id})
+        r.raise_for_status()
+        r = c.put(f"/registered-models/{REGISTERED}/aliases/production", json={"version": 1})
+        r.raise_for_status()
 
 
 def batches(

@@ -204,7 +204,7 @@ def test_readme_runs_as_written(server: LiveServer) -> None:
             k = commands.index(c)
             if block.lang == "python":
                 path = work / f"readme_block_{n}.py"
-                path.write_text(c.text + "\n")
+                path.write_text(c.text.replace(README_API, api) + "\n")
                 run = f"{sys.executable} {path.name}"
             else:
                 run = c.text.replace(README_API, api)

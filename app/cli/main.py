@@ -1,4 +1,5 @@
-"""The ``msvmav`` command: ``serve``, ``worker``, ``migrate``, ``keys``, ``experiment``."""
+"""The ``msvmav`` command: ``serve``, ``worker``, ``migrate``, ``keys``, ``models``,
+``experiment``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import signal
 import sys
 from typing import Any
 
+from app.cli import models
 from app.cli.errors import CommandParser, run_reporting_errors
 from app.core.config import Settings
 from app.core.db import is_sqlite, upgrade_to_head
@@ -165,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", help="alembic upgrade head")
     migrate.set_defaults(func=cmd_migrate)
     _add_keys(sub)
+    models.add_parser(sub)
     # Listed for --help only: main() hands `experiment ...` to app.cli.experiment.main as is.
     sub.add_parser(
         "experiment",

@@ -112,6 +112,12 @@ _readers: weakref.WeakKeyDictionary[Pool, Engine] = weakref.WeakKeyDictionary()
 _readers_lock = threading.Lock()
 
 
+def placeholders(engine: Engine, sql: str) -> str:
+    """``sql`` written with ``?`` placeholders, in the DBAPI placeholder style of ``engine``'s
+    driver (for ``fetch_one`` and ``Connection.exec_driver_sql``)."""
+    return sql.replace("?", _PLACEHOLDERS[engine.dialect.paramstyle])
+
+
 def fetch_one(engine: Engine, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """The first row of a read-only ``sql`` (positional placeholders written ``?``) as the
     driver returns it, or None: for the per-request checks (a model's row, an API key).
@@ -122,7 +128,7 @@ def fetch_one(engine: Engine, sql: str, params: tuple[Any, ...]) -> tuple[Any, .
     database: a connection of the reader pool (``_reader``), one round trip per call instead
     of three."""
     reader = _reader(engine)
-    statement = sql.replace("?", _PLACEHOLDERS[engine.dialect.paramstyle])
+    statement = placeholders(engine, sql)
     for attempt in (1, 2):
         raw = reader.raw_connection()
         try:

@@ -9,6 +9,7 @@ list whose entries name the field (and the row/column of an uploaded file).
 
 from __future__ import annotations
 
+import re
 from http import HTTPStatus
 from typing import Any
 
@@ -24,6 +25,9 @@ from app.ingest import IngestError, IngestLimitError
 from solver.jsonable import jsonable
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
+# Open Inference Protocol paths (app.protocols.v2): its clients (tritonclient) raise the text
+# of an error answer's ``error`` member.
+_OIP_PATH = re.compile(r"^/v2(/|$)")
 TYPE_BASE = "urn:msvmav:problem:"
 
 
@@ -56,7 +60,12 @@ def not_found(kind: str, id: object, loc: list[str | int] | None = None) -> Prob
     naming that field."""
     if loc is not None:
         return invalid(loc, f"{kind} {id} not found")
-    return Problem(404, f"{kind} {id} not found", type=TYPE_BASE + "not-found", title="Not Found")
+    return missing(f"{kind} {id} not found")
+
+
+def missing(detail: str) -> Problem:
+    """404 saying what was not found (``registered model 'credit' has no alias 'production'``)."""
+    return Problem(404, detail, type=TYPE_BASE + "not-found", title="Not Found")
 
 
 def conflict(detail: str) -> Problem:
@@ -153,6 +162,8 @@ def problem_response(request: Request | None, problem: Problem) -> JSONResponse:
     if problem.errors is not None:
         body["errors"] = problem.errors
     body.update(problem.extra)
+    if _OIP_PATH.match(body["instance"]):  # any answer there, a 401 as well as a 404
+        body.setdefault("error", problem.detail)
     return JSONResponse(
         body, status_code=problem.status, headers=problem.headers, media_type=PROBLEM_MEDIA_TYPE
     )
@@ -271,7 +282,7 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses=`` entries documenting problem+json answers."""
     descriptions = {
         400: "Bad request",
-        404: "Unknown id",
+        404: "Unknown id (or registered model, version or alias)",
         409: "Conflict with the resource's state",
         413: "Upload or batch too large",
         422: "Invalid input: the `errors` list names each field (and row/column of a file)",

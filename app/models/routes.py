@@ -11,7 +11,7 @@ from app.core.pagination import PageDep
 from app.core.plotting import IMAGE_TYPES, add_image_routes
 from app.core.problems import problem_responses
 from app.models import service
-from app.models.schemas import MarginsOut, ModelDetail, ModelPage, ModelSummary
+from app.models.schemas import AlgorithmName, MarginsOut, ModelDetail, ModelPage, ModelSummary
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -24,12 +24,33 @@ _Split = Literal["train", "holdout"]
 @router.get(
     "",
     summary="List models",
-    description="Newest first, `limit` per page; follow `next_cursor` for the next page.",
+    description="Newest first, `limit` per page; follow `next_cursor` for the next page. "
+    "Filters: `dataset_id`, `algorithm`, `registered_model` (its versions).",
     response_model=ModelPage,
     responses=problem_responses(422),
 )
-def list_models(session: SessionDep, page: PageDep) -> ModelPage:
-    return ModelPage.of(service.list_page(session, page), ModelSummary.model_validate)
+def list_models(
+    session: SessionDep,
+    page: PageDep,
+    dataset_id: Annotated[
+        int | None, Query(description="Only models trained on this dataset", examples=[1])
+    ] = None,
+    algorithm: Annotated[
+        AlgorithmName | None, Query(description="Only models of this algorithm")
+    ] = None,
+    registered_model: Annotated[
+        str | None,
+        Query(max_length=100, description="Only models that are versions of this registered model"),
+    ] = None,
+) -> ModelPage:
+    rows = service.list_page(
+        session,
+        page,
+        dataset_id=dataset_id,
+        algorithm=algorithm,
+        registered_model=registered_model,
+    )
+    return ModelPage.of(rows, ModelSummary.model_validate)
 
 
 @router.get(
@@ -46,7 +67,7 @@ def get_model(session: SessionDep, model_id: int) -> ModelDetail:
     "/{model_id}",
     status_code=status.HTTP_204_NO_CONTENT,
     summary="Delete a model",
-    responses=problem_responses(404),
+    responses=problem_responses(404, 409),
 )
 def delete_model(session: SessionDep, model_id: int) -> Response:
     service.delete(session, model_id)

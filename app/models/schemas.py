@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.pagination import Page
 from solver.algorithms import PAPER_ORDER
 from solver.scaling import MinMaxScaling
+
+#: an algorithm's short name, in the paper's order (solver.algorithms)
+AlgorithmName = Literal[PAPER_ORDER]  # type: ignore[valid-type]
 
 _STATS_EXAMPLE = {
     "n": 455,
@@ -157,10 +160,15 @@ class ModelDetail(ModelSummary):
     feature_names: list[str]
     weights: dict[str, Any] | None = Field(
         description="Linear kernel: coef (one row per one-vs-rest task) and intercept, in the "
-        "scaled feature space, with the feature names"
+        "scaled feature space, with the feature names. The score of a raw row x is "
+        "clip((x - data_min) / (data_max - data_min), 0, 1) @ coef.T + intercept, with "
+        "data_min/data_max from `scaling_ranges` (a constant feature divides by 1) and the "
+        "scaled features clipped to [0, 1] as for every prediction; positive means classes[1] "
+        "(two classes), else the highest score wins"
     )
     kernel_summary: dict[str, Any] | None = Field(
-        description="rbf/poly: expansion terms, gamma, coefficient norms"
+        description="rbf/poly: expansion terms, gamma, coefficient norms; the support vectors "
+        "and dual coefficients themselves are in `GET /models/{id}/export` (bundle or ONNX)"
     )
     scaling_ranges: dict[str, Any] = Field(description="Per-feature min/max of the scaling")
     train_margins: dict[str, Any] = Field(description="Margin statistics on the training part")

@@ -27,10 +27,10 @@ from sqlalchemy.pool import Pool
 
 from app.core import storage
 from app.core.db import begin_read, fetch_one
-from app.core.orm import Dataset, Model, ModelArray
+from app.core.orm import Dataset, Model, ModelArray, ModelVersion, RegisteredModel
 from app.core.pagination import PageParams, paginate
 from app.core.plotting import render_margin_cdf
-from app.core.problems import invalid, not_found
+from app.core.problems import conflict, invalid, not_found
 from app.datasets import service as datasets
 from app.models.schemas import MarginsOut, TrainOutcome
 from solver.algorithms import display_name
@@ -145,8 +145,32 @@ def get_or_raise(session: Session, model_id: int, loc: list[str | int] | None = 
     return model
 
 
-def list_page(session: Session, page: PageParams) -> tuple[list[Model], str | None]:
-    return paginate(session, select(Model), Model.id, page)
+def list_page(
+    session: Session,
+    page: PageParams,
+    *,
+    dataset_id: int | None = None,
+    algorithm: str | None = None,
+    registered_model: str | None = None,
+) -> tuple[list[Model], str | None]:
+    """A page of models, only those of ``dataset_id``, of ``algorithm`` and that are versions
+    of ``registered_model`` (422 when there is no registered model of that name)."""
+    stmt = select(Model)
+    if dataset_id is not None:
+        stmt = stmt.where(Model.dataset_id == dataset_id)
+    if algorithm is not None:
+        stmt = stmt.where(Model.algorithm == algorithm)
+    if registered_model is not None:
+        owner = session.scalar(
+            select(RegisteredModel.id).where(RegisteredModel.name == registered_model)
+        )
+        if owner is None:
+            raise invalid(
+                ["query", "registered_model"], f"registered model {registered_model!r} not found"
+            )
+        versions = select(ModelVersion.model_id).where(ModelVersion.registered_model_id == owner)
+        stmt = stmt.where(Model.id.in_(versions))
+    return paginate(session, stmt, Model.id, page)
 
 
 def save(
@@ -200,17 +224,23 @@ def model_stamp(engine: Engine, model_id: int) -> tuple[Any, ...] | None:
 
 
 def load_cached(
-    session: Session, model_id: int, loc: list[str | int] | None = None
+    session: Session,
+    model_id: int,
+    loc: list[str | int] | None = None,
+    stamp: tuple[Any, ...] | None = None,
 ) -> LoadedModel:
     """The model ready to predict, from this process's cache when it holds it; 404 (or 422
     naming ``loc``) when the model does not exist (any more) in the database.
 
     Every call checks the row (``model_stamp``, on a pooled connection: a warm call uses no
-    ORM session); a cache miss then reads the model in ``session``, in a read-only
-    transaction when the session has none yet. Nothing is written."""
+    ORM session) unless the caller read its ``stamp`` just now (a registry reference resolves
+    to the model and its stamp in one read); a cache miss then reads the model in
+    ``session``, in a read-only transaction when the session has none yet. Nothing is
+    written."""
     bind = session.get_bind()
     engine = getattr(bind, "engine", bind)
-    stamp = model_stamp(engine, model_id)
+    if stamp is None:
+        stamp = model_stamp(engine, model_id)
     cache = engine_cache(engine)
     if stamp is None:
         cache.drop(model_id)
@@ -252,7 +282,23 @@ def load(session: Session, model: Model) -> LoadedModel:
 
 
 def delete(session: Session, model_id: int) -> None:
-    model = get_or_raise(session, model_id)
+    """Delete the model; 409 while it is a version of a registered model. The row is locked
+    first, so a version being added at the same time either is seen here or fails."""
+    model = session.scalars(select(Model).where(Model.id == model_id).with_for_update()).first()
+    if model is None:
+        raise not_found("model", model_id)
+    versions = session.execute(
+        select(RegisteredModel.name, ModelVersion.version)
+        .join(RegisteredModel, RegisteredModel.id == ModelVersion.registered_model_id)
+        .where(ModelVersion.model_id == model_id)
+        .order_by(RegisteredModel.name, ModelVersion.version)
+    ).all()
+    if versions:
+        named = ", ".join(f"version {v} of registered model {n!r}" for n, v in versions)
+        raise conflict(
+            f"model {model_id} is {named}; remove the version first "
+            "(DELETE /registered-models/{name}/versions/{version})"
+        )
     session.execute(sql_delete(ModelArray).where(ModelArray.model_id == model.id))
     session.delete(model)
     session.commit()

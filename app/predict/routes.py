@@ -21,6 +21,7 @@ from app.predict.schemas import (
     PredictRequest,
     PredictResponse,
 )
+from app.predict.target import resolve_target, target_of
 
 
 class PredictBody(OrjsonRequest):
@@ -48,6 +49,10 @@ _PREDICT_EXAMPLES = {
         "summary": "A record keyed by column name (model 1 of the README: wdbc)",
         "value": {"model_id": 1, "instances": [dict(zip(WDBC_COLUMNS, WDBC_BENIGN, strict=True))]},
     },
+    "by alias": {
+        "summary": "The version the README's registered model `wdbc` serves as `production`",
+        "value": {"model": "wdbc@production", "instances": [WDBC_MALIGNANT], "labels": [2]},
+    },
 }
 
 
@@ -60,7 +65,7 @@ _PREDICT_EXAMPLES = {
         "true `labels` the answer adds accuracy and the batch's margin statistics."
     ),
     response_model=PredictResponse,
-    responses=problem_responses(413, 422),
+    responses=problem_responses(404, 413, 422),
 )
 async def predict(
     http: Request,
@@ -70,12 +75,13 @@ async def predict(
     # existence is checked on a pooled connection; see app.models.service.load_cached), and
     # each dependency costs FastAPI's solver a measurable share of a one-row request.
     state = http.app.state
+    target = target_of(request.model_id, request.model, ["body", "model"])
 
     def answer() -> Response:
         return json_response(
             service.predict_rows(
                 state.session_factory,
-                model_id=request.model_id,
+                target=target,
                 instances=request.instances,
                 labels=request.labels,
                 settings=state.settings,
@@ -89,12 +95,12 @@ async def predict(
     # other requests; so does everything on PostgreSQL, where the existence check is a network
     # round trip that must not stall the event loop (and its health probes) when the server is
     # slow or away.
-    if (
-        state.local_database
-        and row_count(request.instances) <= INLINE_ROWS
-        and model_cache_holds(state.engine, request.model_id)
-    ):
-        return answer()
+    # A registry reference is resolved here on SQLite (one indexed read, like the existence
+    # check), so that the model it names can be looked up in the cache.
+    if state.local_database and row_count(request.instances) <= INLINE_ROWS:
+        target = resolve_target(state.engine, target, ["body", "model"])
+        if model_cache_holds(state.engine, target.model_id):
+            return answer()
     return await run_in_threadpool(answer)
 
 
@@ -106,15 +112,25 @@ async def predict(
         "column optional). With a label column, the answer adds accuracy and margin statistics."
     ),
     response_model=PredictResponse,
-    responses=problem_responses(413, 422),
+    responses=problem_responses(404, 413, 422),
 )
 def predict_file(
     session: SessionDep,
     settings: SettingsDep,
     file: Annotated[UploadFile, File(description="Rows to classify")],
     model_id: Annotated[
-        int, Form(ge=1, le=MAX_DB_ID, description="Model to use", examples=[1])
-    ],
+        int | None,
+        Form(ge=1, le=MAX_DB_ID, description="Stored model to use (or give `model`)", examples=[1]),
+    ] = None,
+    model: Annotated[
+        str | None,
+        Form(
+            max_length=300,
+            description="Registered model to use instead of `model_id`: `name@alias` "
+            "(e.g. `wdbc@production`), `name/version` or `name` (its newest version)",
+            examples=[""],
+        ),
+    ] = None,
     label: Annotated[
         str | None,
         Form(
@@ -126,7 +142,7 @@ def predict_file(
     return json_response(
         service.predict_file(
             session,
-            model_id=model_id,
+            target=target_of(model_id, (model or "").strip() or None, ["body", "model"]),
             content=file.file.read(),
             filename=file.filename or "",
             label=(label or "").strip() or None,

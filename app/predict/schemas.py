@@ -56,7 +56,14 @@ class PredictRequest(BaseModel):
         },
     )
 
-    model_id: DbId = Field(description="Model to use")
+    model_id: DbId | None = Field(None, description="Stored model to use (or give `model`)")
+    model: str | None = Field(
+        None,
+        max_length=300,
+        description="Registered model to use instead of `model_id`: `name@alias` "
+        "(`wdbc@production`), `name/version` (`wdbc/2`) or `name` (its newest version)",
+        examples=["wdbc@production"],
+    )
     instances: list[Row] = Field(
         min_length=1, description="Rows: lists in column order, or records by column name"
     )
@@ -82,7 +89,10 @@ class PredictResponse(BaseModel):
         json_schema_extra={
             "examples": [
                 {
-                    "model_id": 1,
+                    "model_id": 2,
+                    "model": "wdbc",
+                    "version": 2,
+                    "alias": "production",
                     "classes": [1, 2],
                     "n": 1,
                     "predictions": [{"label": 2, "decision_value": 1.73}],
@@ -93,7 +103,10 @@ class PredictResponse(BaseModel):
         },
     )
 
-    model_id: int
+    model_id: int = Field(description="The stored model that answered (a reference resolved)")
+    model: str | None = Field(None, description="The registered model, for a `model` reference")
+    version: int | None = Field(None, description="Its version that answered")
+    alias: str | None = Field(None, description="The alias that chose it, if any")
     classes: list[Any]
     n: int
     predictions: list[Prediction]

@@ -15,6 +15,8 @@ from app.ingest import Encoder, IngestError, Limits, parse_feature_file
 from app.models import service as models
 from app.predict.fastjson import gc_paused
 from app.predict.numeric_rows import NumericRows
+from app.predict.target import Target, reference_fields, resolve_target
+from app.registry.references import Stamp
 from solver.jsonable import jsonable
 
 
@@ -43,13 +45,26 @@ def _check_matrix(X: Any, model: Model | models.LoadedModel, loc: list[str | int
         raise invalid([*loc, row], f"row {row} has a missing, NaN or infinite value", row=row)
 
 
-def _loaded(session: Session, model_id: int, loc: list[str | int] | None) -> models.LoadedModel:
+def _loaded(
+    session: Session, model_id: int, loc: list[str | int] | None, stamp: Stamp | None = None
+) -> models.LoadedModel:
     """The model ready to predict (cached after its first use), read in read-only
     transactions that end here, before the caller computes."""
-    loaded = models.load_cached(session, model_id, loc)
+    loaded = models.load_cached(session, model_id, loc, stamp)
     if session.in_transaction():  # a cache miss read the model
         session.commit()
     return loaded
+
+
+def _target_loaded(
+    session: Session, target: Target, loc: list[str | int]
+) -> tuple[models.LoadedModel, Target]:
+    """The target's model, resolving a reference first (one read, which also checks the
+    stored model); ``loc`` names the request's ``model_id``/``model`` field."""
+    bind = session.get_bind()
+    target = resolve_target(getattr(bind, "engine", bind), target, [*loc[:-1], "model"])
+    assert target.model_id is not None
+    return _loaded(session, target.model_id, loc, target.stamp), target
 
 
 def _row_encoder(loaded: models.LoadedModel) -> Encoder:
@@ -117,7 +132,7 @@ def _respond(
 def predict_rows(
     sessions: sessionmaker[Session],
     *,
-    model_id: int,
+    target: Target,
     instances: list[Any],
     labels: list[Any] | None,
     settings: Settings,
@@ -131,11 +146,11 @@ def predict_rows(
         instances, block = block.rows_list(), None
     _check_count(block.n_rows if block else len(instances), settings, ["body", "instances"])
     with sessions() as session:  # (no connection unless the cache misses)
-        loaded = _loaded(session, model_id, ["body", "model_id"])
+        loaded, target = _target_loaded(session, target, ["body", "model_id"])
     encoder = _row_encoder(loaded)
     X = encoder.transform_matrix(block.matrix()) if block and encoder.plain_numeric else None
     if X is not None:  # finite, of the model's width: nothing left to check
-        return _respond(loaded, X, labels, ["body", "labels"])
+        return _respond(loaded, X, labels, ["body", "labels"]) | reference_fields(target)
     if block is not None:  # not a rectangle of numbers this model takes: the usual path
         instances = block.rows_list()
     try:
@@ -146,13 +161,13 @@ def predict_rows(
             loc.append(exc.row)
         raise ingest_problem(exc, loc) from exc
     _check_matrix(X, loaded, ["body", "instances"])
-    return _respond(loaded, X, labels, ["body", "labels"])
+    return _respond(loaded, X, labels, ["body", "labels"]) | reference_fields(target)
 
 
 def predict_file(
     session: Session,
     *,
-    model_id: int,
+    target: Target,
     content: bytes,
     filename: str,
     label: str | int | None,
@@ -163,7 +178,7 @@ def predict_file(
         raise too_large(
             f"file is {len(content)} bytes; the limit is {settings.max_upload_bytes}", field="file"
         )
-    loaded = _loaded(session, model_id, ["body", "model_id"])
+    loaded, target = _target_loaded(session, target, ["body", "model_id"])
     if not content or content.isspace():  # (not content.strip(): no copy of the upload)
         raise invalid(["body", "file"], "the uploaded file is empty")
     try:
@@ -182,4 +197,4 @@ def predict_file(
         raise invalid(["body", "file"], "the file holds no data rows")
     _check_matrix(X, loaded, ["body", "file"])
     labels = None if y is None else list(np.asarray(y).tolist())
-    return _respond(loaded, X, labels, ["body", "label"])
+    return _respond(loaded, X, labels, ["body", "label"]) | reference_fields(target)

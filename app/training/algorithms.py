@@ -9,14 +9,13 @@ request's ``kernel`` and ``seed`` fields set them.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from app.core.problems import invalid
 from solver.algorithms import ALGORITHMS, PAPER_ORDER, param_names
 from solver.params import InvalidParameterError, check_estimator_param
 
 # The request schemas' algorithm names, in the table's (the paper's) order.
-AlgorithmName = Literal[PAPER_ORDER]  # type: ignore[valid-type]
 RESERVED = {
     "kernel": "set by the request's `kernel` field",
     "random_state": "set by the request's `seed` field",

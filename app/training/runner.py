@@ -15,6 +15,7 @@ from app.jobs.kinds import JobKind
 from app.jobs.runtime import JobContext, JobResult, describe_iteration, running_progress
 from app.models import service as models
 from app.models.schemas import TrainOutcome
+from app.registry import service as registry
 from app.training.pipeline import train
 from app.training.schemas import TrainJob
 from solver.model_selection import n_cells
@@ -70,20 +71,29 @@ def run_train_job(ctx: JobContext, job: TrainJob) -> JobResult:
         outcome = train(X, y, job, callback=callback, search_callback=search_callback,
                         n_jobs=ctx.settings.search_jobs)
 
+    register_as = ctx.params.get("register_as")
+
     def write(session: Session) -> dict[str, Any]:
         model = models.save(
             session, outcome=outcome, dataset=dataset, job_id=ctx.job_id, params=ctx.params,
             chunk_bytes=ctx.settings.array_chunk_bytes,
         )
-        return {"model_id": model.id, "result": _result(model.id, outcome)}
+        registered = None
+        if register_as:  # the registry version commits with the job's success, or not at all
+            version = registry.add_version(session, register_as, model.id, create_missing=True)
+            registered = {"name": register_as, "version": version.version}
+        return {"model_id": model.id, "result": _result(model.id, outcome, registered)}
 
     return JobResult(write=write, message=_message(outcome))
 
 
-def _result(model_id: int, outcome: TrainOutcome) -> dict[str, Any]:
+def _result(
+    model_id: int, outcome: TrainOutcome, registered: dict[str, Any] | None
+) -> dict[str, Any]:
     """The job's result summary."""
     return {
         "model_id": model_id,
+        "registered_as": registered,
         "holdout_accuracy": outcome.holdout_accuracy,
         "fit_seconds": outcome.fit_seconds,
         "n_iter": outcome.n_iter,

@@ -7,7 +7,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.ids import DbId
-from app.training.algorithms import MAX_MAGNITUDE, MIN_MAGNITUDE, AlgorithmName
+from app.models.schemas import AlgorithmName
+from app.registry.schemas import Name
+from app.training.algorithms import MAX_MAGNITUDE, MIN_MAGNITUDE
 from solver import MSVMAv
 from solver.algorithms import PAPER_ORDER
 
@@ -156,6 +158,12 @@ class TrainRequest(BaseModel):
         le=2**32 - 1,
         description="The fit's seed: hold-out split, the estimator's random_state (Nyström "
         "sampling, ...) and, unless `search.seed` is given, the search's folds",
+    )
+    register_as: Name | None = Field(
+        None,
+        description="Registered model the trained model becomes the next version of (created "
+        "on first use), in the same transaction that marks the job succeeded",
+        examples=["wdbc"],
     )
 
 

@@ -31,8 +31,23 @@ from app.main import create_app
 from tests.app.support import assert_problem, wait_for
 
 ADMIN = "admin-key-from-the-environment-0123456789"
-OPEN_PATHS = {"/livez", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
-READ_POSTS = {"/predict", "/predict/file"}
+OPEN_PATHS = {
+    "/livez",
+    "/readyz",
+    "/v2/health/live",
+    "/v2/health/ready",
+    "/docs",
+    "/docs/oauth2-redirect",
+    "/redoc",
+    "/openapi.json",
+}
+READ_POSTS = {
+    "/predict",
+    "/predict/file",
+    "/v2/models/999999/infer",
+    "/v2/models/999999/versions/999999/infer",
+    "/models/999999/invocations",
+}
 RANK = {"read": 0, "write": 1, "admin": 2}
 KEY_PATTERN = re.compile(r"^msv_[A-Za-z0-9_-]{43}$")
 
@@ -98,6 +113,19 @@ def test_every_route_needs_its_scope(keyed, engine):
     paths = {p for _m, p in ops}
     # the iteration is not vacuous: the routers' routes, /keys and the docs are all there
     assert {"/datasets", "/train", "/predict", "/keys", "/keys/999999", "/metrics"} <= paths
+    # the registry's routes: reads need read, changes (rollback too) write
+    assert {
+        ("POST", "/registered-models"),
+        ("GET", "/registered-models/999999"),
+        ("PATCH", "/registered-models/999999"),
+        ("POST", "/registered-models/999999/versions"),
+        ("DELETE", "/registered-models/999999/versions/999999"),
+        ("PUT", "/registered-models/999999/aliases/999999"),
+        ("POST", "/registered-models/999999/aliases/999999/rollback"),
+        ("GET", "/registered-models/999999/history"),
+    } <= set(ops)
+    assert expected_scope("POST", "/registered-models/x/aliases/y/rollback") == "write"
+    assert {("GET", "/models/999999/export"), ("POST", "/models/import")} <= set(ops)
     assert paths >= OPEN_PATHS and len(ops) >= 30
     for method, path in ops:
         needed = expected_scope(method, path)
@@ -374,7 +402,9 @@ def test_openapi_documents_the_bearer_scheme_and_401_403(keyed):
             assert op["security"] == [{name: []}], (method, path)
             # 403 only where a lower scope exists: every key has at least read.
             read_only = not path.startswith("/keys") and (
-                method == "get" or path.startswith("/predict")
+                method == "get"
+                or path.startswith("/predict")
+                or path.endswith(("/infer", "/invocations"))  # the protocols' predictions
             )
             assert ("403" in op["responses"]) is not read_only, (method, path)
             for code in ("401",) if read_only else ("401", "403"):

@@ -113,13 +113,29 @@ def readme_start(client: TestClient, worker: Worker, spec: dict) -> None:
     assert r.status_code == 202, r.text
     assert run_jobs(worker) == ["succeeded"]
     assert client.get("/jobs/1").json()["model_id"] == 1
+    readme_registry(client)
+
+
+def readme_registry(client: TestClient) -> None:
+    """The state the README's registry walkthrough leaves: registered model `wdbc` with two
+    versions, its `production` alias moved from version 1 to 2 and rolled back to 1. (The
+    README's second version is a retrained model; stored model 1 stands in for it here.)"""
+    assert client.post("/registered-models", json={"name": "wdbc"}).status_code == 201
+    for _ in range(2):
+        r = client.post("/registered-models/wdbc/versions", json={"model_id": 1})
+        assert r.status_code == 201, r.text
+    for version in (1, 2):
+        r = client.put("/registered-models/wdbc/aliases/production", json={"version": version})
+        assert r.status_code == 200, r.text
+    r = client.post("/registered-models/wdbc/aliases/production/rollback")
+    assert r.json()["version"] == 1, r.text
 
 
 def test_every_request_example_works_as_prefilled(fresh):
     client, worker = fresh
     spec = client.get("/openapi.json").json()
     readme_start(client, worker, spec)
-    ids = {"dataset_id": 1, "model_id": 1, "job_id": 1}
+    ids = {"dataset_id": 1, "model_id": 1, "job_id": 1, "name": "wdbc", "alias": "production"}
     executed = []
     for path, method, op in _operations(spec):
         if method == "delete" or op["operationId"] == "cancel_job":
@@ -140,6 +156,9 @@ def test_every_request_example_works_as_prefilled(fresh):
         elif "multipart/form-data" in content:
             form = _form_examples(spec, op)
             files = {"file": ("wdbc.arff", WDBC.read_bytes())}
+            if op["operationId"] == "import_model":  # the file export_model's example gives
+                bundle = client.get("/models/1/export", params={"format": "bundle"})
+                files = {"file": ("msvmav-model-1.zip", bundle.content)}
             r = client.request(method, url, params=query, data=form, files=files)
             assert r.status_code < 400, (op["operationId"], form, r.text)
             executed.append((op["operationId"], "form"))
@@ -156,8 +175,18 @@ def test_every_request_example_works_as_prefilled(fresh):
         "create_experiment",
         "get_model_margins",
         "get_job",
+        "create_registered_model",
+        "get_registered_model",
+        "update_registered_model",
+        "create_model_version",
+        "set_model_alias",
+        "rollback_model_alias",
+        "get_model_history",
+        "export_model",
+        "import_model",
     } <= names
     assert ("predict", "records") in executed and ("create_train_job", "search") in executed
+    assert ("predict", "by alias") in executed
     # The prefilled upload form is the plain upload: nothing renames or alters it.
     ops = {op["operationId"]: op for _, _, op in _operations(spec)}
     assert set(_form_examples(spec, ops["create_dataset"])) <= {"missing"}

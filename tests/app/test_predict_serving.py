@@ -55,7 +55,17 @@ def test_cache_hit_answers_like_a_cold_load(client, worker, app):
     got = [p["decision_value"] for p in warm["predictions"]]
     np.testing.assert_allclose(got, _reference_decisions(app, model["id"], X), rtol=1e-12)
     # The response keeps its documented shape (binary: decision_values is null).
-    assert set(warm) == {"model_id", "classes", "n", "predictions", "accuracy", "margins"}
+    assert set(warm) == {
+        "model_id",
+        "model",
+        "version",
+        "alias",
+        "classes",
+        "n",
+        "predictions",
+        "accuracy",
+        "margins",
+    }
     assert warm["predictions"][0]["decision_values"] is None
 
 
@@ -105,9 +115,7 @@ def test_concurrent_predicts_on_several_models_agree_with_sequential_answers(cli
 
     def call(key):
         i, k = key
-        return key, client.post(
-            "/predict", json={"model_id": i, "instances": batches[k].tolist()}
-        )
+        return key, client.post("/predict", json={"model_id": i, "instances": batches[k].tolist()})
 
     keys = list(expected) * 6
     with ThreadPoolExecutor(8) as pool:

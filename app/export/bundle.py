@@ -1,0 +1,421 @@
+"""A model as one self-contained file: a zip of JSON and npy members, never pickle.
+
+Members::
+
+    manifest.json      {"format": "msvmav.bundle", "version": 1, "members": {name: {"sha256",
+                        "size"}}} -- every other member, with its checksum
+    model.json         metadata: algorithm, params, classes, feature names, n_features, scaling,
+                       training summary, source model id
+    encoding.json      the training data's column encoding (numeric / one-hot categorical)
+    estimator.json     the estimator's ``to_dict()["meta"]`` (``solver.model_from_dict``)
+    arrays/est.<name>.npy      the estimator's fitted arrays
+    arrays/scaling.<name>.npy  min-max scaling (data_min, data_max), when the model has one
+
+``read_bundle`` refuses (``BundleError`` naming the problem) a file that is not such a zip or is
+truncated, a member whose checksum differs (tampered or corrupted), a missing or unexpected
+member, a format version newer than ``BUNDLE_VERSION``, and anything pickled: npy arrays are read
+with ``allow_pickle=False`` after their header is checked for object dtypes. Sizes are checked
+from the zip's directory before any member is read.
+
+``load_bundle(path)`` gives a ``BundledModel`` whose ``predict``/``decision_function`` take raw
+rows as ``/predict`` does. This module imports neither the web framework nor the database layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.ingest import Encoder, IngestError
+from solver import ALGORITHMS, model_from_dict
+from solver.jsonable import jsonable
+from solver.scaling import MinMaxScaling
+
+BUNDLE_FORMAT = "msvmav.bundle"
+BUNDLE_VERSION = 1
+MANIFEST = "manifest.json"
+JSON_MEMBERS = ("model.json", "encoding.json", "estimator.json")
+ARRAY_DIR = "arrays/"
+EST_PREFIX, SCALING_PREFIX = "est.", "scaling."
+MODEL_KEYS = ("algorithm", "params", "scaling", "classes", "n_features", "feature_names")
+# The manifest and JSON members are small; this bounds what is parsed before checksums.
+MAX_MANIFEST_BYTES = 1024 * 1024
+PICKLE_MAGIC = b"\x80"
+_NPY_HEADERS = {
+    (1, 0): np.lib.format.read_array_header_1_0,
+    (2, 0): np.lib.format.read_array_header_2_0,
+}
+
+
+class BundleError(ValueError):
+    """A bundle that cannot be imported; ``member`` names the part at fault, if one is."""
+
+    def __init__(self, message: str, member: str | None = None) -> None:
+        super().__init__(message)
+        self.member = member
+
+
+class BundleTooLargeError(BundleError):
+    """The bundle (or what it unpacks to) is beyond the size limit."""
+
+
+@dataclass
+class Bundle:
+    """What a bundle holds, checked: ``meta`` is model.json."""
+
+    meta: dict[str, Any]
+    encoding: dict[str, Any]
+    estimator_meta: dict[str, Any]
+    estimator_arrays: dict[str, np.ndarray]
+    scaling_arrays: dict[str, np.ndarray]
+    estimator: Any = field(repr=False)
+    scaling: MinMaxScaling | None
+
+
+# -- writing ----------------------------------------------------------------------------------
+def _npy(array: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.save(out, np.asarray(array), allow_pickle=False)
+    return out.getvalue()
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, indent=1, sort_keys=True, allow_nan=False).encode()
+
+
+def write_bundle(
+    *, meta: dict[str, Any], encoding: dict[str, Any], estimator: Any, scaling: MinMaxScaling | None
+) -> bytes:
+    """The zip's bytes; ``meta`` becomes model.json (see ``app.export.service``)."""
+    d = estimator.to_dict()
+    arrays = {EST_PREFIX + k: np.asarray(v) for k, v in d["arrays"].items()}
+    if scaling is not None:
+        arrays |= {SCALING_PREFIX + k: v for k, v in scaling.to_arrays().items()}
+    members = {  # (jsonable: NaN/inf become null, which the reader requires)
+        "model.json": _json(jsonable(meta)),
+        "encoding.json": _json(jsonable(encoding)),
+        "estimator.json": _json(jsonable(d["meta"])),
+    }
+    for name, array in arrays.items():
+        if array.dtype.hasobject:
+            array = array.astype(str)  # (classes_ as text: to_dict's own rule)
+        members[f"{ARRAY_DIR}{name}.npy"] = _npy(array)
+    manifest = {
+        "format": BUNDLE_FORMAT,
+        "version": BUNDLE_VERSION,
+        "members": {
+            name: {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+            for name, data in members.items()
+        },
+    }
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(MANIFEST, _json(manifest))
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return out.getvalue()
+
+
+# -- reading ----------------------------------------------------------------------------------
+def _open_zip(data: bytes, max_bytes: int) -> zipfile.ZipFile:
+    if len(data) > max_bytes:
+        raise BundleTooLargeError(f"bundle is {len(data)} bytes; the limit is {max_bytes}")
+    if data[:1] == PICKLE_MAGIC:
+        raise BundleError("the file is a pickle, not a bundle; bundles hold JSON and npy only")
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, ValueError, EOFError):
+        raise BundleError("not a bundle: not a zip archive, or truncated") from None
+    total = sum(info.file_size for info in zf.infolist())
+    if total > max_bytes:
+        raise BundleTooLargeError(f"bundle unpacks to {total} bytes; the limit is {max_bytes}")
+    return zf
+
+
+def _read_member(zf: zipfile.ZipFile, name: str, limit: int) -> bytes:
+    info = zf.getinfo(name)
+    if info.file_size > limit:
+        raise BundleTooLargeError(
+            f"member {name} is {info.file_size} bytes; the limit is {limit}", name
+        )
+    try:
+        with zf.open(info) as f:
+            data = f.read(limit + 1)
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+        raise BundleError(
+            f"member {name} cannot be read (truncated or corrupted: {exc})", name
+        ) from None
+    if len(data) > limit:
+        raise BundleTooLargeError(f"member {name} unpacks beyond {limit} bytes", name)
+    return data
+
+
+def _load_json(name: str, data: bytes) -> Any:
+    if data[:1] == PICKLE_MAGIC:
+        raise BundleError(f"member {name} is a pickle, not JSON", name)
+    try:
+        return json.loads(data, parse_constant=_no_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
+        raise BundleError(f"member {name} is not valid JSON: {exc}", name) from None
+
+
+def _no_constant(token: str) -> Any:
+    # NaN and Infinity are not JSON (and PostgreSQL's JSON type refuses them).
+    raise ValueError(f"{token} is not a JSON number")
+
+
+def _manifest(zf: zipfile.ZipFile) -> dict[str, Any]:
+    if MANIFEST not in zf.namelist():
+        raise BundleError("not a bundle: manifest.json is missing", MANIFEST)
+    manifest = _load_json(MANIFEST, _read_member(zf, MANIFEST, MAX_MANIFEST_BYTES))
+    if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
+        raise BundleError(
+            f"not a bundle: manifest.json's format is not {BUNDLE_FORMAT!r}", MANIFEST
+        )
+    version = manifest.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise BundleError(f"manifest.json: version {version!r} is not a format version", MANIFEST)
+    if version > BUNDLE_VERSION:
+        raise BundleError(
+            f"bundle format version {version} is newer than this service "
+            f"reads (up to {BUNDLE_VERSION}); upgrade msvmav",
+            MANIFEST,
+        )
+    members = manifest.get("members")
+    if not isinstance(members, dict) or not all(
+        isinstance(v, dict) and isinstance(v.get("sha256"), str) for v in members.values()
+    ):
+        raise BundleError("manifest.json: members must map each name to its sha256", MANIFEST)
+    return members
+
+
+def _check_names(zf: zipfile.ZipFile, listed: dict[str, Any]) -> None:
+    present = set(zf.namelist()) - {MANIFEST}
+    for name in sorted(present | set(listed)):
+        allowed = name in JSON_MEMBERS or (
+            name.startswith(ARRAY_DIR)
+            and name.endswith(".npy")
+            and "/" not in name[7:]
+            and name[len(ARRAY_DIR) :].startswith((EST_PREFIX, SCALING_PREFIX))
+        )
+        if not allowed:
+            raise BundleError(
+                f"member {name} is not part of a bundle (JSON members and "
+                "arrays/*.npy only; no pickles)",
+                name,
+            )
+        if name not in present:
+            raise BundleError(
+                f"member {name} is listed in manifest.json but missing (truncated bundle?)", name
+            )
+        if name not in listed:
+            raise BundleError(f"member {name} is not listed in manifest.json", name)
+    for name in JSON_MEMBERS:
+        if name not in present:
+            raise BundleError(f"member {name} is missing", name)
+
+
+def _load_npy(name: str, data: bytes) -> np.ndarray:
+    """The array, refusing object (pickled) dtypes from the header, before reading it."""
+    f = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(f)
+        read_header = _NPY_HEADERS.get(version)
+        if read_header is None:
+            raise BundleError(f"member {name}: npy format version {version} is not read", name)
+        shape, _order, dtype = read_header(f)
+        if dtype.hasobject:
+            raise BundleError(
+                f"member {name} holds pickled Python objects (an object array); "
+                "bundles carry plain numeric or text arrays only",
+                name,
+            )
+        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize > len(data):
+            raise BundleError(f"member {name} is truncated", name)
+        f.seek(0)
+        return np.load(f, allow_pickle=False)
+    except BundleError:
+        raise
+    except (ValueError, OSError, EOFError) as exc:
+        raise BundleError(f"member {name} is not a valid npy array: {exc}", name) from None
+
+
+def _members(data: bytes, max_bytes: int) -> dict[str, bytes]:
+    """Every member but the manifest, each matching its checksum."""
+    zf = _open_zip(data, max_bytes)
+    with zf:
+        listed = _manifest(zf)
+        _check_names(zf, listed)
+        out = {}
+        for name, entry in listed.items():
+            blob = _read_member(zf, name, max_bytes)
+            if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
+                raise BundleError(
+                    f"member {name}: sha256 checksum mismatch (tampered with or corrupted)", name
+                )
+            out[name] = blob
+    return out
+
+
+def _check_meta(meta: Any) -> None:
+    if not isinstance(meta, dict):
+        raise BundleError("model.json must be an object", "model.json")
+    missing = [k for k in MODEL_KEYS if k not in meta]
+    if missing:
+        raise BundleError(f"model.json: missing {', '.join(missing)}", "model.json")
+    if not isinstance(meta["n_features"], int) or not isinstance(meta["classes"], list):
+        raise BundleError(
+            "model.json: n_features must be an integer and classes a list", "model.json"
+        )
+    names = meta["feature_names"]
+    if not isinstance(names, list) or len(names) != meta["n_features"]:
+        raise BundleError("model.json: feature_names must list n_features names", "model.json")
+
+
+def _estimator_arrays(est_meta: dict, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The estimator's arrays, refusing names its class does not persist."""
+    klass = next((c for c in ALGORITHMS.values() if c.__name__ == est_meta.get("estimator")), None)
+    if klass is None:
+        raise BundleError(
+            f"estimator.json: unknown estimator {est_meta.get('estimator')!r}", "estimator.json"
+        )
+    attributes = est_meta.get("attributes")
+    if not isinstance(attributes, dict) or set(attributes) - set(klass._json_attrs):
+        raise BundleError(
+            f"estimator.json: attributes must be among {klass.__name__}'s "
+            f"{sorted(klass._json_attrs)}",
+            "estimator.json",
+        )
+    allowed = {"classes_", *klass._array_attrs}
+    out = {k[len(EST_PREFIX) :]: v for k, v in arrays.items() if k.startswith(EST_PREFIX)}
+    extra = sorted(set(out) - allowed)
+    if extra:
+        name = extra[0]
+        raise BundleError(
+            f"member arrays/{EST_PREFIX}{name}.npy is not an array of {klass.__name__}",
+            f"arrays/{EST_PREFIX}{name}.npy",
+        )
+    return out
+
+
+def _check_predicts(estimator: Any, meta: dict) -> None:
+    """The rebuilt estimator answers finite decisions for rows in [0, 1] and has model.json's
+    classes (a bundle whose arrays disagree is refused here, not at its first prediction)."""
+    d = int(estimator.n_features_in_)
+    try:
+        D = estimator.decision_function(np.vstack([np.zeros(d), np.ones(d)]))
+    except (ValueError, TypeError, IndexError, AttributeError) as exc:
+        raise BundleError(
+            f"the estimator's arrays do not fit together: {exc}", "estimator.json"
+        ) from None
+    if not np.all(np.isfinite(D)):
+        raise BundleError(
+            "the estimator's arrays give non-finite decision values", "estimator.json"
+        )
+    if [str(c) for c in estimator.classes_.tolist()] != [str(c) for c in meta["classes"]]:
+        raise BundleError("model.json's classes differ from the estimator's", "model.json")
+
+
+def _rebuild(meta: dict, encoding: dict, est_meta: dict, arrays: dict[str, np.ndarray]) -> tuple:
+    est_arrays = _estimator_arrays(est_meta, arrays)
+    sc_arrays = {
+        k[len(SCALING_PREFIX) :]: v for k, v in arrays.items() if k.startswith(SCALING_PREFIX)
+    }
+    try:
+        estimator = model_from_dict({"meta": est_meta, "arrays": est_arrays})
+        width = Encoder.from_dict(encoding).width
+    except (ValueError, TypeError, KeyError, AttributeError, IngestError) as exc:
+        raise BundleError(f"estimator.json/encoding.json: {exc}", "estimator.json") from None
+    scaling = None
+    if sc_arrays:
+        if set(sc_arrays) != {"data_min", "data_max"} or any(
+            a.shape != (width,) or a.dtype.kind != "f" for a in sc_arrays.values()
+        ):
+            raise BundleError(
+                f"the scaling arrays must be data_min and data_max, {width} floats each",
+                "arrays/scaling.data_min.npy",
+            )
+        scaling = MinMaxScaling.from_arrays(sc_arrays)
+    if not (width == meta["n_features"] == estimator.n_features_in_):
+        raise BundleError(
+            f"the encoding gives {width} features, model.json says "
+            f"{meta['n_features']}, the estimator takes "
+            f"{estimator.n_features_in_}",
+            "model.json",
+        )
+    _check_predicts(estimator, meta)
+    return est_arrays, sc_arrays, estimator, scaling
+
+
+def read_bundle(data: bytes, max_bytes: int) -> Bundle:
+    """The bundle checked and rebuilt; BundleError (BundleTooLargeError) naming what is wrong."""
+    members = _members(data, max_bytes)
+    meta = _load_json("model.json", members["model.json"])
+    encoding = _load_json("encoding.json", members["encoding.json"])
+    est_meta = _load_json("estimator.json", members["estimator.json"])
+    _check_meta(meta)
+    if not isinstance(encoding, dict) or not isinstance(est_meta, dict):
+        raise BundleError("encoding.json and estimator.json must be objects", "encoding.json")
+    arrays = {
+        name[len(ARRAY_DIR) : -4]: _load_npy(name, blob)
+        for name, blob in members.items()
+        if name.startswith(ARRAY_DIR)
+    }
+    est_arrays, sc_arrays, estimator, scaling = _rebuild(meta, encoding, est_meta, arrays)
+    return Bundle(meta, encoding, est_meta, est_arrays, sc_arrays, estimator, scaling)
+
+
+# -- using a bundle without the service ---------------------------------------------------------
+def encode_raw_rows(encoding: dict[str, Any], rows: Any) -> np.ndarray:
+    """Raw rows -> the encoded float64 matrix, exactly as /predict encodes its ``instances``
+    (the one place this package calls the encoder). ``rows``: lists (the feature columns in
+    training order, or every input column) or records keyed by column name, a 2-D numpy
+    array, or a pandas DataFrame with the training columns. IngestError names a bad cell."""
+    if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a DataFrame: by column name
+        rows = rows.to_dict("records")
+    elif isinstance(rows, np.ndarray):
+        rows = rows.tolist()
+    return Encoder.from_dict(encoding).transform_rows(list(rows))
+
+
+class BundledModel:
+    """A bundle's model: raw rows -> encoding -> min-max scaling (clipped) -> estimator.
+
+    ``predict(rows)`` gives the class labels and ``decision_function(rows)`` the decision values
+    ((n,) for two classes, (n, k) one-vs-rest), equal to /predict's answers for the model."""
+
+    def __init__(self, bundle: Bundle) -> None:
+        self.bundle = bundle
+        self.meta = bundle.meta
+        self.encoding = bundle.encoding
+        self.estimator = bundle.estimator
+        self.scaling = bundle.scaling
+        self.classes_ = bundle.estimator.classes_
+        self.feature_names = list(bundle.meta["feature_names"])
+
+    def transform(self, rows: Any) -> np.ndarray:
+        """The scaled feature matrix (n, n_features) the estimator sees."""
+        X = encode_raw_rows(self.encoding, rows)
+        return self.scaling.transform(X) if self.scaling is not None else X
+
+    def decision_function(self, rows: Any) -> np.ndarray:
+        return self.estimator.decision_function(self.transform(rows))
+
+    def predict(self, rows: Any) -> np.ndarray:
+        D = self.decision_function(rows)
+        return self.classes_[self.estimator.predicted_index(D)]
+
+
+def load_bundle(source: str | Path | bytes, *, max_bytes: int = 1 << 31) -> BundledModel:
+    """Load an exported bundle (a path or its bytes), checked as ``read_bundle`` does."""
+    if not isinstance(source, bytes) and Path(source).stat().st_size > max_bytes:
+        raise BundleTooLargeError(f"{source} is larger than {max_bytes} bytes")
+    data = source if isinstance(source, bytes) else Path(source).read_bytes()
+    return BundledModel(read_bundle(data, max_bytes))

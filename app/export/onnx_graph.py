@@ -1,0 +1,174 @@
+"""One ONNX graph from raw feature columns to ``label`` and ``decision`` (core operators only,
+in double precision): one-hot encoding, min-max scaling with its clip to [0, 1], and the model's
+linear or kernel expansion (``app.export.expansion``).
+
+Inputs: when the model has a categorical column, one input per feature column in training order,
+named as the column, shape [n, 1]: DOUBLE for numeric columns, STRING for categorical ones (as
+skl2onnx does for a ColumnTransformer). Otherwise a single DOUBLE input ``X`` of shape [n, d].
+Outputs: ``label`` [n] (the class values: STRING, INT64 or DOUBLE as the classes are) and
+``decision`` ([n] for two classes, > 0 meaning classes[1]; [n, k] one-vs-rest scores, the label
+being the first highest). ``onnx`` is imported here only (and this module only when an ONNX
+export is asked for), so the service runs without it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from app.export.expansion import Expansion, UnsupportedModelError
+from solver.scaling import MinMaxScaling
+
+# Equal on strings is in the default domain from opset 19.
+OPSET = 19
+IR_VERSION = 9
+SINGLE_INPUT = "X"
+RESERVED = ("label", "decision")
+# A serialised ModelProto must stay under protobuf's 2 GiB; leave room for the rest.
+MAX_GRAPH_BYTES = 1 << 30
+
+
+class _Graph:
+    """Nodes and constants being collected, with unique internal names."""
+
+    def __init__(self) -> None:
+        self.h, self.nh = helper, numpy_helper
+        self.nodes: list[Any] = []
+        self.initializers: list[Any] = []
+        self.count = 0
+
+    def const(self, value: np.ndarray) -> str:
+        name = f"msvmav/c{len(self.initializers)}"
+        self.initializers.append(self.nh.from_array(np.asarray(value), name))
+        return name
+
+    def op(self, op_type: str, *inputs: str, **attrs: Any) -> str:
+        self.count += 1
+        out = f"msvmav/{op_type.lower()}{self.count}"
+        self.nodes.append(self.h.make_node(op_type, list(inputs), [out], **attrs))
+        return out
+
+
+def _class_constant(classes: np.ndarray) -> tuple[np.ndarray, int]:
+    if classes.dtype.kind in "US":
+        return np.asarray(classes.astype(str), dtype=object), TensorProto.STRING
+    if classes.dtype.kind in "iub":
+        return classes.astype(np.int64), TensorProto.INT64
+    return classes.astype(np.float64), TensorProto.DOUBLE
+
+
+def _features(g: _Graph, specs: list[dict]) -> tuple[str, list[Any]]:
+    """The encoded feature matrix [n, D] and the graph inputs it reads."""
+    h = g.h
+    if not any(s["kind"] == "categorical" for s in specs):
+        return SINGLE_INPUT, [
+            h.make_tensor_value_info(SINGLE_INPUT, TensorProto.DOUBLE, [None, len(specs)])
+        ]
+    clash = [s["name"] for s in specs if s["name"] in RESERVED or s["name"].startswith("msvmav/")]
+    if clash:
+        raise UnsupportedModelError(
+            f"column {clash[0]!r} has the name of a graph output or node; "
+            "the ONNX graph names its inputs after the columns"
+        )
+    inputs, blocks = [], []
+    for spec in specs:
+        if spec["kind"] == "categorical":
+            inputs.append(h.make_tensor_value_info(spec["name"], TensorProto.STRING, [None, 1]))
+            cats = g.const(np.asarray(spec["categories"], dtype=object))
+            hot = g.op("Equal", spec["name"], cats)  # [n, 1] vs [k] -> [n, k]
+            blocks.append(g.op("Cast", hot, to=TensorProto.DOUBLE))
+        else:
+            inputs.append(h.make_tensor_value_info(spec["name"], TensorProto.DOUBLE, [None, 1]))
+            blocks.append(spec["name"])
+    return g.op("Concat", *blocks, axis=1), inputs
+
+
+def _scaled(g: _Graph, X: str, scaling: MinMaxScaling | None) -> str:
+    """clip((X - data_min) * scale, 0, 1), the order of operations of MinMaxScaling."""
+    if scaling is None:
+        return X
+    shifted = g.op("Sub", X, g.const(np.asarray(scaling.data_min, dtype=np.float64)))
+    scaled = g.op("Mul", shifted, g.const(np.asarray(scaling.scale, dtype=np.float64)))
+    low = g.op("Max", scaled, g.const(np.array(0.0)))
+    return g.op("Min", low, g.const(np.array(1.0)))
+
+
+def _scores(g: _Graph, X: str, exp: Expansion) -> str:
+    """[n, T] decision values of the scaled rows X."""
+    if exp.kernel == "linear":
+        linear = g.op("MatMul", X, g.const(exp.weights))
+        return g.op("Add", linear, g.const(exp.intercept))
+    Z = exp.centres
+    cross = g.op("MatMul", X, g.const(np.ascontiguousarray(Z.T)))  # [n, m]
+    if exp.kernel == "rbf":  # ||x||^2 - 2 <x, z> + ||z||^2, clipped at 0 as scikit-learn does
+        sq = g.op(
+            "ReduceSum", g.op("Mul", X, X), g.const(np.array([1], dtype=np.int64)), keepdims=1
+        )
+        d2 = g.op(
+            "Add",
+            g.op("Sub", sq, g.op("Mul", cross, g.const(np.array(2.0)))),
+            g.const(np.einsum("ij,ij->i", Z, Z)[None, :]),
+        )
+        d2 = g.op("Max", d2, g.const(np.array(0.0)))
+        K = g.op("Exp", g.op("Mul", d2, g.const(np.array(-exp.gamma))))
+    else:  # poly
+        base = g.op(
+            "Add", g.op("Mul", cross, g.const(np.array(exp.gamma))), g.const(np.array(exp.coef0))
+        )
+        K = g.op("Pow", base, g.const(np.array(float(exp.degree))))
+    return g.op("Add", g.op("MatMul", K, g.const(exp.weights)), g.const(exp.intercept))
+
+
+def _outputs(g: _Graph, scores: str, exp: Expansion) -> list[Any]:
+    """``decision`` and ``label`` from the [n, T] scores: > 0 (two classes), else argmax."""
+    classes, label_type = _class_constant(exp.classes)
+    if exp.n_tasks == 1:
+        decision = g.op("Squeeze", scores, g.const(np.array([1], dtype=np.int64)))
+        positive = g.op("Greater", decision, g.const(np.array(0.0)))
+        index = g.op("Cast", positive, to=TensorProto.INT64)
+        shape: list[Any] = [None]
+    else:
+        decision = scores
+        index = g.op("ArgMax", scores, axis=1, keepdims=0, select_last_index=0)
+        shape = [None, exp.n_tasks]
+    g.nodes.append(g.h.make_node("Identity", [decision], ["decision"]))
+    g.nodes.append(g.h.make_node("Gather", [g.const(classes), index], ["label"], axis=0))
+    return [
+        g.h.make_tensor_value_info("label", label_type, [None]),
+        g.h.make_tensor_value_info("decision", TensorProto.DOUBLE, shape),
+    ]
+
+
+def build_onnx(
+    specs: list[dict],
+    scaling: MinMaxScaling | None,
+    exp: Expansion,
+    *,
+    name: str,
+    metadata: dict[str, str],
+) -> bytes:
+    """The serialised ModelProto (checked by ``onnx.checker``) of the whole prediction path.
+
+    ``specs``: the stored encoding's feature columns; ``metadata``: stored as metadata_props."""
+    size = sum(a.nbytes for a in (exp.weights, exp.centres) if a is not None)
+    if size > MAX_GRAPH_BYTES:
+        raise UnsupportedModelError(
+            f"the model's arrays take {size} bytes; one ONNX file holds at most "
+            f"{MAX_GRAPH_BYTES} (protobuf's 2 GB limit): use format=bundle"
+        )
+    g = _Graph()
+    X, inputs = _features(g, specs)
+    outputs = _outputs(g, _scores(g, _scaled(g, X, scaling), exp), exp)
+    graph = helper.make_graph(g.nodes, name, inputs, outputs, g.initializers)
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="msvmav",
+        ir_version=IR_VERSION,
+    )
+    helper.set_model_props(model, metadata)
+    onnx.checker.check_model(model)
+    return model.SerializeToString()

@@ -1,0 +1,141 @@
+"""Export a stored model (ONNX graph or bundle) and import a bundle as a new stored model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+from sqlalchemy.orm import Session
+
+from app.core import storage
+from app.core.orm import Model, ModelArray
+from app.core.problems import Problem, invalid, too_large
+from app.export.bundle import BundleError, BundleTooLargeError, read_bundle, write_bundle
+from app.export.expansion import UnsupportedModelError, expansion
+from app.ingest.encoding import feature_specs
+from app.models import service as models
+from solver.jsonable import jsonable
+
+ONNX_MISSING = (
+    "format=onnx needs the onnx package, which this installation lacks: "
+    "pip install 'msvmav[export]' (format=bundle works without it)"
+)
+_FILE = ["body", "file"]
+
+
+class ImportedMeta(BaseModel):
+    """model.json's fields a stored model needs (the rest is kept under params/summary)."""
+
+    algorithm: str = Field(min_length=1, max_length=64)
+    params: dict[str, Any]
+    scaling: str = Field(max_length=16)
+    classes: list[Any]
+    n_features: int = Field(ge=1)
+    feature_names: list[str]
+    summary: dict[str, Any] = Field(default_factory=dict)
+    n_train: int = Field(0, ge=0)
+    n_test: int = Field(0, ge=0)
+    holdout_accuracy: float | None = None
+    fit_seconds: float = Field(0.0, ge=0)
+    n_iter: int = Field(0, ge=0)
+
+
+def _stored(session: Session, model_id: int) -> tuple[Model, models.LoadedModel]:
+    row = models.get_or_raise(session, model_id)
+    return row, models.load(session, row)
+
+
+def _metadata(row: Model) -> dict[str, Any]:
+    """model.json: everything GET /models/{id} shows, and where the model came from."""
+    return jsonable(
+        {
+            "algorithm": row.algorithm,
+            "params": row.params,
+            "scaling": row.scaling,
+            "classes": row.classes,
+            "n_features": row.n_features,
+            "feature_names": row.feature_names,
+            "summary": row.summary,
+            "n_train": row.n_train,
+            "n_test": row.n_test,
+            "holdout_accuracy": row.holdout_accuracy,
+            "fit_seconds": row.fit_seconds,
+            "n_iter": row.n_iter,
+            "source": {
+                "model_id": row.id,
+                "job_id": row.job_id,
+                "dataset_id": row.dataset_id,
+                "created_at": row.created_at.isoformat() if row.created_at else None,
+            },
+        }
+    )
+
+
+def export_bundle(session: Session, model_id: int) -> bytes:
+    row, loaded = _stored(session, model_id)
+    return write_bundle(
+        meta=_metadata(row),
+        encoding=row.encoding,
+        estimator=loaded.estimator,
+        scaling=loaded.scaling,
+    )
+
+
+def export_onnx(session: Session, model_id: int) -> bytes:
+    """The model's ONNX graph; 422 naming a model kind that cannot be expressed, 501 without
+    the onnx package."""
+    try:
+        from app.export.onnx_graph import build_onnx
+    except ImportError:
+        raise Problem(501, ONNX_MISSING, type="about:blank") from None
+    row, loaded = _stored(session, model_id)
+    try:
+        exp = expansion(loaded.estimator)
+        meta = {"msvmav.model_id": str(row.id), "msvmav.algorithm": row.algorithm}
+        return build_onnx(
+            feature_specs(row.encoding),
+            loaded.scaling,
+            exp,
+            name=f"msvmav_model_{row.id}",
+            metadata=meta,
+        )
+    except UnsupportedModelError as exc:
+        raise invalid(["path", "model_id"], str(exc)) from None
+
+
+def _row_of(bundle: Any) -> Model:
+    try:
+        meta = ImportedMeta.model_validate(bundle.meta)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise invalid(_FILE, f"model.json: {where}: {first['msg']}", member="model.json") from None
+    return Model(
+        job_id=None,
+        dataset_id=None,
+        encoding=bundle.encoding,
+        estimator_meta=bundle.estimator_meta,
+        **meta.model_dump(),
+    )
+
+
+def import_bundle(session: Session, content: bytes, max_bytes: int) -> Model:
+    """Check the bundle whole, then add (not commit: the caller commits, with its idempotency
+    record) the model with its arrays; nothing is added for a refused bundle: 413 beyond
+    ``max_bytes``, 422 naming the member at fault."""
+    try:
+        bundle = read_bundle(content, max_bytes)
+    except BundleTooLargeError as exc:
+        raise too_large(f"{exc} (MSVMAV_MAX_UPLOAD_BYTES)", field="file") from None
+    except BundleError as exc:
+        raise invalid(_FILE, str(exc), member=exc.member) from None
+    row = _row_of(bundle)
+    session.add(row)
+    session.flush()
+    blobs = {models.ESTIMATOR_PREFIX + k: v for k, v in bundle.estimator_arrays.items()}
+    blobs |= {models.SCALING_PREFIX + k: v for k, v in bundle.scaling_arrays.items()}
+    session.add_all(
+        ModelArray(model_id=row.id, name=k, data=storage.array_to_bytes(v))
+        for k, v in blobs.items()
+    )
+    return row

@@ -1,0 +1,73 @@
+"""Which model a /predict request names: ``model_id``, or ``model``, a registry reference
+(``credit@production``, ``credit/3``, ``credit``), resolved once per request.
+
+A reference is resolved with the stored model's stamp in one read (app.registry.references),
+so ``load_cached`` needs no second one, and the request uses that one model throughout: an alias
+moved meanwhile changes the next request, never half of this one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine
+
+from app.core.problems import invalid, missing
+from app.registry.references import (
+    InvalidReference,
+    ResolvedModel,
+    Stamp,
+    UnknownReference,
+    engine_reader,
+    lookup,
+    parse,
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """``model_id`` known (from the request, or resolved with the stored model's ``stamp``),
+    or ``reference`` still to resolve."""
+
+    model_id: int | None = None
+    reference: str | None = None
+    resolved: ResolvedModel | None = None
+    stamp: Stamp | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.model_id is None
+
+
+def target_of(model_id: int | None, model: str | None, loc: list[str | int]) -> Target:
+    """The request's target; 422 unless exactly one of ``model_id`` and ``model`` is given
+    (``loc`` is the place of ``model``, e.g. ``["body", "model"]``)."""
+    if (model_id is None) == (model is None):
+        raise invalid(loc, "give exactly one of model (a reference) and model_id")
+    return Target(model_id=model_id) if model is None else Target(reference=model)
+
+
+def resolve_target(engine: Engine, target: Target, loc: list[str | int]) -> Target:
+    """``target`` with its model id (a reference: read now, with the stamp); a malformed
+    reference is a 422 naming ``loc``, an unknown one a 404 naming what is missing."""
+    if not target.pending:
+        return target
+    assert target.reference is not None
+    try:
+        resolved, stamp = lookup(engine_reader(engine), parse(target.reference))
+    except InvalidReference as exc:
+        raise invalid(loc, str(exc)) from None
+    except UnknownReference as exc:
+        raise missing(str(exc)) from None
+    return Target(resolved.model_id, target.reference, resolved, stamp)
+
+
+def reference_fields(target: Target) -> dict[str, Any]:
+    """The answer's ``model``, ``version`` and ``alias`` (null for a request by id)."""
+    resolved = target.resolved
+    return {
+        "model": resolved.name if resolved else None,
+        "version": resolved.version if resolved else None,
+        "alias": resolved.alias if resolved else None,
+    }

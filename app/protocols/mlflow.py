@@ -1,0 +1,169 @@
+"""MLflow's scoring protocol: ``POST /models/{ref}/invocations`` with a pandas-style JSON
+payload (``app.protocols.mlflow_inputs``) or a CSV table, answered ``{"predictions": [...]}``
+with each row's label and decision value, as /predict gives them. A key of scope ``read`` when
+keys are in use, as for /predict.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict
+from starlette.concurrency import run_in_threadpool
+
+from app.core.problems import Problem, problem_responses
+from app.predict import service as predict
+from app.predict.fastjson import json_response, loads
+from app.predict.schemas import WDBC_BENIGN, WDBC_COLUMNS, WDBC_MALIGNANT, Prediction
+from app.predict.target import Target
+from app.protocols import mlflow_inputs
+from app.protocols.errors import as_client_error, mlflow_error
+from app.protocols.references import ResolvedModel, UnknownReference, resolve
+
+router = APIRouter(tags=["inference protocol (MLflow)"])
+
+JSON, CSV = "application/json", "text/csv"
+
+
+class Predictions(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"predictions": [{"label": 2, "decision_value": 0.7088, "decision_values": None}]}
+            ]
+        }
+    )
+
+    predictions: list[Prediction]
+
+
+def _resolved(request: Request, ref: str) -> ResolvedModel:
+    with request.app.state.read_session_factory() as session:
+        try:
+            return resolve(session, ref)
+        except UnknownReference as exc:
+            raise mlflow_error(404, str(exc)) from None
+
+
+def _from_json(request: Request, model: ResolvedModel, body: bytes) -> list[Any]:
+    state = request.app.state
+    try:
+        payload = loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise mlflow_error(400, f"the body is not valid JSON: {exc}") from None
+    key, rows = mlflow_inputs.instances(payload, state.settings)
+    try:
+        answer = predict.predict_rows(
+            state.session_factory,
+            target=Target(model_id=model.model_id, resolved=model),
+            instances=rows,
+            labels=None,
+            settings=state.settings,
+        )
+    except Problem as problem:
+        raise as_client_error(problem, key, v2=False) from None
+    return answer["predictions"]
+
+
+def _from_csv(request: Request, model: ResolvedModel, body: bytes) -> list[Any]:
+    state = request.app.state
+    with state.read_session_factory() as session:
+        try:
+            answer = predict.predict_file(
+                session,
+                target=Target(model_id=model.model_id, resolved=model),
+                content=body,
+                filename="invocations.csv",
+                label=None,
+                settings=state.settings,
+            )
+        except Problem as problem:
+            raise as_client_error(problem, "csv", v2=False) from None
+    return answer["predictions"]
+
+
+def _invocations(request: Request, body: bytes, content_type: str, ref: str) -> Response:
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media not in (JSON, CSV):
+        raise mlflow_error(
+            415,
+            f"this endpoint takes the content types {JSON} and {CSV}; got "
+            f"{json.dumps(content_type or None)}",
+        )
+    model = _resolved(request, ref)
+    read = _from_json if media == JSON else _from_csv
+    return json_response({"predictions": read(request, model, body)})
+
+
+_EXAMPLES = {
+    "dataframe_split": {
+        "summary": "pandas orient=split (model 1 of the README: wdbc)",
+        "value": {"dataframe_split": {"columns": WDBC_COLUMNS, "data": [WDBC_MALIGNANT]}},
+    },
+    "dataframe_records": {
+        "summary": "pandas orient=records",
+        "value": {"dataframe_records": [dict(zip(WDBC_COLUMNS, WDBC_BENIGN, strict=True))]},
+    },
+    "instances": {
+        "summary": "rows in training column order",
+        "value": {"instances": [WDBC_MALIGNANT, WDBC_BENIGN]},
+    },
+    "inputs": {
+        "summary": "one list per column",
+        "value": {"inputs": {c: [v] for c, v in zip(WDBC_COLUMNS, WDBC_BENIGN, strict=True)}},
+    },
+}
+
+_BODY = {
+    "required": True,
+    "content": {
+        JSON: {
+            "schema": {
+                "type": "object",
+                "description": "Exactly one of the keys (and `params`, empty if given)",
+                "properties": {
+                    "dataframe_split": {
+                        "type": "object",
+                        "required": ["data"],
+                        "properties": {
+                            "columns": {"type": "array", "items": {"type": "string"}},
+                            "data": {"type": "array", "items": {"type": "array"}},
+                        },
+                    },
+                    "dataframe_records": {"type": "array", "items": {"type": "object"}},
+                    "instances": {"anyOf": [{"type": "array"}, {"type": "object"}]},
+                    "inputs": {"anyOf": [{"type": "array"}, {"type": "object"}]},
+                    "params": {"type": "object"},
+                },
+            },
+            "examples": _EXAMPLES,
+        },
+        CSV: {"schema": {"type": "string"}, "example": "V1,V2,...,V30\n17.99,10.38,...,0.1189\n"},
+    },
+}
+
+
+@router.post(
+    "/models/{model_ref:path}/invocations",
+    summary="Predict (MLflow scoring protocol)",
+    description=(
+        "`{model_ref}`: `name@alias`, `name/version`, `name` (its newest version) or a stored "
+        "model's id. "
+        "Rows as MLflow's scoring server takes them (`dataframe_split`, `dataframe_records`, "
+        "`instances`, `inputs`) in `application/json`, or a CSV table with a header in "
+        "`text/csv`. Errors are problem+json with MLflow's `error_code` and `message`: 400 for "
+        "a malformed body or rows /predict would refuse, 415 for another content type."
+    ),
+    response_class=Response,
+    responses={
+        200: {"model": Predictions, "description": "Each row's label and decision value"},
+        **problem_responses(400, 404, 413, 415),
+    },
+    openapi_extra={"requestBody": _BODY},
+)
+async def invocations(request: Request, model_ref: str) -> Response:
+    body = await request.body()
+    content_type = request.headers.get("content-type", "")
+    return await run_in_threadpool(_invocations, request, body, content_type, model_ref)

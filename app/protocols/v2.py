@@ -1,0 +1,171 @@
+"""Open Inference Protocol (KServe V2) routes over REST, so that stock clients
+(``tritonclient.http``, KServe's) work with their defaults, binary tensor data included.
+
+``/v2/health/live`` and ``/v2/health/ready`` are open like ``/livez`` and ``/readyz`` (probes
+and clients check them without credentials); every other route needs a key of scope ``read``
+when keys are in use, like ``/predict``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from app.core.problems import Problem, problem_responses
+from app.operations.routes import readyz
+from app.protocols import v2_service
+from app.protocols.errors import v2_error
+from app.protocols.tensors import HEADER_LENGTH, encode_response, parse_request
+from app.protocols.v2_schemas import (
+    INFER_REQUEST_BODY,
+    InferResponse,
+    Live,
+    ModelMetadata,
+    ModelReady,
+    Ready,
+    ServerMetadata,
+)
+
+TAG = "inference protocol (V2)"
+health_router = APIRouter(prefix="/v2/health", tags=[TAG])
+router = APIRouter(prefix="/v2", tags=[TAG])
+
+HEALTH_PATHS = ("/v2/health/live", "/v2/health/ready")
+EXTENSIONS = ["binary_tensor_data"]
+_MODEL = "/models/{model_name}"
+_VERSION = "/models/{model_name}/versions/{model_version}"
+
+
+@health_router.get("/live", summary="Server live", response_model=Live)
+def server_live() -> Live:
+    return Live(live=True)
+
+
+@health_router.get(
+    "/ready",
+    summary="Server ready (database reachable and migrated, as /readyz)",
+    response_model=Ready,
+    responses=problem_responses(503),
+)
+def server_ready(request: Request) -> Ready:
+    try:
+        readyz(request)
+    except Problem as problem:
+        raise v2_error(503, problem.detail) from None
+    return Ready(ready=True)
+
+
+@router.get("", summary="Server metadata", response_model=ServerMetadata)
+def server_metadata(request: Request) -> ServerMetadata:
+    return ServerMetadata(name="msvmav", version=request.app.version, extensions=EXTENSIONS)
+
+
+def _served(request: Request, name: str, version: str | None) -> v2_service.ServedModel:
+    with request.app.state.read_session_factory() as session:
+        return v2_service.served_model(session, name, version)
+
+
+_MODEL_DOC = (
+    "`{model_name}`: a registered model (the version its `production` alias points at, else its "
+    "newest), `name@alias`, or a stored model's id; `versions/{model_version}`: that version."
+)
+
+
+_METADATA = {
+    "summary": "Model metadata",
+    "description": _MODEL_DOC,
+    "response_model": ModelMetadata,
+    "responses": problem_responses(404),
+}
+_READY = {
+    "summary": "Model ready (resolvable and loaded)",
+    "description": _MODEL_DOC,
+    "response_model": ModelReady,
+    "responses": problem_responses(404),
+}
+
+
+@router.get(_MODEL, **_METADATA)
+def model_metadata(request: Request, model_name: str) -> dict[str, Any]:
+    return v2_service.metadata(_served(request, model_name, None))
+
+
+@router.get(_VERSION, **_METADATA)
+def model_version_metadata(request: Request, model_name: str, model_version: str) -> dict[str, Any]:
+    return v2_service.metadata(_served(request, model_name, model_version))
+
+
+@router.get(_MODEL + "/ready", **_READY)
+def model_ready(request: Request, model_name: str) -> ModelReady:
+    return ModelReady(name=_served(request, model_name, None).name, ready=True)
+
+
+@router.get(_VERSION + "/ready", **_READY)
+def model_version_ready(request: Request, model_name: str, model_version: str) -> ModelReady:
+    return ModelReady(name=_served(request, model_name, model_version).name, ready=True)
+
+
+def _infer_sync(
+    request: Request, body: bytes, model_name: str, model_version: str | None
+) -> Response:
+    state = request.app.state
+    parsed = parse_request(body, request.headers.get(HEADER_LENGTH))
+    model = _served(request, model_name, model_version)
+    head, outputs = v2_service.infer(state.session_factory, model, parsed, state.settings)
+    content, header_length = encode_response(head, outputs)
+    if header_length is None:
+        return Response(content, media_type="application/json")
+    return Response(
+        content,
+        media_type="application/octet-stream",
+        headers={HEADER_LENGTH: str(header_length)},
+    )
+
+
+async def _infer(request: Request, model_name: str, model_version: str | None) -> Response:
+    body = await request.body()
+    return await run_in_threadpool(_infer_sync, request, body, model_name, model_version)
+
+
+_INFER = {
+    "summary": "Infer",
+    "description": _MODEL_DOC + " Inputs: one FP32/FP64/INT32/INT64 tensor `[n, d]` of the raw "
+    "features in training column order, or one tensor per column (`[n]` or `[n, 1]`, BYTES "
+    "for a categorical column). Errors carry the protocol's `error` member.",
+    "response_class": Response,
+    "responses": {
+        200: {
+            "model": InferResponse,
+            "description": "Outputs `label` and `decision`; with binary outputs, a JSON header "
+            "of `Inference-Header-Content-Length` bytes followed by the outputs' binary data",
+            "content": {
+                "application/octet-stream": {
+                    "schema": {"type": "string", "format": "binary"},
+                    "example": '{"model_name":"1","outputs":[{"name":"label","datatype":"INT64",'
+                    '"shape":[2],"parameters":{"binary_data_size":16}},...]} followed by the '
+                    "outputs' little-endian bytes",
+                }
+            },
+            "headers": {
+                HEADER_LENGTH: {
+                    "description": "Length of the JSON header when outputs are binary",
+                    "schema": {"type": "integer"},
+                }
+            },
+        },
+        **problem_responses(400, 404, 413),
+    },
+    "openapi_extra": {"requestBody": INFER_REQUEST_BODY},
+}
+
+
+@router.post(_MODEL + "/infer", **_INFER)
+async def model_infer(request: Request, model_name: str) -> Response:
+    return await _infer(request, model_name, None)
+
+
+@router.post(_VERSION + "/infer", **_INFER)
+async def model_version_infer(request: Request, model_name: str, model_version: str) -> Response:
+    return await _infer(request, model_name, model_version)

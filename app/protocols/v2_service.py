@@ -1,0 +1,220 @@
+"""The Open Inference Protocol's model metadata and inference, on top of /predict's service.
+
+A model takes raw features in training column order: one numeric tensor ``[n, d]``
+(``input``), or one tensor per column named for it (``[n]`` or ``[n, 1]``; BYTES for a
+categorical column). It answers ``label`` (``[n]``) and ``decision`` (``[n]`` for two classes,
+``[n, k]`` one-vs-rest for k classes). The rows go through ``app.predict.service.predict_rows``,
+so labels and decision values are exactly /predict's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.core.config import Settings
+from app.core.problems import Problem
+from app.ingest.encoding import feature_specs
+from app.models import service as models
+from app.predict import service as predict
+from app.predict.numeric_rows import NumericRows
+from app.predict.target import Target
+from app.protocols.errors import as_client_error, v2_error
+from app.protocols.references import ResolvedModel, UnknownReference, resolve_serving
+from app.protocols.tensors import BYTES, NUMERIC, InferRequest, OutputTensor, Tensor
+from solver.jsonable import jsonable
+
+MATRIX_INPUT = "input"
+OUTPUTS = ("label", "decision")
+PLATFORM = "msvmav"
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """What the protocol says about a model: its reference, features and classes."""
+
+    name: str
+    resolved: ResolvedModel
+    algorithm: str
+    features: list[dict[str, Any]]  # the stored encoding's feature specs, in column order
+    classes: list[Any]
+
+    @property
+    def numeric_only(self) -> bool:
+        return all(spec["kind"] != "categorical" for spec in self.features)
+
+
+def served_model(session: Session, name: str, version: str | None) -> ServedModel:
+    """The model ``/v2/models/{name}[/versions/{version}]`` names, loaded (and cached) as
+    /predict loads it; 404 when there is none."""
+    try:
+        resolved = resolve_serving(session, name, version)
+    except UnknownReference as exc:
+        raise v2_error(404, str(exc)) from None
+    try:
+        loaded = models.load_cached(session, resolved.model_id)
+    except Problem:  # deleted since it was resolved
+        raise v2_error(404, f"model {name!r} not found") from None
+    model = models.get(session, resolved.model_id)
+    if session.in_transaction():
+        session.commit()
+    return ServedModel(
+        name=name,
+        resolved=resolved,
+        algorithm=model.algorithm if model is not None else "",
+        features=list(feature_specs(loaded.encoding)),
+        classes=jsonable(loaded.estimator.classes_.tolist()),
+    )
+
+
+def _label_datatype(classes: list[Any]) -> str:
+    if all(type(c) is int for c in classes):
+        return "INT64"
+    if all(type(c) in (int, float) for c in classes):
+        return "FP64"
+    return BYTES
+
+
+def metadata(model: ServedModel) -> dict[str, Any]:
+    """The model metadata response: name, versions, platform, inputs, outputs."""
+    if model.numeric_only:
+        inputs = [{"name": MATRIX_INPUT, "datatype": "FP64", "shape": [-1, len(model.features)]}]
+    else:
+        inputs = [
+            {
+                "name": spec["name"],
+                "datatype": BYTES if spec["kind"] == "categorical" else "FP64",
+                "shape": [-1, 1],
+            }
+            for spec in model.features
+        ]
+    k = len(model.classes)
+    version = model.resolved.version
+    return {
+        "name": model.name,
+        "versions": [str(version)] if version is not None else [],
+        "platform": f"{PLATFORM}/{model.algorithm}",
+        "inputs": inputs,
+        "outputs": [
+            {"name": "label", "datatype": _label_datatype(model.classes), "shape": [-1]},
+            {"name": "decision", "datatype": "FP64", "shape": [-1] if k <= 2 else [-1, k]},
+        ],
+    }
+
+
+def _matrix_rows(tensor: Tensor) -> list[Any]:
+    """A ``[n, d]`` tensor as /predict's instances (numbers stay in one array; see
+    app.predict.numeric_rows)."""
+    if len(tensor.shape) != 2:
+        shape = list(tensor.shape)
+        raise v2_error(400, f"input {tensor.name!r} must have shape [n, d]; got {shape}")
+    n, d = tensor.shape
+    if tensor.datatype == BYTES:
+        return [tensor.values[i * d : (i + 1) * d] for i in range(n)]
+    values = tensor.values
+    if values.dtype.kind == "f":
+        values = values.astype(np.float64)
+    data = orjson.dumps(np.ascontiguousarray(values), option=orjson.OPT_SERIALIZE_NUMPY)
+    return [NumericRows(data, 0, len(data))]
+
+
+def _column_rows(inputs: list[Tensor], model: ServedModel) -> list[Any]:
+    """One tensor per column as /predict's rows in training column order."""
+    names = [spec["name"] for spec in model.features]
+    given = {t.name: t for t in inputs}
+    unknown = [t.name for t in inputs if t.name not in set(names)]
+    if unknown:
+        raise v2_error(400, f"inputs {unknown} are not columns of model {model.name!r}")
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise v2_error(400, f"inputs lack the columns {missing} of model {model.name!r}")
+    columns = []
+    for name in names:
+        t = given[name]
+        if len(t.shape) > 2 or (len(t.shape) == 2 and t.shape[1] != 1):
+            shape = list(t.shape)
+            raise v2_error(400, f"input {name!r} must have shape [n] or [n, 1]; got {shape}")
+        columns.append(t.values if t.datatype == BYTES else t.values.reshape(-1).tolist())
+    lengths = {len(c) for c in columns}
+    if len(lengths) != 1:
+        raise v2_error(400, f"the column inputs have different lengths {sorted(lengths)}")
+    return [list(row) for row in zip(*columns, strict=True)]
+
+
+def _instances(request: InferRequest, model: ServedModel, settings: Settings) -> list[Any]:
+    inputs = request.inputs
+    n = inputs[0].shape[0]
+    if n > settings.max_predict_instances:
+        raise v2_error(
+            413,
+            f"{n} rows; at most {settings.max_predict_instances} per request "
+            "(MSVMAV_MAX_PREDICT_INSTANCES)",
+        )
+    if n == 0:
+        raise v2_error(400, "the inputs hold no rows")
+    single = inputs[0] if len(inputs) == 1 else None
+    names = {spec["name"] for spec in model.features}
+    if single is not None and (
+        single.name not in names or (len(single.shape) == 2 and single.shape[1] != 1)
+    ):
+        return _matrix_rows(single)
+    return _column_rows(inputs, model)
+
+
+def _outputs(answer: dict[str, Any], classes: list[Any]) -> dict[str, OutputTensor]:
+    predictions = answer["predictions"]
+    n = len(predictions)
+    datatype = _label_datatype(classes)
+    labels = [p["label"] for p in predictions]
+    label_values = labels if datatype == BYTES else np.asarray(labels, dtype=NUMERIC[datatype])
+    if predictions and predictions[0]["decision_values"] is not None:
+        decision = np.asarray([p["decision_values"] for p in predictions], dtype=np.float64)
+    else:
+        decision = np.asarray([p["decision_value"] for p in predictions], dtype=np.float64)
+    return {
+        "label": OutputTensor("label", datatype, [n], label_values),
+        "decision": OutputTensor("decision", "FP64", list(decision.shape), decision.reshape(-1)),
+    }
+
+
+def infer(
+    sessions: sessionmaker[Session],
+    model: ServedModel,
+    request: InferRequest,
+    settings: Settings,
+) -> tuple[dict[str, Any], list[tuple[OutputTensor, bool]]]:
+    """The response's JSON members and its output tensors, each with whether it goes binary."""
+    wanted = request.outputs
+    if wanted is not None:
+        unknown = [name for name in wanted if name not in OUTPUTS]
+        if unknown:
+            raise v2_error(400, f"unknown outputs {unknown}; this model has {list(OUTPUTS)}")
+    instances = _instances(request, model, settings)
+    try:
+        answer = predict.predict_rows(
+            sessions,
+            target=Target(model_id=model.resolved.model_id, resolved=model.resolved),
+            instances=instances,
+            labels=None,
+            settings=settings,
+        )
+    except Problem as problem:
+        raise as_client_error(problem, "inputs", v2=True) from None
+    tensors = _outputs(answer, model.classes)
+    if wanted is None:
+        chosen = [(tensors[name], request.binary_default) for name in OUTPUTS]
+    else:
+        chosen = [
+            (tensors[name], request.binary_default if binary is None else binary)
+            for name, binary in wanted.items()
+        ]
+    head: dict[str, Any] = {"model_name": model.name}
+    if model.resolved.version is not None:
+        head["model_version"] = str(model.resolved.version)
+    if request.id is not None:
+        head["id"] = request.id
+    return head, chosen

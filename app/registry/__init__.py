@@ -1,0 +1,1 @@
+"""The model registry: named models, their numbered versions, movable aliases and history."""

@@ -1,0 +1,193 @@
+"""Model references and their resolution: ``credit@production`` (an alias), ``credit/3`` (a
+version), ``credit`` (the newest version) or ``42`` (a stored model's id).
+
+A reference resolves in **one** indexed read that also returns the stored model's stamp (the
+``(job_id, created_at)`` that ``app.models.service.load_cached`` compares with its cache), so
+predicting by reference costs no more round trips than predicting by id. Nothing is cached here:
+every request reads the alias afresh, so an alias moved by any process is seen by the next
+request of every process, and one request uses the one model it resolved.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from app.core.db import fetch_one, placeholders
+from app.core.ids import in_range
+
+#: Names of registered models and aliases: 1–100 characters, letters, digits, ``.``, ``_``,
+#: ``-``, starting with a letter or digit.
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"
+_NAME = re.compile(NAME_PATTERN)
+_REFERENCE = re.compile(
+    rf"(?P<name>{NAME_PATTERN})(?:@(?P<alias>{NAME_PATTERN})|/(?P<version>[0-9]{{1,12}}))?"
+)
+#: The alias ``resolve_serving`` prefers.
+SERVING_ALIAS = "production"
+
+# A stored model's stamp, as app.models.service.model_stamp reads it.
+Stamp = tuple[Any, ...]
+# Runs one read (``?`` placeholders) and returns its first row, or None.
+Reader = Callable[[str, tuple[Any, ...]], tuple[Any, ...] | None]
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    model_id: int
+    name: str | None = None  # set when resolved from a registered-model reference
+    version: int | None = None
+    alias: str | None = None
+
+
+class UnknownReference(LookupError):  # noqa: N818 - the name is the shared interface's
+    """Nothing answers to the reference; ``str(exc)`` names what was not found, e.g.
+    ``registered model 'credit' has no alias 'production'``."""
+
+
+class InvalidReference(UnknownReference):
+    """The text is no reference at all (``str(exc)`` says why). A kind of UnknownReference, so
+    that a caller who names models in a URL path answers 404 for both."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A parsed reference: ``model_id``, or ``name`` with at most one of ``alias`` and
+    ``version``."""
+
+    text: str
+    model_id: int | None = None
+    name: str | None = None
+    alias: str | None = None
+    version: int | None = None
+
+
+def is_name(text: str) -> bool:
+    """A valid registered-model or alias name (all digits is not: it reads as a model id)."""
+    return bool(_NAME.fullmatch(text)) and not text.isdigit()
+
+
+@lru_cache(maxsize=4096)
+def parse(text: str) -> Reference:
+    """The reference ``text`` names; InvalidReference when it is none."""
+    if text.isascii() and text.isdigit() and len(text) <= 12:
+        return Reference(text, model_id=int(text))
+    match = _REFERENCE.fullmatch(text)
+    if match is None or match["name"].isdigit():
+        raise InvalidReference(
+            f"{text[:120]!r} is not a model reference: expected 'name', 'name@alias', "
+            "'name/version' or a model id (names: 1-100 letters, digits, '.', '_', '-', "
+            "starting with a letter or digit, not all digits)"
+        )
+    version = match["version"]
+    return Reference(
+        text,
+        name=match["name"],
+        alias=match["alias"],
+        version=int(version) if version is not None else None,
+    )
+
+
+_COLUMNS = "SELECT v.model_id, v.version, m.job_id, m.created_at FROM registered_models r "
+_BY_ALIAS = (
+    _COLUMNS + "JOIN model_aliases a ON a.registered_model_id = r.id "
+    "JOIN model_versions v ON v.registered_model_id = r.id AND v.version = a.version "
+    "JOIN models m ON m.id = v.model_id WHERE r.name = ? AND a.alias = ?"
+)
+_BY_VERSION = (
+    _COLUMNS + "JOIN model_versions v ON v.registered_model_id = r.id "
+    "JOIN models m ON m.id = v.model_id WHERE r.name = ? AND v.version = ?"
+)
+_NEWEST = (
+    _COLUMNS + "JOIN model_versions v ON v.registered_model_id = r.id "
+    "JOIN models m ON m.id = v.model_id WHERE r.name = ? ORDER BY v.version DESC LIMIT 1"
+)
+_BY_ID = "SELECT id, NULL, job_id, created_at FROM models WHERE id = ?"
+# The serving alias's version when set (its version is the last column), else the newest one.
+_SERVING = (
+    "SELECT v.model_id, v.version, m.job_id, m.created_at, p.version FROM registered_models r "
+    "LEFT JOIN model_aliases p ON p.registered_model_id = r.id AND p.alias = ? "
+    "JOIN model_versions v ON v.registered_model_id = r.id AND v.version = COALESCE(p.version, "
+    "(SELECT MAX(w.version) FROM model_versions w WHERE w.registered_model_id = r.id)) "
+    "JOIN models m ON m.id = v.model_id WHERE r.name = ?"
+)
+_MODEL_EXISTS = "SELECT id FROM registered_models WHERE name = ?"
+
+
+def lookup(read: Reader, ref: Reference) -> tuple[ResolvedModel, Stamp]:
+    """The model ``ref`` names and its stamp, in one read (a second one only to say what is
+    missing); UnknownReference when nothing answers."""
+    if ref.model_id is not None:
+        row = read(_BY_ID, (ref.model_id,)) if in_range(ref.model_id) else None
+        if row is None:
+            raise UnknownReference(f"model {ref.model_id} not found")
+        return ResolvedModel(model_id=row[0]), (row[2], row[3])
+    assert ref.name is not None
+    if ref.alias is not None:
+        row = read(_BY_ALIAS, (ref.name, ref.alias))
+    elif ref.version is not None:
+        row = read(_BY_VERSION, (ref.name, ref.version)) if in_range(ref.version) else None
+    else:
+        row = read(_NEWEST, (ref.name,))
+    if row is None:
+        raise UnknownReference(_missing(read, ref))
+    resolved = ResolvedModel(model_id=row[0], name=ref.name, version=row[1], alias=ref.alias)
+    return resolved, (row[2], row[3])
+
+
+def _missing(read: Reader, ref: Reference) -> str:
+    """What of ``ref`` does not exist, in words."""
+    name = ref.name
+    if read(_MODEL_EXISTS, (name,)) is None:
+        return f"registered model {name!r} not found"
+    if ref.alias is not None:
+        return f"registered model {name!r} has no alias {ref.alias!r}"
+    if ref.version is not None:
+        return f"registered model {name!r} has no version {ref.version}"
+    return f"registered model {name!r} has no versions"
+
+
+def engine_reader(engine: Engine) -> Reader:
+    """Reads on a pooled connection outside any session (``fetch_one``): the predict path."""
+    return lambda sql, params: fetch_one(engine, sql, params)
+
+
+def session_reader(session: Session) -> Reader:
+    """Reads in ``session``'s transaction."""
+
+    def read(sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        connection = session.connection()
+        statement = placeholders(connection.engine, sql)
+        row = connection.exec_driver_sql(statement, params).first()
+        return None if row is None else tuple(row)
+
+    return read
+
+
+def resolve(session: Session, ref: str) -> ResolvedModel:
+    """The stored model ``ref`` names (``credit@production``, ``credit/3``, ``credit`` — the
+    newest version — or a decimal model id ``42``); UnknownReference (InvalidReference for a
+    malformed one) naming what was not found."""
+    return lookup(session_reader(session), parse(ref))[0]
+
+
+def resolve_serving(session: Session, name: str, version: int | None = None) -> ResolvedModel:
+    """The version of registered model ``name`` to serve: ``version`` when given, else the
+    version its ``production`` alias points at when set, else its newest version
+    (``alias`` is ``"production"`` in the answer when the alias chose it)."""
+    if not is_name(name):
+        raise InvalidReference(f"{name[:120]!r} is not a registered model's name")
+    read = session_reader(session)
+    if version is not None:
+        return lookup(read, Reference(f"{name}/{version}", name=name, version=version))[0]
+    row = read(_SERVING, (SERVING_ALIAS, name))
+    if row is None:
+        raise UnknownReference(_missing(read, Reference(name, name=name)))
+    alias = SERVING_ALIAS if row[4] is not None else None
+    return ResolvedModel(model_id=row[0], name=name, version=row[1], alias=alias)

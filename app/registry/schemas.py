@@ -1,0 +1,213 @@
+"""Request and response bodies of /registered-models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+from app.core.ids import DbId
+from app.core.pagination import Page
+from app.registry.references import NAME_PATTERN
+
+
+def _not_all_digits(name: str) -> str:
+    if name.isdigit():
+        raise ValueError("a name may not be all digits (that reads as a model id)")
+    return name
+
+
+#: A registered model's (or an alias's) name.
+Name = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=100, pattern=f"^{NAME_PATTERN}$"),
+    AfterValidator(_not_all_digits),
+]
+TagKey = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+TagValue = Annotated[str, StringConstraints(max_length=1000)]
+Tags = Annotated[dict[TagKey, TagValue], Field(max_length=50)]
+Description = Annotated[str, StringConstraints(max_length=10_000)]
+
+_WHEN = "2026-01-01T12:00:05Z"
+_VERSIONS_EXAMPLE = [
+    {
+        "version": 2,
+        "model_id": 2,
+        "algorithm": "msvmav",
+        "holdout_accuracy": 0.974,
+        "created_at": _WHEN,
+    },
+    {
+        "version": 1,
+        "model_id": 1,
+        "algorithm": "msvmav",
+        "holdout_accuracy": 0.965,
+        "created_at": _WHEN,
+    },
+]
+_SUMMARY_EXAMPLE = {
+    "name": "wdbc",
+    "description": "Breast cancer diagnosis (UCI wdbc)",
+    "tags": {"team": "risk"},
+    "latest_version": 2,
+    "aliases": {"production": 1},
+    "created_at": _WHEN,
+    "updated_at": _WHEN,
+}
+
+
+class RegisteredModelCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {"name": "wdbc", "description": "Breast cancer diagnosis", "tags": {"team": "risk"}}
+            ]
+        },
+    )
+
+    name: Name = Field(
+        description="1-100 letters, digits, `.`, `_`, `-`; starts with a letter or digit; not "
+        "all digits (that reads as a model id)"
+    )
+    description: Description = ""
+    tags: Tags = Field(default_factory=dict, description="Free-form string labels")
+
+
+class RegisteredModelUpdate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [{"description": "Breast cancer diagnosis, retrained weekly"}]
+        },
+    )
+
+    description: Description | None = Field(None, description="Replaces the description")
+    tags: Tags | None = Field(None, description="Replaces all tags")
+
+
+class VersionCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        protected_namespaces=(),
+        json_schema_extra={"examples": [{"model_id": 1}]},
+    )
+
+    model_id: DbId = Field(description="The stored model that becomes the next version")
+
+
+class AliasUpdate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"version": 1}]}
+    )
+
+    version: DbId = Field(description="The version the alias points at from now on")
+
+
+class VersionOut(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+
+    version: int
+    model_id: int = Field(description="The stored model (`GET /models/{model_id}`)")
+    algorithm: str
+    holdout_accuracy: float | None
+    created_at: datetime = Field(description="When it became a version")
+
+
+class RegisteredModelSummary(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [_SUMMARY_EXAMPLE]})
+
+    name: str
+    description: str
+    tags: dict[str, str]
+    latest_version: int = Field(description="The highest version number given so far (0: none)")
+    aliases: dict[str, int] = Field(description="Alias -> version")
+    created_at: datetime
+    updated_at: datetime
+
+
+class RegisteredModelDetail(RegisteredModelSummary):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{**_SUMMARY_EXAMPLE, "versions": _VERSIONS_EXAMPLE}]}
+    )
+
+    versions: list[VersionOut] = Field(description="Newest first")
+
+
+class RegisteredModelPage(Page[RegisteredModelSummary]):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"items": [_SUMMARY_EXAMPLE], "next_cursor": None}]}
+    )
+
+
+class VersionCreated(BaseModel):
+    model_config = ConfigDict(
+        protected_namespaces=(),
+        json_schema_extra={"examples": [{"name": "wdbc", "version": 2, "model_id": 2}]},
+    )
+
+    name: str
+    version: int
+    model_id: int
+
+
+class AliasOut(BaseModel):
+    model_config = ConfigDict(
+        protected_namespaces=(),
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "wdbc",
+                    "alias": "production",
+                    "version": 2,
+                    "model_id": 2,
+                    "previous_version": 1,
+                }
+            ]
+        },
+    )
+
+    name: str
+    alias: str
+    version: int
+    model_id: int
+    previous_version: int | None = Field(
+        description="Where the alias pointed before this request (null: it did not exist)"
+    )
+
+
+_MOVE_EXAMPLE = {
+    "id": 3,
+    "alias": "production",
+    "action": "rollback",
+    "from_version": 2,
+    "to_version": 1,
+    "actor": "deploy-bot",
+    "moved_at": _WHEN,
+}
+
+
+class AliasMoveOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    alias: str
+    action: Literal["set", "delete", "rollback"] = Field(
+        description="`set` (PUT), `delete`, or `rollback`"
+    )
+    from_version: int | None = Field(description="null: the alias was created")
+    to_version: int | None = Field(description="null: the alias was removed")
+    actor: str | None = Field(
+        description="Name of the API key that moved it (null when keys are off)"
+    )
+    moved_at: datetime
+
+
+class HistoryPage(Page[AliasMoveOut]):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"items": [_MOVE_EXAMPLE], "next_cursor": None}]}
+    )

@@ -1,0 +1,388 @@
+"""Registry data functions: registered models, versions, aliases and the aliases' history.
+
+Writes that change a registered model's versions or aliases first lock its row (``SELECT …
+FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` serialises every write), so
+concurrent moves of one alias queue up: the last one wins and each history entry's
+``from_version`` is the version the alias really left. Route-level functions commit; those
+named ``add_*`` only flush, for callers that commit with other rows (the train job's
+``register_as``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.core.ids import in_range
+from app.core.orm import AliasMove, Model, ModelAlias, ModelVersion, RegisteredModel, utcnow
+from app.core.pagination import PageParams, paginate
+from app.core.problems import conflict, invalid, missing
+from app.registry.references import (
+    InvalidReference,
+    ResolvedModel,
+    UnknownReference,
+    is_name,
+    resolve,
+    resolve_serving,
+)
+
+__all__ = [
+    "InvalidReference",
+    "ResolvedModel",
+    "UnknownReference",
+    "resolve",
+    "resolve_serving",
+]
+
+
+def check_name(name: str, loc: list[str | int], what: str = "name") -> None:
+    if not is_name(name):
+        raise invalid(
+            loc,
+            f"{what} must be 1-100 letters, digits, '.', '_' or '-', start with a letter or "
+            "digit, and not be all digits",
+        )
+
+
+# --- registered models --------------------------------------------------------------------------
+
+
+def get(session: Session, name: str, *, lock: bool = False) -> RegisteredModel | None:
+    stmt = select(RegisteredModel).where(RegisteredModel.name == name)
+    if lock:
+        stmt = stmt.with_for_update()
+    return session.scalars(stmt).first()
+
+
+def get_or_raise(session: Session, name: str, *, lock: bool = False) -> RegisteredModel:
+    """The registered model; 404 naming it."""
+    found = get(session, name, lock=lock) if is_name(name) else None
+    if found is None:
+        raise missing(f"registered model {name!r} not found")
+    return found
+
+
+def _insert_if_absent(session: Session, name: str, description: str, tags: dict) -> bool:
+    """Insert the registered model unless one of that name exists (committed or being
+    committed by another transaction, which this one waits for): True when inserted."""
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    now = utcnow()
+    stmt = insert(RegisteredModel.__table__).values(
+        name=name,
+        description=description,
+        tags=tags,
+        last_version=0,
+        created_at=now,
+        updated_at=now,
+    )
+    stmt = stmt.on_conflict_do_nothing(index_elements=["name"]).returning(RegisteredModel.id)
+    return session.execute(stmt).first() is not None
+
+
+def create(
+    session: Session, name: str, description: str = "", tags: dict[str, str] | None = None
+) -> RegisteredModel:
+    """A new registered model (committed); 409 when the name is taken."""
+    check_name(name, ["body", "name"])
+    if not _insert_if_absent(session, name, description, dict(tags or {})):
+        raise conflict(f"registered model {name!r} already exists")
+    session.commit()
+    return get_or_raise(session, name)
+
+
+def list_page(session: Session, page: PageParams) -> tuple[list[RegisteredModel], str | None]:
+    return paginate(session, select(RegisteredModel), RegisteredModel.id, page)
+
+
+def update(
+    session: Session,
+    name: str,
+    *,
+    description: str | None = None,
+    tags: dict[str, str] | None = None,
+) -> RegisteredModel:
+    """Replace the description and/or the tags (those given); committed."""
+    registered = get_or_raise(session, name, lock=True)
+    if description is not None:
+        registered.description = description
+    if tags is not None:
+        registered.tags = dict(tags)
+    registered.updated_at = utcnow()
+    session.commit()
+    return registered
+
+
+def delete(session: Session, name: str) -> None:
+    """Delete the registered model, its versions and history (not the stored models); 409
+    while an alias points at one of its versions."""
+    registered = get_or_raise(session, name, lock=True)
+    aliases = aliases_of(session, registered)
+    if aliases:
+        listed = ", ".join(f"{a!r} -> version {v}" for a, v in aliases.items())
+        raise conflict(f"registered model {name!r} still has aliases ({listed}); remove them first")
+    session.delete(registered)
+    session.commit()
+
+
+# --- versions -----------------------------------------------------------------------------------
+
+
+def add_version(
+    session: Session, name: str, model_id: int, *, create_missing: bool = False
+) -> ModelVersion:
+    """Make stored model ``model_id`` the next version of ``name`` (flushed, not committed).
+    ``create_missing``: create the registered model on first use (the train job's
+    ``register_as``); otherwise 404 when it does not exist."""
+    if create_missing and get(session, name) is None:
+        _insert_if_absent(session, name, "", {})
+    registered = get_or_raise(session, name, lock=True)
+    registered.last_version += 1
+    registered.updated_at = utcnow()
+    version = ModelVersion(
+        registered_model_id=registered.id, version=registered.last_version, model_id=model_id
+    )
+    session.add(version)
+    session.flush()
+    return version
+
+
+def register(
+    session: Session, name: str, model_id: int, *, create_missing: bool = False
+) -> ModelVersion:
+    """POST /registered-models/{name}/versions: the next version, committed; 404 for an
+    unknown registered model (``create_missing``: created instead, as by ``msvmav models
+    register``), 422 naming ``model_id`` when there is no such stored model."""
+    if create_missing:
+        check_name(name, ["path", "name"])
+    else:
+        get_or_raise(session, name)
+    if session.get(Model, model_id) is None:
+        raise invalid(["body", "model_id"], f"model {model_id} not found")
+    try:
+        version = add_version(session, name, model_id, create_missing=create_missing)
+        session.commit()
+    except IntegrityError:  # the model was deleted meanwhile
+        session.rollback()
+        raise invalid(["body", "model_id"], f"model {model_id} not found") from None
+    return version
+
+
+def get_version(session: Session, registered: RegisteredModel, version: int) -> ModelVersion:
+    found = session.get(ModelVersion, (registered.id, version)) if in_range(version) else None
+    if found is None:
+        raise missing(f"registered model {registered.name!r} has no version {version}")
+    return found
+
+
+def delete_version(session: Session, name: str, version: int) -> None:
+    """Remove the version (its stored model stays); 409 while an alias points at it."""
+    registered = get_or_raise(session, name, lock=True)
+    row = get_version(session, registered, version)
+    pointing = sorted(a for a, v in aliases_of(session, registered).items() if v == version)
+    if pointing:
+        raise conflict(
+            f"version {version} of registered model {name!r} is the target of alias "
+            f"{', '.join(repr(a) for a in pointing)}; move or remove the alias first"
+        )
+    session.delete(row)
+    session.commit()
+
+
+def versions_of(session: Session, registered: RegisteredModel) -> list[dict[str, Any]]:
+    """Its versions, newest first, with their stored models' algorithm and hold-out accuracy."""
+    rows = session.execute(
+        select(ModelVersion, Model.algorithm, Model.holdout_accuracy)
+        .join(Model, Model.id == ModelVersion.model_id)
+        .where(ModelVersion.registered_model_id == registered.id)
+        .order_by(ModelVersion.version.desc())
+    ).all()
+    return [
+        {
+            "version": v.version,
+            "model_id": v.model_id,
+            "algorithm": algorithm,
+            "holdout_accuracy": accuracy,
+            "created_at": v.created_at,
+        }
+        for v, algorithm, accuracy in rows
+    ]
+
+
+def versions_of_model(session: Session, model_id: int) -> list[tuple[str, int]]:
+    """(registered model, version) pairs that stored model ``model_id`` is."""
+    return [
+        (name, version)
+        for name, version in session.execute(
+            select(RegisteredModel.name, ModelVersion.version)
+            .join(RegisteredModel, RegisteredModel.id == ModelVersion.registered_model_id)
+            .where(ModelVersion.model_id == model_id)
+            .order_by(RegisteredModel.name, ModelVersion.version)
+        )
+    ]
+
+
+# --- aliases ------------------------------------------------------------------------------------
+
+
+def aliases_of(session: Session, registered: RegisteredModel) -> dict[str, int]:
+    rows = session.execute(
+        select(ModelAlias.alias, ModelAlias.version)
+        .where(ModelAlias.registered_model_id == registered.id)
+        .order_by(ModelAlias.alias)
+    )
+    return {alias: version for alias, version in rows}
+
+
+def _move(
+    session: Session,
+    registered: RegisteredModel,
+    alias: str,
+    to_version: int | None,
+    *,
+    action: str,
+    actor: str | None,
+) -> int | None:
+    """Point ``alias`` at ``to_version`` (None: remove it) and append the move to the history,
+    under the registered model's lock (the caller took it). Returns the version it left."""
+    row = session.get(ModelAlias, (registered.id, alias))
+    before = row.version if row is not None else None
+    if before == to_version:
+        return before  # no move, no history entry
+    now = utcnow()
+    if to_version is None:
+        session.delete(row)
+    elif row is None:
+        session.add(
+            ModelAlias(
+                registered_model_id=registered.id, alias=alias, version=to_version, updated_at=now
+            )
+        )
+    else:
+        row.version, row.updated_at = to_version, now
+    session.add(
+        AliasMove(
+            registered_model_id=registered.id,
+            alias=alias,
+            action=action,
+            from_version=before,
+            to_version=to_version,
+            actor=actor,
+            moved_at=now,
+        )
+    )
+    return before
+
+
+def set_alias(
+    session: Session, name: str, alias: str, version: int, actor: str | None
+) -> tuple[int, int | None]:
+    """Point ``alias`` at ``version`` (creating the alias); committed. Returns (version, the
+    version it pointed at before)."""
+    check_name(alias, ["path", "alias"], "an alias")
+    registered = get_or_raise(session, name, lock=True)
+    if session.get(ModelVersion, (registered.id, version)) is None:
+        raise invalid(["body", "version"], f"registered model {name!r} has no version {version}")
+    before = _move(session, registered, alias, version, action="set", actor=actor)
+    session.commit()
+    return version, before
+
+
+def delete_alias(session: Session, name: str, alias: str, actor: str | None) -> None:
+    registered = get_or_raise(session, name, lock=True)
+    if session.get(ModelAlias, (registered.id, alias)) is None:
+        raise missing(f"registered model {name!r} has no alias {alias!r}")
+    _move(session, registered, alias, None, action="delete", actor=actor)
+    session.commit()
+
+
+def rollback_alias(
+    session: Session, name: str, alias: str, actor: str | None
+) -> tuple[int, int | None]:
+    """Move ``alias`` back to the version it pointed at before its last move (a removed alias
+    comes back); committed. 409 when there is none (the alias was created by its last move, or
+    never existed) or that version was deleted since. Returns (version, version left)."""
+    registered = get_or_raise(session, name, lock=True)
+    last = session.scalars(
+        select(AliasMove)
+        .where(AliasMove.registered_model_id == registered.id, AliasMove.alias == alias)
+        .order_by(AliasMove.id.desc())
+        .limit(1)
+    ).first()
+    if last is None or last.from_version is None:
+        raise conflict(
+            f"alias {alias!r} of registered model {name!r} has no earlier version to go back to"
+            + ("" if last is not None else " (it was never set)")
+        )
+    target = last.from_version
+    if session.get(ModelVersion, (registered.id, target)) is None:
+        raise conflict(
+            f"alias {alias!r} of registered model {name!r} pointed at version {target} before "
+            "its last move, but that version was deleted"
+        )
+    before = _move(session, registered, alias, target, action="rollback", actor=actor)
+    session.commit()
+    return target, before
+
+
+def history_page(
+    session: Session, name: str, page: PageParams
+) -> tuple[list[AliasMove], str | None]:
+    """Every alias move of the registered model, newest first."""
+    registered = get_or_raise(session, name)
+    stmt = select(AliasMove).where(AliasMove.registered_model_id == registered.id)
+    return paginate(session, stmt, AliasMove.id, page)
+
+
+# --- views --------------------------------------------------------------------------------------
+
+
+def summary(registered: RegisteredModel, aliases: dict[str, int]) -> dict[str, Any]:
+    return {
+        "name": registered.name,
+        "description": registered.description,
+        "tags": registered.tags,
+        "latest_version": registered.last_version,
+        "aliases": aliases,
+        "created_at": registered.created_at,
+        "updated_at": registered.updated_at,
+    }
+
+
+def detail(session: Session, registered: RegisteredModel) -> dict[str, Any]:
+    """The registered model with its aliases and its versions (newest first)."""
+    return {
+        **summary(registered, aliases_of(session, registered)),
+        "versions": versions_of(session, registered),
+    }
+
+
+def summaries(session: Session, rows: list[RegisteredModel]) -> list[dict[str, Any]]:
+    """Summaries of a page of registered models, their aliases read in one query."""
+    aliases: dict[int, dict[str, int]] = {r.id: {} for r in rows}
+    if rows:
+        found = session.execute(
+            select(ModelAlias.registered_model_id, ModelAlias.alias, ModelAlias.version)
+            .where(ModelAlias.registered_model_id.in_(list(aliases)))
+            .order_by(ModelAlias.alias)
+        )
+        for owner, alias, version in found:
+            aliases[owner][alias] = version
+    return [summary(r, aliases[r.id]) for r in rows]
+
+
+def alias_view(
+    session: Session, name: str, alias: str, version: int, before: int | None
+) -> dict[str, Any]:
+    registered = get_or_raise(session, name)
+    return {
+        "name": name,
+        "alias": alias,
+        "version": version,
+        "model_id": get_version(session, registered, version).model_id,
+        "previous_version": before,
+    }

@@ -1,0 +1,196 @@
+"""The Python client (``msvmav_client``) against a live ``msvmav serve`` with keys required (not
+mocked): upload, train with wait() and a progress callback, jobs, models, registry, predict by
+reference (rows, records, DataFrame, file), margins, export/import, and problem+json turned into
+typed exceptions. ``import msvmav_client`` loads none of the service's dependencies."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from msvmav_client import (
+    Client,
+    Conflict,
+    Forbidden,
+    Job,
+    JobFailed,
+    NotFound,
+    ProblemError,
+    Unauthorized,
+    ValidationFailed,
+)
+from tests.live_server import ROOT, LiveServer, live_server
+
+ADMIN_KEY = "msv_client-admin-key-0123456789abcdefgh"
+WDBC = ROOT / "examples" / "wdbc.arff"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with live_server(tmp_path_factory.mktemp("client"), MSVMAV_ADMIN_KEY=ADMIN_KEY) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def client(server: LiveServer) -> Iterator[Client]:
+    with Client(server.url, api_key=ADMIN_KEY, timeout=60) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def trained(client: Client) -> dict:
+    """wdbc uploaded and trained once, following the job with a progress callback."""
+    dataset = client.upload(WDBC)
+    seen: list[dict] = []
+    job = client.train(
+        dataset["id"], kernel="linear", alpha=16, beta=0.25, test_fraction=0.2, seed=0
+    )
+    info = job.wait(progress=seen.append, timeout=120, poll=0.1)
+    assert info["status"] == "succeeded" and job.model_id == info["model_id"]
+    assert seen and seen[-1]["status"] == "succeeded" and seen[-1]["progress"] == 1
+    return {"dataset": dataset, "job": info, "model_id": info["model_id"]}
+
+
+def wdbc_frame() -> pd.DataFrame:
+    """wdbc's rows and labels read here, independently of the service's parser."""
+    lines = WDBC.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().lower() == "@data") + 1
+    rows = [line.split(",") for line in lines[start:] if line.strip() and line[0] != "%"]
+    frame = pd.DataFrame([[float(v) for v in r[:-1]] for r in rows])
+    frame.columns = [f"V{j}" for j in range(1, 31)]
+    frame["Class"] = [int(r[-1]) for r in rows]
+    return frame
+
+
+def test_import_loads_no_service_dependency():
+    code = (
+        "import sys, msvmav_client; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('fastapi', 'sqlalchemy', 'starlette', 'app', 'solver', 'pydantic')); "
+        "print(bad)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_upload_train_and_read_back(client, trained):
+    dataset = trained["dataset"]
+    assert (dataset["n_rows"], dataset["n_features"], dataset["classes"]) == (569, 30, [1, 2])
+    assert client.dataset(dataset["id"])["name"] == "wdbc.arff"
+    assert dataset["id"] in [d["id"] for d in client.datasets()["items"]]
+    model = client.model(trained["model_id"])
+    assert model["algorithm"] == "msvmav" and model["holdout_accuracy"] > 0.9
+    assert trained["job"]["id"] in [j["id"] for j in client.jobs()["items"]]
+    assert trained["model_id"] in [m["id"] for m in client.models()["items"]]
+    frame = wdbc_frame().drop(columns="Class").head(50)
+    uploaded = client.upload(frame, name="frame.csv")  # a DataFrame goes up as CSV
+    assert (uploaded["n_rows"], uploaded["n_features"]) == (50, 29)  # last column: the label
+
+
+def test_predict_rows_records_frame_and_file_agree(client, trained, tmp_path):
+    model_id = trained["model_id"]
+    frame = wdbc_frame()
+    features = frame.drop(columns="Class")
+    rows = features.head(20).to_numpy().tolist()
+    by_rows = client.predict(model_id, rows)
+    by_records = client.predict(model_id, features.head(20).to_dict(orient="records"))
+    by_frame = client.predict(model_id, features.head(20), labels=frame["Class"].head(20))
+    for answer in (by_records, by_frame):
+        assert answer["predictions"] == by_rows["predictions"]
+    assert 0.8 <= by_frame["accuracy"] <= 1 and by_frame["margins"]["n"] == 20
+    # the labels follow the decision values' signs (classes [1, 2]: positive means 2)
+    assert [p["label"] for p in by_rows["predictions"]] == [
+        2 if p["decision_value"] > 0 else 1 for p in by_rows["predictions"]
+    ]
+    path = tmp_path / "rows.csv"
+    frame.head(20).to_csv(path, index=False)
+    by_file = client.predict_file(model_id, path, label="Class")
+    assert by_file["predictions"] == by_rows["predictions"]
+    assert by_file["accuracy"] == by_frame["accuracy"]
+    margins = client.margins(model_id, split="holdout")
+    assert margins["n"] == 114 and margins["source"] == "holdout"
+
+
+def test_registry_by_reference(client, trained):
+    model_id = trained["model_id"]
+    dataset = trained["dataset"]
+    second = client.train(dataset["id"], kernel="linear", alpha=1, beta=1, test_fraction=0.2)
+    second_id = second.wait(timeout=120, poll=0.1)["model_id"]
+    assert client.register("wdbc", model_id)["version"] == 1  # creates the name
+    assert client.register("wdbc", second_id)["version"] == 2
+    client.set_alias("wdbc", "production", 1)
+    rows = wdbc_frame().drop(columns="Class").head(5).to_numpy().tolist()
+    by_id = client.predict(model_id, rows)["predictions"]
+    answer = client.predict("wdbc@production", rows)
+    assert answer["predictions"] == by_id and (answer["model"], answer["version"]) == ("wdbc", 1)
+    assert client.predict("wdbc", rows)["model_id"] == second_id  # newest
+    client.set_alias("wdbc", "production", 2)
+    assert client.predict("wdbc@production", rows)["model_id"] == second_id
+    client.rollback("wdbc", "production")
+    assert client.registered_model("wdbc")["aliases"]["production"] == 1
+    assert len(client.history("wdbc")["items"]) >= 3
+    assert "wdbc" in [m["name"] for m in client.registered_models()["items"]]
+
+
+def test_export_and_import_bundle(client, trained, tmp_path):
+    model_id = trained["model_id"]
+    path = tmp_path / "model.zip"
+    bundle = client.export(model_id, path=path)
+    assert path.read_bytes() == bundle and bundle[:2] == b"PK"
+    imported = client.import_bundle(path)
+    rows = wdbc_frame().drop(columns="Class").head(10).to_numpy().tolist()
+    original = client.predict(model_id, rows)["predictions"]
+    again = client.predict(imported["id"], rows)["predictions"]
+    assert imported["id"] != model_id
+    assert [p["label"] for p in again] == [p["label"] for p in original]
+    np.testing.assert_allclose(
+        [p["decision_value"] for p in again], [p["decision_value"] for p in original], atol=1e-12
+    )
+
+
+def test_problems_become_typed_exceptions(server, client, trained):
+    with pytest.raises(NotFound) as missing:
+        client.model(999999)
+    assert missing.value.status == 404 and missing.value.detail == "model 999999 not found"
+    with pytest.raises(ValidationFailed) as invalid:
+        client.predict(trained["model_id"], [[1.0, 2.0]])
+    error = invalid.value.errors[0]
+    assert invalid.value.status == 422 and error["field"].startswith("instances")
+    assert "30" in invalid.value.detail
+    with pytest.raises(Conflict):
+        Job(client, trained["job"]).cancel()  # finished: 409
+    with pytest.raises(NotFound):
+        client.predict("nobody@production", [[1.0] * 30])
+    with Client(server.url) as anonymous, pytest.raises(Unauthorized) as unauthorized:
+        anonymous.datasets()
+    assert "Authorization: Bearer" in unauthorized.value.detail
+    assert isinstance(unauthorized.value, ProblemError)
+
+
+def test_forbidden_and_job_failures(server, client, trained):
+    r = client.http.post("/keys", json={"name": "reader", "scope": "read"})
+    assert r.status_code == 201, r.text
+    with Client(server.url, api_key=r.json()["key"]) as reader:
+        assert reader.predict(trained["model_id"], [[1.0] * 30])["n"] == 1
+        with pytest.raises(Forbidden) as forbidden:
+            reader.delete_model(trained["model_id"])
+        assert forbidden.value.body["required_scope"] == "write"
+    job = client.train(trained["dataset"]["id"], kernel="rbf", max_iter=100000)
+    job.cancel()
+    with pytest.raises(JobFailed) as failed:
+        job.wait(timeout=60, poll=0.1)
+    assert failed.value.job["status"] == "cancelled"
+
+
+def test_readme_shows_the_client():
+    text = (ROOT / "README.md").read_text()
+    assert "from msvmav_client import Client" in text
+    assert Path(ROOT / "docs" / "client.md").exists()
