@@ -176,38 +176,8 @@ def error_example(
     if status == 413 and op_id in _TOO_LARGE:
         detail, extra = _TOO_LARGE[op_id]
         return _problem(413, path, detail, **extra)
-    if status == 422:
-        if op_id == "create_dataset":  # a parse error: names the option, row and column
-            error = {"loc": ["body", "label"], "field": "label", "message": _LABEL_NOT_FOUND}
-            place = {"row": None, "column": "Klass"}
-            return {
-                **_problem(422, path, f"label: {_LABEL_NOT_FOUND}"),
-                "type": TYPE_BASE + "ingest-error",
-                "title": "Unprocessable Data",
-                "errors": [{**error, **place}],
-                "field": "label",
-                **place,
-            }
-        if op_id in _INVALID_BODY:
-            loc, message, extra = _INVALID_BODY[op_id]
-            return _invalid(path, loc, message, **extra)
-        if kind:
-            param = f"{kind}_id"
-            return _invalid(
-                _instance(path, "abc"),
-                ["path", param],
-                "Input should be a valid integer, unable to parse string as an integer",
-                type="int_parsing",
-                input="abc",
-            )
-        if any(p.get("name") == "limit" for p in op.get("parameters", [])):
-            return _invalid(
-                path,
-                ["query", "limit"],
-                "Input should be less than or equal to 100",
-                type="less_than_equal",
-                input="1000",
-            )
+    if status == 422 and (invalid := _unprocessable(path, op, op_id, kind)):
+        return invalid
     if status == 501 and op_id == "export_model":
         from app.export.service import ONNX_MISSING  # (imports the models' service)
 
@@ -217,3 +187,41 @@ def error_example(
             503, path, "database schema at ['0001'], expected ['0002']: run `msvmav migrate`"
         )
     return _problem(status, path, HTTPStatus(status).description or HTTPStatus(status).phrase)
+
+
+def _unprocessable(
+    path: str, op: dict[str, Any], op_id: str, kind: str | None
+) -> dict[str, Any] | None:
+    """The 422 example of an operation: its own, a path id that is no integer, or a limit."""
+    if op_id == "create_dataset":  # a parse error: names the option, row and column
+        error = {"loc": ["body", "label"], "field": "label", "message": _LABEL_NOT_FOUND}
+        place = {"row": None, "column": "Klass"}
+        return {
+            **_problem(422, path, f"label: {_LABEL_NOT_FOUND}"),
+            "type": TYPE_BASE + "ingest-error",
+            "title": "Unprocessable Data",
+            "errors": [{**error, **place}],
+            "field": "label",
+            **place,
+        }
+    if op_id in _INVALID_BODY:
+        loc, message, extra = _INVALID_BODY[op_id]
+        return _invalid(path, loc, message, **extra)
+    if kind:
+        param = f"{kind}_id"
+        return _invalid(
+            _instance(path, "abc"),
+            ["path", param],
+            "Input should be a valid integer, unable to parse string as an integer",
+            type="int_parsing",
+            input="abc",
+        )
+    if any(p.get("name") == "limit" for p in op.get("parameters", [])):
+        return _invalid(
+            path,
+            ["query", "limit"],
+            "Input should be less than or equal to 100",
+            type="less_than_equal",
+            input="1000",
+        )
+    return None

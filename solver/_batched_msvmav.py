@@ -127,6 +127,23 @@ class _Data:
         return G.reshape(B, D, D)
 
 
+def _semivariance_step(data: _Data, W: np.ndarray, P: np.ndarray, masks: np.ndarray,
+                       thetas: np.ndarray, c: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """The settings ``L``'s proximal semi-variance step w' (sign safeguard applied)."""
+    nt, diag = data.nt, np.arange(data.D)
+    CP = W[L].copy()
+    nonempty = masks[L].any(axis=1)
+    if nonempty.any():
+        sel = L[nonempty]
+        G = data.gram(P[sel])
+        rhs = thetas[sel, None] * P[sel, nt:] - np.einsum("bij,bj->bi", G, W[sel])
+        G[:, diag, diag] += c[sel, None]
+        CP[nonempty] += np.linalg.solve(G, rhs[:, :, None])[:, :, 0]
+    flip = CP @ data.s < 0  # = y^T X w' < 0: the sign safeguard
+    CP[flip] *= -1.0
+    return CP
+
+
 def fit_linear_batch(X, y: np.ndarray, alphas, betas, *, max_iter: int = 100,
                      tol: float = 1e-8, fit_intercept: bool = True,
                      callback: Callable[[int], object] | None = None
@@ -140,7 +157,7 @@ def fit_linear_batch(X, y: np.ndarray, alphas, betas, *, max_iter: int = 100,
     data = _Data(X, y, fit_intercept)
     alphas = np.asarray(alphas, dtype=np.float64).ravel()
     betas = np.asarray(betas, dtype=np.float64).ravel()
-    B, n, D, nt = alphas.size, data.n, data.D, data.nt
+    B, n, D = alphas.size, data.n, data.D
     nrm0 = float(np.sqrt(data.s @ data.s))
     if not nrm0 > 0:
         raise ValueError("X, y: the signed class sum X^T y is zero, so the average-margin "
@@ -161,21 +178,11 @@ def fit_linear_batch(X, y: np.ndarray, alphas, betas, *, max_iter: int = 100,
     thetas = np.full(B, th0)
     c = n * betas
     shift_c = data.s[None, :] / (2.0 * alphas[:, None] * n)
-    diag = np.arange(D)
     live = np.arange(B)
     for k in range(1, max_iter + 1):
         L = live
         Wl = W[L]
-        CP = Wl.copy()
-        nonempty = masks[L].any(axis=1)
-        if nonempty.any():
-            sel = L[nonempty]
-            G = data.gram(P[sel])
-            rhs = thetas[sel, None] * P[sel, nt:] - np.einsum("bij,bj->bi", G, W[sel])
-            G[:, diag, diag] += c[sel, None]
-            CP[nonempty] += np.linalg.solve(G, rhs[:, :, None])[:, :, 0]
-        flip = CP @ data.s < 0  # = y^T X w' < 0: the sign safeguard
-        CP[flip] *= -1.0
+        CP = _semivariance_step(data, W, P, masks, thetas, c, L)
         CN = CP + shift_c[L]
         CN /= np.sqrt(np.einsum("bi,bi->b", CN, CN))[:, None]
         diff = CN - Wl

@@ -56,6 +56,34 @@ class LowRankFactor:
         return np.ascontiguousarray(self.factor[:, self.pivots].T)
 
 
+def _accept(B: np.ndarray, drawn: np.ndarray, u: np.ndarray, floor: float) -> list[int]:
+    """The candidates accepted in order, each with probability (current residual) /
+    (residual when drawn), updating the candidates' b x b residual block ``B`` (a copy)
+    after each acceptance."""
+    B = 0.5 * (B + B.T)
+    accepted: list[int] = []
+    for j in range(B.shape[0]):
+        pj = B[j, j]
+        if pj <= floor or u[j] * drawn[j] > pj:
+            continue
+        accepted.append(j)
+        col = B[:, j] / np.sqrt(pj)
+        B -= np.outer(col, col)
+    return accepted
+
+
+def _new_columns(C: np.ndarray, cand: np.ndarray, acc: np.ndarray) -> np.ndarray | None:
+    """The factor's new rows for the accepted candidates (None when rounding stops the
+    Cholesky factorisation of their block)."""
+    S = C[np.ix_(acc, cand[acc])]
+    S = 0.5 * (S + S.T)
+    try:
+        F = linalg.cholesky(S, lower=True, check_finite=False)
+    except linalg.LinAlgError:
+        return None
+    return linalg.solve_triangular(F, C[acc], lower=True, check_finite=False)
+
+
 def pivoted_cholesky(X, *, kernel: str, gamma: float, degree: int = 3, coef0: float = 1.0,
                      tol: float = 1e-3, max_rank: int | None = None,
                      random_state: np.random.Generator | int | None = None) -> LowRankFactor:
@@ -89,17 +117,7 @@ def pivoted_cholesky(X, *, kernel: str, gamma: float, degree: int = 3, coef0: fl
             C -= Lt[:r, cand].T @ Lt[:r]
         # accept in order with probability (current residual) / (residual when drawn),
         # updating the candidates' b x b residual block after each acceptance
-        B = C[:, cand].copy()
-        B = 0.5 * (B + B.T)
-        accepted: list[int] = []
-        u = rng.random(cand.size)
-        for j in range(cand.size):
-            pj = B[j, j]
-            if pj <= floor or u[j] * drawn[j] > pj:
-                continue
-            accepted.append(j)
-            col = B[:, j] / np.sqrt(pj)
-            B -= np.outer(col, col)
+        accepted = _accept(C[:, cand], drawn, rng.random(cand.size), floor)
         if not accepted:
             # nothing accepted: the residual is at the floor where it was drawn (the first
             # draw of a block is always accepted above it); a few such blocks in a row mean
@@ -110,13 +128,9 @@ def pivoted_cholesky(X, *, kernel: str, gamma: float, degree: int = 3, coef0: fl
             continue
         empty = 0
         acc = np.asarray(accepted)
-        S = C[np.ix_(acc, cand[acc])]
-        S = 0.5 * (S + S.T)
-        try:
-            F = linalg.cholesky(S, lower=True, check_finite=False)
-        except linalg.LinAlgError:  # rounding: keep the prefix that factors
+        new = _new_columns(C, cand, acc)  # (s, n)
+        if new is None:  # rounding: keep the prefix that factors
             break
-        new = linalg.solve_triangular(F, C[acc], lower=True, check_finite=False)  # (s, n)
         gains = np.einsum("ij,ij->i", new, new)
         # keep only the prefix of the new columns needed to meet the target
         need = np.flatnonzero(remaining - np.cumsum(gains) <= target)

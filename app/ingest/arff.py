@@ -131,10 +131,10 @@ def _sparse_tokens(raw: str, n_attr: int, line: int) -> dict[int, str | None]:
     return row
 
 
-def read_arff(text: str) -> RawTable:
+def _read_header(lines_iter) -> tuple[list[str], list[Declared | None]]:
+    """The attributes of the header, read up to and including its @data line."""
     names: list[str] = []
     declared: list[Declared | None] = []
-    lines_iter = iter(enumerate(text.split("\n"), start=1))
     in_data = False
     for lineno, raw in lines_iter:
         s = raw.strip()
@@ -160,7 +160,12 @@ def read_arff(text: str) -> RawTable:
         raise IngestError("The ARFF header declares no @attribute.", field="file")
     if not in_data:
         raise IngestError("The ARFF file has no @data section.", field="file")
+    return names, declared
 
+
+def read_arff(text: str) -> RawTable:
+    lines_iter = iter(enumerate(text.split("\n"), start=1))
+    names, declared = _read_header(lines_iter)
     n_attr = len(names)
     dense: list[list[str | None]] = []
     sparse: list[dict[int, str | None]] = []

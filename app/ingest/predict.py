@@ -180,6 +180,20 @@ def _plain_csv_features(encoding: dict, text: str, label: str | int | None
     col_ids = [index[n] for n in wanted]
     if label_idx is not None and label_idx in col_ids:
         return None
+    X = _read_numbers(text, delim, col_ids, len(lines) - 1)
+    if X is None:
+        return None
+    y = None
+    if label_idx is not None:
+        tokens = [clean_token(line.split(delim)[label_idx]) for line in lines[1:]]
+        if any(t is None for t in tokens):
+            return None
+        y = convert_labels(tokens)  # type: ignore[arg-type]
+    return np.ascontiguousarray(X), y
+
+
+def _read_numbers(text: str, delim: str, col_ids: list[int], n_rows: int) -> np.ndarray | None:
+    """The columns ``col_ids`` of a plain CSV as finite float64 (n_rows, k), or None."""
     import pandas as pd
 
     try:  # pandas' C reader: 5x numpy's loadtxt here, and as exact (correctly rounded)
@@ -194,12 +208,6 @@ def _plain_csv_features(encoding: dict, text: str, label: str | int | None
     X = frame.to_numpy(dtype=np.float64)
     if col_ids != sorted(col_ids):  # usecols keeps the file's column order
         X = X[:, np.argsort(np.argsort(col_ids))]
-    if X.shape != (len(lines) - 1, len(col_ids)) or not np.isfinite(X).all():
+    if X.shape != (n_rows, len(col_ids)) or not np.isfinite(X).all():
         return None
-    y = None
-    if label_idx is not None:
-        tokens = [clean_token(line.split(delim)[label_idx]) for line in lines[1:]]
-        if any(t is None for t in tokens):
-            return None
-        y = convert_labels(tokens)  # type: ignore[arg-type]
-    return np.ascontiguousarray(X), y
+    return X
