@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 from app.auth import service
 from app.auth.keys import Principal, Scope, hash_key
 from app.core.config import Settings
-from app.core.db import begin_read, is_sqlite, make_session_factory
+from app.core.db import make_session_factory
 from app.core.problems import TYPE_BASE, Problem
 
 # How long "no key exists yet" is trusted before the database is asked again (auth=auto).
@@ -74,8 +74,6 @@ class AuthGate:
         self._lock = threading.Lock()
         self._required = self.mode == "on" or (self.mode == "auto" and self.admin_hash is not None)
         self._open_until = 0.0  # monotonic time until which "no key exists" is trusted
-        # Keys are looked up with one read of a local file on SQLite: on the event loop.
-        self.local = is_sqlite(settings.database_url)
         self._stamped: dict[int, float] = {}  # key id -> monotonic time of its last stamp
         self._stamp_every = service.LAST_USED_RESOLUTION.total_seconds()
         self._stamper: ThreadPoolExecutor | None = None  # writes last_used_at (stamp_later)
@@ -95,10 +93,8 @@ class AuthGate:
         if self.mode == "off":
             return False
         if not self._required and time.monotonic() >= self._open_until:
-            with self.session_factory() as session:
-                begin_read(session)  # never queue for SQLite's write lock
-                exists = service.any_key_exists(session)
-            if exists:
+            # On the key lookups' own pool (fetch_one), never one the requests' sessions use.
+            if service.any_key_exists_now(self.engine):
                 self.key_created()
             else:
                 self._open_until = time.monotonic() + OPEN_RECHECK_SECONDS

@@ -11,7 +11,7 @@ import sys
 
 from app.cli.errors import CommandParser, run_reporting_errors
 from app.core.config import Settings
-from app.core.db import is_sqlite, upgrade_to_head
+from app.core.db import is_sqlite, make_engine, schema_refusal, upgrade_to_head
 from app.core.logs import configure_logging
 
 
@@ -82,6 +82,9 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     migrate = args.migrate if args.migrate is not None else is_sqlite(settings.database_url)
     if migrate:
         upgrade_to_head(settings.database_url)
+    if (refusal := _schema_refusal(settings)) is not None:
+        print(f"msvmav serve: {refusal}", file=sys.stderr)
+        return 2
     try:
         settings = serve_settings(settings, args.host)
     except ServeRefused as exc:
@@ -129,6 +132,15 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
+
+
+def _schema_refusal(settings: Settings) -> str | None:
+    """Why the API must not start on this database (a schema older than the code's), if so."""
+    engine = make_engine(settings.database_url)
+    try:
+        return schema_refusal(engine)
+    finally:
+        engine.dispose()
 
 
 class _Shutdown(Exception):  # noqa: N818 - a signal, not an error

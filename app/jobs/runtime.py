@@ -4,17 +4,27 @@ and the result it hands back. Free of domain imports, so each domain's runner (t
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.config import Settings
+from app.core.db import is_transient
 from app.core.orm import Job, utcnow
+
+log = logging.getLogger("app.jobs.runtime")
+
+T = TypeVar("T")
+
+# Backoff between two tries of a database operation while the database is away (seconds).
+RETRY_FIRST, RETRY_MAX = 0.1, 2.0
 
 
 class JobCancelledError(Exception):
@@ -33,6 +43,34 @@ def owned(job_id: int, worker_id: str) -> list[Any]:
     """WHERE clauses: the job is running and still this worker's (it holds the lease). Every
     write of a running job goes through them, so a worker that lost its lease writes nothing."""
     return [Job.id == job_id, Job.worker_id == worker_id, Job.status == "running"]
+
+
+def with_retries(
+    operation: Callable[[], T],
+    what: str,
+    patience: float,
+    stop: threading.Event | None = None,
+) -> T:
+    """``operation()``, tried again with backoff (RETRY_FIRST doubling up to RETRY_MAX
+    seconds) while it fails because the database is away, busy or locked
+    (``app.core.db.is_transient``), for at most ``patience`` seconds; then, or at once for any
+    other error, its exception. One log line per failed try, no traceback: a database blip is
+    not a bug. ``stop`` set ends the waiting early (the worker is shutting down)."""
+    deadline = time.monotonic() + patience
+    delay = RETRY_FIRST
+    while True:
+        try:
+            return operation()
+        except SQLAlchemyError as exc:
+            left = deadline - time.monotonic()
+            if not is_transient(exc) or left <= 0:
+                raise
+            log.warning("%s: database unavailable (%s); retrying", what, type(exc).__name__)
+            if stop is not None and stop.wait(min(delay, left)):
+                raise
+            if stop is None:
+                time.sleep(min(delay, left))
+            delay = min(2 * delay, RETRY_MAX)
 
 
 def running_progress(fraction: float) -> float:
@@ -102,14 +140,27 @@ class ProgressReporter:
         return True
 
     def report(self, progress: float, message: str) -> None:
-        """Write progress + heartbeat and read the cancel flag now, unthrottled."""
-        with self.engine.begin() as conn:
-            row = conn.execute(
-                update(Job)
-                .where(*owned(self.job_id, self.worker_id))
-                .values(progress=progress, message=message, heartbeat_at=utcnow())
-                .returning(Job.cancel_requested)
-            ).first()
+        """Write progress + heartbeat and read the cancel flag now, unthrottled. While the
+        database is away the fit goes on without this report (one log line): the heartbeat
+        thread keeps trying to renew the lease, and a report after the database came back
+        tells whether the job is still ours."""
+        try:
+            with self.engine.begin() as conn:
+                row = conn.execute(
+                    update(Job)
+                    .where(*owned(self.job_id, self.worker_id))
+                    .values(progress=progress, message=message, heartbeat_at=utcnow())
+                    .returning(Job.cancel_requested)
+                ).first()
+        except SQLAlchemyError as exc:
+            if not is_transient(exc):
+                raise
+            log.warning(
+                "job %s: progress not recorded, database unavailable (%s)",
+                self.job_id,
+                type(exc).__name__,
+            )
+            return
         if row is None:
             raise JobLostError()
         if row[0]:

@@ -10,10 +10,9 @@ from starlette.concurrency import run_in_threadpool
 from app.core.deps import SessionDep, SettingsDep
 from app.core.ids import MAX_DB_ID
 from app.core.problems import problem_responses
-from app.models.service import model_cache_holds
 from app.predict import service
 from app.predict.fastjson import OrjsonRequest, OrjsonRoute, json_response
-from app.predict.numeric_rows import row_count, split_body
+from app.predict.numeric_rows import split_body
 from app.predict.schemas import (
     WDBC_BENIGN,
     WDBC_COLUMNS,
@@ -35,9 +34,6 @@ class PredictRoute(OrjsonRoute):
 # Bodies parsed and answers rendered with orjson; the answer is built as plain JSON values
 # (documented by response_model, not validated again: 100k rows would be 100k models).
 router = APIRouter(prefix="/predict", tags=["predict"], route_class=PredictRoute)
-
-# Most rows a /predict request may have to be answered on the event loop (see predict).
-INLINE_ROWS = 16
 
 _PREDICT_EXAMPLES = {
     "rows": {
@@ -82,19 +78,9 @@ async def predict(
             )
         )
 
-    # On SQLite a few rows for a model this process holds cost less than the trip to the
-    # thread pool (one indexed read of a local file in WAL mode, which never waits for a
-    # writer, and a cached model's decision function): answered on the event loop. Batches
-    # and cache misses (reading and rebuilding a model) go to the pool, so they never hold up
-    # other requests; so does everything on PostgreSQL, where the existence check is a network
-    # round trip that must not stall the event loop (and its health probes) when the server is
-    # slow or away.
-    if (
-        state.local_database
-        and row_count(request.instances) <= INLINE_ROWS
-        and model_cache_holds(state.engine, request.model_id)
-    ):
-        return answer()
+    # In the thread pool, always: even for a cached model the answer reads the model's row
+    # (whether it still exists), and no database or file I/O runs on the event loop, which
+    # must keep answering other requests (and the health probes) when the database is slow.
     return await run_in_threadpool(answer)
 
 
