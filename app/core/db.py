@@ -165,8 +165,12 @@ def fetch_one(engine: Engine, sql: str, params: tuple[Any, ...]) -> tuple[Any, .
     old, and the read is tried once more on a new connection."""
     reader = _reader(engine)
     statement = sql.replace("?", _PLACEHOLDERS[engine.dialect.paramstyle])
+    dbapi_error = reader.dialect.loaded_dbapi.Error
     for attempt in (1, 2):
-        raw = reader.raw_connection()
+        try:
+            raw = reader.raw_connection()  # the pool raises the driver's own errors
+        except dbapi_error as exc:
+            raise _wrapped(reader, statement, params, exc) from exc
         try:
             cur = raw.cursor()
             try:
@@ -174,9 +178,10 @@ def fetch_one(engine: Engine, sql: str, params: tuple[Any, ...]) -> tuple[Any, .
                 row = cur.fetchone()
             finally:
                 cur.close()
-        except reader.dialect.loaded_dbapi.Error as exc:
-            if attempt == 2 or not reader.dialect.is_disconnect(exc, raw.dbapi_connection, None):
-                raise
+        except dbapi_error as exc:
+            dropped = reader.dialect.is_disconnect(exc, raw.dbapi_connection, None)
+            if attempt == 2 or not dropped:
+                raise _wrapped(reader, statement, params, exc, dropped) from exc
             raw.invalidate()
             reader.pool.dispose()  # the other pooled connections predate the drop too
             continue
@@ -184,6 +189,21 @@ def fetch_one(engine: Engine, sql: str, params: tuple[Any, ...]) -> tuple[Any, .
             raw.close()  # back to the pool
         return None if row is None else tuple(row)
     raise AssertionError("unreachable")
+
+
+def _wrapped(
+    reader: Engine, statement: str, params: Any, exc: Exception, dropped: bool = False
+) -> DBAPIError:
+    """The driver's ``exc`` as SQLAlchemy's own statements raise it (OperationalError, ...):
+    the handlers that answer 503 for a database that is away know those."""
+    return DBAPIError.instance(
+        statement,
+        params,
+        exc,
+        reader.dialect.loaded_dbapi.Error,
+        connection_invalidated=dropped,
+        dialect=reader.dialect,
+    )
 
 
 def _reader(engine: Engine) -> Engine:

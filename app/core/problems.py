@@ -240,8 +240,7 @@ def database_problem(
     if fault is None:
         return None
     fault_log.warning(
-        "request %s: %s (%s: %s)",
-        request_id_var.get(),
+        "%s (%s: %s)",
         fault.reason,
         type(exc).__name__,
         _first_line(getattr(exc, "orig", None) or exc),
