@@ -69,9 +69,10 @@ def test_postgres_outages_answer_503_and_recover_and_the_job_finishes_once(tmp_p
         headers = {"Authorization": f"Bearer {admin}"}
         worker = start_worker_process(pg.url, tmp_path, env=WORKER_ENV)
         try:
-            with serve_api(pg.url, tmp_path) as api, httpx.Client(
-                base_url=api.url, headers=headers, timeout=30
-            ) as c:
+            with (
+                serve_api(pg.url, tmp_path) as api,
+                httpx.Client(base_url=api.url, headers=headers, timeout=30) as c,
+            ):
                 ds = c.post("/datasets", files={"file": ("d.csv", content)})
                 assert ds.status_code == 201, ds.text
                 job = c.post("/train", json={"dataset_id": ds.json()["id"], **LONG_FIT})
@@ -101,9 +102,11 @@ def test_postgres_outages_answer_503_and_recover_and_the_job_finishes_once(tmp_p
                     "the job ended before the outages were over: make LONG_FIT longer"
                 )
                 final = wait_for(
-                    lambda: (b := c.get(f"/jobs/{job_id}").json())["status"]
-                    in ("succeeded", "failed", "cancelled")
-                    and b,
+                    lambda: (
+                        (b := c.get(f"/jobs/{job_id}").json())["status"]
+                        in ("succeeded", "failed", "cancelled")
+                        and b
+                    ),
                     timeout=240,
                     interval=0.2,
                 )
