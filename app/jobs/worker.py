@@ -414,4 +414,3 @@ def run_worker(
     finally:
         worker.alive.remove()
         worker.engine.dispose()
-

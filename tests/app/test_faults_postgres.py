@@ -59,6 +59,31 @@ def _assert_unavailable(r: httpx.Response) -> None:
     assert "SELECT" not in r.text and "127.0.0.1" not in r.text, r.text
 
 
+def _outages(pg, api_url: str, c: httpx.Client, job_id: int, content: bytes) -> int:
+    """Stop the server OUTAGES times for OUTAGE_SECONDS: 503s meanwhile, then recovery. The
+    number of requests that failed (503)."""
+    n_failed = 0
+    for _ in range(OUTAGES):
+        pg.stop()
+        end = time.monotonic() + OUTAGE_SECONDS
+        answers = _during_outage(c, job_id, content)
+        assert httpx.get(api_url + "/livez").status_code == 200
+        for r in answers:
+            _assert_unavailable(r)
+        n_failed += len(answers)
+        time.sleep(max(0.0, end - time.monotonic()))
+        pg.start()
+        # Recovery without restart, and no stale pooled connection: the first keyed
+        # requests after the restart all succeed, POST /keys included.
+        for i in range(25):
+            path = ("/datasets", f"/jobs/{job_id}", "/keys", "/models")[i % 4]
+            r = c.get(path)
+            assert r.status_code == 200, (path, r.status_code, r.text)
+        created = c.post("/keys", json={"name": "after-restart", "scope": "read"})
+        assert created.status_code == 201, created.text
+    return n_failed
+
+
 def test_postgres_outages_answer_503_and_recover_and_the_job_finishes_once(tmp_path):
     content = to_csv(*blobs(n=120))
     with postgres_server() as pg:
@@ -79,25 +104,7 @@ def test_postgres_outages_answer_503_and_recover_and_the_job_finishes_once(tmp_p
                 assert job.status_code == 202, job.text
                 job_id = job.json()["id"]
                 wait_for(lambda: c.get(f"/jobs/{job_id}").json()["progress"] > 0, timeout=60)
-                n_failed = 0
-                for _ in range(OUTAGES):
-                    pg.stop()
-                    end = time.monotonic() + OUTAGE_SECONDS
-                    answers = _during_outage(c, job_id, content)
-                    assert httpx.get(api.url + "/livez").status_code == 200
-                    for r in answers:
-                        _assert_unavailable(r)
-                    n_failed += len(answers)
-                    time.sleep(max(0.0, end - time.monotonic()))
-                    pg.start()
-                    # Recovery without restart, and no stale pooled connection: the first
-                    # keyed requests after the restart all succeed.
-                    for i in range(25):
-                        path = ("/datasets", f"/jobs/{job_id}", "/keys", "/models")[i % 4]
-                        r = c.get(path)
-                        assert r.status_code == 200, (path, r.status_code, r.text)
-                    created = c.post("/keys", json={"name": "after-restart", "scope": "read"})
-                    assert created.status_code == 201, created.text
+                n_failed = _outages(pg, api.url, c, job_id, content)
                 assert c.get(f"/jobs/{job_id}").json()["status"] == "running", (
                     "the job ended before the outages were over: make LONG_FIT longer"
                 )
