@@ -18,8 +18,12 @@ once. Guarantees:
 * **SIGTERM/SIGINT** — stop claiming, abort the running fit at its next iteration and put that
   job back in the queue (it did nothing wrong; this does not count as a lost worker), then exit;
 * **visible when hung** — the main loop (after each successful poll of the database) and the
-  fit callbacks touch ``worker_alive_file``; ``msvmav worker --check`` fails when it is older
-  than ``worker_alive_max_age`` (the loop stopped, hangs, or cannot reach the database).
+  fit callbacks touch the worker's own alive file (``alive_path``); ``msvmav worker --check``
+  fails when it is older than ``worker_alive_max_age`` (the loop stopped, hangs, or cannot
+  reach the database) or the database's schema is behind the code's;
+* **database outages are not deaths** — while the database is away the worker retries with
+  backoff and keeps its lease (``with_retries``); only a lease that truly expired is a lost
+  attempt. It refuses to start on a schema older than the code's migrations.
 
 Which code runs a job of a given ``kind`` is ``app.jobs.registry``'s business: this module
 imports no domain module.
