@@ -19,11 +19,14 @@ from sqlalchemy import Engine
 from app.auth import service
 from app.auth.keys import Principal, Scope, hash_key
 from app.core.config import Settings
-from app.core.db import make_session_factory
+from app.core.db import make_session_factory, with_retries
 from app.core.problems import TYPE_BASE, Problem
 
 # How long "no key exists yet" is trusted before the database is asked again (auth=auto).
 OPEN_RECHECK_SECONDS = 1.0
+# How long the background write of a key's last_used_at is retried while the database is busy
+# or away (seconds).
+STAMP_PATIENCE = 15.0
 
 log = logging.getLogger("app.auth")
 
@@ -154,8 +157,13 @@ class AuthGate:
             stamper.shutdown(wait=True)
 
     def _stamp(self, key_id: int) -> None:
-        try:
+        def write() -> None:
             with self.session_factory() as session:
                 service.mark_used(session, key_id)
+
+        try:
+            # A writer holding the key's row (or SQLite's write lock) longer than the API's
+            # lock timeout, or a database blip, delays the stamp; it is not lost.
+            with_retries(write, f"last use of API key {key_id}", STAMP_PATIENCE)
         except Exception:  # a missed stamp is not worth a request; the log says why
             log.exception("could not record the use of API key %s", key_id)

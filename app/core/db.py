@@ -15,10 +15,12 @@ import errno
 import logging
 import sqlite3
 import threading
+import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
@@ -387,3 +389,36 @@ def schema_refusal(engine: Engine) -> str | None:
             raise
         log.warning("schema not checked: database unavailable (%s)", type(exc).__name__)
         return None
+
+
+# Backoff between two tries of a database operation while the database is away (seconds).
+RETRY_FIRST, RETRY_MAX = 0.1, 2.0
+T = TypeVar("T")
+
+
+def with_retries(
+    operation: Callable[[], T],
+    what: str,
+    patience: float,
+    stop: threading.Event | None = None,
+) -> T:
+    """``operation()``, tried again with backoff (RETRY_FIRST doubling up to RETRY_MAX
+    seconds) while it fails because the database is away, busy or locked
+    (``app.core.db.is_transient``), for at most ``patience`` seconds; then, or at once for any
+    other error, its exception. One log line per failed try, no traceback: a database blip is
+    not a bug. ``stop`` set ends the waiting early (the worker is shutting down)."""
+    deadline = time.monotonic() + patience
+    delay = RETRY_FIRST
+    while True:
+        try:
+            return operation()
+        except SQLAlchemyError as exc:
+            left = deadline - time.monotonic()
+            if not is_transient(exc) or left <= 0:
+                raise
+            log.warning("%s: database unavailable (%s); retrying", what, type(exc).__name__)
+            if stop is not None and stop.wait(min(delay, left)):
+                raise
+            if stop is None:
+                time.sleep(min(delay, left))
+            delay = min(2 * delay, RETRY_MAX)

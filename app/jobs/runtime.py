@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import Engine, update
 from sqlalchemy.exc import SQLAlchemyError
@@ -21,10 +21,6 @@ from app.core.orm import Job, utcnow
 
 log = logging.getLogger("app.jobs.runtime")
 
-T = TypeVar("T")
-
-# Backoff between two tries of a database operation while the database is away (seconds).
-RETRY_FIRST, RETRY_MAX = 0.1, 2.0
 
 
 class JobCancelledError(Exception):
@@ -43,34 +39,6 @@ def owned(job_id: int, worker_id: str) -> list[Any]:
     """WHERE clauses: the job is running and still this worker's (it holds the lease). Every
     write of a running job goes through them, so a worker that lost its lease writes nothing."""
     return [Job.id == job_id, Job.worker_id == worker_id, Job.status == "running"]
-
-
-def with_retries(
-    operation: Callable[[], T],
-    what: str,
-    patience: float,
-    stop: threading.Event | None = None,
-) -> T:
-    """``operation()``, tried again with backoff (RETRY_FIRST doubling up to RETRY_MAX
-    seconds) while it fails because the database is away, busy or locked
-    (``app.core.db.is_transient``), for at most ``patience`` seconds; then, or at once for any
-    other error, its exception. One log line per failed try, no traceback: a database blip is
-    not a bug. ``stop`` set ends the waiting early (the worker is shutting down)."""
-    deadline = time.monotonic() + patience
-    delay = RETRY_FIRST
-    while True:
-        try:
-            return operation()
-        except SQLAlchemyError as exc:
-            left = deadline - time.monotonic()
-            if not is_transient(exc) or left <= 0:
-                raise
-            log.warning("%s: database unavailable (%s); retrying", what, type(exc).__name__)
-            if stop is not None and stop.wait(min(delay, left)):
-                raise
-            if stop is None:
-                time.sleep(min(delay, left))
-            delay = min(2 * delay, RETRY_MAX)
 
 
 def running_progress(fraction: float) -> float:

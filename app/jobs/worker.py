@@ -54,6 +54,7 @@ from app.core.db import (
     make_session_factory,
     schema_behind,
     schema_refusal,
+    with_retries,
     worker_limits,
 )
 from app.core.orm import Job, utcnow
@@ -67,7 +68,6 @@ from app.jobs.runtime import (
     ProgressReporter,
     WorkerStoppingError,
     owned,
-    with_retries,
 )
 
 log = logging.getLogger("app.jobs.worker")
