@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from typing import Annotated
 
+import anyio
 from fastapi import APIRouter, Body, File, Form, Request, Response, UploadFile
 from starlette.concurrency import run_in_threadpool
 
 from app.core.deps import SessionDep, SettingsDep
 from app.core.ids import MAX_DB_ID
 from app.core.problems import problem_responses
+from app.models.service import model_cache_holds
 from app.predict import service
 from app.predict.fastjson import OrjsonRequest, OrjsonRoute, json_response
-from app.predict.numeric_rows import split_body
+from app.predict.numeric_rows import row_count, split_body
 from app.predict.schemas import (
     WDBC_BENIGN,
     WDBC_COLUMNS,
@@ -34,6 +38,9 @@ class PredictRoute(OrjsonRoute):
 # Bodies parsed and answers rendered with orjson; the answer is built as plain JSON values
 # (documented by response_model, not validated again: 100k rows would be 100k models).
 router = APIRouter(prefix="/predict", tags=["predict"], route_class=PredictRoute)
+
+# Most rows a /predict request may have to go to the fast lane (see predict).
+INLINE_ROWS = 16
 
 _PREDICT_EXAMPLES = {
     "rows": {
@@ -78,10 +85,34 @@ async def predict(
             )
         )
 
-    # In the thread pool, always: even for a cached model the answer reads the model's row
-    # (whether it still exists), and no database or file I/O runs on the event loop, which
-    # must keep answering other requests (and the health probes) when the database is slow.
+    # Never on the event loop: even for a cached model the answer reads the model's row
+    # (whether it still exists), and no database or file I/O runs on the loop.
+    # A few rows for a model this process holds go to a thread of their own (FAST_LANE_THREADS):
+    # one-row requests spread over the 40 threads of the pool fight for the GIL with each other
+    # and the loop (0.45x the bare route in bench/serve.py, 0.60x in the lane). Batches and
+    # cache misses (reading and rebuilding a model) go to the pool, so they never hold up the
+    # lane.
+    if row_count(request.instances) <= INLINE_ROWS and model_cache_holds(
+        state.engine, request.model_id
+    ):
+        return await anyio.to_thread.run_sync(answer, limiter=_fast_lane())
     return await run_in_threadpool(answer)
+
+
+# Threads of the one-row fast lane (see predict).
+FAST_LANE_THREADS = 1
+_lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _fast_lane() -> anyio.CapacityLimiter:
+    """The fast lane's limiter of the running event loop (a limiter belongs to one loop)."""
+    loop = asyncio.get_running_loop()
+    lane = _lanes.get(loop)
+    if lane is None:
+        lane = _lanes[loop] = anyio.CapacityLimiter(FAST_LANE_THREADS)
+    return lane
 
 
 @router.post(
