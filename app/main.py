@@ -14,7 +14,14 @@ from app.auth.gate import AuthGate
 from app.auth.security import AuthMiddleware
 from app.core import problems
 from app.core.config import Settings, get_settings
-from app.core.db import is_sqlite, make_engine, make_session_factory, read_only, script_heads
+from app.core.db import (
+    api_limits,
+    is_sqlite,
+    make_engine,
+    make_session_factory,
+    read_only,
+    script_heads,
+)
 from app.core.ids import check_ids
 from app.core.metrics import RequestMetrics
 from app.core.middleware import (
@@ -114,7 +121,7 @@ def operation_id(route: APIRoute) -> str:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
-    engine = make_engine(settings.database_url)
+    engine = make_engine(settings.database_url, api_limits(settings))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

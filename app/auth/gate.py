@@ -19,11 +19,14 @@ from sqlalchemy import Engine
 from app.auth import service
 from app.auth.keys import Principal, Scope, hash_key
 from app.core.config import Settings
-from app.core.db import begin_read, is_sqlite, make_session_factory
+from app.core.db import make_session_factory, with_retries
 from app.core.problems import TYPE_BASE, Problem
 
 # How long "no key exists yet" is trusted before the database is asked again (auth=auto).
 OPEN_RECHECK_SECONDS = 1.0
+# How long the background write of a key's last_used_at is retried while the database is busy
+# or away (seconds).
+STAMP_PATIENCE = 15.0
 
 log = logging.getLogger("app.auth")
 
@@ -74,8 +77,6 @@ class AuthGate:
         self._lock = threading.Lock()
         self._required = self.mode == "on" or (self.mode == "auto" and self.admin_hash is not None)
         self._open_until = 0.0  # monotonic time until which "no key exists" is trusted
-        # Keys are looked up with one read of a local file on SQLite: on the event loop.
-        self.local = is_sqlite(settings.database_url)
         self._stamped: dict[int, float] = {}  # key id -> monotonic time of its last stamp
         self._stamp_every = service.LAST_USED_RESOLUTION.total_seconds()
         self._stamper: ThreadPoolExecutor | None = None  # writes last_used_at (stamp_later)
@@ -95,10 +96,8 @@ class AuthGate:
         if self.mode == "off":
             return False
         if not self._required and time.monotonic() >= self._open_until:
-            with self.session_factory() as session:
-                begin_read(session)  # never queue for SQLite's write lock
-                exists = service.any_key_exists(session)
-            if exists:
+            # On the key lookups' own pool (fetch_one), never one the requests' sessions use.
+            if service.any_key_exists_now(self.engine):
                 self.key_created()
             else:
                 self._open_until = time.monotonic() + OPEN_RECHECK_SECONDS
@@ -158,8 +157,13 @@ class AuthGate:
             stamper.shutdown(wait=True)
 
     def _stamp(self, key_id: int) -> None:
-        try:
+        def write() -> None:
             with self.session_factory() as session:
                 service.mark_used(session, key_id)
+
+        try:
+            # A writer holding the key's row (or SQLite's write lock) longer than the API's
+            # lock timeout, or a database blip, delays the stamp; it is not lost.
+            with_retries(write, f"last use of API key {key_id}", STAMP_PATIENCE)
         except Exception:  # a missed stamp is not worth a request; the log says why
             log.exception("could not record the use of API key %s", key_id)

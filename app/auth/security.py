@@ -8,20 +8,23 @@ valid key before their body is read.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+import anyio
 from fastapi import Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from starlette.concurrency import run_in_threadpool
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from app.auth.gate import AuthGate, forbidden
 from app.auth.keys import Principal, Scope
 from app.core.deps import READ_METHODS
-from app.core.problems import Problem, ProblemDetail, problem_response
+from app.core.problems import Problem, ProblemDetail, database_problem, problem_response
 from app.core.validation import single_header
 
 bearer = HTTPBearer(
@@ -74,14 +77,42 @@ def check(gate: AuthGate, authorization: str | None) -> AuthResult:
     return AuthResult(required=True, principal=principal)
 
 
+# Threads for the key checks, apart from the thread pool of the routes: a check never waits
+# for a thread that a route holds (while that route waits for a database connection, say).
+AUTH_THREADS = 8
+
+
 async def check_async(gate: AuthGate, authorization: str | None) -> AuthResult:
-    """``check`` from the event loop: on it while the service is known to be open, and on
-    SQLite once keys are known to be required (the key's lookup is one read of a local file in
-    WAL mode, which never waits for a writer); in the thread pool otherwise (deciding whether
-    keys are required yet, and every PostgreSQL round trip)."""
-    if gate.known_open() or (gate.local and gate.known_required()):
+    """``check`` from the event loop: on it while the service is known to be open (no I/O);
+    otherwise in a thread of the key checks' own limiter (``AUTH_THREADS``), on a connection of
+    ``fetch_one``'s own pool: no database or file I/O ever runs on the event loop, and a key
+    check needs neither a thread nor a connection that a request could be holding. A database
+    that is away or busy answers 503 (``app.core.problems.database_problem``)."""
+    if gate.known_open():
         return check(gate, authorization)
-    return await run_in_threadpool(check, gate, authorization)
+    try:
+        return await anyio.to_thread.run_sync(
+            check, gate, authorization, limiter=_auth_limiter()
+        )
+    except SQLAlchemyError as exc:
+        problem = database_problem(exc)
+        if problem is None:
+            raise
+        raise problem from None
+
+
+_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _auth_limiter() -> anyio.CapacityLimiter:
+    """The key checks' limiter of the running event loop (a limiter belongs to one loop)."""
+    loop = asyncio.get_running_loop()
+    limiter = _limiters.get(loop)
+    if limiter is None:
+        limiter = _limiters[loop] = anyio.CapacityLimiter(AUTH_THREADS)
+    return limiter
 
 
 async def authorize(request: Request, needed: Scope) -> Principal | None:

@@ -31,6 +31,7 @@ _LOOKUP_SQL = (
     f"SELECT id, name, scope, key_hash, revoked_at IS NULL FROM {ApiKey.__tablename__} "
     "WHERE key_hash = ?"
 )
+_ANY_KEY_SQL = f"SELECT id FROM {ApiKey.__tablename__} LIMIT 1"
 
 
 def create(session: Session, name: str, scope: Scope) -> tuple[ApiKey, str]:
@@ -67,6 +68,11 @@ def revoke(session: Session, key_id: int) -> ApiKey:
 def any_key_exists(session: Session) -> bool:
     """True once a key was ever created, revoked or not."""
     return session.scalar(select(ApiKey.id).limit(1)) is not None
+
+
+def any_key_exists_now(engine: Engine) -> bool:
+    """``any_key_exists`` on a connection of ``fetch_one``'s pool (the per-request check)."""
+    return fetch_one(engine, _ANY_KEY_SQL, ()) is not None
 
 
 def usable_key_exists(session: Session) -> bool:

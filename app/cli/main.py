@@ -14,7 +14,7 @@ from typing import Any
 from app.cli import models
 from app.cli.errors import CommandParser, run_reporting_errors
 from app.core.config import Settings
-from app.core.db import is_sqlite, upgrade_to_head
+from app.core.db import is_sqlite, make_engine, schema_refusal, upgrade_to_head
 from app.core.logs import configure_logging
 
 
@@ -83,6 +83,9 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     migrate = args.migrate if args.migrate is not None else is_sqlite(settings.database_url)
     if migrate:
         upgrade_to_head(settings.database_url)
+    if (refusal := _schema_refusal(settings)) is not None:
+        print(f"msvmav serve: {refusal}", file=sys.stderr)
+        return 2
     try:
         settings = serve_settings(settings, args.host)
     except ServeRefused as exc:
@@ -141,6 +144,15 @@ def _run_http(app: Any, host: str, port: int, header_timeout: float) -> None:
 
     http = protocol_with_header_timeout(header_timeout)
     uvicorn.run(app, host=host, port=port, log_config=None, http=http)
+
+
+def _schema_refusal(settings: Settings) -> str | None:
+    """Why the API must not start on this database (a schema older than the code's), if so."""
+    engine = make_engine(settings.database_url)
+    try:
+        return schema_refusal(engine)
+    finally:
+        engine.dispose()
 
 
 class _Shutdown(Exception):  # noqa: N818 - a signal, not an error

@@ -121,6 +121,25 @@ class Settings(BaseSettings):
         "only its hash is kept in memory for the comparison, never stored",
     )
 
+    db_lock_timeout: float = Field(
+        1.0,
+        gt=0,
+        description="PostgreSQL: longest wait of an API transaction for a row lock (a frozen "
+        "worker's, say); beyond it the request answers 503 with Retry-After",
+    )
+    db_statement_timeout: float = Field(
+        60.0,
+        gt=0,
+        description="PostgreSQL: longest statement, and longest idle open transaction, of the "
+        "API; beyond it the request answers 503",
+    )
+    retry_after_seconds: int = Field(
+        2,
+        ge=1,
+        description="Retry-After of a 503 answered because the database is away, busy or "
+        "locked",
+    )
+
     @model_validator(mode="after")
     def _lease_outlasts_heartbeats(self) -> Settings:
         if self.lease_seconds < 2 * self.heartbeat_interval:

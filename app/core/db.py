@@ -11,11 +11,16 @@ plain deferred ``BEGIN``, so under WAL it reads a snapshot without queueing for 
 
 from __future__ import annotations
 
+import errno
 import logging
+import sqlite3
 import threading
+import time
 import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
@@ -23,6 +28,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, DisconnectionError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import Pool
 
@@ -37,6 +44,8 @@ READ_ONLY_OPTION = "msvmav_read_only"
 QUERY_ONLY_KEY = "msvmav_query_only"
 # PostgreSQL connections an API or worker process keeps open, and may open beyond that at once;
 # and those of the per-request reads' pool (fetch_one).
+# POOL_SIZE + POOL_OVERFLOW is the size of the API's thread pool (AnyIO's default of 40), for
+# SQLite too: a request waiting in a thread for a connection can always get one.
 POOL_SIZE, POOL_OVERFLOW = 10, 30
 READER_POOL_SIZE, READER_POOL_OVERFLOW = 8, 32
 
@@ -47,16 +56,31 @@ def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, limits: dict[str, float] | None = None) -> Engine:
     """Engine for ``url`` with our SQLite pragmas. PostgreSQL: connections are pinged when
-    taken from the pool, and the pool keeps POOL_SIZE of them (an API process answers up to
-    40 requests at once in its thread pool; a connection opened for one request and closed
-    after it costs milliseconds)."""
+    taken from the pool (a connection the server dropped, in a restart say, is replaced
+    without the request noticing), and the pool keeps POOL_SIZE of them (an API process
+    answers up to 40 requests at once in its thread pool; a connection opened for one request
+    and closed after it costs milliseconds). ``limits``: PostgreSQL settings in seconds
+    (``lock_timeout``, ``statement_timeout``, ``idle_in_transaction_session_timeout``) every
+    connection of the engine starts with (see ``api_limits``, ``worker_limits``)."""
     if not is_sqlite(url):
-        return create_engine(
-            url, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW
+        options = " ".join(
+            f"-c {name}={round(seconds * 1000)}" for name, seconds in (limits or {}).items()
         )
-    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        return create_engine(
+            url,
+            pool_pre_ping=True,
+            pool_size=POOL_SIZE,
+            max_overflow=POOL_OVERFLOW,
+            connect_args={"options": options} if options else {},
+        )
+    engine = create_engine(
+        url,
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        pool_size=POOL_SIZE,
+        max_overflow=POOL_OVERFLOW,
+    )
 
     @event.listens_for(engine, "connect")
     def _sqlite_pragmas(dbapi_connection, _record):  # noqa: ANN001
@@ -84,6 +108,24 @@ def make_engine(url: str) -> Engine:
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
+
+
+def api_limits(settings: Any) -> dict[str, float]:
+    """PostgreSQL limits of the API's connections (``settings``: app.core.config.Settings): no
+    transaction waits longer than ``db_lock_timeout`` for a row lock (a frozen worker's, say),
+    nor runs a statement, or stays open and idle, longer than ``db_statement_timeout``."""
+    return {
+        "lock_timeout": settings.db_lock_timeout,
+        "statement_timeout": settings.db_statement_timeout,
+        "idle_in_transaction_session_timeout": settings.db_statement_timeout,
+    }
+
+
+def worker_limits(settings: Any) -> dict[str, float]:
+    """PostgreSQL limits of a worker's connections: a transaction left open and idle for
+    longer than the lease (the worker frozen inside it, by SIGSTOP say) is ended by the server,
+    so that its row locks go when its lease does, and the job can be re-queued and cancelled."""
+    return {"idle_in_transaction_session_timeout": settings.lease_seconds}
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
@@ -122,15 +164,21 @@ def fetch_one(engine: Engine, sql: str, params: tuple[Any, ...]) -> tuple[Any, .
     """The first row of a read-only ``sql`` (positional placeholders written ``?``) as the
     driver returns it, or None: for the per-request checks (a model's row, an API key).
 
-    Runs on a DBAPI connection without SQLAlchemy's statement machinery, which cost most of a
-    warm /predict's time. SQLite: a pooled connection, in autocommit mode (see make_engine),
-    so the SELECT is its own read transaction and never takes the write lock. A server
-    database: a connection of the reader pool (``_reader``), one round trip per call instead
-    of three."""
+    Runs on a DBAPI connection of the reader pool (``_reader``), without SQLAlchemy's statement
+    machinery, which cost most of a warm /predict's time: never on a connection of the pool the
+    requests' sessions use, so a key check cannot wait for one of them. Connections are in
+    autocommit mode (the SELECT is its own read transaction and never takes SQLite's write
+    lock) and not pinged when taken: one round trip per call. A connection the server dropped
+    (a restart) fails here: the reader pool is then emptied, every connection in it being as
+    old, and the read is tried once more on a new connection."""
     reader = _reader(engine)
     statement = placeholders(engine, sql)
+    dbapi_error = reader.dialect.loaded_dbapi.Error
     for attempt in (1, 2):
-        raw = reader.raw_connection()
+        try:
+            raw = reader.raw_connection()  # the pool raises the driver's own errors
+        except dbapi_error as exc:
+            raise _wrapped(reader, statement, params, exc) from exc
         try:
             cur = raw.cursor()
             try:
@@ -138,11 +186,12 @@ def fetch_one(engine: Engine, sql: str, params: tuple[Any, ...]) -> tuple[Any, .
                 row = cur.fetchone()
             finally:
                 cur.close()
-        except reader.dialect.loaded_dbapi.Error as exc:
-            # Not pinged when taken: a connection the server dropped fails here, once.
-            if attempt == 2 or not reader.dialect.is_disconnect(exc, raw.dbapi_connection, None):
-                raise
+        except dbapi_error as exc:
+            dropped = reader.dialect.is_disconnect(exc, raw.dbapi_connection, None)
+            if attempt == 2 or not dropped:
+                raise _wrapped(reader, statement, params, exc, dropped) from exc
             raw.invalidate()
+            reader.pool.dispose()  # the other pooled connections predate the drop too
             continue
         finally:
             raw.close()  # back to the pool
@@ -150,25 +199,118 @@ def fetch_one(engine: Engine, sql: str, params: tuple[Any, ...]) -> tuple[Any, .
     raise AssertionError("unreachable")
 
 
+def _wrapped(
+    reader: Engine, statement: str, params: Any, exc: Exception, dropped: bool = False
+) -> DBAPIError:
+    """The driver's ``exc`` as SQLAlchemy's own statements raise it (OperationalError, ...):
+    the handlers that answer 503 for a database that is away know those."""
+    return DBAPIError.instance(
+        statement,
+        params,
+        exc,
+        reader.dialect.loaded_dbapi.Error,
+        connection_invalidated=dropped,
+        dialect=reader.dialect,
+    )
+
+
 def _reader(engine: Engine) -> Engine:
-    """``engine`` itself on SQLite; for a server database, a small second pool on the same URL
-    whose connections are in autocommit mode (no transaction to roll back when one returns to
-    the pool) and not pinged when taken (fetch_one retries a dropped one instead): the
-    per-request read is one round trip instead of three."""
-    if engine.dialect.name == "sqlite":
-        return engine
+    """A small second pool on ``engine``'s URL for ``fetch_one`` (one per main pool): SQLite
+    connections with our pragmas, in autocommit mode (see make_engine); server connections in
+    autocommit mode (no transaction to roll back when one returns to the pool)."""
     with _readers_lock:
         reader = _readers.get(engine.pool)
         if reader is None:
-            reader = _readers[engine.pool] = create_engine(
-                engine.url,
-                isolation_level="AUTOCOMMIT",
-                pool_size=READER_POOL_SIZE,
-                max_overflow=READER_POOL_OVERFLOW,
+            url = engine.url.render_as_string(hide_password=False)
+            reader = _readers[engine.pool] = (
+                make_engine(url)
+                if engine.dialect.name == "sqlite"
+                else create_engine(
+                    engine.url,
+                    isolation_level="AUTOCOMMIT",
+                    pool_size=READER_POOL_SIZE,
+                    max_overflow=READER_POOL_OVERFLOW,
+                )
             )
             # Closed with the main pool (Engine.dispose, e.g. at the API's shutdown).
             event.listen(engine, "engine_disposed", lambda _engine: reader.dispose())
         return reader
+
+
+# --- faults -------------------------------------------------------------------------------------
+
+# PostgreSQL SQLSTATE classes and codes of a database that is away or busy, not of a wrong
+# request: connection exceptions (08), insufficient resources (53), operator intervention
+# (57: shutdown, statement_timeout), lock_not_available (55P03: lock_timeout), transaction
+# rollbacks (40: serialization failure, deadlock), idle_in_transaction_session_timeout (25P03).
+_PG_TRANSIENT_CLASSES = ("08", "53", "57", "40")
+_PG_TRANSIENT_CODES = ("55P03", "25P03")
+_PG_DISK_FULL = "53100"
+_SQLITE_FULL = 13  # SQLITE_FULL: "database or disk is full"
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+@dataclass(frozen=True)
+class DatabaseFault:
+    """A fault of the database or the disk, not of the request: ``status`` 503 (away, busy,
+    locked: retry later) or 507 (out of space), ``reason`` a short text without SQL."""
+
+    status: int
+    reason: str
+
+
+def classify_fault(exc: BaseException) -> DatabaseFault | None:
+    """The DatabaseFault ``exc`` stands for, or None for any other error (a bug: 500)."""
+    if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+        return DatabaseFault(507, "no space left on the server's disk")
+    if isinstance(exc, PoolTimeoutError):
+        return DatabaseFault(503, "every database connection is busy")
+    if isinstance(exc, DisconnectionError):
+        return DatabaseFault(503, "the database connection was lost")
+    if not isinstance(exc, DBAPIError):
+        return None
+    orig = exc.orig
+    if isinstance(orig, sqlite3.Error):
+        return _sqlite_fault(orig)
+    code = getattr(orig, "sqlstate", None) or ""
+    if code == _PG_DISK_FULL:
+        return DatabaseFault(507, "the database server's disk is full")
+    if code.startswith(_PG_TRANSIENT_CLASSES) or code in _PG_TRANSIENT_CODES:
+        return DatabaseFault(503, _pg_reason(code))
+    if exc.connection_invalidated or (not code and exc.__class__.__name__ in _AWAY_ERRORS):
+        return DatabaseFault(503, "the database is unreachable")
+    return None
+
+
+_AWAY_ERRORS = ("OperationalError", "InterfaceError")
+
+
+def _pg_reason(code: str) -> str:
+    if code == "55P03":
+        return "a row this request needs is locked by another transaction"
+    if code == "57014":
+        return "the statement took longer than its time limit"
+    if code.startswith("40"):
+        return "the transaction conflicted with another one"
+    return "the database is unavailable"
+
+
+def _sqlite_fault(orig: sqlite3.Error) -> DatabaseFault | None:
+    if getattr(orig, "sqlite_errorcode", None) == _SQLITE_FULL or "disk is full" in str(orig):
+        return DatabaseFault(507, "the database file's disk (or size limit) is full")
+    text = str(orig)
+    if isinstance(orig, sqlite3.OperationalError) and (
+        "locked" in text or "disk I/O" in text or "unable to open" in text
+    ):
+        return DatabaseFault(503, "the database file is busy or unreadable")
+    return None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A fault that may go away by itself (the database is away, busy or locked): a worker
+    retries the operation instead of failing the job."""
+    fault = classify_fault(exc)
+    return fault is not None and fault.status == 503
 
 
 # --- Alembic -----------------------------------------------------------------------------------
@@ -216,3 +358,73 @@ def current_heads(engine: Engine) -> set[str]:
 def ping(engine: Engine) -> None:
     with engine.connect() as conn:
         conn.execute(text("SELECT 1"))
+
+
+def schema_behind(engine: Engine) -> str | None:
+    """None when ``engine``'s database is at the code's migration head (or at a revision this
+    code does not know: a newer one, migrated by newer code); otherwise one line saying where
+    it is and what to run. Raises SQLAlchemyError when the database is unreachable."""
+    url = engine.url.render_as_string(hide_password=False)
+    heads = script_heads(url)
+    current = current_heads(engine)
+    if current == heads:
+        return None
+    script = ScriptDirectory.from_config(alembic_config(url))
+    known = {rev.revision for rev in script.walk_revisions()}
+    if current and not current <= known:
+        log.warning(
+            "database at revision %s, unknown to this code (head %s): newer code migrated it",
+            ",".join(sorted(current)),
+            ",".join(sorted(heads)),
+        )
+        return None
+    return (
+        f"database schema at revision {','.join(sorted(current)) or 'none (empty)'}, this code "
+        f"needs {','.join(sorted(heads))}: run `msvmav migrate` first"
+    )
+
+
+def schema_refusal(engine: Engine) -> str | None:
+    """Why a worker or the API must not start on ``engine``'s database: its schema is older
+    than this code's migrations (``schema_behind``); None when it is at head, or unreachable
+    (a worker waits for it, the API answers 503 until it is back)."""
+    try:
+        return schema_behind(engine)
+    except SQLAlchemyError as exc:
+        if not is_transient(exc):
+            raise
+        log.warning("schema not checked: database unavailable (%s)", type(exc).__name__)
+        return None
+
+
+# Backoff between two tries of a database operation while the database is away (seconds).
+RETRY_FIRST, RETRY_MAX = 0.1, 2.0
+T = TypeVar("T")
+
+
+def with_retries(
+    operation: Callable[[], T],
+    what: str,
+    patience: float,
+    stop: threading.Event | None = None,
+) -> T:
+    """``operation()``, tried again with backoff (RETRY_FIRST doubling up to RETRY_MAX
+    seconds) while it fails because the database is away, busy or locked
+    (``app.core.db.is_transient``), for at most ``patience`` seconds; then, or at once for any
+    other error, its exception. One log line per failed try, no traceback: a database blip is
+    not a bug. ``stop`` set ends the waiting early (the worker is shutting down)."""
+    deadline = time.monotonic() + patience
+    delay = RETRY_FIRST
+    while True:
+        try:
+            return operation()
+        except SQLAlchemyError as exc:
+            left = deadline - time.monotonic()
+            if not is_transient(exc) or left <= 0:
+                raise
+            log.warning("%s: database unavailable (%s); retrying", what, type(exc).__name__)
+            if stop is not None and stop.wait(min(delay, left)):
+                raise
+            if stop is None:
+                time.sleep(min(delay, left))
+            delay = min(2 * delay, RETRY_MAX)

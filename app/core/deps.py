@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated
 
+import anyio
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
-from starlette.concurrency import run_in_threadpool
 
 from app.core.config import Settings
 
@@ -30,7 +30,9 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
 
     Async, so that it costs no trip to the thread pool: creating a session does no I/O (it
     connects on first use), nor does closing one whose transaction has ended; only a rollback
-    of a transaction still open runs in the thread pool."""
+    of a transaction still open runs in a thread, of a limiter of its own (as FastAPI does for
+    the exit of a sync dependency): a session holding a connection never waits for a thread
+    of the routes' pool, whose routes may be waiting for that connection."""
     state = request.app.state
     read = request.method in READ_METHODS
     session = (state.read_session_factory if read else state.session_factory)()
@@ -38,7 +40,7 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
         yield session
     finally:
         if session.in_transaction():
-            await run_in_threadpool(session.close)  # rolls back
+            await anyio.to_thread.run_sync(session.close, limiter=anyio.CapacityLimiter(1))
         else:
             session.close()
 

@@ -9,6 +9,7 @@ list whose entries name the field (and the row/column of an uploaded file).
 
 from __future__ import annotations
 
+import logging
 import re
 from http import HTTPStatus
 from typing import Any
@@ -17,9 +18,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from app.core.db import classify_fault
 from app.core.logs import request_id_var
 from app.ingest import IngestError, IngestLimitError
 from solver.jsonable import jsonable
@@ -29,6 +32,12 @@ PROBLEM_MEDIA_TYPE = "application/problem+json"
 # of an error answer's ``error`` member.
 _OIP_PATH = re.compile(r"^/v2(/|$)")
 TYPE_BASE = "urn:msvmav:problem:"
+# Retry-After (seconds) of a 503 for a database that is away, busy or locked, unless the app's
+# settings say otherwise (MSVMAV_RETRY_AFTER_SECONDS): a fixed, small value, since a client
+# cannot be told when a server comes back and a blip is over within seconds.
+RETRY_AFTER_SECONDS = 2
+
+fault_log = logging.getLogger("app.faults")
 
 
 class Problem(Exception):  # noqa: N818 - it is the answer, not only an error
@@ -230,6 +239,38 @@ def ingest_problem(exc: IngestError, loc: list[str | int] | None = None) -> Prob
     )
 
 
+def database_problem(
+    exc: BaseException, retry_after: int = RETRY_AFTER_SECONDS
+) -> Problem | None:
+    """The answer to a fault of the database or the disk (``app.core.db.classify_fault``): 503
+    with ``Retry-After`` (away, busy, locked) or 507 (out of space), naming the cause without
+    SQL; logged as one line, without a traceback. None for any other error (a bug: 500)."""
+    fault = classify_fault(exc)
+    if fault is None:
+        return None
+    fault_log.warning(
+        "%s (%s: %s)",
+        fault.reason,
+        type(exc).__name__,
+        _first_line(getattr(exc, "orig", None) or exc),
+    )
+    if fault.status == 507:
+        return Problem(
+            507, fault.reason, type=TYPE_BASE + "insufficient-storage", title="Insufficient Storage"
+        )
+    return Problem(
+        503,
+        f"{fault.reason}; retry in {retry_after} s",
+        type=TYPE_BASE + "database-unavailable",
+        title="Service Unavailable",
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every error into problem+json."""
 
@@ -244,6 +285,17 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(IngestError)
     async def _ingest(request: Request, exc: IngestError) -> JSONResponse:
         return problem_response(request, ingest_problem(exc))
+
+    async def _fault(request: Request, exc: Exception) -> JSONResponse:
+        settings = getattr(request.app.state, "settings", None)
+        retry_after = getattr(settings, "retry_after_seconds", RETRY_AFTER_SECONDS)
+        problem = database_problem(exc, retry_after)
+        if problem is None:
+            raise exc  # a bug: the request context middleware logs it and answers 500
+        return problem_response(request, problem)
+
+    app.add_exception_handler(SQLAlchemyError, _fault)
+    app.add_exception_handler(OSError, _fault)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -287,6 +339,7 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         413: "Upload or batch too large",
         422: "Invalid input: the `errors` list names each field (and row/column of a file)",
         503: "Not ready",
+        507: "Out of disk space",
     }
     return {
         s: {

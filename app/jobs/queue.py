@@ -14,7 +14,9 @@ import threading
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy.exc import SQLAlchemyError
 
+from app.core.db import is_transient
 from app.core.orm import Job, JobAttempt, utcnow
 from app.jobs.runtime import owned
 
@@ -195,7 +197,10 @@ class Heartbeat:
         self._thread.join()
 
     def _run(self) -> None:
-        while not self._done.wait(self.interval):
+        # After a failed beat (the database away) the next one comes sooner: the lease is
+        # renewed as soon as the database is back, before another worker's reaper looks.
+        wait = self.interval
+        while not self._done.wait(wait):
             try:
                 with self.engine.begin() as conn:
                     conn.execute(
@@ -203,5 +208,16 @@ class Heartbeat:
                         .where(*owned(self.job_id, self.worker_id))
                         .values(heartbeat_at=utcnow())
                     )
-            except Exception:  # a missed beat is not fatal; the next one may succeed
+                wait = self.interval
+            except SQLAlchemyError as exc:  # a missed beat is not fatal; the next one may do
+                if not is_transient(exc):
+                    log.exception("heartbeat of job %s failed", self.job_id)
+                else:
+                    log.warning(
+                        "heartbeat of job %s: database unavailable (%s)",
+                        self.job_id,
+                        type(exc).__name__,
+                    )
+                wait = min(self.interval, 0.5)
+            except Exception:
                 log.exception("heartbeat of job %s failed", self.job_id)

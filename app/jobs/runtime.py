@@ -4,6 +4,7 @@ and the result it hands back. Free of domain imports, so each domain's runner (t
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -11,10 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.config import Settings
+from app.core.db import is_transient
 from app.core.orm import Job, utcnow
+
+log = logging.getLogger("app.jobs.runtime")
+
 
 
 class JobCancelledError(Exception):
@@ -102,14 +108,27 @@ class ProgressReporter:
         return True
 
     def report(self, progress: float, message: str) -> None:
-        """Write progress + heartbeat and read the cancel flag now, unthrottled."""
-        with self.engine.begin() as conn:
-            row = conn.execute(
-                update(Job)
-                .where(*owned(self.job_id, self.worker_id))
-                .values(progress=progress, message=message, heartbeat_at=utcnow())
-                .returning(Job.cancel_requested)
-            ).first()
+        """Write progress + heartbeat and read the cancel flag now, unthrottled. While the
+        database is away the fit goes on without this report (one log line): the heartbeat
+        thread keeps trying to renew the lease, and a report after the database came back
+        tells whether the job is still ours."""
+        try:
+            with self.engine.begin() as conn:
+                row = conn.execute(
+                    update(Job)
+                    .where(*owned(self.job_id, self.worker_id))
+                    .values(progress=progress, message=message, heartbeat_at=utcnow())
+                    .returning(Job.cancel_requested)
+                ).first()
+        except SQLAlchemyError as exc:
+            if not is_transient(exc):
+                raise
+            log.warning(
+                "job %s: progress not recorded, database unavailable (%s)",
+                self.job_id,
+                type(exc).__name__,
+            )
+            return
         if row is None:
             raise JobLostError()
         if row[0]:

@@ -18,8 +18,12 @@ once. Guarantees:
 * **SIGTERM/SIGINT** — stop claiming, abort the running fit at its next iteration and put that
   job back in the queue (it did nothing wrong; this does not count as a lost worker), then exit;
 * **visible when hung** — the main loop (after each successful poll of the database) and the
-  fit callbacks touch ``worker_alive_file``; ``msvmav worker --check`` fails when it is older
-  than ``worker_alive_max_age`` (the loop stopped, hangs, or cannot reach the database).
+  fit callbacks touch the worker's own alive file (``alive_path``); ``msvmav worker --check``
+  fails when it is older than ``worker_alive_max_age`` (the loop stopped, hangs, or cannot
+  reach the database) or the database's schema is behind the code's;
+* **database outages are not deaths** — while the database is away the worker retries with
+  backoff and keeps its lease (``with_retries``); only a lease that truly expired is a lost
+  attempt. It refuses to start on a schema older than the code's migrations.
 
 Which code runs a job of a given ``kind`` is ``app.jobs.registry``'s business: this module
 imports no domain module.
@@ -35,6 +39,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +48,15 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.config import Settings
-from app.core.db import make_engine, make_session_factory
+from app.core.db import (
+    is_transient,
+    make_engine,
+    make_session_factory,
+    schema_behind,
+    schema_refusal,
+    with_retries,
+    worker_limits,
+)
 from app.core.orm import Job, utcnow
 from app.jobs.queue import Heartbeat, claim_next_job, end_attempt, reap_expired_jobs
 from app.jobs.registry import get_runner
@@ -69,6 +82,20 @@ def new_worker_id() -> str:
 # --- liveness -----------------------------------------------------------------------------------
 
 
+# The default alive file: each worker process stamps its own, this path suffixed with its pid,
+# so that two workers on one host never pass for each other (see alive_path).
+DEFAULT_ALIVE_FILE = "/tmp/msvmav-worker-alive"
+
+
+def alive_path(settings: Settings, pid: int | None = None) -> str:
+    """The alive file of the worker process ``pid`` (this one by default): MSVMAV_WORKER_ALIVE_FILE
+    as given when it was set to another path (one per worker, the operator's choice), else
+    ``/tmp/msvmav-worker-alive.<pid>``."""
+    if settings.worker_alive_file != DEFAULT_ALIVE_FILE:
+        return settings.worker_alive_file
+    return f"{DEFAULT_ALIVE_FILE}.{pid or os.getpid()}"
+
+
 class AliveStamp:
     """Touches ``path`` (at most once per second): proof that the worker's main thread moves."""
 
@@ -87,6 +114,11 @@ class AliveStamp:
             log.warning("cannot touch %s: %s", self.path, exc)
             self.path = None
 
+    def remove(self) -> None:
+        """At a clean exit: a stopped worker leaves no file behind for ``--check`` to find."""
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
 
 def check_alive(path: str, max_age: float) -> tuple[bool, str]:
     """Whether the worker that stamps ``path`` moved within ``max_age`` seconds, and why."""
@@ -99,11 +131,45 @@ def check_alive(path: str, max_age: float) -> tuple[bool, str]:
     return True, f"worker alive: {path} touched {age:.1f} s ago"
 
 
+def alive_files(settings: Settings) -> list[str]:
+    """The alive files ``--check`` reads: the configured one, or with the default, those of the
+    worker processes running on this host (``/tmp/msvmav-worker-alive.<pid>`` of a live pid)."""
+    if settings.worker_alive_file != DEFAULT_ALIVE_FILE:
+        return [settings.worker_alive_file]
+    found = []
+    for path in sorted(Path(DEFAULT_ALIVE_FILE).parent.glob(Path(DEFAULT_ALIVE_FILE).name + ".*")):
+        pid = path.suffix[1:]
+        if pid.isdigit() and Path(f"/proc/{pid}").exists():
+            found.append(str(path))
+    return found
+
+
 def check_command(settings: Settings, max_age: float | None = None) -> int:
-    """``msvmav worker --check``: exit status 0 when the worker moved recently, 1 otherwise."""
-    ok, message = check_alive(settings.worker_alive_file, max_age or settings.worker_alive_max_age)
-    print(message, file=sys.stdout if ok else sys.stderr)
-    return 0 if ok else 1
+    """``msvmav worker --check``: exit status 0 when every worker on this host moved recently
+    (each its own alive file) and the database's schema is at this code's head; 1 otherwise,
+    with one line saying why."""
+    max_age = max_age or settings.worker_alive_max_age
+    files = alive_files(settings)
+    results = [check_alive(path, max_age) for path in files] or [
+        (False, f"no {DEFAULT_ALIVE_FILE}.<pid> of a running process: no worker runs here")
+    ]
+    failed = [message for ok, message in results if not ok]
+    if not failed:
+        failed = _schema_check(settings)
+    for message in failed or [message for _, message in results]:
+        print(message, file=sys.stderr if failed else sys.stdout)
+    return 1 if failed else 0
+
+
+def _schema_check(settings: Settings) -> list[str]:
+    engine = make_engine(settings.database_url)
+    try:
+        behind = schema_behind(engine)
+    except SQLAlchemyError as exc:
+        return [f"database unreachable: {type(exc).__name__}"]
+    finally:
+        engine.dispose()
+    return [behind] if behind else []
 
 
 # --- running a job ------------------------------------------------------------------------------
@@ -118,35 +184,60 @@ def run_job(
     alive: AliveStamp | None = None,
 ) -> str:
     """Run a job this worker has claimed; returns its final status (``queued`` when put back
-    because the worker is stopping, ``lost`` when its lease was taken meanwhile)."""
+    because the worker is stopping or lost the database, ``lost`` when its lease was taken
+    meanwhile).
+
+    While the database is briefly away, every write of the job's outcome is tried again (see
+    ``with_retries``) for up to ``lease_seconds``, the heartbeat thread renewing the lease as
+    soon as it is back: a database blip is not a lost worker. A runner stopped by the database
+    being away puts its job back in the queue (not a lost attempt)."""
     stop = stop or threading.Event()
     sessions = make_session_factory(engine)
-    with sessions() as session:
-        job = session.get(Job, job_id)
-        kind, params, dataset_id = job.kind, dict(job.params), job.dataset_id
+    patience = settings.lease_seconds
+
+    def read() -> tuple[str, dict[str, Any], int | None]:
+        with sessions() as session:
+            job = session.get(Job, job_id)
+            return job.kind, dict(job.params), job.dataset_id
+
+    kind, params, dataset_id = with_retries(read, f"job {job_id}", patience, stop)
     reporter = ProgressReporter(
         engine, job_id, worker_id, settings.cancel_check_interval, stop, alive
     )
     ctx = JobContext(engine, sessions, job_id, worker_id, params, dataset_id, reporter, settings)
     log.info("job %s (%s) started", job_id, kind)
+
+    def outcome(write: Callable[[], str]) -> str:
+        return with_retries(write, f"job {job_id}", patience, stop)
+
     with Heartbeat(engine, job_id, worker_id, settings.heartbeat_interval):
         try:
             result = get_runner(kind)(ctx)
-            return _succeed(engine, sessions, job_id, worker_id, result)
+            return outcome(lambda: _succeed(engine, sessions, job_id, worker_id, result))
         except JobCancelledError:
-            return _finish(
-                engine, job_id, worker_id, "cancelled", message="cancelled while running"
+            return outcome(
+                lambda: _finish(
+                    engine, job_id, worker_id, "cancelled", message="cancelled while running"
+                )
             )
         except WorkerStoppingError:
-            return _requeue(engine, job_id, worker_id)
+            return outcome(lambda: _requeue(engine, job_id, worker_id))
         except JobLostError:
             log.warning("job %s was taken from this worker; result discarded", job_id)
             return "lost"
+        except SQLAlchemyError as exc:
+            if not is_transient(exc):
+                return _failed(engine, job_id, worker_id, exc)
+            log.warning("job %s stopped: database unavailable (%s)", job_id, type(exc).__name__)
+            reason = "re-queued: the database was unavailable while it ran"
+            return outcome(lambda: _requeue(engine, job_id, worker_id, reason))
         except Exception as exc:
-            log.exception("job %s failed", job_id)
-            return _finish(
-                engine, job_id, worker_id, "failed", error=_error_text(exc), message="failed"
-            )
+            return _failed(engine, job_id, worker_id, exc)
+
+
+def _failed(engine: Engine, job_id: int, worker_id: str, exc: Exception) -> str:
+    log.exception("job %s failed", job_id)
+    return _finish(engine, job_id, worker_id, "failed", error=_error_text(exc), message="failed")
 
 
 def _error_text(exc: BaseException) -> str:
@@ -211,7 +302,9 @@ def _finish(
     return status
 
 
-def _requeue(engine: Engine, job_id: int, worker_id: str) -> str:
+def _requeue(
+    engine: Engine, job_id: int, worker_id: str, reason: str = "re-queued: its worker shut down"
+) -> str:
     with engine.begin() as conn:
         done = conn.execute(
             update(Job)
@@ -222,7 +315,7 @@ def _requeue(engine: Engine, job_id: int, worker_id: str) -> str:
                 started_at=None,
                 heartbeat_at=None,
                 progress=0.0,
-                message="re-queued: its worker shut down",
+                message=reason,
             )
         ).rowcount
         if done:
@@ -243,10 +336,10 @@ class Worker:
     ) -> None:
         self.settings = settings
         self.parent_pid = parent_pid
-        self.engine = engine or make_engine(settings.database_url)
+        self.engine = engine or make_engine(settings.database_url, worker_limits(settings))
         self.worker_id = new_worker_id()
         self.stop_event = threading.Event()
-        self.alive = AliveStamp(settings.worker_alive_file)
+        self.alive = AliveStamp(alive_path(settings))
         self._last_reap = float("-inf")
 
     def reap(self) -> int:
@@ -276,17 +369,26 @@ class Worker:
 
     def run_forever(self) -> None:
         log.info("worker %s polling %s", self.worker_id, self.engine.url.render_as_string())
+        backoff = self.settings.worker_poll_interval
         while not self.stop_event.is_set():
             if self.parent_pid is not None and os.getppid() != self.parent_pid:
                 log.warning("parent process %s is gone; stopping", self.parent_pid)
                 break
             try:
                 status = self.run_once()
-            except Exception:  # database hiccup: log, back off, keep serving
+                backoff = self.settings.worker_poll_interval
+            except SQLAlchemyError as exc:
+                status = None
+                if is_transient(exc):  # away: one line per try, tries further apart (to 5 s)
+                    log.warning("worker loop: database unavailable (%s)", type(exc).__name__)
+                    backoff = min(2 * backoff, max(5.0, backoff))
+                else:
+                    log.exception("worker loop error")
+            except Exception:  # log, back off, keep serving
                 log.exception("worker loop error")
                 status = None
             if status is None:
-                self.stop_event.wait(self.settings.worker_poll_interval)
+                self.stop_event.wait(backoff)
         log.info("worker %s stopped", self.worker_id)
 
     def stop(self, *_: object) -> None:
@@ -308,6 +410,11 @@ def run_worker(
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
     try:
+        refusal = schema_refusal(worker.engine)
+        if refusal is not None:
+            log.error("worker refused to start: %s", refusal)
+            raise SystemExit(2)
         worker.run_forever()
     finally:
+        worker.alive.remove()
         worker.engine.dispose()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from typing import Annotated
 
+import anyio
 from fastapi import APIRouter, Body, File, Form, Request, Response, UploadFile
 from starlette.concurrency import run_in_threadpool
 
@@ -37,7 +40,7 @@ class PredictRoute(OrjsonRoute):
 # (documented by response_model, not validated again: 100k rows would be 100k models).
 router = APIRouter(prefix="/predict", tags=["predict"], route_class=PredictRoute)
 
-# Most rows a /predict request may have to be answered on the event loop (see predict).
+# Most rows a /predict request may have to go to the fast lane (see predict).
 INLINE_ROWS = 16
 
 _PREDICT_EXAMPLES = {
@@ -88,20 +91,40 @@ async def predict(
             )
         )
 
-    # On SQLite a few rows for a model this process holds cost less than the trip to the
-    # thread pool (one indexed read of a local file in WAL mode, which never waits for a
-    # writer, and a cached model's decision function): answered on the event loop. Batches
-    # and cache misses (reading and rebuilding a model) go to the pool, so they never hold up
-    # other requests; so does everything on PostgreSQL, where the existence check is a network
-    # round trip that must not stall the event loop (and its health probes) when the server is
-    # slow or away.
-    # A registry reference is resolved here on SQLite (one indexed read, like the existence
-    # check), so that the model it names can be looked up in the cache.
-    if state.local_database and row_count(request.instances) <= INLINE_ROWS:
-        target = resolve_target(state.engine, target, ["body", "model"])
-        if model_cache_holds(state.engine, target.model_id):
-            return answer()
+    # Never on the event loop: even for a cached model the answer reads the model's row
+    # (whether it still exists) or resolves a registry reference, and no database or file I/O
+    # runs on the loop. A few rows for a model this process holds go to a thread of their own
+    # (FAST_LANE_THREADS): one-row requests spread over the 40 threads of the pool fight for
+    # the GIL with each other and the loop. A reference is resolved there first (one indexed
+    # read). Batches and cache misses (reading and rebuilding a model) go to the pool, so they
+    # never hold up the lane.
+    if row_count(request.instances) <= INLINE_ROWS:
+
+        def fast() -> Response | None:
+            nonlocal target
+            target = resolve_target(state.engine, target, ["body", "model"])
+            return answer() if model_cache_holds(state.engine, target.model_id) else None
+
+        fast_answer = await anyio.to_thread.run_sync(fast, limiter=_fast_lane())
+        if fast_answer is not None:
+            return fast_answer
     return await run_in_threadpool(answer)
+
+
+# Threads of the one-row fast lane (see predict).
+FAST_LANE_THREADS = 1
+_lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _fast_lane() -> anyio.CapacityLimiter:
+    """The fast lane's limiter of the running event loop (a limiter belongs to one loop)."""
+    loop = asyncio.get_running_loop()
+    lane = _lanes.get(loop)
+    if lane is None:
+        lane = _lanes[loop] = anyio.CapacityLimiter(FAST_LANE_THREADS)
+    return lane
 
 
 @router.post(

@@ -147,8 +147,8 @@ def test_settings_refuse_a_lease_shorter_than_two_heartbeats():
 # --- liveness ------------------------------------------------------------------------------
 
 
-def _check(path, max_age: float | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MSVMAV_WORKER_ALIVE_FILE": str(path)}
+def _check(path, url: str, max_age: float | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MSVMAV_WORKER_ALIVE_FILE": str(path), "MSVMAV_DATABASE_URL": url}
     args = [sys.executable, "-m", "app.cli.main", "worker", "--check"]
     if max_age is not None:
         args += ["--max-age", str(max_age)]
@@ -178,15 +178,15 @@ def test_worker_that_cannot_reach_its_database_does_not_touch_it(tmp_path):
     assert not path.exists()
 
 
-def test_check_command_fails_for_a_stalled_or_absent_worker(tmp_path):
+def test_check_command_fails_for_a_stalled_or_absent_worker(tmp_path, database_url):
     path = tmp_path / "alive"
-    r = _check(path)
+    r = _check(path, database_url)
     assert r.returncode == 1 and "does not exist" in r.stderr
     path.touch()
-    r = _check(path)
+    r = _check(path, database_url)
     assert r.returncode == 0, r.stderr
     stalled = time.time() - 300
     os.utime(path, (stalled, stalled))
-    r = _check(path)  # default max age 120 s
+    r = _check(path, database_url)  # default max age 120 s
     assert r.returncode == 1 and "stalled" in r.stderr
-    assert _check(path, max_age=600).returncode == 0
+    assert _check(path, database_url, max_age=600).returncode == 0
