@@ -12,8 +12,8 @@ from app.core.pagination import Page
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 
-# a train job's params (app.training.schemas.TrainJob)
-_TRAIN_JOB_PARAMS = {
+#: a train job's params (app.training.schemas.TrainJob), also /train's example request
+TRAIN_PARAMS_EXAMPLE = {
     "dataset_id": 1,
     "kernel": "linear",
     "alpha": 16.0,
@@ -30,7 +30,7 @@ _JOB_EXAMPLE = {
     "status": "running",
     "progress": 0.42,
     "message": "task 1/1, iteration 42/100: θ̂=0.8731, SV/θ̂²=0.1204",
-    "params": _TRAIN_JOB_PARAMS,
+    "params": TRAIN_PARAMS_EXAMPLE,
     "dataset_id": 1,
     "model_id": None,
     "result": None,

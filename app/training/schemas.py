@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.ids import DbId
+from app.jobs.schemas import TRAIN_PARAMS_EXAMPLE
 from app.models.schemas import AlgorithmName
 from app.registry.schemas import Name
 from app.training.algorithms import MAX_MAGNITUDE, MIN_MAGNITUDE
@@ -16,16 +17,7 @@ from solver.algorithms import PAPER_ORDER
 # The API's defaults are the estimator's, so the two never drift apart.
 _D = MSVMAv().get_params()
 
-_TRAIN_EXAMPLE = {
-    "dataset_id": 1,
-    "kernel": "linear",
-    "alpha": 16.0,
-    "beta": 0.25,
-    "max_iter": 100,
-    "scaling": "minmax",
-    "test_fraction": 0.2,
-    "seed": 0,
-}
+_TRAIN_EXAMPLE = TRAIN_PARAMS_EXAMPLE
 
 # A hyper-parameter value: a JSON scalar (checked against the estimator, which names the field)
 GridValue = Any
