@@ -75,11 +75,12 @@ def make_engine(url: str, limits: dict[str, float] | None = None) -> Engine:
             max_overflow=POOL_OVERFLOW,
             connect_args={"options": options} if options else {},
         )
+    # A file database gets a queue pool of the thread pool's size; an in-memory one keeps
+    # SQLAlchemy's own pool (one connection), which takes no sizes.
+    in_memory = make_url(url).database in (None, "", ":memory:")
+    sizes = {} if in_memory else {"pool_size": POOL_SIZE, "max_overflow": POOL_OVERFLOW}
     engine = create_engine(
-        url,
-        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
-        pool_size=POOL_SIZE,
-        max_overflow=POOL_OVERFLOW,
+        url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, **sizes
     )
 
     @event.listens_for(engine, "connect")
