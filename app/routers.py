@@ -4,6 +4,7 @@ operation's 403 answer from it."""
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Any
 
@@ -74,11 +75,16 @@ def include_routers(app: FastAPI) -> None:
         app.include_router(router)
 
 
+_CONVERTER = re.compile(r"\{(\w+):\w+\}")
+
+
 def operation_scopes() -> dict[tuple[str, str], Scope]:
     """(METHOD, path) → the scope that operation needs, for every keyed operation."""
     scopes: dict[tuple[str, str], Scope] = {}
     for router, access in ROUTERS:
         for route in router.routes:
             for method in getattr(route, "methods", None) or ():
-                scopes[(method, route.path)] = needed_scope(access, method)
+                # the OpenAPI document writes {name:path} as {name}
+                path = _CONVERTER.sub(r"{\1}", route.path)
+                scopes[(method, path)] = needed_scope(access, method)
     return scopes

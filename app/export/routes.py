@@ -40,7 +40,10 @@ SUFFIXES = {"onnx": "onnx", "bundle": "zip"}
     responses={
         200: {
             "description": "The file (Content-Disposition: attachment)",
-            "content": {t: {} for t in sorted(set(MEDIA_TYPES.values()))},
+            "content": {
+                t: {"schema": {"type": "string", "format": "binary"}}
+                for t in sorted(set(MEDIA_TYPES.values()))
+            },
         },
         **problem_responses(404, 422, 501),
     },
@@ -88,7 +91,9 @@ def import_model(
     session: SessionDep,
     settings: SettingsDep,
     request: Request,
-    file: Annotated[UploadFile, File(description="The bundle (.zip)")],
+    file: Annotated[
+        UploadFile, File(description="The bundle (.zip)", examples=["msvmav-model-1.zip"])
+    ],
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> JSONResponse:
     content = file.file.read()

@@ -101,6 +101,7 @@ def test_each_worker_has_its_own_alive_file(database_url, tmp_path):
         assert r.returncode == 1, r.stderr
         assert str(files[0]) in r.stderr and "stalled" in r.stderr, r.stderr
         assert str(files[1]) not in r.stderr, r.stderr
+        os.kill(procs[0].pid, signal.SIGCONT)  # so that it can exit cleanly below
     finally:
         stop_workers(procs)
     assert not any(f.exists() for f in files)  # removed at a clean exit
