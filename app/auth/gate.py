@@ -71,6 +71,8 @@ class AuthGate:
     def __init__(self, settings: Settings, engine: Engine) -> None:
         self.mode = settings.auth
         self.engine = engine
+        # a local file database: its key reads may run on the event loop (security.check_async)
+        self.local = engine.dialect.name == "sqlite"
         self.session_factory = make_session_factory(engine)
         secret = settings.admin_key.get_secret_value() if settings.admin_key else None
         self.admin_hash = hash_key(secret) if secret else None

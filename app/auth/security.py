@@ -83,14 +83,20 @@ AUTH_THREADS = 8
 
 
 async def check_async(gate: AuthGate, authorization: str | None) -> AuthResult:
-    """``check`` from the event loop: on it while the service is known to be open (no I/O);
-    otherwise in a thread of the key checks' own limiter (``AUTH_THREADS``), on a connection of
-    ``fetch_one``'s own pool: no database or file I/O ever runs on the event loop, and a key
-    check needs neither a thread nor a connection that a request could be holding. A database
+    """``check`` from the event loop: on it while the service is known to be open (no I/O), and
+    on SQLite, whose key read is an indexed read of a local WAL file on a connection of
+    ``fetch_one``'s own pool, held only inside that synchronous call (never across an await:
+    the loop cannot wait for a connection that needs the loop) — a thread hop would cost more
+    than the read (bench/serve.py --auth: 0.47x the bare route through a thread); otherwise
+    (a server database, a network round trip) in a thread of the key checks' own limiter
+    (``AUTH_THREADS``), on a connection of ``fetch_one``'s own pool: a key check needs neither
+    a thread nor a connection that a request could be holding. A database
     that is away or busy answers 503 (``app.core.problems.database_problem``)."""
     if gate.known_open():
         return check(gate, authorization)
     try:
+        if gate.local:
+            return check(gate, authorization)
         return await anyio.to_thread.run_sync(
             check, gate, authorization, limiter=_auth_limiter()
         )
