@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
 from app.core.ids import DbId
+from app.monitoring.schemas import PredictionId, PredictionIds
 
 # A row is a list or a record. Declared as Any and checked by the row encoder (which names the
 # row: "rows[3] must be a list of values or an object keyed by column name"): validating the
@@ -23,9 +24,6 @@ Row = Annotated[
     ),
 ]
 
-# A prediction's id, given by the client (one per row) or "{request_id}:{row}".
-PredictionId = Annotated[str, StringConstraints(min_length=1, max_length=128)] | int
-PredictionIds = list[PredictionId]
 # The ids of /predict/file, sent as a JSON array in a form field.
 IDS_ADAPTER: TypeAdapter[list[PredictionId]] = TypeAdapter(
     PredictionIds, config=ConfigDict(strict=True)

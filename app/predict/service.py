@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,7 @@ from app.core.orm import Model
 from app.core.problems import ingest_problem, invalid, too_large
 from app.ingest import Encoder, IngestError, Limits, parse_feature_file
 from app.models import service as models
+from app.monitoring import log as prediction_log
 from app.predict.fastjson import gc_paused
 from app.predict.numeric_rows import NumericRows
 from app.predict.schemas import IDS_ADAPTER
@@ -115,6 +118,28 @@ def row_ids(ids: list[Any] | None, n: int, loc: list[str | int]) -> list[Any]:
     return [prefix + str(i) for i in range(n)]
 
 
+LogSink = Callable[[list[Any], np.ndarray, np.ndarray, np.ndarray], Any]
+
+
+def _log_sink(engine: Any, settings: Settings, target: Target) -> LogSink | None:
+    """Where this request's scored rows go: the prediction log's queue (one tuple appended;
+    app.monitoring.log), or None when the log is off."""
+    writer = prediction_log.writer(getattr(engine, "engine", engine), settings)
+    if writer is None:
+        return None
+    resolved = target.resolved
+    assert target.model_id is not None
+    head = (
+        target.model_id,
+        resolved.name if resolved else None,
+        resolved.version if resolved else None,
+        resolved.alias if resolved else None,
+    )
+    return lambda ids, scores, idx, clipped: writer.record(
+        (*head, datetime.now(UTC), ids, scores, idx, clipped)
+    )
+
+
 def form_ids(text: str | None) -> list[Any] | None:
     """The ``ids`` form field of /predict/file (a JSON array), validated like PredictRequest's."""
     if text is None or not text.strip():
@@ -151,9 +176,11 @@ def _respond(
     labels: list[Any] | None,
     labels_loc: list[str | int],
     ids: list[Any] | None = None,
+    sink: LogSink | None = None,
 ) -> dict[str, Any]:
     """The PredictResponse body as plain JSON values, built column-wise; X (the request's
-    own rows) is scaled in place. ``ids`` are the client's (checked here: one per row)."""
+    own rows) is scaled in place. ``ids`` are the client's (checked here: one per row); the
+    scored rows go to ``sink`` (the prediction log), if any."""
     est = loaded.estimator
     ids = row_ids(ids, X.shape[0], [*labels_loc[:-1], "ids"])
     Xs, clipped = _scale(loaded, X)
@@ -184,6 +211,8 @@ def _respond(
         y_true = classes[models.match_labels(classes, labels, labels_loc)]
         response["accuracy"] = float(np.mean(predicted == y_true))
         response["margins"] = jsonable(est.margins(Xs, y_true, decision=scores))
+    if sink is not None:  # (a valid request only)
+        sink(ids, scores, idx, clipped)
     return response
 
 
@@ -206,10 +235,11 @@ def predict_rows(
     _check_count(block.n_rows if block else len(instances), settings, ["body", "instances"])
     with sessions() as session:  # (no connection unless the cache misses)
         loaded, target = _target_loaded(session, target, ["body", "model_id"])
+    sink = _log_sink(sessions.kw["bind"], settings, target)
     encoder = _row_encoder(loaded)
     X = encoder.transform_matrix(block.matrix()) if block and encoder.plain_numeric else None
     if X is not None:  # finite, of the model's width: nothing left to check
-        return _respond(loaded, X, labels, ["body", "labels"], ids) | reference_fields(target)
+        return _respond(loaded, X, labels, ["body", "labels"], ids, sink) | reference_fields(target)
     if block is not None:  # not a rectangle of numbers this model takes: the usual path
         instances = block.rows_list()
     try:
@@ -220,7 +250,8 @@ def predict_rows(
             loc.append(exc.row)
         raise ingest_problem(exc, loc) from exc
     _check_matrix(X, loaded, ["body", "instances"])
-    return _respond(loaded, X, labels, ["body", "labels"], ids) | reference_fields(target)
+    answer = _respond(loaded, X, labels, ["body", "labels"], ids, sink)
+    return answer | reference_fields(target)
 
 
 def predict_file(
@@ -257,4 +288,5 @@ def predict_file(
         raise invalid(["body", "file"], "the file holds no data rows")
     _check_matrix(X, loaded, ["body", "file"])
     labels = None if y is None else list(np.asarray(y).tolist())
-    return _respond(loaded, X, labels, ["body", "label"], ids) | reference_fields(target)
+    sink = _log_sink(session.get_bind(), settings, target)
+    return _respond(loaded, X, labels, ["body", "label"], ids, sink) | reference_fields(target)
