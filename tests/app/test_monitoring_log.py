@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from app.core.orm import PredictionLog
 from app.main import create_app
@@ -146,15 +146,29 @@ def test_retention_by_age_and_by_rows(app, engine, monkeypatch):
     assert [int(r.prediction_id) for r in _logged(app)] == [*range(104, 106), *range(200, 205)]
 
 
-@pytest.mark.parametrize("n", [1, 45_000])
-def test_batches_written_by_the_thread(app, n):
-    """The thread writes without flush(); a large request goes in several transactions."""
+@pytest.mark.parametrize("n", [1, 45])
+def test_batches_written_by_the_thread(app, n, monkeypatch):
+    """The thread writes without flush(); a large request goes in several transactions of at
+    most BATCH_ROWS rows."""
+    monkeypatch.setattr(prediction_log, "BATCH_ROWS", 10)
+    monkeypatch.setattr(prediction_log, "RETENTION_SECONDS", 3600.0)
     writer = _writer(app)
-    writer.record(_entry(3, datetime.now(UTC), n))
-    deadline = datetime.now(UTC) + timedelta(seconds=60)
-    while writer.written < n and datetime.now(UTC) < deadline:
-        time.sleep(0.05)
+    writer._next_retention = time.monotonic() + 3600.0  # count only the log's inserts
+    inserts: list[int] = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+        if statement.startswith("INSERT INTO prediction_log"):
+            inserts.append(len(parameters) if executemany else 1)
+
+    event.listen(app.state.engine, "before_cursor_execute", count)
+    try:
+        writer.record(_entry(3, datetime.now(UTC), n))
+        deadline = time.monotonic() + 60
+        while writer.written < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        event.remove(app.state.engine, "before_cursor_execute", count)
     assert writer.written == n and writer.pending() == 0
+    assert inserts == ([1] if n == 1 else [10, 10, 10, 10, 5])
     with app.state.engine.connect() as conn:
-        got = conn.scalar(select(func.count()).select_from(PredictionLog))
-    assert got == n
+        assert conn.scalar(select(func.count()).select_from(PredictionLog)) == n
