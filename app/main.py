@@ -155,6 +155,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.local_database = is_sqlite(settings.database_url)  # no network round trips
     app.state.migration_heads = script_heads(settings.database_url)
     app.state.metrics = RequestMetrics()
+    # More /metrics lines: per-model predictions, the process's memory, CPU and fds.
+    app.state.metric_sources = [lambda: prediction_log.metric_lines(engine, settings)]
     app.state.auth = AuthGate(settings, engine)
 
     problems.install(app)

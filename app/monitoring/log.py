@@ -28,6 +28,7 @@ from sqlalchemy.pool import Pool
 
 from app.core.config import Settings
 from app.core.db import fetch_one, placeholders
+from app.monitoring.metrics import PredictionMetrics, process_lines
 
 log = logging.getLogger("app.monitoring.log")
 
@@ -84,6 +85,7 @@ class PredictionLogWriter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_retention = 0.0
+        self.metrics = PredictionMetrics()  # counted as rows leave the queue
 
     def record(self, entry: Entry) -> bool:
         """Queue a request's rows (never blocks on I/O); False when they were dropped."""
@@ -113,6 +115,8 @@ class PredictionLogWriter:
                 batch = self._take(BATCH_ROWS)
                 if not batch:
                     return
+                for entry in batch:
+                    self._observe(entry)
                 self._write(batch)
 
     def apply_retention(self, now: datetime | None = None) -> int:
@@ -178,6 +182,12 @@ class PredictionLogWriter:
                 self.dropped += len(rows) - start
                 raise
             self.written += len(part)
+
+    def _observe(self, entry: Entry) -> None:
+        scores, predicted = entry[6], entry[7]
+        if scores.ndim != 1:
+            scores = scores[np.arange(len(predicted)), predicted]
+        self.metrics.observe(entry[0], scores, entry[8])
 
     def _rows(self, entry: Entry) -> Any:
         model_id, name, version, alias, at, ids, scores, predicted, clipped = entry
@@ -248,3 +258,11 @@ def close(engine: Engine) -> None:
         found = _writers.pop(engine.pool, None)
     if found is not None:
         found.close()
+
+
+def metric_lines(engine: Engine, settings: Settings) -> list[str]:
+    """/metrics' lines of this process: per-model prediction counts and decision histogram
+    (rows taken off the log's queue: none when the log is off), and the process's own."""
+    found = writer(engine, settings)
+    lines = found.metrics.render() if found is not None else []
+    return lines + process_lines()
