@@ -34,15 +34,21 @@ def model_of(session: Session, model_id: int | None, reference: str | None) -> M
     if (model_id is None) == (reference is None):
         raise invalid(["body", "model"], "give exactly one of model (a reference) and model_id")
     if reference is not None:
-        bind = session.get_bind()
-        try:
-            resolved, _ = lookup(engine_reader(getattr(bind, "engine", bind)), parse(reference))
-        except InvalidReference as exc:
-            raise invalid(["body", "model"], str(exc)) from None
-        except UnknownReference as exc:
-            raise missing(str(exc)) from None
-        model_id = resolved.model_id
+        model_id = resolve_reference(session, reference, ["body", "model"])
     return models.get_or_raise(session, model_id, ["body", "model_id"])
+
+
+def resolve_reference(session: Session, reference: str, loc: list[str | int]) -> int:
+    """The stored model id a registry reference names now; 422 naming ``loc`` when malformed,
+    404 saying what is missing."""
+    bind = session.get_bind()
+    try:
+        resolved, _ = lookup(engine_reader(getattr(bind, "engine", bind)), parse(reference))
+    except InvalidReference as exc:
+        raise invalid(loc, str(exc)) from None
+    except UnknownReference as exc:
+        raise missing(str(exc)) from None
+    return resolved.model_id
 
 
 def record_feedback(

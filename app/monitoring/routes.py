@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request
 
 from app.core.deps import SessionDep, SettingsDep
-from app.core.problems import problem_responses
+from app.core.problems import invalid, problem_responses
 from app.monitoring import feedback, report
 from app.monitoring import log as prediction_log
 from app.monitoring.schemas import FeedbackOut, FeedbackRequest, MonitoringReport
@@ -64,5 +64,38 @@ def get_model_monitoring(
     ] = None,
     until: Annotated[datetime | None, Query(description="Window end, ISO 8601 (exclusive)")] = None,
 ) -> dict[str, Any]:
+    writer = prediction_log.writer(http.app.state.engine, settings)
+    return report.model_report(session, model_id, since, until, writer)
+
+
+@router.get(
+    "/registered-models/{name}/monitoring",
+    summary="The monitoring report of a registered model's version",
+    description=(
+        "The report of `GET /models/{id}/monitoring` for the stored model that the alias "
+        "(`?alias=production`), else the version (`?version=2`), else the newest version names "
+        "now; its live rows are every logged row of that stored model (by reference or by id)."
+    ),
+    response_model=MonitoringReport,
+    responses=problem_responses(404, 422),
+)
+def get_registered_model_monitoring(
+    http: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    name: str,
+    alias: Annotated[
+        str | None, Query(max_length=100, description="An alias", examples=["production"])
+    ] = None,
+    version: Annotated[int | None, Query(ge=1, le=2**31 - 1, description="Or a version")] = None,
+    since: Annotated[
+        datetime | None, Query(description="Window start, ISO 8601 (inclusive)")
+    ] = None,
+    until: Annotated[datetime | None, Query(description="Window end, ISO 8601 (exclusive)")] = None,
+) -> dict[str, Any]:
+    if alias is not None and version is not None:
+        raise invalid(["query", "version"], "give alias or version, not both")
+    reference = f"{name}@{alias}" if alias else f"{name}/{version}" if version else name
+    model_id = feedback.resolve_reference(session, reference, ["path", "name"])
     writer = prediction_log.writer(http.app.state.engine, settings)
     return report.model_report(session, model_id, since, until, writer)

@@ -140,3 +140,23 @@ def test_report_errors_and_deleted_dataset(client, worker, app):
     _predict(client, model["id"], blobs(n=5, seed=1)[0])
     rep = _report(client, model["id"])
     assert rep["reference"] is None and rep["drift"] is None and rep["live"]["n"] == 5
+
+
+def test_registered_model_report_follows_the_alias(client, worker):
+    one = trained_model(client, worker)
+    two = trained_model(client, worker, alpha=4.0)
+    assert client.post("/registered-models", json={"name": "wd"}).status_code == 201
+    for m in (one, two):
+        assert client.post("/registered-models/wd/versions", json={"model_id": m["id"]})
+    assert client.put("/registered-models/wd/aliases/production", json={"version": 1})
+    X, _ = blobs(n=7, seed=3)
+    client.post("/predict", json={"model": "wd@production", "instances": X.tolist()})
+    client.post("/predict", json={"model_id": two["id"], "instances": X[:2].tolist()})
+    url = "/registered-models/wd/monitoring"
+    by_alias = client.get(url, params={"alias": "production"}).json()
+    assert by_alias == _report(client, one["id"]) and by_alias["live"]["n"] == 7
+    assert client.get(url, params={"version": 2}).json()["live"]["n"] == 2
+    assert client.get(url).json()["model_id"] == two["id"]  # the newest version
+    assert_problem(client.get(url, params={"alias": "nope"}), 404)
+    assert_problem(client.get("/registered-models/none/monitoring"), 404)
+    assert_problem(client.get(url, params={"alias": "production", "version": 1}), 422, "version")
