@@ -54,8 +54,9 @@ class Settings(BaseSettings):
     )
     prediction_log: bool = Field(
         True,
-        description="Record every row /predict and /predict/file score in the prediction log "
-        "(written off the request path in batches; docs/monitoring.md)",
+        description="Record every row /predict (and /predict/file, V2 infer, invocations) "
+        "scores in the prediction log (written off the request path in batches; "
+        "docs/monitoring.md)",
     )
     prediction_log_days: float = Field(
         30.0, gt=0, description="Prediction log rows older than this many days are deleted"

@@ -172,3 +172,23 @@ def test_batches_written_by_the_thread(app, n, monkeypatch):
     assert inserts == ([1] if n == 1 else [10, 10, 10, 10, 5])
     with app.state.engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(PredictionLog)) == n
+
+
+def test_mlflow_invocations_logged_with_default_ids(client, worker, app):
+    model = trained_model(client, worker)
+    assert client.post("/registered-models", json={"name": "ml"}).status_code == 201
+    assert client.post("/registered-models/ml/versions", json={"model_id": model["id"]})
+    rows = blobs(n=3, seed=6)[0].tolist()
+    r = client.post(
+        "/models/ml/invocations", json={"instances": rows}, headers={"X-Request-ID": "v"}
+    )
+    assert r.status_code == 200, r.text
+    assert [p["id"] for p in r.json()["predictions"]] == ["v:0", "v:1", "v:2"]
+    logged = _logged(app)
+    assert [row.prediction_id for row in logged] == ["v:0", "v:1", "v:2"]
+    assert [row.decision for row in logged] == [
+        p["decision_value"] for p in r.json()["predictions"]
+    ]
+    assert {(row.model_id, row.registered_model, row.version) for row in logged} == {
+        (model["id"], "ml", 1)
+    }
