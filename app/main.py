@@ -31,6 +31,7 @@ from app.core.middleware import (
 )
 from app.core.query_params import reject_unknown_query
 from app.core.validation import check_request
+from app.monitoring import log as prediction_log
 from app.openapi import custom_openapi
 from app.routers import OPEN_PATHS, include_routers
 
@@ -49,6 +50,11 @@ TAGS = [
         "bundle) and import",
     },
     {"name": "predict", "description": "Labels and decision values for new rows"},
+    {
+        "name": "monitoring",
+        "description": "The prediction log: feedback (true labels by prediction id) and each "
+        "model's monitoring report (live decision values against training, drift, accuracy)",
+    },
     {
         "name": "registry",
         "description": "Registered models: names, versions 1, 2, 3 …, movable aliases "
@@ -127,6 +133,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         app.state.auth.close()  # the last keys' last_used_at, before the pool goes
+        prediction_log.close(engine)  # the rows still queued, too
         engine.dispose()
 
     # Swagger UI (/docs) and ReDoc (/redoc) with their scripts and styles served by the service
@@ -155,6 +162,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.local_database = is_sqlite(settings.database_url)  # no network round trips
     app.state.migration_heads = script_heads(settings.database_url)
     app.state.metrics = RequestMetrics()
+    # More /metrics lines: per-model predictions, the process's memory, CPU and fds.
+    app.state.metric_sources = [lambda: prediction_log.metric_lines(engine, settings)]
     app.state.auth = AuthGate(settings, engine)
 
     problems.install(app)

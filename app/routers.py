@@ -19,6 +19,7 @@ from app.experiments.routes import router as experiments_router
 from app.export.routes import router as export_router
 from app.jobs.routes import router as jobs_router
 from app.models.routes import router as models_router
+from app.monitoring.routes import router as monitoring_router
 from app.operations.routes import metrics_router
 from app.operations.routes import router as health_router
 from app.predict.routes import router as predict_router
@@ -43,6 +44,7 @@ ROUTERS: tuple[tuple[APIRouter, Access], ...] = (
     (jobs_router, Access.by_method),
     (models_router, Access.by_method),
     (registry_router, Access.by_method),
+    (monitoring_router, Access.by_method),  # POST /feedback writes; the reports read
     (export_router, Access.by_method),
     (experiments_router, Access.by_method),
     (keys_router, Access.admin),

@@ -95,6 +95,11 @@ def test_upload_train_and_read_back(client, trained):
     assert (uploaded["n_rows"], uploaded["n_features"]) == (50, 29)  # last column: the label
 
 
+def unnamed(answer: dict) -> list[dict]:
+    """The predictions without their ids (each request's own: "{request_id}:{row}")."""
+    return [{k: v for k, v in p.items() if k != "id"} for p in answer["predictions"]]
+
+
 def test_predict_rows_records_frame_and_file_agree(client, trained, tmp_path):
     model_id = trained["model_id"]
     frame = wdbc_frame()
@@ -104,7 +109,7 @@ def test_predict_rows_records_frame_and_file_agree(client, trained, tmp_path):
     by_records = client.predict(model_id, features.head(20).to_dict(orient="records"))
     by_frame = client.predict(model_id, features.head(20), labels=frame["Class"].head(20))
     for answer in (by_records, by_frame):
-        assert answer["predictions"] == by_rows["predictions"]
+        assert unnamed(answer) == unnamed(by_rows)
     assert 0.8 <= by_frame["accuracy"] <= 1 and by_frame["margins"]["n"] == 20
     # the labels follow the decision values' signs (classes [1, 2]: positive means 2)
     assert [p["label"] for p in by_rows["predictions"]] == [
@@ -113,7 +118,7 @@ def test_predict_rows_records_frame_and_file_agree(client, trained, tmp_path):
     path = tmp_path / "rows.csv"
     frame.head(20).to_csv(path, index=False)
     by_file = client.predict_file(model_id, path, label="Class")
-    assert by_file["predictions"] == by_rows["predictions"]
+    assert unnamed(by_file) == unnamed(by_rows)
     assert by_file["accuracy"] == by_frame["accuracy"]
     margins = client.margins(model_id, split="holdout")
     assert margins["n"] == 114 and margins["source"] == "holdout"
@@ -128,9 +133,9 @@ def test_registry_by_reference(client, trained):
     assert client.register("wdbc", second_id)["version"] == 2
     client.set_alias("wdbc", "production", 1)
     rows = wdbc_frame().drop(columns="Class").head(5).to_numpy().tolist()
-    by_id = client.predict(model_id, rows)["predictions"]
+    by_id = unnamed(client.predict(model_id, rows))
     answer = client.predict("wdbc@production", rows)
-    assert answer["predictions"] == by_id and (answer["model"], answer["version"]) == ("wdbc", 1)
+    assert unnamed(answer) == by_id and (answer["model"], answer["version"]) == ("wdbc", 1)
     assert client.predict("wdbc", rows)["model_id"] == second_id  # newest
     client.set_alias("wdbc", "production", 2)
     assert client.predict("wdbc@production", rows)["model_id"] == second_id

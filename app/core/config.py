@@ -52,6 +52,18 @@ class Settings(BaseSettings):
     max_predict_instances: int = Field(
         100_000, gt=0, description="Most rows in one /predict or /predict/file request"
     )
+    prediction_log: bool = Field(
+        True,
+        description="Record every row /predict (and /predict/file, V2 infer, invocations) "
+        "scores in the prediction log (written off the request path in batches; "
+        "docs/monitoring.md)",
+    )
+    prediction_log_days: float = Field(
+        30.0, gt=0, description="Prediction log rows older than this many days are deleted"
+    )
+    prediction_log_max_rows: int = Field(
+        10_000_000, gt=0, description="The prediction log keeps at most this many newest rows"
+    )
     header_timeout: float = Field(
         10.0,
         gt=0,

@@ -341,3 +341,36 @@ class AliasMove(Base):
     to_version: Mapped[int | None] = mapped_column(Integer)
     actor: Mapped[str | None] = mapped_column(String(255))
     moved_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+# --- the prediction log (app.monitoring) -------------------------------------------------------
+
+# SQLite's INTEGER PRIMARY KEY is the rowid (64-bit); PostgreSQL's BIGINT: room for billions.
+LogId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class PredictionLog(Base):
+    """One scored row, written off the request path by ``app.monitoring.log``; ``predicted``
+    and ``true_class`` are indices into the model's ``classes`` (``true_class`` set by
+    POST /feedback). No foreign key: a model's log outlives it until the retention ends it."""
+
+    __tablename__ = "prediction_log"
+    __table_args__ = (
+        Index("ix_prediction_log_model_id_created_at", "model_id", "created_at"),
+        Index("ix_prediction_log_model_id_prediction_id", "model_id", "prediction_id"),
+        Index("ix_prediction_log_created_at", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(LogId, primary_key=True)
+    model_id: Mapped[int] = mapped_column(Integer)
+    registered_model: Mapped[str | None] = mapped_column(String(100))
+    version: Mapped[int | None] = mapped_column(Integer)
+    alias: Mapped[str | None] = mapped_column(String(100))
+    prediction_id: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    decision: Mapped[float] = mapped_column(Float)
+    decisions: Mapped[list[float] | None] = mapped_column(JSON)  # multi-class: one per class
+    predicted: Mapped[int] = mapped_column(Integer)
+    clipped: Mapped[bool] = mapped_column(Boolean)
+    true_class: Mapped[int | None] = mapped_column(Integer)
+    feedback_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

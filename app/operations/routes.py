@@ -65,6 +65,8 @@ def readyz(request: Request) -> Health:
 )
 def metrics(request: Request, session: SessionDep) -> PlainTextResponse:
     lines = request.app.state.metrics.render()
+    for source in getattr(request.app.state, "metric_sources", ()):  # (app.main's list)
+        lines += source()
     try:
         lines += job_lines(session)
     except SQLAlchemyError:

@@ -88,6 +88,7 @@ async def predict(
                 instances=request.instances,
                 labels=request.labels,
                 settings=state.settings,
+                ids=request.ids,
             )
         )
 
@@ -167,6 +168,15 @@ def predict_file(
             examples=["Class"],
         ),
     ] = None,
+    ids: Annotated[
+        str | None,
+        Form(
+            description="Your id of each row, as a JSON array of strings (at most 128 "
+            'characters) or integers, echoed as each prediction\'s `id`; without them `"{X-'
+            'Request-ID}:{row}"`',
+            examples=[""],
+        ),
+    ] = None,
 ) -> Response:
     return json_response(
         service.predict_file(
@@ -176,5 +186,6 @@ def predict_file(
             filename=file.filename or "",
             label=(label or "").strip() or None,
             settings=settings,
+            ids=service.form_ids(ids),
         )
     )

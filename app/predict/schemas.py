@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
 from app.core.ids import DbId
+from app.monitoring.schemas import PredictionId, PredictionIds
 
 # A row is a list or a record. Declared as Any and checked by the row encoder (which names the
 # row: "rows[3] must be a list of values or an object keyed by column name"): validating the
@@ -22,6 +23,11 @@ Row = Annotated[
         }
     ),
 ]
+
+# The ids of /predict/file, sent as a JSON array in a form field.
+IDS_ADAPTER: TypeAdapter[list[PredictionId]] = TypeAdapter(
+    PredictionIds, config=ConfigDict(strict=True)
+)
 
 # Examples fitting the README's first model (model 1, trained on examples/wdbc.arff): its first
 # row (class 2, malignant), its 53rd data row (class 1, benign), and its column names.
@@ -70,9 +76,22 @@ class PredictRequest(BaseModel):
     labels: list[Any] | None = Field(
         None, description="True labels, one per row: adds accuracy and margin statistics"
     )
+    ids: PredictionIds | None = Field(
+        None,
+        description="Your id of each row (string of at most 128 characters, or integer), "
+        "echoed as each prediction's `id` (and used by POST /feedback); without them a row's "
+        'id is `"{X-Request-ID}:{row}"`',
+    )
 
 
 class Prediction(BaseModel):
+    id: str | int = Field(
+        description='The row\'s id: the one given in `ids`, else `"{X-Request-ID}:{row}"`'
+    )
+    clipped: bool = Field(
+        description="Whether any of the row's features fell outside the training range (and "
+        "was clipped to it by the min-max scaling)"
+    )
     label: Any = Field(description="Predicted class, in the original label values")
     decision_value: float = Field(
         description="Binary: f(x), positive for classes[1]; multi-class: the predicted class's "
@@ -95,7 +114,9 @@ class PredictResponse(BaseModel):
                     "alias": "production",
                     "classes": [1, 2],
                     "n": 1,
-                    "predictions": [{"label": 2, "decision_value": 1.73}],
+                    "predictions": [
+                        {"id": "a1:0", "clipped": False, "label": 2, "decision_value": 1.73}
+                    ],
                     "accuracy": 1.0,
                     "margins": {"n": 1, "mean": 1.73, "…": "…"},
                 }

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.config import Settings
+from app.core.logs import request_id_var
 from app.core.orm import Model
 from app.core.problems import ingest_problem, invalid, too_large
 from app.ingest import Encoder, IngestError, Limits, parse_feature_file
 from app.models import service as models
+from app.monitoring import log as prediction_log
 from app.predict.fastjson import gc_paused
 from app.predict.numeric_rows import NumericRows
+from app.predict.schemas import IDS_ADAPTER
 from app.predict.target import Target, reference_fields, resolve_target
 from app.registry.references import Stamp
 from solver.jsonable import jsonable
@@ -81,13 +88,102 @@ def _decision_function(est: Any, X: Any) -> np.ndarray:
     return np.asarray(est.decision_values(X), dtype=np.float64)
 
 
+def _scale(loaded: models.LoadedModel, X: Any) -> tuple[Any, np.ndarray]:
+    """X (the request's own rows) scaled like the training data, and per row whether any
+    feature fell outside [0, 1] before the scaling's clip (outside the training range)."""
+    scaling = loaded.scaling
+    if scaling is None:
+        return X, np.zeros(X.shape[0], dtype=bool)
+    Xs = scaling.transform(X, clip=False, copy=False)
+    if sp.issparse(Xs):
+        data = Xs.data
+        outside = (data < 0.0) | (data > 1.0)
+        rows = np.repeat(np.arange(Xs.shape[0]), np.diff(Xs.indptr))
+        clipped = np.bincount(rows[outside], minlength=Xs.shape[0]) > 0
+        np.clip(data, 0.0, 1.0, out=data)
+        Xs.eliminate_zeros()
+        return Xs, clipped
+    clipped = (Xs.min(axis=1) < 0.0) | (Xs.max(axis=1) > 1.0)
+    return np.clip(Xs, 0.0, 1.0, out=Xs), clipped
+
+
+def row_ids(ids: list[Any] | None, n: int, loc: list[str | int]) -> list[Any]:
+    """The client's ids (one per row, 422 naming ``loc`` otherwise), or
+    ``"{request_id}:{row}"``."""
+    if ids is not None:
+        if len(ids) != n:
+            raise invalid(loc, f"{len(ids)} ids for {n} rows; give one per row")
+        return ids
+    prefix = f"{request_id_var.get() or uuid.uuid4().hex}:"
+    return [prefix + str(i) for i in range(n)]
+
+
+LogSink = Callable[[list[Any], np.ndarray, np.ndarray, np.ndarray], Any]
+
+
+def _log_sink(engine: Any, settings: Settings, target: Target) -> LogSink | None:
+    """Where this request's scored rows go: the prediction log's queue (one tuple appended;
+    app.monitoring.log), or None when the log is off."""
+    writer = prediction_log.writer(getattr(engine, "engine", engine), settings)
+    if writer is None:
+        return None
+    resolved = target.resolved
+    assert target.model_id is not None
+    head = (
+        target.model_id,
+        resolved.name if resolved else None,
+        resolved.version if resolved else None,
+        resolved.alias if resolved else None,
+    )
+    return lambda ids, scores, idx, clipped: writer.record(
+        (*head, datetime.now(UTC), ids, scores, idx, clipped)
+    )
+
+
+def form_ids(text: str | None) -> list[Any] | None:
+    """The ``ids`` form field of /predict/file (a JSON array), validated like PredictRequest's."""
+    if text is None or not text.strip():
+        return None
+    try:
+        return IDS_ADAPTER.validate_json(text)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = [str(p) for p in error["loc"]]
+        at = f" (item {where[0]})" if where else ""
+        raise invalid(["body", "ids"], f"ids must be a JSON array{at}: {error['msg']}") from None
+
+
+def _predictions(
+    class_values: list[Any], idx: np.ndarray, scores: np.ndarray, ids: list[Any], clipped: Any
+) -> list[dict[str, Any]]:
+    label_of = [class_values[i] for i in idx.tolist()]
+    clip_of = clipped.tolist()
+    if scores.ndim == 1:
+        return [
+            {"id": i, "clipped": c, "label": p, "decision_value": s, "decision_values": None}
+            for i, c, p, s in zip(ids, clip_of, label_of, scores.tolist(), strict=True)
+        ]
+    own = scores[np.arange(len(idx)), idx].tolist()
+    return [
+        {"id": i, "clipped": c, "label": p, "decision_value": s, "decision_values": row}
+        for i, c, p, s, row in zip(ids, clip_of, label_of, own, scores.tolist(), strict=True)
+    ]
+
+
 def _respond(
-    loaded: models.LoadedModel, X: Any, labels: list[Any] | None, labels_loc: list[str | int]
+    loaded: models.LoadedModel,
+    X: Any,
+    labels: list[Any] | None,
+    labels_loc: list[str | int],
+    ids: list[Any] | None = None,
+    sink: LogSink | None = None,
 ) -> dict[str, Any]:
     """The PredictResponse body as plain JSON values, built column-wise; X (the request's
-    own rows) is scaled in place."""
+    own rows) is scaled in place. ``ids`` are the client's (checked here: one per row); the
+    scored rows go to ``sink`` (the prediction log), if any."""
     est = loaded.estimator
-    Xs = loaded.transform(X, copy=False)  # X is this request's own
+    ids = row_ids(ids, X.shape[0], [*labels_loc[:-1], "ids"])
+    Xs, clipped = _scale(loaded, X)
     scores = _decision_function(est, Xs)
     classes = est.classes_
     class_values = loaded.extras.get("class_values")
@@ -97,18 +193,7 @@ def _respond(
     # kernel models, the costly part) a second time.
     idx = est.predicted_index(scores)
     with gc_paused():
-        label_of = [class_values[i] for i in idx.tolist()]
-        if scores.ndim == 1:
-            predictions = [
-                {"label": p, "decision_value": s, "decision_values": None}
-                for p, s in zip(label_of, scores.tolist(), strict=True)
-            ]
-        else:
-            own = scores[np.arange(len(idx)), idx].tolist()
-            predictions = [
-                {"label": p, "decision_value": s, "decision_values": row}
-                for p, s, row in zip(label_of, own, scores.tolist(), strict=True)
-            ]
+        predictions = _predictions(class_values, idx, scores, ids, clipped)
     response: dict[str, Any] = {
         "model_id": loaded.id,
         "classes": list(class_values),
@@ -126,6 +211,8 @@ def _respond(
         y_true = classes[models.match_labels(classes, labels, labels_loc)]
         response["accuracy"] = float(np.mean(predicted == y_true))
         response["margins"] = jsonable(est.margins(Xs, y_true, decision=scores))
+    if sink is not None:  # (a valid request only)
+        sink(ids, scores, idx, clipped)
     return response
 
 
@@ -136,6 +223,7 @@ def predict_rows(
     instances: list[Any],
     labels: list[Any] | None,
     settings: Settings,
+    ids: list[Any] | None = None,
 ) -> dict[str, Any]:
     """The PredictResponse body for raw rows or records (see ``_respond``); ``instances`` may
     be a large body's rows still as bytes (``[NumericRows]``, see app.predict.numeric_rows)."""
@@ -147,10 +235,11 @@ def predict_rows(
     _check_count(block.n_rows if block else len(instances), settings, ["body", "instances"])
     with sessions() as session:  # (no connection unless the cache misses)
         loaded, target = _target_loaded(session, target, ["body", "model_id"])
+    sink = _log_sink(sessions.kw["bind"], settings, target)
     encoder = _row_encoder(loaded)
     X = encoder.transform_matrix(block.matrix()) if block and encoder.plain_numeric else None
     if X is not None:  # finite, of the model's width: nothing left to check
-        return _respond(loaded, X, labels, ["body", "labels"]) | reference_fields(target)
+        return _respond(loaded, X, labels, ["body", "labels"], ids, sink) | reference_fields(target)
     if block is not None:  # not a rectangle of numbers this model takes: the usual path
         instances = block.rows_list()
     try:
@@ -161,7 +250,8 @@ def predict_rows(
             loc.append(exc.row)
         raise ingest_problem(exc, loc) from exc
     _check_matrix(X, loaded, ["body", "instances"])
-    return _respond(loaded, X, labels, ["body", "labels"]) | reference_fields(target)
+    answer = _respond(loaded, X, labels, ["body", "labels"], ids, sink)
+    return answer | reference_fields(target)
 
 
 def predict_file(
@@ -172,6 +262,7 @@ def predict_file(
     filename: str,
     label: str | int | None,
     settings: Settings,
+    ids: list[Any] | None = None,
 ) -> dict[str, Any]:
     """The PredictResponse body for an uploaded file (see ``_respond``)."""
     if len(content) > settings.max_upload_bytes:
@@ -197,4 +288,5 @@ def predict_file(
         raise invalid(["body", "file"], "the file holds no data rows")
     _check_matrix(X, loaded, ["body", "file"])
     labels = None if y is None else list(np.asarray(y).tolist())
-    return _respond(loaded, X, labels, ["body", "label"]) | reference_fields(target)
+    sink = _log_sink(session.get_bind(), settings, target)
+    return _respond(loaded, X, labels, ["body", "label"], ids, sink) | reference_fields(target)

@@ -113,6 +113,8 @@ def test_every_route_needs_its_scope(keyed, engine):
     paths = {p for _m, p in ops}
     # the iteration is not vacuous: the routers' routes, /keys and the docs are all there
     assert {"/datasets", "/train", "/predict", "/keys", "/keys/999999", "/metrics"} <= paths
+    monitoring = {"/models/999999/monitoring", "/registered-models/999999/monitoring"}
+    assert {"/feedback", *monitoring} <= paths  # (app.monitoring's routes)
     # the registry's routes: reads need read, changes (rollback too) write
     assert {
         ("POST", "/registered-models"),

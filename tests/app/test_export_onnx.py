@@ -92,7 +92,10 @@ def trained_model(client, worker, content: bytes | None = None, **fields) -> dic
 
 
 def predict_answer(client, model_id: int, rows: list) -> dict:
-    r = client.post("/predict", json={"model_id": model_id, "instances": rows})
+    # One request id: the rows' default ids ("{request_id}:{row}") equal between answers.
+    r = client.post(
+        "/predict", json={"model_id": model_id, "instances": rows}, headers={"X-Request-ID": "a"}
+    )
     assert r.status_code == 200, r.text
     return r.json()
 

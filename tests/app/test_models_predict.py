@@ -136,9 +136,14 @@ def test_predict_rows_returns_labels_and_decision_values(client, worker):
 def test_predict_records_by_feature_name_match_rows(client, worker):
     model = trained_model(client, worker)
     X, _ = blobs(n=4, seed=6)
-    rows = client.post("/predict", json={"model_id": model["id"], "instances": X.tolist()})
+    same = {"X-Request-ID": "records"}  # the same default ids ("{request_id}:{row}")
+    rows = client.post(
+        "/predict", json={"model_id": model["id"], "instances": X.tolist()}, headers=same
+    )
     records = [{"x2": r[2], "x0": r[0], "x1": r[1]} for r in X.tolist()]
-    recs = client.post("/predict", json={"model_id": model["id"], "instances": records})
+    recs = client.post(
+        "/predict", json={"model_id": model["id"], "instances": records}, headers=same
+    )
     assert recs.status_code == 200, recs.text
     assert recs.json()["predictions"] == rows.json()["predictions"]
     assert "accuracy" not in recs.json() or recs.json()["accuracy"] is None

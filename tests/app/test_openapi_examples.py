@@ -184,6 +184,9 @@ def test_every_request_example_works_as_prefilled(fresh):
         "get_model_history",
         "export_model",
         "import_model",
+        "post_feedback",
+        "get_model_monitoring",
+        "get_registered_model_monitoring",
     } <= names
     assert ("predict", "records") in executed and ("create_train_job", "search") in executed
     assert ("predict", "by alias") in executed

@@ -27,7 +27,7 @@ def _rows(n: int = ROWS, d: int = 3, seed: int = 0) -> list[list[float]]:
 
 def _both(client, monkeypatch, body: bytes) -> tuple:
     """The answer to ``body`` with the numeric-rows path, then with the whole body parsed."""
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json", "X-Request-ID": "same"}  # same default ids
     fast = client.post("/predict", content=body, headers=headers)
     with monkeypatch.context() as m:
         m.setattr(numeric_rows, "MIN_BYTES", 1 << 60)
@@ -190,7 +190,7 @@ def test_split_body_and_matrix_agree_with_the_standard_library():
 
 def test_a_streamed_body_without_content_length_answers_the_same(client, model):
     body = json.dumps({"model_id": model["id"], "instances": _rows()}).encode()
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json", "X-Request-ID": "same"}  # same default ids
     whole = client.post("/predict", content=body, headers=headers)
     pieces = (body[i : i + 65536] for i in range(0, len(body), 65536))
     streamed = client.post("/predict", content=pieces, headers=headers)

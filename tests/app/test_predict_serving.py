@@ -30,7 +30,12 @@ def _cache(app):
 
 
 def _predict(client, model_id, X, **extra):
-    r = client.post("/predict", json={"model_id": model_id, "instances": X.tolist(), **extra})
+    # One request id: the rows' default ids ("{request_id}:{row}") equal between requests.
+    r = client.post(
+        "/predict",
+        json={"model_id": model_id, "instances": X.tolist(), **extra},
+        headers={"X-Request-ID": "serving"},
+    )
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -115,7 +120,11 @@ def test_concurrent_predicts_on_several_models_agree_with_sequential_answers(cli
 
     def call(key):
         i, k = key
-        return key, client.post("/predict", json={"model_id": i, "instances": batches[k].tolist()})
+        return key, client.post(
+            "/predict",
+            json={"model_id": i, "instances": batches[k].tolist()},
+            headers={"X-Request-ID": "serving"},  # as _predict's: the same default ids
+        )
 
     keys = list(expected) * 6
     with ThreadPoolExecutor(8) as pool:

@@ -286,6 +286,7 @@ def test_predict_by_alias_version_and_name(client, credit):
 
 
 def test_predict_file_by_reference(client, credit):
+    client.headers["X-Request-ID"] = "same"  # the same default ids in both answers
     client.put("/registered-models/credit/aliases/production", json={"version": 2})
     content = to_csv(X[:10], Y[:10])
     by_ref = client.post(
@@ -524,6 +525,7 @@ def test_list_and_history_check_their_paging_parameters(client, credit):
 def test_a_large_body_predicts_by_alias_like_by_id(client, credit):
     """Above 1 MB the rows stay bytes until the model is known (app.predict.numeric_rows):
     the reference is resolved first, then they are read for that model."""
+    client.headers["X-Request-ID"] = "same"  # the same default ids in both answers
     client.put("/registered-models/credit/aliases/production", json={"version": 2})
     rows = np.repeat(X, 300, axis=0).tolist()  # 24,000 rows, about 1.4 MB
     by_alias = client.post("/predict", json={"model": "credit@production", "instances": rows})

@@ -41,7 +41,11 @@ ROWS = X[:8].tolist()
 def _call(url: str, method: str = "GET", body: dict | None = None) -> dict:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
-        url, data=data, method=method, headers={"content-type": "application/json"}
+        url,
+        data=data,
+        method=method,
+        # one request id: the rows' default ids ("{request_id}:{row}") equal between answers
+        headers={"content-type": "application/json", "X-Request-ID": "same"},
     )
     with urllib.request.urlopen(request, timeout=30) as r:
         return json.loads(r.read())
@@ -56,7 +60,9 @@ def test_two_api_processes_see_an_alias_move_at_their_next_request(
         client.post("/registered-models/credit/versions", json={"model_id": i})
     client.put("/registered-models/credit/aliases/production", json={"version": 1})
     expected = {
-        i: client.post("/predict", json={"model_id": i, "instances": ROWS}).json()["predictions"]
+        i: client.post(
+            "/predict", json={"model_id": i, "instances": ROWS}, headers={"X-Request-ID": "same"}
+        ).json()["predictions"]
         for i in ids
     }
     assert expected[ids[0]] != expected[ids[1]]

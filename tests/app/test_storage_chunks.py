@@ -112,7 +112,11 @@ def test_upload_train_predict_with_tiny_chunks(settings, engine):
                 model_sizes = _chunk_sizes(session, ModelArray, ModelArray.model_id, model_id)
             assert max(len(v) for v in sizes.values()) == (10 if chunk == CHUNK else 1)
             assert all(s <= chunk for v in (*sizes.values(), *model_sizes.values()) for s in v)
-            r = client.post("/predict", json={"model_id": model_id, "instances": X[:50].tolist()})
+            r = client.post(
+                "/predict",
+                json={"model_id": model_id, "instances": X[:50].tolist()},
+                headers={"X-Request-ID": "same"},  # the same default ids in both answers
+            )
             assert r.status_code == 200, r.text
             results.append(r.json())
     assert results[0]["n"] == 50

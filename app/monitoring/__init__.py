@@ -1,0 +1,1 @@
+"""Monitoring: the prediction log, feedback and the monitoring report."""

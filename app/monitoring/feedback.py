@@ -1,0 +1,99 @@
+"""POST /feedback: true labels joined to logged predictions by their ids."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, select, update
+from sqlalchemy.orm import Session
+
+from app.core.config import Settings
+from app.core.orm import Model, PredictionLog
+from app.core.problems import invalid, missing, too_large
+from app.models import service as models
+from app.monitoring import log as prediction_log
+from app.monitoring.schemas import FeedbackRequest
+from app.registry.references import (
+    InvalidReference,
+    UnknownReference,
+    engine_reader,
+    lookup,
+    parse,
+)
+
+# Ids per SELECT ... IN (...) and per UPDATE (well under SQLite's 32,766 parameters).
+CHUNK = 500
+UNKNOWN_SHOWN = 10
+
+
+def model_of(session: Session, model_id: int | None, reference: str | None) -> Model:
+    """The stored model a request names by ``model_id`` or by registry ``model`` reference
+    (as /predict resolves it: app.predict.target); 422/404 naming the field otherwise."""
+    if (model_id is None) == (reference is None):
+        raise invalid(["body", "model"], "give exactly one of model (a reference) and model_id")
+    if reference is not None:
+        model_id = resolve_reference(session, reference, ["body", "model"])
+    return models.get_or_raise(session, model_id, ["body", "model_id"])
+
+
+def resolve_reference(session: Session, reference: str, loc: list[str | int]) -> int:
+    """The stored model id a registry reference names now; 422 naming ``loc`` when malformed,
+    404 saying what is missing."""
+    bind = session.get_bind()
+    try:
+        resolved, _ = lookup(engine_reader(getattr(bind, "engine", bind)), parse(reference))
+    except InvalidReference as exc:
+        raise invalid(loc, str(exc)) from None
+    except UnknownReference as exc:
+        raise missing(str(exc)) from None
+    return resolved.model_id
+
+
+def record_feedback(
+    session: Session, engine: Engine, request: FeedbackRequest, settings: Settings
+) -> dict[str, Any]:
+    """Set the true class of the logged rows of the request's ids (all rows of an id the log
+    holds twice); ``{"matched", "unknown_ids"}``."""
+    n = len(request.ids)
+    if n > settings.max_predict_instances:
+        raise too_large(
+            f"{n} ids; at most {settings.max_predict_instances} per request "
+            "(MSVMAV_MAX_PREDICT_INSTANCES)",
+            field="ids",
+        )
+    if len(request.labels) != n:
+        raise invalid(["body", "labels"], f"{len(request.labels)} labels for {n} ids")
+    writer = prediction_log.writer(engine, settings)
+    if writer is not None:  # before this session's transaction (on SQLite, the write lock)
+        writer.flush()  # rows this process still holds in its queue (others: within 0.5 s)
+    model = model_of(session, request.model_id, request.model)
+    true = models.match_labels(np.asarray(model.classes), request.labels, ["body", "labels"])
+    # One label per id (the last given); ids compared as the log stores them, as text.
+    wanted = {str(i): int(c) for i, c in zip(request.ids, true.tolist(), strict=True)}
+    keys = list(wanted)
+    found: set[str] = set()
+    now = datetime.now(UTC)
+    for start in range(0, len(keys), CHUNK):
+        chunk = keys[start : start + CHUNK]
+        hits = set(
+            session.scalars(
+                select(PredictionLog.prediction_id)
+                .where(PredictionLog.model_id == model.id, PredictionLog.prediction_id.in_(chunk))
+                .distinct()
+            )
+        )
+        found |= hits
+        by_class: dict[int, list[str]] = {}
+        for key in hits:
+            by_class.setdefault(wanted[key], []).append(key)
+        for true_class, same in by_class.items():  # one UPDATE per class and chunk
+            session.execute(
+                update(PredictionLog)
+                .where(PredictionLog.model_id == model.id, PredictionLog.prediction_id.in_(same))
+                .values(true_class=true_class, feedback_at=now)
+            )
+    session.commit()
+    unknown = [i for i in dict.fromkeys(request.ids) if str(i) not in found][:UNKNOWN_SHOWN]
+    return {"matched": len(found), "unknown_ids": unknown}

@@ -1,0 +1,268 @@
+"""The prediction log's writer: every row /predict scores, written off the request path.
+
+A request only appends one tuple to a bounded in-memory queue (``PredictionLogWriter.record``);
+a daemon thread per process and database writes the queue every ``FLUSH_SECONDS`` (sooner when
+``BATCH_ROWS`` rows wait), at most ``BATCH_ROWS`` rows per transaction, each a short one, so on
+SQLite the API and the workers get the write lock between batches. When the queue holds
+``QUEUE_ROWS`` rows a request's rows are dropped and counted (``dropped``), never waited for.
+The same thread applies the retention (``MSVMAV_PREDICTION_LOG_DAYS`` and ``_MAX_ROWS``) every
+``RETENTION_SECONDS``, deleting in chunks of ``DELETE_CHUNK`` rows, one transaction each.
+``close`` (the app's shutdown) writes what is left.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import weakref
+from collections import deque
+from datetime import UTC, datetime, timedelta
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine
+from sqlalchemy.pool import Pool
+
+from app.core.config import Settings
+from app.core.db import fetch_one, placeholders
+from app.monitoring.metrics import PredictionMetrics, process_lines
+
+log = logging.getLogger("app.monitoring.log")
+
+QUEUE_ROWS = 1_000_000
+BATCH_ROWS = 20_000
+FLUSH_SECONDS = 0.5
+RETENTION_SECONDS = 60.0
+DELETE_CHUNK = 5_000
+
+_INSERT = (
+    "INSERT INTO prediction_log (model_id, registered_model, version, alias, prediction_id, "
+    "created_at, decision, decisions, predicted, clipped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+# Deleting in chunks: ids of the oldest rows to delete, DELETE_CHUNK at a time.
+_DELETE_OLD = (
+    "DELETE FROM prediction_log WHERE id IN (SELECT id FROM prediction_log "
+    "WHERE created_at < ? ORDER BY id LIMIT ?)"
+)
+_DELETE_UPTO = (
+    "DELETE FROM prediction_log WHERE id IN (SELECT id FROM prediction_log "
+    "WHERE id <= ? ORDER BY id LIMIT ?)"
+)
+_NTH_NEWEST = "SELECT id FROM prediction_log ORDER BY id DESC LIMIT 1 OFFSET ?"
+
+# (model_id, registered model, version, alias, time, ids, scores, predicted indices, clipped)
+Entry = tuple[
+    int,
+    str | None,
+    int | None,
+    str | None,
+    datetime,
+    list[Any],
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+]
+
+
+class PredictionLogWriter:
+    """The queue and the thread writing it for one database (see the module's docstring)."""
+
+    def __init__(self, engine: Engine, settings: Settings) -> None:
+        self.engine = engine
+        self.days = settings.prediction_log_days
+        self.max_rows = settings.prediction_log_max_rows
+        self.sqlite = engine.dialect.name == "sqlite"
+        self.dropped = 0  # rows not logged: the queue was full, or their batch failed
+        self.written = 0
+        self._queue: deque[Entry] = deque()
+        self._queued_rows = 0
+        self._lock = threading.Lock()  # the queue and its count
+        self._write_lock = threading.Lock()  # one writer at a time (the thread, flush, close)
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next_retention = 0.0
+        self.metrics = PredictionMetrics()  # counted as rows leave the queue
+
+    def record(self, entry: Entry) -> bool:
+        """Queue a request's rows (never blocks on I/O); False when they were dropped."""
+        n = len(entry[5])
+        with self._lock:
+            if self._queued_rows + n > QUEUE_ROWS or self._stop.is_set():
+                self.dropped += n
+                return False
+            self._queue.append(entry)
+            self._queued_rows += n
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="msvmav-prediction-log", daemon=True
+                )
+                self._thread.start()
+            if self._queued_rows >= BATCH_ROWS:
+                self._wake.set()
+        return True
+
+    def pending(self) -> int:
+        return self._queued_rows
+
+    def flush(self) -> None:
+        """Write every queued row now (each batch its own transaction)."""
+        with self._write_lock:
+            while True:
+                batch = self._take(BATCH_ROWS)
+                if not batch:
+                    return
+                for entry in batch:
+                    self._observe(entry)
+                self._write(batch)
+
+    def apply_retention(self, now: datetime | None = None) -> int:
+        """Delete rows older than the retention's days, then all but the newest ``max_rows``;
+        the number deleted."""
+        now = now or datetime.now(UTC)
+        cutoff = now - timedelta(days=self.days)
+        deleted = self._delete_chunked(_DELETE_OLD, self._when(cutoff))
+        edge = self._nth_newest(self.max_rows)
+        if edge is not None:
+            deleted += self._delete_chunked(_DELETE_UPTO, edge)
+        return deleted
+
+    def close(self) -> None:
+        """Stop the thread and write what is queued (the app's shutdown)."""
+        self._stop.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=30.0)
+        self.flush()
+
+    # --- the thread ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(FLUSH_SECONDS)
+            self._wake.clear()
+            self._guarded(self.flush)
+            if time.monotonic() >= self._next_retention:
+                self._next_retention = time.monotonic() + RETENTION_SECONDS
+                self._guarded(self.apply_retention)
+
+    @staticmethod
+    def _guarded(step: Any) -> None:
+        try:
+            step()
+        except Exception:  # the log must never stop: say so, go on
+            log.exception("prediction log: %s failed", getattr(step, "__name__", step))
+
+    def _take(self, most: int) -> list[Entry]:
+        batch: list[Entry] = []
+        rows = 0
+        with self._lock:
+            while self._queue and (not batch or rows + len(self._queue[0][5]) <= most):
+                entry = self._queue.popleft()
+                batch.append(entry)
+                rows += len(entry[5])
+            self._queued_rows -= rows
+        return batch
+
+    def _write(self, batch: list[Entry]) -> None:
+        """The batch's rows, at most BATCH_ROWS per transaction (one request's 100,000 rows
+        too: the write lock is free between them)."""
+        rows = [row for entry in batch for row in self._rows(entry)]
+        statement = placeholders(self.engine, _INSERT)
+        for start in range(0, len(rows), BATCH_ROWS):
+            part = rows[start : start + BATCH_ROWS]
+            try:
+                with self.engine.begin() as conn:
+                    conn.exec_driver_sql(statement, part)
+            except Exception:
+                self.dropped += len(rows) - start
+                raise
+            self.written += len(part)
+
+    def _observe(self, entry: Entry) -> None:
+        scores, predicted = entry[6], entry[7]
+        if scores.ndim != 1:
+            scores = scores[np.arange(len(predicted)), predicted]
+        self.metrics.observe(entry[0], scores, entry[8])
+
+    def _rows(self, entry: Entry) -> Any:
+        model_id, name, version, alias, at, ids, scores, predicted, clipped = entry
+        n = len(ids)
+        if scores.ndim == 1:
+            decision, decisions = scores.tolist(), repeat(None, n)
+        else:
+            decision = scores[np.arange(n), predicted].tolist()
+            decisions = (json.dumps(row) for row in scores.tolist())
+        return zip(
+            repeat(model_id, n),
+            repeat(name, n),
+            repeat(version, n),
+            repeat(alias, n),
+            (str(i) for i in ids),
+            repeat(self._when(at), n),
+            decision,
+            decisions,
+            predicted.tolist(),
+            clipped.tolist(),
+            strict=False,
+        )
+
+    def _when(self, at: datetime) -> Any:
+        # As app.core.orm.UTCDateTime stores it: naive UTC text on SQLite.
+        if self.sqlite:
+            return at.astimezone(UTC).replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f")
+        return at
+
+    def _delete_chunked(self, sql: str, bound: Any) -> int:
+        statement = placeholders(self.engine, sql)
+        deleted = 0
+        while True:
+            with self.engine.begin() as conn:
+                count = conn.exec_driver_sql(statement, (bound, DELETE_CHUNK)).rowcount
+            deleted += max(count, 0)
+            if count < DELETE_CHUNK:
+                break
+        return deleted
+
+    def _nth_newest(self, n: int) -> int | None:
+        row = fetch_one(self.engine, _NTH_NEWEST, (n,))  # a read: no write lock
+        return None if row is None else int(row[0])
+
+
+# One writer per connection pool (an engine and its execution_options() copies share one).
+_writers: weakref.WeakKeyDictionary[Pool, PredictionLogWriter] = weakref.WeakKeyDictionary()
+_writers_lock = threading.Lock()
+
+
+def writer(engine: Engine, settings: Settings) -> PredictionLogWriter | None:
+    """The log writer of ``engine``'s database in this process; None when the log is off."""
+    if not settings.prediction_log:
+        return None
+    found = _writers.get(engine.pool)
+    if found is not None:
+        return found
+    with _writers_lock:
+        found = _writers.get(engine.pool)
+        if found is None:
+            found = _writers[engine.pool] = PredictionLogWriter(engine, settings)
+        return found
+
+
+def close(engine: Engine) -> None:
+    """Stop and flush ``engine``'s writer, if it has one (the app's shutdown)."""
+    with _writers_lock:
+        found = _writers.pop(engine.pool, None)
+    if found is not None:
+        found.close()
+
+
+def metric_lines(engine: Engine, settings: Settings) -> list[str]:
+    """/metrics' lines of this process: per-model prediction counts and decision histogram
+    (rows taken off the log's queue: none when the log is off), and the process's own."""
+    found = writer(engine, settings)
+    lines = found.metrics.render() if found is not None else []
+    return lines + process_lines()

@@ -1,0 +1,176 @@
+"""A model's monitoring report: the training part's decision values (reference) against the
+logged ones (live), their drift, and the margin statistics of the rows with feedback.
+
+Decision values are the logged ``decision`` (binary: f(x); multi-class: the predicted class's
+one-vs-rest score). θ̂ is the training part's average margin (``margin_statistics``' mean of
+y·f(x) on the training rows). Drift: the two-sample Kolmogorov–Smirnov test
+(``scipy.stats.ks_2samp``) between the reference and live decision values, flagged when its
+p-value is below ``DRIFT_P_VALUE``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from scipy.stats import ks_2samp
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.orm import Model, PredictionLog
+from app.core.problems import invalid
+from app.datasets import service as datasets
+from app.models import service as models
+from app.monitoring import log as prediction_log
+from solver import protocol
+from solver.margins import QUANTILE_LEVELS, margin_statistics
+
+DRIFT_P_VALUE = 0.01
+# The newest rows of the window a report reads at most.
+MAX_REPORT_ROWS = 1_000_000
+
+
+def _quantiles(values: np.ndarray) -> dict[str, float]:
+    return {
+        str(q): float(v)
+        for q, v in zip(QUANTILE_LEVELS, np.percentile(values, QUANTILE_LEVELS), strict=True)
+    }
+
+
+def _describe(decision: np.ndarray, theta: float | None) -> dict[str, Any]:
+    """n, decision quantiles, and the share of |f(x)| < θ̂."""
+    if decision.size == 0:
+        return {"n": 0, "quantiles": None, "inside_margin_fraction": None}
+    inside = None if theta is None else float(np.mean(np.abs(decision) < theta))
+    return {"n": int(decision.size), "quantiles": _quantiles(decision),
+            "inside_margin_fraction": inside}  # fmt: skip
+
+
+def margins_of(decisions: np.ndarray, true_index: np.ndarray) -> np.ndarray:
+    """y·f(x) of rows with true class indices: binary ``decisions`` (n,), ±1 for classes[1]
+    and classes[0]; multi-class (n, k): the true class's score minus the best other's (the
+    estimators' own definition, solver._base)."""
+    if decisions.ndim == 1:
+        return np.where(true_index == 1, 1.0, -1.0) * decisions
+    rows = np.arange(decisions.shape[0])
+    own = decisions[rows, true_index]
+    other = decisions.copy()
+    other[rows, true_index] = -np.inf
+    return own - other.max(axis=1)
+
+
+def reference(session: Session, model: Model) -> dict[str, Any] | None:
+    """The training part's decision values and margins, recomputed from the stored dataset's
+    training rows (the model's own split: its test_fraction and seed), cached with the loaded
+    model; None when the dataset is gone or no longer the model's."""
+    loaded = models.load_cached(session, model.id)
+    cached = loaded.extras.get("monitoring_reference")
+    if cached is not None:
+        return cached
+    dataset = datasets.get(session, model.dataset_id) if model.dataset_id else None
+    if dataset is None or list(dataset.feature_names) != list(model.feature_names):
+        return None
+    X, y = datasets.load_arrays(session, dataset)
+    session.commit()  # read-only: end the transaction before computing
+    params = model.params or {}
+    train_idx, _ = protocol.split_indices(y, params.get("test_fraction"), params.get("seed"))
+    est = loaded.estimator
+    scores = np.asarray(est.decision_function(loaded.transform(X[train_idx])), dtype=np.float64)
+    classes = est.classes_
+    true = models.match_labels(classes, y[train_idx].tolist(), ["dataset"])
+    if scores.ndim == 1:
+        decision = scores
+    else:
+        decision = scores[np.arange(len(true)), est.predicted_index(scores)]
+    theta = float(np.mean(margins_of(scores, true)))
+    cached = loaded.extras["monitoring_reference"] = {"decision": decision, "theta": theta}
+    return cached
+
+
+def _live_rows(
+    session: Session, model_id: int, since: datetime | None, until: datetime | None
+) -> list[Any]:
+    stmt = select(
+        PredictionLog.decision,
+        PredictionLog.decisions,
+        PredictionLog.predicted,
+        PredictionLog.clipped,
+        PredictionLog.true_class,
+    ).where(PredictionLog.model_id == model_id)
+    if since is not None:
+        stmt = stmt.where(PredictionLog.created_at >= since)
+    if until is not None:
+        stmt = stmt.where(PredictionLog.created_at < until)
+    return list(session.execute(stmt.order_by(PredictionLog.id.desc()).limit(MAX_REPORT_ROWS)))
+
+
+def labelled(rows: list[Any], multiclass: bool) -> dict[str, Any]:
+    """Rows with feedback: n, accuracy and margin_statistics' mean (θ̂), semivariance,
+    sv_ratio of their margins."""
+    done = [r for r in rows if r.true_class is not None]
+    if not done:
+        return {"n": 0, "accuracy": None, "mean": None, "semivariance": None, "sv_ratio": None}
+    true = np.array([r.true_class for r in done], dtype=np.int64)
+    if multiclass:
+        decisions = np.array([r.decisions for r in done], dtype=np.float64)
+    else:
+        decisions = np.array([r.decision for r in done], dtype=np.float64)
+    stats = margin_statistics(margins_of(decisions, true))
+    predicted = np.array([r.predicted for r in done], dtype=np.int64)
+    return {
+        "n": len(done),
+        "accuracy": float(np.mean(predicted == true)),
+        "mean": stats["mean"],
+        "semivariance": stats["semivariance"],
+        "sv_ratio": stats["sv_ratio"],
+    }
+
+
+def _drift(ref: np.ndarray | None, live: np.ndarray) -> dict[str, Any] | None:
+    if ref is None or live.size == 0:
+        return None
+    result = ks_2samp(ref, live)
+    return {
+        "method": "ks_2samp",
+        "statistic": float(result.statistic),
+        "p_value": float(result.pvalue),
+        "threshold": DRIFT_P_VALUE,
+        "drifted": bool(result.pvalue < DRIFT_P_VALUE),
+    }
+
+
+def model_report(
+    session: Session,
+    model_id: int,
+    since: datetime | None,
+    until: datetime | None,
+    writer: prediction_log.PredictionLogWriter | None = None,
+) -> dict[str, Any]:
+    """The report of ``model_id`` over the window [since, until) (see the module's docstring),
+    after writing this process's queued log rows (``writer``; other processes' are written
+    within their flush interval)."""
+    if since is not None and until is not None and since >= until:
+        raise invalid(["query", "until"], "must be after since")
+    if writer is not None:  # before this session's transaction
+        writer.flush()
+    model = models.get_or_raise(session, model_id)
+    ref = reference(session, model)
+    rows = _live_rows(session, model_id, since, until)
+    session.commit()
+    theta = ref["theta"] if ref else None
+    live = np.array([r.decision for r in rows], dtype=np.float64)
+    live_part = _describe(live, theta)
+    live_part["clipped_fraction"] = float(np.mean([r.clipped for r in rows])) if rows else None
+    ref_part = None
+    if ref is not None:
+        ref_part = _describe(ref["decision"], theta) | {"theta": theta}
+    return {
+        "model_id": model_id,
+        "since": since,
+        "until": until,
+        "reference": ref_part,
+        "live": live_part,
+        "drift": _drift(ref["decision"] if ref else None, live),
+        "labelled": labelled(rows, len(model.classes) > 2),
+    }

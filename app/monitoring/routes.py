@@ -1,0 +1,101 @@
+"""/feedback and the monitoring report routes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query, Request
+
+from app.core.deps import SessionDep, SettingsDep
+from app.core.problems import invalid, problem_responses
+from app.monitoring import feedback, report
+from app.monitoring import log as prediction_log
+from app.monitoring.schemas import FeedbackOut, FeedbackRequest, MonitoringReport
+
+router = APIRouter(tags=["monitoring"])
+
+_FEEDBACK_EXAMPLES = {
+    "by id": {
+        "summary": "The true class of the README's prediction `patient-17` (model 1: wdbc)",
+        "value": {"model_id": 1, "ids": ["patient-17"], "labels": [2]},
+    },
+}
+
+
+@router.post(
+    "/feedback",
+    summary="Give true labels of earlier predictions",
+    description=(
+        "Joins each true label to the logged prediction with that id (the `id` /predict "
+        "answered) of the model; labels must be among the model's classes (422 naming the "
+        "row). The join is by the model the ids were predicted with."
+    ),
+    response_model=FeedbackOut,
+    responses=problem_responses(404, 413, 422),
+)
+def post_feedback(
+    http: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    body: Annotated[FeedbackRequest, Body(openapi_examples=_FEEDBACK_EXAMPLES)],
+) -> dict[str, Any]:
+    return feedback.record_feedback(session, http.app.state.engine, body, settings)
+
+
+@router.get(
+    "/models/{model_id}/monitoring",
+    summary="A model's monitoring report",
+    description=(
+        "The training part's decision values (reference) against the logged ones in the "
+        "window (live), their Kolmogorov-Smirnov drift (p-value < 0.01: drifted), and the "
+        "accuracy and margin statistics of the logged rows with feedback (docs/monitoring.md)."
+    ),
+    response_model=MonitoringReport,
+    responses=problem_responses(404, 422),
+)
+def get_model_monitoring(
+    http: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    model_id: int,  # (checked by app.core.ids.check_ids, as every path id)
+    since: Annotated[
+        datetime | None, Query(description="Window start, ISO 8601 (inclusive)")
+    ] = None,
+    until: Annotated[datetime | None, Query(description="Window end, ISO 8601 (exclusive)")] = None,
+) -> dict[str, Any]:
+    writer = prediction_log.writer(http.app.state.engine, settings)
+    return report.model_report(session, model_id, since, until, writer)
+
+
+@router.get(
+    "/registered-models/{name}/monitoring",
+    summary="The monitoring report of a registered model's version",
+    description=(
+        "The report of `GET /models/{id}/monitoring` for the stored model that the alias "
+        "(`?alias=production`), else the version (`?version=2`), else the newest version names "
+        "now; its live rows are every logged row of that stored model (by reference or by id)."
+    ),
+    response_model=MonitoringReport,
+    responses=problem_responses(404, 422),
+)
+def get_registered_model_monitoring(
+    http: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    name: str,
+    alias: Annotated[
+        str | None, Query(max_length=100, description="An alias", examples=["production"])
+    ] = None,
+    version: Annotated[int | None, Query(ge=1, le=2**31 - 1, description="Or a version")] = None,
+    since: Annotated[
+        datetime | None, Query(description="Window start, ISO 8601 (inclusive)")
+    ] = None,
+    until: Annotated[datetime | None, Query(description="Window end, ISO 8601 (exclusive)")] = None,
+) -> dict[str, Any]:
+    if alias is not None and version is not None:
+        raise invalid(["query", "version"], "give alias or version, not both")
+    reference = f"{name}@{alias}" if alias else f"{name}/{version}" if version else name
+    model_id = feedback.resolve_reference(session, reference, ["path", "name"])
+    writer = prediction_log.writer(http.app.state.engine, settings)
+    return report.model_report(session, model_id, since, until, writer)

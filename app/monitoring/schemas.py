@@ -1,0 +1,99 @@
+"""Request and response bodies of /feedback and the monitoring report; prediction ids."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from app.core.ids import DbId
+
+# A prediction's id, given by the client (one per row) or "{request_id}:{row}".
+PredictionId = Annotated[str, StringConstraints(min_length=1, max_length=128)] | int
+PredictionIds = list[PredictionId]
+
+
+class FeedbackRequest(BaseModel):
+    """True labels of rows predicted earlier, by their ids."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        protected_namespaces=(),
+        json_schema_extra={"examples": [{"model_id": 1, "ids": ["order-17"], "labels": [2]}]},
+    )
+
+    model_id: DbId | None = Field(None, description="The stored model that predicted (or `model`)")
+    model: str | None = Field(
+        None,
+        max_length=300,
+        description="Or the registered model that predicted: `name@alias`, `name/version`, "
+        "`name` (resolved now, to the stored model it names now)",
+    )
+    ids: PredictionIds = Field(min_length=1, description="The predictions' ids")
+    labels: list[Any] = Field(
+        min_length=1, description="The true label of each, one of the model's classes"
+    )
+
+
+class FeedbackOut(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"matched": 1, "unknown_ids": ["order-18"]}]}
+    )
+
+    matched: int = Field(description="How many of the ids were found in the prediction log")
+    unknown_ids: list[str | int] = Field(description="The first 10 ids not found")
+
+
+_REPORT_EXAMPLE = {
+    "model_id": 1,
+    "since": None,
+    "until": None,
+    "reference": {
+        "n": 455,
+        "quantiles": {"5": -2.1, "50": 0.9, "95": 2.4},
+        "inside_margin_fraction": 0.41,
+        "theta": 1.12,
+    },
+    "live": {
+        "n": 1,
+        "quantiles": {"5": 0.71, "50": 0.71, "95": 0.71},
+        "inside_margin_fraction": 1.0,
+        "clipped_fraction": 0.0,
+    },
+    "drift": {
+        "method": "ks_2samp",
+        "statistic": 0.52,
+        "p_value": 0.96,
+        "threshold": 0.01,
+        "drifted": False,
+    },
+    "labelled": {"n": 0, "accuracy": None, "mean": None, "semivariance": None, "sv_ratio": None},
+}
+
+
+class MonitoringReport(BaseModel):
+    model_config = ConfigDict(
+        protected_namespaces=(), json_schema_extra={"examples": [_REPORT_EXAMPLE]}
+    )
+
+    model_id: int
+    since: datetime | None = Field(None, description="The window's start (inclusive), if given")
+    until: datetime | None = Field(None, description="The window's end (exclusive), if given")
+    reference: dict[str, Any] | None = Field(
+        description="The training part's decision values: n, quantiles (5..95), the share "
+        "inside the training average margin (|f(x)| < theta); null when the model's dataset "
+        "is no longer stored"
+    )
+    live: dict[str, Any] = Field(
+        description="The logged decision values in the window: the same, plus clipped_fraction"
+    )
+    drift: dict[str, Any] | None = Field(
+        description="Kolmogorov-Smirnov two-sample test between reference and live decision "
+        "values: statistic, p_value, threshold (p-value below it: drifted); null without both"
+    )
+    labelled: dict[str, Any] = Field(
+        description="Rows with feedback: n, accuracy, and margin_statistics' mean (theta), "
+        "semivariance and sv_ratio of their margins"
+    )
