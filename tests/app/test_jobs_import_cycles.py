@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import app
+from tests.test_structure import find_cycle  # one cycle finder for both tests
 
 APP_DIR = Path(next(iter(app.__path__)))
 
@@ -64,29 +65,6 @@ def import_graph(deferred: bool = False) -> dict[str, set[str]]:
             edges.update(t for t in targets if t in modules and t != name)
         graph[name] = edges
     return graph
-
-
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One cycle (as a path that returns to its start), or None."""
-    state: dict[str, int] = {}  # 1 visiting, 2 done
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                return stack[stack.index(nxt) :] + [nxt]
-            if nxt not in state and (cycle := visit(nxt)):
-                return cycle
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (cycle := visit(node)):
-            return cycle
-    return None
 
 
 def test_the_app_has_no_import_cycle():
