@@ -8,6 +8,7 @@ mount with the logo's URL replaced by an empty ``data:`` URL: the image fails to
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -20,14 +21,15 @@ from starlette.routing import Route, Router
 REDOC_ASSETS_URL = "/static-offline-redoc"
 REDOC_JS = "redoc.standalone.js"
 _BUNDLE = Path(fastapi_offline.__file__).parent / "static" / REDOC_JS
-_CDN_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
+# The logo's absolute URL in the bundle, whatever host it names.
+_REMOTE_LOGO = re.compile(rb"https://[^\"'\s]+/logo-mini\.svg")
 _NO_LOGO = b"data:,"
 
 
 @lru_cache(maxsize=1)
 def redoc_bundle() -> bytes:
     """fastapi-offline's ReDoc bundle without the CDN logo (read once)."""
-    return _BUNDLE.read_bytes().replace(_CDN_LOGO, _NO_LOGO)
+    return _REMOTE_LOGO.sub(_NO_LOGO, _BUNDLE.read_bytes())
 
 
 def _redoc_js(_request: Request) -> Response:
