@@ -121,3 +121,14 @@ def augmented_copy_bytes(n: int, d: int, nnz: int | None) -> int:
     if nnz is None:
         return FLOAT * n * (d + 1)
     return csr_bytes(n, nnz + n) + nnz + n
+
+
+def kernel_matrix_estimate(n: int, d: int, nnz: int | None, kernel: str, fixed: int,
+                           name: str) -> FitEstimate:
+    """A comparator that holds the n x n kernel matrix (FMM, ODM): the Gram matrix, a dense copy
+    of the rows (not for "precomputed") and ``fixed``; ``name`` is the machine's ("FMM")."""
+    rows = 0 if kernel == "precomputed" else dense_rows_bytes(n, d)
+    return FitEstimate(int(gram_bytes(n, d, nnz, kernel) + rows + fixed),
+                       f"{name.lower()}-kernel",
+                       f"the kernel {name} holds the n x n kernel matrix: use fewer rows or "
+                       "the linear kernel")
