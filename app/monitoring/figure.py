@@ -56,6 +56,11 @@ def _daily(ax: Any, daily: list[dict[str, Any]]) -> None:
     twin.set_ylabel("θ̂ (mean margin)")
     lines = ax.get_lines() + twin.get_lines()
     ax.legend(lines, [line.get_label() for line in lines], loc="lower left", fontsize="small")
+    from matplotlib.dates import DateFormatter
+
+    if len(days) <= 10:
+        ax.set_xticks(days)
+    ax.xaxis.set_major_formatter(DateFormatter("%Y-%m-%d"))
     ax.tick_params(axis="x", labelrotation=30)
 
 
