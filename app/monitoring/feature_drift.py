@@ -81,12 +81,19 @@ def bin_counts(X: Any, bins: int = BINS) -> np.ndarray:
 
 @dataclass
 class _State:
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    cells: int = 0  # feature values admitted and still queued
+    # Queued feature values: ``admitted`` grows under the queue's lock (requests), ``released``
+    # in the writer's thread; each has one writer at a time, so neither needs a lock of its own.
+    admitted: int = 0
+    released: int = 0
     dropped_rows: int = 0  # rows queued without their features (QUEUE_CELLS)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # ``open``
     open: dict[tuple[int, datetime], list[Any]] = field(default_factory=dict)
     next_write: float = 0.0
     next_retention: float = 0.0
+
+    @property
+    def cells(self) -> int:
+        return self.admitted - self.released
 
 
 _states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
@@ -103,8 +110,9 @@ def state(writer: Any) -> _State:
 
 
 def admit(writer: Any, entry: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The log entry to queue: as given, or without its features (the last item) when the
-    model is too wide or the queue holds ``QUEUE_CELLS`` feature values already. O(1)."""
+    """The log entry to queue (called under the queue's lock): as given, or without its
+    features (the last item) when the model is too wide or the queue holds ``QUEUE_CELLS``
+    feature values already. O(1), no lock of its own."""
     features = entry[9] if len(entry) > 9 else None
     if features is None:
         return entry
@@ -112,31 +120,38 @@ def admit(writer: Any, entry: tuple[Any, ...]) -> tuple[Any, ...]:
         return (*entry[:9], None)
     cells = _cells(features)
     found = state(writer)
-    with found.lock:
-        if found.cells + cells > QUEUE_CELLS:
-            found.dropped_rows += features.shape[0]
-            return (*entry[:9], None)
-        found.cells += cells
+    if found.admitted - found.released + cells > QUEUE_CELLS:
+        found.dropped_rows += features.shape[0]
+        return (*entry[:9], None)
+    found.admitted += cells
     return entry
 
 
 def record(writer: Any, batch: list[tuple[Any, ...]]) -> None:
-    """Count the features of a batch taken off ``writer``'s queue into its open minutes."""
+    """Count the features of a batch taken off ``writer``'s queue into its open minutes: the
+    entries of one model, minute and kind (dense or CSR) stacked and counted at once."""
     found = state(writer)
+    groups: dict[tuple[int, datetime, bool], list[Any]] = {}
     for entry in batch:
         features = entry[9] if len(entry) > 9 else None
         if features is None:
             continue
-        counts = bin_counts(features)
+        sparse = not isinstance(features, np.ndarray)
+        found.released += features.nnz if sparse else features.size
         minute = entry[4].astimezone(UTC).replace(second=0, microsecond=0)
-        key = (int(entry[0]), minute)
+        key = (int(entry[0]), minute, sparse)
+        groups.setdefault(key, []).append(features)
+    for (model_id, minute, sparse), parts in groups.items():
+        if len({p.shape[1] for p in parts}) != 1:  # (one model: one width)
+            continue
+        X = parts[0] if len(parts) == 1 else sp.vstack(parts, "csr") if sparse else np.vstack(parts)
+        counts = bin_counts(X)
         with found.lock:
-            found.cells -= _cells(features)
-            held = found.open.get(key)
+            held = found.open.get((model_id, minute))
             if held is None:
-                found.open[key] = [features.shape[0], counts]
+                found.open[(model_id, minute)] = [X.shape[0], counts]
             elif held[1].shape == counts.shape:
-                held[0] += features.shape[0]
+                held[0] += X.shape[0]
                 held[1] += counts
 
 
@@ -199,6 +214,8 @@ def live_counts(
     stmt = select(FeatureCounts.n_rows, FeatureCounts.n_features, FeatureCounts.bins,
                   FeatureCounts.counts).where(FeatureCounts.model_id == model_id)  # fmt: skip
     if since is not None:
+        if since.tzinfo is None:  # (naive: UTC, as app.core.orm.UTCDateTime takes it)
+            since = since.replace(tzinfo=UTC)
         start = since.astimezone(UTC).replace(second=0, microsecond=0)
         stmt = stmt.where(FeatureCounts.minute >= start)
     if until is not None:
