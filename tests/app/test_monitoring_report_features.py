@@ -167,3 +167,27 @@ def test_counts_older_than_the_retention_are_deleted(settings, engine):
     with Session(engine) as session:
         left = session.scalars(select(FeatureCounts.minute)).all()
     assert len(left) == 1 and left[0] > old + timedelta(days=1)
+
+
+def test_window_is_taken_to_the_minute(engine):
+    t0 = datetime(2026, 11, 24, 10, 0, tzinfo=UTC)
+    t1 = t0 + timedelta(minutes=5)
+    with Session(engine) as session:
+        for minute, n in ((t0, 3), (t1, 4)):
+            counts = np.zeros((2, 20), dtype="<u4")
+            counts[:, n] = n
+            session.add(FeatureCounts(model_id=7, minute=minute, n_rows=n, n_features=2,
+                                      bins=20, counts=counts.tobytes()))  # fmt: skip
+        session.add(FeatureCounts(model_id=8, minute=t1, n_rows=9, n_features=2, bins=20,
+                                  counts=np.ones((2, 20), dtype="<u4").tobytes()))  # fmt: skip
+        session.commit()
+        n, counts = feature_drift.live_counts(session, 7, 2, None, None)
+        assert n == 7 and counts[0, 3] == 3 and counts[0, 4] == 4 and counts.sum() == 14
+        # since inside t1's minute: rounded down, t1 counts; until t1: t1 does not
+        n, counts = feature_drift.live_counts(session, 7, 2, t1 + timedelta(seconds=30), None)
+        assert n == 4 and counts[1, 4] == 4
+        assert feature_drift.live_counts(session, 7, 2, None, t1)[0] == 3
+        naive = (t1 + timedelta(seconds=30)).replace(tzinfo=None)  # naive: UTC
+        assert feature_drift.live_counts(session, 7, 2, naive, None)[0] == 4
+    out = feature_drift.compare(np.ones((2, 20)), np.zeros((2, 20)), 0, ["a", "b"])
+    assert out["skipped"] == "no live feature counts" and out["features"] == []
