@@ -17,7 +17,7 @@ two-sample Kolmogorov-Smirnov statistic of the binned distributions (the largest
 the two CDFs at the bin edges) and its p-value as ``scipy.stats.ks_2samp``'s asymptotic mode
 computes it (``kstwo.sf(D, round(n·m/(n+m)))``); a feature drifted when its p-value is below
 ``DRIFT_P_VALUE`` divided by the number of features (Bonferroni: training-like traffic flags
-some feature in at most 1% of windows).
+some feature in at most about 1% of windows).
 """
 
 from __future__ import annotations
