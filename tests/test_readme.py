@@ -186,11 +186,12 @@ def test_readme_parsing_finds_commands_and_outputs() -> None:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[LiveServer]:
-    """``msvmav serve`` on a fresh SQLite database, run from a scratch directory holding
-    examples/ (so the README's relative paths work and its outputs land there)."""
+    """``msvmav serve`` on a fresh SQLite database with the prediction log on (as the README's
+    quick start starts it), run from a scratch directory holding examples/ (so the README's
+    relative paths work and its outputs land there)."""
     if shutil.which("jq") is None or shutil.which("curl") is None:
         pytest.fail("the README needs curl and jq (apt-get install curl jq)")
-    with live_server(tmp_path) as server:
+    with live_server(tmp_path, MSVMAV_PREDICTION_LOG="true") as server:
         yield server
 
 

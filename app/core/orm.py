@@ -374,3 +374,24 @@ class PredictionLog(Base):
     clipped: Mapped[bool] = mapped_column(Boolean)
     true_class: Mapped[int | None] = mapped_column(Integer)
     feedback_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class FeatureCounts(Base):
+    """Per-feature counts of a model's logged rows over one minute (``app.monitoring.
+    feature_drift``): ``counts`` is an (n_features, bins) array of little-endian uint32, each
+    row the counts of that feature's scaled value in ``bins`` equal-width bins of [0, 1]. Several
+    rows may share a minute (one per API process and write); the report sums them."""
+
+    __tablename__ = "feature_counts"
+    __table_args__ = (
+        Index("ix_feature_counts_model_id_minute", "model_id", "minute"),
+        Index("ix_feature_counts_minute", "minute"),
+    )
+
+    id: Mapped[int] = mapped_column(LogId, primary_key=True)
+    model_id: Mapped[int] = mapped_column(Integer)
+    minute: Mapped[datetime] = mapped_column(UTCDateTime)
+    n_rows: Mapped[int] = mapped_column(Integer)
+    n_features: Mapped[int] = mapped_column(Integer)
+    bins: Mapped[int] = mapped_column(Integer)
+    counts: Mapped[bytes] = mapped_column(LargeBinary)

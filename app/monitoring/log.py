@@ -28,6 +28,7 @@ from sqlalchemy.pool import Pool
 
 from app.core.config import Settings
 from app.core.db import fetch_one, placeholders
+from app.monitoring import feature_drift
 from app.monitoring.metrics import PredictionMetrics, process_lines
 
 log = logging.getLogger("app.monitoring.log")
@@ -53,18 +54,9 @@ _DELETE_UPTO = (
 )
 _NTH_NEWEST = "SELECT id FROM prediction_log ORDER BY id DESC LIMIT 1 OFFSET ?"
 
-# (model_id, registered model, version, alias, time, ids, scores, predicted indices, clipped)
-Entry = tuple[
-    int,
-    str | None,
-    int | None,
-    str | None,
-    datetime,
-    list[Any],
-    np.ndarray,
-    np.ndarray,
-    np.ndarray,
-]
+# (model_id, registered model, version, alias, time, ids, scores, predicted indices, clipped,
+# and optionally the scaled features: app.monitoring.feature_drift)
+Entry = tuple[Any, ...]
 
 
 class PredictionLogWriter:
@@ -94,7 +86,7 @@ class PredictionLogWriter:
             if self._queued_rows + n > QUEUE_ROWS or self._stop.is_set():
                 self.dropped += n
                 return False
-            self._queue.append(entry)
+            self._queue.append(feature_drift.admit(self, entry))
             self._queued_rows += n
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -114,10 +106,12 @@ class PredictionLogWriter:
             while True:
                 batch = self._take(BATCH_ROWS)
                 if not batch:
-                    return
+                    break
                 for entry in batch:
                     self._observe(entry)
+                feature_drift.record(self, batch)  # counted here, written each minute
                 self._write(batch)
+            feature_drift.write(self, force=self._stop.is_set())
 
     def apply_retention(self, now: datetime | None = None) -> int:
         """Delete rows older than the retention's days, then all but the newest ``max_rows``;
@@ -190,7 +184,7 @@ class PredictionLogWriter:
         self.metrics.observe(entry[0], scores, entry[8])
 
     def _rows(self, entry: Entry) -> Any:
-        model_id, name, version, alias, at, ids, scores, predicted, clipped = entry
+        model_id, name, version, alias, at, ids, scores, predicted, clipped = entry[:9]
         n = len(ids)
         if scores.ndim == 1:
             decision, decisions = scores.tolist(), repeat(None, n)

@@ -5,12 +5,15 @@ Decision values are the logged ``decision`` (binary: f(x); multi-class: the pred
 one-vs-rest score). θ̂ is the training part's average margin (``margin_statistics``' mean of
 y·f(x) on the training rows). Drift: the two-sample Kolmogorov–Smirnov test
 (``scipy.stats.ks_2samp``) between the reference and live decision values, flagged when its
-p-value is below ``DRIFT_P_VALUE``.
+p-value is below ``DRIFT_P_VALUE``; per feature, the binned test of
+``app.monitoring.feature_drift``. ``model_figure`` draws the same window as a PNG
+(``app.monitoring.figure``).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -22,6 +25,7 @@ from app.core.orm import Model, PredictionLog
 from app.core.problems import invalid
 from app.datasets import service as datasets
 from app.models import service as models
+from app.monitoring import feature_drift, figure
 from app.monitoring import log as prediction_log
 from solver import protocol
 from solver.margins import QUANTILE_LEVELS, margin_statistics
@@ -76,7 +80,8 @@ def reference(session: Session, model: Model) -> dict[str, Any] | None:
     params = model.params or {}
     train_idx, _ = protocol.split_indices(y, params.get("test_fraction"), params.get("seed"))
     est = loaded.estimator
-    scores = np.asarray(est.decision_function(loaded.transform(X[train_idx])), dtype=np.float64)
+    Xs = loaded.transform(X[train_idx])
+    scores = np.asarray(est.decision_function(Xs), dtype=np.float64)
     classes = est.classes_
     true = models.match_labels(classes, y[train_idx].tolist(), ["dataset"])
     if scores.ndim == 1:
@@ -84,7 +89,11 @@ def reference(session: Session, model: Model) -> dict[str, Any] | None:
     else:
         decision = scores[np.arange(len(true)), est.predicted_index(scores)]
     theta = float(np.mean(margins_of(scores, true)))
-    cached = loaded.extras["monitoring_reference"] = {"decision": decision, "theta": theta}
+    skipped = feature_drift.skip_reason(len(model.feature_names), loaded.scaling is not None)
+    counts = None if skipped else feature_drift.bin_counts(Xs)
+    cached = loaded.extras["monitoring_reference"] = {
+        "decision": decision, "theta": theta, "feature_counts": counts, "feature_skip": skipped,
+    }  # fmt: skip
     return cached
 
 
@@ -97,6 +106,7 @@ def _live_rows(
         PredictionLog.predicted,
         PredictionLog.clipped,
         PredictionLog.true_class,
+        PredictionLog.created_at,
     ).where(PredictionLog.model_id == model_id)
     if since is not None:
         stmt = stmt.where(PredictionLog.created_at >= since)
@@ -105,12 +115,7 @@ def _live_rows(
     return list(session.execute(stmt.order_by(PredictionLog.id.desc()).limit(MAX_REPORT_ROWS)))
 
 
-def labelled(rows: list[Any], multiclass: bool) -> dict[str, Any]:
-    """Rows with feedback: n, accuracy and margin_statistics' mean (θ̂), semivariance,
-    sv_ratio of their margins."""
-    done = [r for r in rows if r.true_class is not None]
-    if not done:
-        return {"n": 0, "accuracy": None, "mean": None, "semivariance": None, "sv_ratio": None}
+def _margin_part(done: list[Any], multiclass: bool) -> dict[str, Any]:
     true = np.array([r.true_class for r in done], dtype=np.int64)
     if multiclass:
         decisions = np.array([r.decisions for r in done], dtype=np.float64)
@@ -127,6 +132,25 @@ def labelled(rows: list[Any], multiclass: bool) -> dict[str, Any]:
     }
 
 
+def labelled(rows: list[Any], multiclass: bool) -> dict[str, Any]:
+    """Rows with feedback: n, accuracy and margin_statistics' mean (θ̂), semivariance,
+    sv_ratio of their margins; and ``daily``, n, accuracy and θ̂ per UTC day the rows were
+    predicted (oldest first)."""
+    done = [r for r in rows if r.true_class is not None]
+    if not done:
+        return {"n": 0, "accuracy": None, "mean": None, "semivariance": None, "sv_ratio": None,
+                "daily": []}  # fmt: skip
+    by_day: dict[str, list[Any]] = {}
+    for r in done:
+        by_day.setdefault(r.created_at.astimezone(UTC).date().isoformat(), []).append(r)
+    daily = []
+    for day in sorted(by_day):
+        part = _margin_part(by_day[day], multiclass)
+        daily.append({"day": day, "n": part["n"], "accuracy": part["accuracy"],
+                      "mean": part["mean"]})  # fmt: skip
+    return _margin_part(done, multiclass) | {"daily": daily}
+
+
 def _drift(ref: np.ndarray | None, live: np.ndarray) -> dict[str, Any] | None:
     if ref is None or live.size == 0:
         return None
@@ -140,6 +164,57 @@ def _drift(ref: np.ndarray | None, live: np.ndarray) -> dict[str, Any] | None:
     }
 
 
+def _per_feature(
+    session: Session,
+    model: Model,
+    ref: dict[str, Any],
+    since: datetime | None,
+    until: datetime | None,
+) -> dict[str, Any]:
+    """``feature_drift.compare`` of the window's live counts, or why there is none."""
+    names = [str(n) for n in model.feature_names]
+    if ref["feature_skip"] is not None:
+        return {"method": "ks_binned", "n_features": len(names), "drifted_count": None,
+                "features": [], "skipped": ref["feature_skip"]}  # fmt: skip
+    n_live, counts = feature_drift.live_counts(session, model.id, len(names), since, until)
+    return feature_drift.compare(ref["feature_counts"], counts, n_live, names)
+
+
+@dataclass
+class Window:
+    """What a report reads: the model, its reference (or None), the window's logged rows and
+    their decision values, and the per-feature comparison (None without a reference)."""
+
+    model: Model
+    ref: dict[str, Any] | None
+    rows: list[Any]
+    live: np.ndarray
+    per_feature: dict[str, Any] | None
+
+
+def read_window(
+    session: Session,
+    model_id: int,
+    since: datetime | None,
+    until: datetime | None,
+    writer: prediction_log.PredictionLogWriter | None = None,
+) -> Window:
+    """The report's inputs over [since, until), after writing this process's queued log rows
+    and feature counts (``writer``; other processes' within their flush/write intervals)."""
+    if since is not None and until is not None and since >= until:
+        raise invalid(["query", "until"], "must be after since")
+    if writer is not None:  # before this session's transaction
+        writer.flush()
+        feature_drift.write(writer, force=True)
+    model = models.get_or_raise(session, model_id)
+    ref = reference(session, model)
+    rows = _live_rows(session, model_id, since, until)
+    per_feature = _per_feature(session, model, ref, since, until) if ref is not None else None
+    session.commit()
+    live = np.array([r.decision for r in rows], dtype=np.float64)
+    return Window(model, ref, rows, live, per_feature)
+
+
 def model_report(
     session: Session,
     model_id: int,
@@ -147,30 +222,43 @@ def model_report(
     until: datetime | None,
     writer: prediction_log.PredictionLogWriter | None = None,
 ) -> dict[str, Any]:
-    """The report of ``model_id`` over the window [since, until) (see the module's docstring),
-    after writing this process's queued log rows (``writer``; other processes' are written
-    within their flush interval)."""
-    if since is not None and until is not None and since >= until:
-        raise invalid(["query", "until"], "must be after since")
-    if writer is not None:  # before this session's transaction
-        writer.flush()
-    model = models.get_or_raise(session, model_id)
-    ref = reference(session, model)
-    rows = _live_rows(session, model_id, since, until)
-    session.commit()
-    theta = ref["theta"] if ref else None
-    live = np.array([r.decision for r in rows], dtype=np.float64)
-    live_part = _describe(live, theta)
-    live_part["clipped_fraction"] = float(np.mean([r.clipped for r in rows])) if rows else None
+    """The report of ``model_id`` over the window [since, until) (see the module's docstring
+    and ``read_window``)."""
+    w = read_window(session, model_id, since, until, writer)
+    theta = w.ref["theta"] if w.ref else None
+    live_part = _describe(w.live, theta)
+    live_part["clipped_fraction"] = float(np.mean([r.clipped for r in w.rows])) if w.rows else None
     ref_part = None
-    if ref is not None:
-        ref_part = _describe(ref["decision"], theta) | {"theta": theta}
+    if w.ref is not None:
+        ref_part = _describe(w.ref["decision"], theta) | {"theta": theta}
+    drift = _drift(w.ref["decision"] if w.ref else None, w.live)
+    if drift is not None:
+        drift["per_feature"] = w.per_feature
     return {
         "model_id": model_id,
         "since": since,
         "until": until,
         "reference": ref_part,
         "live": live_part,
-        "drift": _drift(ref["decision"] if ref else None, live),
-        "labelled": labelled(rows, len(model.classes) > 2),
+        "drift": drift,
+        "labelled": labelled(w.rows, len(w.model.classes) > 2),
     }
+
+
+def model_figure(
+    session: Session,
+    model_id: int,
+    since: datetime | None,
+    until: datetime | None,
+    writer: prediction_log.PredictionLogWriter | None = None,
+) -> bytes:
+    """The report's window as a PNG (``figure.render``)."""
+    w = read_window(session, model_id, since, until, writer)
+    daily = labelled(w.rows, len(w.model.classes) > 2)["daily"]
+    return figure.render(
+        reference=w.ref["decision"] if w.ref else None,
+        live=w.live,
+        theta=w.ref["theta"] if w.ref else None,
+        daily=daily,
+        title=f"model {model_id}: monitoring",
+    )

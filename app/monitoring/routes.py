@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query, Request
+from fastapi import APIRouter, Body, Query, Request, Response
+from sqlalchemy.orm import Session
 
 from app.core.deps import SessionDep, SettingsDep
+from app.core.plotting import image_response_doc
 from app.core.problems import invalid, problem_responses
 from app.monitoring import feedback, report
 from app.monitoring import log as prediction_log
@@ -43,13 +45,39 @@ def post_feedback(
     return feedback.record_feedback(session, http.app.state.engine, body, settings)
 
 
+Since = Annotated[datetime | None, Query(description="Window start, ISO 8601 (inclusive)")]
+Until = Annotated[datetime | None, Query(description="Window end, ISO 8601 (exclusive)")]
+Alias = Annotated[
+    str | None, Query(max_length=100, description="An alias", examples=["production"])
+]
+Version = Annotated[int | None, Query(ge=1, le=2**31 - 1, description="Or a version")]
+_PNG = {200: image_response_doc("png"), **problem_responses(404, 422)}
+_FIGURE = (
+    " As a PNG (1200 × 450): left, the cumulative distributions of the reference and live "
+    "decision values (dotted: ±θ̂); right, the accuracy and θ̂ of the rows with feedback per "
+    "UTC day they were predicted."
+)
+
+
+def _png(body: bytes) -> Response:
+    return Response(content=body, media_type="image/png")
+
+
+def _registered(session: Session, name: str, alias: str | None, version: int | None) -> int:
+    if alias is not None and version is not None:
+        raise invalid(["query", "version"], "give alias or version, not both")
+    reference = f"{name}@{alias}" if alias else f"{name}/{version}" if version else name
+    return feedback.resolve_reference(session, reference, ["path", "name"])
+
+
 @router.get(
     "/models/{model_id}/monitoring",
     summary="A model's monitoring report",
     description=(
         "The training part's decision values (reference) against the logged ones in the "
-        "window (live), their Kolmogorov-Smirnov drift (p-value < 0.01: drifted), and the "
-        "accuracy and margin statistics of the logged rows with feedback (docs/monitoring.md)."
+        "window (live), their Kolmogorov-Smirnov drift (p-value < 0.01: drifted) and per "
+        "feature (binned KS, the features that moved most), and the accuracy and margin "
+        "statistics of the logged rows with feedback (docs/monitoring.md)."
     ),
     response_model=MonitoringReport,
     responses=problem_responses(404, 422),
@@ -59,13 +87,30 @@ def get_model_monitoring(
     session: SessionDep,
     settings: SettingsDep,
     model_id: int,  # (checked by app.core.ids.check_ids, as every path id)
-    since: Annotated[
-        datetime | None, Query(description="Window start, ISO 8601 (inclusive)")
-    ] = None,
-    until: Annotated[datetime | None, Query(description="Window end, ISO 8601 (exclusive)")] = None,
+    since: Since = None,
+    until: Until = None,
 ) -> dict[str, Any]:
     writer = prediction_log.writer(http.app.state.engine, settings)
     return report.model_report(session, model_id, since, until, writer)
+
+
+@router.get(
+    "/models/{model_id}/monitoring.png",
+    summary="A model's monitoring report as a figure",
+    description="The window of `GET /models/{id}/monitoring`." + _FIGURE,
+    response_class=Response,
+    responses=_PNG,
+)
+def get_model_monitoring_png(
+    http: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    model_id: int,
+    since: Since = None,
+    until: Until = None,
+) -> Response:
+    writer = prediction_log.writer(http.app.state.engine, settings)
+    return _png(report.model_figure(session, model_id, since, until, writer))
 
 
 @router.get(
@@ -84,18 +129,33 @@ def get_registered_model_monitoring(
     session: SessionDep,
     settings: SettingsDep,
     name: str,
-    alias: Annotated[
-        str | None, Query(max_length=100, description="An alias", examples=["production"])
-    ] = None,
-    version: Annotated[int | None, Query(ge=1, le=2**31 - 1, description="Or a version")] = None,
-    since: Annotated[
-        datetime | None, Query(description="Window start, ISO 8601 (inclusive)")
-    ] = None,
-    until: Annotated[datetime | None, Query(description="Window end, ISO 8601 (exclusive)")] = None,
+    alias: Alias = None,
+    version: Version = None,
+    since: Since = None,
+    until: Until = None,
 ) -> dict[str, Any]:
-    if alias is not None and version is not None:
-        raise invalid(["query", "version"], "give alias or version, not both")
-    reference = f"{name}@{alias}" if alias else f"{name}/{version}" if version else name
-    model_id = feedback.resolve_reference(session, reference, ["path", "name"])
+    model_id = _registered(session, name, alias, version)
     writer = prediction_log.writer(http.app.state.engine, settings)
     return report.model_report(session, model_id, since, until, writer)
+
+
+@router.get(
+    "/registered-models/{name}/monitoring.png",
+    summary="The monitoring report of a registered model's version as a figure",
+    description="The window of `GET /registered-models/{name}/monitoring`." + _FIGURE,
+    response_class=Response,
+    responses=_PNG,
+)
+def get_registered_model_monitoring_png(
+    http: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    name: str,
+    alias: Alias = None,
+    version: Version = None,
+    since: Since = None,
+    until: Until = None,
+) -> Response:
+    model_id = _registered(session, name, alias, version)
+    writer = prediction_log.writer(http.app.state.engine, settings)
+    return _png(report.model_figure(session, model_id, since, until, writer))

@@ -68,8 +68,26 @@ _REPORT_EXAMPLE = {
         "p_value": 0.96,
         "threshold": 0.01,
         "drifted": False,
+        "per_feature": {
+            "method": "ks_binned",
+            "bins": 20,
+            "threshold": 0.000333,
+            "n_reference": 455,
+            "n_live": 1,
+            "n_features": 30,
+            "drifted_count": 0,
+            "features": [{"name": "V19", "statistic": 0.93, "p_value": 0.14, "drifted": False}],
+            "skipped": None,
+        },
     },
-    "labelled": {"n": 0, "accuracy": None, "mean": None, "semivariance": None, "sv_ratio": None},
+    "labelled": {
+        "n": 0,
+        "accuracy": None,
+        "mean": None,
+        "semivariance": None,
+        "sv_ratio": None,
+        "daily": [],
+    },
 }
 
 
@@ -91,9 +109,13 @@ class MonitoringReport(BaseModel):
     )
     drift: dict[str, Any] | None = Field(
         description="Kolmogorov-Smirnov two-sample test between reference and live decision "
-        "values: statistic, p_value, threshold (p-value below it: drifted); null without both"
+        "values: statistic, p_value, threshold (p-value below it: drifted); null without both. "
+        "per_feature: the same per scaled feature on 20-bin counts (method ks_binned; threshold "
+        "0.01 / n_features), the 10 features with the largest statistic first (name, "
+        "statistic, p_value, drifted), drifted_count, and skipped (why there is none, or null)"
     )
     labelled: dict[str, Any] = Field(
         description="Rows with feedback: n, accuracy, and margin_statistics' mean (theta), "
-        "semivariance and sv_ratio of their margins"
+        "semivariance and sv_ratio of their margins; daily: n, accuracy and mean per UTC day "
+        "the rows were predicted"
     )

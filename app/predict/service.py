@@ -118,7 +118,7 @@ def row_ids(ids: list[Any] | None, n: int, loc: list[str | int]) -> list[Any]:
     return [prefix + str(i) for i in range(n)]
 
 
-LogSink = Callable[[list[Any], np.ndarray, np.ndarray, np.ndarray], Any]
+LogSink = Callable[[list[Any], np.ndarray, np.ndarray, np.ndarray, Any], Any]
 
 
 def _log_sink(engine: Any, settings: Settings, target: Target) -> LogSink | None:
@@ -135,8 +135,8 @@ def _log_sink(engine: Any, settings: Settings, target: Target) -> LogSink | None
         resolved.version if resolved else None,
         resolved.alias if resolved else None,
     )
-    return lambda ids, scores, idx, clipped: writer.record(
-        (*head, datetime.now(UTC), ids, scores, idx, clipped)
+    return lambda ids, scores, idx, clipped, features: writer.record(
+        (*head, datetime.now(UTC), ids, scores, idx, clipped, features)
     )
 
 
@@ -211,8 +211,9 @@ def _respond(
         y_true = classes[models.match_labels(classes, labels, labels_loc)]
         response["accuracy"] = float(np.mean(predicted == y_true))
         response["margins"] = jsonable(est.margins(Xs, y_true, decision=scores))
-    if sink is not None:  # (a valid request only)
-        sink(ids, scores, idx, clipped)
+    if sink is not None:  # (a valid request only; the scaled rows by reference, for
+        # app.monitoring.feature_drift, when the model has min-max scaling)
+        sink(ids, scores, idx, clipped, Xs if loaded.scaling is not None else None)
     return response
 
 
