@@ -38,7 +38,7 @@ def _quantiles(values: np.ndarray) -> dict[str, float]:
     }
 
 
-def _describe(decision: np.ndarray, theta: float | None) -> dict[str, Any]:
+def describe(decision: np.ndarray, theta: float | None) -> dict[str, Any]:
     """n, decision quantiles, and the share of |f(x)| < θ̂."""
     if decision.size == 0:
         return {"n": 0, "quantiles": None, "inside_margin_fraction": None}
@@ -160,11 +160,11 @@ def model_report(
     session.commit()
     theta = ref["theta"] if ref else None
     live = np.array([r.decision for r in rows], dtype=np.float64)
-    live_part = _describe(live, theta)
+    live_part = describe(live, theta)
     live_part["clipped_fraction"] = float(np.mean([r.clipped for r in rows])) if rows else None
     ref_part = None
     if ref is not None:
-        ref_part = _describe(ref["decision"], theta) | {"theta": theta}
+        ref_part = describe(ref["decision"], theta) | {"theta": theta}
     return {
         "model_id": model_id,
         "since": since,

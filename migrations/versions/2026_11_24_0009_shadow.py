@@ -36,9 +36,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_shadow_runs")),
         sqlite_autoincrement=True,
     )
-    op.create_index(
-        "ix_shadow_runs_registered_model_id", "shadow_runs", ["registered_model_id"]
-    )
+    op.create_index("ix_shadow_runs_registered_model_id", "shadow_runs", ["registered_model_id"])
     op.create_table(
         "shadow_predictions",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
@@ -61,9 +59,7 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_shadow_predictions")),
     )
-    op.create_index(
-        "ix_shadow_predictions_run_id_id", "shadow_predictions", ["run_id", "id"]
-    )
+    op.create_index("ix_shadow_predictions_run_id_id", "shadow_predictions", ["run_id", "id"])
 
 
 def downgrade() -> None:
