@@ -19,6 +19,7 @@ from tests.app.test_auth import bearer, make_key
 
 NAME = "credit"
 SHADOW = f"/registered-models/{NAME}/shadow"
+PROD = f"{NAME}@production"
 
 
 def register(client: TestClient, model_ids: list[int], aliases: dict[str, int]) -> None:
@@ -52,7 +53,10 @@ def direct(client: TestClient, model_id: int, rows: list) -> tuple[list, np.ndar
 
 
 def quantiles(values: np.ndarray) -> dict[str, float]:
-    return {str(q): float(v) for q, v in zip(QUANTILE_LEVELS, np.percentile(values, QUANTILE_LEVELS))}
+    return {
+        str(q): float(v)
+        for q, v in zip(QUANTILE_LEVELS, np.percentile(values, QUANTILE_LEVELS), strict=True)
+    }
 
 
 def predict_ref(client: TestClient, model: str, rows: list, ids: list) -> dict:
@@ -69,16 +73,27 @@ def test_agreement_accuracies_and_stop_match_direct_predictions(client, worker):
     assert (started["running"], started["n"], started["agreement"]) == (True, 0, None)
     X, y = blobs(n=60, seed=7, shift=2.0)
     X[5, 0] = 1e3  # outside the training range: clipped by both
+    X = np.vectorize(lambda v: float(f"{v:.6f}"))(X)  # as the file of rows 40-59 holds them
     rows, ids = X.tolist(), [f"row-{i}" for i in range(60)]
-    # Served through the default reference, production's, and a file by the default one.
-    predict_ref(client, NAME, rows[:20], ids[:20])
-    predict_ref(client, f"{NAME}@production", rows[20:40], ids[20:40])
+    # Served through production's reference (/predict, /predict/file) and the Open Inference
+    # Protocol's default one (production, else the newest version).
+    predict_ref(client, f"{NAME}@production", rows[:20], ids[:20])
+    v2_body = {
+        "inputs": [
+            {"name": "input", "datatype": "FP64", "shape": [20, 3], "data": rows[20:40]},
+            {"name": "ids", "datatype": "BYTES", "shape": [20], "data": ids[20:40]},
+        ]
+    }
+    r = client.post(f"/v2/models/{NAME}/infer", json=v2_body)
+    assert r.status_code == 200, r.text
     files = {"file": ("rows.csv", to_csv(X[40:], y[40:]))}
-    form = {"model": NAME, "label": "y", "ids": json.dumps(ids[40:])}
+    form = {"model": f"{NAME}@production", "label": "y", "ids": json.dumps(ids[40:])}
     assert client.post("/predict/file", files=files, data=form).status_code == 200
-    # Not the served reference: by version, by id, by the challenger's own alias.
+    # Not the served version: by version, by id, by the challenger's alias, and /predict's
+    # default reference, the newest version, here the challenger itself.
     predict_ref(client, f"{NAME}/1", rows[:5], ["v-0", "v-1", "v-2", "v-3", "v-4"])
     predict_ref(client, f"{NAME}@challenger", rows[:2], ["c-0", "c-1"])
+    predict_ref(client, NAME, rows[:2], ["d-0", "d-1"])
     direct(client, v1, rows[:3])
 
     labels1, dec1, clip1 = direct(client, v1, rows)
@@ -86,8 +101,6 @@ def test_agreement_accuracies_and_stop_match_direct_predictions(client, worker):
     same = np.array(labels1) == np.array(labels2)
     assert 0 < same.mean() < 1, "the two versions should disagree on some rows"
     report = client.get(SHADOW).json()
-    sc = shadow.scorer(client.app.state.engine)
-    print("DEBUG", sc.written, sc.skipped, sc.dropped, sc.runs)
     assert report["n"] == 60
     assert report["agreement"] == pytest.approx(float(same.mean()))
     assert report["production"]["model_ids"] == [v1]
@@ -101,20 +114,22 @@ def test_agreement_accuracies_and_stop_match_direct_predictions(client, worker):
     assert report["labelled"] == 0
 
     # Feedback on 30 of the rows (and on a row predicted by id only: not a shadow row).
-    r = client.post(
-        "/feedback", json={"model_id": v1, "ids": ids[:30], "labels": y[:30].tolist()}
-    )
+    r = client.post("/feedback", json={"model_id": v1, "ids": ids[:30], "labels": y[:30].tolist()})
     assert r.json()["matched"] == 30, r.text
     report = client.get(SHADOW).json()
     assert report["labelled"] == 30
     truth = y[:30]
-    assert report["production"]["accuracy"] == pytest.approx(np.mean(np.array(labels1[:30]) == truth))
-    assert report["challenger"]["accuracy"] == pytest.approx(np.mean(np.array(labels2[:30]) == truth))
+    assert report["production"]["accuracy"] == pytest.approx(
+        np.mean(np.array(labels1[:30]) == truth)
+    )
+    assert report["challenger"]["accuracy"] == pytest.approx(
+        np.mean(np.array(labels2[:30]) == truth)
+    )
     assert report["production"]["accuracy"] != report["challenger"]["accuracy"] or same[:30].all()
 
     # DELETE stops the scoring at once; the scored rows stay.
     assert client.delete(SHADOW).status_code == 204
-    predict_ref(client, NAME, rows[:10], [f"after-{i}" for i in range(10)])
+    predict_ref(client, f"{NAME}@production", rows[:10], [f"after-{i}" for i in range(10)])
     stopped = client.get(SHADOW).json()
     assert (stopped["running"], stopped["n"], stopped["agreement"]) == (
         False,
@@ -132,17 +147,17 @@ def test_another_process_scores_and_a_restart_reports(client, worker, settings):
     X, _ = blobs(n=12, seed=9, shift=2.0)
     rows = X.tolist()
     with TestClient(create_app(settings)) as other:  # its own engine and scorer: a process
-        predict_ref(other, NAME, rows[:1], ["warm"])  # its scorer starts, with no shadow
+        predict_ref(other, PROD, rows[:1], ["warm"])  # its scorer starts, with no shadow
         assert client.put(SHADOW, json={"alias": "challenger"}).status_code == 200
         scorer = shadow.scorer(other.app.state.engine)
         assert scorer is not shadow.scorer(client.app.state.engine)
-        wait_for(lambda: (predict_ref(other, NAME, rows[:1], ["probe"]), scorer.runs)[1])
-        predict_ref(other, NAME, rows, [f"o-{i}" for i in range(12)])
+        wait_for(lambda: (predict_ref(other, PROD, rows[:1], ["probe"]), scorer.runs)[1])
+        predict_ref(other, PROD, rows, [f"o-{i}" for i in range(12)])
         # written by the other process's thread within its interval
         wait_for(lambda: client.get(SHADOW).json()["n"] >= 13, timeout=10)
         assert client.delete(SHADOW).status_code == 204
-        wait_for(lambda: (predict_ref(other, NAME, rows[:1], ["x"]), not scorer.runs)[1])
-        predict_ref(other, NAME, rows, [f"late-{i}" for i in range(12)])
+        wait_for(lambda: (predict_ref(other, PROD, rows[:1], ["x"]), not scorer.runs)[1])
+        predict_ref(other, PROD, rows, [f"late-{i}" for i in range(12)])
         time.sleep(2 * shadow.FLUSH_SECONDS)
         n = client.get(SHADOW).json()["n"]
     labels1, *_ = direct(client, v1, rows)
@@ -192,7 +207,7 @@ def test_refused_shadows(client, worker):
     r = client.put(f"/registered-models/{NAME}/aliases/production", json={"version": 2})
     assert r.status_code == 200
     shadow.scorer(client.app.state.engine).refresh()
-    predict_ref(client, NAME, X[:4].tolist(), ["s0", "s1", "s2", "s3"])
+    predict_ref(client, PROD, X[:4].tolist(), ["s0", "s1", "s2", "s3"])
     assert client.get(SHADOW).json()["n"] == 0
 
 
