@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
+from app.core.orm import ApiKey
 from app.main import create_app
 from app.monitoring import shadow
 from solver.margins import QUANTILE_LEVELS
@@ -215,13 +216,17 @@ def test_shadow_routes_need_their_scopes(settings, engine, client, worker):
     two_versions(client, worker)
     keyed = settings.model_copy(update={"admin_key": SecretStr("admin-" + "k" * 40)})
     read, write = make_key(engine, "read"), make_key(engine, "write")
-    with TestClient(create_app(keyed)) as c:
-        for method in ("GET", "PUT", "DELETE"):
-            assert_problem(c.request(method, SHADOW, json={"alias": "challenger"}), 401)
-        assert_problem(c.put(SHADOW, json={"alias": "challenger"}, headers=bearer(read)), 403)
-        assert_problem(c.delete(SHADOW, headers=bearer(read)), 403)
-        assert_problem(c.get(SHADOW, headers=bearer(read)), 404)  # allowed: none yet
-        r = c.put(SHADOW, json={"alias": "challenger"}, headers=bearer(write))
-        assert r.status_code == 200, r.text
-        assert c.get(SHADOW, headers=bearer(read)).json()["running"] is True
-        assert c.delete(SHADOW, headers=bearer(write)).status_code == 204
+    try:
+        with TestClient(create_app(keyed)) as c:
+            for method in ("GET", "PUT", "DELETE"):
+                assert_problem(c.request(method, SHADOW, json={"alias": "challenger"}), 401)
+            assert_problem(c.put(SHADOW, json={"alias": "challenger"}, headers=bearer(read)), 403)
+            assert_problem(c.delete(SHADOW, headers=bearer(read)), 403)
+            assert_problem(c.get(SHADOW, headers=bearer(read)), 404)  # allowed: none yet
+            r = c.put(SHADOW, json={"alias": "challenger"}, headers=bearer(write))
+            assert r.status_code == 200, r.text
+            assert c.get(SHADOW, headers=bearer(read)).json()["running"] is True
+            assert c.delete(SHADOW, headers=bearer(write)).status_code == 204
+    finally:  # the keys would close the next module's service (auth "auto")
+        with engine.begin() as conn:
+            conn.execute(ApiKey.__table__.delete())
