@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
-from app.core.orm import ApiKey
+from app.core.orm import ApiKey, ShadowPrediction, ShadowRun
 from app.main import create_app
 from app.monitoring import shadow
 from solver.margins import QUANTILE_LEVELS
@@ -66,7 +68,7 @@ def predict_ref(client: TestClient, model: str, rows: list, ids: list) -> dict:
     return r.json()
 
 
-def test_agreement_accuracies_and_stop_match_direct_predictions(client, worker):
+def test_agreement_accuracies_and_stop_match_direct_predictions(client, worker, engine):
     v1, v2 = two_versions(client, worker)
     r = client.put(SHADOW, json={"alias": "challenger"})
     assert r.status_code == 200, r.text
@@ -141,6 +143,14 @@ def test_agreement_accuracies_and_stop_match_direct_predictions(client, worker):
     assert_problem(client.delete(SHADOW), 404)
     # A new PUT starts a new shadow with no rows.
     assert client.put(SHADOW, json={"alias": "challenger"}).json()["n"] == 0
+    # Deleting the registered model (its aliases removed first) deletes its shadows' rows.
+    assert client.delete(SHADOW).status_code == 204
+    for alias in ("production", "challenger"):
+        assert client.delete(f"/registered-models/{NAME}/aliases/{alias}").status_code == 204
+    assert client.delete(f"/registered-models/{NAME}").status_code == 204
+    with Session(engine) as session:
+        assert session.scalar(select(func.count()).select_from(ShadowPrediction)) == 0
+        assert session.scalar(select(func.count()).select_from(ShadowRun)) == 0
 
 
 def test_another_process_scores_and_a_restart_reports(client, worker, settings):
