@@ -9,6 +9,7 @@ import numpy as np
 from sqlalchemy import Engine, and_, select
 from sqlalchemy.orm import Session
 
+from app.core.config import Settings
 from app.core.orm import (
     ModelAlias,
     ModelVersion,
@@ -135,7 +136,9 @@ def _feedback(session: Session, run_id: int) -> tuple[int, float | None, float |
     return len(rows), float(np.mean(table[:, 1] == true)), float(np.mean(table[:, 0] == true))
 
 
-def shadow_report(session: Session, engine: Engine, name: str, settings: Any) -> dict[str, Any]:
+def shadow_report(
+    session: Session, engine: Engine, name: str, settings: Settings
+) -> dict[str, Any]:
     """The registered model's latest shadow (running or stopped) and its scored rows."""
     scoring.scorer(engine).flush()  # this process's queued rows, before the transaction
     writer = prediction_log.writer(engine, settings)
