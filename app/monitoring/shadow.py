@@ -230,7 +230,12 @@ class ShadowScorer:
                 for entry in batch:
                     by_run.setdefault(entry.run.id, []).append(entry)
                 for entries in by_run.values():
-                    rows = self._score(entries)
+                    try:
+                        rows = self._score(entries)
+                    except Exception:  # e.g. the challenger deleted meanwhile: the next run
+                        self.skipped += sum(len(e.ids) for e in entries)
+                        log.exception("shadow scoring: run %d failed", entries[0].run.id)
+                        continue
                     if rows:
                         self._write(entries[0].run.id, rows)
 
