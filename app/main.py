@@ -32,6 +32,7 @@ from app.core.middleware import (
 from app.core.query_params import reject_unknown_query
 from app.core.validation import check_request
 from app.monitoring import log as prediction_log
+from app.monitoring import shadow
 from app.openapi import custom_openapi
 from app.routers import OPEN_PATHS, include_routers
 
@@ -134,6 +135,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         app.state.auth.close()  # the last keys' last_used_at, before the pool goes
         prediction_log.close(engine)  # the rows still queued, too
+        shadow.close(engine)  # and the shadow's
         engine.dispose()
 
     # Swagger UI (/docs) and ReDoc (/redoc) with their scripts and styles served by the service

@@ -395,3 +395,43 @@ class FeatureCounts(Base):
     n_features: Mapped[int] = mapped_column(Integer)
     bins: Mapped[int] = mapped_column(Integer)
     counts: Mapped[bytes] = mapped_column(LargeBinary)
+# --- shadow scoring (app.monitoring.shadow) -----------------------------------------------------
+
+
+class ShadowRun(Base):
+    """A registered model's shadow: the rows served through its default or ``production``
+    reference are also scored by the version its ``alias`` names (the challenger), from
+    ``started_at`` until ``stopped_at`` (null while it runs; at most one running per model)."""
+
+    __tablename__ = "shadow_runs"
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    registered_model_id: Mapped[int] = mapped_column(
+        ForeignKey("registered_models.id", ondelete="CASCADE"), index=True
+    )
+    alias: Mapped[str] = mapped_column(String(100))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class ShadowPrediction(Base):
+    """One row scored by a shadow's challenger (``model_id``) next to the served model's
+    (``served_model_id``) answer to it; ``predicted``/``served_predicted`` are indices into
+    the (shared) classes. Written off the request path by ``app.monitoring.shadow``."""
+
+    __tablename__ = "shadow_predictions"
+    __table_args__ = (Index("ix_shadow_predictions_run_id_id", "run_id", "id"),)
+
+    id: Mapped[int] = mapped_column(LogId, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("shadow_runs.id", ondelete="CASCADE"))
+    model_id: Mapped[int] = mapped_column(Integer)
+    served_model_id: Mapped[int] = mapped_column(Integer)
+    prediction_id: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    decision: Mapped[float] = mapped_column(Float)
+    predicted: Mapped[int] = mapped_column(Integer)
+    clipped: Mapped[bool] = mapped_column(Boolean)
+    served_decision: Mapped[float] = mapped_column(Float)
+    served_predicted: Mapped[int] = mapped_column(Integer)
+    served_clipped: Mapped[bool] = mapped_column(Boolean)

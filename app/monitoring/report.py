@@ -42,7 +42,7 @@ def _quantiles(values: np.ndarray) -> dict[str, float]:
     }
 
 
-def _describe(decision: np.ndarray, theta: float | None) -> dict[str, Any]:
+def describe(decision: np.ndarray, theta: float | None) -> dict[str, Any]:
     """n, decision quantiles, and the share of |f(x)| < θ̂."""
     if decision.size == 0:
         return {"n": 0, "quantiles": None, "inside_margin_fraction": None}
@@ -226,11 +226,11 @@ def model_report(
     and ``read_window``)."""
     w = read_window(session, model_id, since, until, writer)
     theta = w.ref["theta"] if w.ref else None
-    live_part = _describe(w.live, theta)
+    live_part = describe(w.live, theta)
     live_part["clipped_fraction"] = float(np.mean([r.clipped for r in w.rows])) if w.rows else None
     ref_part = None
     if w.ref is not None:
-        ref_part = _describe(w.ref["decision"], theta) | {"theta": theta}
+        ref_part = describe(w.ref["decision"], theta) | {"theta": theta}
     drift = _drift(w.ref["decision"] if w.ref else None, w.live)
     if drift is not None:
         drift["per_feature"] = w.per_feature

@@ -5,15 +5,21 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query, Request, Response
+from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 from sqlalchemy.orm import Session
 
 from app.core.deps import SessionDep, SettingsDep
 from app.core.plotting import image_response_doc
 from app.core.problems import invalid, problem_responses
-from app.monitoring import feedback, report
+from app.monitoring import feedback, report, shadow_service
 from app.monitoring import log as prediction_log
-from app.monitoring.schemas import FeedbackOut, FeedbackRequest, MonitoringReport
+from app.monitoring.schemas import (
+    FeedbackOut,
+    FeedbackRequest,
+    MonitoringReport,
+    ShadowReport,
+    ShadowUpdate,
+)
 
 router = APIRouter(tags=["monitoring"])
 
@@ -159,3 +165,67 @@ def get_registered_model_monitoring_png(
     model_id = _registered(session, name, alias, version)
     writer = prediction_log.writer(http.app.state.engine, settings)
     return _png(report.model_figure(session, model_id, since, until, writer))
+_SHADOW = "/registered-models/{name}/shadow"
+NamePath = Annotated[str, Path(description="Registered model", examples=["wdbc"])]
+_SHADOW_EXAMPLES = {
+    "challenger": {
+        "summary": "Score the served rows with the version alias `challenger` names",
+        "value": {"alias": "challenger"},
+    }
+}
+
+
+@router.put(
+    _SHADOW,
+    summary="Start a shadow",
+    description=(
+        "From now on, every row predicted through the registered model's default reference "
+        "(`name`) or `name@production` is also scored, off the request path, by the version "
+        "the alias names (the challenger, resolved as each batch is scored); both answers are "
+        "stored. 422 naming `alias` when it is unknown, `production`, the served version "
+        "itself, or has other classes or features. A running shadow of another alias is "
+        "stopped; of the same alias, kept."
+    ),
+    response_model=ShadowReport,
+    responses=problem_responses(404, 422),
+)
+def put_shadow(
+    http: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    name: NamePath,
+    body: Annotated[ShadowUpdate, Body(openapi_examples=_SHADOW_EXAMPLES)],
+) -> dict[str, Any]:
+    engine = http.app.state.engine
+    shadow_service.start(session, engine, name, body.alias)
+    return shadow_service.shadow_report(session, engine, name, settings)
+
+
+@router.get(
+    _SHADOW,
+    summary="A shadow's report",
+    description=(
+        "The latest shadow (running or stopped): rows scored by both (`n`), the share with the "
+        "same label (`agreement`), each side's live decision statistics (as the monitoring "
+        "report's `live`) and accuracy on the rows with feedback. 404 when none was started."
+    ),
+    response_model=ShadowReport,
+    responses=problem_responses(404),
+)
+def get_shadow(
+    http: Request, session: SessionDep, settings: SettingsDep, name: NamePath
+) -> dict[str, Any]:
+    return shadow_service.shadow_report(session, http.app.state.engine, name, settings)
+
+
+@router.delete(
+    _SHADOW,
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Stop a shadow",
+    description="No row is scored by the challenger from now on; the scored rows stay for "
+    "GET. 404 when no shadow runs.",
+    responses=problem_responses(404),
+)
+def delete_shadow(http: Request, session: SessionDep, name: NamePath) -> Response:
+    shadow_service.stop(session, http.app.state.engine, name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

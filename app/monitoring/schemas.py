@@ -119,3 +119,80 @@ class MonitoringReport(BaseModel):
         "semivariance and sv_ratio of their margins; daily: n, accuracy and mean per UTC day "
         "the rows were predicted"
     )
+
+
+class ShadowUpdate(BaseModel):
+    """The challenger of a registered model's shadow."""
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"alias": "challenger"}]}
+    )
+
+    alias: str = Field(
+        max_length=100,
+        description="An alias of the registered model naming another version than the served "
+        "one (production, else the newest), with the same classes and features",
+    )
+
+
+_SIDE_EXAMPLE = {
+    "model_ids": [2],
+    "live": {
+        "n": 120,
+        "quantiles": {"5": -2.0, "50": 0.8, "95": 2.3},
+        "inside_margin_fraction": 0.4,
+        "clipped_fraction": 0.0,
+    },
+    "accuracy": 0.95,
+}
+
+
+class ShadowSide(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+
+    model_ids: list[int] = Field(
+        description="The stored models that scored the rows, oldest first (an alias moved "
+        "during the shadow: more than one)"
+    )
+    live: dict[str, Any] = Field(
+        description="As the monitoring report's live part: n, quantiles (5..95) of the "
+        "decision values, inside_margin_fraction (|f(x)| below the training average margin of "
+        "the newest of model_ids), clipped_fraction"
+    )
+    accuracy: float | None = Field(description="On the rows with feedback; null without any")
+
+
+class ShadowReport(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "wdbc",
+                    "alias": "challenger",
+                    "running": True,
+                    "started_at": "2026-11-24T23:00:00Z",
+                    "stopped_at": None,
+                    "n": 120,
+                    "agreement": 0.975,
+                    "labelled": 40,
+                    "production": _SIDE_EXAMPLE,
+                    "challenger": _SIDE_EXAMPLE | {"model_ids": [3], "accuracy": 0.975},
+                }
+            ]
+        }
+    )
+
+    name: str = Field(description="The registered model")
+    alias: str = Field(description="The challenger's alias")
+    running: bool = Field(description="False once DELETE stopped it (its rows stay)")
+    started_at: datetime
+    stopped_at: datetime | None
+    n: int = Field(description="Rows scored by both")
+    agreement: float | None = Field(
+        description="Share of those rows both predicted the same label for; null without rows"
+    )
+    labelled: int = Field(description="Rows with feedback (POST /feedback on the served model)")
+    production: ShadowSide = Field(
+        description="The served version (production, else the newest): its answers to the rows"
+    )
+    challenger: ShadowSide = Field(description="The challenger's answers to the same rows")

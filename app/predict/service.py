@@ -19,6 +19,7 @@ from app.core.problems import ingest_problem, invalid, too_large
 from app.ingest import Encoder, IngestError, Limits, parse_feature_file
 from app.models import service as models
 from app.monitoring import log as prediction_log
+from app.monitoring import shadow
 from app.predict.fastjson import gc_paused
 from app.predict.numeric_rows import NumericRows
 from app.predict.schemas import IDS_ADAPTER
@@ -140,6 +141,15 @@ def _log_sink(engine: Any, settings: Settings, target: Target) -> LogSink | None
     )
 
 
+def _shadow_sink(engine: Any, target: Target) -> shadow.Sink | None:
+    """A running shadow's queue when the request named its registered model by the default or
+    ``production`` reference (a cached look-up, no I/O); else None."""
+    resolved = target.resolved
+    if resolved is None:
+        return None
+    return shadow.sink(engine, target.model_id, resolved.name, target.reference)
+
+
 def form_ids(text: str | None) -> list[Any] | None:
     """The ``ids`` form field of /predict/file (a JSON array), validated like PredictRequest's."""
     if text is None or not text.strip():
@@ -177,12 +187,15 @@ def _respond(
     labels_loc: list[str | int],
     ids: list[Any] | None = None,
     sink: LogSink | None = None,
+    shadow_sink: shadow.Sink | None = None,
 ) -> dict[str, Any]:
     """The PredictResponse body as plain JSON values, built column-wise; X (the request's
     own rows) is scaled in place. ``ids`` are the client's (checked here: one per row); the
-    scored rows go to ``sink`` (the prediction log), if any."""
+    scored rows go to ``sink`` (the prediction log) and, with their encoded rows, to
+    ``shadow_sink`` (a running shadow's challenger: app.monitoring.shadow), if any."""
     est = loaded.estimator
     ids = row_ids(ids, X.shape[0], [*labels_loc[:-1], "ids"])
+    raw = X.copy() if shadow_sink is not None else None
     Xs, clipped = _scale(loaded, X)
     scores = _decision_function(est, Xs)
     classes = est.classes_
@@ -214,6 +227,8 @@ def _respond(
     if sink is not None:  # (a valid request only; the scaled rows by reference, for
         # app.monitoring.feature_drift, when the model has min-max scaling)
         sink(ids, scores, idx, clipped, Xs if loaded.scaling is not None else None)
+    if shadow_sink is not None:
+        shadow_sink(raw, ids, scores, idx, clipped)
     return response
 
 
@@ -237,10 +252,12 @@ def predict_rows(
     with sessions() as session:  # (no connection unless the cache misses)
         loaded, target = _target_loaded(session, target, ["body", "model_id"])
     sink = _log_sink(sessions.kw["bind"], settings, target)
+    shadow_sink = _shadow_sink(sessions.kw["bind"], target)
     encoder = _row_encoder(loaded)
     X = encoder.transform_matrix(block.matrix()) if block and encoder.plain_numeric else None
     if X is not None:  # finite, of the model's width: nothing left to check
-        return _respond(loaded, X, labels, ["body", "labels"], ids, sink) | reference_fields(target)
+        answer = _respond(loaded, X, labels, ["body", "labels"], ids, sink, shadow_sink)
+        return answer | reference_fields(target)
     if block is not None:  # not a rectangle of numbers this model takes: the usual path
         instances = block.rows_list()
     try:
@@ -251,7 +268,7 @@ def predict_rows(
             loc.append(exc.row)
         raise ingest_problem(exc, loc) from exc
     _check_matrix(X, loaded, ["body", "instances"])
-    answer = _respond(loaded, X, labels, ["body", "labels"], ids, sink)
+    answer = _respond(loaded, X, labels, ["body", "labels"], ids, sink, shadow_sink)
     return answer | reference_fields(target)
 
 
@@ -290,4 +307,6 @@ def predict_file(
     _check_matrix(X, loaded, ["body", "file"])
     labels = None if y is None else list(np.asarray(y).tolist())
     sink = _log_sink(session.get_bind(), settings, target)
-    return _respond(loaded, X, labels, ["body", "label"], ids, sink) | reference_fields(target)
+    shadow_sink = _shadow_sink(session.get_bind(), target)
+    answer = _respond(loaded, X, labels, ["body", "label"], ids, sink, shadow_sink)
+    return answer | reference_fields(target)

@@ -1,7 +1,8 @@
 """MLflow's scoring protocol: ``POST /models/{ref}/invocations`` with a pandas-style JSON
 payload (``app.protocols.mlflow_inputs``) or a CSV table, answered ``{"predictions": [...]}``
-with each row's label and decision value, as /predict gives them. A key of scope ``read`` when
-keys are in use, as for /predict.
+with each row's id, label and decision value, as /predict gives them (ids from
+``params.ids``, else ``"{X-Request-ID}:{row}"``; logged, and shadow-scored, as /predict's). A
+key of scope ``read`` when keys are in use, as for /predict.
 """
 
 from __future__ import annotations
@@ -31,7 +32,17 @@ class Predictions(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
-                {"predictions": [{"label": 2, "decision_value": 0.7088, "decision_values": None}]}
+                {
+                    "predictions": [
+                        {
+                            "id": "patient-17",
+                            "clipped": False,
+                            "label": 2,
+                            "decision_value": 0.7088,
+                            "decision_values": None,
+                        }
+                    ]
+                }
             ]
         }
     )
@@ -47,33 +58,34 @@ def _resolved(request: Request, ref: str) -> ResolvedModel:
             raise mlflow_error(404, str(exc)) from None
 
 
-def _from_json(request: Request, model: ResolvedModel, body: bytes) -> list[Any]:
+def _from_json(request: Request, model: ResolvedModel, ref: str, body: bytes) -> list[Any]:
     state = request.app.state
     try:
         payload = loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise mlflow_error(400, f"the body is not valid JSON: {exc}") from None
-    key, rows = mlflow_inputs.instances(payload, state.settings)
+    key, rows, ids = mlflow_inputs.instances(payload, state.settings)
     try:
         answer = predict.predict_rows(
             state.session_factory,
-            target=Target(model_id=model.model_id, resolved=model),
+            target=Target(model.model_id, ref, model),
             instances=rows,
             labels=None,
             settings=state.settings,
+            ids=ids,
         )
     except Problem as problem:
         raise as_client_error(problem, key, v2=False) from None
     return answer["predictions"]
 
 
-def _from_csv(request: Request, model: ResolvedModel, body: bytes) -> list[Any]:
+def _from_csv(request: Request, model: ResolvedModel, ref: str, body: bytes) -> list[Any]:
     state = request.app.state
     with state.read_session_factory() as session:
         try:
             answer = predict.predict_file(
                 session,
-                target=Target(model_id=model.model_id, resolved=model),
+                target=Target(model.model_id, ref, model),
                 content=body,
                 filename="invocations.csv",
                 label=None,
@@ -94,7 +106,7 @@ def _invocations(request: Request, body: bytes, content_type: str, ref: str) -> 
         )
     model = _resolved(request, ref)
     read = _from_json if media == JSON else _from_csv
-    return json_response({"predictions": read(request, model, body)})
+    return json_response({"predictions": read(request, model, ref, body)})
 
 
 _EXAMPLES = {
@@ -122,7 +134,7 @@ _BODY = {
         JSON: {
             "schema": {
                 "type": "object",
-                "description": "Exactly one of the keys (and `params`, empty if given)",
+                "description": "Exactly one of the keys, and optionally `params` with `ids`",
                 "properties": {
                     "dataframe_split": {
                         "type": "object",
@@ -135,7 +147,18 @@ _BODY = {
                     "dataframe_records": {"type": "array", "items": {"type": "object"}},
                     "instances": {"anyOf": [{"type": "array"}, {"type": "object"}]},
                     "inputs": {"anyOf": [{"type": "array"}, {"type": "object"}]},
-                    "params": {"type": "object"},
+                    "params": {
+                        "type": "object",
+                        "properties": {
+                            "ids": {
+                                "type": "array",
+                                "description": "The rows' prediction ids, one per row: "
+                                "strings of 1-128 characters or integers",
+                                "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                            }
+                        },
+                        "additionalProperties": False,
+                    },
                 },
             },
             "examples": _EXAMPLES,
@@ -152,9 +175,11 @@ _BODY = {
         "`{model_ref}`: `name@alias`, `name/version`, `name` (its newest version) or a stored "
         "model's id. "
         "Rows as MLflow's scoring server takes them (`dataframe_split`, `dataframe_records`, "
-        "`instances`, `inputs`) in `application/json`, or a CSV table with a header in "
-        "`text/csv`. Errors are problem+json with MLflow's `error_code` and `message`: 400 for "
-        "a malformed body or rows /predict would refuse, 415 for another content type."
+        "`instances`, `inputs`) in `application/json`, with optional `params.ids` (one "
+        "prediction id per row, echoed as each prediction's `id`), or a CSV table with a "
+        "header in `text/csv`. Errors are problem+json with MLflow's `error_code` and "
+        "`message`: 400 for a malformed body, wrong ids or rows /predict would refuse, 415 for "
+        "another content type."
     ),
     response_class=Response,
     responses={

@@ -6,7 +6,7 @@
 * ``instances`` / ``inputs``: rows (lists in column order, or records), or one list per column
   (``{"column": [values...], ...}``).
 
-``params`` may be given only empty: these models take no inference parameters.
+``params`` may hold only ``ids``: the rows' prediction ids, one per row (/predict's ``ids``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from app.core.config import Settings
 from app.protocols.errors import mlflow_error
+from app.protocols.ids import check_ids
 
 KEYS = ("dataframe_split", "dataframe_records", "instances", "inputs")
 
@@ -71,9 +72,10 @@ def _count(key: str, value: Any) -> int:
     return len(value) if isinstance(value, list) else 0
 
 
-def instances(payload: Any, settings: Settings) -> tuple[str, list[Any]]:
-    """The payload's key and its rows as /predict's ``instances``; 400 for a payload MLflow
-    would refuse, 413 beyond MSVMAV_MAX_PREDICT_INSTANCES rows."""
+def instances(payload: Any, settings: Settings) -> tuple[str, list[Any], list[Any] | None]:
+    """The payload's key, its rows as /predict's ``instances`` and ``params.ids`` (checked:
+    one valid id per row); 400 for a payload MLflow would refuse, 413 beyond
+    MSVMAV_MAX_PREDICT_INSTANCES rows."""
     expected = ", ".join(f"`{k}`" for k in KEYS)
     if not isinstance(payload, dict):
         raise mlflow_error(400, f"the body must be a JSON object with one of the keys {expected}")
@@ -86,8 +88,13 @@ def instances(payload: Any, settings: Settings) -> tuple[str, list[Any]]:
     others = sorted(set(payload) - {key, "params"})
     if others:
         raise mlflow_error(400, f"unknown keys {others}; expected one of {expected} (and params)")
-    if payload.get("params") not in (None, {}):
-        raise mlflow_error(400, "params: these models take no inference parameters")
+    params = payload.get("params") or {}
+    if not isinstance(params, dict) or set(params) - {"ids"}:
+        raise mlflow_error(
+            400,
+            "params may hold only ids (one prediction id per row); these models take no "
+            "other inference parameters",
+        )
     n = _count(key, payload[key])
     if n > settings.max_predict_instances:
         raise mlflow_error(
@@ -98,4 +105,7 @@ def instances(payload: Any, settings: Settings) -> tuple[str, list[Any]]:
     rows = _rows(key, payload[key])
     if not rows:
         raise mlflow_error(400, f"{key} holds no rows")
-    return key, rows
+    ids = params.get("ids")
+    if ids is not None:
+        ids = check_ids(ids, len(rows), ["params", "ids"], v2=False)
+    return key, rows, ids

@@ -133,13 +133,16 @@ _INFER = {
     "summary": "Infer",
     "description": _MODEL_DOC + " Inputs: one FP32/FP64/INT32/INT64 tensor `[n, d]` of the raw "
     "features in training column order, or one tensor per column (`[n]` or `[n, 1]`, BYTES "
-    "for a categorical column). Errors carry the protocol's `error` member.",
+    "for a categorical column); optionally `ids` (BYTES, INT32 or INT64, `[n]`), the rows' "
+    "prediction ids, echoed as the output `id` (BYTES; without them `{X-Request-ID}:{row}`). "
+    "Errors carry the protocol's `error` member.",
     "response_class": Response,
     "responses": {
         200: {
             "model": InferResponse,
-            "description": "Outputs `label` and `decision`; with binary outputs, a JSON header "
-            "of `Inference-Header-Content-Length` bytes followed by the outputs' binary data",
+            "description": "Outputs `label`, `decision` and `id`; with binary outputs, a JSON "
+            "header of `Inference-Header-Content-Length` bytes followed by the outputs' binary "
+            "data",
             "content": {
                 "application/octet-stream": {
                     "schema": {"type": "string", "format": "binary"},

@@ -2,9 +2,12 @@
 
 A model takes raw features in training column order: one numeric tensor ``[n, d]``
 (``input``), or one tensor per column named for it (``[n]`` or ``[n, 1]``; BYTES for a
-categorical column). It answers ``label`` (``[n]``) and ``decision`` (``[n]`` for two classes,
-``[n, k]`` one-vs-rest for k classes). The rows go through ``app.predict.service.predict_rows``,
-so labels and decision values are exactly /predict's.
+categorical column), and optionally the rows' prediction ids as the input ``ids`` (BYTES or
+INT32/INT64, ``[n]``: /predict's ``ids``). It answers ``label`` (``[n]``), ``decision`` (``[n]``
+for two classes, ``[n, k]`` one-vs-rest for k classes) and ``id`` (BYTES ``[n]``: the given ids
+as text, else ``"{X-Request-ID}:{row}"``). The rows go through
+``app.predict.service.predict_rows``, so labels, decision values, the prediction log and a
+running shadow (app.monitoring.shadow) are exactly /predict's.
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ from app.predict import service as predict
 from app.predict.numeric_rows import NumericRows
 from app.predict.target import Target
 from app.protocols.errors import as_client_error, v2_error
+from app.protocols.ids import check_ids
 from app.protocols.references import ResolvedModel, UnknownReference, resolve_serving
 from app.protocols.tensors import BYTES, NUMERIC, InferRequest, OutputTensor, Tensor
 from solver.jsonable import jsonable
 
 MATRIX_INPUT = "input"
-OUTPUTS = ("label", "decision")
+IDS = "ids"  # the input tensor of the rows' prediction ids
+OUTPUTS = ("label", "decision", "id")
 PLATFORM = "msvmav"
 
 
@@ -42,6 +47,7 @@ class ServedModel:
     algorithm: str
     features: list[dict[str, Any]]  # the stored encoding's feature specs, in column order
     classes: list[Any]
+    reference: str | None = None  # as the request named it: `name`, `name/3`, `name@alias`
 
     @property
     def numeric_only(self) -> bool:
@@ -68,6 +74,7 @@ def served_model(session: Session, name: str, version: str | None) -> ServedMode
         algorithm=model.algorithm if model is not None else "",
         features=list(feature_specs(loaded.encoding)),
         classes=jsonable(loaded.estimator.classes_.tolist()),
+        reference=name if version is None else f"{name}/{version}",
     )
 
 
@@ -102,6 +109,7 @@ def metadata(model: ServedModel) -> dict[str, Any]:
         "outputs": [
             {"name": "label", "datatype": _label_datatype(model.classes), "shape": [-1]},
             {"name": "decision", "datatype": "FP64", "shape": [-1] if k <= 2 else [-1, k]},
+            {"name": "id", "datatype": BYTES, "shape": [-1]},
         ],
     }
 
@@ -145,8 +153,25 @@ def _column_rows(inputs: list[Tensor], model: ServedModel) -> list[Any]:
     return [list(row) for row in zip(*columns, strict=True)]
 
 
-def _instances(request: InferRequest, model: ServedModel, settings: Settings) -> list[Any]:
+def _split_ids(request: InferRequest, model: ServedModel) -> tuple[list[Tensor], Any]:
+    """The feature inputs, and the ids given as the input tensor ``ids`` (BYTES, INT32 or
+    INT64, ``[n]`` or ``[n, 1]``; None when absent, or when the model has a column ``ids``).
+    A tensor, not a request parameter: the protocol's parameters are scalars."""
     inputs = request.inputs
+    tensor = next((t for t in inputs if t.name == IDS), None)
+    if tensor is None or any(spec["name"] == IDS for spec in model.features):
+        return inputs, None
+    if len(tensor.shape) > 2 or (len(tensor.shape) == 2 and tensor.shape[1] != 1):
+        raise v2_error(400, f"input 'ids' must have shape [n] or [n, 1]; got {list(tensor.shape)}")
+    if tensor.datatype not in (BYTES, "INT32", "INT64"):
+        raise v2_error(400, f"input 'ids' must be BYTES, INT32 or INT64; got {tensor.datatype}")
+    values = tensor.values if tensor.datatype == BYTES else tensor.values.reshape(-1).tolist()
+    return [t for t in inputs if t is not tensor], list(values)
+
+
+def _instances(inputs: list[Tensor], model: ServedModel, settings: Settings) -> list[Any]:
+    if not inputs:
+        raise v2_error(400, "inputs hold only ids; give the model's features too")
     n = inputs[0].shape[0]
     if n > settings.max_predict_instances:
         raise v2_error(
@@ -178,6 +203,7 @@ def _outputs(answer: dict[str, Any], classes: list[Any]) -> dict[str, OutputTens
     return {
         "label": OutputTensor("label", datatype, [n], label_values),
         "decision": OutputTensor("decision", "FP64", list(decision.shape), decision.reshape(-1)),
+        "id": OutputTensor("id", BYTES, [n], [str(p["id"]) for p in predictions]),
     }
 
 
@@ -193,14 +219,19 @@ def infer(
         unknown = [name for name in wanted if name not in OUTPUTS]
         if unknown:
             raise v2_error(400, f"unknown outputs {unknown}; this model has {list(OUTPUTS)}")
-    instances = _instances(request, model, settings)
+    inputs, ids = _split_ids(request, model)
+    instances = _instances(inputs, model, settings)
+    if ids is not None:
+        ids = check_ids(ids, inputs[0].shape[0], [IDS], v2=True)
+    resolved = model.resolved
     try:
         answer = predict.predict_rows(
             sessions,
-            target=Target(model_id=model.resolved.model_id, resolved=model.resolved),
+            target=Target(resolved.model_id, model.reference, resolved),
             instances=instances,
             labels=None,
             settings=settings,
+            ids=ids,
         )
     except Problem as problem:
         raise as_client_error(problem, "inputs", v2=True) from None

@@ -62,9 +62,9 @@ def _train(client: TestClient, worker: Worker, content: bytes, **params: Any) ->
 
 
 @contextmanager
-def served_models(database_url: str, tmp_path: Path) -> Iterator[Served]:
-    """Three models trained in process, then ``msvmav serve`` (keys required) on their
-    database."""
+def served_models(database_url: str, tmp_path: Path, **env_extra: str) -> Iterator[Served]:
+    """Three models trained in process, then ``msvmav serve`` (keys required, and the
+    ``env_extra`` settings) on their database."""
     settings = Settings(database_url=database_url, worker_poll_interval=0.05, _env_file=None)
     engine = make_engine(database_url)
     try:
@@ -79,7 +79,7 @@ def served_models(database_url: str, tmp_path: Path) -> Iterator[Served]:
             mixed = _train(client, worker, content)
     finally:
         engine.dispose()
-    env = {"MSVMAV_DATABASE_URL": database_url, "MSVMAV_ADMIN_KEY": ADMIN_KEY}
+    env = {"MSVMAV_DATABASE_URL": database_url, "MSVMAV_ADMIN_KEY": ADMIN_KEY, **env_extra}
     with live_server(tmp_path, **env) as server:
         headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
         with httpx.Client(base_url=server.url, headers=headers, timeout=60) as http:

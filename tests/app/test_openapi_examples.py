@@ -140,6 +140,8 @@ def test_every_request_example_works_as_prefilled(fresh):
     for path, method, op in _operations(spec):
         if method == "delete" or op["operationId"] == "cancel_job":
             continue  # destructive, or needs a running job
+        if op["operationId"] in ("put_shadow", "get_shadow"):
+            continue  # needs a challenger: a second stored model (tests/app/test_shadow.py)
         params = re.findall(r"\{(\w+)\}", path)
         if any(p not in ids for p in params):
             continue  # experiment ids: there is no finished experiment on a fresh server

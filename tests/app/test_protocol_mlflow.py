@@ -97,7 +97,7 @@ def test_malformed_bodies_are_400_naming_the_fault(served):
         b'{"rows": [[1, 2, 3]]}': "exactly one of the keys",
         b'{"instances": [[1, 2, 3]], "inputs": [[1, 2, 3]]}': "exactly one of the keys",
         b'{"instances": [[1, 2, 3]], "extra": 1}': "unknown keys ['extra']",
-        b'{"instances": [[1, 2, 3]], "params": {"alpha": 1}}': "no inference parameters",
+        b'{"instances": [[1, 2, 3]], "params": {"alpha": 1}}': "no other inference parameters",
         b'{"dataframe_split": {"columns": ["x0", "x1"], "data": [[1, 2], [3]]}}': "data[1]",
         b'{"dataframe_split": [[1, 2, 3]]}': "dataframe_split must be an object",
         b'{"dataframe_records": {"x0": 1}}': "dataframe_records must be a list",

@@ -1,0 +1,196 @@
+"""PUT, GET and DELETE /registered-models/{name}/shadow: start a shadow (a challenger alias
+scoring the served version's rows, app.monitoring.shadow), report it, stop it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, and_, select
+from sqlalchemy.orm import Session
+
+from app.core.config import Settings
+from app.core.orm import (
+    ModelAlias,
+    ModelVersion,
+    PredictionLog,
+    ShadowPrediction,
+    ShadowRun,
+    utcnow,
+)
+from app.core.problems import Problem, invalid, missing
+from app.models import service as models
+from app.monitoring import log as prediction_log
+from app.monitoring import report
+from app.monitoring import shadow as scoring
+from app.registry import service as registry
+from app.registry.references import SERVING_ALIAS, UnknownReference
+
+# The newest scored rows a report reads at most.
+MAX_REPORT_ROWS = 1_000_000
+_ALIAS = ["body", "alias"]
+
+
+def _latest_run(session: Session, registered_id: int) -> ShadowRun | None:
+    return session.scalars(
+        select(ShadowRun)
+        .where(ShadowRun.registered_model_id == registered_id)
+        .order_by(ShadowRun.id.desc())
+        .limit(1)
+    ).first()
+
+
+def _check_challenger(session: Session, name: str, alias: str) -> None:
+    """422 naming ``alias`` unless it names a version other than the served one whose classes
+    and features are the served version's; 404 for an unknown registered model."""
+    registry.check_name(alias, _ALIAS, "an alias")
+    registered = registry.get_or_raise(session, name)
+    if alias == SERVING_ALIAS:
+        raise invalid(_ALIAS, f"the challenger cannot be the served alias {SERVING_ALIAS!r}")
+    row = session.get(ModelAlias, (registered.id, alias))
+    if row is None:
+        raise invalid(_ALIAS, f"registered model {name!r} has no alias {alias!r}")
+    challenger_id = session.get(ModelVersion, (registered.id, row.version)).model_id
+    try:
+        served = registry.resolve_serving(session, name)
+    except UnknownReference as exc:  # (it has a version: the alias's)
+        raise missing(str(exc)) from None
+    which = "production" if served.alias else "the newest version"
+    if challenger_id == served.model_id:
+        raise invalid(
+            _ALIAS,
+            f"alias {alias!r} points at version {row.version} (model {challenger_id}), the "
+            f"version {which} serves; a shadow compares two different models",
+        )
+    try:
+        ours = models.load_cached(session, served.model_id)
+        theirs = models.load_cached(session, challenger_id)
+    except Problem as problem:
+        raise invalid(_ALIAS, problem.detail) from None
+    wrong = scoring.mismatch(ours, theirs)
+    if wrong is not None:
+        field, message = wrong
+        raise invalid(
+            _ALIAS,
+            f"{field} differ: the challenger (version {row.version}) cannot score the rows of "
+            f"version {served.version} ({which}): {message}",
+        )
+
+
+def start(session: Session, engine: Engine, name: str, alias: str) -> ShadowRun:
+    """Start scoring the served rows with ``alias`` (a running shadow of another alias is
+    stopped first; of the same alias, kept); committed."""
+    _check_challenger(session, name, alias)
+    session.commit()
+    registered = registry.get_or_raise(session, name, lock=True)
+    run = _latest_run(session, registered.id)
+    if run is None or run.stopped_at is not None or run.alias != alias:
+        if run is not None and run.stopped_at is None:
+            run.stopped_at = utcnow()
+        run = ShadowRun(registered_model_id=registered.id, alias=alias, started_at=utcnow())
+        session.add(run)
+    session.commit()
+    scoring.scorer(engine).refresh()
+    return run
+
+
+def stop(session: Session, engine: Engine, name: str) -> None:
+    """Stop the running shadow (its scored rows stay for GET); 404 when none runs."""
+    registered = registry.get_or_raise(session, name, lock=True)
+    run = _latest_run(session, registered.id)
+    if run is None or run.stopped_at is not None:
+        raise missing(f"registered model {name!r} has no running shadow")
+    run.stopped_at = utcnow()
+    run_id = run.id
+    session.commit()
+    scorer = scoring.scorer(engine)
+    scorer.forget(run_id)
+    scorer.refresh()
+
+
+def _live(
+    session: Session, decision: np.ndarray, clipped: np.ndarray, model_ids: list[int]
+) -> dict[str, Any]:
+    """The monitoring report's ``live`` part of one side's rows (θ̂: the newest model's)."""
+    model = models.get(session, model_ids[-1]) if model_ids else None
+    ref = report.reference(session, model) if model is not None else None
+    part = report.describe(decision, ref["theta"] if ref else None)
+    part["clipped_fraction"] = float(np.mean(clipped)) if clipped.size else None
+    return part
+
+
+def _feedback(session: Session, run_id: int) -> tuple[int, float | None, float | None]:
+    """Rows with feedback (the served model's logged row of the same id has a true class): how
+    many, and the served and the challenger's accuracy on them."""
+    sp, pl = ShadowPrediction, PredictionLog
+    rows = session.execute(
+        select(sp.id, sp.predicted, sp.served_predicted, pl.true_class)
+        .join(pl, and_(pl.model_id == sp.served_model_id, pl.prediction_id == sp.prediction_id))
+        .where(sp.run_id == run_id, pl.true_class.is_not(None))
+        .distinct()
+    ).all()
+    if not rows:
+        return 0, None, None
+    table = np.array([r[1:] for r in rows], dtype=np.int64)
+    true = table[:, 2]
+    return len(rows), float(np.mean(table[:, 1] == true)), float(np.mean(table[:, 0] == true))
+
+
+def shadow_report(
+    session: Session, engine: Engine, name: str, settings: Settings
+) -> dict[str, Any]:
+    """The registered model's latest shadow (running or stopped) and its scored rows."""
+    scoring.scorer(engine).flush()  # this process's queued rows, before the transaction
+    writer = prediction_log.writer(engine, settings)
+    if writer is not None:
+        writer.flush()
+    registered = registry.get_or_raise(session, name)
+    run = _latest_run(session, registered.id)
+    if run is None:
+        raise missing(f"registered model {name!r} has no shadow")
+    sp = ShadowPrediction
+    rows = session.execute(
+        select(
+            sp.model_id,
+            sp.served_model_id,
+            sp.decision,
+            sp.predicted,
+            sp.clipped,
+            sp.served_decision,
+            sp.served_predicted,
+            sp.served_clipped,
+        )  # fmt: skip
+        .where(sp.run_id == run.id)
+        .order_by(sp.id.desc())
+        .limit(MAX_REPORT_ROWS)
+    ).all()
+    cols = list(zip(*rows, strict=True)) if rows else [()] * 8
+    arrays = [np.asarray(c) for c in cols]
+    n = len(rows)
+    agree = float(np.mean(arrays[3] == arrays[6])) if n else None
+    labelled, served_acc, challenger_acc = _feedback(session, run.id)
+    # model ids oldest first (rows were read newest first)
+    challenger_ids = list(dict.fromkeys(int(i) for i in reversed(cols[0])))
+    served_ids = list(dict.fromkeys(int(i) for i in reversed(cols[1])))
+    answer = {
+        "name": name,
+        "alias": run.alias,
+        "running": run.stopped_at is None,
+        "started_at": run.started_at,
+        "stopped_at": run.stopped_at,
+        "n": n,
+        "agreement": agree,
+        "labelled": labelled,
+        "production": {
+            "model_ids": served_ids,
+            "live": _live(session, arrays[5].astype(float), arrays[7].astype(bool), served_ids),
+            "accuracy": served_acc,
+        },
+        "challenger": {
+            "model_ids": challenger_ids,
+            "live": _live(session, arrays[2].astype(float), arrays[4].astype(bool), challenger_ids),
+            "accuracy": challenger_acc,
+        },
+    }
+    session.commit()
+    return answer
