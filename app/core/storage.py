@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.lib.format as npformat
 import scipy.sparse as sp
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, text
 from sqlalchemy.orm import Session
 
 CSR_PARTS = ("data", "indices", "indptr", "shape")
@@ -94,6 +94,22 @@ def npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
     return buf.getvalue()
 
 
+# PostgreSQL compresses a large bytea with pglz by default: ~15 MB/s on a chunk of 0/1 bytes,
+# the most of a large upload's time. lz4 (PostgreSQL 14+, when the server is built with it)
+# is ~10x faster and still halves such a chunk. ``set_config(..., true)`` is ``SET LOCAL``:
+# it holds until the transaction ends, and only where the server offers lz4.
+_LZ4 = text(
+    "SELECT set_config('default_toast_compression', 'lz4', true) FROM pg_settings "
+    "WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)"
+)
+
+
+def fast_toast_compression(session: Session) -> None:
+    """On PostgreSQL, compress the values this transaction writes with lz4 where available."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(_LZ4)
+
+
 class ArrayWriter:
     """Writes one array's npy bytes as chunk rows, a piece at a time: ``write`` takes rows (or
     bytes) in order; ``close`` flushes the last partial chunk. Rows go through Core inserts, so
@@ -110,6 +126,7 @@ class ArrayWriter:
         self._pending = bytearray()
         self._next = 0
         self.nbytes = 0
+        fast_toast_compression(session)
 
     def write(self, data: np.ndarray | bytes | bytearray | memoryview) -> None:
         view = memoryview(np.ascontiguousarray(data)).cast("B") if isinstance(
