@@ -176,3 +176,34 @@ def test_postgresql_compresses_the_chunks_with_lz4(engine):
     assert len(methods) == 3
     assert set(methods) == {"lz4" if offered else "pglz"}
     assert after == before  # SET LOCAL: the connection's setting is left as it was
+
+
+@pytest.mark.parametrize("stored", [np.int8, np.int16, np.float64])
+def test_an_array_is_read_into_another_dtype_chunk_by_chunk(engine, stored):
+    """``read_arrays(dtypes=...)`` converts while copying; with an odd chunk size values are
+    cut between chunks and still read whole."""
+    rng = np.random.default_rng(5)
+    X = rng.integers(-100, 100, size=(301, 9)).astype(stored)
+    with Session(engine) as session:
+        owner = _dataset_row(session).id
+        storage.write_array(session, DatasetArray, owner, "X", X, 997)
+        storage.write_array(session, DatasetArray, owner, "y", X[:, 0], 997)
+        session.commit()
+        sizes = _chunk_sizes(session, DatasetArray, DatasetArray.dataset_id, owner)
+        back = storage.read_arrays(session, DatasetArray, owner, dtypes={"X": np.float64})
+    assert len(sizes["X"]) == -(-(128 + X.nbytes) // 997)
+    assert back["X"].dtype == np.float64 and back["X"].flags.c_contiguous
+    np.testing.assert_array_equal(back["X"], X.astype(np.float64))
+    assert back["y"].dtype == stored  # not named: as stored
+    np.testing.assert_array_equal(back["y"], X[:, 0])
+
+
+def test_a_chunk_longer_than_the_header_says_is_an_error(engine):
+    X = np.arange(100, dtype=np.float64)
+    with Session(engine) as session:
+        owner = _dataset_row(session).id
+        session.add(DatasetArray(dataset_id=owner, name="X", chunk=0,
+                                 data=storage.array_to_bytes(X) + b"\0" * 8))
+        session.commit()
+        with pytest.raises(ValueError, match="longer than its npy header"):
+            storage.read_arrays(session, DatasetArray, owner)
