@@ -105,9 +105,15 @@ _LZ4 = text(
 
 
 def fast_toast_compression(session: Session) -> None:
-    """On PostgreSQL, compress the values this transaction writes with lz4 where available."""
-    if session.get_bind().dialect.name == "postgresql":
+    """On PostgreSQL, compress the values this transaction writes with lz4 where available
+    (once per transaction or savepoint: a model's many small arrays cost one round trip)."""
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    transaction = session.get_nested_transaction() or session.get_transaction()
+    if transaction is None or session.info.get("lz4_transaction") is not transaction:
         session.execute(_LZ4)
+        session.info["lz4_transaction"] = (
+            session.get_nested_transaction() or session.get_transaction())
 
 
 class ArrayWriter:

@@ -207,3 +207,29 @@ def test_a_chunk_longer_than_the_header_says_is_an_error(engine):
         session.commit()
         with pytest.raises(ValueError, match="longer than its npy header"):
             storage.read_arrays(session, DatasetArray, owner)
+
+
+def test_postgresql_sets_lz4_once_per_transaction(engine):
+    from sqlalchemy import event
+
+    if engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL only")
+    statements: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args) -> None:
+        statements.append(statement)
+
+    event.listen(engine, "after_cursor_execute", record)
+    try:
+        with Session(engine) as session:
+            owner = _dataset_row(session).id
+            for name in ("a", "b", "c"):
+                storage.write_array(session, DatasetArray, owner, name, np.arange(10), CHUNK)
+            session.commit()
+            storage.write_array(session, DatasetArray, owner, "d", np.arange(10), CHUNK)
+            session.commit()
+            back = storage.read_arrays(session, DatasetArray, owner)
+    finally:
+        event.remove(engine, "after_cursor_execute", record)
+    assert sorted(back) == ["a", "b", "c", "d"]
+    assert sum("default_toast_compression" in s for s in statements) == 2
