@@ -131,9 +131,10 @@ def split_rows(
 ) -> tuple[Matrix, Matrix]:
     """(X[train_idx], X[test_idx]) for ``split_indices``'s sorted index arrays.
 
-    ``overwrite=True`` with a writable dense X: the test rows are copied out, then the training
-    rows moved up to the front of X in their order (a block of rows at a time), so the training
-    part is the view ``X[:len(train_idx)]`` and no copy of it is made; X is overwritten. The
+    ``overwrite=True`` with a writable dense X: the test rows are copied out, the training rows
+    moved up to the front of X in their order (a block of rows at a time) and the test rows
+    copied back behind them, so both parts are views of X (``X[:len(train_idx)]``, then the
+    rest) and only the test rows are ever held twice, while splitting; X is overwritten. The
     values are those of the copies either way. CSR rows are always copied."""
     if not (overwrite and isinstance(X, np.ndarray) and X.flags.writeable and X.ndim == 2):
         return X[train_idx], X[test_idx]
@@ -145,7 +146,11 @@ def split_rows(
         block = train_idx[start : start + step]
         if block[-1] != start + len(block) - 1:  # sorted and unique: else already in place
             X[start : start + len(block)] = X[block]  # rows at or after ``start``: unmoved
-    return X[: len(train_idx)], X_test
+    if len(train_idx) + len(test_idx) != len(X):
+        return X[: len(train_idx)], X_test
+    X[len(train_idx) :] = X_test
+    del X_test
+    return X[: len(train_idx)], X[len(train_idx) :]
 
 
 def search(

@@ -99,8 +99,8 @@ def train(
     X: (n, d) float64 ndarray or CSR; y: (n,) raw labels. ``callback(info)`` is the final fit's
     per-iteration callback; ``search_callback(done_cells, total_cells)`` is called during a
     search (raising aborts it); ``n_jobs`` processes run the search. ``overwrite_X``: X (dense
-    float64) is the caller's to spend: the training rows are moved to its front and scaled
-    there, so neither the training part nor its scaled version is a copy (the same results).
+    float64) is the caller's to spend: the training rows are moved to its front, the test rows
+    behind them, and both scaled there, so neither part is a copy (the same results).
     """
     plan = plan_of(job)
     train_idx, test_idx = protocol.split_indices(y, job.test_fraction, plan.seed)

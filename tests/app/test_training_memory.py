@@ -1,6 +1,6 @@
 """The train job's memory (issue 20): the dataset is loaded into one array, the hold-out split
-moves the training rows to its front instead of copying them, and the min-max scaling works in
-place; the results are those of the copying path."""
+moves the training rows to its front and the test rows behind them instead of copying them,
+and the min-max scaling works in place; the results are those of the copying path."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_split_rows_in_place_gives_the_copies_rows(test_fraction):
     want_train, want_test = X[train_idx], X[test_idx]
     spent = X.copy()
     got_train, got_test = protocol.split_rows(spent, train_idx, test_idx, overwrite=True)
-    assert np.shares_memory(got_train, spent) and got_train.base is spent  # a view, not a copy
+    assert got_train.base is spent and got_test.base is spent  # views, not copies
     np.testing.assert_array_equal(got_train, want_train)
     np.testing.assert_array_equal(got_test, want_test)
     kept = X.copy()
@@ -82,8 +82,7 @@ def test_the_train_job_holds_the_matrix_about_once(settings, engine):
     """Peak traced memory of a whole train job (load, split, scaling, fit, hold-out score,
     save) against the float64 matrix: 3.7x measured with the copying path (the matrix, the
     training rows' copy and their scaled copy, the test rows' copies), 1.4x now (the matrix,
-    the test rows' copy (20 %), the int8 array it is read from (1/8, while loading), a block of
-    rows being moved).
+    and while splitting the test rows' copy (20 %) and a block of rows being moved).
     tracemalloc traces what Python and numpy allocate, so the fit here is LIBLINEAR's
     (``svm``), whose own copy of the rows is in C and not counted: the figure is the job's."""
     n, d = 40_000, 50
