@@ -79,9 +79,10 @@ class Fit:
     X_train: Matrix
     scale_warnings: list[FeatureScaleWarning] = field(default_factory=list)
 
-    def transform(self, X: Matrix) -> Matrix:
-        """Rows the fit did not see, mapped as the training part was (and clipped)."""
-        return self.scaling.transform(X) if self.scaling is not None else X
+    def transform(self, X: Matrix, *, copy: bool = True) -> Matrix:
+        """Rows the fit did not see, mapped as the training part was (and clipped);
+        ``copy=False``: a dense float64 X is mapped in place."""
+        return self.scaling.transform(X, copy=copy) if self.scaling is not None else X
 
 
 @dataclass
@@ -120,6 +121,38 @@ def split_indices(
     return np.sort(train_idx), np.sort(test_idx)
 
 
+# Rows moved at a time by ``split_rows(..., overwrite=True)``: the block's copy is at most this
+# many bytes and a 32nd of X.
+MOVE_BYTES = 4 * 1024 * 1024
+
+
+def split_rows(
+    X: Matrix, train_idx: np.ndarray, test_idx: np.ndarray, *, overwrite: bool = False
+) -> tuple[Matrix, Matrix]:
+    """(X[train_idx], X[test_idx]) for ``split_indices``'s sorted index arrays.
+
+    ``overwrite=True`` with a writable dense X: the test rows are copied out, the training rows
+    moved up to the front of X in their order (a block of rows at a time) and the test rows
+    copied back behind them, so both parts are views of X (``X[:len(train_idx)]``, then the
+    rest) and only the test rows are ever held twice, while splitting; X is overwritten. The
+    values are those of the copies either way. CSR rows are always copied."""
+    if not (overwrite and isinstance(X, np.ndarray) and X.flags.writeable and X.ndim == 2):
+        return X[train_idx], X[test_idx]
+    if len(train_idx) > 1 and not np.all(train_idx[1:] > train_idx[:-1]):
+        raise ValueError("train_idx must be sorted and without repeats")
+    X_test = X[test_idx]
+    step = max(1, min(MOVE_BYTES, X.nbytes // 32) // max(1, X.shape[1] * X.itemsize))
+    for start in range(0, len(train_idx), step):
+        block = train_idx[start : start + step]
+        if block[-1] != start + len(block) - 1:  # sorted and unique: else already in place
+            X[start : start + len(block)] = X[block]  # rows at or after ``start``: unmoved
+    if len(train_idx) + len(test_idx) != len(X):
+        return X[: len(train_idx)], X_test
+    X[len(train_idx) :] = X_test
+    del X_test
+    return X[: len(train_idx)], X[len(train_idx) :]
+
+
 def search(
     plan: Plan,
     X_train: Matrix,
@@ -153,15 +186,17 @@ def fit(
     callback: FitCallback | None = None,
     search_callback: CellCallback | None = None,
     n_jobs: int | None = 1,
+    in_place: bool = False,
 ) -> Fit:
     """Scale, search (when ``plan.grid`` is set), refit on the whole training part.
 
     X_train: (n, d) float64 ndarray or CSR, unscaled; y_train: (n,) labels. ``callback(info)``
     is the refit's per-iteration callback; ``search_callback(done_cells, total_cells)`` is
-    called during the search (raising aborts it); ``n_jobs`` processes run the search."""
+    called during the search (raising aborts it); ``n_jobs`` processes run the search.
+    ``in_place``: a dense float64 X_train is scaled where it lies (the same values)."""
     scaling = MinMaxScaling.fit(X_train) if plan.scaling else None
     if scaling is not None:
-        X_train = scaling.transform(X_train)
+        X_train = scaling.transform(X_train, copy=not in_place)
     found = None
     chosen = plan.estimator_params()
     if plan.grid is not None:
@@ -189,20 +224,24 @@ def _relay(caught: list[warnings.WarningMessage]) -> list[FeatureScaleWarning]:
     return kept
 
 
-def evaluate(result: Fit, X_test: Matrix, y_test: np.ndarray, *, margins: bool = True
-             ) -> Evaluation:
-    """Score the fit on unscaled test rows (scaled and clipped here)."""
+def evaluate(result: Fit, X_test: Matrix, y_test: np.ndarray, *, margins: bool = True,
+             in_place: bool = False) -> Evaluation:
+    """Score the fit on unscaled test rows (scaled and clipped here; ``in_place``: a dense
+    float64 X_test where it lies)."""
     est = result.estimator
-    X_test = result.transform(X_test)
+    X_test = result.transform(X_test, copy=not in_place)
     y_test = np.asarray(y_test)
     D = est.decision_function(X_test)
     accuracy = float(np.mean(est.classes_[est.predicted_index(D)] == y_test))
     known = np.isin(y_test, est.classes_)
     if not margins or not known.any():
         return Evaluation(n=len(y_test), accuracy=accuracy)
-    stats = est.margins(X_test[known], y_test[known], decision=D[known])
+    if known.all():  # no copy of the rows
+        stats = est.margins(X_test, y_test, decision=D)
+    else:
+        stats = est.margins(X_test[known], y_test[known], decision=D[known])
     return Evaluation(n=len(y_test), accuracy=accuracy, margins=stats)
 
 
 __all__ = ["Evaluation", "Fit", "Plan", "evaluate", "fit", "holdout_sizes", "search",
-           "split_indices"]
+           "split_indices", "split_rows"]

@@ -234,7 +234,7 @@ def load_arrays(
 ) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
     """The stored feature matrix (n_rows, n_features; float64, also when it is stored narrower)
     and raw labels (n_rows,)."""
-    arrays = storage.read_arrays(session, DatasetArray, dataset.id)
+    arrays = storage.read_arrays(session, DatasetArray, dataset.id, dtypes={"X": np.float64})
     X = storage.arrays_to_matrix("X", arrays)
     if not sp.issparse(X) and X.dtype != np.float64:
         X = X.astype(np.float64)

@@ -91,23 +91,29 @@ def train(
     *,
     search_callback: CellCallback | None = None,
     n_jobs: int = 1,
+    overwrite_X: bool = False,
 ) -> TrainOutcome:
     """Fit ``job.algorithm`` on (X, y) as the job says, through ``solver.protocol``: hold-out
     split, scale, (search,) refit, score.
 
     X: (n, d) float64 ndarray or CSR; y: (n,) raw labels. ``callback(info)`` is the final fit's
     per-iteration callback; ``search_callback(done_cells, total_cells)`` is called during a
-    search (raising aborts it); ``n_jobs`` processes run the search.
+    search (raising aborts it); ``n_jobs`` processes run the search. ``overwrite_X``: X (dense
+    float64) is the caller's to spend: the training rows are moved to its front, the test rows
+    behind them, and both scaled there, so neither part is a copy (the same results).
     """
     plan = plan_of(job)
     train_idx, test_idx = protocol.split_indices(y, job.test_fraction, plan.seed)
     y_train = y[train_idx]
     if len(np.unique(y_train)) < 2:
         raise TrainingError("the training part has a single class; nothing to separate")
+    X_train, X_test = protocol.split_rows(X, train_idx, test_idx, overwrite=overwrite_X)
+    del X
     fitted = protocol.fit(
-        plan, X[train_idx], y_train, callback=callback, search_callback=search_callback,
-        n_jobs=n_jobs,
+        plan, X_train, y_train, callback=callback, search_callback=search_callback,
+        n_jobs=n_jobs, in_place=overwrite_X,
     )
+    del X_train  # scaled in place, or a scaled copy is kept in ``fitted``
     est = fitted.estimator
     decision = est.decision_function(fitted.X_train)
     if not np.all(np.isfinite(decision)) or not np.any(decision):  # e.g. 1e308 with scaling none
@@ -117,7 +123,9 @@ def train(
         )
     search = search_summary(fitted.search, job.search)
     summary = _summary(fitted, y_train, decision, search)
-    holdout = protocol.evaluate(fitted, X[test_idx], y[test_idx]) if len(test_idx) else None
+    holdout = (protocol.evaluate(fitted, X_test, y[test_idx], in_place=overwrite_X)
+               if len(test_idx) else None)
+    del X_test
     summary["holdout"] = (
         {"n": holdout.n, "accuracy": holdout.accuracy, "margins": jsonable(holdout.margins)}
         if holdout

@@ -69,7 +69,7 @@ def run_train_job(ctx: JobContext, job: TrainJob) -> JobResult:
     # a search's cells run on the Dask cluster when one is configured
     with dask_cluster(ctx.settings.dask_scheduler if job.search else None):
         outcome = train(X, y, job, callback=callback, search_callback=search_callback,
-                        n_jobs=ctx.settings.search_jobs)
+                        n_jobs=ctx.settings.search_jobs, overwrite_X=True)
 
     register_as = ctx.params.get("register_as")
 
