@@ -15,7 +15,7 @@ from sklearn.datasets import load_svmlight_file
 
 from solver.sparse import int32_csr
 
-from .errors import IngestError, IngestLimitError
+from .errors import MAX_ROWS_NAMED, IngestError, IngestLimitError, missing_error
 
 # Longest index we parse: 18 digits always fit in int64 (anything near is refused by limits).
 _MAX_INDEX_DIGITS = 18
@@ -161,3 +161,27 @@ def rows_with(X: sp.csr_matrix, mask: np.ndarray) -> np.ndarray:
     pos = np.flatnonzero(mask)
     return np.unique(np.searchsorted(X.indptr, pos, "right") - 1)
 
+
+
+def check_values(text: str, X: sp.csr_matrix, missing: str, remedy: str) -> np.ndarray | None:
+    """The one check of an svmlight file's values (``X`` as ``read_svmlight`` gives it), for
+    training and prediction: an infinite value is an error naming its line; rows with a NaN
+    (missing) value are ``missing_error`` (``remedy`` its last sentence) when ``missing`` is
+    "error", else dropped: the rows to keep, or None for all of them."""
+    infinite = rows_with(X, np.isinf(X.data))
+    if len(infinite):
+        line = data_lines(text)[int(infinite[0])]
+        raise IngestError(f"Line {line}: infinite feature value; replace it with a finite "
+                          "number.", field="file", row=line)
+    nan = np.isnan(X.data)
+    if not nan.any():
+        return None
+    bad = rows_with(X, nan)
+    if missing == "error":
+        lines = data_lines(text)
+        columns = []
+        for r in bad[:MAX_ROWS_NAMED].tolist():
+            at = slice(X.indptr[r], X.indptr[r + 1])
+            columns.append([f"f{j + 1}" for j in X.indices[at][nan[at]].tolist()])
+        raise missing_error([lines[int(r)] for r in bad], columns, remedy, spellings="NaN")
+    return np.setdiff1d(np.arange(X.shape[0]), bad)
