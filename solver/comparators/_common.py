@@ -24,6 +24,7 @@ from scipy.linalg import lapack
 from solver.params import Interval, StrOptions
 
 from .._base import Callback, FitStopped, MarginClassifier, report, to_dense_rows
+from .._footprint import FitEstimate, dense_rows_bytes, gram_bytes
 from .._linalg import symmetrize_from_upper
 from ..kernels import KERNELS, kernel_matrix
 
@@ -43,6 +44,11 @@ JITTER_MAX = 1e-2
 class ExpansionClassifier(MarginClassifier):
     """Base of the comparators: prediction from a linear or a kernel expansion (see module doc).
 
+    classes_ (k,) are the class labels (for two classes classes_[1] is the positive one);
+    coef_ (T, d) and intercept_ (T,) the linear expansion, f(x) = x @ coef_.T + intercept_;
+    dual_coef_ (m,) or (m, T) and X_fit_ (m, d) the kernel one, f(x) = k(x, X_fit_) @
+    dual_coef_ + intercept_ (X_fit_ None for "precomputed").
+
     Subclasses implement ``_fit_targets`` and fill ``coef_``/``intercept_`` (linear) or
     ``dual_coef_``/``X_fit_``/``intercept_`` (kernels); ``support_`` optionally lists the training
     rows behind ``X_fit_`` (needed to predict from a precomputed kernel when only some rows are
@@ -57,6 +63,20 @@ class ExpansionClassifier(MarginClassifier):
         self.coef_ = self.intercept_ = self.dual_coef_ = self.X_fit_ = self.support_ = None
         self.gamma_ = None
         self.n_iter_ = 0
+
+    def _kernel_rows_bytes(self, n: int, d: int) -> int:
+        """The training rows a kernel model computes from and keeps, dense (none for a
+        precomputed kernel)."""
+        return 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
+
+    def _gram_estimate(self, n: int, d: int, nnz: int | None, fixed: float, name: str
+                       ) -> FitEstimate:
+        """fit_estimate's answer for a solver that holds the n x n kernel matrix (FMM, ODM):
+        the matrix, the dense rows it is computed from, and ``fixed``."""
+        rows = self._kernel_rows_bytes(n, d)
+        return FitEstimate(int(gram_bytes(n, d, nnz, self.kernel) + rows + fixed),
+                           f"{name.lower()}-kernel", f"the kernel {name} holds the n x n kernel "
+                           "matrix: use fewer rows or the linear kernel")
 
     def _stop_requested(self, callback: Callback | None, info: dict) -> bool:
         """Report ``info`` to the callback; True, with ``stopped_early_`` set, if it says stop."""

@@ -13,7 +13,7 @@ from scipy import sparse
 from solver.params import Interval, StrOptions
 
 from .._base import Callback
-from .._footprint import FitEstimate, copy_bytes, dense_rows_bytes, labels_bytes, n_targets
+from .._footprint import FitEstimate, copy_bytes, labels_bytes, n_targets
 from ..kernels import resolve_gamma
 from ..sparse import int32_csr
 from ._common import ExpansionClassifier
@@ -30,6 +30,22 @@ LIBRARY_CONSTRAINTS: dict[str, list] = {
 class LibraryClassifier(ExpansionClassifier):
     """Base of the library wrappers. Subclasses build the unfitted scikit-learn machines in
     ``_linear_machine()`` and ``_kernel_machine()`` (the latter may use ``gamma_``)."""
+
+    def __init__(self, C: float, *, kernel: str, gamma: float | None, degree: int,
+                 coef0: float, loss: str, tol: float, max_iter: int, dual: bool | str,
+                 cache_size: float, random_state: int | None) -> None:
+        # the subclasses' parameters they share, stored as given (scikit-learn's convention)
+        self.C = C
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.loss = loss
+        self.tol = tol
+        self.max_iter = max_iter
+        self.dual = dual
+        self.cache_size = cache_size
+        self.random_state = random_state
 
     def _linear_machine(self) -> Any:
         raise NotImplementedError
@@ -52,7 +68,7 @@ class LibraryClassifier(ExpansionClassifier):
             return FitEstimate(int(peak), "liblinear", "use fewer rows or features")
         # LIBSVM: its kernel cache, its copy of CSR rows, and the support vectors copied out
         # twice (the library's and the model's dense rows; at most every row)
-        rows = 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
+        rows = self._kernel_rows_bytes(n, d)
         sparse_copy = 0 if nnz is None else 16 * (nnz + n)
         cache = min(self.cache_size * 2**20, 4 * n * n)  # float kernel columns, as needed
         peak = cache + sparse_copy + rows + copy_bytes(n, d, nnz) + fixed

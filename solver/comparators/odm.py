@@ -22,7 +22,6 @@ from .._footprint import (
     FitEstimate,
     augmented_copy_bytes,
     dense_rows_bytes,
-    gram_bytes,
     labels_bytes,
     n_targets,
 )
@@ -82,12 +81,9 @@ class ODM(ExpansionClassifier):
 
     Attributes
     ----------
-    classes_ : (k,) class labels; for two classes classes_[1] is the positive one.
-    coef_ : (T, d) and intercept_ : (T,)
-        Linear kernel: f(x) = x @ coef_.T + intercept_.
-    dual_coef_ : (n,) or (n, T)
-        Kernels: (u - v) * y, f(x) = k(x, X_fit_) @ dual_coef_.
-    X_fit_ : (n, d) training rows (None for "precomputed").
+    classes_, coef_, intercept_, dual_coef_, X_fit_ : the expansion ``ExpansionClassifier``
+        describes (no bias for kernels: intercept_ 0); here dual_coef_, (n,) or (n, T), is
+        (u - v) * y and X_fit_ every training row (None for "precomputed").
     u_, v_ : (n,) or (n, T)
         The dual variables (training diagnostics; not persisted by ``to_dict``).
     gamma_ : float or None, the gamma actually used.
@@ -155,10 +151,7 @@ class ODM(ExpansionClassifier):
             dense = nnz is not None and n * D * 8 <= DENSE_ROWS_MAX_BYTES
             peak = copy + (dense_rows_bytes(n, D) if dense else 0) + fixed
             return FitEstimate(int(peak), "odm-linear", "use fewer rows or features")
-        rows = 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
-        return FitEstimate(int(gram_bytes(n, d, nnz, self.kernel) + rows + fixed), "odm-kernel",
-                           "the kernel ODM holds the n x n kernel matrix: use fewer rows or "
-                           "the linear kernel")
+        return self._gram_estimate(n, d, nnz, fixed, "ODM")
 
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         self._reset_fitted()
