@@ -16,6 +16,7 @@ positions), so training and prediction cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from operator import itemgetter
 from typing import Any
 
@@ -34,25 +35,57 @@ class Encoder:
     """One stored encoding, ready to encode; built once per model (``from_dict``)."""
 
     def __init__(self, encoding: dict) -> None:
-        specs = feature_specs(encoding)
         self.encoding = encoding
-        self.names = [s["name"] for s in specs]
-        self.coders = [ColumnCoder(s) for s in specs]
-        self.bases = np.cumsum([0] + [c.width for c in self.coders]).tolist()
-        self.width = self.bases[-1]
-        label = encoding.get("label")
-        self.non_label = [n for n in encoding.get("input_columns", self.names) if n != label]
+        self.specs = feature_specs(encoding)
+        self.names = [s["name"] for s in self.specs]
+        # the rest is built when first used (an svmlight file's 10^5 columns need none of it)
+
+    @cached_property
+    def coders(self) -> list[ColumnCoder]:
+        return [ColumnCoder(s) for s in self.specs]
+
+    @cached_property
+    def bases(self) -> list[int]:
+        """Each feature's first output column, then the width."""
+        return np.cumsum([0] + [c.width for c in self.coders]).tolist()
+
+    @cached_property
+    def width(self) -> int:
+        return self.bases[-1]
+
+    @cached_property
+    def non_label(self) -> list[str]:
+        """The training file's columns but the label (a row may give all of them)."""
+        label = self.encoding.get("label")
+        return [n for n in self.encoding.get("input_columns", self.names) if n != label]
+
+    @cached_property
+    def n_wide(self) -> int:
+        return len(self.non_label)
+
+    @cached_property
+    def wide(self) -> list[int] | None:
+        """Each feature's position among ``non_label``."""
         pos = {n: i for i, n in enumerate(self.non_label)}
-        self.n_wide = len(self.non_label)
-        self.wide = [pos[n] for n in self.names] if all(n in pos for n in self.names) else None
+        return [pos[n] for n in self.names] if all(n in pos for n in self.names) else None
+
+    @cached_property
+    def lookups(self) -> list[dict[str, int] | None]:
         # Categories that encode_each's strip() leaves unchanged: an exact hit means the same.
-        self.lookups = [
+        return [
             {c: i for i, c in enumerate(coder.spec["categories"]) if c == c.strip()}
             if coder.categorical else None
             for coder in self.coders
         ]
-        self.plain_numeric = all(not c.categorical and c.allowed is None for c in self.coders)
-        self.getter = itemgetter(*self.names) if self.names else None
+
+    @cached_property
+    def plain_numeric(self) -> bool:
+        """Every feature a number with no list of allowed values."""
+        return all(s["kind"] == "numeric" and s.get("values") is None for s in self.specs)
+
+    @cached_property
+    def getter(self) -> itemgetter | None:
+        return itemgetter(*self.names) if self.names else None
 
     @classmethod
     def from_dict(cls, encoding: dict) -> Encoder:
