@@ -637,3 +637,18 @@ def test_arff_string_date_and_keel_header() -> None:
     assert p.format == "arff"
     np.testing.assert_array_equal(p.X, [[1, 0.5], [10, 0.25]])
     assert p.y.tolist() == [2, 4]
+
+
+def test_svmlight_encoding_needs_no_column_coders() -> None:
+    """transform_sparse reads only the feature names: a 200,000-column encoding builds no
+    per-column coder (what made a wide svmlight file's encoder cost seconds)."""
+    from app.ingest import Encoder
+
+    p = parse("1 1:1 3:2\n-1 200000:1\n", "d.svm", drop=["f2"])
+    encoder = Encoder.from_dict(p.encoding)
+    X = encoder.transform_sparse(sp.csr_matrix(([5.0, 7.0], ([0, 1], [2, 199_999])),
+                                               shape=(2, 200_000)))
+    assert "coders" not in encoder.__dict__
+    assert X.shape == (2, 199_999) and X.indices.dtype == np.int32
+    assert X[0, 1] == 5.0 and X[1, 199_998] == 7.0 and X.nnz == 2
+    assert encoder.width == 199_999 and "coders" in encoder.__dict__
