@@ -24,7 +24,6 @@ from scipy.linalg import lapack
 from solver.params import Interval, StrOptions
 
 from .._base import Callback, FitStopped, MarginClassifier, report, to_dense_rows
-from .._footprint import FitEstimate, dense_rows_bytes, gram_bytes
 from .._linalg import symmetrize_from_upper
 from ..kernels import KERNELS, kernel_matrix
 
@@ -63,20 +62,6 @@ class ExpansionClassifier(MarginClassifier):
         self.coef_ = self.intercept_ = self.dual_coef_ = self.X_fit_ = self.support_ = None
         self.gamma_ = None
         self.n_iter_ = 0
-
-    def _kernel_rows_bytes(self, n: int, d: int) -> int:
-        """The training rows a kernel model computes from and keeps, dense (none for a
-        precomputed kernel)."""
-        return 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
-
-    def _gram_estimate(self, n: int, d: int, nnz: int | None, fixed: float, name: str
-                       ) -> FitEstimate:
-        """fit_estimate's answer for a solver that holds the n x n kernel matrix (FMM, ODM):
-        the matrix, the dense rows it is computed from, and ``fixed``."""
-        rows = self._kernel_rows_bytes(n, d)
-        return FitEstimate(int(gram_bytes(n, d, nnz, self.kernel) + rows + fixed),
-                           f"{name.lower()}-kernel", f"the kernel {name} holds the n x n kernel "
-                           "matrix: use fewer rows or the linear kernel")
 
     def _stop_requested(self, callback: Callback | None, info: dict) -> bool:
         """Report ``info`` to the callback; True, with ``stopped_early_`` set, if it says stop."""

@@ -13,7 +13,7 @@ from scipy import sparse
 from solver.params import Interval, StrOptions
 
 from .._base import Callback
-from .._footprint import FitEstimate, copy_bytes, labels_bytes, n_targets
+from .._footprint import FitEstimate, copy_bytes, dense_rows_bytes, labels_bytes, n_targets
 from ..kernels import resolve_gamma
 from ..sparse import int32_csr
 from ._common import ExpansionClassifier
@@ -68,7 +68,7 @@ class LibraryClassifier(ExpansionClassifier):
             return FitEstimate(int(peak), "liblinear", "use fewer rows or features")
         # LIBSVM: its kernel cache, its copy of CSR rows, and the support vectors copied out
         # twice (the library's and the model's dense rows; at most every row)
-        rows = self._kernel_rows_bytes(n, d)
+        rows = 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
         sparse_copy = 0 if nnz is None else 16 * (nnz + n)
         cache = min(self.cache_size * 2**20, 4 * n * n)  # float kernel columns, as needed
         peak = cache + sparse_copy + rows + copy_bytes(n, d, nnz) + fixed

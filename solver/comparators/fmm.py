@@ -14,6 +14,8 @@ from .._footprint import (
     FLOAT,
     FitEstimate,
     augmented_copy_bytes,
+    dense_rows_bytes,
+    gram_bytes,
     labels_bytes,
     n_targets,
 )
@@ -98,7 +100,10 @@ class FMM(ExpansionClassifier):
             copy = augmented_copy_bytes(n, d, nnz) if self.fit_intercept else 0
             return FitEstimate(int(copy + 4 * FLOAT * (d + 1) * T + fixed), "fmm-linear",
                                "use fewer rows or features")
-        return self._gram_estimate(n, d, nnz, fixed, "FMM")
+        rows = 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
+        return FitEstimate(int(gram_bytes(n, d, nnz, self.kernel) + rows + fixed), "fmm-kernel",
+                           "the kernel FMM holds the n x n kernel matrix: use fewer rows or "
+                           "the linear kernel")
 
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         self._reset_fitted()

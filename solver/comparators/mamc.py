@@ -13,6 +13,7 @@ from .._footprint import (
     FLOAT,
     FitEstimate,
     augmented_copy_bytes,
+    dense_rows_bytes,
     labels_bytes,
     n_targets,
 )
@@ -75,7 +76,7 @@ class MAMC(ExpansionClassifier):
             copy = augmented_copy_bytes(n, d, nnz) if self.bias == "augment" else 0
             return FitEstimate(int(copy + 2 * FLOAT * (d + 1) * n_targets(n_classes) + fixed),
                                "mamc-linear", "use fewer rows or features")
-        rows = self._kernel_rows_bytes(n, d)
+        rows = 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
         block = FLOAT * min(KERNEL_BLOCK, n) * n
         return FitEstimate(int(block + rows + fixed), "mamc-kernel",
                            "use fewer rows (the model keeps every training row)")

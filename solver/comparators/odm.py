@@ -22,6 +22,7 @@ from .._footprint import (
     FitEstimate,
     augmented_copy_bytes,
     dense_rows_bytes,
+    gram_bytes,
     labels_bytes,
     n_targets,
 )
@@ -151,7 +152,10 @@ class ODM(ExpansionClassifier):
             dense = nnz is not None and n * D * 8 <= DENSE_ROWS_MAX_BYTES
             peak = copy + (dense_rows_bytes(n, D) if dense else 0) + fixed
             return FitEstimate(int(peak), "odm-linear", "use fewer rows or features")
-        return self._gram_estimate(n, d, nnz, fixed, "ODM")
+        rows = 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
+        return FitEstimate(int(gram_bytes(n, d, nnz, self.kernel) + rows + fixed), "odm-kernel",
+                           "the kernel ODM holds the n x n kernel matrix: use fewer rows or "
+                           "the linear kernel")
 
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         self._reset_fitted()
