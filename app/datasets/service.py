@@ -94,6 +94,31 @@ class UploadInfo:
 _READ_BLOCK = 1 << 20
 
 
+# The checks of every uploaded file (POST /datasets, /predict/file), each in one place.
+
+
+def check_upload_size(size: int, settings: Settings) -> None:
+    """413 for a file over MSVMAV_MAX_UPLOAD_BYTES (before it is parsed)."""
+    if size > settings.max_upload_bytes:
+        raise too_large(
+            f"file is {size} bytes; the limit is {settings.max_upload_bytes} "
+            "(MSVMAV_MAX_UPLOAD_BYTES)",
+            field="file",
+        )
+
+
+def check_not_blank(blank: bool) -> None:
+    """422 for an empty (or all white space) file."""
+    if blank:
+        raise invalid(["body", "file"], "the uploaded file is empty")
+
+
+def check_has_rows(n_rows: int) -> None:
+    """422 for a parsed file without a data row."""
+    if n_rows == 0:
+        raise invalid(["body", "file"], "the file holds no data rows")
+
+
 def inspect_upload(file: IO[bytes]) -> UploadInfo:
     file.seek(0)
     digest = hashlib.sha256()
@@ -121,14 +146,8 @@ def create(
     A CSV the fast path reads is parsed in chunks and its matrix stored a chunk of rows at a
     time (``parse_upload_stream``); any other file is read whole (``parse_dataset``)."""
     info = info or inspect_upload(file)
-    if info.size > settings.max_upload_bytes:
-        raise too_large(
-            f"file is {info.size} bytes; the limit is {settings.max_upload_bytes} "
-            "(MSVMAV_MAX_UPLOAD_BYTES)",
-            field="file",
-        )
-    if info.blank:
-        raise invalid(["body", "file"], "the uploaded file is empty")
+    check_upload_size(info.size, settings)
+    check_not_blank(info.blank)
     parse_options = {k: v for k, v in asdict(options).items() if k != "name"}
     limits = Limits(
         max_rows=settings.max_rows,
@@ -164,8 +183,7 @@ def _add_dataset(
     info: UploadInfo,
 ) -> Dataset:
     n_rows, n_features = shape
-    if n_rows == 0:
-        raise invalid(["body", "file"], "the file holds no data rows")
+    check_has_rows(n_rows)
     if len(parsed.classes) < 2:
         raise invalid(["body", "label"], single_class_message(parsed))
     dataset = Dataset(

@@ -51,9 +51,11 @@ missing="error", n_features=None, header=None, delimiter=None, limits=NO_LIMITS)
 
 ``Encoder.from_dict(encoding)`` (``to_dict()``: the same JSON)
     The one encoder every path uses (``encoder.py``): ``transform_columns`` (typed columns of
-    the chunked CSV reader), ``transform_table`` (a parsed file, at
-    training and for /predict/file), ``transform_rows`` (rows or records, in bulk when it can,
-    else as ``encode_rows``), ``transform_matrix`` (rows read as one float array).
+    the pandas CSV reader: training's chunks, /predict/file's plain numeric CSV),
+    ``transform_table`` (a file the careful readers parsed, at training and for /predict/file),
+    ``transform_sparse`` (an svmlight file's matrix, at training and for /predict/file),
+    ``transform_rows`` (rows or records, in bulk when it can, else as ``encode_rows``),
+    ``transform_matrix`` (rows read as one float array).
 
 ``parse_feature_file(encoding, content, filename="", label=None) -> (X, y | None)``
     Prediction-time file (CSV/TSV, ARFF, or svmlight if trained on svmlight). Columns are

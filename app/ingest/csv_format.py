@@ -130,6 +130,33 @@ def _decide_header(records: list[list[str]], lines: list[int], header: bool | No
     return sniff_header(cleaned_first, sample)
 
 
+def header_names(record: list[str], line: int) -> list[str]:
+    """The column names a header record gives: stripped, an empty one named "x{j}" (its
+    position); IngestError naming a name given twice. The careful reader's rule, which the
+    pandas readers take through ``plain_header``."""
+    names = [h.strip() or f"x{j}" for j, h in enumerate(record)]
+    seen: dict[str, int] = {}
+    for j, name in enumerate(names):
+        if name in seen:
+            raise IngestError(
+                f"The header names column {name!r} twice (indexes {seen[name]} and {j}); "
+                "rename one of them.", field="file", row=line, column=name)
+        seen[name] = j
+    return names
+
+
+def plain_header(record: list[str]) -> list[str] | None:
+    """``header_names`` of a header the pandas readers take as it is: every name given, each
+    once (pandas would rename an empty or a repeated one); None otherwise (the careful reader
+    then reads the file and words the error)."""
+    if not all(h.strip() for h in record):
+        return None
+    try:
+        return header_names(record, 1)
+    except IngestError:
+        return None
+
+
 def _records(reader: Any, limit: int | None = None) -> tuple[list[list[str]], list[int]]:
     """The non-blank records of ``reader`` (at most ``limit``) and the line each ends on;
     csv.Error propagates (the caller words it, with ``reader.line_num``)."""
@@ -204,16 +231,6 @@ def read_csv(text: str, *, header: bool | None = None, delimiter: str | None = N
                 "unbalanced quote.", field="file", row=line)
         rows.append([clean_token(f) for f in record])
 
-    if head is not None:
-        names = [h.strip() or f"x{j}" for j, h in enumerate(head)]
-        seen: dict[str, int] = {}
-        for j, name in enumerate(names):
-            if name in seen:
-                raise IngestError(
-                    f"The header names column {name!r} twice (indexes {seen[name]} and {j}); "
-                    "rename one of them.", field="file", row=lines[0], column=name)
-            seen[name] = j
-    else:
-        names = [f"x{j}" for j in range(width)]
+    names = header_names(head, lines[0]) if head is not None else [f"x{j}" for j in range(width)]
     return RawTable(names=names, declared=[None] * width, lines=body_lines, rows=rows,
                     has_header=head is not None, delimiter=delim)

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from .csv_format import sniff_layout
+from .csv_format import plain_header, sniff_layout
 from .errors import IngestError
 from .text import clean_token, parse_number
 
@@ -77,7 +77,7 @@ class Scan:
 
     def frames(self) -> Iterator[Any]:
         self.source.seek(self.start)
-        yield from _reader(self.source, self.delimiter, self.has_header, self.chunk_rows,
+        yield from frame_chunks(self.source, self.delimiter, self.has_header, self.chunk_rows,
                            self.encoding)
 
     def keep(self, values: np.ndarray, categories: list[str] | None) -> SpilledColumn:
@@ -116,13 +116,17 @@ def _narrow(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def _reader(source: IO[Any], delimiter: str, has_header: bool, chunk_rows: int,
-            encoding: str | None) -> Any:
+def frame_chunks(source: IO[Any], delimiter: str, has_header: bool, chunk_rows: int,
+                 encoding: str | None, *, quoted: bool = True) -> Any:
+    """pandas' C parser over a CSV, ``chunk_rows`` rows a frame: the one pandas reading of CSV
+    (training's chunks, /predict/file's plain CSV). ``quoted=False`` for text known to hold no
+    quote: spaces after a delimiter then need no skipping (they only matter before a quoted
+    field; numbers and the stripped categories are the same), which takes a quarter less time."""
     import pandas as pd
 
     # Exact tokens, no NA guessing: the careful reader decides what is missing.
     return pd.read_csv(source, sep=delimiter, header=0 if has_header else None,
-                       na_filter=False, keep_default_na=False, skipinitialspace=True,
+                       na_filter=False, keep_default_na=False, skipinitialspace=quoted,
                        skip_blank_lines=True, engine="c", quotechar='"', doublequote=True,
                        comment=None, on_bad_lines="error", chunksize=chunk_rows,
                        encoding=encoding)
@@ -155,11 +159,9 @@ def _frame_names(frame: Any, first: list[str], has_header: bool) -> list[str] | 
     width = frame.shape[1]
     if not has_header:
         return [f"x{j}" for j in range(width)]
-    head = [h.strip() for h in first]
-    # Duplicate or empty names come back renamed ("a.1", "Unnamed: 3"), but names equal only
-    # once stripped ("a", "a ") do not: the careful reader refuses both.
-    if [str(c).strip() for c in frame.columns] != head or "" in head or len(set(head)) != len(
-            head):
+    head = plain_header(first)
+    # pandas reads the header itself: its names, stripped, must be the careful reader's.
+    if head is None or [str(c).strip() for c in frame.columns] != head:
         return None
     return head
 

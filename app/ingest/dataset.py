@@ -22,19 +22,15 @@ from .encoding import (
     spec_feature_names,
     spec_width,
 )
-from .errors import IngestError
+from .errors import MAX_ROWS_NAMED, IngestError, missing_error
 from .labels import class_summary, convert_labels
 from .limits import NO_LIMITS, Limits, check_budget, check_identifier, check_rows, choose_sparse
 from .sniff import detect_format, normalize_format
-from .svmlight import data_lines, read_svmlight, rows_with, to_int32_csr
+from .svmlight import check_values, read_svmlight, to_int32_csr
 from .table import RawTable
 from .text import decode_bytes, is_binary, preview
 
-_MAX_ROWS_NAMED = 10
-
-
-def rows_phrase(n: int) -> str:
-    return "1 row has" if n == 1 else f"{n} rows have"
+_FILL_OR_DROP = "Fill them in, or set missing='drop' to drop these rows."
 
 
 @dataclass
@@ -66,14 +62,12 @@ def _check_options(fmt: str, missing: str, n_features: int | None, header: bool 
                               f"{fmt}.", field=opt)
 
 
-def _missing_problem(table: RawTable, row_ids: list[int], bad: dict[int, list[int]]) -> str:
-    parts = []
-    for i in row_ids[:_MAX_ROWS_NAMED]:
-        cols = ", ".join(repr(table.names[j]) for j in bad[i][:3])
-        parts.append(f"line {table.lines[i]} ({cols})")
-    more = f" and {len(row_ids) - _MAX_ROWS_NAMED} more" if len(row_ids) > _MAX_ROWS_NAMED else ""
-    return (f"{rows_phrase(len(row_ids))} missing values (empty, '?', 'NA' or 'NaN'): "
-            f"{'; '.join(parts)}{more}. Fill them in, or set missing='drop' to drop these rows.")
+def table_missing_error(table: RawTable, bad: dict[int, list[int]], remedy: str
+                        ) -> IngestError:
+    """``missing_error`` for the rows of ``bad`` (``find_missing``) of a parsed file."""
+    rows = sorted(bad)
+    return missing_error([table.lines[i] for i in rows],
+                         [[table.names[j] for j in bad[i]] for i in rows[:MAX_ROWS_NAMED]], remedy)
 
 
 def find_missing(table: RawTable, used: list[int]) -> dict[int, list[int]]:
@@ -134,11 +128,8 @@ def _from_table(table: RawTable, fmt: str, label: str | int | None,
         check_rows(table.n_rows, limits)
         check_budget(table.n_rows, len(feat_idx), len(feat_idx), True, limits)
     bad = find_missing(table, [label_idx, *feat_idx])
-    bad_rows = sorted(bad)
-    if bad_rows and missing == "error":
-        first = bad_rows[0]
-        raise IngestError(_missing_problem(table, bad_rows, bad), field="missing",
-                          row=table.lines[first], column=names[bad[first][0]])
+    if bad and missing == "error":
+        raise table_missing_error(table, bad, _FILL_OR_DROP)
     keep = [i for i in range(table.n_rows) if i not in bad] if bad else list(range(table.n_rows))
     if not keep:
         raise IngestError(f"All {table.n_rows} rows have missing values; nothing is left "
@@ -315,34 +306,18 @@ def _from_svmlight(text: str, label: str | int | None, drop: list[str | int] | N
                           "all-zero rows are intended.", field="file")
     names = [f"f{k}" for k in range(1, d + 1)]
     dropped = resolve_drop(names, drop, label_idx=-1)
-    keep_cols = [j for j in range(d) if j not in set(dropped)]
-    if not keep_cols:
+    if len(dropped) == d:
         raise IngestError("No feature columns are left after removing the dropped columns.",
                           field="drop")
     n_rows = X.shape[0]
-    bad_rows = rows_with(X, np.isnan(X.data))
-    infinite = rows_with(X, np.isinf(X.data))
-    if len(infinite):
-        line = data_lines(text)[int(infinite[0])]
-        raise IngestError(f"Line {line}: infinite feature value; replace it with a finite "
-                          "number.", field="file", row=line)
-    if len(bad_rows):
-        if missing == "error":
-            lines = data_lines(text)
-            shown = ", ".join(str(lines[int(i)]) for i in bad_rows[:_MAX_ROWS_NAMED])
-            raise IngestError(f"{rows_phrase(len(bad_rows))} missing (NaN) values, on lines "
-                              f"{shown}. Fix them or set missing='drop'.", field="missing",
-                              row=lines[int(bad_rows[0])])
-        keep = np.setdiff1d(np.arange(n_rows), bad_rows)
+    keep = check_values(text, X, missing, _FILL_OR_DROP)
+    if keep is not None:
         if not len(keep):
             raise IngestError("All rows have missing values.", field="missing")
         X, y_raw = X[keep], y_raw[keep]
-    if dropped:
-        X = X[:, keep_cols]
-    X = to_int32_csr(X)
     y = convert_labels(y_raw)
-    feature_names = [names[j] for j in keep_cols]
-    classes, counts = class_summary(y)
+    gone = set(dropped)
+    specs = [{"name": n, "kind": "numeric"} for j, n in enumerate(names) if j not in gone]
     encoding = {
         "version": ENCODING_VERSION,
         "format": "svmlight",
@@ -350,15 +325,17 @@ def _from_svmlight(text: str, label: str | int | None, drop: list[str | int] | N
         "label": None,  # svmlight: always the first field of a line
         "label_index": None,
         "dropped": [names[j] for j in dropped],
-        "columns": [{"name": n, "kind": "numeric"} for n in feature_names],
-        "n_output_features": len(feature_names),
+        "columns": specs,
+        "n_output_features": len(specs),
         "sparse": True,
         "delimiter": None,
         "header": None,
         "n_features": d,
         "zero_based": zero_based,
     }
-    return ParsedDataset(X=X, y=y, feature_names=feature_names, encoding=encoding,
+    X = Encoder.from_dict(encoding).transform_sparse(X)
+    classes, counts = class_summary(y)
+    return ParsedDataset(X=X, y=y, feature_names=[s["name"] for s in specs], encoding=encoding,
                          format="svmlight", n_rows_dropped=n_rows - X.shape[0],
                          classes=classes, class_counts=counts)
 

@@ -49,3 +49,23 @@ class IngestLimitError(IngestError):
                  row: int | None = None, column: str | None = None) -> None:
         super().__init__(message, field=field, row=row, column=column)
         self.setting = setting
+
+
+MAX_ROWS_NAMED = 10  # rows an error lists by line at the most
+
+
+def rows_phrase(n: int) -> str:
+    return "1 row has" if n == 1 else f"{n} rows have"
+
+
+def missing_error(lines: list[int], columns: list[list[str]], remedy: str,
+                  spellings: str = "empty, '?', 'NA' or 'NaN'") -> IngestError:
+    """The one error for rows with missing values, in training and prediction files of every
+    format: how many rows, the first ``MAX_ROWS_NAMED`` by file line with (up to three of) the
+    columns missing in each, then ``remedy``. ``row`` and ``column`` point at the first."""
+    parts = [f"line {line} ({', '.join(repr(c) for c in cols[:3])})"
+             for line, cols in zip(lines[:MAX_ROWS_NAMED], columns, strict=False)]
+    more = f" and {len(lines) - MAX_ROWS_NAMED} more" if len(lines) > MAX_ROWS_NAMED else ""
+    return IngestError(f"{rows_phrase(len(lines))} missing values ({spellings}): "
+                       f"{'; '.join(parts)}{more}. {remedy}", field="missing", row=lines[0],
+                       column=columns[0][0])

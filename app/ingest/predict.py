@@ -3,26 +3,27 @@ the model's ``Encoder``)."""
 
 from __future__ import annotations
 
-import csv
 import io
-from operator import methodcaller
 
 import numpy as np
 import scipy.sparse as sp
 
 from .arff import read_arff
 from .columns import resolve_label
-from .csv_format import read_csv, sniff_delimiter
-from .dataset import _MAX_ROWS_NAMED, find_missing, rows_phrase
+from .csv_format import plain_header, read_csv, sniff_delimiter
+from .csv_stream import frame_chunks, typed_column
+from .dataset import find_missing, table_missing_error
 from .encoder import Encoder, number_table  # noqa: F401  (number_table: app.predict reads it here)
 from .encoding import feature_specs, spec_width
-from .errors import IngestError
+from .errors import MAX_ROWS_NAMED, IngestError
 from .labels import convert_labels
 from .limits import NO_LIMITS, Limits, check_budget
 from .sniff import detect_format
-from .svmlight import data_lines, read_svmlight, rows_with, to_int32_csr
+from .svmlight import check_values, read_svmlight
 from .table import RawTable
-from .text import clean_token, decode_bytes, is_number, preview
+from .text import decode_bytes, is_number, preview
+
+_EVERY_FEATURE = "Every row needs all features to be predicted."
 
 
 def _svmlight_features(encoding: dict, text: str) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -32,16 +33,8 @@ def _svmlight_features(encoding: dict, text: str) -> tuple[sp.csr_matrix, np.nda
                           field="format")
     X, y, _ = read_svmlight(text, n_features=encoding["n_features"],
                             zero_based=encoding["zero_based"])
-    bad = rows_with(X, ~np.isfinite(X.data))
-    if len(bad):
-        line = data_lines(text)[int(bad[0])]
-        raise IngestError(f"Line {line}: missing or infinite feature value.", field="file",
-                          row=line)
-    names = encoding["input_columns"]
-    dropped = set(encoding.get("dropped") or [])
-    if dropped:
-        X = X[:, [j for j, n in enumerate(names) if n not in dropped]]
-    return to_int32_csr(X), convert_labels(y)
+    check_values(text, X, "error", _EVERY_FEATURE)
+    return Encoder.from_dict(encoding).transform_sparse(X), convert_labels(y)
 
 
 def _map_columns(encoding: dict, table: RawTable, label: str | int | None
@@ -113,12 +106,7 @@ def parse_feature_file(encoding: dict, content: bytes, filename: str = "",
                           "cannot be the label.", field="label")
     bad = find_missing(table, col_ids)
     if bad:
-        rows = sorted(bad)
-        shown = ", ".join(f"line {table.lines[i]} ({table.names[bad[i][0]]!r})"
-                          for i in rows[:_MAX_ROWS_NAMED])
-        raise IngestError(f"{rows_phrase(len(rows))} missing feature values: {shown}. Every "
-                          "row needs all features to be predicted.", field="missing",
-                          row=table.lines[rows[0]], column=table.names[bad[rows[0]][0]])
+        raise table_missing_error(table, bad, _EVERY_FEATURE)
     width = sum(spec_width(s) for s in specs)
     check_budget(table.n_rows, len(col_ids), width, False, limits)  # encoded dense below
     all_rows = list(range(table.n_rows))
@@ -129,7 +117,7 @@ def parse_feature_file(encoding: dict, content: bytes, filename: str = "",
         absent = [i for i, t in enumerate(tokens) if t is None]
         if len(absent) < len(tokens):
             if absent:
-                shown = ", ".join(str(table.lines[i]) for i in absent[:_MAX_ROWS_NAMED])
+                shown = ", ".join(str(table.lines[i]) for i in absent[:MAX_ROWS_NAMED])
                 raise IngestError(f"The label column {table.names[label_idx]!r} is empty in "
                                   f"{len(absent)} rows (lines {shown}); fill every label or "
                                   "none.", field="label", row=table.lines[absent[0]],
@@ -140,74 +128,71 @@ def parse_feature_file(encoding: dict, content: bytes, filename: str = "",
 
 def _plain_csv_features(encoding: dict, text: str, label: str | int | None
                         ) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """parse_feature_file's answer for the plainest CSV, read by pandas' C parser: a header
-    naming every (numeric) training feature, every line with the same number of delimiters,
-    no quotes, every feature value a finite number and every label present. None for
-    anything else, which the careful parser then reads (and explains when it fails): this
-    path never produces an error of its own and, where it answers, answers the same.
+    """parse_feature_file's answer for the plainest CSV, read by the pandas reader training's
+    chunks use (``frame_chunks``, ``typed_column``) and encoded by the Encoder: a header naming
+    every (numeric) training feature, no blank line, no quotes, every cell of every column
+    present (so no row is short), every feature value a finite number. None for anything
+    else, which the careful parser then reads (and explains when it fails): this path never
+    produces an error of its own and, where it answers, answers the same.
     """
-    specs = feature_specs(encoding)
-    if not specs or any(s["kind"] != "numeric" or s.get("values") is not None for s in specs):
-        return None
-    if '"' in text:
+    encoder = Encoder.from_dict(encoding)
+    if not encoder.names or not encoder.plain_numeric or '"' in text:
         return None
     if "\r" in text:
         text = text.replace("\r\n", "\n")
         if "\r" in text:
-            return None
-    lines = text.split("\n")
-    if lines and not lines[-1]:
-        lines.pop()
-    if len(lines) < 2 or not lines[0].strip():
-        return None
+            return None  # a lone carriage return: the careful parser decides
+    blank = text.find("\n\n")
+    if text.startswith("\n") or (blank >= 0 and text[blank:].strip("\n")):
+        return None  # blank lines (but the last): the careful parser decides
     # The delimiter the careful parser picks (sniff_delimiter reads only the first lines).
     delim = sniff_delimiter(text, encoding.get("delimiter"))
-    width = lines[0].count(delim)
-    if width < 1 or set(map(methodcaller("count", delim), lines)) != {width}:
-        return None  # blank, ragged or single-column lines: the careful parser decides
-    names = [h.strip() for h in lines[0].split(delim)]
-    if len(set(names)) != len(names) or any(not n or is_number(n) for n in names):
+    end = text.find("\n")
+    after = text.find("\n", end + 1)
+    row = text[end + 1:] if after < 0 else text[end + 1:after]
+    if end < 0 or row.count(delim) != text.count(delim, 0, end):
+        return None  # no row, or a first row longer than the header (pandas' index) or short
+    names = plain_header(text[:end].split(delim))
+    if names is None or len(names) < 2 or any(is_number(n) for n in names):
         return None
     index = {n: j for j, n in enumerate(names)}
-    wanted = [s["name"] for s in specs]
-    if any(n not in index for n in wanted):
+    if any(n not in index for n in encoder.names):
         return None
     try:
         label_idx = (resolve_label(names, label, default=-1) if label is not None
                      else index.get(encoding.get("label")))  # type: ignore[arg-type]
     except IngestError:
         return None
-    col_ids = [index[n] for n in wanted]
+    col_ids = [index[n] for n in encoder.names]
     if label_idx is not None and label_idx in col_ids:
         return None
-    X = _read_numbers(text, delim, col_ids, len(lines) - 1)
-    if X is None:
-        return None
+    columns = _plain_csv_columns(text, delim, len(names))
+    if columns is None or any(columns[j][1] is not None for j in col_ids):
+        return None  # a feature that is not numbers: the careful parser decides
     y = None
     if label_idx is not None:
-        tokens = [clean_token(line.split(delim)[label_idx]) for line in lines[1:]]
-        if any(t is None for t in tokens):
-            return None
-        y = convert_labels(tokens)  # type: ignore[arg-type]
-    return np.ascontiguousarray(X), y
+        values, categories = columns[label_idx]
+        y = convert_labels(values) if categories is None else np.asarray(categories)[values]
+    return encoder.transform_columns(len(columns[0][0]), [columns[j][0] for j in col_ids],
+                                     sparse=False), y
 
 
-def _read_numbers(text: str, delim: str, col_ids: list[int], n_rows: int) -> np.ndarray | None:
-    """The columns ``col_ids`` of a plain CSV as finite float64 (n_rows, k), or None."""
+def _plain_csv_columns(text: str, delim: str, width: int
+                       ) -> list[tuple[np.ndarray, list[str] | None]] | None:
+    """Every column of a plain CSV with a header of ``width`` names, typed (``typed_column``:
+    finite numbers, or positions in the sorted categories); None when the file has no row, a
+    cell is missing anywhere (a short row shows so), a row is long, or pandas refuses it."""
     import pandas as pd
 
-    try:  # pandas' C reader: 5x numpy's loadtxt here, and as exact (correctly rounded)
-        # (typed by the reader: asking for float64 costs it 70 % more)
-        frame = pd.read_csv(io.BytesIO(text.encode()), sep=delim, header=0, usecols=col_ids,
-                            na_filter=False, engine="c", comment=None,
-                            quoting=csv.QUOTE_NONE, skip_blank_lines=False)
-    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, OverflowError):
+    try:
+        frames = frame_chunks(io.BytesIO(text.encode()), delim, True, len(text), "utf-8",
+                              quoted=False)
+        frame = next(iter(frames), None)
+    except (ValueError, UnicodeError, OverflowError, MemoryError, pd.errors.ParserError,
+            pd.errors.EmptyDataError):
         return None
-    if not all(t.kind in "if" and t.itemsize == 8 for t in frame.dtypes):
-        return None  # text, "True"/"False", integers beyond 64 bits: the careful parser
-    X = frame.to_numpy(dtype=np.float64)
-    if col_ids != sorted(col_ids):  # usecols keeps the file's column order
-        X = X[:, np.argsort(np.argsort(col_ids))]
-    if X.shape != (n_rows, len(col_ids)) or not np.isfinite(X).all():
-        return None
-    return X
+    if (frame is None or not len(frame) or frame.shape[1] != width
+            or not isinstance(frame.index, pd.RangeIndex)):
+        return None  # no rows, or rows longer than the header (taken as pandas' index)
+    columns = [typed_column(frame.iloc[:, j]) for j in range(width)]
+    return None if any(c is None for c in columns) else columns  # type: ignore[return-value]

@@ -1,8 +1,9 @@
 """svmlight / LIBSVM reading.
 
-The fast path is scikit-learn's C loader; when it refuses a file we re-read it with a small
-Python parser, which either finds the offending line (for the error message) or reads the
-file itself (it also accepts unsorted indices, which the C loader rejects).
+scikit-learn's loader (``load_svmlight_file``) reads every file. When it refuses one, a line
+by line check finds the line at fault and names it; when no line is at fault (the loader also
+refuses pairs out of index order, which we accept), the loader reads the lines the check
+rewrote with their pairs in order.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from sklearn.datasets import load_svmlight_file
 
 from solver.sparse import int32_csr
 
-from .errors import IngestError, IngestLimitError
+from .errors import MAX_ROWS_NAMED, IngestError, IngestLimitError, missing_error
 
 # Longest index we parse: 18 digits always fit in int64 (anything near is refused by limits).
 _MAX_INDEX_DIGITS = 18
+_MAX_INDEX = 2**31 - 1  # the loader's indices are C ints
 
 
 # the one int32-CSR helper (imported under this module's old name)
@@ -34,12 +36,50 @@ def data_lines(text: str) -> list[int]:
     return out
 
 
-def _parse_python(text: str) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Slow but precise parser: raw (as written) column indices, errors name the line."""
-    labels: list[float] = []
-    indptr = [0]
-    indices: list[int] = []
-    data: list[float] = []
+def _beyond(line: int, index: int, max_features: int) -> IngestLimitError:
+    return IngestLimitError(
+        f"Line {line}: feature index {index} is beyond the limit of {max_features} features "
+        "(MSVMAV_MAX_FEATURES); check the file, or raise the limit.", setting="max_features",
+        row=line)
+
+
+def _pairs(lineno: int, body: list[str], max_features: int | None) -> dict[int, float]:
+    """The index:value pairs of one data line (qid dropped); IngestError naming the line, also
+    for an index beyond ``max_features`` or beyond what the loader takes (2^31 - 1)."""
+    entries: dict[int, float] = {}
+    for tok in body:
+        key, sep, val = tok.partition(":")
+        if sep and key == "qid":
+            continue
+        if not sep or not key.isdigit() or not key.isascii():
+            raise IngestError(f"Line {lineno}: {tok!r} is not an 'index:value' pair.",
+                              field="file", row=lineno)
+        if len(key.lstrip("0")) > _MAX_INDEX_DIGITS:
+            raise IngestLimitError(f"Line {lineno}: feature index {key[:30]} is too large.",
+                                   setting="max_features", row=lineno)
+        try:
+            x = float(val)
+        except ValueError:
+            raise IngestError(f"Line {lineno}: value {val!r} of feature {key} is not a "
+                              "number.", field="file", row=lineno) from None
+        idx = int(key)
+        if max_features is not None and idx > max_features:
+            raise _beyond(lineno, idx, max_features)
+        if idx >= _MAX_INDEX:
+            raise IngestLimitError(f"Line {lineno}: feature index {idx} is too large.",
+                                   setting="max_features", row=lineno)
+        if idx in entries:
+            raise IngestError(f"Line {lineno}: feature index {idx} appears twice.",
+                              field="file", row=lineno)
+        entries[idx] = x
+    return entries
+
+
+def _checked(text: str, max_features: int | None) -> bytes:
+    """A file the loader refused, line by line: the first line that is wrong is an IngestError
+    naming it; when none is (the loader also refuses unsorted indices), the same data lines
+    with their pairs in index order, exact (``repr``), for the loader to read."""
+    out: list[str] = []
     for lineno, raw in enumerate(text.split("\n"), start=1):
         body = raw.split("#", 1)[0].split()
         if not body:
@@ -49,49 +89,28 @@ def _parse_python(text: str) -> tuple[sp.csr_matrix, np.ndarray]:
             raise IngestError(f"Line {lineno}: label {head!r} looks multi-label; only one "
                               "label per row is supported.", field="file", row=lineno)
         try:
-            labels.append(float(head))
+            label = float(head)
         except ValueError:
             raise IngestError(f"Line {lineno}: the first field must be a numeric label, "
                               f"found {head!r}.", field="file", row=lineno) from None
-        entries: dict[int, float] = {}
-        for tok in body[1:]:
-            key, sep, val = tok.partition(":")
-            if sep and key == "qid":
-                continue
-            if not sep or not key.isdigit() or not key.isascii():
-                raise IngestError(f"Line {lineno}: {tok!r} is not an 'index:value' pair.",
-                                  field="file", row=lineno)
-            if len(key.lstrip("0")) > _MAX_INDEX_DIGITS:
-                raise IngestLimitError(f"Line {lineno}: feature index {key[:30]} is too large.",
-                                       setting="max_features", row=lineno)
-            try:
-                x = float(val)
-            except ValueError:
-                raise IngestError(f"Line {lineno}: value {val!r} of feature {key} is not a "
-                                  "number.", field="file", row=lineno) from None
-            idx = int(key)
-            if idx in entries:
-                raise IngestError(f"Line {lineno}: feature index {idx} appears twice.",
-                                  field="file", row=lineno)
-            entries[idx] = x
-        for idx in sorted(entries):
-            indices.append(idx)
-            data.append(entries[idx])
-        indptr.append(len(indices))
-    width = max(indices) + 1 if indices else 0
-    X = sp.csr_matrix((np.asarray(data, dtype=np.float64), np.asarray(indices, dtype=np.int64),
-                       np.asarray(indptr, dtype=np.int64)), shape=(len(labels), width))
-    return X, np.asarray(labels, dtype=np.float64)
+        entries = _pairs(lineno, body[1:], max_features)
+        out.append(" ".join([repr(label), *(f"{i}:{entries[i]!r}" for i in sorted(entries))]))
+    return "\n".join(out).encode()
 
 
-def _load(text: str) -> tuple[sp.csr_matrix, np.ndarray]:
-    try:
-        # zero_based=True keeps indices as written; the 0/1-based choice is made below.
-        X, y = load_svmlight_file(io.BytesIO(text.encode("utf-8")), dtype=np.float64,
-                                  zero_based=True)
-    except (ValueError, RuntimeError, OverflowError, TypeError):
-        X, y = _parse_python(text)
+def _load(data: bytes) -> tuple[sp.csr_matrix, np.ndarray]:
+    # zero_based=True keeps indices as written; the 0/1-based choice is made below.
+    X, y = load_svmlight_file(io.BytesIO(data), dtype=np.float64, zero_based=True)
     return sp.csr_matrix(X), np.asarray(y, dtype=np.float64)
+
+
+def _read(text: str, max_features: int | None) -> tuple[sp.csr_matrix, np.ndarray]:
+    """The one reader, scikit-learn's loader; where it refuses the file, ``_checked`` finds the
+    line at fault (or sorts the pairs it wants sorted)."""
+    try:
+        return _load(text.encode("utf-8"))
+    except (ValueError, RuntimeError, OverflowError, TypeError):
+        return _load(_checked(text, max_features))
 
 
 def _entry_line(text: str, X: sp.csr_matrix, pos: int) -> int:
@@ -114,17 +133,12 @@ def read_svmlight(text: str, *, n_features: int | None = None,
         raise IngestLimitError(f"n_features={n_features} exceeds the limit of {max_features} "
                                "features (MSVMAV_MAX_FEATURES).", setting="max_features",
                                field="n_features")
-    X, y = _load(text)
+    X, y = _read(text, max_features)
     if max_features is not None and n_features is None and X.nnz:
         # Raw indices are as written; 1-based files may use index max_features itself.
         top = int(X.indices.max())
         if top > max_features or (top == max_features and int(X.indices.min()) == 0):
-            pos = int(np.argmax(X.indices))
-            line = _entry_line(text, X, pos)
-            raise IngestLimitError(
-                f"Line {line}: feature index {top} is beyond the limit of {max_features} "
-                "features (MSVMAV_MAX_FEATURES); check the file, or raise the limit.",
-                setting="max_features", row=line)
+            raise _beyond(_entry_line(text, X, int(np.argmax(X.indices))), top, max_features)
     if X.shape[0] == 0:
         raise IngestError("The file has no data rows.", field="file")
     has_zero = X.nnz > 0 and int(X.indices.min()) == 0
@@ -161,3 +175,27 @@ def rows_with(X: sp.csr_matrix, mask: np.ndarray) -> np.ndarray:
     pos = np.flatnonzero(mask)
     return np.unique(np.searchsorted(X.indptr, pos, "right") - 1)
 
+
+
+def check_values(text: str, X: sp.csr_matrix, missing: str, remedy: str) -> np.ndarray | None:
+    """The one check of an svmlight file's values (``X`` as ``read_svmlight`` gives it), for
+    training and prediction: an infinite value is an error naming its line; rows with a NaN
+    (missing) value are ``missing_error`` (``remedy`` its last sentence) when ``missing`` is
+    "error", else dropped: the rows to keep, or None for all of them."""
+    infinite = rows_with(X, np.isinf(X.data))
+    if len(infinite):
+        line = data_lines(text)[int(infinite[0])]
+        raise IngestError(f"Line {line}: infinite feature value; replace it with a finite "
+                          "number.", field="file", row=line)
+    nan = np.isnan(X.data)
+    if not nan.any():
+        return None
+    bad = rows_with(X, nan)
+    if missing == "error":
+        lines = data_lines(text)
+        columns = []
+        for r in bad[:MAX_ROWS_NAMED].tolist():
+            at = slice(X.indptr[r], X.indptr[r + 1])
+            columns.append([f"f{j + 1}" for j in X.indices[at][nan[at]].tolist()])
+        raise missing_error([lines[int(r)] for r in bad], columns, remedy, spellings="NaN")
+    return np.setdiff1d(np.arange(X.shape[0]), bad)

@@ -16,6 +16,7 @@ from app.core.config import Settings
 from app.core.logs import request_id_var
 from app.core.orm import Model
 from app.core.problems import ingest_problem, invalid, too_large
+from app.datasets.service import check_has_rows, check_not_blank, check_upload_size
 from app.ingest import Encoder, IngestError, Limits, parse_feature_file
 from app.models import service as models
 from app.monitoring import log as prediction_log
@@ -283,13 +284,9 @@ def predict_file(
     ids: list[Any] | None = None,
 ) -> dict[str, Any]:
     """The PredictResponse body for an uploaded file (see ``_respond``)."""
-    if len(content) > settings.max_upload_bytes:
-        raise too_large(
-            f"file is {len(content)} bytes; the limit is {settings.max_upload_bytes}", field="file"
-        )
+    check_upload_size(len(content), settings)
     loaded, target = _target_loaded(session, target, ["body", "model_id"])
-    if not content or content.isspace():  # (not content.strip(): no copy of the upload)
-        raise invalid(["body", "file"], "the uploaded file is empty")
+    check_not_blank(not content or content.isspace())  # (not strip(): no copy of the upload)
     try:
         X, y = parse_feature_file(
             loaded.encoding,
@@ -302,8 +299,7 @@ def predict_file(
         field = "label" if exc.field == "label" else "file"
         raise ingest_problem(exc, ["body", field]) from exc
     _check_count(X.shape[0], settings, ["body", "file"])
-    if X.shape[0] == 0:
-        raise invalid(["body", "file"], "the file holds no data rows")
+    check_has_rows(X.shape[0])
     _check_matrix(X, loaded, ["body", "file"])
     labels = None if y is None else list(np.asarray(y).tolist())
     sink = _log_sink(session.get_bind(), settings, target)

@@ -43,6 +43,11 @@ JITTER_MAX = 1e-2
 class ExpansionClassifier(MarginClassifier):
     """Base of the comparators: prediction from a linear or a kernel expansion (see module doc).
 
+    classes_ (k,) are the class labels (for two classes classes_[1] is the positive one);
+    coef_ (T, d) and intercept_ (T,) the linear expansion, f(x) = x @ coef_.T + intercept_;
+    dual_coef_ (m,) or (m, T) and X_fit_ (m, d) the kernel one, f(x) = k(x, X_fit_) @
+    dual_coef_ + intercept_ (X_fit_ None for "precomputed").
+
     Subclasses implement ``_fit_targets`` and fill ``coef_``/``intercept_`` (linear) or
     ``dual_coef_``/``X_fit_``/``intercept_`` (kernels); ``support_`` optionally lists the training
     rows behind ``X_fit_`` (needed to predict from a precomputed kernel when only some rows are

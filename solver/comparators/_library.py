@@ -31,6 +31,22 @@ class LibraryClassifier(ExpansionClassifier):
     """Base of the library wrappers. Subclasses build the unfitted scikit-learn machines in
     ``_linear_machine()`` and ``_kernel_machine()`` (the latter may use ``gamma_``)."""
 
+    def __init__(self, C: float, *, kernel: str, gamma: float | None, degree: int,
+                 coef0: float, loss: str, tol: float, max_iter: int, dual: bool | str,
+                 cache_size: float, random_state: int | None) -> None:
+        # the subclasses' parameters they share, stored as given (scikit-learn's convention)
+        self.C = C
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.loss = loss
+        self.tol = tol
+        self.max_iter = max_iter
+        self.dual = dual
+        self.cache_size = cache_size
+        self.random_state = random_state
+
     def _linear_machine(self) -> Any:
         raise NotImplementedError
 

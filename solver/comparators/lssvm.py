@@ -42,12 +42,9 @@ class LSSVM(ExpansionClassifier):
 
     Attributes
     ----------
-    classes_ : (k,) class labels; for two classes classes_[1] is the positive one.
-    coef_ : (T, d) and intercept_ : (T,)
-        Linear kernel: f(x) = x @ coef_.T + intercept_.
-    dual_coef_ : (n,) or (n, T)
-        Other kernels: f(x) = k(x, X_fit_) @ dual_coef_ + intercept_ (the non-sparse alpha).
-    X_fit_ : (n, d) training rows (None for "precomputed").
+    classes_, coef_, intercept_, dual_coef_, X_fit_ : the expansion ``ExpansionClassifier``
+        describes; here dual_coef_, (n,) or (n, T), is the non-sparse alpha and X_fit_ every
+        training row (None for "precomputed").
     gamma_ : float or None, the gamma actually used.
     jitter_ : float
         Diagonal jitter the Cholesky fallback had to add (0.0 normally).

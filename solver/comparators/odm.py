@@ -82,12 +82,9 @@ class ODM(ExpansionClassifier):
 
     Attributes
     ----------
-    classes_ : (k,) class labels; for two classes classes_[1] is the positive one.
-    coef_ : (T, d) and intercept_ : (T,)
-        Linear kernel: f(x) = x @ coef_.T + intercept_.
-    dual_coef_ : (n,) or (n, T)
-        Kernels: (u - v) * y, f(x) = k(x, X_fit_) @ dual_coef_.
-    X_fit_ : (n, d) training rows (None for "precomputed").
+    classes_, coef_, intercept_, dual_coef_, X_fit_ : the expansion ``ExpansionClassifier``
+        describes (no bias for kernels: intercept_ 0); here dual_coef_, (n,) or (n, T), is
+        (u - v) * y and X_fit_ every training row (None for "precomputed").
     u_, v_ : (n,) or (n, T)
         The dual variables (training diagnostics; not persisted by ``to_dict``).
     gamma_ : float or None, the gamma actually used.

@@ -47,14 +47,9 @@ class SVM(LibraryClassifier):
 
     Attributes
     ----------
-    classes_ : (k,) class labels; for two classes classes_[1] is the positive one.
-    coef_ : (T, d) and intercept_ : (T,)
-        Linear kernel: f(x) = x @ coef_.T + intercept_.
-    dual_coef_ : (m,) or (m, T)
-        Other kernels: f(x) = k(x, X_fit_) @ dual_coef_ + intercept_, over the union of the
-        one-vs-rest machines' support vectors (a zero where a row is not a support vector of
-        that machine).
-    X_fit_ : (m, d) support vectors (None for "precomputed").
+    classes_, coef_, intercept_, dual_coef_, X_fit_ : the expansion ``ExpansionClassifier``
+        describes; here X_fit_ (m, d) holds the union of the one-vs-rest machines' support
+        vectors (dual_coef_ is zero where a row is not a support vector of that machine).
     support_ : (m,) training-row indices of the support vectors (kernels).
     gamma_ : float or None, the gamma actually used.
     n_iter_ : int, LIBLINEAR / LIBSVM iterations (max over the one-vs-rest machines).
@@ -71,17 +66,9 @@ class SVM(LibraryClassifier):
                  degree: int = 3, coef0: float = 1.0, loss: str = "squared_hinge",
                  tol: float = 1e-4, max_iter: int = 1000, dual: bool | str = "auto",
                  cache_size: float = 200, random_state: int | None = None) -> None:
-        self.C = C
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.loss = loss
-        self.tol = tol
-        self.max_iter = max_iter
-        self.dual = dual
-        self.cache_size = cache_size
-        self.random_state = random_state
+        super().__init__(C, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, loss=loss,
+                         tol=tol, max_iter=max_iter, dual=dual, cache_size=cache_size,
+                         random_state=random_state)
 
     def _linear_machine(self) -> sk_svm.LinearSVC:
         return sk_svm.LinearSVC(

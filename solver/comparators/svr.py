@@ -46,12 +46,8 @@ class SVR(LibraryClassifier):
 
     Attributes
     ----------
-    classes_ : (k,) class labels; for two classes classes_[1] is the positive one.
-    coef_ : (T, d) and intercept_ : (T,)
-        Linear kernel: f(x) = x @ coef_.T + intercept_.
-    dual_coef_ : (m,) or (m, T)
-        Other kernels: f(x) = k(x, X_fit_) @ dual_coef_ + intercept_ over the support vectors.
-    X_fit_ : (m, d) support vectors (None for "precomputed").
+    classes_, coef_, intercept_, dual_coef_, X_fit_ : the expansion ``ExpansionClassifier``
+        describes; here X_fit_ (m, d) holds the support vectors.
     support_ : (m,) their training-row indices (kernels).
     gamma_ : float or None, the gamma actually used.
     n_iter_ : int, library iterations (max over the one-vs-rest machines).
@@ -70,18 +66,10 @@ class SVR(LibraryClassifier):
                  loss: str = "epsilon_insensitive", tol: float = 1e-4, max_iter: int = 1000,
                  dual: bool | str = "auto", cache_size: float = 200,
                  random_state: int | None = None) -> None:
-        self.C = C
+        super().__init__(C, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, loss=loss,
+                         tol=tol, max_iter=max_iter, dual=dual, cache_size=cache_size,
+                         random_state=random_state)
         self.epsilon = epsilon
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.loss = loss
-        self.tol = tol
-        self.max_iter = max_iter
-        self.dual = dual
-        self.cache_size = cache_size
-        self.random_state = random_state
 
     def _check_kernel_params(self) -> None:
         if self.loss != "epsilon_insensitive":

@@ -10,6 +10,7 @@ import scipy.sparse as sp
 
 from app.ingest import (
     IngestError,
+    IngestLimitError,
     encode_rows,
     encoding_feature_names,
     parse_dataset,
@@ -385,6 +386,48 @@ def test_svmlight_unsorted_indices_are_accepted() -> None:
     np.testing.assert_array_equal(p.X.toarray(), [[2, 0, 1], [0, 5, 0]])
 
 
+def test_svmlight_unsorted_pairs_keep_every_value_exactly() -> None:
+    """The loader refuses pairs out of order; it then reads the lines rewritten in order, with
+    every value and label as written (repr round-trips each double)."""
+    rng = np.random.default_rng(3)
+    values = rng.normal(size=(50, 4)) * 10.0 ** rng.integers(-300, 300, size=(50, 4))
+    labels = rng.normal(size=50)
+    text = "".join(f"{lab!r} 4:{r[3]!r} 2:{r[1]!r} 1:{r[0]!r} 3:{r[2]!r} # c\n"
+                   for lab, r in zip(labels.tolist(), values.tolist(), strict=True))
+    p = parse_dataset(text.encode(), "d.svm")
+    assert (p.X.toarray() == values).all() and (p.y == labels).all()
+
+
+def test_svmlight_index_the_loader_cannot_take_is_a_limit_error() -> None:
+    with pytest.raises(IngestLimitError) as err:
+        parse("1 1:1\n-1 2147483648:1\n", "d.svm")
+    assert err.value.row == 2 and "too large" in str(err.value)
+
+
+def test_svmlight_missing_and_infinite_values_in_training_and_prediction() -> None:
+    """One check for both: inf names its line; NaN is the missing-value error, with the
+    columns, and for training the missing='drop' way out."""
+    with pytest.raises(IngestError) as err:
+        parse("1 1:1 2:nan\n-1 1:2\n1 3:nan 1:nan\n", "d.svm")
+    e = err.value
+    assert (e.field, e.row, e.column) == ("missing", 1, "f2")
+    assert str(e).startswith("2 rows have missing values (NaN): line 1 ('f2'); line 3 ('f1', 'f3')")
+    assert "missing='drop'" in str(e)
+    p = parse("1 1:1 2:3\n-1 1:2 3:1\n", "d.svm")
+    with pytest.raises(IngestError) as err:
+        parse_feature_file(p.encoding, b"1 1:1\n1 1:1 2:nan\n", "t.svm")
+    e = err.value
+    assert (e.field, e.row, e.column) == ("missing", 2, "f2") and "predicted" in str(e)
+    for text in ("1 1:1 2:inf\n-1 1:2\n", "1 1:1\n-1 1:-inf\n"):
+        row = 1 if "2:inf" in text else 2
+        for call in (lambda t: parse(t, "d.svm"),
+                     lambda t: parse_feature_file(p.encoding, t.encode(), "t.svm")):
+            with pytest.raises(IngestError) as err:
+                call(text)
+            assert (err.value.field, err.value.row) == ("file", row)
+            assert "infinite" in str(err.value)
+
+
 def test_svmlight_drop_and_missing() -> None:
     p = parse("1 1:1 2:2 3:3\n-1 1:4 3:nan\n", "d.svm", drop=["f2"], missing="drop")
     np.testing.assert_array_equal(p.X.toarray(), [[1, 3]])
@@ -594,3 +637,18 @@ def test_arff_string_date_and_keel_header() -> None:
     assert p.format == "arff"
     np.testing.assert_array_equal(p.X, [[1, 0.5], [10, 0.25]])
     assert p.y.tolist() == [2, 4]
+
+
+def test_svmlight_encoding_needs_no_column_coders() -> None:
+    """transform_sparse reads only the feature names: a 200,000-column encoding builds no
+    per-column coder (what made a wide svmlight file's encoder cost seconds)."""
+    from app.ingest import Encoder
+
+    p = parse("1 1:1 3:2\n-1 200000:1\n", "d.svm", drop=["f2"])
+    encoder = Encoder.from_dict(p.encoding)
+    X = encoder.transform_sparse(sp.csr_matrix(([5.0, 7.0], ([0, 1], [2, 199_999])),
+                                               shape=(2, 200_000)))
+    assert "coders" not in encoder.__dict__
+    assert X.shape == (2, 199_999) and X.indices.dtype == np.int32
+    assert X[0, 1] == 5.0 and X[1, 199_998] == 7.0 and X.nnz == 2
+    assert encoder.width == 199_999 and "coders" in encoder.__dict__

@@ -1,5 +1,6 @@
-"""/predict/file's plain-CSV path (pandas' C reader) against the careful parser: where it answers,
-the same X and y; everything else (and every error) is left to the careful parser."""
+"""/predict/file's plain-CSV path (the pandas reader of training's chunks) against the careful
+parser: where it answers, the same X and y; everything else (and every error) is left to the
+careful parser."""
 
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ def _check(encoding, text, label, monkeypatch) -> bool:
         ("a,b,c\n", None, False),  # a header, no rows
         # what a CSV reader might take for a number (the plain path reads with pandas)
         ("a,b,c\n1,True,3\n4,False,6\n", None, False),
-        ("a,b,c\n1,123456789012345678901234567890,3\n4,5,6\n", None, False),  # > 64 bits
+        # > 64 bits: typed as training's chunked reader types it (float() per cell), the same X
+        ("a,b,c\n1,123456789012345678901234567890,3\n4,5,6\n", None, True),
         ("a,b,c\n+1,2,3\n4,-5,6.\n", None, True),
         ("a,b,c\n1,1e400,3\n4,5,6\n", None, False),
         ("a,b,c\n1,0x10,3\n4,5,6\n", None, False),
@@ -112,3 +114,28 @@ def test_plain_path_reads_every_double_exactly(monkeypatch):
     assert _check(_encoding(), text, None, monkeypatch)
     got, _ = _plain_csv_features(_encoding(), text, None)
     assert (got == X).all()
+
+
+@pytest.mark.parametrize(
+    ("text", "fast"),
+    [
+        ("a,b,c,x\n1,2,3,z\n4,5,6\n", False),  # a short row, in an unused column only
+        ("a,b,c,x\n1,2,3,z\n4,5,6,\n", False),  # an empty unused cell
+        ("a,b,c\n1,2,3\n4,5,6,7\n", False),  # a long row
+        ("a,b,c\n1,2,3,7\n4,5,6,7\n", False),  # every row long (pandas: an index of 1, 4)
+        ("a,b,c\n0,1,2,3\n1,4,5,6\n", False),  # every row long, pandas' index 0, 1
+        ("a,b,c\n1,2,3\n4,5\n7,8,9\n", False),  # a short row in the middle
+        ("a,b,c\n1,2,3\n   \n4,5,6\n", True),  # a line of spaces: skipped both ways
+        ("a,b,c\n1,2,3\r4,5,6\n", False),  # a lone carriage return
+        ("\na,b,c\n1,2,3\n", False),  # a blank first line
+        ("a,b,c\n1,2,3\n\n", True),  # blank last lines: skipped both ways
+        ("a,b,c\r\n1,2,3\r\n\r\n", True),
+        ("a,b,c\n1,2,3", True),  # one row, no final newline
+        ("a,b,c\n1,2", False),
+    ],
+)
+def test_short_long_and_blank_rows(text, fast, monkeypatch):
+    """Rows are not counted line by line: a short row shows as a missing cell, a long one as
+    pandas' refusal (or, when every row is long, a first row longer than the header); either
+    way the careful parser answers, or words the error."""
+    assert _check(_encoding(), text, None, monkeypatch) is fast
