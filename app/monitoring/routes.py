@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
-from fastapi import APIRouter, Body, Path, Query, Request, Response, status
+from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response, status
 from sqlalchemy.orm import Session
 
 from app.core.deps import SessionDep, SettingsDep
@@ -76,6 +76,48 @@ def _registered(session: Session, name: str, alias: str | None, version: int | N
     return feedback.resolve_reference(session, reference, ["path", "name"])
 
 
+class Window(NamedTuple):
+    """What a report route reads: the model, the window and this process's log writer (the
+    arguments of ``report.model_report`` and ``report.model_figure``)."""
+
+    session: Session
+    model_id: int
+    since: datetime | None
+    until: datetime | None
+    writer: prediction_log.PredictionLogWriter | None
+
+
+def _model_window(
+    http: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    model_id: int,  # (checked by app.core.ids.check_ids, as every path id)
+    since: Since = None,
+    until: Until = None,
+) -> Window:
+    writer = prediction_log.writer(http.app.state.engine, settings)
+    return Window(session, model_id, since, until, writer)
+
+
+def _registered_window(
+    http: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    name: str,
+    alias: Alias = None,
+    version: Version = None,
+    since: Since = None,
+    until: Until = None,
+) -> Window:
+    model_id = _registered(session, name, alias, version)
+    writer = prediction_log.writer(http.app.state.engine, settings)
+    return Window(session, model_id, since, until, writer)
+
+
+ModelWindow = Annotated[Window, Depends(_model_window)]
+RegisteredWindow = Annotated[Window, Depends(_registered_window)]
+
+
 @router.get(
     "/models/{model_id}/monitoring",
     summary="A model's monitoring report",
@@ -88,16 +130,8 @@ def _registered(session: Session, name: str, alias: str | None, version: int | N
     response_model=MonitoringReport,
     responses=problem_responses(404, 422),
 )
-def get_model_monitoring(
-    http: Request,
-    session: SessionDep,
-    settings: SettingsDep,
-    model_id: int,  # (checked by app.core.ids.check_ids, as every path id)
-    since: Since = None,
-    until: Until = None,
-) -> dict[str, Any]:
-    writer = prediction_log.writer(http.app.state.engine, settings)
-    return report.model_report(session, model_id, since, until, writer)
+def get_model_monitoring(window: ModelWindow) -> dict[str, Any]:
+    return report.model_report(*window)
 
 
 @router.get(
@@ -107,16 +141,8 @@ def get_model_monitoring(
     response_class=Response,
     responses=_PNG,
 )
-def get_model_monitoring_png(
-    http: Request,
-    session: SessionDep,
-    settings: SettingsDep,
-    model_id: int,
-    since: Since = None,
-    until: Until = None,
-) -> Response:
-    writer = prediction_log.writer(http.app.state.engine, settings)
-    return _png(report.model_figure(session, model_id, since, until, writer))
+def get_model_monitoring_png(window: ModelWindow) -> Response:
+    return _png(report.model_figure(*window))
 
 
 @router.get(
@@ -130,19 +156,8 @@ def get_model_monitoring_png(
     response_model=MonitoringReport,
     responses=problem_responses(404, 422),
 )
-def get_registered_model_monitoring(
-    http: Request,
-    session: SessionDep,
-    settings: SettingsDep,
-    name: str,
-    alias: Alias = None,
-    version: Version = None,
-    since: Since = None,
-    until: Until = None,
-) -> dict[str, Any]:
-    model_id = _registered(session, name, alias, version)
-    writer = prediction_log.writer(http.app.state.engine, settings)
-    return report.model_report(session, model_id, since, until, writer)
+def get_registered_model_monitoring(window: RegisteredWindow) -> dict[str, Any]:
+    return report.model_report(*window)
 
 
 @router.get(
@@ -152,19 +167,10 @@ def get_registered_model_monitoring(
     response_class=Response,
     responses=_PNG,
 )
-def get_registered_model_monitoring_png(
-    http: Request,
-    session: SessionDep,
-    settings: SettingsDep,
-    name: str,
-    alias: Alias = None,
-    version: Version = None,
-    since: Since = None,
-    until: Until = None,
-) -> Response:
-    model_id = _registered(session, name, alias, version)
-    writer = prediction_log.writer(http.app.state.engine, settings)
-    return _png(report.model_figure(session, model_id, since, until, writer))
+def get_registered_model_monitoring_png(window: RegisteredWindow) -> Response:
+    return _png(report.model_figure(*window))
+
+
 _SHADOW = "/registered-models/{name}/shadow"
 NamePath = Annotated[str, Path(description="Registered model", examples=["wdbc"])]
 _SHADOW_EXAMPLES = {
