@@ -1,7 +1,7 @@
 """How linear MSVMAv solves its semi-variance step, chosen per problem (msvmav.md 1.2-1.4).
 
 The step is w' = w + delta with (c I + X_A^T X_A) delta = X_A^T e_A, c = n beta,
-e_i = theta y_i - f_i (i in A). Three ways to solve it, the same delta up to rounding:
+e_i = theta y_i - f_i (i in A). Four ways to solve it, the same delta up to rounding:
 
 * "dense" (``_active_set.PrimalSystem``): keeps X_A^T X_A and its inverse, D x D, updated by
   low-rank edits. Fastest while D is small; memory and refactorisations grow as D^2 and D^3.
@@ -12,6 +12,11 @@ e_i = theta y_i - f_i (i in A). Three ways to solve it, the same delta up to rou
   v -> c v + X^T (1_A * (X v)); the Jacobi preconditioner c + sum_{i in A} x_ij^2 is kept
   current as rows enter and leave A; each solve starts from the previous step's delta. Memory
   O(n + D) besides X; X is never densified and X^T X never formed.
+* "gram" (``GramSystem``): the same conjugate gradients on v -> c v + G v with G = X_A^T X_A
+  kept as a dense D x D array, updated by the rows that enter and leave A (a sparse product of
+  those rows only); the right-hand side is theta X_A^T y_A - G w. One pass over X per outer
+  iteration (the margins) instead of two per CG iteration; no factorisation. For many rows
+  and a few thousand features.
 
 ``choose_linear_solver`` is the one place the automatic choice is made; fit() and the memory
 estimate (``solver.memory``) both call it.
@@ -21,12 +26,24 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import linalg, sparse
+from scipy.linalg import blas
 
 from ._footprint import FLOAT
 
-LINEAR_SOLVERS = ("dense", "woodbury", "cg")
+LINEAR_SOLVERS = ("dense", "woodbury", "cg", "gram")
 # "auto": the dense D x D system up to this dimension (D = features + 1 with the intercept).
 DENSE_MAX_DIM = 512
+# "auto": the kept Gram matrix ("gram") above DENSE_MAX_DIM up to this dimension (8 D^2 bytes:
+# 128 MiB at 4096), where X holds at least D^2 / GRAM_MIN_FILL values: a product with the
+# symmetric D x D matrix (reading D^2 / 2 of its values) then costs at most one pass over X,
+# and a CG iteration on X makes two.
+GRAM_MAX_DIM = 4096
+GRAM_MIN_FILL = 4
+# Building X_A^T X_A: rows with more than D / GRAM_DENSE_ROW values are multiplied densified.
+GRAM_DENSE_ROW = 16
+# "gram": G is rebuilt for the current active set when more than n / GRAM_REBUILD rows differ
+# from the set it was built for (each product then passes over those rows).
+GRAM_REBUILD = 16
 # "auto": the |A|-space form while the training rows are at most this many and fewer than D.
 WOODBURY_MAX_ROWS = 256
 # Conjugate gradients stop at ||residual|| <= CG_RTOL ||rhs|| (decisions then agree with a
@@ -37,14 +54,18 @@ CG_MAX_ITER = 5000
 CHUNK_BYTES = 16 * 2**20
 
 
-def choose_linear_solver(requested: str, n: int, D: int) -> str:
-    """The linear step's solver for n training rows and D columns (intercept included)."""
+def choose_linear_solver(requested: str, n: int, D: int, nnz: int | None = None) -> str:
+    """The linear step's solver for n training rows and D columns (intercept included) holding
+    nnz stored values (None: dense, n D)."""
     if requested != "auto":
         return requested
     if D <= DENSE_MAX_DIM:
         return "dense"
     if n <= WOODBURY_MAX_ROWS and n < D:
         return "woodbury"
+    stored = n * D if nnz is None else nnz
+    if D <= GRAM_MAX_DIM and stored * GRAM_MIN_FILL >= D * D:
+        return "gram"
     return "cg"
 
 
@@ -59,6 +80,17 @@ def linear_system_bytes(path: str, n: int, D: int, nnz: int | None) -> int:
         # X X^T (its sparse product first, for CSR input), the block of A and its factor
         product = 0 if nnz is None else min(n * n, nnz * max(1, nnz // max(D, 1)))
         return FLOAT * 3 * n * n + 12 * product
+    if path == "gram":
+        # G; while it is built: the rows of A copied (and transposed, for CSR) and the sparse
+        # product before it is made dense; then the CG vectors
+        if nnz is None:
+            build = FLOAT * min(n, max(1, CHUNK_BYTES // (FLOAT * D))) * D
+        else:
+            per_row = nnz / max(n, 1)
+            dense_rows = per_row * GRAM_DENSE_ROW > D
+            product = 0 if dense_rows else min(D * D, int(nnz * per_row))
+            build = 2 * 12 * nnz + 12 * product + (CHUNK_BYTES if dense_rows else 0)
+        return FLOAT * (D * D + 10 * D + 6 * n) + build
     # cg: x, r, z, p, A p, the preconditioner, the previous delta, rhs; n-vectors; one chunk
     # of rows squared for the preconditioner (a copy and its squares)
     data = FLOAT * n * D if nnz is None else 12 * nnz
@@ -200,3 +232,95 @@ class ConjugateGradientSystem:
             p *= rz_new / rz
             p += z
             rz = rz_new
+
+
+def _rows_gram(X, mask: np.ndarray) -> np.ndarray:
+    """X_A^T X_A as a C-contiguous (D, D) array for the rows in mask: CSR rows as one sparse
+    product while they are sparse enough (at most D / GRAM_DENSE_ROW values a row), else
+    densified CHUNK_BYTES at a time into BLAS products."""
+    rows = X[mask]
+    D = X.shape[1]
+    if not sparse.issparse(rows):
+        return np.ascontiguousarray(rows.T @ rows)
+    if rows.nnz <= rows.shape[0] * D / GRAM_DENSE_ROW:
+        return (rows.T @ rows).toarray(order="C")
+    G = np.zeros((D, D))
+    step = max(1, CHUNK_BYTES // (FLOAT * D))
+    for lo in range(0, rows.shape[0], step):
+        block = rows[lo:lo + step].toarray()
+        G += block.T @ block
+    return G
+
+
+class GramSystem(ConjugateGradientSystem):
+    """Preconditioned CG on (diag(c) + G_A) delta = theta s_A - G_A w, G_A = X_A^T X_A.
+
+    G_R = X_R^T X_R is kept dense (D x D) for a reference set R (the active set when it was
+    last built); the rows where A and R differ, U with signs S (+1 entered, -1 left), make
+    G_A v = G_R v + U^T S U v exact in every product, and s_A = s_R + U^T S y_U. Each CG
+    iteration is one symmetric D x D product and a pass over |A xor R| rows instead of two
+    passes over X; G_R is rebuilt when more than n / GRAM_REBUILD rows differ. Never
+    factorises; 8 D^2 bytes besides X."""
+
+    def __init__(self, Xa, y: np.ndarray, c: float | np.ndarray) -> None:
+        super().__init__(Xa, y, c)
+        D = Xa.shape[1]
+        self.G = np.zeros((D, D))
+        self.ref = np.zeros(Xa.shape[0], dtype=bool)
+        self.sR = np.zeros(D)
+        self.sA = np.zeros(D)
+        self.dR = self.c.copy()
+        self.U = self.UT = None
+        self.sign = np.zeros(0)
+
+    def set_active(self, mask: np.ndarray) -> None:
+        if np.array_equal(mask, self.mask) and self.n_refactor:
+            return
+        differ = np.flatnonzero(mask != self.ref)
+        if not self.n_refactor or differ.size > mask.size // GRAM_REBUILD:
+            self.G = _rows_gram(self.Xa, mask)
+            self.sR = np.asarray(self.Xa.T @ np.where(mask, self.y, 0.0)).ravel()
+            self.dR = self.c + np.diagonal(self.G)
+            np.copyto(self.ref, mask)
+            differ = differ[:0]
+            self.n_refactor += 1
+        else:
+            self.n_updates += 1
+        sign = self.sign = np.where(mask[differ], 1.0, -1.0)
+        U = self.U = self.Xa[differ]
+        self.UT = U.T
+        self.sA = self.sR + np.asarray(self.UT @ (sign * self.y[differ])).ravel()
+        if sparse.issparse(U):  # c + diag(G_A), from the rows that differ
+            squares = U.data * U.data * np.repeat(sign, np.diff(U.indptr))
+            self.diag = self.dR + np.bincount(U.indices, squares, minlength=U.shape[1])
+        else:
+            self.diag = self.dR + sign @ (U * U)
+        np.copyto(self.mask, mask)
+
+    def _gram(self, v: np.ndarray) -> np.ndarray:
+        """G_A v."""
+        # G is symmetric and C-contiguous: G.T is the same matrix in Fortran order (no copy)
+        out = blas.dsymv(1.0, self.G.T, v, lower=1)
+        if self.sign.size:
+            out += np.asarray(self.UT @ (self.sign * np.asarray(self.U @ v).ravel())).ravel()
+        return out
+
+    def _apply(self, v: np.ndarray) -> np.ndarray:
+        out = self._gram(v)
+        out += self.c * v
+        return out
+
+    def step(self, w: np.ndarray, theta: float, f: np.ndarray) -> np.ndarray:
+        """As ConjugateGradientSystem.step, with X_A^T e_A = theta s_A - G_A w."""
+        x = self.previous.copy()
+        b = theta * self.sA - self._gram(w)
+        b_norm = float(np.linalg.norm(b))
+        if b_norm == 0.0:
+            return np.zeros_like(x)
+        r = b - self._apply(x)
+        if not np.linalg.norm(r) < b_norm:  # the previous step is a worse start than zero
+            x[:] = 0.0
+            r = b.copy()
+        self._iterate(x, r, CG_RTOL * b_norm)
+        self.previous = x
+        return x.copy()
