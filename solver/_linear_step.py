@@ -29,6 +29,7 @@ from scipy import linalg, sparse
 from scipy.linalg import blas
 
 from ._footprint import FLOAT
+from ._linalg import symmetrize_from_upper
 
 LINEAR_SOLVERS = ("dense", "woodbury", "cg", "gram")
 # "auto": the dense D x D system up to this dimension (D = features + 1 with the intercept).
@@ -89,7 +90,7 @@ def linear_system_bytes(path: str, n: int, D: int, nnz: int | None) -> int:
             per_row = nnz / max(n, 1)
             dense_rows = per_row * GRAM_DENSE_ROW > D
             product = 0 if dense_rows else min(D * D, int(nnz * per_row))
-            build = 2 * 12 * nnz + 12 * product + (CHUNK_BYTES if dense_rows else 0)
+            build = 2 * 12 * nnz + 12 * product + (2 * CHUNK_BYTES if dense_rows else 0)
         return FLOAT * (D * D + 10 * D + 6 * n) + build
     # cg: x, r, z, p, A p, the preconditioner, the previous delta, rhs; n-vectors; one chunk
     # of rows squared for the preconditioner (a copy and its squares)
@@ -247,9 +248,12 @@ def _rows_gram(X, mask: np.ndarray) -> np.ndarray:
     G = np.zeros((D, D))
     step = max(1, CHUNK_BYTES // (FLOAT * D))
     for lo in range(0, rows.shape[0], step):
-        block = rows[lo:lo + step].toarray()
-        G += block.T @ block
-    return G
+        # the upper triangle of G (the lower one of the Fortran-ordered G.T) += B^T B in place
+        out = blas.dsyrk(1.0, rows[lo:lo + step].toarray(), beta=1.0, c=G.T, trans=1, lower=1,
+                         overwrite_c=1)
+        if not np.shares_memory(out, G):  # pragma: no cover - f2py copied after all
+            G[:] = out.T
+    return symmetrize_from_upper(G)
 
 
 class GramSystem(ConjugateGradientSystem):
