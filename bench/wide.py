@@ -22,6 +22,7 @@ should stay flat in d (it is linear in nnz + n + d, and nnz is fixed).
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -60,10 +61,12 @@ def fmt(result: dict) -> str:
 
 
 def _median(results: list[dict]) -> dict:
+    """The median time (the mean of the middle two for an even count) and the largest peak."""
     ok = [r for r in results if "error" not in r]
     if not ok:
         return results[0]
-    return sorted(ok, key=lambda r: r["seconds"])[(len(ok) - 1) // 2]
+    return {"seconds": statistics.median(r["seconds"] for r in ok),
+            "peak_bytes": max(r["peak_bytes"] for r in ok)}
 
 
 def compare(n: int, d: int, tmp: Path, direct: bool, repeat: int, with_cg: bool) -> None:
