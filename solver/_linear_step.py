@@ -82,16 +82,18 @@ def linear_system_bytes(path: str, n: int, D: int, nnz: int | None) -> int:
         product = 0 if nnz is None else min(n * n, nnz * max(1, nnz // max(D, 1)))
         return FLOAT * 3 * n * n + 12 * product
     if path == "gram":
-        # G; while it is built: the rows of A copied (and transposed, for CSR) and the sparse
-        # product before it is made dense; then the CG vectors
+        # G; while it is built, the rows of A (CSR: copied and transposed, and the sparse
+        # product before it is made dense) or two chunks of them densified; the rows that
+        # differ from the reference set (up to n / GRAM_REBUILD); the CG vectors
+        chunks = 2 * min(CHUNK_BYTES, FLOAT * n * D)
         if nnz is None:
-            build = FLOAT * min(n, max(1, CHUNK_BYTES // (FLOAT * D))) * D
+            build, differ = chunks, FLOAT * D * (n // GRAM_REBUILD)
         else:
             per_row = nnz / max(n, 1)
             dense_rows = per_row * GRAM_DENSE_ROW > D
-            product = 0 if dense_rows else min(D * D, int(nnz * per_row))
-            build = 2 * 12 * nnz + 12 * product + (2 * CHUNK_BYTES if dense_rows else 0)
-        return FLOAT * (D * D + 10 * D + 6 * n) + build
+            product = 0 if dense_rows else 2 * 12 * nnz + 12 * min(D * D, int(nnz * per_row))
+            build, differ = (chunks if dense_rows else product), 12 * nnz // GRAM_REBUILD
+        return FLOAT * (D * D + 10 * D + 6 * n) + build + differ
     # cg: x, r, z, p, A p, the preconditioner, the previous delta, rhs; n-vectors; one chunk
     # of rows squared for the preconditioner (a copy and its squares)
     data = FLOAT * n * D if nnz is None else 12 * nnz
@@ -237,20 +239,23 @@ class ConjugateGradientSystem:
 
 def _rows_gram(X, mask: np.ndarray) -> np.ndarray:
     """X_A^T X_A as a C-contiguous (D, D) array for the rows in mask: CSR rows as one sparse
-    product while they are sparse enough (at most D / GRAM_DENSE_ROW values a row), else
-    densified CHUNK_BYTES at a time into BLAS products."""
-    rows = X[mask]
+    product while they are sparse enough (at most D / GRAM_DENSE_ROW values a row), else (and
+    for dense X) CHUNK_BYTES of rows at a time, densified, into BLAS dsyrk."""
+    rows = np.flatnonzero(mask)
     D = X.shape[1]
-    if not sparse.issparse(rows):
-        return np.ascontiguousarray(rows.T @ rows)
-    if rows.nnz <= rows.shape[0] * D / GRAM_DENSE_ROW:
-        return (rows.T @ rows).toarray(order="C")
+    if sparse.issparse(X):
+        stored = int(np.sum(X.indptr[rows + 1] - X.indptr[rows]))
+        if stored * GRAM_DENSE_ROW <= rows.size * D:
+            part = X[rows]
+            return (part.T @ part).toarray(order="C")
     G = np.zeros((D, D))
     step = max(1, CHUNK_BYTES // (FLOAT * D))
-    for lo in range(0, rows.shape[0], step):
-        # the upper triangle of G (the lower one of the Fortran-ordered G.T) += B^T B in place
-        out = blas.dsyrk(1.0, rows[lo:lo + step].toarray(), beta=1.0, c=G.T, trans=1, lower=1,
-                         overwrite_c=1)
+    for lo in range(0, rows.size, step):
+        block = X[rows[lo:lo + step]]
+        block = block.toarray() if sparse.issparse(block) else block
+        # the upper triangle of G (the lower one of the Fortran-ordered G.T) += B^T B in place;
+        # B^T is B's Fortran-ordered view, so BLAS reads the block without a copy
+        out = blas.dsyrk(1.0, block.T, beta=1.0, c=G.T, trans=0, lower=1, overwrite_c=1)
         if not np.shares_memory(out, G):  # pragma: no cover - f2py copied after all
             G[:] = out.T
     return symmetrize_from_upper(G)
