@@ -12,9 +12,9 @@ e_i = theta y_i - f_i (i in A). Four ways to solve it, the same delta up to roun
   v -> c v + X^T (1_A * (X v)); the Jacobi preconditioner c + sum_{i in A} x_ij^2 is kept
   current as rows enter and leave A; each solve starts from the previous step's delta. Memory
   O(n + D) besides X; X is never densified and X^T X never formed.
-* "gram" (``GramSystem``): the same conjugate gradients on v -> c v + G v with G = X_A^T X_A
-  kept as a dense D x D array, updated by the rows that enter and leave A (a sparse product of
-  those rows only); the right-hand side is theta X_A^T y_A - G w. One pass over X per outer
+* "gram" (``GramSystem``): the same conjugate gradients on v -> c v + G_A v, G_A = X_A^T X_A
+  from X_R^T X_R kept as a dense D x D array for a reference set R plus the few rows where A
+  and R differ; the right-hand side is theta X_A^T y_A - G_A w. One pass over X per outer
   iteration (the margins) instead of two per CG iteration; no factorisation. For many rows
   and a few thousand features.
 
