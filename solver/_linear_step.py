@@ -45,6 +45,9 @@ GRAM_DENSE_ROW = 16
 # "gram": G is rebuilt for the current active set when more than n / GRAM_REBUILD rows differ
 # from the set it was built for (each product then passes over those rows).
 GRAM_REBUILD = 16
+# "gram": the differing rows are added into G (and R becomes A) when there are more than
+# GRAM_FOLD D of them: each CG product passes over them, a fold once over their pairs.
+GRAM_FOLD = 0.5
 # "auto": the |A|-space form while the training rows are at most this many and fewer than D.
 WOODBURY_MAX_ROWS = 256
 # Conjugate gradients stop at ||residual|| <= CG_RTOL ||rhs|| (decisions then agree with a
@@ -93,7 +96,9 @@ def linear_system_bytes(path: str, n: int, D: int, nnz: int | None) -> int:
             dense_rows = per_row * GRAM_DENSE_ROW > D
             product = 0 if dense_rows else 2 * 12 * nnz + 12 * min(D * D, int(nnz * per_row))
             build, differ = (chunks if dense_rows else product), 12 * nnz // GRAM_REBUILD
-        return FLOAT * (D * D + 10 * D + 6 * n) + build + differ
+        # later, adding the differing rows into G: a chunk of their pairs (D x D for dense X)
+        fold = CHUNK_BYTES
+        return FLOAT * (D * D + 10 * D + 6 * n) + max(build, differ + fold)
     # cg: x, r, z, p, A p, the preconditioner, the previous delta, rhs; n-vectors; one chunk
     # of rows squared for the preconditioner (a copy and its squares)
     data = FLOAT * n * D if nnz is None else 12 * nnz
@@ -261,6 +266,30 @@ def _rows_gram(X, mask: np.ndarray) -> np.ndarray:
     return symmetrize_from_upper(G)
 
 
+def _signed_gram_update(G: np.ndarray, U, sign: np.ndarray) -> None:
+    """G += U^T diag(sign) U in place (G C-contiguous), for rows U (p x D, dense or CSR), a
+    chunk of rows at a time (temporaries within about CHUNK_BYTES)."""
+    p, D = U.shape
+    # bytes a row costs: CSR, its pairs (12 in the product, 24 in the scatter); dense, its
+    # signed copy
+    per_row = 36.0 * (U.nnz / max(p, 1)) ** 2 if sparse.issparse(U) else FLOAT * D
+    step = max(1, int(CHUNK_BYTES // max(per_row, 1.0)))
+    flat = G.reshape(-1)  # a view
+    for lo in range(0, p, step):
+        part, s = U[lo:lo + step], sign[lo:lo + step]
+        if not sparse.issparse(part):
+            # G^T (Fortran view of the symmetric G) += B^T (S B) in place, no D x D temporary
+            out = blas.dgemm(1.0, np.ascontiguousarray(part).T, (part * s[:, None]).T,
+                             beta=1.0, c=G.T, trans_b=1, overwrite_c=1)
+            if not np.shares_memory(out, G):  # pragma: no cover - f2py copied after all
+                G[:] = out.T
+            continue
+        P = (part.T @ sparse.csr_matrix(part.multiply(s[:, None]))).tocsr()
+        P.sum_duplicates()  # each (row, column) once: the scatter below is exact
+        rows = np.repeat(np.arange(D, dtype=np.intp), np.diff(P.indptr))
+        flat[rows * D + P.indices] += P.data
+
+
 class GramSystem(ConjugateGradientSystem):
     """Preconditioned CG on (diag(c) + G_A) delta = theta s_A - G_A w, G_A = X_A^T X_A.
 
@@ -268,7 +297,8 @@ class GramSystem(ConjugateGradientSystem):
     last built); the rows where A and R differ, U with signs S (+1 entered, -1 left), make
     G_A v = G_R v + U^T S U v exact in every product, and s_A = s_R + U^T S y_U. Each CG
     iteration is one symmetric D x D product and a pass over |A xor R| rows instead of two
-    passes over X; G_R is rebuilt when more than n / GRAM_REBUILD rows differ. Never
+    passes over X. When more than GRAM_FOLD D rows differ they are added into G_R (R becomes
+    A); when more than n / GRAM_REBUILD differ at once, G_R is rebuilt from A's rows. Never
     factorises; 8 D^2 bytes besides X."""
 
     def __init__(self, Xa, y: np.ndarray, c: float | np.ndarray) -> None:
@@ -281,6 +311,7 @@ class GramSystem(ConjugateGradientSystem):
         self.dR = self.c.copy()
         self.U = self.UT = None
         self.sign = np.zeros(0)
+        self.n_folds = 0
 
     def set_active(self, mask: np.ndarray) -> None:
         if np.array_equal(mask, self.mask) and self.n_refactor:
@@ -289,10 +320,17 @@ class GramSystem(ConjugateGradientSystem):
         if not self.n_refactor or differ.size > mask.size // GRAM_REBUILD:
             self.G = _rows_gram(self.Xa, mask)
             self.sR = np.asarray(self.Xa.T @ np.where(mask, self.y, 0.0)).ravel()
-            self.dR = self.c + np.diagonal(self.G)
-            np.copyto(self.ref, mask)
-            differ = differ[:0]
+            differ = self._new_reference(mask)
             self.n_refactor += 1
+        elif differ.size > self.G.shape[0] * GRAM_FOLD:
+            # fold the differing rows into G: the reference set becomes A
+            sign = np.where(mask[differ], 1.0, -1.0)
+            U = self.Xa[differ]
+            _signed_gram_update(self.G, U, sign)
+            self.sR += np.asarray(U.T @ (sign * self.y[differ])).ravel()
+            differ = self._new_reference(mask)
+            self.n_folds += 1
+            self.n_updates += 1
         else:
             self.n_updates += 1
         sign = self.sign = np.where(mask[differ], 1.0, -1.0)
@@ -305,6 +343,12 @@ class GramSystem(ConjugateGradientSystem):
         else:
             self.diag = self.dR + sign @ (U * U)
         np.copyto(self.mask, mask)
+
+    def _new_reference(self, mask: np.ndarray) -> np.ndarray:
+        """R = A (G and s_R are already those of A); returns the (empty) differing rows."""
+        self.dR = self.c + np.diagonal(self.G)
+        np.copyto(self.ref, mask)
+        return np.zeros(0, dtype=np.intp)
 
     def _gram(self, v: np.ndarray) -> np.ndarray:
         """G_A v."""
