@@ -3,6 +3,7 @@
     .venv/bin/python bench/wide.py              # 100k rows x {100k, 2k} features + d-sweep
     .venv/bin/python bench/wide.py --quick      # 20k rows, sweep up to 100k features
     .venv/bin/python bench/wide.py --rows 50000 --no-sweep --no-direct
+    .venv/bin/python bench/wide.py --widths 2000 --repeat 3 --with-cg --no-sweep
 
 Data: synthetic CSR, 50 stored values per row (uniform in [0, 1), random columns), labels from
 a planted linear rule y = sign(x . w* - median) with 5% of the labels flipped. Each fit runs in a
@@ -10,16 +11,18 @@ child process (bench/_fitrun.py): wall time of fit(), and its peak memory measur
 (VmHWM, reset before the fit) minus the RSS before it, i.e. beyond the loaded data.
 
 Printed per shape: LinearSVC (the anchor) and MSVMAv (linear_solver="auto") time and peak
-memory, the time ratio (goal <= 2x LinearSVC), MSVMAv's peak against 3 x the data + 300 MB
-(the goal), and where the direct dense D x D path fits in memory (its estimate below 4 GiB),
-the largest difference between the decisions of the automatic path and of the dense path
-(goal <= 1e-8). Then a d-sweep at fixed rows and stored values: memory should stay flat in d
-(it is linear in nnz + n + d, and nnz is fixed).
+memory, run alternately --repeat times (and linear_solver="cg" too with --with-cg), the ratio
+of their median times (goal <= 2x LinearSVC) and of each pair, MSVMAv's peak against
+3 x the data + 300 MB (the goal), and where the direct dense D x D path fits in memory (its
+estimate below 4 GiB), the largest difference between the decisions of the automatic path
+and of the dense path (goal <= 1e-8). Then a d-sweep at fixed rows and stored values: memory
+should stay flat in d (it is linear in nnz + n + d, and nnz is fixed).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -57,21 +60,45 @@ def fmt(result: dict) -> str:
     return f"{result['seconds']:8.2f} s {result['peak_bytes'] / MB:8.0f} MB"
 
 
-def compare(n: int, d: int, tmp: Path, direct: bool) -> None:
+def _median(results: list[dict]) -> dict:
+    """The median time (the mean of the middle two for an even count) and the largest peak."""
+    ok = [r for r in results if "error" not in r]
+    if not ok:
+        return results[0]
+    return {"seconds": statistics.median(r["seconds"] for r in ok),
+            "peak_bytes": max(r["peak_bytes"] for r in ok)}
+
+
+def compare(n: int, d: int, tmp: Path, direct: bool, repeat: int, with_cg: bool) -> None:
     X, y = planted(n, d)
     path = tmp / f"wide-{n}-{d}.npz"
     _fitrun.save(path, X, y)
     size = _fitrun.data_bytes(X)
     print(f"\n{n} x {d}, {X.nnz} stored values, data {size / MB:.0f} MB")
-    anchor = _fitrun.run(path, "linearsvc", {})
-    auto = _fitrun.run(path, "msvmav", {}, decisions=tmp / "auto.npy")
-    print(f"  LinearSVC          {fmt(anchor)}")
-    print(f"  MSVMAv auto ({auto.get('path')})  {fmt(auto)}")
-    if "error" not in anchor and "error" not in auto:
+    fits = [("LinearSVC", "linearsvc", {}), ("MSVMAv auto", "msvmav", {})]
+    if with_cg and estimate_fit("msvmav", n, d, X.nnz, {}).path != "cg":
+        fits.append(("MSVMAv cg", "msvmav", {"linear_solver": "cg"}))
+    results: dict[str, list[dict]] = {label: [] for label, _, _ in fits}
+    for k in range(repeat):  # the anchor and the subjects alternate under the same load
+        for label, algorithm, params in fits:
+            keep = tmp / "auto.npy" if label == "MSVMAv auto" and k == 0 else None
+            r = _fitrun.run(path, algorithm, params, decisions=keep)
+            results[label].append(r)
+            print(f"  {label:<12} {r.get('path') or '':>5} {fmt(r)}", flush=True)
+    anchor = _median(results["LinearSVC"])
+    for label, _, _ in fits[1:]:
+        subject = _median(results[label])
+        if "error" in anchor or "error" in subject:
+            continue
         goal = 3 * size + 300 * MB
-        print(f"  time ratio MSVMAv / LinearSVC = {auto['seconds'] / anchor['seconds']:.1f} "
-              f"(goal <= 2); MSVMAv peak = {auto['peak_bytes'] / MB:.0f} MB, goal 3 x data + "
-              f"300 MB = {goal / MB:.0f} MB ({'met' if auto['peak_bytes'] <= goal else 'missed'})")
+        ratios = [s["seconds"] / a["seconds"] for a, s in zip(results["LinearSVC"],
+                                                               results[label], strict=True)
+                  if "error" not in a and "error" not in s]
+        print(f"  {label}: time ratio to LinearSVC (medians of {repeat}) = "
+              f"{subject['seconds'] / anchor['seconds']:.1f} (goal <= 2; pairs "
+              f"{', '.join(f'{x:.1f}' for x in ratios)}); peak = "
+              f"{subject['peak_bytes'] / MB:.0f} MB, goal 3 x data + 300 MB = {goal / MB:.0f} "
+              f"MB ({'met' if subject['peak_bytes'] <= goal else 'missed'})")
     dense = estimate_fit("msvmav", n, d, X.nnz, {"linear_solver": "dense"})
     if not direct or dense.peak_bytes > DIRECT_LIMIT:
         why = "skipped (--no-direct)" if not direct else "does not fit"
@@ -79,7 +106,7 @@ def compare(n: int, d: int, tmp: Path, direct: bool) -> None:
         return
     ref = _fitrun.run(path, "msvmav", {"linear_solver": "dense"}, decisions=tmp / "dense.npy")
     print(f"  MSVMAv dense       {fmt(ref)}")
-    if "error" not in ref and "error" not in auto:
+    if "error" not in ref and "error" not in results["MSVMAv auto"][0]:
         gap = np.max(np.abs(np.load(tmp / "auto.npy") - np.load(tmp / "dense.npy")))
         print(f"  max |decision(auto) - decision(dense)| = {gap:.2e} (goal <= 1e-8)")
 
@@ -108,12 +135,18 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=None)
     p.add_argument("--no-direct", action="store_true", help="skip the dense-path comparison")
     p.add_argument("--no-sweep", action="store_true")
+    p.add_argument("--widths", type=int, nargs="*", default=None,
+                   help="feature counts compared with LinearSVC (default 100000 2000)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="alternate LinearSVC and MSVMAv this many times (medians reported)")
+    p.add_argument("--with-cg", action="store_true",
+                   help="also time linear_solver='cg' where auto takes another path")
     args = p.parse_args()
     n = args.rows or (20_000 if args.quick else 100_000)
     widths = [1_000, 10_000, 100_000] + ([] if args.quick else [1_000_000])
     with _fitrun.scratch() as tmp:
-        for d in (100_000, 2_000):
-            compare(n, d, Path(tmp), not args.no_direct)
+        for d in args.widths or (100_000, 2_000):
+            compare(n, d, Path(tmp), not args.no_direct, args.repeat, args.with_cg)
         if not args.no_sweep:
             sweep(n, widths, Path(tmp))
 

@@ -1,7 +1,7 @@
 """How linear MSVMAv solves its semi-variance step, chosen per problem (msvmav.md 1.2-1.4).
 
 The step is w' = w + delta with (c I + X_A^T X_A) delta = X_A^T e_A, c = n beta,
-e_i = theta y_i - f_i (i in A). Three ways to solve it, the same delta up to rounding:
+e_i = theta y_i - f_i (i in A). Four ways to solve it, the same delta up to rounding:
 
 * "dense" (``_active_set.PrimalSystem``): keeps X_A^T X_A and its inverse, D x D, updated by
   low-rank edits. Fastest while D is small; memory and refactorisations grow as D^2 and D^3.
@@ -12,6 +12,11 @@ e_i = theta y_i - f_i (i in A). Three ways to solve it, the same delta up to rou
   v -> c v + X^T (1_A * (X v)); the Jacobi preconditioner c + sum_{i in A} x_ij^2 is kept
   current as rows enter and leave A; each solve starts from the previous step's delta. Memory
   O(n + D) besides X; X is never densified and X^T X never formed.
+* "gram" (``GramSystem``): the same conjugate gradients on v -> c v + G_A v, G_A = X_A^T X_A
+  from X_R^T X_R kept as a dense D x D array for a reference set R plus the few rows where A
+  and R differ; the right-hand side is theta X_A^T y_A - G_A w. One pass over X per outer
+  iteration (the margins) instead of two per CG iteration; no factorisation. For many rows
+  and a few thousand features.
 
 ``choose_linear_solver`` is the one place the automatic choice is made; fit() and the memory
 estimate (``solver.memory``) both call it.
@@ -21,12 +26,28 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import linalg, sparse
+from scipy.linalg import blas
 
 from ._footprint import FLOAT
+from ._linalg import symmetrize_from_upper
 
-LINEAR_SOLVERS = ("dense", "woodbury", "cg")
+LINEAR_SOLVERS = ("dense", "woodbury", "cg", "gram")
 # "auto": the dense D x D system up to this dimension (D = features + 1 with the intercept).
 DENSE_MAX_DIM = 512
+# "auto": the kept Gram matrix ("gram") above DENSE_MAX_DIM up to this dimension (8 D^2 bytes:
+# 128 MiB at 4096), where X holds at least D^2 / GRAM_MIN_FILL values: a product with the
+# symmetric D x D matrix (reading D^2 / 2 of its values) then costs at most one pass over X,
+# and a CG iteration on X makes two.
+GRAM_MAX_DIM = 4096
+GRAM_MIN_FILL = 4
+# Building X_A^T X_A: rows with more than D / GRAM_DENSE_ROW values are multiplied densified.
+GRAM_DENSE_ROW = 16
+# "gram": G is rebuilt for the current active set when more than n / GRAM_REBUILD rows differ
+# from the set it was built for (each product then passes over those rows).
+GRAM_REBUILD = 16
+# "gram": the differing rows are added into G (and R becomes A) when there are more than
+# GRAM_FOLD D of them: each CG product passes over them, a fold once over their pairs.
+GRAM_FOLD = 0.5
 # "auto": the |A|-space form while the training rows are at most this many and fewer than D.
 WOODBURY_MAX_ROWS = 256
 # Conjugate gradients stop at ||residual|| <= CG_RTOL ||rhs|| (decisions then agree with a
@@ -37,14 +58,18 @@ CG_MAX_ITER = 5000
 CHUNK_BYTES = 16 * 2**20
 
 
-def choose_linear_solver(requested: str, n: int, D: int) -> str:
-    """The linear step's solver for n training rows and D columns (intercept included)."""
+def choose_linear_solver(requested: str, n: int, D: int, nnz: int | None = None) -> str:
+    """The linear step's solver for n training rows and D columns (intercept included) holding
+    nnz stored values (None: dense, n D)."""
     if requested != "auto":
         return requested
     if D <= DENSE_MAX_DIM:
         return "dense"
     if n <= WOODBURY_MAX_ROWS and n < D:
         return "woodbury"
+    stored = n * D if nnz is None else nnz
+    if D <= GRAM_MAX_DIM and stored * GRAM_MIN_FILL >= D * D:
+        return "gram"
     return "cg"
 
 
@@ -59,6 +84,21 @@ def linear_system_bytes(path: str, n: int, D: int, nnz: int | None) -> int:
         # X X^T (its sparse product first, for CSR input), the block of A and its factor
         product = 0 if nnz is None else min(n * n, nnz * max(1, nnz // max(D, 1)))
         return FLOAT * 3 * n * n + 12 * product
+    if path == "gram":
+        # G; while it is built, the rows of A (CSR: copied and transposed, and the sparse
+        # product before it is made dense) or two chunks of them densified; the rows that
+        # differ from the reference set (up to n / GRAM_REBUILD); the CG vectors
+        chunks = 2 * min(CHUNK_BYTES, FLOAT * n * D)
+        if nnz is None:
+            build, differ = chunks, FLOAT * D * (n // GRAM_REBUILD)
+        else:
+            per_row = nnz / max(n, 1)
+            dense_rows = per_row * GRAM_DENSE_ROW > D
+            product = 0 if dense_rows else 2 * 12 * nnz + 12 * min(D * D, int(nnz * per_row))
+            build, differ = (chunks if dense_rows else product), 12 * nnz // GRAM_REBUILD
+        # later, adding the differing rows into G: a chunk of their pairs (D x D for dense X)
+        fold = CHUNK_BYTES
+        return FLOAT * (D * D + 10 * D + 6 * n) + max(build, differ + fold)
     # cg: x, r, z, p, A p, the preconditioner, the previous delta, rhs; n-vectors; one chunk
     # of rows squared for the preconditioner (a copy and its squares)
     data = FLOAT * n * D if nnz is None else 12 * nnz
@@ -200,3 +240,140 @@ class ConjugateGradientSystem:
             p *= rz_new / rz
             p += z
             rz = rz_new
+
+
+def _rows_gram(X, mask: np.ndarray) -> np.ndarray:
+    """X_A^T X_A as a C-contiguous (D, D) array for the rows in mask: CSR rows as one sparse
+    product while they are sparse enough (at most D / GRAM_DENSE_ROW values a row), else (and
+    for dense X) CHUNK_BYTES of rows at a time, densified, into BLAS dsyrk."""
+    rows = np.flatnonzero(mask)
+    D = X.shape[1]
+    if sparse.issparse(X):
+        stored = int(np.sum(X.indptr[rows + 1] - X.indptr[rows]))
+        if stored * GRAM_DENSE_ROW <= rows.size * D:
+            part = X[rows]
+            return (part.T @ part).toarray(order="C")
+    G = np.zeros((D, D))
+    step = max(1, CHUNK_BYTES // (FLOAT * D))
+    for lo in range(0, rows.size, step):
+        block = X[rows[lo:lo + step]]
+        block = block.toarray() if sparse.issparse(block) else block
+        # the upper triangle of G (the lower one of the Fortran-ordered G.T) += B^T B in place;
+        # B^T is B's Fortran-ordered view, so BLAS reads the block without a copy
+        out = blas.dsyrk(1.0, block.T, beta=1.0, c=G.T, trans=0, lower=1, overwrite_c=1)
+        if not np.shares_memory(out, G):  # pragma: no cover - f2py copied after all
+            G[:] = out.T
+    return symmetrize_from_upper(G)
+
+
+def _signed_gram_update(G: np.ndarray, U, sign: np.ndarray) -> None:
+    """G += U^T diag(sign) U in place (G C-contiguous), for rows U (p x D, dense or CSR), a
+    chunk of rows at a time (temporaries within about CHUNK_BYTES)."""
+    p, D = U.shape
+    # bytes a row costs: CSR, its pairs (12 in the product, 24 in the scatter); dense, its
+    # signed copy
+    per_row = 36.0 * (U.nnz / max(p, 1)) ** 2 if sparse.issparse(U) else FLOAT * D
+    step = max(1, int(CHUNK_BYTES // max(per_row, 1.0)))
+    flat = G.reshape(-1)  # a view
+    for lo in range(0, p, step):
+        part, s = U[lo:lo + step], sign[lo:lo + step]
+        if not sparse.issparse(part):
+            # G^T (Fortran view of the symmetric G) += B^T (S B) in place, no D x D temporary
+            out = blas.dgemm(1.0, np.ascontiguousarray(part).T, (part * s[:, None]).T,
+                             beta=1.0, c=G.T, trans_b=1, overwrite_c=1)
+            if not np.shares_memory(out, G):  # pragma: no cover - f2py copied after all
+                G[:] = out.T
+            continue
+        P = (part.T @ sparse.csr_matrix(part.multiply(s[:, None]))).tocsr()
+        P.sum_duplicates()  # each (row, column) once: the scatter below is exact
+        rows = np.repeat(np.arange(D, dtype=np.intp), np.diff(P.indptr))
+        flat[rows * D + P.indices] += P.data
+
+
+class GramSystem(ConjugateGradientSystem):
+    """Preconditioned CG on (diag(c) + G_A) delta = theta s_A - G_A w, G_A = X_A^T X_A.
+
+    G_R = X_R^T X_R is kept dense (D x D) for a reference set R (the active set when it was
+    last built); the rows where A and R differ, U with signs S (+1 entered, -1 left), make
+    G_A v = G_R v + U^T S U v exact in every product, and s_A = s_R + U^T S y_U. Each CG
+    iteration is one symmetric D x D product and a pass over |A xor R| rows instead of two
+    passes over X. When more than GRAM_FOLD D rows differ they are added into G_R (R becomes
+    A); when more than n / GRAM_REBUILD differ at once, G_R is rebuilt from A's rows. Never
+    factorises; 8 D^2 bytes besides X."""
+
+    def __init__(self, Xa, y: np.ndarray, c: float | np.ndarray) -> None:
+        super().__init__(Xa, y, c)
+        D = Xa.shape[1]
+        self.G = np.zeros((D, D))
+        self.ref = np.zeros(Xa.shape[0], dtype=bool)
+        self.sR = np.zeros(D)
+        self.sA = np.zeros(D)
+        self.dR = self.c.copy()
+        self.U = self.UT = None
+        self.sign = np.zeros(0)
+        self.n_folds = 0
+
+    def set_active(self, mask: np.ndarray) -> None:
+        if np.array_equal(mask, self.mask) and self.n_refactor:
+            return
+        differ = np.flatnonzero(mask != self.ref)
+        if not self.n_refactor or differ.size > mask.size // GRAM_REBUILD:
+            self.G = _rows_gram(self.Xa, mask)
+            self.sR = np.asarray(self.Xa.T @ np.where(mask, self.y, 0.0)).ravel()
+            differ = self._new_reference(mask)
+            self.n_refactor += 1
+        elif differ.size > self.G.shape[0] * GRAM_FOLD:
+            # fold the differing rows into G: the reference set becomes A
+            sign = np.where(mask[differ], 1.0, -1.0)
+            U = self.Xa[differ]
+            _signed_gram_update(self.G, U, sign)
+            self.sR += np.asarray(U.T @ (sign * self.y[differ])).ravel()
+            differ = self._new_reference(mask)
+            self.n_folds += 1
+            self.n_updates += 1
+        else:
+            self.n_updates += 1
+        sign = self.sign = np.where(mask[differ], 1.0, -1.0)
+        U = self.U = self.Xa[differ]
+        self.UT = U.T
+        self.sA = self.sR + np.asarray(self.UT @ (sign * self.y[differ])).ravel()
+        if sparse.issparse(U):  # c + diag(G_A), from the rows that differ
+            squares = U.data * U.data * np.repeat(sign, np.diff(U.indptr))
+            self.diag = self.dR + np.bincount(U.indices, squares, minlength=U.shape[1])
+        else:
+            self.diag = self.dR + sign @ (U * U)
+        np.copyto(self.mask, mask)
+
+    def _new_reference(self, mask: np.ndarray) -> np.ndarray:
+        """R = A (G and s_R are already those of A); returns the (empty) differing rows."""
+        self.dR = self.c + np.diagonal(self.G)
+        np.copyto(self.ref, mask)
+        return np.zeros(0, dtype=np.intp)
+
+    def _gram(self, v: np.ndarray) -> np.ndarray:
+        """G_A v."""
+        # G is symmetric and C-contiguous: G.T is the same matrix in Fortran order (no copy)
+        out = blas.dsymv(1.0, self.G.T, v, lower=1)
+        if self.sign.size:
+            out += np.asarray(self.UT @ (self.sign * np.asarray(self.U @ v).ravel())).ravel()
+        return out
+
+    def _apply(self, v: np.ndarray) -> np.ndarray:
+        out = self._gram(v)
+        out += self.c * v
+        return out
+
+    def step(self, w: np.ndarray, theta: float, f: np.ndarray) -> np.ndarray:
+        """As ConjugateGradientSystem.step, with X_A^T e_A = theta s_A - G_A w."""
+        x = self.previous.copy()
+        b = theta * self.sA - self._gram(w)
+        b_norm = float(np.linalg.norm(b))
+        if b_norm == 0.0:
+            return np.zeros_like(x)
+        r = b - self._apply(x)
+        if not np.linalg.norm(r) < b_norm:  # the previous step is a worse start than zero
+            x[:] = 0.0
+            r = b.copy()
+        self._iterate(x, r, CG_RTOL * b_norm)
+        self.previous = x
+        return x.copy()

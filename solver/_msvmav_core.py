@@ -27,7 +27,7 @@ import numpy as np
 
 from ._active_set import DualSystem, PrimalSystem
 from ._base import Callback, FitStopped, report
-from ._linear_step import ConjugateGradientSystem, RowSpaceSystem
+from ._linear_step import ConjugateGradientSystem, GramSystem, RowSpaceSystem
 
 # Recompute f = K a from scratch this often on the kernel path (it is updated incrementally).
 F_REFRESH = 50
@@ -51,6 +51,8 @@ class PrimalSpace:
             self.system = PrimalSystem(X, y, base, update=update)
         elif solver == "cg":
             self.system = ConjugateGradientSystem(X, y, base)
+        elif solver == "gram":
+            self.system = GramSystem(X, y, base)
         elif base_extra is not None:
             raise ValueError(f"linear_solver: {solver!r} needs the identity metric")
         else:

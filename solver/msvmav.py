@@ -147,12 +147,14 @@ class MSVMAv(MarginClassifier):
         The dense linear step (``linear_solver="dense"``): keep the D x D active-set system
         current by low-rank updates, or rebuild and refactor it every iteration (reference
         path; same result).
-    linear_solver : {"auto", "dense", "woodbury", "cg"}
+    linear_solver : {"auto", "dense", "woodbury", "cg", "gram"}
         How the linear step (I + X_A^T X_A / (n beta)) w = r is solved (same iterates up to
         rounding): "dense" keeps the D x D system (16 D^2 bytes, D = features + 1); "woodbury"
         solves the |A| x |A| system (c I + X_A X_A^T) from the n x n row Gram matrix; "cg" is
-        matrix-free preconditioned conjugate gradients, O(nnz + n + D) memory. "auto": dense
-        up to D = 512, woodbury for at most 256 rows and fewer rows than D, cg otherwise
+        matrix-free preconditioned conjugate gradients, O(nnz + n + D) memory; "gram" runs the
+        same conjugate gradients on the Gram matrix X_A^T X_A kept current (8 D^2 bytes).
+        "auto": dense up to D = 512, woodbury for at most 256 rows and fewer rows than D, gram
+        up to D = 4096 where X holds at least D^2 / 4 values, cg otherwise
         (``solver._linear_step.choose_linear_solver``).
     approximation : {"auto", "exact", "low_rank", "nystroem"}
         Kernels only. "exact": the n x n Gram matrix. "low_rank": K ~ L L^T by randomly pivoted
@@ -188,8 +190,8 @@ class MSVMAv(MarginClassifier):
     history_ : list of dicts, one per iteration and task: theta, semivariance, objective
         (= SV / theta^2), active (|A_k|), flipped (sign safeguard fired), step.
     kernel_approximation_ : "exact", "low_rank" or "nystroem" (kernels), None for linear
-    linear_solver_ : "dense", "woodbury" or "cg": the linear step's solver (linear kernel),
-        None for kernels
+    linear_solver_ : "dense", "woodbury", "cg" or "gram": the linear step's solver (linear
+        kernel), None for kernels
     rank_ : int, rank of the kernel matrix used (n for exact, r for low-rank); None for linear
     kernel_error_ : float, relative trace error trace(K - K_r) / trace(K) of the kernel
         matrix used (0.0 for exact); None for linear and "precomputed"
@@ -353,7 +355,7 @@ class MSVMAv(MarginClassifier):
                            "lower kernel_memory_mb (it caps the rank) or use fewer rows")
 
     def _linear_estimate(self, n: int, d: int, nnz: int | None, fixed: int) -> FitEstimate:
-        path = self.linear_path(n, d)
+        path = self.linear_path(n, d, nnz)
         D = d + (1 if self.fit_intercept else 0)
         stored = None if nnz is None else nnz + (n if self.fit_intercept else 0)
         # augment: a copy of X with the constant column (CSR: and a byte mask per entry)
@@ -363,7 +365,8 @@ class MSVMAv(MarginClassifier):
         peak = copy + system + FLOAT * 8 * D + fixed
         advice = {"dense": "use linear_solver='cg' (memory O(nnz + n + D)) or fewer features",
                   "woodbury": "use linear_solver='cg' (memory O(nnz + n + D)) or fewer rows",
-                  "cg": "use fewer rows or features (the copy of X is most of it)"}[path]
+                  "cg": "use fewer rows or features (the copy of X is most of it)",
+                  "gram": "use linear_solver='cg' (memory O(nnz + n + D)) or fewer features"}[path]
         return FitEstimate(int(peak), path, advice)
 
     def _run_tasks(self, Y: np.ndarray, callback, make_space, dim: int,
@@ -391,15 +394,18 @@ class MSVMAv(MarginClassifier):
                 break
         return coefs, info
 
-    def linear_path(self, n: int, n_features: int) -> str:
-        """The linear step's solver ("dense", "woodbury" or "cg") fit() uses on n rows of
-        n_features features (``linear_solver``, or the automatic choice)."""
+    def linear_path(self, n: int, n_features: int, nnz: int | None = None) -> str:
+        """The linear step's solver ("dense", "woodbury", "cg" or "gram") fit() uses on n rows
+        of n_features features holding nnz stored values (None: dense input)
+        (``linear_solver``, or the automatic choice)."""
         D = n_features + (1 if self.fit_intercept else 0)
-        return choose_linear_solver(self.linear_solver, n, D)
+        stored = None if nnz is None else nnz + (n if self.fit_intercept else 0)
+        return choose_linear_solver(self.linear_solver, n, D, stored)
 
     def _fit_linear(self, X, Y, callback) -> None:
         d, T = X.shape[1], Y.shape[1]
-        self.linear_solver_ = path = self.linear_path(X.shape[0], d)
+        self.linear_solver_ = path = self.linear_path(
+            X.shape[0], d, X.nnz if sparse.issparse(X) else None)
         Xa = augment(X) if self.fit_intercept else X
         # D x D systems this small run faster on one BLAS thread than on several
         small = Xa.shape[1] < SMALL_SYSTEM or path != "dense"

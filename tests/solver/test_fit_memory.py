@@ -42,7 +42,7 @@ def measured_peak(est, X, y) -> int:
         tracemalloc.stop()
 
 
-PARAMS = [("msvmav", {"linear_solver": s}) for s in ("dense", "woodbury", "cg")] + [
+PARAMS = [("msvmav", {"linear_solver": s}) for s in ("dense", "woodbury", "cg", "gram")] + [
     (a, {"kernel": k}) for a in ALGORITHMS for k in KERNELS]
 
 
@@ -63,12 +63,12 @@ def test_estimate_grows_with_rows_features_and_stored_values(algorithm, params):
 
 
 @pytest.mark.parametrize("n,d,per_row", [(300, 20, None), (60, 2000, None), (60, 2000, 30),
-                                         (3000, 1000, 10)])
+                                         (3000, 1000, 10), (1500, 700, 150)])
 def test_estimate_names_the_linear_path_fit_takes(n, d, per_row):
     X, y = data(n, d, per_row)
     m = MSVMAv(max_iter=2).fit(X, y)
     assert estimate_fit("msvmav", n, d, X.nnz if per_row else None, {}).path == m.linear_solver_
-    for solver in ("dense", "woodbury", "cg"):
+    for solver in ("dense", "woodbury", "cg", "gram"):
         assert estimate_fit("msvmav", n, d, None, {"linear_solver": solver}).path == solver
 
 
@@ -86,6 +86,8 @@ def test_estimate_names_the_kernel_path_fit_takes():
 CASES = [
     ("msvmav", {}, 30, 12000, None),  # woodbury: the 30 x 12,000 CSV of issue 20
     ("msvmav", {}, 1000, 20000, 50),  # cg
+    ("msvmav", {}, 20000, 1000, 50),  # gram, G built by one sparse product
+    ("msvmav", {}, 3000, 800, None),  # gram, G built from densified blocks
     ("msvmav", {"linear_solver": "dense"}, 200, 1000, None),
     ("msvmav", {"linear_solver": "woodbury"}, 300, 5000, 50),
     ("msvmav", {"kernel": "rbf"}, 800, 10, None),  # exact kernel

@@ -13,11 +13,17 @@ from scipy import sparse
 from threadpoolctl import threadpool_limits
 
 from solver import MSVMAv, model_from_dict
-from solver._linear_step import DENSE_MAX_DIM, WOODBURY_MAX_ROWS, choose_linear_solver
+from solver._linear_step import (
+    DENSE_MAX_DIM,
+    GRAM_MAX_DIM,
+    WOODBURY_MAX_ROWS,
+    GramSystem,
+    choose_linear_solver,
+)
 from solver.params import InvalidParameterError
 from tests.solver.test_msvmav_exact import PARAMS, naive_linear, rel
 
-SOLVERS = ["dense", "woodbury", "cg"]
+SOLVERS = ["dense", "woodbury", "cg", "gram"]
 
 
 @cache
@@ -63,7 +69,7 @@ def test_every_solver_matches_the_naive_iteration(make, solver, alpha, beta, as_
     assert np.allclose([h["theta"] for h in m.history_], thetas, rtol=1e-8)
 
 
-@pytest.mark.parametrize("solver", ["woodbury", "cg"])
+@pytest.mark.parametrize("solver", ["woodbury", "cg", "gram"])
 def test_multiclass_and_no_intercept_agree_with_the_dense_path(solver):
     rng = np.random.default_rng(5)
     X = sparse.random(90, 600, density=0.03, format="csr", random_state=6)
@@ -75,16 +81,24 @@ def test_multiclass_and_no_intercept_agree_with_the_dense_path(solver):
         assert np.max(np.abs(other.decision_function(X) - ref.decision_function(X))) <= 1e-8
 
 
-@pytest.mark.parametrize("n,d,expected", [
-    (1000, 100, "dense"), (10**6, DENSE_MAX_DIM - 1, "dense"), (30, 12000, "woodbury"),
-    (WOODBURY_MAX_ROWS, 100000, "woodbury"), (WOODBURY_MAX_ROWS + 1, 100000, "cg"),
-    (100000, 100000, "cg"), (100000, 2000, "cg"), (400, 300, "dense"), (200, 600, "woodbury")])
-def test_automatic_choice_by_shape(n, d, expected):
-    assert MSVMAv().linear_path(n, d) == expected
-    assert choose_linear_solver("auto", n, d + 1) == expected
+@pytest.mark.parametrize("n,d,per_row,expected", [
+    (1000, 100, None, "dense"), (10**6, DENSE_MAX_DIM - 1, None, "dense"),
+    (30, 12000, None, "woodbury"), (WOODBURY_MAX_ROWS, 100000, None, "woodbury"),
+    (WOODBURY_MAX_ROWS + 1, 100000, None, "cg"), (100000, 100000, None, "cg"),
+    (100000, 100000, 50, "cg"), (400, 300, None, "dense"), (200, 600, None, "woodbury"),
+    # a few thousand features and enough stored values: the kept Gram matrix
+    (100000, 2000, None, "gram"), (100000, 2000, 50, "gram"),
+    (100000, GRAM_MAX_DIM - 1, None, "gram"), (100000, GRAM_MAX_DIM, None, "cg"),
+    # too few stored values for the D x D products to pay: matrix-free CG
+    (100000, 4000, 5, "cg"), (600, 2000, None, "gram"), (300, 2000, None, "cg")])
+def test_automatic_choice_by_shape(n, d, per_row, expected):
+    nnz = None if per_row is None else n * per_row
+    assert MSVMAv().linear_path(n, d, nnz) == expected
+    stored = None if nnz is None else nnz + n  # with the intercept's column
+    assert choose_linear_solver("auto", n, d + 1, stored) == expected
     # an explicit choice always wins
     for solver in SOLVERS:
-        assert MSVMAv(linear_solver=solver).linear_path(n, d) == solver
+        assert MSVMAv(linear_solver=solver).linear_path(n, d, nnz) == solver
 
 
 def test_fit_records_the_automatic_choice():
@@ -97,6 +111,8 @@ def test_fit_records_the_automatic_choice():
     Xc = sparse.random(300, 900, density=0.01, format="csr", random_state=1)
     yc = rng.integers(0, 2, size=300)
     assert MSVMAv(max_iter=3).fit(Xc, yc).linear_solver_ == "cg"
+    Xg = rng.random((700, 600))
+    assert MSVMAv(max_iter=3).fit(Xg, rng.integers(0, 2, 700)).linear_solver_ == "gram"
     assert MSVMAv(kernel="rbf", max_iter=3).fit(Xt, yt).linear_solver_ is None
 
 
@@ -137,3 +153,50 @@ def test_cg_never_densifies_x_nor_forms_the_gram_matrix():
     assert m.linear_solver_ == "cg"
     assert peak < 150 * 2**20  # ~ 12 D-vectors (8 MB each) and a copy of X
     assert m.score(X, y) > 0.8
+
+
+@pytest.mark.parametrize("per_row", [2, 20, None])  # G built by a sparse product / blocks
+def test_gram_system_products_equal_the_active_rows_gram_matrix(per_row):
+    """After many mixed entries and exits, the kept Gram system's G_A v, s_A and Jacobi
+    diagonal equal X_A^T X_A v, X_A^T y_A and c + diag computed directly from the active rows,
+    whether the differing rows are applied in the products, added into G (more than D / 2 of
+    them) or G rebuilt (more than n / 16 at once)."""
+    rng = np.random.default_rng(3)
+    n, d = 1000, 60
+    X = (sparse.random(n, d, density=per_row / d, format="csr", random_state=4)
+         if per_row else rng.random((n, d)))
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    system = GramSystem(X, y, 0.1 * n)
+    mask = rng.random(n) < 0.5
+    for k in range(40):
+        flip = rng.choice(n, size=100 if k % 15 == 14 else rng.integers(1, 8), replace=False)
+        mask[flip] = ~mask[flip]
+        system.set_active(mask.copy())
+        XA = X[mask].toarray() if per_row else X[mask]
+        v = rng.normal(size=d)
+        assert np.allclose(system._gram(v), XA.T @ (XA @ v), rtol=1e-12, atol=1e-12)
+        assert np.allclose(system.sA, XA.T @ y[mask], rtol=1e-12, atol=1e-12)
+        assert np.allclose(system.diag, 0.1 * n + (XA * XA).sum(axis=0), rtol=1e-12)
+    # every way was taken: rows applied in the products, folded into G, G rebuilt
+    assert system.n_updates > 30 and system.n_folds >= 2 and system.n_refactor >= 3
+
+
+def test_automatic_gram_path_matches_the_naive_iteration():
+    """A shape where "auto" keeps the Gram matrix (D = 601 > 512, X holds more than D^2 / 4
+    values): the paper's iterates, and the rows differing from the kept set's (not rebuilds
+    only) did the work."""
+    rng = np.random.default_rng(7)
+    n, d = 1200, 600
+    X = sparse.random(n, d, density=0.15, format="csr", random_state=8)
+    y = np.where(np.asarray(X[:, :60].sum(axis=1)).ravel() + 0.3 * rng.normal(size=n) > 0.9,
+                 1, -1)
+    m = MSVMAv().fit(X, y)
+    assert m.linear_solver_ == "gram"
+    assert m.fit_info_["low_rank_updates"] > m.fit_info_["refactorisations"]
+    with threadpool_limits(1):
+        w, n_iter, _, thetas = naive_linear(X.toarray(), y.astype(float), 16.0, 0.25)
+    assert m.n_iter_ == n_iter
+    assert rel(np.r_[m.coef_[0], m.intercept_], w) < 1e-8
+    naive_f = np.hstack([X.toarray(), np.ones((n, 1))]) @ w
+    assert np.max(np.abs(m.decision_function(X) - naive_f)) <= 1e-8
+    assert np.allclose([h["theta"] for h in m.history_], thetas, rtol=1e-8)
