@@ -19,7 +19,7 @@ import time
 import weakref
 from collections import deque
 from datetime import UTC, datetime, timedelta
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Any
 
 import numpy as np
@@ -40,8 +40,15 @@ DELETE_CHUNK = 5_000
 
 _INSERT = (
     "INSERT INTO prediction_log (model_id, registered_model, version, alias, prediction_id, "
-    "created_at, decision, decisions, predicted, clipped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "created_at, decision, decisions, predicted, clipped) VALUES "
 )
+_VALUES = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# Rows per INSERT statement (ten parameters each). One multi-row statement is one call into
+# the driver, which lets go of the GIL once; executemany let go of it and took it back for
+# every row, and each time the event loop's thread wanted it back for its own system calls
+# (a /predict's socket reads and writes), the two threads took turns: one-row /predict lost
+# a third of its throughput to those hand-overs while the log was being written.
+VALUES_ROWS = 500
 # Deleting in chunks: ids of the oldest rows to delete, DELETE_CHUNK at a time.
 _DELETE_OLD = (
     "DELETE FROM prediction_log WHERE id IN (SELECT id FROM prediction_log "
@@ -85,6 +92,7 @@ class PredictionLogWriter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_retention = 0.0
+        self._statements: dict[int, str] = {}  # INSERT statements by their number of rows
         self.metrics = PredictionMetrics()  # counted as rows leave the queue
 
     def record(self, entry: Entry) -> bool:
@@ -172,16 +180,26 @@ class PredictionLogWriter:
         """The batch's rows, at most BATCH_ROWS per transaction (one request's 100,000 rows
         too: the write lock is free between them)."""
         rows = [row for entry in batch for row in self._rows(entry)]
-        statement = placeholders(self.engine, _INSERT)
         for start in range(0, len(rows), BATCH_ROWS):
             part = rows[start : start + BATCH_ROWS]
             try:
                 with self.engine.begin() as conn:
-                    conn.exec_driver_sql(statement, part)
+                    for at in range(0, len(part), VALUES_ROWS):
+                        chunk = part[at : at + VALUES_ROWS]
+                        params = tuple(chain.from_iterable(chunk))
+                        conn.exec_driver_sql(self._insert(len(chunk)), params)
             except Exception:
                 self.dropped += len(rows) - start
                 raise
             self.written += len(part)
+
+    def _insert(self, n: int) -> str:
+        """The INSERT statement of ``n`` rows, in the driver's placeholder style."""
+        statement = self._statements.get(n)
+        if statement is None:
+            sql = _INSERT + ", ".join(repeat(_VALUES, n))
+            statement = self._statements[n] = placeholders(self.engine, sql)
+        return statement
 
     def _observe(self, entry: Entry) -> None:
         scores, predicted = entry[6], entry[7]

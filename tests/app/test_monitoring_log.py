@@ -149,18 +149,25 @@ def test_retention_by_age_and_by_rows(app, engine, monkeypatch):
 @pytest.mark.parametrize("n", [1, 45])
 def test_batches_written_by_the_thread(app, n, monkeypatch):
     """The thread writes without flush(); a large request goes in several transactions of at
-    most BATCH_ROWS rows."""
+    most BATCH_ROWS rows, each in multi-row INSERT statements of at most VALUES_ROWS rows
+    (one call into the driver each, never one per row)."""
     monkeypatch.setattr(prediction_log, "BATCH_ROWS", 10)
+    monkeypatch.setattr(prediction_log, "VALUES_ROWS", 4)
     monkeypatch.setattr(prediction_log, "RETENTION_SECONDS", 3600.0)
     writer = _writer(app)
     writer._next_retention = time.monotonic() + 3600.0  # count only the log's inserts
-    inserts: list[int] = []
+    inserts: list[int] = []  # rows per statement; 0 ends a transaction
 
     def count(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
         if statement.startswith("INSERT INTO prediction_log"):
-            inserts.append(len(parameters) if executemany else 1)
+            assert not executemany
+            inserts.append(len(parameters) // 10)  # ten columns a row
+
+    def commit(conn):  # noqa: ANN001
+        inserts.append(0)
 
     event.listen(app.state.engine, "before_cursor_execute", count)
+    event.listen(app.state.engine, "commit", commit)
     try:
         writer.record(_entry(3, datetime.now(UTC), n))
         deadline = time.monotonic() + 60
@@ -168,8 +175,11 @@ def test_batches_written_by_the_thread(app, n, monkeypatch):
             time.sleep(0.05)
     finally:
         event.remove(app.state.engine, "before_cursor_execute", count)
+        event.remove(app.state.engine, "commit", commit)
     assert writer.written == n and writer.pending() == 0
-    assert inserts == ([1] if n == 1 else [10, 10, 10, 10, 5])
+    # (the commits of other transactions, with no INSERT before them, left out)
+    inserts = [k for i, k in enumerate(inserts) if k or (i and inserts[i - 1])]
+    assert inserts == ([1, 0] if n == 1 else [4, 4, 2, 0] * 4 + [4, 1, 0])
     with app.state.engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(PredictionLog)) == n
 
