@@ -3,7 +3,8 @@
 A request only appends one tuple to a bounded in-memory queue (``PredictionLogWriter.record``);
 a daemon thread per process and database writes the queue every ``FLUSH_SECONDS`` (sooner when
 ``BATCH_ROWS`` rows wait), at most ``BATCH_ROWS`` rows per transaction, each a short one, so on
-SQLite the API and the workers get the write lock between batches. When the queue holds
+SQLite the API and the workers get the write lock between batches; the rows go in multi-row
+INSERT statements of ``VALUES_ROWS`` rows (see there why not ``executemany``). When the queue holds
 ``QUEUE_ROWS`` rows a request's rows are dropped and counted (``dropped``), never waited for.
 The same thread applies the retention (``MSVMAV_PREDICTION_LOG_DAYS`` and ``_MAX_ROWS``) every
 ``RETENTION_SECONDS``, deleting in chunks of ``DELETE_CHUNK`` rows, one transaction each.
@@ -61,6 +62,9 @@ _DELETE_UPTO = (
     "WHERE id <= ? ORDER BY id LIMIT ?)"
 )
 _NTH_NEWEST = "SELECT id FROM prediction_log ORDER BY id DESC LIMIT 1 OFFSET ?"
+# Two reads of the primary key's ends: when the ids span at most max_rows, the table holds at
+# most max_rows rows, and the OFFSET walk (over every row kept, once a minute) is not needed.
+_ID_RANGE = "SELECT min(id), max(id) FROM prediction_log"
 
 # (model_id, registered model, version, alias, time, ids, scores, predicted indices, clipped)
 Entry = tuple[
@@ -259,7 +263,11 @@ class PredictionLogWriter:
         return deleted
 
     def _nth_newest(self, n: int) -> int | None:
-        row = fetch_one(self.engine, _NTH_NEWEST, (n,))  # a read: no write lock
+        """The id of the (n+1)-th newest row (delete up to it), None when at most n rows."""
+        low, high = fetch_one(self.engine, _ID_RANGE, ()) or (None, None)  # reads: no lock
+        if low is None or int(high) - int(low) + 1 <= n:
+            return None
+        row = fetch_one(self.engine, _NTH_NEWEST, (n,))
         return None if row is None else int(row[0])
 
 
