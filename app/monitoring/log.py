@@ -21,7 +21,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from itertools import repeat
 from typing import Any
@@ -194,10 +194,10 @@ class PredictionLogWriter:
             end = min(start + BATCH_ROWS, total)
             try:
                 with self.engine.begin() as conn:
-                    for at in range(start, end, VALUES_ROWS):
-                        stop = min(at + VALUES_ROWS, end)
-                        params = _interleaved(columns, at, stop)
-                        conn.exec_driver_sql(self._insert(stop - at), params)
+                    at = start
+                    for k in _chunks(end - start):
+                        conn.exec_driver_sql(self._insert(k), _interleaved(columns, at, at + k))
+                        at += k
             except Exception:
                 self.dropped += total - start
                 raise
@@ -278,6 +278,18 @@ class PredictionLogWriter:
             return None
         row = fetch_one(self.engine, _NTH_NEWEST, (n,))
         return None if row is None else int(row[0])
+
+
+def _chunks(n: int) -> Iterator[int]:
+    """``n`` rows as INSERT statements of a few fixed sizes (VALUES_ROWS, a fifth of it, ...,
+    1): the drivers' statement caches (SQLite's compiled statements, PostgreSQL's prepared ones)
+    hold at most five of them, not one per remainder."""
+    size = VALUES_ROWS
+    while n > 0:
+        while size > n:
+            size = max(size // 5, 1)
+        yield size
+        n -= size
 
 
 def _own_decision(scores: np.ndarray, predicted: np.ndarray) -> np.ndarray:

@@ -150,7 +150,7 @@ def test_retention_by_age_and_by_rows(app, engine, monkeypatch):
 def test_batches_written_by_the_thread(app, n, monkeypatch):
     """The thread writes without flush(); a large request goes in several transactions of at
     most BATCH_ROWS rows, each in multi-row INSERT statements of at most VALUES_ROWS rows
-    (one call into the driver each, never one per row)."""
+    (one call into the driver each, never one per row) and of a few sizes only."""
     monkeypatch.setattr(prediction_log, "BATCH_ROWS", 10)
     monkeypatch.setattr(prediction_log, "VALUES_ROWS", 4)
     monkeypatch.setattr(prediction_log, "RETENTION_SECONDS", 3600.0)
@@ -179,7 +179,8 @@ def test_batches_written_by_the_thread(app, n, monkeypatch):
     assert writer.written == n and writer.pending() == 0
     # (the commits of other transactions, with no INSERT before them, left out)
     inserts = [k for i, k in enumerate(inserts) if k or (i and inserts[i - 1])]
-    assert inserts == ([1, 0] if n == 1 else [4, 4, 2, 0] * 4 + [4, 1, 0])
+    # (statements of VALUES_ROWS rows, then of a fifth of it, ... 1: here 4 and 1)
+    assert inserts == ([1, 0] if n == 1 else [4, 4, 1, 1, 0] * 4 + [4, 1, 0])
     with app.state.engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(PredictionLog)) == n
 
@@ -202,3 +203,13 @@ def test_mlflow_invocations_logged_with_default_ids(client, worker, app):
     assert {(row.model_id, row.registered_model, row.version) for row in logged} == {
         (model["id"], "ml", 1)
     }
+
+
+def test_insert_statements_of_five_sizes():
+    """Any number of rows goes in statements of VALUES_ROWS, a fifth of it, ... 1 rows: the
+    drivers' statement caches hold five statements, not one per remainder."""
+    counts = range(1, 1201)
+    sizes = [list(prediction_log._chunks(n)) for n in counts]
+    assert [sum(s) for s in sizes] == list(counts)
+    assert {k for s in sizes for k in s} == {500, 100, 20, 4, 1}
+    assert sizes[749 - 1] == [500, 100, 100, 20, 20, 4, 4, 1]
