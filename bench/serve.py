@@ -4,6 +4,7 @@ by registry alias against by id and the bare route (issue 17).
     .venv/bin/python bench/serve.py                  # wrk 3 x 10 s per side, then the batches
     .venv/bin/python bench/serve.py --rounds 2 --duration 5 --skip-batch
     .venv/bin/python bench/serve.py --auth                # every request with an API key
+    MSVMAV_PREDICTION_LOG=false .venv/bin/python bench/serve.py   # the prediction log off
     .venv/bin/python bench/serve.py --postgres postgresql+psycopg://postgres@127.0.0.1:5432/test
 
 Starts ``msvmav serve`` (one API process, one worker) on a temporary SQLite database, uploads
@@ -12,7 +13,8 @@ with one sync POST route that validates the same body (``PredictRequest``) and r
 constant, under the same uvicorn settings. Registers the model as version 1 of ``wdbc`` with the
 alias ``production``. Runs ``wrk -t1 -c8`` (Debian package ``wrk``) with a Lua script POSTing one
 wdbc row, alternating service by ``model_id`` / service by ``"model": "wdbc@production"`` /
-bare, and prints throughput, the ratios to the bare route, p50/p99 and errors. Then times one
+bare, and prints throughput, the ratios to the bare route, p50/p99, errors and each process's
+CPU time per request (Linux; steadier than throughput on a shared machine). Then times one
 ``/predict`` of 100,000 rows (JSON) and one ``/predict/file`` of a 100,000-row CSV end to end
 (request sent to response read), beside the anchor: numpy's linear decision function on the
 same 100k x 30 matrix.
@@ -134,13 +136,31 @@ _WRK_RE = {
 _UNIT_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
-def run_wrk(url: str, script: Path, duration: int, connections: int) -> dict:
+def process_cpu(pid: int | None) -> float | None:
+    """CPU seconds the threads of process ``pid`` ran so far (its log writer's and thread
+    pool's too); None off Linux. Per request, less noisy than throughput on a shared machine:
+    waiting for a core (other work's load) does not count, only what the process ran."""
+    try:
+        total = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        return total / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def run_wrk(
+    url: str, script: Path, duration: int, connections: int, pid: int | None = None
+) -> dict:
+    cpu = process_cpu(pid)
     out = subprocess.run(
         ["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s", str(script), url],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
+    after = process_cpu(pid)
     res: dict = {"rps": float(_WRK_RE["rps"].search(out).group(1))}
     for q in ("p50", "p99"):
         m = _WRK_RE[q].search(out)
@@ -152,6 +172,9 @@ def run_wrk(url: str, script: Path, duration: int, connections: int) -> dict:
         errors += sum(int(g) for g in m.groups())
     res["errors"] = errors
     res["requests"] = int(_WRK_RE["requests"].search(out).group(1))
+    res["cpu_us"] = (
+        (after - cpu) / max(res["requests"], 1) * 1e6 if cpu is not None and after else None
+    )
     return res
 
 
@@ -233,7 +256,8 @@ def main() -> int:
 
         register(svc, model_id, headers)
         if not args.skip_wrk:
-            wrk_rounds(args, svc, bare, model_id, X, tmp, headers)
+            pids = {"service": procs[0].pid, "by alias": procs[0].pid, "bare": procs[1].pid}
+            wrk_rounds(args, svc, bare, model_id, X, tmp, headers, pids)
         if not args.skip_batch:
             batches(args, svc, model_id, names, X, headers)
     finally:
@@ -267,6 +291,7 @@ def wrk_rounds(
     X: np.ndarray,
     tmp: Path,
     headers: dict[str, str],
+    pids: dict[str, int],
 ) -> None:
     row = [X[0].tolist()]
     body = json.dumps({"model_id": model_id, "instances": row})
@@ -283,21 +308,33 @@ def wrk_rounds(
     rows: dict[str, list[dict]] = {name: [] for name in urls}
     for _ in range(args.rounds):
         for name, url in urls.items():
-            res = run_wrk(url + "/predict", scripts[name], args.duration, args.connections)
+            res = run_wrk(
+                url + "/predict", scripts[name], args.duration, args.connections, pids[name]
+            )
             rows[name].append(res)
     print(f"\nwrk -t1 -c{args.connections} -d{args.duration}s, POST /predict (one row), "
           f"{args.rounds} alternating rounds; service: by model_id, by alias: "
           f'"model": "{REGISTERED}@production"')
-    print(f"{'side':8} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
+    print(f"{'side':8} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'CPU µs/req':>11}")
     for name, runs in rows.items():
         for r in runs:
-            print(f"{name:8} {r['rps']:9.0f} {r['p50']:8.2f} {r['p99']:8.2f} {r['errors']:7d}")
+            cpu = f"{r['cpu_us']:11.0f}" if r["cpu_us"] is not None else f"{'-':>11}"
+            print(
+                f"{name:8} {r['rps']:9.0f} {r['p50']:8.2f} {r['p99']:8.2f} {r['errors']:7d} {cpu}"
+            )
     for side in ("service", "by alias"):
         ratios = [s["rps"] / b["rps"] for s, b in zip(rows[side], rows["bare"], strict=True)]
         print(
             f"throughput ratio {side}/bare per round: "
             + ", ".join(f"{x:.2f}" for x in ratios)
             + f"; median {statistics.median(ratios):.2f} (goal >= 0.8)"
+        )
+    if all(r["cpu_us"] is not None for runs in rows.values() for r in runs):
+        cpu = {name: statistics.median(r["cpu_us"] for r in runs) for name, runs in rows.items()}
+        print(
+            "process CPU per request, median: "
+            + ", ".join(f"{name} {us:.0f} µs" for name, us in cpu.items())
+            + f"; bare/service {cpu['bare'] / cpu['service']:.2f}"
         )
     ratios = [a["rps"] / s["rps"] for a, s in zip(rows["by alias"], rows["service"], strict=True)]
     print(f"by alias/by id median {statistics.median(ratios):.2f}")

@@ -191,7 +191,7 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
     relative paths work and its outputs land there)."""
     if shutil.which("jq") is None or shutil.which("curl") is None:
         pytest.fail("the README needs curl and jq (apt-get install curl jq)")
-    with live_server(tmp_path, MSVMAV_PREDICTION_LOG="true") as server:
+    with live_server(tmp_path) as server:
         yield server
 
 

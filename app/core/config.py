@@ -53,11 +53,10 @@ class Settings(BaseSettings):
         100_000, gt=0, description="Most rows in one /predict or /predict/file request"
     )
     prediction_log: bool = Field(
-        False,
+        True,
         description="Record every row /predict (and /predict/file, V2 infer, invocations) "
         "scores in the prediction log (written off the request path in batches; "
-        "docs/monitoring.md). Off by default for now: its writer costs one-row /predict "
-        "about a third of its throughput (bench/serve.py)",
+        "docs/monitoring.md); false turns it off",
     )
     prediction_log_days: float = Field(
         30.0, gt=0, description="Prediction log rows older than this many days are deleted"

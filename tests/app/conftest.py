@@ -36,7 +36,6 @@ def settings(database_url: str) -> Settings:
         heartbeat_interval=0.5,
         lease_seconds=30.0,
         cancel_check_interval=0.05,
-        prediction_log=True,  # the service's tests see what it logs
         _env_file=None,
     )
 

@@ -149,18 +149,25 @@ def test_retention_by_age_and_by_rows(app, engine, monkeypatch):
 @pytest.mark.parametrize("n", [1, 45])
 def test_batches_written_by_the_thread(app, n, monkeypatch):
     """The thread writes without flush(); a large request goes in several transactions of at
-    most BATCH_ROWS rows."""
+    most BATCH_ROWS rows, each in multi-row INSERT statements of at most VALUES_ROWS rows
+    (one call into the driver each, never one per row) and of a few sizes only."""
     monkeypatch.setattr(prediction_log, "BATCH_ROWS", 10)
+    monkeypatch.setattr(prediction_log, "VALUES_ROWS", 4)
     monkeypatch.setattr(prediction_log, "RETENTION_SECONDS", 3600.0)
     writer = _writer(app)
     writer._next_retention = time.monotonic() + 3600.0  # count only the log's inserts
-    inserts: list[int] = []
+    inserts: list[int] = []  # rows per statement; 0 ends a transaction
 
     def count(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
         if statement.startswith("INSERT INTO prediction_log"):
-            inserts.append(len(parameters) if executemany else 1)
+            assert not executemany
+            inserts.append(len(parameters) // 10)  # ten columns a row
+
+    def commit(conn):  # noqa: ANN001
+        inserts.append(0)
 
     event.listen(app.state.engine, "before_cursor_execute", count)
+    event.listen(app.state.engine, "commit", commit)
     try:
         writer.record(_entry(3, datetime.now(UTC), n))
         deadline = time.monotonic() + 60
@@ -168,8 +175,12 @@ def test_batches_written_by_the_thread(app, n, monkeypatch):
             time.sleep(0.05)
     finally:
         event.remove(app.state.engine, "before_cursor_execute", count)
+        event.remove(app.state.engine, "commit", commit)
     assert writer.written == n and writer.pending() == 0
-    assert inserts == ([1] if n == 1 else [10, 10, 10, 10, 5])
+    # (the commits of other transactions, with no INSERT before them, left out)
+    inserts = [k for i, k in enumerate(inserts) if k or (i and inserts[i - 1])]
+    # (statements of VALUES_ROWS rows, then of a fifth of it, ... 1: here 4 and 1)
+    assert inserts == ([1, 0] if n == 1 else [4, 4, 1, 1, 0] * 4 + [4, 1, 0])
     with app.state.engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(PredictionLog)) == n
 
@@ -192,3 +203,13 @@ def test_mlflow_invocations_logged_with_default_ids(client, worker, app):
     assert {(row.model_id, row.registered_model, row.version) for row in logged} == {
         (model["id"], "ml", 1)
     }
+
+
+def test_insert_statements_of_five_sizes():
+    """Any number of rows goes in statements of VALUES_ROWS, a fifth of it, ... 1 rows: the
+    drivers' statement caches hold five statements, not one per remainder."""
+    counts = range(1, 1201)
+    sizes = [list(prediction_log._chunks(n)) for n in counts]
+    assert [sum(s) for s in sizes] == list(counts)
+    assert {k for s in sizes for k in s} == {500, 100, 20, 4, 1}
+    assert sizes[749 - 1] == [500, 100, 100, 20, 20, 4, 4, 1]
