@@ -11,7 +11,8 @@ from fastapi_offline import FastAPIOffline
 
 from app.apidocs import REDOC_ASSETS_URL, install_redoc
 from app.auth.gate import AuthGate
-from app.auth.security import AuthMiddleware
+from app.auth.keys import Scope
+from app.auth.security import AuthMiddleware, admitted
 from app.core import problems
 from app.core.config import Settings, get_settings
 from app.core.db import (
@@ -34,6 +35,7 @@ from app.core.validation import check_request
 from app.monitoring import log as prediction_log
 from app.monitoring import shadow
 from app.openapi import custom_openapi
+from app.predict.fast_path import PredictFastPath
 from app.routers import OPEN_PATHS, include_routers
 
 # Multipart framing and form fields on top of the file itself.
@@ -169,6 +171,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.auth = AuthGate(settings, engine)
 
     problems.install(app)
+    # innermost: after the body limit and the key check (the route's own scope: read)
+    app.add_middleware(PredictFastPath, admitted=lambda scope: admitted(scope, Scope.read))
     app.add_middleware(
         BodySizeLimitMiddleware,
         upload_limit=settings.max_upload_bytes + MULTIPART_SLACK_BYTES,

@@ -139,6 +139,18 @@ async def authorize(request: Request, needed: Scope) -> Principal | None:
     return result.principal
 
 
+def admitted(scope: AsgiScope, needed: Scope) -> bool:
+    """Has ``AuthMiddleware`` admitted this request for scope ``needed`` (the service is open,
+    or its key covers the scope)? False when the middleware has not run: then only the routes'
+    dependencies (``authorize``) may answer."""
+    result: AuthResult | None = scope.get("state", {}).get(_STATE_KEY)
+    if result is None:
+        return False
+    return not result.required or (
+        result.principal is not None and result.principal.scope.covers(needed)
+    )
+
+
 _Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
 
 

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from typing import Annotated
 
-import anyio
 from fastapi import APIRouter, Body, File, Form, Request, Response, UploadFile
 from starlette.concurrency import run_in_threadpool
 
 from app.core.deps import SessionDep, SettingsDep
 from app.core.ids import MAX_DB_ID
 from app.core.problems import problem_responses
-from app.models.service import model_cache_holds
-from app.predict import service
+from app.predict import inline, service
 from app.predict.fastjson import OrjsonRequest, OrjsonRoute, json_response
-from app.predict.numeric_rows import row_count, split_body
+from app.predict.numeric_rows import split_body
 from app.predict.schemas import (
     WDBC_BENIGN,
     WDBC_COLUMNS,
@@ -24,7 +20,7 @@ from app.predict.schemas import (
     PredictRequest,
     PredictResponse,
 )
-from app.predict.target import resolve_target, target_of
+from app.predict.target import target_of
 
 
 class PredictBody(OrjsonRequest):
@@ -39,9 +35,6 @@ class PredictRoute(OrjsonRoute):
 # Bodies parsed and answers rendered with orjson; the answer is built as plain JSON values
 # (documented by response_model, not validated again: 100k rows would be 100k models).
 router = APIRouter(prefix="/predict", tags=["predict"], route_class=PredictRoute)
-
-# Most rows a /predict request may have to go to the fast lane (see predict).
-INLINE_ROWS = 16
 
 _PREDICT_EXAMPLES = {
     "rows": {
@@ -76,62 +69,14 @@ async def predict(
 ) -> Response:
     # No session or settings dependency: a warm /predict needs no ORM session (the model's
     # existence is checked on a pooled connection; see app.models.service.load_cached), and
-    # each dependency costs FastAPI's solver a measurable share of a one-row request.
+    # each dependency costs FastAPI's solver a measurable share of a one-row request. A valid
+    # one-row request usually never gets here: app.predict.fast_path answers it first.
     state = http.app.state
-    target = target_of(request.model_id, request.model, ["body", "model"])
-
-    def answer() -> Response:
-        return json_response(
-            service.predict_rows(
-                state.session_factory,
-                target=target,
-                instances=request.instances,
-                labels=request.labels,
-                settings=state.settings,
-                ids=request.ids,
-            )
-        )
-
-    # A few rows for a model this process holds. On SQLite they are answered on the event
-    # loop: the one read (the model's stamp, or a registry reference) is an indexed read of a
-    # local file in WAL mode, which never waits for a writer, on a connection of fetch_one's
-    # own pool, which is held only inside that synchronous call and never across an await, so
-    # the loop cannot wait for a connection that needs the loop (no deadlock by construction),
-    # and a thread hop would cost more than the answer (bench/serve.py: 0.45x the bare route
-    # through a thread, 0.9x on the loop). On PostgreSQL the read is a network round trip that
-    # must not stall the loop (and its probes) when the server is slow or away: the rows go to
-    # a thread of their own (FAST_LANE_THREADS). Batches and cache misses (reading and
-    # rebuilding a model) go to the pool, so they never hold up the others.
-    if row_count(request.instances) <= INLINE_ROWS:
-
-        def fast() -> Response | None:
-            nonlocal target
-            target = resolve_target(state.engine, target, ["body", "model"])
-            return answer() if model_cache_holds(state.engine, target.model_id) else None
-
-        if state.local_database:
-            fast_answer = fast()
-        else:
-            fast_answer = await anyio.to_thread.run_sync(fast, limiter=_fast_lane())
-        if fast_answer is not None:
-            return fast_answer
-    return await run_in_threadpool(answer)
-
-
-# Threads of the one-row fast lane (see predict).
-FAST_LANE_THREADS = 1
-_lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _fast_lane() -> anyio.CapacityLimiter:
-    """The fast lane's limiter of the running event loop (a limiter belongs to one loop)."""
-    loop = asyncio.get_running_loop()
-    lane = _lanes.get(loop)
-    if lane is None:
-        lane = _lanes[loop] = anyio.CapacityLimiter(FAST_LANE_THREADS)
-    return lane
+    target = inline.request_target(request)
+    fast_answer = await inline.inline_answer(state, request, target)
+    if fast_answer is not None:
+        return fast_answer
+    return await run_in_threadpool(inline.answer, state, request, target)
 
 
 @router.post(

@@ -1,0 +1,85 @@
+"""The answer of a /predict request of a few rows for a model this process holds, given on the
+event loop (SQLite) or on the one-row fast lane (PostgreSQL): shared by the route and by
+``app.predict.fast_path``, which gives it without FastAPI's routing when it can.
+
+A few rows for a model this process holds. On SQLite they are answered on the event loop: the
+one read (the model's stamp, or a registry reference) is an indexed read of a local file in WAL
+mode, which never waits for a writer, on a connection of fetch_one's own pool, which is held
+only inside that synchronous call and never across an await, so the loop cannot wait for a
+connection that needs the loop (no deadlock by construction), and a thread hop would cost more
+than the answer (bench/serve.py: 0.45x the bare route through a thread, 0.9x on the loop). On
+PostgreSQL the read is a network round trip that must not stall the loop (and its probes) when
+the server is slow or away: the rows go to a thread of their own (FAST_LANE_THREADS). Batches
+and cache misses (reading and rebuilding a model) go to the pool, so they never hold up the
+others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any
+
+import anyio
+from fastapi import Response
+
+from app.models.service import model_cache_holds
+from app.predict import service
+from app.predict.fastjson import json_response
+from app.predict.numeric_rows import row_count
+from app.predict.schemas import PredictRequest
+from app.predict.target import Target, resolve_target, target_of
+
+# Most rows a /predict request may have to go to the fast lane.
+INLINE_ROWS = 16
+# Threads of the one-row fast lane (PostgreSQL).
+FAST_LANE_THREADS = 1
+_lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
+    weakref.WeakKeyDictionary()
+)
+_MODEL_LOC: list[str | int] = ["body", "model"]
+
+
+def _fast_lane() -> anyio.CapacityLimiter:
+    """The fast lane's limiter of the running event loop (a limiter belongs to one loop)."""
+    loop = asyncio.get_running_loop()
+    lane = _lanes.get(loop)
+    if lane is None:
+        lane = _lanes[loop] = anyio.CapacityLimiter(FAST_LANE_THREADS)
+    return lane
+
+
+def request_target(request: PredictRequest) -> Target:
+    """The model the request names (422 naming ``model`` when it names it wrongly)."""
+    return target_of(request.model_id, request.model, _MODEL_LOC)
+
+
+def answer(state: Any, request: PredictRequest, target: Target) -> Response:
+    """The answer to ``request`` (synchronous: a batch or a cache miss runs it in a thread)."""
+    return json_response(
+        service.predict_rows(
+            state.session_factory,
+            target=target,
+            instances=request.instances,
+            labels=request.labels,
+            settings=state.settings,
+            ids=request.ids,
+        )
+    )
+
+
+async def inline_answer(state: Any, request: PredictRequest, target: Target) -> Response | None:
+    """The answer when the request has at most INLINE_ROWS rows and this process holds its
+    model (see the module's docstring); None otherwise (the caller answers in a thread)."""
+    if row_count(request.instances) > INLINE_ROWS:
+        return None
+
+    def fast() -> Response | None:
+        resolved = resolve_target(state.engine, target, _MODEL_LOC)
+        if not model_cache_holds(state.engine, resolved.model_id):
+            return None
+        return answer(state, request, resolved)
+
+    if state.local_database:
+        return fast()
+    return await anyio.to_thread.run_sync(fast, limiter=_fast_lane())
