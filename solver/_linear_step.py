@@ -211,10 +211,14 @@ class ConjugateGradientSystem:
         pair *= self.weights[:, None]
         both = np.asarray(self.XaT @ pair)
         b = both[:, 0]
+        return self._solve_warm(x, b, b - both[:, 1] - self.c * x)
+
+    def _solve_warm(self, x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """The system solved for b from the previous step ``x`` (r = b - A x), or from zero
+        when that is the better start; kept as the next step's start."""
         b_norm = float(np.linalg.norm(b))
         if b_norm == 0.0:
             return np.zeros_like(x)
-        r = b - both[:, 1] - self.c * x
         if not np.linalg.norm(r) < b_norm:  # the previous step is a worse start than zero
             x[:] = 0.0
             r = b.copy()
@@ -367,13 +371,4 @@ class GramSystem(ConjugateGradientSystem):
         """As ConjugateGradientSystem.step, with X_A^T e_A = theta s_A - G_A w."""
         x = self.previous.copy()
         b = theta * self.sA - self._gram(w)
-        b_norm = float(np.linalg.norm(b))
-        if b_norm == 0.0:
-            return np.zeros_like(x)
-        r = b - self._apply(x)
-        if not np.linalg.norm(r) < b_norm:  # the previous step is a worse start than zero
-            x[:] = 0.0
-            r = b.copy()
-        self._iterate(x, r, CG_RTOL * b_norm)
-        self.previous = x
-        return x.copy()
+        return self._solve_warm(x, b, b - self._apply(x))
