@@ -20,7 +20,6 @@ import sys
 import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from itertools import repeat
@@ -33,6 +32,7 @@ from sqlalchemy.pool import Pool
 from app.core.config import Settings
 from app.core.db import fetch_one, placeholders
 from app.monitoring import feature_drift
+from app.monitoring.background import BatchQueue
 from app.monitoring.metrics import PredictionMetrics, process_lines
 
 log = logging.getLogger("app.monitoring.log")
@@ -75,53 +75,37 @@ _ID_RANGE = "SELECT min(id), max(id) FROM prediction_log"
 Entry = tuple[Any, ...]
 
 
-class PredictionLogWriter:
+class PredictionLogWriter(BatchQueue[Entry]):
     """The queue and the thread writing it for one database (see the module's docstring)."""
 
+    label = "prediction log"
+
     def __init__(self, engine: Engine, settings: Settings) -> None:
+        super().__init__()
         self.engine = engine
         self.days = settings.prediction_log_days
         self.max_rows = settings.prediction_log_max_rows
         self.sqlite = engine.dialect.name == "sqlite"
-        self.dropped = 0  # rows not logged: the queue was full, or their batch failed
         self.written = 0
-        self._queue: deque[Entry] = deque()
-        self._queued_rows = 0
-        self._lock = threading.Lock()  # the queue and its count
-        self._write_lock = threading.Lock()  # one writer at a time (the thread, flush, close)
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._next_retention = 0.0
         self._statements: dict[int, str] = {}  # INSERT statements by their number of rows
         self.metrics = PredictionMetrics()  # counted as rows leave the queue
 
     def record(self, entry: Entry) -> bool:
         """Queue a request's rows (never blocks on I/O); False when they were dropped."""
-        n = len(entry[5])
-        with self._lock:
-            if self._queued_rows + n > QUEUE_ROWS or self._stop.is_set():
-                self.dropped += n
-                return False
-            self._queue.append(feature_drift.admit(self, entry))
-            self._queued_rows += n
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="msvmav-prediction-log", daemon=True
-                )
-                self._thread.start()
-            if self._queued_rows >= BATCH_ROWS:
-                self._wake.set()
-        return True
+        return self._put(entry, lambda e: feature_drift.admit(self, e))
 
-    def pending(self) -> int:
-        return self._queued_rows
+    def _rows_of(self, entry: Entry) -> int:
+        return len(entry[5])
+
+    def _limits(self) -> tuple[int, int, float]:
+        return QUEUE_ROWS, BATCH_ROWS, FLUSH_SECONDS
 
     def flush(self) -> None:
         """Write every queued row now (each batch its own transaction)."""
         with self._write_lock:
             while True:
-                batch = self._take(BATCH_ROWS)
+                batch = self._take()
                 if not batch:
                     break
                 self._observe(batch)
@@ -140,44 +124,16 @@ class PredictionLogWriter:
             deleted += self._delete_chunked(_DELETE_UPTO, edge)
         return deleted
 
-    def close(self) -> None:
-        """Stop the thread and write what is queued (the app's shutdown)."""
-        self._stop.set()
-        self._wake.set()
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout=30.0)
-        self.flush()
-
     # --- the thread ---------------------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _on_start(self) -> None:
         _lower_priority()
-        while not self._stop.is_set():
-            self._wake.wait(FLUSH_SECONDS)
-            self._wake.clear()
-            self._guarded(self.flush)
-            if time.monotonic() >= self._next_retention:
-                self._next_retention = time.monotonic() + RETENTION_SECONDS
-                self._guarded(self.apply_retention)
 
-    @staticmethod
-    def _guarded(step: Any) -> None:
-        try:
-            step()
-        except Exception:  # the log must never stop: say so, go on
-            log.exception("prediction log: %s failed", getattr(step, "__name__", step))
-
-    def _take(self, most: int) -> list[Entry]:
-        batch: list[Entry] = []
-        rows = 0
-        with self._lock:
-            while self._queue and (not batch or rows + len(self._queue[0][5]) <= most):
-                entry = self._queue.popleft()
-                batch.append(entry)
-                rows += len(entry[5])
-            self._queued_rows -= rows
-        return batch
+    def _tick(self) -> None:
+        self._guarded(self.flush)
+        if time.monotonic() >= self._next_retention:
+            self._next_retention = time.monotonic() + RETENTION_SECONDS
+            self._guarded(self.apply_retention)
 
     def _write(self, batch: list[Entry]) -> None:
         """The batch's rows, at most BATCH_ROWS per transaction (one request's 100,000 rows

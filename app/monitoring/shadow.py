@@ -20,7 +20,6 @@ import logging
 import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +34,7 @@ from sqlalchemy.pool import Pool
 from app.core.db import placeholders
 from app.ingest.encoding import feature_specs
 from app.models import service as models
+from app.monitoring.background import BatchQueue
 from app.registry.references import (
     SERVING_ALIAS,
     InvalidReference,
@@ -154,27 +154,22 @@ def own_decision(scores: np.ndarray, predicted: np.ndarray) -> np.ndarray:
     return scores[np.arange(len(predicted)), predicted]
 
 
-class ShadowScorer:
+class ShadowScorer(BatchQueue[Entry]):
     """The running shadows, the queue and the thread scoring it, for one database."""
+
+    label = "shadow scoring"
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.sqlite = engine.dialect.name == "sqlite"
         self.runs: dict[str, Run] = {}
-        self.dropped = 0  # rows not queued (the queue was full) or whose batch failed
+        super().__init__()
         self.skipped = 0  # rows the challenger could not score (see the module's docstring)
         self.written = 0
         self._fresh_until = 0.0
         self._refresh_asked = True
-        self._queue: deque[Entry] = deque()
-        self._queued_rows = 0
-        self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
         self._fits: dict[tuple[int, int], tuple[str, str] | None] = {}
-        self._thread = threading.Thread(target=self._run, name="msvmav-shadow", daemon=True)
-        self._thread.start()
+        self._start()  # at once: its rounds also re-read the running shadows
 
     # --- the request path ---------------------------------------------------------------------
 
@@ -192,16 +187,13 @@ class ShadowScorer:
         )
 
     def record(self, entry: Entry) -> bool:
-        n = len(entry.ids)
-        with self._lock:
-            if self._queued_rows + n > QUEUE_ROWS or self._stop.is_set():
-                self.dropped += n
-                return False
-            self._queue.append(entry)
-            self._queued_rows += n
-            if self._queued_rows >= BATCH_ROWS:
-                self._wake.set()
-        return True
+        return self._put(entry)
+
+    def _rows_of(self, entry: Entry) -> int:
+        return len(entry.ids)
+
+    def _limits(self) -> tuple[int, int, float]:
+        return QUEUE_ROWS, BATCH_ROWS, FLUSH_SECONDS
 
     # --- the routes' and the thread's ---------------------------------------------------------
 
@@ -214,10 +206,7 @@ class ShadowScorer:
 
     def forget(self, run_id: int) -> None:
         """Drop the queued rows of a stopped shadow."""
-        with self._lock:
-            kept = deque(e for e in self._queue if e.run.id != run_id)
-            self._queued_rows = sum(len(e.ids) for e in kept)
-            self._queue = kept
+        self._discard(lambda e: e.run.id == run_id)
 
     def flush(self) -> None:
         """Score and write every queued row now."""
@@ -239,37 +228,10 @@ class ShadowScorer:
                     if rows:
                         self._write(entries[0].run.id, rows)
 
-    def close(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout=30.0)
-        self.flush()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(FLUSH_SECONDS)
-            self._wake.clear()
-            if self._refresh_asked:
-                self._guarded(self.refresh)
-            self._guarded(self.flush)
-
-    @staticmethod
-    def _guarded(step: Any) -> None:
-        try:
-            step()
-        except Exception:  # the scorer must never stop: say so, go on
-            log.exception("shadow scoring: %s failed", getattr(step, "__name__", step))
-
-    def _take(self) -> list[Entry]:
-        batch: list[Entry] = []
-        rows = 0
-        with self._lock:
-            while self._queue and (not batch or rows + len(self._queue[0].ids) <= BATCH_ROWS):
-                entry = self._queue.popleft()
-                batch.append(entry)
-                rows += len(entry.ids)
-            self._queued_rows -= rows
-        return batch
+    def _tick(self) -> None:
+        if self._refresh_asked:
+            self._guarded(self.refresh)
+        self._guarded(self.flush)
 
     def _loaded(self, model_id: int, stamp: Any = None) -> models.LoadedModel:
         with Session(self.engine) as session:
