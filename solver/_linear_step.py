@@ -24,12 +24,15 @@ estimate (``solver.memory``) both call it.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from scipy import linalg, sparse
 from scipy.linalg import blas
 
 from ._footprint import FLOAT
 from ._linalg import symmetrize_from_upper
+from ._row_blocks import MAX_THREADS, PARALLEL_MIN_NNZ, RowBlocks, run_parallel
 
 LINEAR_SOLVERS = ("dense", "woodbury", "cg", "gram")
 # "auto": the dense D x D system up to this dimension (D = features + 1 with the intercept).
@@ -45,8 +48,9 @@ GRAM_DENSE_ROW = 16
 # "gram": G is rebuilt for the current active set when more than n / GRAM_REBUILD rows differ
 # from the set it was built for (each product then passes over those rows).
 GRAM_REBUILD = 16
-# "gram": the differing rows are added into G (and R becomes A) when there are more than
-# GRAM_FOLD D of them: each CG product passes over them, a fold once over their pairs.
+# "gram": the differing rows are added into G (and R becomes A) when they hold more than
+# GRAM_FOLD D^2 values (GRAM_FOLD D dense rows): each CG product passes over them, as over the
+# D^2 / 2 values of G's triangle, and a fold once over their pairs.
 GRAM_FOLD = 0.5
 # "auto": the |A|-space form while the training rows are at most this many and fewer than D.
 WOODBURY_MAX_ROWS = 256
@@ -94,7 +98,12 @@ def linear_system_bytes(path: str, n: int, D: int, nnz: int | None) -> int:
         else:
             per_row = nnz / max(n, 1)
             dense_rows = per_row * GRAM_DENSE_ROW > D
-            product = 0 if dense_rows else 2 * 12 * nnz + 12 * min(D * D, int(nnz * per_row))
+            # each thread's part of the rows (copied and transposed), its sparse product and
+            # that made dense; all but the first dense one are summed into it
+            parts = gram_threads(nnz)
+            product = 0 if dense_rows else (
+                2 * 12 * nnz + parts * 12 * min(D * D, int(nnz * per_row / parts))
+                + (parts - 1) * FLOAT * D * D)
             build, differ = (chunks if dense_rows else product), 12 * nnz // GRAM_REBUILD
         # later, adding the differing rows into G: a chunk of their pairs (D x D for dense X)
         fold = CHUNK_BYTES
@@ -103,6 +112,12 @@ def linear_system_bytes(path: str, n: int, D: int, nnz: int | None) -> int:
     # of rows squared for the preconditioner (a copy and its squares)
     data = FLOAT * n * D if nnz is None else 12 * nnz
     return FLOAT * (10 * D + 6 * n) + 2 * min(CHUNK_BYTES, data)
+
+
+def gram_threads(nnz: int) -> int:
+    """Sparse products building G at once for nnz stored values, at most (the memory estimate's
+    bound: the limit in force where the fit runs is not known where it is estimated)."""
+    return 1 if nnz < PARALLEL_MIN_NNZ else min(MAX_THREADS, os.cpu_count() or 1)
 
 
 def _row_chunks(X, rows: np.ndarray):
@@ -167,9 +182,10 @@ class ConjugateGradientSystem:
     """Matrix-free preconditioned CG on (diag(c) + X_A^T X_A) delta = X_A^T e_A; c is n beta
     (linear MSVMAv) or a vector (the low-rank kernel path's metric, as for PrimalSystem)."""
 
-    def __init__(self, Xa, y: np.ndarray, c: float | np.ndarray) -> None:
+    def __init__(self, Xa, y: np.ndarray, c: float | np.ndarray, threads: int = 1) -> None:
         n, D = Xa.shape
-        self.Xa, self.XaT, self.y = Xa, Xa.T, y
+        self.Xa, self.y, self.threads = Xa, y, threads
+        self.rows = RowBlocks(Xa, threads)
         self.c = np.broadcast_to(np.asarray(c, dtype=np.float64), (D,)).copy()
         self.mask = np.zeros(n, dtype=bool)
         self.weights = np.zeros(n)  # 1.0 on A: a float mask for the products
@@ -196,9 +212,9 @@ class ConjugateGradientSystem:
         self.weights = mask.astype(np.float64)
 
     def _apply(self, v: np.ndarray) -> np.ndarray:
-        u = np.asarray(self.Xa @ v).ravel()
+        u = self.rows.matvec(v)
         u *= self.weights
-        out = np.asarray(self.XaT @ u).ravel()
+        out = self.rows.rmatvec(u)
         out += self.c * v
         return out
 
@@ -207,9 +223,9 @@ class ConjugateGradientSystem:
         x = self.previous.copy()
         pair = np.empty((self.weights.size, 2))
         pair[:, 0] = theta * self.y - f
-        pair[:, 1] = np.asarray(self.Xa @ x).ravel()
+        pair[:, 1] = self.rows.matvec(x)
         pair *= self.weights[:, None]
-        both = np.asarray(self.XaT @ pair)
+        both = self.rows.rmatvec(pair)
         b = both[:, 0]
         return self._solve_warm(x, b, b - both[:, 1] - self.c * x)
 
@@ -246,17 +262,27 @@ class ConjugateGradientSystem:
             rz = rz_new
 
 
-def _rows_gram(X, mask: np.ndarray) -> np.ndarray:
-    """X_A^T X_A as a C-contiguous (D, D) array for the rows in mask: CSR rows as one sparse
-    product while they are sparse enough (at most D / GRAM_DENSE_ROW values a row), else (and
-    for dense X) CHUNK_BYTES of rows at a time, densified, into BLAS dsyrk."""
+def _rows_gram(X, mask: np.ndarray, threads: int = 1) -> np.ndarray:
+    """X_A^T X_A as a C-contiguous (D, D) array for the rows in mask: CSR rows as sparse
+    products while they are sparse enough (at most D / GRAM_DENSE_ROW values a row), one per
+    thread on contiguous parts of the rows, summed; else (and for dense X) CHUNK_BYTES of rows
+    at a time, densified, into BLAS dsyrk."""
     rows = np.flatnonzero(mask)
     D = X.shape[1]
     if sparse.issparse(X):
         stored = int(np.sum(X.indptr[rows + 1] - X.indptr[rows]))
         if stored * GRAM_DENSE_ROW <= rows.size * D:
-            part = X[rows]
-            return (part.T @ part).toarray(order="C")
+            parts = [p for p in np.array_split(rows, threads if stored >= PARALLEL_MIN_NNZ else 1)
+                     if p.size]
+
+            def product(part: np.ndarray) -> np.ndarray:
+                block = X[part]
+                return (block.T @ block).toarray(order="C")
+
+            grams = run_parallel(product, parts) if parts else [np.zeros((D, D))]
+            for other in grams[1:]:
+                grams[0] += other
+            return grams[0]
     G = np.zeros((D, D))
     step = max(1, CHUNK_BYTES // (FLOAT * D))
     for lo in range(0, rows.size, step):
@@ -294,6 +320,13 @@ def _signed_gram_update(G: np.ndarray, U, sign: np.ndarray) -> None:
         flat[rows * D + P.indices] += P.data
 
 
+def _stored(X, rows: np.ndarray) -> int:
+    """Values stored in the given rows of X (dense: all D of each)."""
+    if sparse.issparse(X):
+        return int(np.sum(X.indptr[rows + 1] - X.indptr[rows]))
+    return rows.size * X.shape[1]
+
+
 class GramSystem(ConjugateGradientSystem):
     """Preconditioned CG on (diag(c) + G_A) delta = theta s_A - G_A w, G_A = X_A^T X_A.
 
@@ -301,12 +334,13 @@ class GramSystem(ConjugateGradientSystem):
     last built); the rows where A and R differ, U with signs S (+1 entered, -1 left), make
     G_A v = G_R v + U^T S U v exact in every product, and s_A = s_R + U^T S y_U. Each CG
     iteration is one symmetric D x D product and a pass over |A xor R| rows instead of two
-    passes over X. When more than GRAM_FOLD D rows differ they are added into G_R (R becomes
-    A); when more than n / GRAM_REBUILD differ at once, G_R is rebuilt from A's rows. Never
-    factorises; 8 D^2 bytes besides X."""
+    passes over X. When the differing rows hold more than GRAM_FOLD D^2 values they are added
+    into G_R (R becomes A); when more than n / GRAM_REBUILD rows differ at once, G_R is rebuilt
+    from A's rows (by ``threads`` sparse products at once). Never factorises; 8 D^2 bytes
+    besides X (and a D x D array per further thread while G is rebuilt)."""
 
-    def __init__(self, Xa, y: np.ndarray, c: float | np.ndarray) -> None:
-        super().__init__(Xa, y, c)
+    def __init__(self, Xa, y: np.ndarray, c: float | np.ndarray, threads: int = 1) -> None:
+        super().__init__(Xa, y, c, threads)
         D = Xa.shape[1]
         self.G = np.zeros((D, D))
         self.ref = np.zeros(Xa.shape[0], dtype=bool)
@@ -322,11 +356,11 @@ class GramSystem(ConjugateGradientSystem):
             return
         differ = np.flatnonzero(mask != self.ref)
         if not self.n_refactor or differ.size > mask.size // GRAM_REBUILD:
-            self.G = _rows_gram(self.Xa, mask)
-            self.sR = np.asarray(self.Xa.T @ np.where(mask, self.y, 0.0)).ravel()
+            self.G = _rows_gram(self.Xa, mask, self.threads)
+            self.sR = self.rows.rmatvec(np.where(mask, self.y, 0.0))
             differ = self._new_reference(mask)
             self.n_refactor += 1
-        elif differ.size > self.G.shape[0] * GRAM_FOLD:
+        elif _stored(self.Xa, differ) > GRAM_FOLD * self.G.size:
             # fold the differing rows into G: the reference set becomes A
             sign = np.where(mask[differ], 1.0, -1.0)
             U = self.Xa[differ]

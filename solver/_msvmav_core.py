@@ -28,6 +28,7 @@ import numpy as np
 from ._active_set import DualSystem, PrimalSystem
 from ._base import Callback, FitStopped, report
 from ._linear_step import ConjugateGradientSystem, GramSystem, RowSpaceSystem
+from ._row_blocks import RowBlocks
 
 # Recompute f = K a from scratch this often on the kernel path (it is updated incrementally).
 F_REFRESH = 50
@@ -38,7 +39,7 @@ class PrimalSpace:
 
     def __init__(self, X, y: np.ndarray, beta: float, *, shift: np.ndarray,
                  base_extra: np.ndarray | None = None, mu: np.ndarray | None = None,
-                 update: str = "woodbury", solver: str = "dense") -> None:
+                 update: str = "woodbury", solver: str = "dense", threads: int = 1) -> None:
         n, D = X.shape
         c = n * beta
         base = np.full(D, c) if base_extra is None else c * (1.0 + base_extra)
@@ -46,13 +47,14 @@ class PrimalSpace:
         self.mu = np.ones(D) if mu is None else mu
         self.sqrt_mu = np.sqrt(self.mu)
         self.shift = shift
-        self.shift_f = np.asarray(X @ shift).ravel()
+        self.rows = RowBlocks(X, threads)
+        self.shift_f = self.rows.matvec(shift)
         if solver == "dense":
             self.system = PrimalSystem(X, y, base, update=update)
         elif solver == "cg":
-            self.system = ConjugateGradientSystem(X, y, base)
+            self.system = ConjugateGradientSystem(X, y, base, threads)
         elif solver == "gram":
-            self.system = GramSystem(X, y, base)
+            self.system = GramSystem(X, y, base, threads)
         elif base_extra is not None:
             raise ValueError(f"linear_solver: {solver!r} needs the identity metric")
         else:
@@ -69,7 +71,7 @@ class PrimalSpace:
         return self.shift / nrm
 
     def decision(self, coef: np.ndarray) -> np.ndarray:
-        return np.asarray(self.X @ coef).ravel()
+        return self.rows.matvec(coef)
 
     def prox_step(self, coef, f, mask, theta):
         self.system.set_active(mask)

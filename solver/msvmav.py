@@ -18,6 +18,7 @@ from ._base import Callback, MarginClassifier, to_dense_rows
 from ._footprint import FLOAT, FitEstimate, copy_bytes, dense_rows_bytes, labels_bytes
 from ._linear_step import DENSE_MAX_DIM, LINEAR_SOLVERS, choose_linear_solver, linear_system_bytes
 from ._msvmav_core import DualSpace, PrimalSpace, iterate
+from ._row_blocks import fit_threads
 from .kernels import KERNELS, gram_matrix, kernel_diagonal, kernel_matrix, resolve_gamma
 from .low_rank import MAX_BLOCK, pivoted_cholesky
 from .margins import kernel_rademacher_terms, linear_rademacher_terms
@@ -407,13 +408,16 @@ class MSVMAv(MarginClassifier):
         self.linear_solver_ = path = self.linear_path(
             X.shape[0], d, X.nnz if sparse.issparse(X) else None)
         Xa = augment(X) if self.fit_intercept else X
-        # D x D systems this small run faster on one BLAS thread than on several
+        threads = fit_threads()  # the limit in force here, before the one below
+        # D x D systems this small run faster on one BLAS thread than on several, and the
+        # matrix-free paths make no BLAS calls worth a second thread
         small = Xa.shape[1] < SMALL_SYSTEM or path != "dense"
         with _THREADPOOLS.limit(limits=1 if small else None, user_api="blas"):
             W, self.fit_info_ = self._run_tasks(
                 Y, callback, lambda y: PrimalSpace(Xa, y, self.beta,
                                                    shift=np.asarray(Xa.T @ y).ravel(),
-                                                   update=self.update, solver=path),
+                                                   update=self.update, solver=path,
+                                                   threads=threads),
                 Xa.shape[1])
         self.coef_ = W[:d].T.copy()
         self.intercept_ = W[d].copy() if self.fit_intercept else np.zeros(T)

@@ -13,6 +13,7 @@ from scipy import sparse
 from threadpoolctl import threadpool_limits
 
 from solver import MSVMAv, model_from_dict
+from solver import _linear_step as linear_step
 from solver._linear_step import (
     DENSE_MAX_DIM,
     GRAM_MAX_DIM,
@@ -156,13 +157,15 @@ def test_cg_never_densifies_x_nor_forms_the_gram_matrix():
 
 
 @pytest.mark.parametrize("per_row", [2, 20, None])  # G built by a sparse product / blocks
-def test_gram_system_products_equal_the_active_rows_gram_matrix(per_row):
+def test_gram_system_products_equal_the_active_rows_gram_matrix(per_row, monkeypatch):
     """After many mixed entries and exits, the kept Gram system's G_A v, s_A and Jacobi
     diagonal equal X_A^T X_A v, X_A^T y_A and c + diag computed directly from the active rows,
-    whether the differing rows are applied in the products, added into G (more than D / 2 of
-    them) or G rebuilt (more than n / 16 at once)."""
+    whether the differing rows are applied in the products, added into G (when they hold more
+    values than D / 2 rows of the data do; GRAM_FOLD scaled so) or G rebuilt (more than n / 16
+    at once)."""
     rng = np.random.default_rng(3)
     n, d = 1000, 60
+    monkeypatch.setattr(linear_step, "GRAM_FOLD", 0.5 * (per_row or d) / d)
     X = (sparse.random(n, d, density=per_row / d, format="csr", random_state=4)
          if per_row else rng.random((n, d)))
     y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
