@@ -39,7 +39,8 @@ class PrimalSpace:
 
     def __init__(self, X, y: np.ndarray, beta: float, *, shift: np.ndarray,
                  base_extra: np.ndarray | None = None, mu: np.ndarray | None = None,
-                 update: str = "woodbury", solver: str = "dense", threads: int = 1) -> None:
+                 update: str = "woodbury", solver: str = "dense", threads: int = 1,
+                 bias: bool = False) -> None:
         n, D = X.shape
         c = n * beta
         base = np.full(D, c) if base_extra is None else c * (1.0 + base_extra)
@@ -52,9 +53,9 @@ class PrimalSpace:
         if solver == "dense":
             self.system = PrimalSystem(X, y, base, update=update)
         elif solver == "cg":
-            self.system = ConjugateGradientSystem(X, y, base, threads)
+            self.system = ConjugateGradientSystem(X, y, base, threads, bias)
         elif solver == "gram":
-            self.system = GramSystem(X, y, base, threads)
+            self.system = GramSystem(X, y, base, threads, bias)
         elif base_extra is not None:
             raise ValueError(f"linear_solver: {solver!r} needs the identity metric")
         else:

@@ -417,7 +417,7 @@ class MSVMAv(MarginClassifier):
                 Y, callback, lambda y: PrimalSpace(Xa, y, self.beta,
                                                    shift=np.asarray(Xa.T @ y).ravel(),
                                                    update=self.update, solver=path,
-                                                   threads=threads),
+                                                   threads=threads, bias=self.fit_intercept),
                 Xa.shape[1])
         self.coef_ = W[:d].T.copy()
         self.intercept_ = W[d].copy() if self.fit_intercept else np.zeros(T)
