@@ -58,11 +58,15 @@ class GramFloor:
     margins X w of the initialisation and of T = 100 iterations, on the threads the fit uses.
     No solve, no active-set bookkeeping: a lower bound on the fit's time."""
 
-    def fit(self, X, y: np.ndarray) -> GramFloor:
+    def __init__(self) -> None:  # the imports outside the timed fit, as for the estimators
         from solver._linear_step import _rows_gram
         from solver._row_blocks import RowBlocks, fit_threads
         from solver.msvmav import augment
 
+        self.parts = (_rows_gram, RowBlocks, fit_threads, augment)
+
+    def fit(self, X, y: np.ndarray) -> GramFloor:
+        _rows_gram, RowBlocks, fit_threads, augment = self.parts  # noqa: N806
         threads = fit_threads()
         Xa = augment(X)
         signed = np.where(y == y.max(), 1.0, -1.0)
