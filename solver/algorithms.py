@@ -16,17 +16,19 @@ class Algorithm:
     name: str  # the short name used by the API, the command line and the grids
     estimator: type  # a solver._base.MarginClassifier
     display: str  # as in the paper's tables
+    # linear fits append the intercept's column of ones to the rows (solver.msvmav.augment)
+    appends_ones: bool = False
 
 
 #: the paper's Table 1 order (table1_linear.csv / table2_rbf.csv columns)
 TABLE: tuple[Algorithm, ...] = (
-    Algorithm("msvmav", MSVMAv, "MSVMAv"),
+    Algorithm("msvmav", MSVMAv, "MSVMAv", appends_ones=True),
     Algorithm("svm", SVM, "SVM"),
     Algorithm("svr", SVR, "SVR"),
     Algorithm("lssvm", LSSVM, "LSSVM"),
-    Algorithm("odm", ODM, "ODM"),
-    Algorithm("mamc", MAMC, "MAMC"),
-    Algorithm("fmm", FMM, "FMM"),
+    Algorithm("odm", ODM, "ODM", appends_ones=True),
+    Algorithm("mamc", MAMC, "MAMC", appends_ones=True),
+    Algorithm("fmm", FMM, "FMM", appends_ones=True),
 )
 
 PAPER_ORDER: tuple[str, ...] = tuple(a.name for a in TABLE)
@@ -49,6 +51,12 @@ def param_names(algorithm: str) -> list[str]:
     return sorted(estimator_class(algorithm)().get_params())
 
 
+def appends_ones(algorithm: str, kernel: str) -> bool:
+    """Whether a fit with this kernel appends a column of ones to the rows: then dense rows
+    laid out beside one (``solver.msvmav.with_intercept_room``) are not copied for it."""
+    return kernel == "linear" and any(a.appends_ones for a in TABLE if a.name == algorithm)
+
+
 def takes_seed(algorithm: str) -> bool:
     """Whether the estimator has a ``random_state`` (which the fit's seed then sets)."""
     return "random_state" in estimator_class(algorithm)().get_params()
@@ -60,4 +68,4 @@ def display_name(algorithm: str) -> str:
 
 
 __all__ = ["ALGORITHMS", "COMPARATORS", "DISPLAY_NAMES", "PAPER_ORDER", "TABLE", "Algorithm",
-           "display_name", "estimator_class", "param_names", "takes_seed"]
+           "appends_ones", "display_name", "estimator_class", "param_names", "takes_seed"]

@@ -94,14 +94,43 @@ def low_rank_solver(rank: int) -> str:
     return "dense" if rank <= DENSE_MAX_DIM else "cg"
 
 
+def with_intercept_room(n: int, d: int) -> np.ndarray:
+    """An (n, d) float64 array to fill, laid out as the first d columns of an (n, d + 1) one
+    whose last column holds 1: ``augment`` of it (or of a block of its rows) is that wider
+    array, read-only, without a copy."""
+    wide = np.empty((n, d + 1))
+    wide[:, d] = 1.0
+    return wide[:, :d]
+
+
+def _intercept_beside(X: np.ndarray) -> np.ndarray | None:
+    """X with the column of ones stored right after its rows (``with_intercept_room``'s
+    layout, or storage.read_arrays's ``pads``), as a read-only view; None when X is not so."""
+    n, d = X.shape
+    if X.dtype != np.float64 or n == 0 or X.strides != ((d + 1) * 8, 8):
+        return None
+    root = X
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    first, base = X.__array_interface__["data"][0], root.__array_interface__["data"][0]
+    # the widened rows end n strides after the first: inside the memory X lives in
+    if not root.flags.c_contiguous or first < base or first + X.strides[0] * n > base + root.nbytes:
+        return None
+    wide = np.lib.stride_tricks.as_strided(X, shape=(n, d + 1), strides=X.strides,
+                                           writeable=False)
+    return wide if np.all(wide[:, d] == 1.0) else None
+
+
 def augment(X):
     """Append the paper's constant-1 feature (the bias is a coordinate of w, inside ||w|| = 1).
 
     CSR input stays CSR: the 1 is written as the last entry of each row directly (scipy's
-    hstack costs several passes over the data)."""
+    hstack costs several passes over the data). Dense input laid out with the ones already
+    beside its rows (``with_intercept_room``) is returned widened, without a copy."""
     n, d = X.shape
     if not sparse.issparse(X):
-        return np.hstack([X, np.ones((n, 1))])
+        wide = _intercept_beside(X)
+        return wide if wide is not None else np.hstack([X, np.ones((n, 1))])
     X = X.tocsr()
     indptr = X.indptr + np.arange(n + 1, dtype=X.indptr.dtype)
     bias = indptr[1:] - 1

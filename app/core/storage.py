@@ -225,7 +225,7 @@ class _Filler:
     the stored one) and filled with the stored values a chunk at a time, converted as they
     come, so that neither the stored array nor a second copy is ever held."""
 
-    def __init__(self, first: Any, dtype: np.dtype | None) -> None:
+    def __init__(self, first: Any, dtype: np.dtype | None, pad: float | None = None) -> None:
         buf = io.BytesIO(first)
         version = npformat.read_magic(buf)
         read_header = (npformat.read_array_header_1_0 if version == (1, 0)
@@ -233,16 +233,25 @@ class _Filler:
         shape, fortran, self.stored = read_header(buf)
         if self.stored.hasobject:
             raise TypeError("object arrays cannot be read without pickle")
-        out = np.empty(shape[::-1] if fortran else shape, dtype=dtype or self.stored)
-        self.array = out.T if fortran else out
-        self._flat = out.reshape(-1)  # a view: ``out`` is new and C-ordered
+        self._size = int(np.prod(shape))
+        self._flat: np.ndarray | None = None
+        if pad is not None and len(shape) == 2 and not fortran and shape[1] > 0:
+            # the rows side by side with one more column holding ``pad``: the array is the
+            # (n, d) view of an (n, d + 1) one, filled a row at a time
+            wide = np.empty((shape[0], shape[1] + 1), dtype=dtype or self.stored)
+            wide[:, -1] = pad
+            self.array = wide[:, :-1]
+        else:
+            out = np.empty(shape[::-1] if fortran else shape, dtype=dtype or self.stored)
+            self.array = out.T if fortran else out
+            self._flat = out.reshape(-1)  # a view: ``out`` is new and C-ordered
         self._filled = 0
         self._carry = b""  # the bytes of a value cut by a chunk's end
         self.feed(memoryview(first)[buf.tell():])
 
     @property
     def done(self) -> bool:
-        return self._filled == self._flat.size and not self._carry
+        return self._filled == self._size and not self._carry
 
     def feed(self, data: Any) -> None:
         view = memoryview(data).cast("B")
@@ -260,24 +269,46 @@ class _Filler:
 
     def _put(self, values: np.ndarray) -> None:
         end = self._filled + len(values)
-        if end > self._flat.size:
+        if end > self._size:
             raise ValueError("a stored array is longer than its npy header says")
-        self._flat[self._filled : end] = values  # a copy, converted to the array's dtype
+        if self._flat is not None:
+            self._flat[self._filled : end] = values  # a copy, converted to the array's dtype
+        else:
+            self._put_rows(values)
         self._filled = end
+
+    def _put_rows(self, values: np.ndarray) -> None:
+        """values at the flat positions from ``_filled`` on, into the padded rows: the rest of
+        a row begun by the previous chunk, whole rows, then the start of the next row."""
+        d = self.array.shape[1]
+        row, col = divmod(self._filled, d)
+        head = min(len(values), (d - col) % d)
+        if head:
+            self.array[row, col : col + head] = values[:head]
+            row += col + head == d
+        whole = (len(values) - head) // d
+        self.array[row : row + whole] = values[head : head + whole * d].reshape(whole, d)
+        tail = values[head + whole * d :]
+        if tail.size:
+            self.array[row + whole, : tail.size] = tail
 
 
 def read_arrays(
-    session: Session, table: Any, owner_id: int, dtypes: Mapping[str, Any] | None = None
+    session: Session, table: Any, owner_id: int, dtypes: Mapping[str, Any] | None = None,
+    pads: Mapping[str, float] | None = None,
 ) -> dict[str, np.ndarray]:
     """Every array of one owner, by name: the first chunks in one query, then each further
     chunk of a large array in its own query (one chunk in memory beside the array).
     ``dtypes``: {name: dtype} for arrays wanted in another dtype than stored (int8 -> float64:
-    converted chunk by chunk into the one array)."""
+    converted chunk by chunk into the one array). ``pads``: {name: value} for 2-d arrays wanted
+    as the first columns of an array one column wider, whose last column holds the value (the
+    (n, d) view of an (n, d + 1) array: solver.msvmav.augment's intercept column, so that the
+    fit appends it without copying the rows)."""
     query = _chunk_query(table, owner_id)
     out: dict[str, np.ndarray] = {}
     for name, first in _fetch(session, query.where(table.chunk == 0)):
         want = (dtypes or {}).get(name)
-        filler = _Filler(first, None if want is None else np.dtype(want))
+        filler = _Filler(first, None if want is None else np.dtype(want), (pads or {}).get(name))
         del first
         chunk = 1
         while not filler.done:

@@ -248,11 +248,14 @@ def single_class_message(parsed: ParsedDataset) -> str:
 
 
 def load_arrays(
-    session: Session, dataset: Dataset
+    session: Session, dataset: Dataset, *, intercept_room: bool = False
 ) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
     """The stored feature matrix (n_rows, n_features; float64, also when it is stored narrower)
-    and raw labels (n_rows,)."""
-    arrays = storage.read_arrays(session, DatasetArray, dataset.id, dtypes={"X": np.float64})
+    and raw labels (n_rows,). ``intercept_room``: a dense matrix comes as the first columns of
+    one with a last column of ones, which a linear fit then uses as its intercept column
+    instead of copying the rows (``solver.msvmav.augment``)."""
+    arrays = storage.read_arrays(session, DatasetArray, dataset.id, dtypes={"X": np.float64},
+                                 pads={"X": 1.0} if intercept_room else None)
     X = storage.arrays_to_matrix("X", arrays)
     if not sp.issparse(X) and X.dtype != np.float64:
         X = X.astype(np.float64)

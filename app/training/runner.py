@@ -18,6 +18,7 @@ from app.models.schemas import TrainOutcome
 from app.registry import service as registry
 from app.training.pipeline import train
 from app.training.schemas import TrainJob
+from solver.algorithms import appends_ones
 from solver.model_selection import n_cells
 from solver.parallel import dask_cluster
 from solver.protocol import holdout_sizes
@@ -64,7 +65,9 @@ def run_train_job(ctx: JobContext, job: TrainJob) -> JobResult:
         dataset = datasets.get(session, ctx.dataset_id) if ctx.dataset_id is not None else None
         if dataset is None:
             raise ValueError(f"dataset {ctx.dataset_id} no longer exists")
-        X, y = datasets.load_arrays(session, dataset)
+        # rows beside a column of ones for the fits that append one: it is not copied then
+        X, y = datasets.load_arrays(
+            session, dataset, intercept_room=appends_ones(job.algorithm, job.kernel))
     callback, search_callback = _callbacks(ctx, job, dataset)
     # a search's cells run on the Dask cluster when one is configured
     with dask_cluster(ctx.settings.dask_scheduler if job.search else None):

@@ -233,3 +233,30 @@ def test_postgresql_sets_lz4_once_per_transaction(engine):
         event.remove(engine, "after_cursor_execute", record)
     assert sorted(back) == ["a", "b", "c", "d"]
     assert sum("default_toast_compression" in s for s in statements) == 2
+
+
+@pytest.mark.parametrize("stored,chunk", [(np.int8, 997), (np.float64, 997), (np.float64, 203),
+                                          (np.float64, 10_000)])
+def test_an_array_is_read_beside_a_column_of_ones(engine, stored, chunk):
+    """``read_arrays(pads=...)``: the rows land in the first columns of an array one column
+    wider, its last column the pad value, whatever the chunks cut (mid-value, mid-row, several
+    rows at once), and the linear fit widens it without a copy."""
+    from solver.msvmav import augment
+
+    rng = np.random.default_rng(6)
+    X = rng.integers(-100, 100, size=(301, 9)).astype(stored)
+    with Session(engine) as session:
+        owner = _dataset_row(session).id
+        storage.write_array(session, DatasetArray, owner, "X", X, chunk)
+        storage.write_array(session, DatasetArray, owner, "Z", X, chunk)
+        session.commit()
+        back = storage.read_arrays(session, DatasetArray, owner, dtypes={"X": np.float64},
+                                   pads={"X": 1.0})
+    got = back["X"]
+    assert got.shape == (301, 9) and got.dtype == np.float64
+    np.testing.assert_array_equal(got, X.astype(np.float64))
+    wide = augment(got)
+    assert np.shares_memory(wide, got) and not wide.flags.writeable
+    np.testing.assert_array_equal(wide, np.hstack([X, np.ones((301, 1))]))
+    assert back["Z"].flags.c_contiguous  # not named: as before
+    np.testing.assert_array_equal(back["Z"], X)

@@ -78,20 +78,24 @@ def test_training_in_place_equals_the_copying_path(params):
                                   copied.estimator.decision_function(X))
 
 
-def test_the_train_job_holds_the_matrix_about_once(settings, engine):
+@pytest.mark.parametrize("algorithm,bound", [("svm", 1.5), ("msvmav", 2.4)])
+def test_the_train_job_holds_the_matrix_about_once(settings, engine, algorithm, bound):
     """Peak traced memory of a whole train job (load, split, scaling, fit, hold-out score,
     save) against the float64 matrix: 3.7x measured with the copying path (the matrix, the
     training rows' copy and their scaled copy, the test rows' copies), 1.4x now (the matrix,
     and while splitting the test rows' copy (20 %) and a block of rows being moved).
-    tracemalloc traces what Python and numpy allocate, so the fit here is LIBLINEAR's
-    (``svm``), whose own copy of the rows is in C and not counted: the figure is the job's."""
+    tracemalloc traces what Python and numpy allocate: LIBLINEAR's (``svm``) own copy of the
+    rows is in C and not counted, so that figure is the job's. MSVMAv's linear fit gathers the
+    rows of its first active set (about half the training part) and appends the intercept's
+    column: to a copy of the training part before (2.95x), to the rows as loaded now, beside
+    the column of ones the loader left for it (2.15x)."""
     n, d = 40_000, 50
     X, y = _binary_data(n, d)
     small = Settings(**{**settings.model_dump(), "array_chunk_bytes": 256 * 1024},
                      _env_file=None)
     with TestClient(create_app(small)) as client:
         ds = upload(client, to_csv(X, y))
-        submit(client, ds["id"], algorithm="svm", test_fraction=0.2, seed=0)
+        submit(client, ds["id"], algorithm=algorithm, test_fraction=0.2, seed=0)
     worker = Worker(small, engine=engine)
     tracemalloc.start()
     try:
@@ -102,4 +106,4 @@ def test_the_train_job_holds_the_matrix_about_once(settings, engine):
     finally:
         tracemalloc.stop()
     matrix = n * d * 8
-    assert peak < 1.5 * matrix, f"peak {peak / matrix:.2f}x the matrix"
+    assert peak < bound * matrix, f"peak {peak / matrix:.2f}x the matrix"
