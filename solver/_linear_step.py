@@ -315,7 +315,7 @@ def _rows_gram(X, mask: np.ndarray, threads: int = 1) -> np.ndarray:
     rows = np.flatnonzero(mask)
     D = X.shape[1]
     if sparse.issparse(X):
-        stored = int(np.sum(X.indptr[rows + 1] - X.indptr[rows]))
+        stored = _stored(X, rows)
         if stored * GRAM_DENSE_ROW <= rows.size * D:
             parts = [p for p in np.array_split(rows, threads if stored >= PARALLEL_MIN_NNZ else 1)
                      if p.size]
