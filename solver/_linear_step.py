@@ -130,18 +130,24 @@ def _row_chunks(X, rows: np.ndarray):
         yield rows[lo:lo + step]
 
 
-def column_square_sums(X, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """sum_k weights_k x_{rows_k, j}^2 for every column j (a (D,) array), chunk by chunk."""
+def column_sums(X, rows: np.ndarray, weights: np.ndarray,
+                plain: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """(sum_k weights_k x_{rows_k, j}^2, and with ``plain`` sum_k weights_k x_{rows_k, j}) for
+    every column j ((D,) arrays), chunk by chunk, from one gather of the rows."""
     D = X.shape[1]
-    out = np.zeros(D)
+    squares, sums = np.zeros(D), (np.zeros(D) if plain else None)
     for part in _row_chunks(X, np.arange(rows.size)):
         sub = X[rows[part]]
         if sparse.issparse(sub):
-            w = np.repeat(weights[part], np.diff(sub.indptr))
-            out += np.bincount(sub.indices, weights=sub.data * sub.data * w, minlength=D)
+            weighted = sub.data * np.repeat(weights[part], np.diff(sub.indptr))
+            squares += np.bincount(sub.indices, weights=sub.data * weighted, minlength=D)
+            if plain:
+                sums += np.bincount(sub.indices, weights=weighted, minlength=D)
         else:
-            out += weights[part] @ (sub * sub)
-    return out
+            squares += weights[part] @ (sub * sub)
+            if plain:
+                sums += weights[part] @ sub
+    return squares, sums
 
 
 class RowSpaceSystem:
@@ -192,13 +198,13 @@ class ConjugateGradientSystem:
     100,000 x 2,000 at beta = 0.25, the condition number 3.6 -> 1.2; at beta = 2^-10,
     2,341 -> 3.5."""
 
-    def __init__(self, Xa, y: np.ndarray, c: float | np.ndarray, threads: int = 1,
-                 bias: bool = False) -> None:
+    def __init__(self, Xa, y: np.ndarray, c: float | np.ndarray,
+                 rows: RowBlocks | None = None, bias: bool = False) -> None:
         n, D = Xa.shape
-        self.Xa, self.y, self.threads, self.bias = Xa, y, threads, bias
+        self.Xa, self.y, self.bias = Xa, y, bias
+        self.rows = rows if rows is not None else RowBlocks(Xa)  # Xa's products
         self.ones = np.zeros(D if bias else 0)  # X_A^T 1_A, kept with ``bias``
         self.schur = np.zeros(0)  # d_S, kept with ``bias``
-        self.rows = RowBlocks(Xa, threads)
         self.c = np.broadcast_to(np.asarray(c, dtype=np.float64), (D,)).copy()
         self.mask = np.zeros(n, dtype=bool)
         self.weights = np.zeros(n)  # 1.0 on A: a float mask for the products
@@ -212,22 +218,22 @@ class ConjugateGradientSystem:
         changed = np.flatnonzero(mask != self.mask)
         if changed.size == 0:
             return
-        weights = mask.astype(np.float64)
         if changed.size > mask.size // 4:  # rebuild: exact sums, no drift
             rows = np.flatnonzero(mask)
-            self.diag = self.c + column_square_sums(self.Xa, rows, np.ones(rows.size))
-            if self.bias:
-                self.ones = self.rows.rmatvec(weights)
+            squares, sums = column_sums(self.Xa, rows, np.ones(rows.size), self.bias)
+            self.diag = self.c + squares
+            self.ones = sums if self.bias else self.ones
             self.n_refactor += 1
         else:
             sign = np.where(mask[changed], 1.0, -1.0)
-            self.diag += column_square_sums(self.Xa, changed, sign)
+            squares, sums = column_sums(self.Xa, changed, sign, self.bias)
+            self.diag += squares
             np.maximum(self.diag, self.c, out=self.diag)
             if self.bias:
-                self.ones += np.asarray(self.Xa[changed].T @ sign).ravel()
+                self.ones += sums
             self.n_updates += 1
         np.copyto(self.mask, mask)
-        self.weights = weights
+        self.weights = mask.astype(np.float64)
         self._keep_schur()
 
     def _keep_schur(self) -> None:
@@ -381,12 +387,12 @@ class GramSystem(ConjugateGradientSystem):
     iteration is one symmetric D x D product and a pass over |A xor R| rows instead of two
     passes over X. When the differing rows hold more than GRAM_FOLD D^2 values they are added
     into G_R (R becomes A); when more than n / GRAM_REBUILD rows differ at once, G_R is rebuilt
-    from A's rows (by ``threads`` sparse products at once). Never factorises; 8 D^2 bytes
+    from A's rows (a sparse product per thread of ``rows``). Never factorises; 8 D^2 bytes
     besides X (and a D x D array per further thread while G is rebuilt)."""
 
-    def __init__(self, Xa, y: np.ndarray, c: float | np.ndarray, threads: int = 1,
-                 bias: bool = False) -> None:
-        super().__init__(Xa, y, c, threads, bias)
+    def __init__(self, Xa, y: np.ndarray, c: float | np.ndarray,
+                 rows: RowBlocks | None = None, bias: bool = False) -> None:
+        super().__init__(Xa, y, c, rows, bias)
         D = Xa.shape[1]
         self.G = np.zeros((D, D))
         self.ref = np.zeros(Xa.shape[0], dtype=bool)
@@ -402,7 +408,7 @@ class GramSystem(ConjugateGradientSystem):
             return
         differ = np.flatnonzero(mask != self.ref)
         if not self.n_refactor or differ.size > mask.size // GRAM_REBUILD:
-            self.G = _rows_gram(self.Xa, mask, self.threads)
+            self.G = _rows_gram(self.Xa, mask, self.rows.threads)
             self.sR = self.rows.rmatvec(np.where(mask, self.y, 0.0))
             differ = self._new_reference(mask)
             self.n_refactor += 1

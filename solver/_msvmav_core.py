@@ -53,9 +53,9 @@ class PrimalSpace:
         if solver == "dense":
             self.system = PrimalSystem(X, y, base, update=update)
         elif solver == "cg":
-            self.system = ConjugateGradientSystem(X, y, base, threads, bias)
+            self.system = ConjugateGradientSystem(X, y, base, self.rows, bias)
         elif solver == "gram":
-            self.system = GramSystem(X, y, base, threads, bias)
+            self.system = GramSystem(X, y, base, self.rows, bias)
         elif base_extra is not None:
             raise ValueError(f"linear_solver: {solver!r} needs the identity metric")
         else:

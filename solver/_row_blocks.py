@@ -87,7 +87,7 @@ class RowBlocks:
     when the fit may use one thread."""
 
     def __init__(self, X, threads: int = 1) -> None:
-        self.X, self.XT = X, X.T
+        self.X, self.XT, self.threads = X, X.T, threads
         # (first row, end row, the rows as CSR, their transpose as CSC)
         self.blocks: list[tuple[int, int, sparse.csr_matrix, sparse.csc_matrix]] = []
         if sparse.isspmatrix_csr(X) and threads > 1 and X.nnz >= PARALLEL_MIN_NNZ:

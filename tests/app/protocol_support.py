@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import tritonclient.http as triton
 from fastapi.testclient import TestClient
 
 from app.core.config import Settings
@@ -61,6 +62,22 @@ def _train(client: TestClient, worker: Worker, content: bytes, **params: Any) ->
     return client.get(f"/jobs/{job['id']}").json()["model_id"]
 
 
+def key() -> dict[str, str]:
+    """The admin key's header, a new dict each call: tritonclient adds its
+    Inference-Header-Content-Length to the dict it is given."""
+    return {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+
+@contextmanager
+def triton_client(served: Served) -> Iterator[triton.InferenceServerClient]:
+    """The stock tritonclient's HTTP client on the served models' server."""
+    client = triton.InferenceServerClient(served.server.url.removeprefix("http://"))
+    try:
+        yield client
+    finally:
+        client.close()
+
+
 @contextmanager
 def served_models(database_url: str, tmp_path: Path, **env_extra: str) -> Iterator[Served]:
     """Three models trained in process, then ``msvmav serve`` (keys required, and the
@@ -81,7 +98,7 @@ def served_models(database_url: str, tmp_path: Path, **env_extra: str) -> Iterat
         engine.dispose()
     env = {"MSVMAV_DATABASE_URL": database_url, "MSVMAV_ADMIN_KEY": ADMIN_KEY, **env_extra}
     with live_server(tmp_path, **env) as server:
-        headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
+        headers = key()
         with httpx.Client(base_url=server.url, headers=headers, timeout=60) as http:
             name = f"blobs-{binary}"  # a new name on the session's database
             r = http.post("/registered-models", json={"name": name})

@@ -19,12 +19,8 @@ from tritonclient.utils import InferenceServerException
 
 from app.core.db import make_engine
 from app.core.orm import PredictionLog
-from tests.app.protocol_support import ADMIN_KEY, Served, predict, served_models
+from tests.app.protocol_support import Served, key, predict, served_models, triton_client
 from tests.app.support import wait_for
-
-
-def key() -> dict[str, str]:
-    return {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +32,8 @@ def served(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 @pytest.fixture(scope="module")
 def client(served: Served) -> Iterator[triton.InferenceServerClient]:
-    c = triton.InferenceServerClient(served.server.url.removeprefix("http://"))
-    yield c
-    c.close()
+    with triton_client(served) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")

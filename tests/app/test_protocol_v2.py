@@ -18,13 +18,14 @@ from tritonclient.utils import InferenceServerException
 
 from app.core.config import Settings
 from app.main import create_app
-from tests.app.protocol_support import ADMIN_KEY, Served, decisions, predict, served_models
-
-
-def key() -> dict[str, str]:
-    """The admin key's header, a new dict each call: tritonclient adds its
-    Inference-Header-Content-Length to the dict it is given."""
-    return {"Authorization": f"Bearer {ADMIN_KEY}"}
+from tests.app.protocol_support import (
+    Served,
+    decisions,
+    key,
+    predict,
+    served_models,
+    triton_client,
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +36,8 @@ def served(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 @pytest.fixture(scope="module")
 def client(served: Served) -> Iterator[triton.InferenceServerClient]:
-    c = triton.InferenceServerClient(served.server.url.removeprefix("http://"))
-    yield c
-    c.close()
+    with triton_client(served) as c:
+        yield c
 
 
 def matrix_input(X: np.ndarray, *, binary: bool = True, datatype: str = "FP64") -> Any:
