@@ -59,7 +59,7 @@ class GramFloor:
     No solve, no active-set bookkeeping: a lower bound on the fit's time."""
 
     def __init__(self) -> None:  # the imports outside the timed fit, as for the estimators
-        from solver._linear_step import _rows_gram
+        from solver._gram_matrix import rows_gram as _rows_gram
         from solver._row_blocks import RowBlocks, fit_threads
         from solver.msvmav import augment
 

@@ -24,15 +24,13 @@ estimate (``solver.memory``) both call it.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from scipy import linalg, sparse
 from scipy.linalg import blas
 
 from ._footprint import FLOAT
-from ._linalg import symmetrize_from_upper
-from ._row_blocks import MAX_THREADS, PARALLEL_MIN_NNZ, RowBlocks, run_parallel
+from ._gram_matrix import build_bytes, fold, fold_pairs, rows_gram, stored
+from ._row_blocks import RowBlocks
 
 LINEAR_SOLVERS = ("dense", "woodbury", "cg", "gram")
 # "auto": the dense D x D system up to this dimension (D = features + 1 with the intercept).
@@ -43,14 +41,13 @@ DENSE_MAX_DIM = 512
 # and a CG iteration on X makes two.
 GRAM_MAX_DIM = 4096
 GRAM_MIN_FILL = 4
-# Building X_A^T X_A: rows with more than D / GRAM_DENSE_ROW values are multiplied densified.
-GRAM_DENSE_ROW = 16
 # "gram": G is rebuilt for the current active set when more than n / GRAM_REBUILD rows differ
 # from the set it was built for (each product then passes over those rows).
 GRAM_REBUILD = 16
-# "gram": the differing rows are added into G (and R becomes A) when they hold more than
-# GRAM_FOLD D^2 values (GRAM_FOLD D dense rows): each CG product passes over them, as over the
-# D^2 / 2 values of G's triangle, and a fold once over their pairs.
+# "gram": the differing rows are added into G (and R becomes A) when a fold adds to at most
+# D^2 / 2 entries (as many as a product reads), or when they hold more than GRAM_FOLD D^2
+# values (GRAM_FOLD D dense rows): each CG product passes over them, as over the D^2 / 2
+# values of G's triangle, and a fold once over their pairs.
 GRAM_FOLD = 0.5
 # "auto": the |A|-space form while the training rows are at most this many and fewer than D.
 WOODBURY_MAX_ROWS = 256
@@ -89,36 +86,16 @@ def linear_system_bytes(path: str, n: int, D: int, nnz: int | None) -> int:
         product = 0 if nnz is None else min(n * n, nnz * max(1, nnz // max(D, 1)))
         return FLOAT * 3 * n * n + 12 * product
     if path == "gram":
-        # G; while it is built, the rows of A (CSR: copied and transposed, and the sparse
-        # product before it is made dense) or two chunks of them densified; the rows that
-        # differ from the reference set (up to n / GRAM_REBUILD); the CG vectors
-        chunks = 2 * min(CHUNK_BYTES, FLOAT * n * D)
-        if nnz is None:
-            build, differ = chunks, FLOAT * D * (n // GRAM_REBUILD)
-        else:
-            per_row = nnz / max(n, 1)
-            dense_rows = per_row * GRAM_DENSE_ROW > D
-            # each thread's part of the rows (copied and transposed), its sparse product and
-            # that made dense; all but the first dense one are summed into it
-            parts = gram_threads(nnz)
-            product = 0 if dense_rows else (
-                2 * 12 * nnz + parts * 12 * min(D * D, int(nnz * per_row / parts))
-                + (parts - 1) * FLOAT * D * D)
-            build, differ = (chunks if dense_rows else product), 12 * nnz // GRAM_REBUILD
-        # later, adding the differing rows into G: a chunk of their pairs (D x D for dense X)
-        fold = CHUNK_BYTES
-        return FLOAT * (D * D + 12 * D + 6 * n) + max(build, differ + fold)
+        # G; while it is built, its temporaries (rows_gram); later, the rows that differ from
+        # the reference set (up to n / GRAM_REBUILD) or a fold's chunk of pairs; the CG vectors
+        differ = (FLOAT * D if nnz is None else 12 * nnz / max(n, 1)) * (n // GRAM_REBUILD)
+        later = int(differ) + CHUNK_BYTES
+        return FLOAT * (D * D + 12 * D + 6 * n) + max(build_bytes(n, D, nnz), later)
     # cg: x, r, z, p, A p, the preconditioner (Jacobi's diagonal, X_A^T 1_A and the Schur
     # diagonal), the previous delta, rhs; n-vectors; one chunk of rows squared for the
     # preconditioner (a copy and its squares)
     data = FLOAT * n * D if nnz is None else 12 * nnz
     return FLOAT * (12 * D + 6 * n) + 2 * min(CHUNK_BYTES, data)
-
-
-def gram_threads(nnz: int) -> int:
-    """Sparse products building G at once for nnz stored values, at most (the memory estimate's
-    bound: the limit in force where the fit runs is not known where it is estimated)."""
-    return 1 if nnz < PARALLEL_MIN_NNZ else min(MAX_THREADS, os.cpu_count() or 1)
 
 
 def _row_chunks(X, rows: np.ndarray):
@@ -313,82 +290,18 @@ class ConjugateGradientSystem:
             rz = rz_new
 
 
-def _rows_gram(X, mask: np.ndarray, threads: int = 1) -> np.ndarray:
-    """X_A^T X_A as a C-contiguous (D, D) array for the rows in mask: CSR rows as sparse
-    products while they are sparse enough (at most D / GRAM_DENSE_ROW values a row), one per
-    thread on contiguous parts of the rows, summed; else (and for dense X) CHUNK_BYTES of rows
-    at a time, densified, into BLAS dsyrk."""
-    rows = np.flatnonzero(mask)
-    D = X.shape[1]
-    if sparse.issparse(X):
-        stored = _stored(X, rows)
-        if stored * GRAM_DENSE_ROW <= rows.size * D:
-            parts = [p for p in np.array_split(rows, threads if stored >= PARALLEL_MIN_NNZ else 1)
-                     if p.size]
-
-            def product(part: np.ndarray) -> np.ndarray:
-                block = X[part]
-                return (block.T @ block).toarray(order="C")
-
-            grams = run_parallel(product, parts) if parts else [np.zeros((D, D))]
-            for other in grams[1:]:
-                grams[0] += other
-            return grams[0]
-    G = np.zeros((D, D))
-    step = max(1, CHUNK_BYTES // (FLOAT * D))
-    for lo in range(0, rows.size, step):
-        block = X[rows[lo:lo + step]]
-        block = block.toarray() if sparse.issparse(block) else block
-        # the upper triangle of G (the lower one of the Fortran-ordered G.T) += B^T B in place;
-        # B^T is B's Fortran-ordered view, so BLAS reads the block without a copy
-        out = blas.dsyrk(1.0, block.T, beta=1.0, c=G.T, trans=0, lower=1, overwrite_c=1)
-        if not np.shares_memory(out, G):  # pragma: no cover - f2py copied after all
-            G[:] = out.T
-    return symmetrize_from_upper(G)
-
-
-def _signed_gram_update(G: np.ndarray, U, sign: np.ndarray) -> None:
-    """G += U^T diag(sign) U in place (G C-contiguous), for rows U (p x D, dense or CSR), a
-    chunk of rows at a time (temporaries within about CHUNK_BYTES)."""
-    p, D = U.shape
-    # bytes a row costs: CSR, its pairs (12 in the product, 24 in the scatter); dense, its
-    # signed copy
-    per_row = 36.0 * (U.nnz / max(p, 1)) ** 2 if sparse.issparse(U) else FLOAT * D
-    step = max(1, int(CHUNK_BYTES // max(per_row, 1.0)))
-    flat = G.reshape(-1)  # a view
-    for lo in range(0, p, step):
-        part, s = U[lo:lo + step], sign[lo:lo + step]
-        if not sparse.issparse(part):
-            # G^T (Fortran view of the symmetric G) += B^T (S B) in place, no D x D temporary
-            out = blas.dgemm(1.0, np.ascontiguousarray(part).T, (part * s[:, None]).T,
-                             beta=1.0, c=G.T, trans_b=1, overwrite_c=1)
-            if not np.shares_memory(out, G):  # pragma: no cover - f2py copied after all
-                G[:] = out.T
-            continue
-        P = (part.T @ sparse.csr_matrix(part.multiply(s[:, None]))).tocsr()
-        P.sum_duplicates()  # each (row, column) once: the scatter below is exact
-        rows = np.repeat(np.arange(D, dtype=np.intp), np.diff(P.indptr))
-        flat[rows * D + P.indices] += P.data
-
-
-def _stored(X, rows: np.ndarray) -> int:
-    """Values stored in the given rows of X (dense: all D of each)."""
-    if sparse.issparse(X):
-        return int(np.sum(X.indptr[rows + 1] - X.indptr[rows]))
-    return rows.size * X.shape[1]
-
-
 class GramSystem(ConjugateGradientSystem):
     """Preconditioned CG on (diag(c) + G_A) delta = theta s_A - G_A w, G_A = X_A^T X_A.
 
-    G_R = X_R^T X_R is kept dense (D x D) for a reference set R (the active set when it was
-    last built); the rows where A and R differ, U with signs S (+1 entered, -1 left), make
+    G_R = X_R^T X_R is kept dense (D x D; its upper triangle is the one read) for a reference
+    set R; the rows where A and R differ, U with signs S (+1 entered, -1 left), make
     G_A v = G_R v + U^T S U v exact in every product, and s_A = s_R + U^T S y_U. Each CG
-    iteration is one symmetric D x D product and a pass over |A xor R| rows instead of two
-    passes over X. When the differing rows hold more than GRAM_FOLD D^2 values they are added
-    into G_R (R becomes A); when more than n / GRAM_REBUILD rows differ at once, G_R is rebuilt
-    from A's rows (a sparse product per thread of ``rows``). Never factorises; 8 D^2 bytes
-    besides X (and a D x D array per further thread while G is rebuilt)."""
+    iteration is one symmetric D x D product (and a pass over U) instead of two passes over
+    X. The differing rows are added into G_R (R becomes A) when that adds to at most D^2 / 2
+    entries (sparse rows entering and leaving: every outer iteration) or when they hold more
+    than GRAM_FOLD D^2 values; when more than n / GRAM_REBUILD rows differ at once, G_R is
+    rebuilt from A's rows (``_gram_matrix.rows_gram``, on the threads of ``rows``). Never
+    factorises; 8 D^2 bytes besides X and the build's temporaries."""
 
     def __init__(self, Xa, y: np.ndarray, c: float | np.ndarray,
                  rows: RowBlocks | None = None, bias: bool = False) -> None:
@@ -408,34 +321,46 @@ class GramSystem(ConjugateGradientSystem):
             return
         differ = np.flatnonzero(mask != self.ref)
         if not self.n_refactor or differ.size > mask.size // GRAM_REBUILD:
-            self.G = _rows_gram(self.Xa, mask, self.rows.threads)
+            self.G = rows_gram(self.Xa, mask, self.rows.threads)
             self.sR = self.rows.rmatvec(np.where(mask, self.y, 0.0))
             differ = self._new_reference(mask)
             self.n_refactor += 1
-        elif _stored(self.Xa, differ) > GRAM_FOLD * self.G.size:
+        elif differ.size and (fold_pairs(self.Xa, differ) <= self.G.size // 2
+                              or stored(self.Xa, differ) > GRAM_FOLD * self.G.size):
             # fold the differing rows into G: the reference set becomes A
             sign = np.where(mask[differ], 1.0, -1.0)
             U = self.Xa[differ]
-            _signed_gram_update(self.G, U, sign)
+            fold(self.G, U, sign)
             self.sR += np.asarray(U.T @ (sign * self.y[differ])).ravel()
             differ = self._new_reference(mask)
             self.n_folds += 1
             self.n_updates += 1
         else:
             self.n_updates += 1
+        self._differing(mask, differ)
+        np.copyto(self.mask, mask)
+        self._keep_schur()
+
+    def _differing(self, mask: np.ndarray, differ: np.ndarray) -> None:
+        """U, S and what follows from them: s_A, c + diag(G_A) and (``bias``) X_A^T 1_A, G_A's
+        bias column."""
+        if differ.size == 0:
+            self.sign, self.U, self.UT = np.zeros(0), None, None
+            self.sA, self.diag = self.sR.copy(), self.dR.copy()
+            if self.bias:
+                self.ones = self.G[:, -1].copy()
+            return
         sign = self.sign = np.where(mask[differ], 1.0, -1.0)
         U = self.U = self.Xa[differ]
         self.UT = U.T
         self.sA = self.sR + np.asarray(self.UT @ (sign * self.y[differ])).ravel()
-        if sparse.issparse(U):  # c + diag(G_A), from the rows that differ
+        if sparse.issparse(U):
             squares = U.data * U.data * np.repeat(sign, np.diff(U.indptr))
             self.diag = self.dR + np.bincount(U.indices, squares, minlength=U.shape[1])
         else:
             self.diag = self.dR + sign @ (U * U)
-        if self.bias:  # X_A^T 1_A: G_A's bias column
-            self.ones = self.G[-1] + np.asarray(self.UT @ sign).ravel()
-        np.copyto(self.mask, mask)
-        self._keep_schur()
+        if self.bias:
+            self.ones = self.G[:, -1] + np.asarray(self.UT @ sign).ravel()
 
     def _new_reference(self, mask: np.ndarray) -> np.ndarray:
         """R = A (G and s_R are already those of A); returns the (empty) differing rows."""
@@ -445,7 +370,8 @@ class GramSystem(ConjugateGradientSystem):
 
     def _gram(self, v: np.ndarray) -> np.ndarray:
         """G_A v."""
-        # G is symmetric and C-contiguous: G.T is the same matrix in Fortran order (no copy)
+        # G's upper triangle is current (a fold writes only it): it is the lower triangle of
+        # G.T, the Fortran-ordered view of the C-contiguous G (no copy)
         out = blas.dsymv(1.0, self.G.T, v, lower=1)
         if self.sign.size:
             out += np.asarray(self.UT @ (self.sign * np.asarray(self.U @ v).ravel())).ravel()

@@ -416,8 +416,9 @@ class MSVMAv(MarginClassifier):
             self.n_iter_ = max(self.n_iter_, n_iter) if t else n_iter
             info["refactorisations"] += space.system.n_refactor
             info["low_rank_updates"] += space.system.n_updates
-            if hasattr(space.system, "cg_iterations"):
-                info["cg_iterations"] = info.get("cg_iterations", 0) + space.system.cg_iterations
+            for key, attribute in (("cg_iterations", "cg_iterations"), ("folds", "n_folds")):
+                if hasattr(space.system, attribute):
+                    info[key] = info.get(key, 0) + getattr(space.system, attribute)
             del space  # one task's system at a time
             if stopped:
                 self.stopped_early_ = True

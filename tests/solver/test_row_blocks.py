@@ -11,7 +11,7 @@ from scipy import sparse
 from threadpoolctl import threadpool_limits
 
 from solver import MSVMAv
-from solver import _linear_step as linear_step
+from solver import _gram_matrix as gram_matrix
 from solver import _row_blocks as row_blocks
 from solver._row_blocks import RowBlocks, fit_threads, run_parallel, split_rows
 
@@ -26,7 +26,7 @@ def csr(n: int, d: int, per_row: int, seed: int = 0) -> sparse.csr_matrix:
 def small_parallel(monkeypatch):
     """Blocks and threads for matrices of any size (the threshold is a speed choice)."""
     monkeypatch.setattr(row_blocks, "PARALLEL_MIN_NNZ", 0)
-    monkeypatch.setattr(linear_step, "PARALLEL_MIN_NNZ", 0)
+    monkeypatch.setattr(gram_matrix, "PARALLEL_MIN_NNZ", 0)
 
 
 @pytest.mark.parametrize("threads", [2, 3, 4])
@@ -76,13 +76,13 @@ def test_threads_follow_the_blas_limit_in_force():
 def test_threaded_gram_matrix_equals_the_serial_one(small_parallel):
     X = csr(3000, 50, 3)
     mask = np.random.default_rng(2).random(3000) < 0.5
-    serial = linear_step._rows_gram(X, mask, 1)
-    threaded = linear_step._rows_gram(X, mask, 3)
+    serial = gram_matrix.rows_gram(X, mask, 1)
+    threaded = gram_matrix.rows_gram(X, mask, 3)
     XA = X[mask].toarray()
     assert np.allclose(threaded, XA.T @ XA, rtol=1e-12, atol=1e-12)
     assert np.allclose(threaded, serial, rtol=1e-13, atol=1e-13)
     assert threaded.flags.c_contiguous
-    assert not linear_step._rows_gram(X, np.zeros(3000, dtype=bool), 3).any()
+    assert not gram_matrix.rows_gram(X, np.zeros(3000, dtype=bool), 3).any()
 
 
 @pytest.mark.parametrize("solver", ["cg", "gram"])

@@ -1,0 +1,172 @@
+"""X_A^T X_A for the "gram" path (``_linear_step.GramSystem``): built from the active rows, and
+rows that enter or leave A added into it in place.
+
+Only G's upper triangle is read (BLAS dsymv with ``lower=1`` on the Fortran-ordered view G.T),
+so a fold of sparse rows writes only that triangle: half the pairs. A build writes both.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import sparse
+from scipy.linalg import blas
+
+from ._footprint import CSR_VALUE, FLOAT
+from ._linalg import symmetrize_from_upper
+from ._row_blocks import PARALLEL_MIN_NNZ, run_parallel, split_rows
+
+try:  # scipy's sparse-product kernel, called without its counting pass (see _product_rows)
+    from scipy.sparse._sparsetools import csr_matmat as _csr_matmat
+except ImportError:  # pragma: no cover - a scipy without it: the public product
+    _csr_matmat = None
+
+# Building X_A^T X_A: rows with more than D / DENSE_ROW values are multiplied densified; a fold
+# densifies such rows too.
+DENSE_ROW = 16
+# Temporaries of a build from dense rows, or of a fold, stay within about this many bytes.
+CHUNK_BYTES = 16 * 2**20
+# Bytes a pair of values costs in a sparse fold: its flat index and its product, and the
+# temporaries they are formed from.
+PAIR_BYTES = 40
+
+
+def stored(X, rows: np.ndarray) -> int:
+    """Values stored in the given rows of X (dense: all D of each)."""
+    if sparse.issparse(X):
+        return int(np.sum(X.indptr[rows + 1] - X.indptr[rows]))
+    return rows.size * X.shape[1]
+
+
+def fold_pairs(X, rows: np.ndarray) -> int:
+    """Entries of G's upper triangle a fold of these rows adds to (with multiplicity)."""
+    D = X.shape[1]
+    counts = (X.indptr[rows + 1] - X.indptr[rows]) if sparse.issparse(X) else np.full(rows.size, D)
+    counts = np.where(counts * DENSE_ROW > D, D, counts).astype(np.int64)
+    return int(np.sum(counts * (counts + 1) // 2))
+
+
+def rows_gram(X, mask: np.ndarray, threads: int = 1) -> np.ndarray:
+    """X_A^T X_A as a C-contiguous (D, D) array for the rows in mask: CSR rows as one sparse
+    product (its output rows split between ``threads``) while they are sparse enough (at most
+    D / DENSE_ROW values a row); else, and for dense X, CHUNK_BYTES of rows at a time,
+    densified, into BLAS dsyrk."""
+    rows = np.flatnonzero(mask)
+    D = X.shape[1]
+    if sparse.issparse(X) and stored(X, rows) * DENSE_ROW <= rows.size * D:
+        return _sparse_gram(X, rows, threads)
+    G = np.zeros((D, D))
+    step = max(1, CHUNK_BYTES // (FLOAT * D))
+    for lo in range(0, rows.size, step):
+        block = X[rows[lo:lo + step]]
+        block = block.toarray() if sparse.issparse(block) else block
+        # the upper triangle of G (the lower one of the Fortran-ordered G.T) += B^T B in place;
+        # B^T is B's Fortran-ordered view, so BLAS reads the block without a copy
+        out = blas.dsyrk(1.0, block.T, beta=1.0, c=G.T, trans=0, lower=1, overwrite_c=1)
+        if not np.shares_memory(out, G):  # pragma: no cover - f2py copied after all
+            G[:] = out.T
+    return symmetrize_from_upper(G)
+
+
+def _sparse_gram(X, rows: np.ndarray, threads: int) -> np.ndarray:
+    """X_A^T X_A for sparse rows: B = X_A (CSR) and A^T = X_A^T (its CSC arrays, read as CSR);
+    G's rows are cut into ``threads`` ranges of about equal stored values of A^T, each
+    computed into its own rows of G."""
+    D = X.shape[1]
+    G = np.zeros((D, D))
+    if rows.size == 0:
+        return G
+    B = sparse.csr_matrix(X[rows])
+    AT = B.tocsc()  # its (indptr, indices, data) are those of X_A^T in CSR
+    parts = threads if B.nnz >= PARALLEL_MIN_NNZ else 1
+    ranges = split_rows(AT.indptr, parts)
+    row_nnz = np.diff(B.indptr)
+
+    def one(span: tuple[int, int]) -> None:
+        _product_rows(AT, B, span, row_nnz, G)
+
+    run_parallel(one, ranges)
+    return G
+
+
+def _product_rows(AT, B, span: tuple[int, int], row_nnz: np.ndarray, G: np.ndarray) -> None:
+    """G[lo:hi] = (A^T B)[lo:hi] for A^T given by AT's CSC arrays (as CSR). scipy's kernel is
+    called directly: its public product first counts the output's values in a pass as costly
+    as a third of the product, to size arrays that here are bounded beforehand by the pairs
+    the rows multiply (at most (hi - lo) D)."""
+    lo, hi = span
+    D = G.shape[1]
+    a, b = AT.indptr[lo], AT.indptr[hi]
+    if _csr_matmat is None:  # pragma: no cover - exercised by monkeypatching in the tests
+        part = sparse.csr_matrix((AT.data[a:b], AT.indices[a:b], AT.indptr[lo:hi + 1] - a),
+                                 shape=(hi - lo, B.shape[0]))
+        G[lo:hi] = (part @ B).toarray()
+        return
+    capacity = int(min((hi - lo) * D, np.sum(row_nnz[AT.indices[a:b]], dtype=np.int64)))
+    index = np.int32 if max(capacity, B.nnz, AT.nnz) < 2**31 - 1 else np.int64
+    Cp = np.empty(hi - lo + 1, dtype=index)
+    Cj = np.empty(capacity, dtype=index)
+    Cx = np.empty(capacity)
+    _csr_matmat(hi - lo, D, AT.indptr[lo:hi + 1].astype(index, copy=False),
+                AT.indices.astype(index, copy=False), AT.data,
+                B.indptr.astype(index, copy=False), B.indices.astype(index, copy=False), B.data,
+                Cp, Cj, Cx)
+    # G's rows are zero, so they hold the product whether the kernel adds into them or writes
+    sparse.csr_matrix((Cx, Cj, Cp), shape=(hi - lo, D)).toarray(out=G[lo:hi])
+
+
+def fold(G: np.ndarray, U, sign: np.ndarray) -> None:
+    """G += U^T diag(sign) U in place (G C-contiguous): at least its upper triangle. Sparse
+    rows of at most D / DENSE_ROW values add their pairs (i <= j) into the upper triangle;
+    other rows (and dense U) are densified a chunk at a time into BLAS dgemm (both
+    triangles)."""
+    D = G.shape[1]
+    if not sparse.issparse(U):
+        _fold_dense(G, U, sign)
+        return
+    U = sparse.csr_matrix(U)
+    U.sum_duplicates()  # sorted columns: a pair's first column is its smaller one
+    lengths = np.diff(U.indptr)
+    wide = np.flatnonzero(lengths * DENSE_ROW > D)
+    if wide.size:
+        _fold_dense(G, U[wide], sign[wide])
+    flat = G.reshape(-1)  # a view
+    for k in np.unique(lengths[(lengths > 0) & (lengths * DENSE_ROW <= D)]):
+        _fold_pairs(flat, D, U, sign, np.flatnonzero(lengths == k), int(k))
+
+
+def _fold_pairs(flat: np.ndarray, D: int, U, sign: np.ndarray, rows: np.ndarray, k: int) -> None:
+    """The upper-triangle pairs of ``rows`` (each with k sorted values) added into G."""
+    first, second = np.triu_indices(k)
+    step = max(1, CHUNK_BYTES // (PAIR_BYTES * first.size))
+    for lo in range(0, rows.size, step):
+        part = rows[lo:lo + step]
+        at = U.indptr[part][:, None] + np.arange(k)
+        cols = U.indices[at].astype(np.intp)
+        values = U.data[at]
+        signed = values * sign[part][:, None]
+        np.add.at(flat, (cols[:, first] * D + cols[:, second]).ravel(),
+                  (signed[:, first] * values[:, second]).ravel())
+
+
+def _fold_dense(G: np.ndarray, U, sign: np.ndarray) -> None:
+    """G += U^T diag(sign) U, rows densified CHUNK_BYTES at a time, by dgemm into G^T (the
+    Fortran-ordered view of the symmetric G): no D x D temporary."""
+    p, D = U.shape
+    step = max(1, CHUNK_BYTES // (FLOAT * D))
+    for lo in range(0, p, step):
+        part, s = U[lo:lo + step], sign[lo:lo + step]
+        part = part.toarray() if sparse.issparse(part) else np.ascontiguousarray(part)
+        out = blas.dgemm(1.0, part.T, (part * s[:, None]).T, beta=1.0, c=G.T, trans_b=1,
+                         overwrite_c=1)
+        if not np.shares_memory(out, G):  # pragma: no cover - f2py copied after all
+            G[:] = out.T
+
+
+def build_bytes(n: int, D: int, nnz: int | None) -> int:
+    """Peak temporaries of ``rows_gram`` for up to n rows holding nnz values (None: dense)."""
+    chunks = 2 * min(CHUNK_BYTES, FLOAT * n * D)
+    if nnz is None or (nnz / max(n, 1)) * DENSE_ROW > D:
+        return chunks
+    per_row = nnz / max(n, 1)
+    # X_A and its transpose; the product's values and column indices (at most D^2)
+    return 2 * CSR_VALUE * nnz + CSR_VALUE * min(D * D, int(nnz * per_row))

@@ -1,0 +1,104 @@
+"""The "gram" path's kernels (solver/_gram_matrix.py) against X_A^T X_A formed densely: the build
+(scipy's product kernel called directly, its rows split between threads, and the public product
+it falls back to), and folds of rows entering and leaving A into G's upper triangle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import sparse
+
+from solver import MSVMAv
+from solver import _gram_matrix as gram_matrix
+from solver._gram_matrix import fold, fold_pairs, rows_gram
+
+
+def mixed_rows(n: int = 400, d: int = 64, seed: int = 0) -> sparse.csr_matrix:
+    """Rows of 0-10 values, and a few with more than D / DENSE_ROW (densified in a fold)."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, 11, size=n)
+    counts[::50] = d // 2
+    cols = [np.sort(rng.choice(d, size=k, replace=False)) for k in counts]
+    indptr = np.r_[0, np.cumsum(counts)]
+    return sparse.csr_matrix((rng.random(indptr[-1]) + 0.1, np.concatenate(cols), indptr),
+                             shape=(n, d))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("kernel", ["direct", "public"])
+def test_build_equals_the_dense_product(threads, kernel, monkeypatch):
+    monkeypatch.setattr(gram_matrix, "PARALLEL_MIN_NNZ", 0)
+    if kernel == "public":
+        monkeypatch.setattr(gram_matrix, "_csr_matmat", None)
+    X = sparse.random(900, 50, density=0.08, format="csr", random_state=3)
+    mask = np.random.default_rng(4).random(900) < 0.6
+    G = rows_gram(X, mask, threads)
+    XA = X[mask].toarray()
+    assert G.flags.c_contiguous and G.shape == (50, 50)
+    assert np.allclose(G, XA.T @ XA, rtol=1e-13, atol=1e-13)
+    assert not rows_gram(X, np.zeros(900, dtype=bool), threads).any()
+
+
+def test_build_of_dense_rows_and_dense_x():
+    rng = np.random.default_rng(5)
+    X = rng.random((300, 40))
+    mask = rng.random(300) < 0.5
+    XA = X[mask]
+    assert np.allclose(rows_gram(X, mask), XA.T @ XA, rtol=1e-13)
+    S = sparse.csr_matrix(X)  # 40 values a row > D / DENSE_ROW: densified blocks
+    assert np.allclose(rows_gram(S, mask), XA.T @ XA, rtol=1e-13)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_fold_adds_and_removes_rows_in_the_upper_triangle(dense):
+    """G_R + U^T S U for rows entering (+1) and leaving (-1), sparse rows of many lengths
+    (each length a group of pairs), empty rows and rows wide enough to be densified."""
+    X = mixed_rows()
+    rng = np.random.default_rng(6)
+    before = rng.random(400) < 0.5
+    after = before.copy()
+    flip = rng.choice(400, size=60, replace=False)
+    after[flip] = ~after[flip]
+    G = rows_gram(X, before)
+    differ = np.flatnonzero(after != before)
+    sign = np.where(after[differ], 1.0, -1.0)
+    U = X[differ].toarray() if dense else X[differ]
+    fold(G, U, sign)
+    XA = X[after].toarray()
+    iu = np.triu_indices(64)
+    assert np.allclose(G[iu], (XA.T @ XA)[iu], rtol=1e-12, atol=1e-12)
+
+
+def test_fold_sorts_unsorted_columns_first():
+    """A pair's entry is (smaller column, larger column) even when a row's columns are stored
+    out of order."""
+    U = sparse.csr_matrix((np.array([2.0, 3.0, 5.0]), np.array([57, 1, 24]), np.array([0, 3])),
+                          shape=(1, 64))
+    U.has_sorted_indices = False
+    G = np.zeros((64, 64))
+    fold(G, U, np.array([1.0]))
+    dense = U.toarray()
+    iu = np.triu_indices(64)
+    assert np.array_equal(G[iu], (dense.T @ dense)[iu])
+    assert not np.tril(G, -1).any()  # a sparse fold writes the upper triangle only
+
+
+def test_fold_pairs_counts_each_rows_upper_pairs():
+    X = mixed_rows()
+    rows = np.arange(0, 400, 7)
+    counts = np.diff(X.indptr)[rows]
+    counts = np.where(counts * gram_matrix.DENSE_ROW > 64, 64, counts)
+    assert fold_pairs(X, rows) == int(np.sum(counts * (counts + 1) // 2))
+    assert fold_pairs(X.toarray(), rows) == rows.size * 64 * 65 // 2
+
+
+def test_sparse_rows_are_folded_every_outer_iteration():
+    """On sparse data the rows that entered and left A are added into G at each step, so no
+    step's products pass over rows carried beside G."""
+    X = sparse.random(3000, 700, density=0.02, format="csr", random_state=7)
+    y = np.where(np.asarray(X[:, :40].sum(axis=1)).ravel() > np.median(
+        np.asarray(X[:, :40].sum(axis=1)).ravel()), 1, -1)
+    m = MSVMAv(linear_solver="gram", max_iter=20).fit(X, y)
+    info = m.fit_info_
+    assert info["low_rank_updates"] >= 15
+    assert info["folds"] == info["low_rank_updates"]
