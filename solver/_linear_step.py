@@ -187,6 +187,7 @@ class ConjugateGradientSystem:
         self.weights = np.zeros(n)  # 1.0 on A: a float mask for the products
         self.diag = self.c.copy()
         self.previous = np.zeros(D)
+        self.residual = np.zeros(D)
         self.n_refactor = 0  # (no factorisation: the rebuilds of the preconditioner)
         self.n_updates = 0
         self.cg_iterations = 0
@@ -259,7 +260,8 @@ class ConjugateGradientSystem:
 
     def _solve_warm(self, x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
         """The system solved for b from the previous step ``x`` (r = b - A x), or from zero
-        when that is the better start; kept as the next step's start."""
+        when that is the better start; kept as the next step's start, and its last residual
+        (the recurrence's r = b - A x) as ``residual``."""
         b_norm = float(np.linalg.norm(b))
         if b_norm == 0.0:
             return np.zeros_like(x)
@@ -267,7 +269,7 @@ class ConjugateGradientSystem:
             x[:] = 0.0
             r = b.copy()
         self._iterate(x, r, CG_RTOL * b_norm)
-        self.previous = x
+        self.previous, self.residual = x, r
         return x.copy()
 
     def _iterate(self, x: np.ndarray, r: np.ndarray, target: float) -> None:
@@ -315,12 +317,15 @@ class GramSystem(ConjugateGradientSystem):
         self.U = self.UT = None
         self.sign = np.zeros(0)
         self.n_folds = 0
+        self.g_previous: np.ndarray | None = None  # G_A x for x = previous, A the current set
 
     def set_active(self, mask: np.ndarray) -> None:
         if np.array_equal(mask, self.mask) and self.n_refactor:
             return
         differ = np.flatnonzero(mask != self.ref)
-        if not self.n_refactor or differ.size > mask.size // GRAM_REBUILD:
+        rebuild = not self.n_refactor or differ.size > mask.size // GRAM_REBUILD
+        self._follow_previous(mask, rebuild)
+        if rebuild:
             self.G = rows_gram(self.Xa, mask, self.rows.threads)
             self.sR = self.rows.rmatvec(np.where(mask, self.y, 0.0))
             differ = self._new_reference(mask)
@@ -340,6 +345,17 @@ class GramSystem(ConjugateGradientSystem):
         self._differing(mask, differ)
         np.copyto(self.mask, mask)
         self._keep_schur()
+
+    def _follow_previous(self, mask: np.ndarray, rebuild: bool) -> None:
+        """g_previous for the new set: G_A' x = G_A x + U_c^T S_c U_c x over the rows U_c that
+        changed (S_c: +1 entered, -1 left); unknown after a rebuild."""
+        if rebuild or self.g_previous is None:
+            self.g_previous = None
+            return
+        changed = np.flatnonzero(mask != self.mask)
+        Uc = self.Xa[changed]
+        signed = np.where(mask[changed], 1.0, -1.0) * np.asarray(Uc @ self.previous).ravel()
+        self.g_previous += np.asarray(Uc.T @ signed).ravel()
 
     def _differing(self, mask: np.ndarray, differ: np.ndarray) -> None:
         """U, S and what follows from them: s_A, c + diag(G_A) and (``bias``) X_A^T 1_A, G_A's
@@ -383,7 +399,24 @@ class GramSystem(ConjugateGradientSystem):
         return out
 
     def step(self, w: np.ndarray, theta: float, f: np.ndarray) -> np.ndarray:
-        """As ConjugateGradientSystem.step, with X_A^T e_A = theta s_A - G_A w."""
+        """As ConjugateGradientSystem.step, with X_A^T e_A = theta s_A - G_A w.
+
+        From the previous step x, r = theta s_A - c x - G_A (w + x) is one product, and
+        b = r + c x + G_A x needs none: G_A x is the last solve's b - r - c x (M x = b - r),
+        followed through the rows that entered and left A since (``g_previous``). r is exact
+        whatever that bookkeeping's rounding; b only scales the stopping test (and is computed
+        afresh if the start from zero is the better one)."""
         x = self.previous.copy()
-        b = theta * self.sA - self._gram(w)
-        return self._solve_warm(x, b, b - self._apply(x))
+        if self.g_previous is None:
+            b = theta * self.sA - self._gram(w)
+            r = b - self._apply(x)
+        else:
+            g = self._gram(w + x)
+            r = theta * self.sA - self.c * x - g
+            b = r + self.c * x + self.g_previous
+            if not np.linalg.norm(r) < np.linalg.norm(b):
+                b = theta * self.sA - self._gram(w)
+        delta = self._solve_warm(x, b, r)
+        if self.previous is x:  # solved (b != 0): M x = b - r
+            self.g_previous = b - self.residual - self.c * x
+        return delta

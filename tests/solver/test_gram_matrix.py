@@ -11,6 +11,7 @@ from scipy import sparse
 from solver import MSVMAv
 from solver import _gram_matrix as gram_matrix
 from solver._gram_matrix import fold, fold_pairs, rows_gram
+from solver._linear_step import GramSystem
 
 
 def mixed_rows(n: int = 400, d: int = 64, seed: int = 0) -> sparse.csr_matrix:
@@ -102,3 +103,47 @@ def test_sparse_rows_are_folded_every_outer_iteration():
     info = m.fit_info_
     assert info["low_rank_updates"] >= 15
     assert info["folds"] == info["low_rank_updates"]
+
+
+def test_gram_step_follows_g_a_of_the_previous_solution():
+    """The right-hand side's norm comes from G_A x for the previous step's x, followed through
+    the rows entering and leaving A rather than recomputed: it equals X_A^T X_A x, the steps
+    equal direct solves, and one product a step is saved (counted)."""
+    X = sparse.random(800, 90, density=0.03, format="csr", random_state=8)
+    rng = np.random.default_rng(9)
+    y = np.where(rng.random(800) < 0.5, 1.0, -1.0)
+    c = 0.05 * 800
+    system = GramSystem(X, y, c)
+    products = 0
+    original = system._gram
+
+    def counted(v):
+        nonlocal products
+        products += 1
+        return original(v)
+
+    system._gram = counted
+    mask = rng.random(800) < 0.5
+    w, theta = rng.normal(size=90), 0.3
+    saved = 0
+    for k in range(12):
+        flip = rng.choice(800, size=2 + k, replace=False)
+        mask[flip] = ~mask[flip]
+        builds = system.n_refactor
+        system.set_active(mask.copy())
+        rebuilt = system.n_refactor > builds  # G_A x unknown: computed
+        XA = X[mask].toarray()
+        M = c * np.eye(90) + XA.T @ XA
+        b = theta * XA.T @ y[mask] - XA.T @ (XA @ w)
+        warm = np.linalg.norm(b - M @ system.previous) < np.linalg.norm(b)
+        before, iterations = products, system.cg_iterations
+        delta = system.step(w, theta, np.zeros(800))
+        assert np.allclose(delta, np.linalg.solve(M, b), rtol=1e-9, atol=1e-10)
+        assert np.allclose(system.g_previous, XA.T @ (XA @ delta), rtol=1e-9, atol=1e-9)
+        if k:  # b and the warm start's residual from one product (b afresh after a rebuild,
+            # or if zero is the better start), then the CG's
+            used = products - before - (system.cg_iterations - iterations)
+            assert used == (1 if warm and not rebuilt else 2)
+            saved += used == 1
+        w = (w + delta) / np.linalg.norm(w + delta)
+    assert saved >= 8
