@@ -7,6 +7,8 @@ so a fold of sparse rows writes only that triangle: half the pairs. A build writ
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy import sparse
 from scipy.linalg import blas
@@ -136,16 +138,27 @@ def fold(G: np.ndarray, U, sign: np.ndarray) -> None:
 
 def _fold_pairs(flat: np.ndarray, D: int, U, sign: np.ndarray, rows: np.ndarray, k: int) -> None:
     """The upper-triangle pairs of ``rows`` (each with k sorted values) added into G."""
-    first, second = np.triu_indices(k)
+    first, second = _upper_pairs(k)
+    index_type = np.int32 if D * D < 2**31 else np.intp
     step = max(1, CHUNK_BYTES // (PAIR_BYTES * first.size))
     for lo in range(0, rows.size, step):
         part = rows[lo:lo + step]
         at = U.indptr[part][:, None] + np.arange(k)
-        cols = U.indices[at].astype(np.intp)
+        cols = U.indices[at].astype(index_type)
         values = U.data[at]
-        signed = values * sign[part][:, None]
-        np.add.at(flat, (cols[:, first] * D + cols[:, second]).ravel(),
-                  (signed[:, first] * values[:, second]).ravel())
+        index = (cols * index_type(D))[:, first]
+        index += cols[:, second]
+        products = (values * sign[part][:, None])[:, first]
+        products *= values[:, second]
+        np.add.at(flat, index.ravel(), products.ravel())
+
+
+@functools.lru_cache(maxsize=64)
+def _upper_pairs(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(i, j) for 0 <= i <= j < k, as two index arrays (read-only: they are shared)."""
+    first, second = np.triu_indices(k)
+    first.flags.writeable = second.flags.writeable = False
+    return first, second
 
 
 def _fold_dense(G: np.ndarray, U, sign: np.ndarray) -> None:
