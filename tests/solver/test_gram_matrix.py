@@ -106,9 +106,10 @@ def test_sparse_rows_are_folded_every_outer_iteration():
 
 
 def test_gram_step_follows_g_a_of_the_previous_solution():
-    """The right-hand side's norm comes from G_A x for the previous step's x, followed through
-    the rows entering and leaving A rather than recomputed: it equals X_A^T X_A x, the steps
-    equal direct solves, and one product a step is saved (counted)."""
+    """The right-hand side's norm comes from G_A x for the warm start x (the previous two steps
+    extrapolated), followed through the rows entering and leaving A rather than recomputed: it
+    equals X_A^T X_A x, the steps equal direct solves, and one product a step is saved
+    (counted)."""
     X = sparse.random(800, 90, density=0.03, format="csr", random_state=8)
     rng = np.random.default_rng(9)
     y = np.where(rng.random(800) < 0.5, 1.0, -1.0)
@@ -135,11 +136,14 @@ def test_gram_step_follows_g_a_of_the_previous_solution():
         XA = X[mask].toarray()
         M = c * np.eye(90) + XA.T @ XA
         b = theta * XA.T @ y[mask] - XA.T @ (XA @ w)
-        warm = np.linalg.norm(b - M @ system.previous) < np.linalg.norm(b)
+        warm = np.linalg.norm(b - M @ system._gram_start()[0]) < np.linalg.norm(b)
         before, iterations = products, system.cg_iterations
         delta = system.step(w, theta, np.zeros(800))
         assert np.allclose(delta, np.linalg.solve(M, b), rtol=1e-9, atol=1e-10)
         assert np.allclose(system.g_previous, XA.T @ (XA @ delta), rtol=1e-9, atol=1e-9)
+        if system.g_before is not None:
+            assert np.allclose(system.g_before, XA.T @ (XA @ system.before), rtol=1e-9,
+                               atol=1e-9)
         if k:  # b and the warm start's residual from one product (b afresh after a rebuild,
             # or if zero is the better start), then the CG's
             used = products - before - (system.cg_iterations - iterations)

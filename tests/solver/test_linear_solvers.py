@@ -260,3 +260,27 @@ def test_bias_preconditioner_needs_fewer_iterations_for_the_same_model(solver, m
     with threadpool_limits(1):
         w, _, _, _ = naive_linear(X.toarray(), y.astype(float), 16.0, 2.0**-8, T=15)
     assert rel(np.r_[with_bias.coef_[0], with_bias.intercept_], w) < 1e-8
+
+
+@pytest.mark.parametrize("solver", ["cg", "gram"])
+def test_extrapolated_warm_start_needs_fewer_iterations_for_the_same_model(solver,
+                                                                          monkeypatch):
+    """Each solve starts from the previous two steps' solutions extrapolated: fewer CG
+    iterations than from the previous step alone, and the same iterates (the naive ones)."""
+    X = sparse.random(4000, 700, density=0.04, format="csr", random_state=31)
+    score = np.asarray(X[:, :60].sum(axis=1)).ravel()
+    y = np.where(score > np.median(score), 1, -1)
+    params = {"linear_solver": solver, "max_iter": 40}
+    extrapolated = MSVMAv(**params).fit(X, y)
+    monkeypatch.setattr(linear_step.ConjugateGradientSystem, "_start",
+                        lambda self: self.previous.copy())
+    monkeypatch.setattr(linear_step.GramSystem, "_gram_start",
+                        lambda self: (self.previous.copy(), None if self.g_previous is None
+                                      else self.g_previous.copy()))
+    previous = MSVMAv(**params).fit(X, y)
+    assert extrapolated.fit_info_["cg_iterations"] < previous.fit_info_["cg_iterations"]
+    assert np.max(np.abs(extrapolated.decision_function(X) - previous.decision_function(X))
+                  ) < 1e-9
+    with threadpool_limits(1):
+        w, _, _, _ = naive_linear(X.toarray(), np.where(y > 0, 1.0, -1.0), 16.0, 0.25, T=40)
+    assert rel(np.r_[extrapolated.coef_[0], extrapolated.intercept_], w) < 1e-8
