@@ -90,12 +90,13 @@ def linear_system_bytes(path: str, n: int, D: int, nnz: int | None) -> int:
         # the reference set (up to n / GRAM_REBUILD) or a fold's chunk of pairs; the CG vectors
         differ = (FLOAT * D if nnz is None else 12 * nnz / max(n, 1)) * (n // GRAM_REBUILD)
         later = int(differ) + CHUNK_BYTES
-        return FLOAT * (D * D + 12 * D + 6 * n) + max(build_bytes(n, D, nnz), later)
+        return FLOAT * (D * D + 17 * D + 8 * n) + max(build_bytes(n, D, nnz), later)
     # cg: x, r, z, p, A p, the preconditioner (Jacobi's diagonal, X_A^T 1_A and the Schur
-    # diagonal), the previous delta, rhs; n-vectors; one chunk of rows squared for the
-    # preconditioner (a copy and its squares)
+    # diagonal), the previous two deltas and X_A^T X_A of each, rhs and the temporaries
+    # forming it; n-vectors (X x followed through the CG among them); one chunk of rows
+    # squared for the preconditioner (a copy and its squares)
     data = FLOAT * n * D if nnz is None else 12 * nnz
-    return FLOAT * (12 * D + 6 * n) + 2 * min(CHUNK_BYTES, data)
+    return FLOAT * (17 * D + 8 * n) + 2 * min(CHUNK_BYTES, data)
 
 
 def _row_chunks(X, rows: np.ndarray):
@@ -188,7 +189,12 @@ class ConjugateGradientSystem:
         self.diag = self.c.copy()
         self.previous = np.zeros(D)
         self.before: np.ndarray | None = None  # the step before the previous one
-        self.residual = np.zeros(D)
+        # X_A^T X_A x for x = previous and x = before, A the current set (None: unknown)
+        self.g_previous: np.ndarray | None = None
+        self.g_before: np.ndarray | None = None
+        # X delta for the last step's delta, followed through the CG (None: not followed)
+        self.moved: np.ndarray | None = None
+        self.Xv = np.zeros(0)  # X v for the last product's v (before masking by A)
         self.n_refactor = 0  # (no factorisation: the rebuilds of the preconditioner)
         self.n_updates = 0
         self.cg_iterations = 0
@@ -197,7 +203,9 @@ class ConjugateGradientSystem:
         changed = np.flatnonzero(mask != self.mask)
         if changed.size == 0:
             return
-        if changed.size > mask.size // 4:  # rebuild: exact sums, no drift
+        rebuild = changed.size > mask.size // 4
+        self._follow(mask, changed, rebuild)
+        if rebuild:  # exact sums, no drift
             rows = np.flatnonzero(mask)
             squares, sums = column_sums(self.Xa, rows, np.ones(rows.size), self.bias)
             self.diag = self.c + squares
@@ -214,6 +222,21 @@ class ConjugateGradientSystem:
         np.copyto(self.mask, mask)
         self.weights = mask.astype(np.float64)
         self._keep_schur()
+
+    def _follow(self, mask: np.ndarray, changed: np.ndarray, rebuild: bool) -> None:
+        """g_previous and g_before for the new set: X_A'^T X_A' x = X_A^T X_A x + U^T S U x
+        over the rows U that changed (S: +1 entered, -1 left); unknown after a rebuild."""
+        if rebuild or self.g_previous is None:
+            self.g_previous = self.g_before = None
+            return
+        U = self.Xa[changed]
+        kept = [self.previous] + ([] if self.g_before is None else [self.before])
+        signed = np.asarray(U @ np.stack(kept, axis=1))
+        signed *= np.where(mask[changed], 1.0, -1.0)[:, None]
+        moved = np.asarray(U.T @ signed)
+        self.g_previous += moved[:, 0]
+        if self.g_before is not None:
+            self.g_before += moved[:, 1]
 
     def _keep_schur(self) -> None:
         """d_S of the class docstring, for the current A (``bias`` only)."""
@@ -238,53 +261,65 @@ class ConjugateGradientSystem:
         return out
 
     def _apply(self, v: np.ndarray) -> np.ndarray:
-        u = self.rows.matvec(v)
-        u *= self.weights
-        out = self.rows.rmatvec(u)
+        self.Xv = self.rows.matvec(v)
+        out = self.rows.rmatvec(self.Xv * self.weights)
         out += self.c * v
         return out
 
-    def _start(self) -> np.ndarray:
-        """The warm start: the previous two steps' solutions extrapolated linearly,
-        2 x_{k-1} - x_{k-2} (on 100k x 2,000 its residual is ~40x smaller than x_{k-1}'s,
-        about one CG iteration a step), or the previous one alone."""
-        if self.before is None:
-            return self.previous.copy()
+    def _warm_start(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The warm start x, and X_A^T X_A x where it is known without a product.
+
+        x: the previous two steps' solutions extrapolated linearly, 2 x_{k-1} - x_{k-2} (on
+        100k x 2,000 its residual is ~40x smaller than x_{k-1}'s), or the previous one alone.
+        X_A^T X_A x for a solve's x is its b - r - c x (M x = b - r), followed through the rows
+        that entered and left A since (``_follow``). The step's residual r = b - M x is
+        computed afresh, so the solve is exact whatever that bookkeeping's rounding; b only
+        scales the stopping test, and is computed afresh if zero is the better start."""
+        if self.before is None or (self.g_previous is not None and self.g_before is None):
+            return self.previous.copy(), (None if self.g_previous is None
+                                           else self.g_previous.copy())
         x = 2.0 * self.previous
         x -= self.before
-        return x
+        return x, (None if self.g_previous is None else 2.0 * self.g_previous - self.g_before)
 
     def step(self, w: np.ndarray, theta: float, f: np.ndarray) -> np.ndarray:
-        # b = X_A^T e_A and X_A^T X_A x0 for the warm start x0 in one pass over X^T
-        x = self._start()
-        pair = np.empty((self.weights.size, 2))
-        pair[:, 0] = theta * self.y - f
-        pair[:, 1] = self.rows.matvec(x)
-        pair *= self.weights[:, None]
-        both = self.rows.rmatvec(pair)
-        del pair
-        r = both[:, 0] - both[:, 1]
+        """Solve for X_A^T e_A, e = theta y - f, from the warm start x: r = X_A^T (e - X x)_A
+        - c x takes one pass over X and one over X^T, and b = r + c x + X_A^T X_A x none where
+        X_A^T X_A x is known (``_warm_start``); else b is a second pass over X^T."""
+        x, gx = self._warm_start()
+        Xx = self.rows.matvec(x)
+        e = theta * self.y - f
+        e *= self.weights
+        r = self.rows.rmatvec(e - self.weights * Xx)
         r -= self.c * x
-        b = both[:, 0].copy()  # not a view: both is freed
-        del both
-        return self._solve_warm(x, b, r)
+        b = None if gx is None else r + self.c * x + gx
+        if b is None or not np.linalg.norm(r) < np.linalg.norm(b):
+            b = self.rows.rmatvec(e)
+        return self._solve_warm(x, b, r, Xx)
 
-    def _solve_warm(self, x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+    def _solve_warm(self, x: np.ndarray, b: np.ndarray, r: np.ndarray,
+                    Xx: np.ndarray | None = None) -> np.ndarray:
         """The system solved for b from the start ``x`` (r = b - A x), or from zero when that
-        is the better start; kept for the next steps' start, and its last residual (the
-        recurrence's r = b - A x) as ``residual``."""
+        is the better start; kept for the next steps' start. With ``Xx`` = X x, X x is
+        followed through the iterations (from each product's X p) and kept as ``moved``."""
         b_norm = float(np.linalg.norm(b))
         if b_norm == 0.0:
+            self.moved = None if Xx is None else np.zeros_like(Xx)
             return np.zeros_like(x)
         if not np.linalg.norm(r) < b_norm:  # the warm start is worse than zero
             x[:] = 0.0
             r = b.copy()
-        self._iterate(x, r, CG_RTOL * b_norm)
-        self.before, self.previous, self.residual = self.previous, x, r
+            if Xx is not None:
+                Xx[:] = 0.0
+        self._iterate(x, r, CG_RTOL * b_norm, Xx)
+        # X_A^T X_A x = b - r - c x (the recurrence's r: rounding, not the solve, apart)
+        self.g_before, self.g_previous = self.g_previous, b - r - self.c * x
+        self.before, self.previous, self.moved = self.previous, x, Xx
         return x.copy()
 
-    def _iterate(self, x: np.ndarray, r: np.ndarray, target: float) -> None:
-        """CG iterations in place on x and r (r = b - A x on entry)."""
+    def _iterate(self, x: np.ndarray, r: np.ndarray, target: float,
+                 Xx: np.ndarray | None = None) -> None:
+        """CG iterations in place on x and r (r = b - A x on entry), and on Xx = X x."""
         z = self._precondition(r, np.empty_like(r))
         p = z.copy()
         rz = float(r @ z)
@@ -295,6 +330,8 @@ class ConjugateGradientSystem:
             step = rz / float(p @ Ap)
             x += step * p
             r -= step * Ap
+            if Xx is not None:
+                Xx += step * self.Xv
             self.cg_iterations += 1
             self._precondition(r, z)
             rz_new = float(r @ z)
@@ -337,7 +374,7 @@ class GramSystem(ConjugateGradientSystem):
             return
         differ = np.flatnonzero(mask != self.ref)
         rebuild = not self.n_refactor or differ.size > mask.size // GRAM_REBUILD
-        self._follow_previous(mask, rebuild)
+        self._follow(mask, np.flatnonzero(mask != self.mask), rebuild)
         if rebuild:
             self.G = rows_gram(self.Xa, mask, self.rows.threads)
             self.sR = self.rows.rmatvec(np.where(mask, self.y, 0.0))
@@ -358,22 +395,6 @@ class GramSystem(ConjugateGradientSystem):
         self._differing(mask, differ)
         np.copyto(self.mask, mask)
         self._keep_schur()
-
-    def _follow_previous(self, mask: np.ndarray, rebuild: bool) -> None:
-        """g_previous and g_before for the new set: G_A' x = G_A x + U_c^T S_c U_c x over the
-        rows U_c that changed (S_c: +1 entered, -1 left); unknown after a rebuild."""
-        if rebuild or self.g_previous is None:
-            self.g_previous = self.g_before = None
-            return
-        changed = np.flatnonzero(mask != self.mask)
-        Uc = self.Xa[changed]
-        kept = [self.previous] + ([] if self.g_before is None else [self.before])
-        signed = np.asarray(Uc @ np.stack(kept, axis=1))
-        signed *= np.where(mask[changed], 1.0, -1.0)[:, None]
-        moved = np.asarray(Uc.T @ signed)
-        self.g_previous += moved[:, 0]
-        if self.g_before is not None:
-            self.g_before += moved[:, 1]
 
     def _differing(self, mask: np.ndarray, differ: np.ndarray) -> None:
         """U, S and what follows from them: s_A, c + diag(G_A) and (``bias``) X_A^T 1_A, G_A's
@@ -420,11 +441,8 @@ class GramSystem(ConjugateGradientSystem):
         """As ConjugateGradientSystem.step, with X_A^T e_A = theta s_A - G_A w.
 
         From the warm start x, r = theta s_A - c x - G_A (w + x) is one product, and
-        b = r + c x + G_A x needs none: G_A x for a solve's x is its b - r - c x (M x = b - r),
-        followed through the rows that entered and left A since (``g_previous``, ``g_before``).
-        r is exact whatever that bookkeeping's rounding; b only scales the stopping test (and
-        is computed afresh if the start from zero is the better one)."""
-        x, gx = self._gram_start()
+        b = r + c x + G_A x needs none where G_A x is known (``_warm_start``)."""
+        x, gx = self._warm_start()
         if gx is None:
             b = theta * self.sA - self._gram(w)
             r = b - self._apply(x)
@@ -434,17 +452,4 @@ class GramSystem(ConjugateGradientSystem):
             b = r + self.c * x + gx
             if not np.linalg.norm(r) < np.linalg.norm(b):
                 b = theta * self.sA - self._gram(w)
-        g_last = self.g_previous
-        delta = self._solve_warm(x, b, r)
-        if self.previous is x:  # solved (b != 0): M x = b - r
-            self.g_before = g_last
-            self.g_previous = b - self.residual - self.c * x
-        return delta
-
-    def _gram_start(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """The warm start x (``_start``) and G_A x where it is known without a product."""
-        if self.g_previous is None:
-            return self._start(), None
-        if self.before is None or self.g_before is None:
-            return self.previous.copy(), self.g_previous.copy()
-        return self._start(), 2.0 * self.g_previous - self.g_before
+        return self._solve_warm(x, b, r)

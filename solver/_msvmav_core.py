@@ -30,7 +30,8 @@ from ._base import Callback, FitStopped, report
 from ._linear_step import ConjugateGradientSystem, GramSystem, RowSpaceSystem
 from ._row_blocks import RowBlocks
 
-# Recompute f = K a from scratch this often on the kernel path (it is updated incrementally).
+# Recompute f = K a (kernel path) or f = X w ("cg" path) from scratch this often: both are
+# otherwise updated incrementally.
 F_REFRESH = 50
 
 
@@ -48,6 +49,7 @@ class PrimalSpace:
         self.mu = np.ones(D) if mu is None else mu
         self.sqrt_mu = np.sqrt(self.mu)
         self.shift = shift
+        self.steps = 0
         self.rows = RowBlocks(X, threads)
         self.shift_f = self.rows.matvec(shift)
         if solver == "dense":
@@ -76,8 +78,14 @@ class PrimalSpace:
 
     def prox_step(self, coef, f, mask, theta):
         self.system.set_active(mask)
-        new = coef + self.system.step(coef, theta, f) if mask.any() else coef.copy()
-        return new, self.decision(new)
+        if not mask.any():
+            return coef.copy(), f.copy()
+        new = coef + self.system.step(coef, theta, f)
+        self.steps += 1
+        moved = getattr(self.system, "moved", None)  # X delta, followed by the "cg" path's CG
+        if moved is None or self.steps % F_REFRESH == 0:
+            return new, self.decision(new)
+        return new, f + moved
 
     def distance(self, a: np.ndarray, b: np.ndarray) -> float:
         return float(np.linalg.norm(self.sqrt_mu * (a - b)) / math.sqrt(self.dim))

@@ -136,7 +136,7 @@ def test_gram_step_follows_g_a_of_the_previous_solution():
         XA = X[mask].toarray()
         M = c * np.eye(90) + XA.T @ XA
         b = theta * XA.T @ y[mask] - XA.T @ (XA @ w)
-        warm = np.linalg.norm(b - M @ system._gram_start()[0]) < np.linalg.norm(b)
+        warm = np.linalg.norm(b - M @ system._warm_start()[0]) < np.linalg.norm(b)
         before, iterations = products, system.cg_iterations
         delta = system.step(w, theta, np.zeros(800))
         assert np.allclose(delta, np.linalg.solve(M, b), rtol=1e-9, atol=1e-10)
