@@ -15,18 +15,15 @@ from scipy.linalg import blas
 
 from ._footprint import CSR_VALUE, FLOAT
 from ._linalg import symmetrize_from_upper
-from ._row_blocks import PARALLEL_MIN_NNZ, run_parallel, split_rows
-
-try:  # scipy's sparse-product kernel, called without its counting pass (see _product_rows)
-    from scipy.sparse._sparsetools import csr_matmat as _csr_matmat
-except ImportError:  # pragma: no cover - a scipy without it: the public product
-    _csr_matmat = None
+from ._row_blocks import MAX_THREADS, PARALLEL_MIN_NNZ, _view, run_parallel, split_rows
 
 # Building X_A^T X_A: rows with more than D / DENSE_ROW values are multiplied densified; a fold
 # densifies such rows too.
 DENSE_ROW = 16
 # Temporaries of a build from dense rows, or of a fold, stay within about this many bytes.
 CHUNK_BYTES = 16 * 2**20
+# A sparse build's output rows are formed this many bytes (values and column indices) at a time.
+OUTPUT_BYTES = 2 * 2**20
 # Bytes a pair of values costs in a sparse fold: its flat index and its product, and the
 # temporaries they are formed from.
 PAIR_BYTES = 40
@@ -81,39 +78,28 @@ def _sparse_gram(X, rows: np.ndarray, threads: int) -> np.ndarray:
     AT = B.tocsc()  # its (indptr, indices, data) are those of X_A^T in CSR
     parts = threads if B.nnz >= PARALLEL_MIN_NNZ else 1
     ranges = split_rows(AT.indptr, parts)
-    row_nnz = np.diff(B.indptr)
 
     def one(span: tuple[int, int]) -> None:
-        _product_rows(AT, B, span, row_nnz, G)
+        _product_rows(AT, B, span, G)
 
     run_parallel(one, ranges)
     return G
 
 
-def _product_rows(AT, B, span: tuple[int, int], row_nnz: np.ndarray, G: np.ndarray) -> None:
-    """G[lo:hi] = (A^T B)[lo:hi] for A^T given by AT's CSC arrays (as CSR). scipy's kernel is
-    called directly: its public product first counts the output's values in a pass as costly
-    as a third of the product, to size arrays that here are bounded beforehand by the pairs
-    the rows multiply (at most (hi - lo) D)."""
+def _product_rows(AT, B, span: tuple[int, int], G: np.ndarray) -> None:
+    """G[lo:hi] = (A^T B)[lo:hi] for A^T given by AT's CSC arrays (as CSR), OUTPUT_BYTES of
+    output rows at a time: each part's sparse product is small enough to stay in the cache
+    until it is added into G."""
     lo, hi = span
     D = G.shape[1]
-    a, b = AT.indptr[lo], AT.indptr[hi]
-    if _csr_matmat is None:  # pragma: no cover - exercised by monkeypatching in the tests
-        part = sparse.csr_matrix((AT.data[a:b], AT.indices[a:b], AT.indptr[lo:hi + 1] - a),
-                                 shape=(hi - lo, B.shape[0]))
-        G[lo:hi] = (part @ B).toarray()
-        return
-    capacity = int(min((hi - lo) * D, np.sum(row_nnz[AT.indices[a:b]], dtype=np.int64)))
-    index = np.int32 if max(capacity, B.nnz, AT.nnz) < 2**31 - 1 else np.int64
-    Cp = np.empty(hi - lo + 1, dtype=index)
-    Cj = np.empty(capacity, dtype=index)
-    Cx = np.empty(capacity)
-    _csr_matmat(hi - lo, D, AT.indptr[lo:hi + 1].astype(index, copy=False),
-                AT.indices.astype(index, copy=False), AT.data,
-                B.indptr.astype(index, copy=False), B.indices.astype(index, copy=False), B.data,
-                Cp, Cj, Cx)
-    # G's rows are zero, so they hold the product whether the kernel adds into them or writes
-    sparse.csr_matrix((Cx, Cj, Cp), shape=(hi - lo, D)).toarray(out=G[lo:hi])
+    step = max(1, OUTPUT_BYTES // (CSR_VALUE * D))
+    for start in range(lo, hi, step):
+        end = min(start + step, hi)
+        a, b = AT.indptr[start], AT.indptr[end]
+        part = _view(sparse.csr_matrix, (end - start, B.shape[0]),
+                     (AT.indptr[start:end + 1] - a, AT.indices[a:b], AT.data[a:b]))
+        # G's rows are zero, so they hold the product whether toarray adds into them or writes
+        (part @ B).toarray(out=G[start:end])
 
 
 def fold(G: np.ndarray, U, sign: np.ndarray) -> None:
@@ -180,6 +166,5 @@ def build_bytes(n: int, D: int, nnz: int | None) -> int:
     chunks = 2 * min(CHUNK_BYTES, FLOAT * n * D)
     if nnz is None or (nnz / max(n, 1)) * DENSE_ROW > D:
         return chunks
-    per_row = nnz / max(n, 1)
-    # X_A and its transpose; the product's values and column indices (at most D^2)
-    return 2 * CSR_VALUE * nnz + CSR_VALUE * min(D * D, int(nnz * per_row))
+    # X_A and its transpose; each thread's output rows (values and column indices)
+    return 2 * CSR_VALUE * nnz + MAX_THREADS * (OUTPUT_BYTES + CSR_VALUE * D)
