@@ -128,6 +128,16 @@ def operation_id(route: APIRoute) -> str:
     return route.name
 
 
+def shut_down(app: FastAPI) -> None:
+    """The app's shutdown (its lifespan's end): background writers drained and stopped, the
+    pool closed. Idempotent."""
+    engine = app.state.engine
+    app.state.auth.close()  # the last keys' last_used_at, before the pool goes
+    prediction_log.close(engine)  # the rows still queued, too
+    shadow.close(engine)  # and the shadow's
+    engine.dispose()
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     engine = make_engine(settings.database_url, api_limits(settings))
@@ -135,10 +145,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
-        app.state.auth.close()  # the last keys' last_used_at, before the pool goes
-        prediction_log.close(engine)  # the rows still queued, too
-        shadow.close(engine)  # and the shadow's
-        engine.dispose()
+        shut_down(app)
 
     # Swagger UI (/docs) and ReDoc (/redoc) with their scripts and styles served by the service
     # itself from fastapi-offline's package data (under /static-offline-docs), not from a CDN:

@@ -4,16 +4,20 @@ uniquely named PostgreSQL database when TEST_DATABASE_URL is set), migrated with
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from app.core.config import Settings
 from app.core.db import make_engine
 from app.core.orm import Base
 from app.jobs.worker import Worker
-from app.main import create_app
+from app.main import create_app, shut_down
+from app.monitoring import log as prediction_log
+from app.monitoring import shadow
 from tests.app.support import migrated_database
 
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TEST_DATABASE_URL") else [])
@@ -23,9 +27,19 @@ BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TEST_DATABASE_URL") e
 def database_url(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    """An empty database migrated to head with Alembic (not create_all)."""
+    """An empty database migrated to head with Alembic (not create_all). Before it is dropped,
+    no app's background writer may still be running: each app's shutdown stops its own, and a
+    writer left running would write to (and log failures against) a database that is gone."""
     with migrated_database(request.param, tmp_path_factory.mktemp("db")) as url:
         yield url
+        assert running_writers() == []
+
+
+def running_writers() -> list[str]:
+    """The prediction log's and the shadow scorer's threads still alive in this process."""
+    names = {"msvmav-" + kind.label.replace(" ", "-")
+             for kind in (prediction_log.PredictionLogWriter, shadow.ShadowScorer)}
+    return [t.name for t in threading.enumerate() if t.name in names and t.is_alive()]
 
 
 @pytest.fixture
@@ -52,8 +66,13 @@ def engine(settings: Settings):
 
 
 @pytest.fixture
-def app(settings: Settings, engine):
-    return create_app(settings)
+def app(settings: Settings, engine) -> Iterator[FastAPI]:
+    """The app; shut down afterwards even when no TestClient ran its lifespan (a test that
+    drives its prediction log directly would otherwise leave the writer's thread running
+    against the session's database after it is dropped)."""
+    application = create_app(settings)
+    yield application
+    shut_down(application)
 
 
 @pytest.fixture
