@@ -57,6 +57,9 @@ WOODBURY_MAX_ROWS = 256
 # CG_MAX_ITER caps the iterations per solve.
 CG_RTOL = 1e-10
 CG_MAX_ITER = 5000
+# "cg": X x of the warm start is taken from the previous solves' followed X x, and computed
+# by a pass over X every X_REFRESH solves (so that rounding cannot build up).
+X_REFRESH = 50
 # Rows squared at a time when the preconditioner is rebuilt (bounds the temporary copy).
 CHUNK_BYTES = 16 * 2**20
 
@@ -95,10 +98,11 @@ def linear_system_bytes(path: str, n: int, D: int, nnz: int | None) -> int:
         return FLOAT * (D * D + 17 * D + 8 * n) + max(build_bytes(n, D, nnz), later)
     # cg: x, r, z, p, A p, the preconditioner (Jacobi's diagonal, X_A^T 1_A and the Schur
     # diagonal), the previous two deltas and X_A^T X_A of each, rhs and the temporaries
-    # forming it; n-vectors (X x followed through the CG among them); one chunk of rows
-    # squared for the preconditioner (a copy and its squares)
+    # forming it; n-vectors (X x followed through the CG, and kept for the previous two
+    # steps, among them); one chunk of rows squared for the preconditioner (a copy and its
+    # squares)
     data = FLOAT * n * D if nnz is None else 12 * nnz
-    return FLOAT * (17 * D + 8 * n) + 2 * min(CHUNK_BYTES, data)
+    return FLOAT * (17 * D + 10 * n) + 2 * min(CHUNK_BYTES, data)
 
 
 def _row_chunks(X, rows: np.ndarray):
@@ -196,6 +200,10 @@ class ConjugateGradientSystem:
         self.g_before: np.ndarray | None = None
         # X delta for the last step's delta, followed through the CG (None: not followed)
         self.moved: np.ndarray | None = None
+        # X x for x = previous and x = before (followed; None: unknown), and the solves made
+        self.X_previous: np.ndarray | None = None
+        self.X_before: np.ndarray | None = None
+        self.solves = 0
         self.Xv = np.zeros(0)  # X v for the last product's v (before masking by A)
         self.n_refactor = 0  # (no factorisation: the rebuilds of the preconditioner)
         self.n_updates = 0
@@ -268,28 +276,38 @@ class ConjugateGradientSystem:
         out += self.c * v
         return out
 
-    def _warm_start(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """The warm start x, and X_A^T X_A x where it is known without a product.
+    def _warm_start(self) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """The warm start x, and X_A^T X_A x and X x where they are known without a product.
 
         x: the previous two steps' solutions extrapolated linearly, 2 x_{k-1} - x_{k-2} (on
         100k x 2,000 its residual is ~40x smaller than x_{k-1}'s), or the previous one alone.
         X_A^T X_A x for a solve's x is its b - r - c x (M x = b - r), followed through the rows
-        that entered and left A since (``_follow``). The step's residual r = b - M x is
-        computed afresh, so the solve is exact whatever that bookkeeping's rounding; b only
+        that entered and left A since (``_follow``); X x for a solve's x is followed through
+        its CG (``moved``), and taken afresh every X_REFRESH solves. The step's residual
+        r = b - M x is computed from them, so the solve is exact up to their rounding; b only
         scales the stopping test, and is computed afresh if zero is the better start."""
+        fresh = self.solves % X_REFRESH == 0
         if self.before is None or (self.g_previous is not None and self.g_before is None):
-            return self.previous.copy(), (None if self.g_previous is None
-                                           else self.g_previous.copy())
+            return (self.previous.copy(),
+                    None if self.g_previous is None else self.g_previous.copy(),
+                    None if fresh or self.X_previous is None else self.X_previous.copy())
         x = 2.0 * self.previous
         x -= self.before
-        return x, (None if self.g_previous is None else 2.0 * self.g_previous - self.g_before)
+        gx = None if self.g_previous is None else 2.0 * self.g_previous - self.g_before
+        Xx = None
+        if not fresh and self.X_previous is not None and self.X_before is not None:
+            Xx = 2.0 * self.X_previous
+            Xx -= self.X_before
+        return x, gx, Xx
 
     def step(self, w: np.ndarray, theta: float, f: np.ndarray) -> np.ndarray:
         """Solve for X_A^T e_A, e = theta y - f, from the warm start x: r = X_A^T (e - X x)_A
-        - c x takes one pass over X and one over X^T, and b = r + c x + X_A^T X_A x none where
-        X_A^T X_A x is known (``_warm_start``); else b is a second pass over X^T."""
-        x, gx = self._warm_start()
-        Xx = self.rows.matvec(x)
+        - c x takes one pass over X^T (and one over X where X x is not known), and
+        b = r + c x + X_A^T X_A x none where X_A^T X_A x is known (``_warm_start``); else b is
+        a second pass over X^T."""
+        x, gx, Xx = self._warm_start()
+        if Xx is None:
+            Xx = self.rows.matvec(x)
         e = theta * self.y - f
         e *= self.weights
         r = self.rows.rmatvec(e - self.weights * Xx)
@@ -317,6 +335,8 @@ class ConjugateGradientSystem:
         # X_A^T X_A x = b - r - c x (the recurrence's r: rounding, not the solve, apart)
         self.g_before, self.g_previous = self.g_previous, b - r - self.c * x
         self.before, self.previous, self.moved = self.previous, x, Xx
+        self.X_before, self.X_previous = self.X_previous, Xx
+        self.solves += 1
         return x.copy()
 
     def _iterate(self, x: np.ndarray, r: np.ndarray, target: float,
@@ -444,7 +464,7 @@ class GramSystem(ConjugateGradientSystem):
 
         From the warm start x, r = theta s_A - c x - G_A (w + x) is one product, and
         b = r + c x + G_A x needs none where G_A x is known (``_warm_start``)."""
-        x, gx = self._warm_start()
+        x, gx, _ = self._warm_start()
         if gx is None:
             b = theta * self.sA - self._gram(w)
             r = b - self._apply(x)

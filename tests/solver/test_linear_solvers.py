@@ -274,7 +274,7 @@ def test_extrapolated_warm_start_needs_fewer_iterations_for_the_same_model(solve
     extrapolated = MSVMAv(**params).fit(X, y)
     monkeypatch.setattr(linear_step.ConjugateGradientSystem, "_warm_start",
                         lambda self: (self.previous.copy(), None if self.g_previous is None
-                                      else self.g_previous.copy()))
+                                      else self.g_previous.copy(), None))
     previous = MSVMAv(**params).fit(X, y)
     assert extrapolated.fit_info_["cg_iterations"] < previous.fit_info_["cg_iterations"]
     assert np.max(np.abs(extrapolated.decision_function(X) - previous.decision_function(X))
@@ -303,3 +303,25 @@ def test_cg_path_follows_the_margins_through_its_iterations(monkeypatch):
                                        T=60, tol=0.0)
     assert rel(np.r_[m.coef_[0], m.intercept_], w) < 1e-8
     assert np.allclose([h["theta"] for h in m.history_], thetas, rtol=1e-8)
+
+
+def test_cg_path_passes_over_x_only_in_its_products(monkeypatch):
+    """On "cg" the warm start's X x comes from the previous solves' followed X x (afresh every
+    X_REFRESH solves) and the margins from the CG too: besides one pass per CG product, a fit
+    of 60 steps makes only a handful of passes over X (the start, and the refreshes), not
+    two a step; the iterates stay the naive ones."""
+    from solver import _row_blocks as row_blocks
+
+    passes = []
+    original = row_blocks.RowBlocks.matvec
+    monkeypatch.setattr(row_blocks.RowBlocks, "matvec",
+                        lambda self, v: passes.append(1) or original(self, v))
+    X, y = wide()
+    m = MSVMAv(linear_solver="cg", max_iter=60, tol=0.0).fit(X, y)
+    extra = len(passes) - m.fit_info_["cg_iterations"]
+    # the shift's margins, the start's, a margin refresh and two fresh X x of a start (5)
+    assert extra == 5
+    with threadpool_limits(1):
+        w, _, _, _ = naive_linear(X.toarray(), np.where(y > 0, 1.0, -1.0), 16.0, 0.25, T=60,
+                                  tol=0.0)
+    assert rel(np.r_[m.coef_[0], m.intercept_], w) < 1e-8
