@@ -284,16 +284,22 @@ def test_extrapolated_warm_start_needs_fewer_iterations_for_the_same_model(solve
     assert rel(np.r_[extrapolated.coef_[0], extrapolated.intercept_], w) < 1e-8
 
 
+def calls_to(monkeypatch, owner, name: str) -> list[int]:
+    """A list that grows by one at each call of owner.name (the method still runs)."""
+    calls: list[int] = []
+    original = getattr(owner, name)
+    monkeypatch.setattr(owner, name,
+                        lambda self, *args: calls.append(1) or original(self, *args))
+    return calls
+
+
 def test_cg_path_follows_the_margins_through_its_iterations(monkeypatch):
     """On "cg" the margins X w' come from X x, followed through the CG (each product's X p),
     not from a pass over X each step (recomputed every F_REFRESH steps); the iterates stay the
     naive ones."""
     from solver import _msvmav_core as core
 
-    calls = []
-    original = core.PrimalSpace.decision
-    monkeypatch.setattr(core.PrimalSpace, "decision",
-                        lambda self, coef: calls.append(1) or original(self, coef))
+    calls = calls_to(monkeypatch, core.PrimalSpace, "decision")
     X, y = wide()
     m = MSVMAv(linear_solver="cg", max_iter=60, tol=0.0).fit(X, y)
     assert m.n_iter_ == 60
@@ -312,10 +318,7 @@ def test_cg_path_passes_over_x_only_in_its_products(monkeypatch):
     two a step; the iterates stay the naive ones."""
     from solver import _row_blocks as row_blocks
 
-    passes = []
-    original = row_blocks.RowBlocks.matvec
-    monkeypatch.setattr(row_blocks.RowBlocks, "matvec",
-                        lambda self, v: passes.append(1) or original(self, v))
+    passes = calls_to(monkeypatch, row_blocks.RowBlocks, "matvec")
     X, y = wide()
     m = MSVMAv(linear_solver="cg", max_iter=60, tol=0.0).fit(X, y)
     extra = len(passes) - m.fit_info_["cg_iterations"]
