@@ -16,10 +16,10 @@ of their median times (goal <= 2x LinearSVC) and of each pair, MSVMAv's peak aga
 3 x the data + 300 MB (the goal), and where the direct dense D x D path fits in memory (its
 estimate below 4 GiB), the largest difference between the decisions of the automatic path
 and of the dense path (goal <= 1e-8). Where "auto" takes the "gram" path, the time of
-what that path cannot avoid (the bias column, X_A^T X_A once, the 101 margin passes X w; no
-solve) is printed against LinearSVC too: a lower bound of that path's time. Then a d-sweep at
-fixed rows and stored values: memory should stay flat in d (it is linear in nnz + n + d, and
-nnz is fixed).
+what that path cannot avoid (the bias column, X_A^T X_A once, one product with it per
+iteration; no solve) is printed against LinearSVC too: a lower bound of that path's time.
+Then a d-sweep at fixed rows and stored values: memory should stay flat in d (it is linear in
+nnz + n + d, and nnz is fixed).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def compare(n: int, d: int, tmp: Path, direct: bool, repeat: int, with_cg: bool)
               f"MB ({'met' if subject['peak_bytes'] <= goal else 'missed'})")
     if results["MSVMAv auto"][0].get("path") == "gram" and "error" not in anchor:
         floor = _median([_fitrun.run(path, "gram-floor", {}) for _ in range(repeat)])
-        print(f"  gram floor (bias column, X_A^T X_A once, 101 margin passes; no solve): "
+        print(f"  gram floor (bias column, X_A^T X_A once, 100 products with it; no solve): "
               f"{floor['seconds']:.2f} s = {floor['seconds'] / anchor['seconds']:.1f} x "
               f"LinearSVC (medians of {repeat})")
     dense = estimate_fit("msvmav", n, d, X.nnz, {"linear_solver": "dense"})

@@ -30,6 +30,7 @@ from scipy.linalg import blas
 
 from ._footprint import FLOAT
 from ._gram_matrix import build_bytes, fold, fold_pairs, rows_gram, stored
+from ._margin_bounds import margin_bounds_bytes
 from ._row_blocks import RowBlocks
 
 LINEAR_SOLVERS = ("dense", "woodbury", "cg", "gram")
@@ -93,9 +94,11 @@ def linear_system_bytes(path: str, n: int, D: int, nnz: int | None) -> int:
     if path == "gram":
         # G; while it is built, its temporaries (rows_gram); later, the rows that differ from
         # the reference set (up to n / GRAM_REBUILD) or a fold's chunk of pairs; the CG vectors
+        # and the margins' bounds (``_margin_bounds``)
         differ = (FLOAT * D if nnz is None else 12 * nnz / max(n, 1)) * (n // GRAM_REBUILD)
         later = int(differ) + CHUNK_BYTES
-        return FLOAT * (D * D + 17 * D + 8 * n) + max(build_bytes(n, D, nnz), later)
+        return (FLOAT * (D * D + 17 * D + 8 * n) + margin_bounds_bytes(n, D)
+                + max(build_bytes(n, D, nnz), later))
     # cg: x, r, z, p, A p, the preconditioner (Jacobi's diagonal, X_A^T 1_A and the Schur
     # diagonal), the previous two deltas and X_A^T X_A of each, rhs and the temporaries
     # forming it; n-vectors (X x followed through the CG, and kept for the previous two
@@ -453,6 +456,10 @@ class GramSystem(ConjugateGradientSystem):
         if self.sign.size:
             out += np.asarray(self.UT @ (self.sign * np.asarray(self.U @ v).ravel())).ravel()
         return out
+
+    def active_moments(self, w: np.ndarray) -> tuple[float, float]:
+        """(sum_A (x_i . w)^2, sum_A y_i x_i . w) = (w^T G_A w, s_A . w) for the current A."""
+        return float(w @ self._gram(w)), float(self.sA @ w)
 
     def _apply(self, v: np.ndarray) -> np.ndarray:
         out = self._gram(v)

@@ -28,6 +28,7 @@ import numpy as np
 from ._active_set import DualSystem, PrimalSystem
 from ._base import Callback, FitStopped, report
 from ._linear_step import ConjugateGradientSystem, GramSystem, RowSpaceSystem
+from ._margin_bounds import MarginBounds
 from ._row_blocks import RowBlocks
 
 # Recompute f = K a (kernel path) or f = X w ("cg" path) from scratch this often: both are
@@ -35,8 +36,21 @@ from ._row_blocks import RowBlocks
 F_REFRESH = 50
 
 
+def summarise(y: np.ndarray, f: np.ndarray) -> tuple[float, np.ndarray, float]:
+    """(theta, the mask of A = {i : m_i < theta}, the semi-variance) of the margins m = y f."""
+    m = y * f
+    theta = float(m.mean())
+    dev = theta - m
+    mask = dev > 0  # m < theta: strict, never divide by theta
+    np.maximum(dev, 0.0, out=dev)  # the deviations below theta (zero elsewhere)
+    return theta, mask, float(dev @ dev) / y.size
+
+
 class PrimalSpace:
-    """coef in R^D, f = X coef, ||coef||_mu = sqrt(sum mu coef^2)."""
+    """coef in R^D, f = X coef, ||coef||_mu = sqrt(sum mu coef^2). On the "gram" path f is not
+    formed: ``MarginBounds`` summarises the margins from few passes over X (f is None)."""
+
+    bounds: MarginBounds | None = None
 
     def __init__(self, X, y: np.ndarray, beta: float, *, shift: np.ndarray,
                  base_extra: np.ndarray | None = None, mu: np.ndarray | None = None,
@@ -58,6 +72,8 @@ class PrimalSpace:
             self.system = ConjugateGradientSystem(X, y, base, self.rows, bias)
         elif solver == "gram":
             self.system = GramSystem(X, y, base, self.rows, bias)
+            if base_extra is None:  # shift = X^T y: theta and the flip test need no margins
+                self.bounds = MarginBounds(X, y, self.rows, shift)
         elif base_extra is not None:
             raise ValueError(f"linear_solver: {solver!r} needs the identity metric")
         else:
@@ -76,12 +92,27 @@ class PrimalSpace:
     def decision(self, coef: np.ndarray) -> np.ndarray:
         return self.rows.matvec(coef)
 
+    def margins_of(self, coef: np.ndarray) -> np.ndarray | None:
+        """f = X coef, or None where ``bounds`` summarises the margins."""
+        return None if self.bounds else self.decision(coef)
+
+    def signed_sum(self, coef: np.ndarray, f: np.ndarray | None) -> float:
+        """y . f (= s . coef, s = X^T y the shift, with ``bounds``)."""
+        return float(self.y @ f) if f is not None else float(self.shift @ coef)
+
+    def summary(self, coef: np.ndarray, f: np.ndarray | None) -> tuple[float, np.ndarray, float]:
+        if self.bounds:
+            return self.bounds.summary(coef, self.system)
+        return summarise(self.y, f)
+
     def prox_step(self, coef, f, mask, theta):
         self.system.set_active(mask)
         if not mask.any():
-            return coef.copy(), f.copy()
+            return coef.copy(), None if f is None else f.copy()
         new = coef + self.system.step(coef, theta, f)
         self.steps += 1
+        if self.bounds:
+            return new, None
         moved = getattr(self.system, "moved", None)  # X delta, followed by the "cg" path's CG
         if moved is None or self.steps % F_REFRESH == 0:
             return new, self.decision(new)
@@ -116,6 +147,14 @@ class DualSpace:
     def decision(self, coef: np.ndarray) -> np.ndarray:
         return self.K @ coef
 
+    margins_of = decision
+
+    def signed_sum(self, coef: np.ndarray, f: np.ndarray) -> float:
+        return float(self.y @ f)
+
+    def summary(self, coef: np.ndarray, f: np.ndarray) -> tuple[float, np.ndarray, float]:
+        return summarise(self.y, f)
+
     def prox_step(self, coef, f, mask, theta):
         self.steps += 1
         if not mask.any():
@@ -135,35 +174,27 @@ def iterate(space, y: np.ndarray, *, alpha: float, max_iter: int, tol: float,
     """Run MSVMAv on one +-1 target. Returns (coef, n_iter, history, stopped_by_callback)."""
     n = y.size
     coef = space.initial()
-    f = space.decision(coef)
-    m = y * f
-    theta = float(m.mean())
+    f = space.margins_of(coef)  # None where the space summarises the margins itself
+    theta, mask, _ = space.summary(coef, f)
     history: list[dict] = []
     shift_c = space.shift / (2.0 * alpha * n)
     shift_f = space.shift_f / (2.0 * alpha * n)
     k = 0
     stopped = False
-    mask = m < theta
     for k in range(1, max_iter + 1):
         n_active = int(np.count_nonzero(mask))
         cp, f = space.prox_step(coef, f, mask, theta)  # f is a fresh array: updated in place
-        flipped = bool(y @ f < 0)
+        flipped = space.signed_sum(cp, f) < 0
         if flipped:
             cp = -cp
-            np.negative(f, out=f)
         cn = cp + shift_c
-        f += shift_f
-        nrm = space.norm(cn, f)
+        nrm = space.norm(cn, _shifted(f, flipped, shift_f))
         cn /= nrm
-        f /= nrm
+        if f is not None:
+            f /= nrm
         step = space.distance(cn, coef)
         coef = cn
-        m = y * f
-        theta = float(m.mean())
-        mask = m < theta
-        dev = theta - m
-        np.maximum(dev, 0.0, out=dev)  # the deviations below theta (zero elsewhere)
-        sv = float(dev @ dev) / n
+        theta, mask, sv = space.summary(coef, f)
         record = {"iteration": k, "max_iter": max_iter, "task": task, "n_tasks": n_tasks,
                   "theta": theta, "semivariance": sv,
                   "objective": sv / theta**2 if theta > 0 else None,
@@ -177,3 +208,12 @@ def iterate(space, y: np.ndarray, *, alpha: float, max_iter: int, tol: float,
         if step < tol:
             break
     return coef, k, history, stopped
+
+
+def _shifted(f: np.ndarray | None, flipped: bool, shift_f: np.ndarray) -> np.ndarray | None:
+    """f of the flipped (if so) and shifted coefficients, in place (None stays None)."""
+    if f is not None:
+        if flipped:
+            np.negative(f, out=f)
+        f += shift_f
+    return f

@@ -1,0 +1,91 @@
+"""The "gram" path's margins from bounds (solver/_margin_bounds.py): at every iteration the set A,
+theta and the semi-variance equal those of a pass over X, while the fit passes over X a few
+times instead of once an iteration; the model is the naive iteration's."""
+
+import numpy as np
+import pytest
+from scipy import sparse
+from threadpoolctl import threadpool_limits
+
+from solver import MSVMAv
+from solver import _margin_bounds as margin_bounds
+from solver import _row_blocks as row_blocks
+from tests.solver.test_msvmav_exact import naive_linear, rel
+
+
+def planted(n: int = 4000, d: int = 700, per_row: int = 30, seed: int = 0):
+    """CSR rows of per_row values in [0, 1), labels from a planted linear rule, 5% flipped
+    (bench/wide.py's kind of data, smaller): "auto" keeps the Gram matrix."""
+    rng = np.random.default_rng(seed)
+    X = sparse.random(n, d, density=per_row / d, format="csr", random_state=seed)
+    score = X @ rng.normal(size=d)
+    y = np.where(score > np.median(score), 1, -1)
+    flip = rng.random(n) < 0.05
+    y[flip] = -y[flip]
+    return X, y
+
+
+def test_row_norms_of_sparse_rows_with_empty_ones_and_of_dense_rows(monkeypatch):
+    monkeypatch.setattr(margin_bounds, "CHUNK_BYTES", 800)  # many chunks
+    X = sparse.random(300, 40, density=0.1, format="csr", random_state=3)
+    X = sparse.vstack([sparse.csr_matrix((5, 40)), X, sparse.csr_matrix((2, 40))], format="csr")
+    expected = np.sqrt((X.toarray() ** 2).sum(axis=1))
+    assert np.count_nonzero(expected == 0) >= 7
+    assert np.allclose(margin_bounds.row_norms(X), expected, rtol=1e-14, atol=0)
+    D = X.toarray()
+    assert np.allclose(margin_bounds.row_norms(D), expected, rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_every_iteration_summary_equals_a_pass_over_x(dense, monkeypatch):
+    """Each iteration's A is exactly {i : y_i x_i . w < theta} of the full margins, theta and
+    the semi-variance agree with theirs; most iterations were decided by the bounds, some of
+    them computing undecided rows one by one."""
+    seen = []
+    original = margin_bounds.MarginBounds.summary
+
+    def checked(self, w, system):
+        theta, mask, sv = original(self, w, system)
+        m = self.y * np.asarray(self.X @ w).ravel()  # a full pass, independently
+        full_theta = m.mean()
+        assert np.array_equal(mask, m < full_theta)
+        assert theta == pytest.approx(full_theta, rel=1e-12)
+        assert sv == pytest.approx(np.sum(np.maximum(full_theta - m, 0) ** 2) / m.size,
+                                   rel=1e-9)
+        seen.append((self.passes, self.exact_rows))
+        return theta, mask, sv
+
+    monkeypatch.setattr(margin_bounds.MarginBounds, "summary", checked)
+    X, y = planted(n=3000 if dense else 4000)
+    m = MSVMAv(max_iter=100, tol=0.0).fit(X.toarray() if dense else X, y)
+    assert m.linear_solver_ == "gram" and m.n_iter_ == 100 and len(seen) == 101
+    passes, exact_rows = seen[-1]
+    assert passes <= 30  # of 101 summaries
+    assert exact_rows > 0
+
+
+def test_gram_fit_passes_over_x_a_few_times_and_is_the_naive_model(monkeypatch):
+    """A 100-iteration fit: its passes over X (RowBlocks.matvec: the shift's margins, the
+    bounds' passes) are a fraction of its iterations; the model, theta and the semi-variance
+    are those of the naive iteration and of the dense path (margins from a pass each step)."""
+    passes = []
+    original = row_blocks.RowBlocks.matvec
+    monkeypatch.setattr(row_blocks.RowBlocks, "matvec",
+                        lambda self, v: passes.append(1) or original(self, v))
+    X, y = planted()
+    m = MSVMAv(max_iter=100, tol=0.0).fit(X, y)
+    assert m.linear_solver_ == "gram"
+    assert len(passes) <= 30
+    monkeypatch.setattr(row_blocks.RowBlocks, "matvec", original)
+    dense = MSVMAv(max_iter=100, tol=0.0, linear_solver="dense").fit(X, y)
+    for key in ("theta", "semivariance"):
+        assert np.allclose([h[key] for h in m.history_], [h[key] for h in dense.history_],
+                           rtol=1e-9, atol=0)
+    assert [h["active"] for h in m.history_] == [h["active"] for h in dense.history_]
+    with threadpool_limits(1):
+        w, _, _, thetas = naive_linear(X.toarray(), y.astype(float), 16.0, 0.25, T=100,
+                                       tol=0.0)
+    assert rel(np.r_[m.coef_[0], m.intercept_], w) < 1e-8
+    naive_f = np.hstack([X.toarray(), np.ones((X.shape[0], 1))]) @ w
+    assert np.max(np.abs(m.decision_function(X) - naive_f)) <= 1e-8
+    assert np.allclose([h["theta"] for h in m.history_], thetas, rtol=1e-8)
