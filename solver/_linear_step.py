@@ -397,8 +397,8 @@ class GramSystem(ConjugateGradientSystem):
     def set_active(self, mask: np.ndarray) -> None:
         if np.array_equal(mask, self.mask) and self.n_refactor:
             return
+        rebuild = self.would_rebuild(mask)
         differ = np.flatnonzero(mask != self.ref)
-        rebuild = not self.n_refactor or differ.size > mask.size // GRAM_REBUILD
         self._follow(mask, np.flatnonzero(mask != self.mask), rebuild)
         if rebuild:
             self.G = rows_gram(self.Xa, mask, self.rows.threads)
@@ -456,6 +456,11 @@ class GramSystem(ConjugateGradientSystem):
         if self.sign.size:
             out += np.asarray(self.UT @ (self.sign * np.asarray(self.U @ v).ravel())).ravel()
         return out
+
+    def would_rebuild(self, mask: np.ndarray) -> bool:
+        """Whether set_active(mask) would rebuild G rather than update it."""
+        return not self.n_refactor or (
+            np.count_nonzero(mask != self.ref) > mask.size // GRAM_REBUILD)
 
     def active_moments(self, w: np.ndarray) -> tuple[float, float]:
         """(sum_A (x_i . w)^2, sum_A y_i x_i . w) = (w^T G_A w, s_A . w) for the current A."""

@@ -79,18 +79,19 @@ class MarginBounds:
         self.exact_rows = 0  # rows computed one by one
 
     def summary(self, w: np.ndarray, system) -> tuple[float, np.ndarray, float]:
-        """(theta, the mask of A = {i : m_i < theta}, the semi-variance) for coef w; ``system``
-        (a GramSystem) is set to the new A and gives G_A when no pass was made."""
+        """(theta, the mask of A = {i : m_i < theta}, the semi-variance) for coef w. Where the
+        bounds decide A, ``system`` (a GramSystem) is set to it and gives G_A for sv."""
         n = self.y.size
         theta = float(self.shift @ w) / n
         mask = self._bounded_mask(w, theta)
-        if mask is None:  # a pass over X: the margins, and w joins the basis
+        if mask is None or system.would_rebuild(mask):
+            # a pass over X: the margins (w joins the basis); the system is set to A by the
+            # next step, if there is one (a rebuild of G only for sv would cost more)
             f = self.rows.matvec(w)
             self._keep(w, f)
             dev = theta - self.y * f
             mask = dev > 0
             np.maximum(dev, 0.0, out=dev)
-            system.set_active(mask)
             return theta, mask, float(dev @ dev) / n
         system.set_active(mask)
         squares, signed = system.active_moments(w)

@@ -89,3 +89,17 @@ def test_gram_fit_passes_over_x_a_few_times_and_is_the_naive_model(monkeypatch):
     naive_f = np.hstack([X.toarray(), np.ones((X.shape[0], 1))]) @ w
     assert np.max(np.abs(m.decision_function(X) - naive_f)) <= 1e-8
     assert np.allclose([h["theta"] for h in m.history_], thetas, rtol=1e-8)
+
+
+@pytest.mark.parametrize("max_iter", [1, 2])
+def test_the_last_summary_never_rebuilds_the_gram_matrix(max_iter):
+    """The early steps change A by more than n / GRAM_REBUILD rows (each step rebuilds G): the
+    last iteration's summary then takes a pass over X rather than rebuilding G for its
+    semi-variance alone, so a fit of T steps builds G T times, not T + 1."""
+    X, y = planted()
+    m = MSVMAv(max_iter=max_iter, tol=0.0).fit(X, y)
+    assert m.linear_solver_ == "gram" and m.n_iter_ == max_iter
+    assert m.fit_info_["refactorisations"] == max_iter
+    dense = MSVMAv(max_iter=max_iter, tol=0.0, linear_solver="dense").fit(X, y)
+    assert np.allclose([h["semivariance"] for h in m.history_],
+                       [h["semivariance"] for h in dense.history_], rtol=1e-9, atol=0)
