@@ -390,6 +390,7 @@ class GramSystem(ConjugateGradientSystem):
         self.U = self.UT = None
         self.sign = np.zeros(0)
         self.n_folds = 0
+        self.moments_of: tuple[np.ndarray, np.ndarray] | None = None  # (w, G_A w)
         # G_A x for x = previous and x = before, A the current set (None: unknown)
         self.g_previous: np.ndarray | None = None
         self.g_before: np.ndarray | None = None
@@ -398,6 +399,7 @@ class GramSystem(ConjugateGradientSystem):
         if np.array_equal(mask, self.mask) and self.n_refactor:
             return
         rebuild = self.would_rebuild(mask)
+        self.moments_of = None
         differ = np.flatnonzero(mask != self.ref)
         self._follow(mask, np.flatnonzero(mask != self.mask), rebuild)
         if rebuild:
@@ -463,8 +465,19 @@ class GramSystem(ConjugateGradientSystem):
             np.count_nonzero(mask != self.ref) > mask.size // GRAM_REBUILD)
 
     def active_moments(self, w: np.ndarray) -> tuple[float, float]:
-        """(sum_A (x_i . w)^2, sum_A y_i x_i . w) = (w^T G_A w, s_A . w) for the current A."""
-        return float(w @ self._gram(w)), float(self.sA @ w)
+        """(sum_A (x_i . w)^2, sum_A y_i x_i . w) = (w^T G_A w, s_A . w) for the current A;
+        G_A w is kept for a step from w on this A (``step``)."""
+        gw = self._gram(w)
+        self.moments_of = (w.copy(), gw)
+        return float(w @ gw), float(self.sA @ w)
+
+    def _kept_gram(self, w: np.ndarray) -> np.ndarray | None:
+        """G_A w kept by active_moments for this w and A (None: not kept, or a fresh product
+        is due: every X_REFRESH solves, as for the followed products)."""
+        kept = self.moments_of
+        if kept is None or self.solves % X_REFRESH == 0 or not np.array_equal(kept[0], w):
+            return None
+        return kept[1]
 
     def _apply(self, v: np.ndarray) -> np.ndarray:
         out = self._gram(v)
@@ -475,15 +488,18 @@ class GramSystem(ConjugateGradientSystem):
         """As ConjugateGradientSystem.step, with X_A^T e_A = theta s_A - G_A w.
 
         From the warm start x, r = theta s_A - c x - G_A (w + x) is one product, and
-        b = r + c x + G_A x needs none where G_A x is known (``_warm_start``)."""
+        b = r + c x + G_A x needs none where G_A x is known (``_warm_start``). Where G_A w was
+        kept by active_moments (the margins' summary on this A) r needs none either: it is
+        then G_A w + G_A x, the latter followed, as X x is on "cg" (and taken afresh every
+        X_REFRESH solves)."""
         x, gx, _ = self._warm_start()
+        gw = self._kept_gram(w)
         if gx is None:
-            b = theta * self.sA - self._gram(w)
+            b = theta * self.sA - (self._gram(w) if gw is None else gw)
             r = b - self._apply(x)
-        else:
-            g = self._gram(w + x)
-            r = theta * self.sA - self.c * x - g
-            b = r + self.c * x + gx
-            if not np.linalg.norm(r) < np.linalg.norm(b):
-                b = theta * self.sA - self._gram(w)
+            return self._solve_warm(x, b, r)
+        r = theta * self.sA - self.c * x - (self._gram(w + x) if gw is None else gw + gx)
+        b = r + self.c * x + gx
+        if not np.linalg.norm(r) < np.linalg.norm(b):
+            b = theta * self.sA - (self._gram(w) if gw is None else gw)
         return self._solve_warm(x, b, r)

@@ -8,6 +8,7 @@ from scipy import sparse
 from threadpoolctl import threadpool_limits
 
 from solver import MSVMAv
+from solver import _linear_step as linear_step
 from solver import _margin_bounds as margin_bounds
 from solver import _row_blocks as row_blocks
 from tests.solver.test_msvmav_exact import naive_linear, rel
@@ -66,16 +67,25 @@ def test_every_iteration_summary_equals_a_pass_over_x(dense, monkeypatch):
 
 def test_gram_fit_passes_over_x_a_few_times_and_is_the_naive_model(monkeypatch):
     """A 100-iteration fit: its passes over X (RowBlocks.matvec: the shift's margins, the
-    bounds' passes) are a fraction of its iterations; the model, theta and the semi-variance
+    bounds' passes) are a fraction of its iterations, and its products with G about one an
+    iteration besides the CG's; the model, theta and the semi-variance
     are those of the naive iteration and of the dense path (margins from a pass each step)."""
     passes = []
     original = row_blocks.RowBlocks.matvec
     monkeypatch.setattr(row_blocks.RowBlocks, "matvec",
                         lambda self, v: passes.append(1) or original(self, v))
+    products = []
+    gram = linear_step.GramSystem._gram
+    monkeypatch.setattr(linear_step.GramSystem, "_gram",
+                        lambda self, v: products.append(1) or gram(self, v))
     X, y = planted()
     m = MSVMAv(max_iter=100, tol=0.0).fit(X, y)
     assert m.linear_solver_ == "gram"
     assert len(passes) <= 30
+    # besides the CG's: a summary's G_A w, which the next step's residual reuses (with G_A x
+    # followed) but on the steps after a pass and every X_REFRESH solves; not two a step
+    extra = len(products) - m.fit_info_["cg_iterations"]
+    assert extra <= 101 + len(passes) + 100 // linear_step.X_REFRESH
     monkeypatch.setattr(row_blocks.RowBlocks, "matvec", original)
     dense = MSVMAv(max_iter=100, tol=0.0, linear_solver="dense").fit(X, y)
     for key in ("theta", "semivariance"):
