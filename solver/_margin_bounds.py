@@ -3,9 +3,9 @@ at every iteration (``_msvmav_core.PrimalSpace``, msvmav.md 1.3).
 
 MSVMAv's iterates move in a nearly fixed low-dimensional subspace: on bench/wide.py's
 100k x 2,000 each step lies within 5e-4 (relative) of the span of the two steps before it.
-``MarginBounds`` keeps X c exactly for the last BASIS iterates c whose margins a pass over X
-computed. For a new w, the least-squares combination a of those iterates gives the margins
-g = y * (F a) (F: their X c) with
+``MarginBounds`` keeps the margins y * (X c) exactly for the last BASIS iterates c whose
+margins a pass over X computed. For a new w, the least-squares combination a of those iterates
+gives the margins g = y * (F a) (F: their X c) with
 
     |y_i x_i . w - g_i| <= ||x_i|| ||w - C a||                       (Cauchy-Schwarz)
 
@@ -43,6 +43,14 @@ def margin_bounds_bytes(n: int, D: int) -> int:
     return FLOAT * ((BASIS + 4) * n + (BASIS + 2) * D)
 
 
+def below(m: np.ndarray, theta: float) -> tuple[np.ndarray, float]:
+    """(the mask of A = {i : m_i < theta}, strict; the semi-variance sum_A (theta - m_i)^2 / n)."""
+    dev = theta - m
+    mask = dev > 0  # m_i < theta exactly where theta - m_i rounds above zero
+    np.maximum(dev, 0.0, out=dev)  # the deviations below theta (zero elsewhere)
+    return mask, float(dev @ dev) / m.size
+
+
 def row_norms(X) -> np.ndarray:
     """||x_i|| for every row of X, CHUNK_BYTES of values at a time."""
     n = X.shape[0]
@@ -73,7 +81,7 @@ class MarginBounds:
         self.norms = row_norms(X)
         self.widest = float(self.norms.max(initial=0.0))
         self.basis = np.zeros((0, X.shape[1]))  # the kept iterates c, one a row
-        self.images = np.zeros((0, X.shape[0]))  # their X c
+        self.margins = np.zeros((0, X.shape[0]))  # their margins y * (X c)
         self.sizes = np.zeros(0)  # their norms
         self.passes = 0
         self.exact_rows = 0  # rows computed one by one
@@ -87,21 +95,18 @@ class MarginBounds:
         if mask is None or system.would_rebuild(mask):
             # a pass over X: the margins (w joins the basis); the system is set to A by the
             # next step, if there is one (a rebuild of G only for sv would cost more)
-            f = self.rows.matvec(w)
-            self._keep(w, f)
-            dev = theta - self.y * f
-            mask = dev > 0
-            np.maximum(dev, 0.0, out=dev)
-            return theta, mask, float(dev @ dev) / n
+            m = self.y * self.rows.matvec(w)
+            self._keep(w, m)
+            return (theta, *below(m, theta))
         system.set_active(mask)
         squares, signed = system.active_moments(w)
         count = int(np.count_nonzero(mask))
         sv = (count * theta * theta - 2.0 * theta * signed + squares) / n
         return theta, mask, max(sv, 0.0)
 
-    def _keep(self, w: np.ndarray, image: np.ndarray) -> None:
+    def _keep(self, w: np.ndarray, margins: np.ndarray) -> None:
         self.basis = np.vstack([self.basis[-(BASIS - 1):], w[None, :]])
-        self.images = np.vstack([self.images[-(BASIS - 1):], image[None, :]])
+        self.margins = np.vstack([self.margins[-(BASIS - 1):], margins[None, :]])
         self.sizes = np.linalg.norm(self.basis, axis=1)
         self.passes += 1
 
@@ -111,15 +116,15 @@ class MarginBounds:
             return None
         a = np.linalg.lstsq(self.basis.T, w, rcond=None)[0]
         error = float(np.linalg.norm(w - a @ self.basis))
-        g = a @ self.images
-        g *= self.y
+        gap = a @ self.margins  # the margins' estimates, less theta (next line)
+        gap -= theta
         scale = SLACK * (float(np.abs(a) @ self.sizes) + float(np.linalg.norm(w)))
         bound = self.norms * (error + scale)
         bound += scale * self.widest
-        band = np.flatnonzero(np.abs(g - theta) <= bound)
+        band = np.flatnonzero(np.abs(gap) <= bound)
         if band.size * BAND_ROWS > self.y.size:
             return None
         if band.size:
-            g[band] = self.y[band] * np.asarray(self.X[band] @ w).ravel()
+            gap[band] = self.y[band] * np.asarray(self.X[band] @ w).ravel() - theta
             self.exact_rows += band.size
-        return g < theta
+        return gap < 0  # m_i < theta exactly where m_i - theta rounds below zero

@@ -28,7 +28,7 @@ import numpy as np
 from ._active_set import DualSystem, PrimalSystem
 from ._base import Callback, FitStopped, report
 from ._linear_step import ConjugateGradientSystem, GramSystem, RowSpaceSystem
-from ._margin_bounds import MarginBounds
+from ._margin_bounds import MarginBounds, below
 from ._row_blocks import RowBlocks
 
 # Recompute f = K a (kernel path) or f = X w ("cg" path) from scratch this often: both are
@@ -40,10 +40,7 @@ def summarise(y: np.ndarray, f: np.ndarray) -> tuple[float, np.ndarray, float]:
     """(theta, the mask of A = {i : m_i < theta}, the semi-variance) of the margins m = y f."""
     m = y * f
     theta = float(m.mean())
-    dev = theta - m
-    mask = dev > 0  # m < theta: strict, never divide by theta
-    np.maximum(dev, 0.0, out=dev)  # the deviations below theta (zero elsewhere)
-    return theta, mask, float(dev @ dev) / y.size
+    return (theta, *below(m, theta))
 
 
 class PrimalSpace:
