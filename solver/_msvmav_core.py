@@ -185,7 +185,8 @@ def iterate(space, y: np.ndarray, *, alpha: float, max_iter: int, tol: float,
         if flipped:
             cp = -cp
         cn = cp + shift_c
-        nrm = space.norm(cn, _shifted(f, flipped, shift_f))
+        f = _shifted(f, flipped, shift_f)
+        nrm = space.norm(cn, f)
         cn /= nrm
         if f is not None:
             f /= nrm
