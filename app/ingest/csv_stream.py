@@ -28,6 +28,7 @@ from .text import clean_token, parse_number
 CHUNK_BYTES = 8 * 1024 * 1024  # of CSV text per chunk
 MIN_CHUNK_ROWS = 1000
 HEAD_BYTES = 4 * 1024 * 1024  # read to sniff the delimiter and the header
+QUOTE_BLOCK = 1 << 20  # read at a time to look for a quote character
 _MIN_HEAD_LINES = 1100  # sniff_layout looks at 1001 records
 _PARSE_ERRORS: tuple[type[BaseException], ...] = (ValueError, UnicodeError, OverflowError,
                                                   MemoryError)
@@ -68,6 +69,7 @@ class Scan:
     n_rows: int
     chunk_rows: int
     encoding: str | None
+    quoted: bool  # the file holds a quote character (frame_chunks' ``quoted``)
     labels: dict[int, list[np.ndarray]] = field(default_factory=dict)  # column -> chunks
     # closed by close() (or when collected): it outlives this function by design
     spill: IO[bytes] = field(
@@ -78,10 +80,10 @@ class Scan:
     def frames(self) -> Iterator[Any]:
         self.source.seek(self.start)
         yield from frame_chunks(self.source, self.delimiter, self.has_header, self.chunk_rows,
-                           self.encoding)
+                                self.encoding, quoted=self.quoted)
 
     def keep(self, values: np.ndarray, categories: list[str] | None) -> SpilledColumn:
-        values = _narrow(values)
+        """Spill one chunk's column, already in its narrowest exact dtype (``_spill_column``)."""
         self.spill.write(memoryview(np.ascontiguousarray(values)).cast("B"))
         return SpilledColumn(values.dtype, len(values), categories)
 
@@ -102,7 +104,8 @@ class Scan:
 
 
 def _narrow(values: np.ndarray) -> np.ndarray:
-    """The values in the narrowest of int8/int32/float64 that holds them exactly."""
+    """The values in the narrowest of int8/int32/float64 that holds them exactly (integers
+    beyond int32 stay int64: the encoder converts them to float64 as float64 would hold them)."""
     if values.dtype.kind == "f" and len(values):
         for dtype, limit in ((np.int8, 127), (np.int32, 2**31 - 1)):
             if np.abs(values).max() <= limit:
@@ -111,9 +114,22 @@ def _narrow(values: np.ndarray) -> np.ndarray:
                     return narrow
                 break
         return values
-    if values.dtype.kind == "i" and len(values) and values.max() <= 2**31 - 1:
-        return values.astype(np.int32)
+    if values.dtype.kind == "i" and len(values):
+        low, high = values.min(), values.max()
+        for dtype in (np.int8, np.int32):
+            if np.iinfo(dtype).min <= low and high <= np.iinfo(dtype).max:
+                return values.astype(dtype)
     return values
+
+
+def _spill_column(series: Any) -> tuple[np.ndarray, list[str] | None] | None:
+    """``typed_column``'s answer with the values in their narrowest exact dtype (``_narrow``).
+    A column the C parser typed as int64 is narrowed from its integers, not from a float64
+    copy of them: a third of the first pass's time on 0/1 data."""
+    if series.dtype == np.int64:
+        return _narrow(series.to_numpy()), None
+    typed = typed_column(series)
+    return None if typed is None else (_narrow(typed[0]), typed[1])
 
 
 def frame_chunks(source: IO[Any], delimiter: str, has_header: bool, chunk_rows: int,
@@ -148,6 +164,16 @@ def _head(source: IO[Any], start: int, encoding: str | None) -> str | None:
         return raw.decode(encoding or "utf-8")
     except UnicodeDecodeError:
         return None
+
+
+def _holds_quote(source: IO[Any], start: int) -> bool:
+    """Whether the file holds a quote character anywhere after ``start`` (one pass of memchr:
+    ~0.1 s for 200 MB, where parsing without the skipping it rules out saves ~0.6 s)."""
+    source.seek(start)
+    while block := source.read(QUOTE_BLOCK):
+        if (b'"' if isinstance(block, bytes) else '"') in block:
+            return True
+    return False
 
 
 def _chunk_rows(head: str) -> int:
@@ -258,7 +284,8 @@ def scan(source: IO[Any], *, header: bool | None, delimiter: str | None,
     if has_header and any(len(r) != len(first) for r in records[1:]):
         return None  # data rows longer than the header would become pandas' index
     result = Scan(source=source, start=start, names=[], kinds=[], has_header=has_header,
-                  delimiter=delim, n_rows=0, chunk_rows=_chunk_rows(head), encoding=encoding)
+                  delimiter=delim, n_rows=0, chunk_rows=_chunk_rows(head), encoding=encoding,
+                  quoted=_holds_quote(source, start))
     try:
         chunks_ok = all(_scan_chunk(result, f, first, label_columns) for f in result.frames())
         if chunks_ok and result.n_rows:
@@ -292,12 +319,12 @@ def _scan_chunk(result: Scan, frame: Any, first: list[str], label_columns: Any) 
         return False
     spilled = []
     for j, kind in enumerate(result.kinds):
-        typed = typed_column(frame.iloc[:, j])
+        typed = _spill_column(frame.iloc[:, j])
         if typed is None or not _merge(kind, typed, is_first):
             return False
         values, categories = typed
         if j in result.labels:
-            result.labels[j].append(values if categories is None
+            result.labels[j].append(values.astype(np.float64) if categories is None
                                     else np.asarray(categories, dtype=object)[values])
         spilled.append(result.keep(values, categories))
     result.chunks.append(spilled)

@@ -52,6 +52,14 @@ CASES = [
     ("a,b,y\n1,2,x\n,,\n3,4,z\n", {}, False),  # a row of empty fields
     ('a,b,y\n1,"two\nlines",x\n3,4,z\n', {}, True),  # quoted newline
     ("a,b,y\n1,2,x\n3,4,x\n", {"label": "Y"}, True),  # case-insensitive label
+    # integers the C parser types as int64, narrowed from their integers: int8, int32, beyond
+    # int32 (kept int64), beyond 2^53 (float64 rounds them as the careful reader's float())
+    ("a,b,c,y\n-128,-2147483648,3000000000,1\n127,2147483647,-3000000000,2\n", {}, True),
+    ("a,b,y\n9007199254740993,1,-1\n-9007199254740995,2,1\n", {}, True),
+    ("a,b,y\n-129,1,5\n3,4,-7\n", {}, True),  # integer labels, read as float64
+    # spaces after the delimiter and no quote in the file: parsed without skipping them
+    ("a,  b,y\n  1,\t2.5,  x\n3,  -4,  z\n  5,6,x\n", {}, True),
+    ("a,  b,y\n  1,  u,  x\n3,  v,  z\n", {"label": "b"}, True),
 ]
 
 
@@ -164,3 +172,44 @@ def test_chunks_with_different_values_agree_with_careful_reader(rows, monkeypatc
     np.testing.assert_array_equal(np.asarray(got.X), np.asarray(want.X))
     np.testing.assert_array_equal(got.y, want.y)
     assert got.y.dtype == want.y.dtype and got.encoding == want.encoding
+
+
+@pytest.mark.parametrize(("text", "quoted"), [
+    ("a,b,y\n1,2,x\n3,4,z\n", False),
+    ('a,b,y\n1,2,x\n3,4,"z"\n', True),
+    ("a,b,y\n" + "1,2,x\n" * 60_000 + '3,4,"z, w"\n', True),  # a quote only after the head
+])
+def test_the_scan_skips_spaces_after_delimiters_only_where_a_quote_may_follow(text, quoted):
+    """pandas' skipinitialspace (a quarter of the parse) only matters before a quoted field:
+    the scan parses a file without any quote character without it, and the result is still
+    the careful reader's."""
+    for source in (io.StringIO(text), io.BytesIO(text.encode())):
+        found = csv_stream.scan(source, header=None, delimiter=None,
+                                encoding=None if isinstance(source, io.StringIO) else "utf-8")
+        assert found is not None and found.quoted is quoted
+        found.close()
+    _assert_same_as_careful_reader(text, {})
+
+
+def test_an_int64_column_is_spilled_narrow_without_a_float_copy(monkeypatch):
+    """A column the C parser typed as int64 goes straight to its narrowest dtype; typed_column
+    (the float64 conversion) is not called for it, and the label's values are float64."""
+    import pandas as pd
+
+    calls = []
+    original = csv_stream.typed_column
+    monkeypatch.setattr(csv_stream, "typed_column",
+                        lambda series, *a: calls.append(series.name) or original(series, *a))
+    frame = pd.DataFrame({"a": np.array([0, 1, -128], dtype=np.int64),
+                          "b": np.array([0, 2**31 - 1, -(2**31)], dtype=np.int64),
+                          "c": np.array([0, 2**31, 1], dtype=np.int64),
+                          "d": [0.5, 1.0, 2.0]})
+    got = {name: csv_stream._spill_column(frame[name]) for name in frame}
+    assert calls == ["d"]
+    assert [got[n][0].dtype for n in "abcd"] == [np.int8, np.int32, np.int64, np.float64]
+    for name in frame:
+        np.testing.assert_array_equal(got[name][0], frame[name].to_numpy())
+    found = csv_stream.scan(io.StringIO("a,b,y\n1,2,7\n3,4,-7\n"), header=None,
+                            delimiter=None, encoding=None, label_columns=lambda names: [2])
+    assert found.label_values(2).dtype == np.float64
+    np.testing.assert_array_equal(found.label_values(2), [7.0, -7.0])
