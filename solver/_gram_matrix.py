@@ -15,7 +15,7 @@ from scipy.linalg import blas
 
 from ._footprint import CSR_VALUE, FLOAT
 from ._linalg import symmetrize_from_upper
-from ._row_blocks import MAX_THREADS, PARALLEL_MIN_NNZ, _view, run_parallel, split_rows
+from ._row_blocks import MAX_THREADS, PARALLEL_MIN_NNZ, run_parallel, sparse_view, split_rows
 
 # Building X_A^T X_A: rows with more than D / DENSE_ROW values are multiplied densified; a fold
 # densifies such rows too.
@@ -96,7 +96,7 @@ def _product_rows(AT, B, span: tuple[int, int], G: np.ndarray) -> None:
     for start in range(lo, hi, step):
         end = min(start + step, hi)
         a, b = AT.indptr[start], AT.indptr[end]
-        part = _view(sparse.csr_matrix, (end - start, B.shape[0]),
+        part = sparse_view(sparse.csr_matrix, (end - start, B.shape[0]),
                      (AT.indptr[start:end + 1] - a, AT.indices[a:b], AT.data[a:b]))
         # G's rows are zero, so they hold the product whether toarray adds into them or writes
         (part @ B).toarray(out=G[start:end])

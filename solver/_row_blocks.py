@@ -71,7 +71,7 @@ def split_rows(indptr: np.ndarray, parts: int) -> list[tuple[int, int]]:
     return [(int(lo), int(hi)) for lo, hi in zip(cuts[:-1], cuts[1:], strict=True) if hi > lo]
 
 
-def _view(kind, shape: tuple[int, int], arrays: tuple) -> sparse.spmatrix:
+def sparse_view(kind: type, shape: tuple[int, int], arrays: tuple) -> sparse.spmatrix:
     """A CSR or CSC matrix on the given (indptr, indices, data) without copying them: set on an
     empty matrix, because the constructor copies a view of less than half an array (scipy's
     prune), and so does ``.T`` of such a matrix, on every call."""
@@ -95,8 +95,8 @@ class RowBlocks:
             for lo, hi in split_rows(X.indptr, threads):
                 a, b = X.indptr[lo], X.indptr[hi]
                 arrays = (X.indptr[lo:hi + 1] - a, X.indices[a:b], X.data[a:b])
-                self.blocks.append((lo, hi, _view(sparse.csr_matrix, (hi - lo, D), arrays),
-                                    _view(sparse.csc_matrix, (D, hi - lo), arrays)))
+                self.blocks.append((lo, hi, sparse_view(sparse.csr_matrix, (hi - lo, D), arrays),
+                                    sparse_view(sparse.csc_matrix, (D, hi - lo), arrays)))
 
     def matvec(self, v: np.ndarray) -> np.ndarray:
         """X v as a 1-d array."""
