@@ -152,6 +152,11 @@ class ModelDetail(ModelSummary):
                     "holdout": {"n": 114, "accuracy": 0.974, "margins": _STATS_EXAMPLE},
                     "history": {"n_records": 37, "stopped_early": False, "last": {}, "trace": []},
                     "search": None,
+                    "fit_path": {
+                        "linear_solver": "dense",
+                        "kernel_approximation": None,
+                        "fit_info": {"refactorisations": 26, "low_rank_updates": 17},
+                    },
                 }
             ]
         },
@@ -178,6 +183,14 @@ class ModelDetail(ModelSummary):
     search: SearchOut | None = Field(
         None, description="The cross-validated grid search, when the job asked for one"
     )
+    fit_path: dict[str, Any] | None = Field(
+        None,
+        description="MSVMAv: how the fit was computed. `linear_solver` (linear kernel: "
+        "`dense`, `woodbury`, `cg` or `gram`) or `kernel_approximation` (`exact`, `low_rank`, "
+        "`nystroem`), as `auto` chose them or the request set them, and `fit_info`, the fit's "
+        "counters (`refactorisations`, `low_rank_updates`, `cg_iterations`, `folds`, "
+        "`pivots`, a `fallback` reason). Null for the other algorithms",
+    )
     warnings: list[str] = Field(
         default_factory=list,
         description="What the fit warned about (e.g. features far outside [0, 1] with "
@@ -202,6 +215,7 @@ class ModelDetail(ModelSummary):
                 "holdout": s.get("holdout"),
                 "history": s.get("history") or {},
                 "search": s.get("search"),
+                "fit_path": s.get("fit_path"),
                 "warnings": s.get("warnings") or [],
             }
         )

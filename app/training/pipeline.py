@@ -166,8 +166,23 @@ def _summary(
         "scaling": scaling_summary(fitted.scaling),
         "search": search,
         "warnings": notes,
+        "fit_path": fit_path(est),
         **describe_estimator(est, {"kernel": est.kernel}),
     }
+
+
+def fit_path(est: Any) -> dict[str, Any] | None:
+    """How an MSVMAv fit was computed: the linear step's solver (linear kernel) or the kernel
+    matrix's approximation, as "auto" chose them or the request set them, and the fit's
+    counters (``fit_info_``: refactorisations, CG iterations, a fallback's reason, ...). None
+    for the other algorithms, which have one path each."""
+    if not hasattr(est, "linear_solver_"):
+        return None
+    return jsonable({
+        "linear_solver": est.linear_solver_,
+        "kernel_approximation": est.kernel_approximation_,
+        "fit_info": dict(getattr(est, "fit_info_", None) or {}),
+    })
 
 
 def search_summary(result: SearchResult | None, spec: SearchJob | None) -> dict[str, Any] | None:

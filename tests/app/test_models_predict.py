@@ -322,3 +322,39 @@ def test_raw_features_with_scaling_none_warn_in_the_job_and_the_model(client, wo
     ok = client.get(f"/jobs/{scaled['id']}").json()
     assert "warning" not in ok["message"]
     assert client.get(f"/models/{ok['model_id']}").json()["warnings"] == []
+
+
+def test_model_detail_names_the_path_the_fit_took(client, worker):
+    """fit_path: the linear solver "auto" chose (as solver.choose_linear_solver picks it for
+    the rows fitted), or the one the request set, with the fit's counters; the kernel path of
+    an RBF model; null for an algorithm with one path."""
+    from solver._linear_step import choose_linear_solver
+
+    small = trained_model(client, worker)
+    assert small["fit_path"]["linear_solver"] == choose_linear_solver(
+        "auto", small["n_train"], small["n_features"] + 1) == "dense"
+    assert small["fit_path"]["kernel_approximation"] is None
+    assert small["fit_path"]["fit_info"]["refactorisations"] >= 1
+
+    X, y = blobs(n=60, d=600, seed=4)  # n < D: the row space
+    wide = trained_model(client, worker, to_csv(X, y))
+    assert wide["fit_path"]["linear_solver"] == choose_linear_solver(
+        "auto", wide["n_train"], 601) == "woodbury"
+
+    cg = trained_model(client, worker, params={"linear_solver": "cg"})
+    assert cg["fit_path"]["linear_solver"] == "cg"
+    assert cg["fit_path"]["fit_info"]["cg_iterations"] > 0
+
+    X, y = blobs(n=120, seed=7)
+    rbf = trained_model(client, worker, to_csv(X, y), kernel="rbf", gamma=0.5,
+                        approximation="low_rank", kernel_tol=1e-5)
+    assert rbf["fit_path"]["linear_solver"] is None
+    assert rbf["fit_path"]["kernel_approximation"] == "low_rank"
+    assert rbf["fit_path"]["fit_info"]["pivots"] == rbf["kernel_summary"]["rank"]
+    # a low-rank factor as large as the exact kernel's: the fit ends exact, and says why
+    full = trained_model(client, worker, kernel="rbf", gamma=0.5, approximation="low_rank")
+    assert full["fit_path"]["kernel_approximation"] == "exact"
+    assert full["fit_path"]["fit_info"]["fallback"]
+
+    svm = trained_model(client, worker, algorithm="svm")
+    assert svm["fit_path"] is None
