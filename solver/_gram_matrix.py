@@ -97,7 +97,7 @@ def _product_rows(AT, B, span: tuple[int, int], G: np.ndarray) -> None:
         end = min(start + step, hi)
         a, b = AT.indptr[start], AT.indptr[end]
         part = sparse_view(sparse.csr_matrix, (end - start, B.shape[0]),
-                     (AT.indptr[start:end + 1] - a, AT.indices[a:b], AT.data[a:b]))
+                           (AT.indptr[start:end + 1] - a, AT.indices[a:b], AT.data[a:b]))
         # G's rows are zero, so they hold the product whether toarray adds into them or writes
         (part @ B).toarray(out=G[start:end])
 

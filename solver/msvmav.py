@@ -23,6 +23,8 @@ from .kernels import KERNELS, gram_matrix, kernel_diagonal, kernel_matrix, resol
 from .low_rank import MAX_BLOCK, pivoted_cholesky
 from .margins import kernel_rademacher_terms, linear_rademacher_terms
 
+# The kernel matrices a kernel fit may use (kernel_approximation_), "auto" choosing among them.
+KERNEL_APPROXIMATIONS = ("exact", "low_rank", "nystroem")
 # Exact kernel MSVMAv holds about four n x n float64 arrays at its peak.
 EXACT_KERNEL_ARRAYS = 4
 # Below this dimension the linear path's BLAS calls are too small to gain from threads.
@@ -240,7 +242,7 @@ class MSVMAv(MarginClassifier):
         "fit_intercept": ["boolean"],
         "update": [StrOptions({"woodbury", "direct"})],
         "linear_solver": [StrOptions({"auto", *LINEAR_SOLVERS})],
-        "approximation": [StrOptions({"auto", "exact", "low_rank", "nystroem"})],
+        "approximation": [StrOptions({"auto", *KERNEL_APPROXIMATIONS})],
         "kernel_tol": [Interval(Real, 0, 1, closed="left")],
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "kernel_memory_mb": [Interval(Real, 0, None, closed="neither")],

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.pagination import Page
 from solver.algorithms import PAPER_ORDER
+from solver.msvmav import KERNEL_APPROXIMATIONS, LINEAR_SOLVERS
 from solver.scaling import MinMaxScaling
 
 #: an algorithm's short name, in the paper's order (solver.algorithms)
@@ -127,6 +128,22 @@ class HoldoutResult(BaseModel):
     margins: dict[str, Any] | None = Field(description="Margin statistics of the hold-out part")
 
 
+class FitPath(BaseModel):
+    """The path an MSVMAv fit took, as `auto` chose it or the request's params set it."""
+
+    linear_solver: Literal[LINEAR_SOLVERS] | None = Field(  # type: ignore[valid-type]
+        description="Linear kernel: how the linear step's system was solved (null for kernels)"
+    )
+    kernel_approximation: Literal[KERNEL_APPROXIMATIONS] | None = Field(  # type: ignore[valid-type]
+        description="Kernels: the kernel matrix used (null for linear)"
+    )
+    fit_info: dict[str, Any] = Field(
+        description="The fit's counters (`refactorisations`, `low_rank_updates`, "
+        "`cg_iterations`, `folds`, `pivots`, `n_components`) and, where a low-rank fit ended "
+        "exact, the `fallback` reason"
+    )
+
+
 class ModelDetail(ModelSummary):
     """Everything about a model: weights (linear) or expansion summary (kernels), scaling,
     training and hold-out margin statistics, and a summary of the optimisation history."""
@@ -183,13 +200,8 @@ class ModelDetail(ModelSummary):
     search: SearchOut | None = Field(
         None, description="The cross-validated grid search, when the job asked for one"
     )
-    fit_path: dict[str, Any] | None = Field(
-        None,
-        description="MSVMAv: how the fit was computed. `linear_solver` (linear kernel: "
-        "`dense`, `woodbury`, `cg` or `gram`) or `kernel_approximation` (`exact`, `low_rank`, "
-        "`nystroem`), as `auto` chose them or the request set them, and `fit_info`, the fit's "
-        "counters (`refactorisations`, `low_rank_updates`, `cg_iterations`, `folds`, "
-        "`pivots`, a `fallback` reason). Null for the other algorithms",
+    fit_path: FitPath | None = Field(
+        None, description="MSVMAv: how the fit was computed. Null for the other algorithms"
     )
     warnings: list[str] = Field(
         default_factory=list,

@@ -181,7 +181,7 @@ def fit_path(est: Any) -> dict[str, Any] | None:
     return jsonable({
         "linear_solver": est.linear_solver_,
         "kernel_approximation": est.kernel_approximation_,
-        "fit_info": dict(getattr(est, "fit_info_", None) or {}),
+        "fit_info": est.fit_info_,
     })
 
 
