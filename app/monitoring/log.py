@@ -366,7 +366,7 @@ class PredictionLogWriter(BatchQueue[Entry]):
         self._retry_delay = 0.0
         self._retry_at = 0.0
         if self._failing_since is not None:
-            log.warning("prediction log: writing again after %.1f s; %d rows waited",
+            log.warning("prediction log: writing again after %.1f s (%d rows still to write)",
                         time.monotonic() - self._failing_since, self.pending())  # fmt: skip
             self._failing_since = None
         if self._drop_logged and not self._memory and not len(self.spool):
@@ -602,6 +602,16 @@ def writer(engine: Engine, settings: Settings) -> PredictionLogWriter | None:
         if found is None:
             found = _writers[engine.pool] = PredictionLogWriter(engine, settings)
         return found
+
+
+def start(engine: Engine, settings: Settings) -> None:
+    """The app's start: when a stopped writer of this database left a spool file, this
+    process's writer starts at once and adopts it (else on the first prediction)."""
+    found = writer(engine, settings)
+    if found is not None and found.spool.orphans():
+        with found._lock:
+            if found._thread is None:
+                found._start()
 
 
 def close(engine: Engine) -> None:

@@ -99,6 +99,12 @@ class Spool:
             self._size = self._read_at = 0
         return rows
 
+    def orphans(self) -> bool:
+        """Are there spool files other than this one (a stopped writer's, or a live one's)?"""
+        if not self.directory.is_dir():
+            return False
+        return any(path != self.path for path in self.directory.glob(PATTERN))
+
     def adopt(self) -> tuple[int, int]:
         """Append the lines of every spool file no live process holds to this one, oldest
         file first, and delete them: (rows adopted, rows dropped: unreadable lines, or beyond
