@@ -31,8 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import sys
 import tempfile
 import threading
 import time
@@ -59,16 +57,15 @@ log = logging.getLogger("app.monitoring.log")
 
 QUEUE_ROWS = 200_000
 MEMORY_ROWS = 100_000
-BATCH_ROWS = 20_000
+BATCH_ROWS = 5_000
 FLUSH_SECONDS = 0.5
 RETRY_FIRST = 0.25
 RETRY_MAX = 5.0
-READ_WAIT_SECONDS = 0.5
+READ_WAIT_SECONDS = 0.25
 FLUSH_WAIT_SECONDS = 120.0
 CLOSE_SECONDS = 10.0
 RETENTION_SECONDS = 60.0
 DELETE_CHUNK = 5_000
-WRITER_NICE = 10
 
 _COLUMN_NAMES = (
     "model_id, registered_model, version, alias, prediction_id, created_at, decision, "
@@ -202,7 +199,6 @@ class PredictionLogWriter(BatchQueue[Entry]):
         self._retention_thread = retention
 
     def _run(self) -> None:
-        _lower_priority()
         self._guarded(self._adopt)
         while not self._stop.is_set():
             if not self._busy():
@@ -560,20 +556,6 @@ def _chunks(n: int) -> Iterator[int]:
 def _own_decision(scores: np.ndarray, predicted: np.ndarray) -> np.ndarray:
     """Each row's decision value for its predicted class (multi-class: one of its scores)."""
     return scores if scores.ndim == 1 else scores[np.arange(len(predicted)), predicted]
-
-
-def _lower_priority() -> None:
-    """Linux: the calling thread's nice value raised by WRITER_NICE (threads have their own
-    there), so that when the cores are busy they go to the requests first: a 100,000-row
-    request's rows cost SQLite some 0.4 s of CPU to insert, and the writer can wait (its queue
-    is bounded)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + WRITER_NICE)
-    except OSError:  # not allowed here: the writer runs at the process's priority
-        log.warning("prediction log: could not lower the writer thread's priority")
 
 
 def _interleaved(columns: list[list[Any]], start: int, stop: int) -> tuple[Any, ...]:
