@@ -154,6 +154,7 @@ class PredictionLogWriter(BatchQueue[Entry]):
         (with ``counts``, and the feature counts taken so far), never for longer: what a read
         then finds is the log "as of" now, short of ``pending_rows`` of this process's rows."""
         deadline = time.monotonic() + timeout
+        counts = counts and self._thread is not None  # (no thread yet: nothing counted)
         if counts:
             with self._progress:
                 self._counts_asked += 1
