@@ -238,3 +238,23 @@ def _own_spool(tmp_path, monkeypatch):
         return Path(settings.prediction_log_spool_dir or tmp_path / "default-spool")
 
     monkeypatch.setattr(prediction_log, "spool_directory", directory, raising=False)
+
+
+def test_a_row_the_database_cannot_store_is_dropped_alone(app, engine, caplog):
+    """A chunk refused for its contents is split until the row is found: only that row is
+    dropped (counted); the others are written. PostgreSQL refuses a NUL in text; SQLite stores
+    it (and the rule at the door refuses it in requests: docs/hardening.md)."""
+    writer = _writer(app)
+    if writer.sqlite:
+        pytest.skip("SQLite stores a NUL in text")
+    now = datetime.now(UTC)
+    ids = [f"n-{i}" for i in range(9)]
+    ids[5] = "bad\x00id"
+    writer.record((1, None, None, None, now, ids, *_scores(9)))
+    with caplog.at_level(logging.WARNING, "app.monitoring.log"):
+        assert writer.flush(timeout=60) == 0
+    with engine.connect() as conn:
+        logged = conn.scalars(select(PredictionLog.prediction_id)).all()
+    assert sorted(logged) == sorted(i for i in ids if "\x00" not in i)
+    assert writer.dropped == 1
+    assert any("cannot store" in r.getMessage() for r in caplog.records)
