@@ -169,6 +169,20 @@ def run(url: str, args: argparse.Namespace, tmp: Path) -> None:
                 _reads_once(c, load, model_id, idle)
     finally:
         stop_workers([worker])
+    _report(args, load, elapsed, drained, (before, at_stop, after), (reads, idle))
+
+
+def _report(
+    args: argparse.Namespace,
+    load: Load,
+    elapsed: float,
+    drained: float,
+    metrics: tuple[dict[str, float], dict[str, float], dict[str, float]],
+    samples: tuple[dict[str, list], dict[str, list]],
+) -> None:
+    """Print the run's figures (see the module's docstring)."""
+    before, at_stop, after = metrics
+    reads, idle = samples
     key = "msvmav_prediction_log_written_total"
     answered = sum(load.answered)
     predict_rate = answered / elapsed

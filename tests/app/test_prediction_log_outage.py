@@ -49,6 +49,32 @@ def _load(url: str, headers: dict, model_id: int, client: int, stop: threading.E
                     during[client] += ROWS
 
 
+def _load_through_an_outage(pg, url: str, headers: dict, model_id: int) -> tuple[list, list]:
+    """CLIENTS threads of /predict for BEFORE s, the server stopped for OUTAGE s, AFTER s more:
+    rows answered 200 per client, and of those while the server was down."""
+    answered, during = [0] * CLIENTS, [0] * CLIENTS
+    stop, down = threading.Event(), threading.Event()
+    threads = [
+        threading.Thread(
+            target=_load, args=(url, headers, model_id, i, stop, answered, during, down)
+        )
+        for i in range(CLIENTS)
+    ]
+    for t in threads:
+        t.start()
+    time.sleep(BEFORE)
+    pg.stop()
+    down.set()
+    time.sleep(OUTAGE)
+    pg.start()
+    down.clear()
+    time.sleep(AFTER)
+    stop.set()
+    for t in threads:
+        t.join(timeout=120)
+    return answered, during
+
+
 def _logged(engine) -> tuple[int, int]:
     """Rows in the log, and distinct ids among them."""
     try:
@@ -92,27 +118,7 @@ def test_answered_rows_survive_a_database_outage(tmp_path):
                     interval=0.2,
                 )
                 model_id = done["model_id"]
-                answered, during = [0] * CLIENTS, [0] * CLIENTS
-                stop, down = threading.Event(), threading.Event()
-                threads = [
-                    threading.Thread(
-                        target=_load,
-                        args=(api.url, headers, model_id, i, stop, answered, during, down),
-                    )  # fmt: skip
-                    for i in range(CLIENTS)
-                ]
-                for t in threads:
-                    t.start()
-                time.sleep(BEFORE)
-                pg.stop()
-                down.set()
-                time.sleep(OUTAGE)
-                pg.start()
-                down.clear()
-                time.sleep(AFTER)
-                stop.set()
-                for t in threads:
-                    t.join(timeout=120)
+                answered, during = _load_through_an_outage(pg, api.url, headers, model_id)
                 # Every answered row is written once the database is back.
                 total = int(np.sum(answered))
                 deadline = time.monotonic() + 180
