@@ -144,6 +144,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        prediction_log.start(engine, settings)  # adopts a stopped writer's spool file
         yield
         shut_down(app)
 

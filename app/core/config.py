@@ -64,6 +64,15 @@ class Settings(BaseSettings):
     prediction_log_max_rows: int = Field(
         10_000_000, gt=0, description="The prediction log keeps at most this many newest rows"
     )
+    prediction_log_spool_dir: str | None = Field(
+        None,
+        description="Where the prediction log keeps the rows the database has not taken yet "
+        "beyond its memory share (an outage, a writer behind the traffic); default: a folder "
+        "per database under the system's temporary directory (docs/monitoring.md)",
+    )
+    prediction_log_spool_mb: int = Field(
+        1024, ge=0, description="Most megabytes of rows held in the prediction log's spool file"
+    )
     header_timeout: float = Field(
         10.0,
         gt=0,

@@ -7,12 +7,18 @@ rows, the entry is dropped and counted (``dropped``). The thread wakes every flu
 sooner once a batch's worth of rows waits, and drains the queue (``flush``, a subclass's) a
 batch at a time (``_take``); a failing step is logged and the thread goes on. ``close`` (the
 app's shutdown) stops the thread and drains what is left.
+
+Reads never take the drainer's lock: every queued row has a number (``_accepted`` counts them),
+the thread counts the rows it has finished with, in queue order (``_finished``), and a read
+waits at most a bounded time for the rows queued before it (``catch_up``), then answers from
+what is written with the number of rows still pending.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -38,6 +44,9 @@ class BatchQueue(Generic[E]):
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._accepted = 0  # rows ever queued (under ``_lock``)
+        self._done = 0  # of those, rows the thread finished with (written, skipped or dropped)
+        self._progress = threading.Condition(threading.Lock())
 
     # --- what a subclass gives ----------------------------------------------------------------
 
@@ -71,6 +80,7 @@ class BatchQueue(Generic[E]):
                 return False
             self._queue.append(entry if admit is None else admit(entry))
             self._queued_rows += n
+            self._accepted += n
             if self._thread is None:
                 self._start()
             if self._queued_rows >= batch_rows:
@@ -78,7 +88,31 @@ class BatchQueue(Generic[E]):
         return True
 
     def pending(self) -> int:
-        return self._queued_rows
+        """Rows queued and not yet finished with (written, skipped or dropped)."""
+        return self._accepted - self._done
+
+    # --- the reads ----------------------------------------------------------------------------
+
+    def _finished(self, n: int) -> None:
+        """``n`` more rows, the oldest not yet counted, are done with: wake the waiting reads."""
+        with self._progress:
+            self._done += n
+            self._progress.notify_all()
+
+    def catch_up(self, timeout: float) -> int:
+        """Wait at most ``timeout`` seconds for the rows queued before this call to be done
+        with (never taking the drainer's lock); the rows still pending then."""
+        with self._lock:
+            mark = self._accepted
+        if self._done < mark:
+            self._wake.set()
+            deadline = time.monotonic() + timeout
+            with self._progress:
+                while self._done < mark:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self._progress.wait(left):
+                        break
+        return self.pending()
 
     # --- the thread ---------------------------------------------------------------------------
 
@@ -119,8 +153,11 @@ class BatchQueue(Generic[E]):
         """Remove the queued entries ``drop`` names."""
         with self._lock:
             kept = deque(e for e in self._queue if not drop(e))
+            removed = self._queued_rows
             self._queued_rows = sum(self._rows_of(e) for e in kept)
+            removed -= self._queued_rows
             self._queue = kept
+        self._finished(removed)
 
     def close(self) -> None:
         """Stop the thread and drain what is queued (the app's shutdown)."""

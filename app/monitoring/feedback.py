@@ -55,7 +55,8 @@ def record_feedback(
     session: Session, engine: Engine, request: FeedbackRequest, settings: Settings
 ) -> dict[str, Any]:
     """Set the true class of the logged rows of the request's ids (all rows of an id the log
-    holds twice); ``{"matched", "unknown_ids"}``."""
+    holds twice); ``{"matched", "unknown_ids", "log"}`` (the log's state the ids were matched
+    against: ``PredictionLogWriter.state``)."""
     n = len(request.ids)
     if n > settings.max_predict_instances:
         raise too_large(
@@ -65,9 +66,10 @@ def record_feedback(
         )
     if len(request.labels) != n:
         raise invalid(["body", "labels"], f"{len(request.labels)} labels for {n} ids")
+    # This process's rows queued before now: waited for a bounded time, never for the writer
+    # (others' are written within their flush interval); the answer says how many still wait.
     writer = prediction_log.writer(engine, settings)
-    if writer is not None:  # before this session's transaction (on SQLite, the write lock)
-        writer.flush()  # rows this process still holds in its queue (others: within 0.5 s)
+    state = writer.state() if writer is not None else None
     model = model_of(session, request.model_id, request.model)
     true = models.match_labels(np.asarray(model.classes), request.labels, ["body", "labels"])
     # One label per id (the last given); ids compared as the log stores them, as text.
@@ -96,4 +98,4 @@ def record_feedback(
             )
     session.commit()
     unknown = [i for i in dict.fromkeys(request.ids) if str(i) not in found][:UNKNOWN_SHOWN]
-    return {"matched": len(found), "unknown_ids": unknown}
+    return {"matched": len(found), "unknown_ids": unknown, "log": state}

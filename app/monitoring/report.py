@@ -214,6 +214,7 @@ class Window:
     rows: list[Any]
     live: np.ndarray
     per_feature: dict[str, Any] | None
+    log: dict[str, Any] | None = None  # the log's state (PredictionLogWriter.state)
 
 
 def read_window(
@@ -223,20 +224,21 @@ def read_window(
     until: datetime | None,
     writer: prediction_log.PredictionLogWriter | None = None,
 ) -> Window:
-    """The report's inputs over [since, until), after writing this process's queued log rows
-    and feature counts (``writer``; other processes' within their flush/write intervals)."""
+    """The report's inputs over [since, until), after waiting a bounded time for this
+    process's queued log rows and feature counts (``writer``; other processes' are written
+    within their flush/write intervals)."""
     if since is not None and until is not None and since >= until:
         raise invalid(["query", "until"], "must be after since")
-    if writer is not None:  # before this session's transaction
-        writer.flush()
-        feature_drift.write(writer, force=True)
+    # This process's queued rows and feature counts: waited for a bounded time, never for the
+    # writer; the window says how many still wait.
+    state = writer.state(counts=True) if writer is not None else None
     model = models.get_or_raise(session, model_id)
     ref = reference(session, model)
     rows = _live_rows(session, model_id, since, until)
     per_feature = _per_feature(session, model, ref, since, until) if ref is not None else None
     session.commit()
     live = np.array([r.decision for r in rows], dtype=np.float64)
-    return Window(model, ref, rows, live, per_feature)
+    return Window(model, ref, rows, live, per_feature, state)
 
 
 def model_report(
@@ -269,6 +271,7 @@ def model_report(
         "performance_estimate": estimate,
         "drift": drift,
         "labelled": labelled(w.rows, len(w.model.classes) > 2),
+        "log": w.log,
     }
 
 

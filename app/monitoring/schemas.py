@@ -37,6 +37,26 @@ class FeedbackRequest(BaseModel):
     )
 
 
+class LogState(BaseModel):
+    """How far the prediction log was written when a read answered."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"as_of": "2026-11-28T01:00:00Z", "pending_rows": 0}]}
+    )
+
+    as_of: datetime = Field(description="When the answer read the log")
+    pending_rows: int = Field(
+        description="Rows this API process had answered and not yet written to the log then "
+        "(the answer did not count them; a read waits at most 0.5 s for them). Rows of other "
+        "API processes are written within their own 0.5 s interval"
+    )
+
+
+_LOG_FIELD = Field(
+    None, description="The prediction log as the answer read it; null with the log off"
+)
+
+
 class FeedbackOut(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={"examples": [{"matched": 1, "unknown_ids": ["order-18"]}]}
@@ -44,6 +64,7 @@ class FeedbackOut(BaseModel):
 
     matched: int = Field(description="How many of the ids were found in the prediction log")
     unknown_ids: list[str | int] = Field(description="The first 10 ids not found")
+    log: LogState | None = _LOG_FIELD
 
 
 _REPORT_EXAMPLE = {
@@ -138,6 +159,7 @@ class MonitoringReport(BaseModel):
         "semivariance and sv_ratio of their margins; daily: n, accuracy and mean per UTC day "
         "the rows were predicted"
     )
+    log: LogState | None = _LOG_FIELD
 
 
 class ShadowUpdate(BaseModel):
@@ -215,3 +237,9 @@ class ShadowReport(BaseModel):
         description="The served version (production, else the newest): its answers to the rows"
     )
     challenger: ShadowSide = Field(description="The challenger's answers to the same rows")
+    log: LogState | None = _LOG_FIELD
+    shadow_pending_rows: int = Field(
+        0,
+        description="Rows this API process had queued for the challenger and not yet scored "
+        "when the answer read them (not counted; a read waits at most 0.5 s for them)",
+    )

@@ -215,18 +215,24 @@ class ShadowScorer(BatchQueue[Entry]):
                 batch = self._take()
                 if not batch:
                     return
-                by_run: dict[int, list[Entry]] = {}
-                for entry in batch:
-                    by_run.setdefault(entry.run.id, []).append(entry)
-                for entries in by_run.values():
-                    try:
-                        rows = self._score(entries)
-                    except Exception:  # e.g. the challenger deleted meanwhile: the next run
-                        self.skipped += sum(len(e.ids) for e in entries)
-                        log.exception("shadow scoring: run %d failed", entries[0].run.id)
-                        continue
-                    if rows:
-                        self._write(entries[0].run.id, rows)
+                try:
+                    self._score_and_write(batch)
+                finally:  # (written, skipped or failed: the reads waiting for it go on)
+                    self._finished(sum(len(e.ids) for e in batch))
+
+    def _score_and_write(self, batch: list[Entry]) -> None:
+        by_run: dict[int, list[Entry]] = {}
+        for entry in batch:
+            by_run.setdefault(entry.run.id, []).append(entry)
+        for entries in by_run.values():
+            try:
+                rows = self._score(entries)
+            except Exception:  # e.g. the challenger deleted meanwhile: the next run
+                self.skipped += sum(len(e.ids) for e in entries)
+                log.exception("shadow scoring: run %d failed", entries[0].run.id)
+                continue
+            if rows:
+                self._write(entries[0].run.id, rows)
 
     def _tick(self) -> None:
         if self._refresh_asked:

@@ -140,10 +140,12 @@ def shadow_report(
     session: Session, engine: Engine, name: str, settings: Settings
 ) -> dict[str, Any]:
     """The registered model's latest shadow (running or stopped) and its scored rows."""
-    scoring.scorer(engine).flush()  # this process's queued rows, before the transaction
+    # This process's queued rows (scored, logged): waited for a bounded time, never for the
+    # threads; the answer says how many still wait.
+    scorer = scoring.scorer(engine)
+    shadow_pending = scorer.catch_up(prediction_log.READ_WAIT_SECONDS)
     writer = prediction_log.writer(engine, settings)
-    if writer is not None:
-        writer.flush()
+    state = writer.state() if writer is not None else None
     registered = registry.get_or_raise(session, name)
     run = _latest_run(session, registered.id)
     if run is None:
@@ -192,5 +194,7 @@ def shadow_report(
             "accuracy": challenger_acc,
         },
     }
+    answer["log"] = state
+    answer["shadow_pending_rows"] = shadow_pending
     session.commit()
     return answer

@@ -9,6 +9,7 @@ from sqlalchemy import select
 from app.core.orm import PredictionLog
 from app.main import create_app
 from app.monitoring import log as prediction_log
+from tests.app.monitoring_support import settled
 from tests.app.support import assert_problem, blobs, trained_model
 
 
@@ -37,7 +38,7 @@ def test_feedback_joined_by_id(client, worker, app):
         },
     )
     assert fb.status_code == 200, fb.text
-    assert fb.json() == {"matched": 2, "unknown_ids": ["zz"]}
+    assert settled(fb) == {"matched": 2, "unknown_ids": ["zz"]}
     rows = _rows(app)
     classes = model["classes"]
     assert classes[rows["a"].true_class] == "pos"  # the last label given for an id
@@ -56,7 +57,7 @@ def test_feedback_by_reference_and_default_ids(client, worker, app):
     )
     assert [p["id"] for p in r.json()["predictions"]] == ["q9:0", "q9:1"]
     fb = client.post("/feedback", json={"model": "m/1", "ids": ["q9:1"], "labels": ["pos"]})
-    assert fb.json() == {"matched": 1, "unknown_ids": []}
+    assert settled(fb) == {"matched": 1, "unknown_ids": []}
     assert _rows(app)["q9:1"].true_class == model["classes"].index("pos")
     # Another model's ids are not this one's.
     other = trained_model(client, worker, alpha=4.0)
@@ -65,7 +66,7 @@ def test_feedback_by_reference_and_default_ids(client, worker, app):
     fb = client.post(
         "/feedback", json={"model_id": other["id"], "ids": ["q9:0"], "labels": ["neg"]}
     )
-    assert fb.json() == {"matched": 0, "unknown_ids": ["q9:0"]}
+    assert settled(fb) == {"matched": 0, "unknown_ids": ["q9:0"]}
 
 
 def test_feedback_checked(client, worker, app):
@@ -84,7 +85,8 @@ def test_feedback_checked(client, worker, app):
     assert_problem(r, 404)
     assert_problem(client.post("/feedback", json={**base, "ids": ["x" * 129], "labels": [1]}), 422)
     many = {"model_id": model["id"], "ids": list(range(5)), "labels": ["neg"] * 5}
-    assert client.post("/feedback", json=many).json() == {"matched": 0, "unknown_ids": [*range(5)]}
+    answer = settled(client.post("/feedback", json=many))
+    assert answer == {"matched": 0, "unknown_ids": [*range(5)]}
     small = create_app(app.state.settings.model_copy(update={"max_predict_instances": 4}))
     with TestClient(small) as c:
         assert assert_problem(c.post("/feedback", json=many), 413)["field"] == "ids"

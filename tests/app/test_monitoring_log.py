@@ -15,7 +15,7 @@ from sqlalchemy import event, func, select
 from app.core.orm import PredictionLog
 from app.main import create_app
 from app.monitoring import log as prediction_log
-from tests.app.support import blobs, to_csv, trained_model
+from tests.app.support import blobs, to_csv, trained_model, wait_for
 
 
 def _writer(app) -> prediction_log.PredictionLogWriter:
@@ -149,13 +149,16 @@ def test_retention_by_age_and_by_rows(app, engine, monkeypatch):
 @pytest.mark.parametrize("n", [1, 45])
 def test_batches_written_by_the_thread(app, n, monkeypatch):
     """The thread writes without flush(); a large request goes in several transactions of at
-    most BATCH_ROWS rows, each in multi-row INSERT statements of at most VALUES_ROWS rows
-    (one call into the driver each, never one per row) and of a few sizes only."""
+    most BATCH_ROWS rows, each (SQLite) in multi-row INSERT statements of at most VALUES_ROWS
+    rows (one call into the driver each, never one per row) and of a few sizes only, or
+    (PostgreSQL) one COPY."""
     monkeypatch.setattr(prediction_log, "BATCH_ROWS", 10)
     monkeypatch.setattr(prediction_log, "VALUES_ROWS", 4)
-    monkeypatch.setattr(prediction_log, "RETENTION_SECONDS", 3600.0)
+    monkeypatch.setattr(prediction_log, "RETENTION_SECONDS", 3600.0)  # only the log's inserts
     writer = _writer(app)
-    writer._next_retention = time.monotonic() + 3600.0  # count only the log's inserts
+    if not writer.sqlite:
+        _copied_in_batches(app, writer, n)
+        return
     inserts: list[int] = []  # rows per statement; 0 ends a transaction
 
     def count(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
@@ -181,6 +184,27 @@ def test_batches_written_by_the_thread(app, n, monkeypatch):
     inserts = [k for i, k in enumerate(inserts) if k or (i and inserts[i - 1])]
     # (statements of VALUES_ROWS rows, then of a fifth of it, ... 1: here 4 and 1)
     assert inserts == ([1, 0] if n == 1 else [4, 4, 1, 1, 0] * 4 + [4, 1, 0])
+    with app.state.engine.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(PredictionLog)) == n
+
+
+def _copied_in_batches(app, writer, n: int) -> None:
+    """PostgreSQL: each transaction one COPY of at most BATCH_ROWS rows, no INSERT."""
+    store, sizes, statements = writer._store, [], []
+    writer._store = lambda columns: (sizes.append(len(columns[0])), store(columns))
+
+    def count(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+        statements.append(statement)
+
+    event.listen(app.state.engine, "before_cursor_execute", count)
+    try:
+        writer.record(_entry(3, datetime.now(UTC), n))
+        wait_for(lambda: writer.written >= n, timeout=60)
+    finally:
+        event.remove(app.state.engine, "before_cursor_execute", count)
+        del writer._store
+    assert sizes == ([1] if n == 1 else [10, 10, 10, 10, 5]) and writer.pending() == 0
+    assert not [s for s in statements if "prediction_log" in s], statements
     with app.state.engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(PredictionLog)) == n
 

@@ -13,6 +13,7 @@ import pytest
 from app.core.orm import Model
 from app.models import service as models_service
 from solver.margins import margin_statistics
+from tests.app.monitoring_support import settled
 from tests.app.support import assert_problem, blobs, to_csv, trained_model
 
 
@@ -26,9 +27,7 @@ def _predict(client, model_id, X, ids=None):
 
 
 def _report(client, model_id, **params):
-    r = client.get(f"/models/{model_id}/monitoring", params=params)
-    assert r.status_code == 200, r.text
-    return r.json()
+    return settled(client.get(f"/models/{model_id}/monitoring", params=params))
 
 
 def test_reference_is_the_training_part(client, worker, app):
@@ -87,7 +86,7 @@ def test_labelled_equals_margin_statistics(client, worker):
         "/feedback",
         json={"model_id": model["id"], "ids": [ids[i] for i in given], "labels": labels},
     )
-    assert fb.json() == {"matched": 30, "unknown_ids": []}
+    assert settled(fb) == {"matched": 30, "unknown_ids": []}
     classes = answer["classes"]
     f = np.array([answer["predictions"][i]["decision_value"] for i in given])
     sign = np.array([1.0 if lab == classes[1] else -1.0 for lab in labels])
@@ -153,7 +152,7 @@ def test_registered_model_report_follows_the_alias(client, worker):
     client.post("/predict", json={"model": "wd@production", "instances": X.tolist()})
     client.post("/predict", json={"model_id": two["id"], "instances": X[:2].tolist()})
     url = "/registered-models/wd/monitoring"
-    by_alias = client.get(url, params={"alias": "production"}).json()
+    by_alias = settled(client.get(url, params={"alias": "production"}))
     assert by_alias == _report(client, one["id"]) and by_alias["live"]["n"] == 7
     assert client.get(url, params={"version": 2}).json()["live"]["n"] == 2
     assert client.get(url).json()["model_id"] == two["id"]  # the newest version

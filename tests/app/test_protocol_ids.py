@@ -19,6 +19,7 @@ from tritonclient.utils import InferenceServerException
 
 from app.core.db import make_engine
 from app.core.orm import PredictionLog
+from tests.app.monitoring_support import settled
 from tests.app.protocol_support import Served, key, predict, served_models, triton_client
 from tests.app.support import wait_for
 
@@ -91,7 +92,7 @@ def test_v2_ids_echoed_defaulted_and_logged(served, client, engine):
     r = served.http.post(
         "/feedback", json={"model_id": served.binary, "ids": ids[:4], "labels": labels[:4]}
     )
-    assert r.json() == {"matched": 4, "unknown_ids": []}, r.text
+    assert settled(r) == {"matched": 4, "unknown_ids": []}, r.text
     # Integer ids (INT64) come back as text; without ids, "{X-Request-ID}:{row}".
     got, _ = infer_ids(client, str(served.binary), tensors(X[:3], [7, 8, 2**40], "INT64"))
     assert got == ["7", "8", str(2**40)]
