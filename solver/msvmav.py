@@ -19,6 +19,7 @@ from ._footprint import FLOAT, FitEstimate, copy_bytes, dense_rows_bytes, labels
 from ._linear_step import DENSE_MAX_DIM, LINEAR_SOLVERS, choose_linear_solver, linear_system_bytes
 from ._msvmav_core import DualSpace, PrimalSpace, iterate
 from ._row_blocks import fit_threads
+from .fit_cost import RankChooser
 from .kernels import KERNELS, gram_matrix, kernel_diagonal, kernel_matrix, resolve_gamma
 from .low_rank import MAX_BLOCK, pivoted_cholesky
 from .margins import kernel_rademacher_terms, linear_rademacher_terms
@@ -291,36 +292,56 @@ class MSVMAv(MarginClassifier):
         self.gamma_ = resolve_gamma(self.gamma, X.shape[1])
         n = X.shape[0]
         method = self.kernel_path(n)
-        reason = None
+        reason = choice = None
         if method == "low_rank":
-            max_rank = self._max_rank(n)
-            with low_rank_threads():
-                factor = pivoted_cholesky(X, **self._kernel_args(), tol=self.kernel_tol,
-                                          max_rank=max_rank, random_state=self.random_state)
-            capped = factor.error > self.kernel_tol and factor.rank >= max_rank < n
-            # only an explicit "low_rank" falls back to the exact kernel: "auto" above
-            # AUTO_EXACT_ROWS never takes the O(n^2) path
-            if capped and self.approximation == "low_rank" and self._exact_fits(n):
-                reason = (f"rank {factor.rank} reached its cap (min of n_components and "
-                          f"{LOW_RANK_SHARE:g} n) before the trace error {factor.error:.3g} "
-                          "met kernel_tol")
-                method = "exact"
-            else:
-                if capped:
-                    knob = ("kernel_memory_mb" if self.approximation == "auto"
-                            else "n_components (and kernel_memory_mb if it binds)")
-                    warnings.warn(
-                        f"kernel_tol: the low-rank kernel stopped at rank {factor.rank} "
-                        f"with relative trace error {factor.error:.3g} > kernel_tol "
-                        f"{self.kernel_tol:g}; raise {knob} for a closer fit",
-                        UserWarning, stacklevel=3)
-                self._fit_low_rank(X, Y, callback, factor)
+            method, reason, choice = self._fit_low_rank_path(X, Y, callback)
         elif method == "nystroem":
             self._fit_nystroem(X, Y, callback)
         if method == "exact":
             self._fit_exact_kernel(X, Y, callback)
             if reason:
                 self.fit_info_["fallback"] = reason
+        if choice is not None:
+            self.fit_info_["rank_choice"], self.fit_info_["rank_reason"] = choice
+
+    def _fit_low_rank_path(self, X, Y, callback) -> tuple[str, str | None, tuple | None]:
+        """Factor K by pivoted Cholesky and fit on it, or stop and return "exact" for the
+        caller to fit the exact kernel. "auto" stops where the cost model says
+        (``solver.fit_cost.RankChooser``). Returns (path, fallback reason, (auto's decision,
+        its reason) or None)."""
+        n = X.shape[0]
+        max_rank = self._max_rank(n)
+        chooser = None
+        if self.approximation == "auto":
+            chooser = RankChooser(n, X.shape[1], self.kernel_tol, self.max_iter, Y.shape[1],
+                                  exact_fits=self._exact_fits(n))
+        with low_rank_threads():
+            factor = pivoted_cholesky(X, **self._kernel_args(), tol=self.kernel_tol,
+                                      max_rank=max_rank, random_state=self.random_state,
+                                      stop=chooser)
+        choice = None
+        if chooser is not None:
+            chooser.finish(factor.rank, factor.error)
+            choice = (chooser.decision, chooser.reason)
+            if chooser.decision == "exact":
+                return "exact", chooser.reason, choice
+        capped = factor.error > self.kernel_tol and factor.rank >= max_rank < n
+        # an explicit "low_rank" falls back to the exact kernel at its cap; "auto" only when
+        # its cost model says so (above)
+        if capped and self.approximation == "low_rank" and self._exact_fits(n):
+            return "exact", (f"rank {factor.rank} reached its cap (min of n_components and "
+                             f"{LOW_RANK_SHARE:g} n) before the trace error {factor.error:.3g} "
+                             "met kernel_tol"), None
+        if capped:
+            knob = ("kernel_memory_mb" if self.approximation == "auto"
+                    else "n_components (and kernel_memory_mb if it binds)")
+            warnings.warn(
+                f"kernel_tol: the low-rank kernel stopped at rank {factor.rank} "
+                f"with relative trace error {factor.error:.3g} > kernel_tol "
+                f"{self.kernel_tol:g}; raise {knob} for a closer fit",
+                UserWarning, stacklevel=4)
+        self._fit_low_rank(X, Y, callback, factor)
+        return "low_rank", None, choice
 
     def _exact_fits(self, n: int) -> bool:
         return EXACT_KERNEL_ARRAYS * 8.0 * n * n / 2**20 <= self.kernel_memory_mb
