@@ -42,6 +42,9 @@ LINEAR_STEP = 2e-9  # per stored value and iteration of the linear path
 # accurate enough for the kernel step: I + L L^T is then within a factor 1 + METRIC_TOL of
 # I + K in every direction (0 <= K - L L^T <= METRIC_TOL I).
 METRIC_TOL = 0.5
+# The rank auto may always pivot to in pursuit of kernel_tol (magic needs 179, the 4k-200k
+# make_classification shapes of docs/performance.md 110-306 at kernel_tol 1e-6 to 1e-8).
+MIN_BUDGET_RANK = 256
 
 
 def exact_kernel_seconds(n: int, d: int, max_iter: int, n_tasks: int = 1) -> float:
@@ -68,8 +71,9 @@ def linear_seconds(n: int, D: int, stored: int | None, max_iter: int,  # noqa: N
 def budget_rank(n: int, d: int) -> int:
     """The largest rank r whose pivots' work n r (d + r) stays within one pass over the n x n
     kernel matrix (n^2 d): past it, meeting kernel_tol by pivoting costs more than any method
-    that reads the whole kernel once."""
-    return max(1, int((-d + math.sqrt(d * d + 4.0 * n * d)) / 2))
+    that reads the whole kernel once. At least MIN_BUDGET_RANK: below that rank the whole
+    low-rank fit costs little whatever n (and small n have the exact kernel to compare with)."""
+    return max(MIN_BUDGET_RANK, int((-d + math.sqrt(d * d + 4.0 * n * d)) / 2))
 
 
 @dataclass

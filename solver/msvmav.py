@@ -481,9 +481,14 @@ class MSVMAv(MarginClassifier):
 
     def _fit_exact_kernel(self, X, Y, callback) -> None:
         n = X.shape[0]
+        check = None if callback is None else self._inverse_reporter(callback, n, Y.shape[1])
         with kernel_threads(n):
-            K = gram_matrix(X, **self._kernel_args())
-        pair = DualSystem.pair(K)  # K and (I + K)^{-1}, shared by every one-vs-rest task
+            K = gram_matrix(X, **self._kernel_args(),
+                            check=None if check is None else lambda rows: check(0))
+        # K and (I + K)^{-1}, shared by every one-vs-rest task; with a callback the inverse
+        # is taken in blocks that report to it, so that a raised exception (a cancelled job)
+        # stops it within a block
+        pair = DualSystem.pair(K, check)
         with kernel_threads(n):
             A, self.fit_info_ = self._run_tasks(
                 Y, callback, lambda y: DualSpace(pair, y, self.beta), n)
@@ -491,6 +496,17 @@ class MSVMAv(MarginClassifier):
         self.X_fit_ = None if self.kernel == "precomputed" else to_dense_rows(X)
         self.kernel_approximation_ = "exact"
         self.rank_, self.kernel_error_ = n, 0.0
+
+    def _inverse_reporter(self, callback: Callback, n: int, n_tasks: int):
+        """``check`` for the blocked Gram matrix and inverse: the callback sees {"stage":
+        "kernel_inverse", "done": pivots swept (0 while the Gram matrix is computed), "of":
+        n} at iteration 0. Its return value is ignored there
+        (the iteration has not started: there is no iterate to stop at); its exceptions
+        propagate."""
+        def check(done: int) -> None:
+            callback({"stage": "kernel_inverse", "done": done, "of": n, "iteration": 0,
+                      "max_iter": self.max_iter, "task": 0, "n_tasks": n_tasks})
+        return check
 
     def _fit_features(self, Lt: np.ndarray, Y: np.ndarray, callback, info: dict) -> np.ndarray:
         """MSVMAv on K ~ L L^T, given L^T (r, n). Returns the feature-space weights W (r, T):
