@@ -22,7 +22,7 @@ import numpy as np
 from scipy import sparse
 from scipy.linalg import blas
 
-from ._linalg import spd_inverse, spd_inverse_blocked
+from ._linalg import spd_inverse, spd_inverse_blocked, spd_inverse_checked
 
 # A solve is accepted when ||residual|| <= RESIDUAL_TOL * ||rhs||; otherwise one refinement
 # step, and a refactorisation if that is not enough.
@@ -263,7 +263,7 @@ class DualSystem:
         self._relayout(m)
         if m:
             self._store_rows(np.arange(m), idx)
-            self.S[:m, :m] = spd_inverse(self._s_block(idx), overwrite=True)
+            self.S[:m, :m] = spd_inverse_checked(self._s_block(idx))
         self.n_refactor += 1
 
     # -- updates ----------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 
 import numpy as np
 from scipy import linalg
@@ -98,3 +100,30 @@ def spd_inverse_blocked(A: np.ndarray, *, check: Callable[[int], None] | None = 
             check(k1)
     np.negative(A, out=A)
     return symmetrize_from_upper(A)
+
+
+# The check the inverses taken inside ``inverse_checks`` call between blocks (None: none).
+_CHECK: ContextVar[Callable[[int], None] | None] = ContextVar("inverse_check", default=None)
+# Below this size an inverse takes well under a second: LAPACK's in one call.
+CHECKED_MIN = 1024
+
+
+@contextlib.contextmanager
+def inverse_checks(check: Callable[[int], None] | None) -> Iterator[None]:
+    """Within this context, ``spd_inverse_checked`` of a matrix of CHECKED_MIN rows or more
+    is taken in blocks that call ``check`` (the exact kernel's active-set refactorisations,
+    which at |A| ~ n / 2 are as long as the kernel inverse itself)."""
+    token = _CHECK.set(check)
+    try:
+        yield
+    finally:
+        _CHECK.reset(token)
+
+
+def spd_inverse_checked(A: np.ndarray) -> np.ndarray:
+    """``spd_inverse(A, overwrite=True)``, or the blocked sweep calling the context's check
+    when one is set (``inverse_checks``) and A has CHECKED_MIN rows or more."""
+    check = _CHECK.get()
+    if check is None or A.shape[0] < CHECKED_MIN or not A.flags.c_contiguous:
+        return spd_inverse(A, overwrite=True)
+    return spd_inverse_blocked(A, check=check)

@@ -16,6 +16,7 @@ from solver.params import Interval, StrOptions
 from ._active_set import DualSystem
 from ._base import Callback, MarginClassifier, to_dense_rows
 from ._footprint import FLOAT, FitEstimate, copy_bytes, dense_rows_bytes, labels_bytes
+from ._linalg import inverse_checks
 from ._linear_step import DENSE_MAX_DIM, LINEAR_SOLVERS, choose_linear_solver, linear_system_bytes
 from ._msvmav_core import DualSpace, PrimalSpace, iterate
 from ._row_blocks import fit_threads
@@ -144,6 +145,23 @@ def augment(X):
     indices[keep], data[keep] = X.indices, X.data
     indices[bias], data[bias] = d, 1.0
     return sparse.csr_matrix((data, indices, indptr), shape=(n, d + 1))
+
+
+class _LastRecord:
+    """The fit's callback, passed each iteration's record; ``check(done)`` (for an inverse
+    taken in blocks during the iterations) calls it again with the last record plus
+    {"stage": "active_set", "done": pivots swept}, its return value ignored."""
+
+    def __init__(self, callback: Callback) -> None:
+        self.callback = callback
+        self.last: dict = {"iteration": 0}
+
+    def __call__(self, info: dict):
+        self.last = info
+        return self.callback(info)
+
+    def check(self, done: int) -> None:
+        self.callback({**self.last, "stage": "active_set", "done": done})
 
 
 class MSVMAv(MarginClassifier):
@@ -489,9 +507,11 @@ class MSVMAv(MarginClassifier):
         # is taken in blocks that report to it, so that a raised exception (a cancelled job)
         # stops it within a block
         pair = DualSystem.pair(K, check)
-        with kernel_threads(n):
+        # the active-set refactorisations (|A| x |A|, up to about n / 2) report too
+        relay = None if callback is None else _LastRecord(callback)
+        with kernel_threads(n), inverse_checks(None if relay is None else relay.check):
             A, self.fit_info_ = self._run_tasks(
-                Y, callback, lambda y: DualSpace(pair, y, self.beta), n)
+                Y, relay, lambda y: DualSpace(pair, y, self.beta), n)
         self.dual_coef_ = A[:, 0].copy() if A.shape[1] == 1 else A
         self.X_fit_ = None if self.kernel == "precomputed" else to_dense_rows(X)
         self.kernel_approximation_ = "exact"

@@ -58,6 +58,8 @@ def describe_iteration(info: dict[str, Any]) -> tuple[float, str]:
         done, of = int(info.get("done", 0)), int(info.get("of", 0))
         what = f"inverting I + K, {done}/{of} pivots" if done else "computing the Gram matrix"
         return progress, f"{head}: exact kernel, {what}"
+    if info.get("stage") == "active_set":  # a large refactorisation inside an iteration
+        return progress, f"{head}: refactoring the active set's system, {info.get('done')} pivots"
     values = [
         f"{name}={info[key]:.6g}"
         for key, name in (("theta", "θ̂"), ("objective", "SV/θ̂²"))

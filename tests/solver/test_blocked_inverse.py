@@ -65,3 +65,22 @@ def test_the_exact_fit_with_a_callback_equals_the_fit_without_and_reports_its_se
     d0, d1 = plain.decision_function(X), reported.decision_function(X)
     assert np.abs(d0 - d1).max() <= 1e-9 * np.abs(d0).max()
     assert [h["active"] for h in plain.history_] == [h["active"] for h in reported.history_]
+
+
+def test_large_active_set_refactorisations_report_between_blocks(monkeypatch):
+    """The exact path's |A| x |A| refactorisations (|A| up to about n / 2) are taken in blocks
+    that report too, with the last iteration's record, when they are large."""
+    import solver._linalg as linalg_module
+
+    monkeypatch.setattr(linalg_module, "CHECKED_MIN", 64)
+    rng = np.random.default_rng(2)
+    X = rng.random((400, 5))
+    y = np.where(X[:, 0] + 0.3 * rng.normal(size=400) > 0.5, 1, -1)
+    seen: list[dict] = []
+    reported = MSVMAv(kernel="rbf", approximation="exact", max_iter=10, tol=0).fit(
+        X, y, callback=seen.append)
+    plain = MSVMAv(kernel="rbf", approximation="exact", max_iter=10, tol=0).fit(X, y)
+    refactors = [s for s in seen if s.get("stage") == "active_set"]
+    assert refactors and all(s["done"] > 0 for s in refactors)
+    d0, d1 = plain.decision_function(X), reported.decision_function(X)
+    assert np.abs(d0 - d1).max() <= 1e-9 * np.abs(d0).max()
