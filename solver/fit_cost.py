@@ -114,8 +114,9 @@ class RankChooser:
         """Extrapolated rank at which the trace error meets ``tol`` (inf if it stalls)."""
         if step.error <= self.tol:
             return float(step.rank)
-        half = [s for s in self.steps[:-1] if s.rank <= step.rank / 2] or self.steps[:1]
-        ref = half[-1]
+        half = [s for s in self.steps[:-1] if s.rank <= step.rank / 2]
+        # before any: rank 0, where the trace error is 1
+        ref = half[-1] if half else PivotStep(0, 1.0, math.inf)
         if ref.rank >= step.rank or ref.error <= step.error:
             return math.inf
         rate = math.log(ref.error / step.error) / (step.rank - ref.rank)

@@ -137,3 +137,11 @@ def test_auto_on_a_slowly_decaying_rbf_kernel_keeps_a_fixed_rank_and_iterates_ex
     exact = MSVMAv(kernel="rbf", gamma=1 / 28, approximation="exact", **params).fit(X, y)
     assert abs(auto.score(Xt, yt) - exact.score(Xt, yt)) <= 0.005
     assert rbf_kernel(Xt, auto.X_fit_, gamma=1 / 28).shape[1] == auto.rank_
+
+
+def test_a_first_block_that_nearly_meets_the_tolerance_keeps_pivoting():
+    """Extrapolated from rank 0 (trace error 1), a first block of 32 pivots at error 1e-5
+    meets 1e-6 within a few more: pivoting goes on even though its gain is already small."""
+    chooser = RankChooser(10_000, 10, 1e-6, max_iter=100)
+    assert chooser(PivotStep(32, 1e-5, 1e-3)) is False and chooser.decision is None
+    assert chooser.rank_for_tol(chooser.steps[-1]) == pytest.approx(32 * 6 / 5)
