@@ -131,8 +131,6 @@ def pivoted_cholesky(X, *, kernel: str, gamma: float, degree: int = 3, coef0: fl
         C = kernel_matrix(X[cand], X, **args)
         if r:
             C -= Lt[:r, cand].T @ Lt[:r]
-        # accept in order with probability (current residual) / (residual when drawn),
-        # updating the candidates' b x b residual block after each acceptance
         accepted = _accept(C[:, cand], drawn, rng.random(cand.size), floor)
         if not accepted:
             # nothing accepted: the residual is at the floor where it was drawn (the first
