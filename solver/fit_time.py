@@ -46,8 +46,9 @@ def msvmav_seconds(est: MSVMAv, n: int, d: int, nnz: int | None, n_classes: int 
         stored = None if nnz is None else nnz + (n if est.fit_intercept else 0)
         return linear_seconds(n, D, stored, est.max_iter, tasks)
     path = est.kernel_path(n)
-    if path == "exact":
-        return exact_kernel_seconds(n, d, est.max_iter, tasks)
+    if path == "exact":  # a precomputed kernel is given, not computed
+        return exact_kernel_seconds(n, 0 if est.kernel == "precomputed" else d, est.max_iter,
+                                    tasks)
     if path == "nystroem":
         return low_rank_seconds(n, d, min(est.n_components, n), est.max_iter, tasks)
     rank = est._max_rank(n)
