@@ -139,6 +139,8 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--exact", action="store_true", help="also fit the exact model (minutes)")
     p.add_argument("--calibrate", action="store_true")
+    p.add_argument("--data", nargs="+", choices=("uniform", "magic"),
+                   default=["uniform", "magic"], help="which of the two cases (default both)")
     args = p.parse_args()
     if args.calibrate:
         calibrate()
@@ -146,8 +148,10 @@ def main() -> None:
     print("| data | train rows x d | SVC s | SVC acc | auto s | auto acc | auto / SVC | "
           "auto's path |" + (" exact acc |" if args.exact else ""))
     print("|---|---|---|---|---|---|---|---|" + ("---|" if args.exact else ""))
-    compare("uniform, noisy linear rule", uniform_linear_rule(), args.repeat, args.exact)
-    compare("magic", magic(), args.repeat, args.exact)
+    if "uniform" in args.data:
+        compare("uniform, noisy linear rule", uniform_linear_rule(), args.repeat, args.exact)
+    if "magic" in args.data:
+        compare("magic", magic(), args.repeat, args.exact)
 
 
 if __name__ == "__main__":
