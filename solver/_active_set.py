@@ -16,11 +16,13 @@ Schur-complement deletion (rows leaving A), again refactoring when needed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy import sparse
 from scipy.linalg import blas
 
-from ._linalg import spd_inverse
+from ._linalg import spd_inverse, spd_inverse_blocked, spd_inverse_checked
 
 # A solve is accepted when ||residual|| <= RESIDUAL_TOL * ||rhs||; otherwise one refinement
 # step, and a refactorisation if that is not enough.
@@ -167,10 +169,15 @@ class DualSystem:
     """
 
     @staticmethod
-    def pair(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(K, (I + K)^{-1}); K is kept as given, the inverse is a second n x n array."""
+    def pair(K: np.ndarray, check: Callable[[int], None] | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """(K, (I + K)^{-1}); K is kept as given, the inverse is a second n x n array.
+        With ``check``, the inverse is taken a block of pivots at a time and ``check(done)``
+        is called between blocks (``spd_inverse_blocked``: a raised exception stops it)."""
         Binv = K.copy()
         Binv[np.diag_indices_from(Binv)] += 1.0
+        if check is not None:
+            return K, spd_inverse_blocked(Binv, check=check)
         return K, spd_inverse(Binv, overwrite=True)
 
     def __init__(self, pair: tuple[np.ndarray, np.ndarray], c: float) -> None:
@@ -256,7 +263,7 @@ class DualSystem:
         self._relayout(m)
         if m:
             self._store_rows(np.arange(m), idx)
-            self.S[:m, :m] = spd_inverse(self._s_block(idx), overwrite=True)
+            self.S[:m, :m] = spd_inverse_checked(self._s_block(idx))
         self.n_refactor += 1
 
     # -- updates ----------------------------------------------------------------------------

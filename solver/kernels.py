@@ -7,6 +7,8 @@ k_poly(x, z) = (gamma <x, z> + coef0)^degree, k_linear(x, z) = <x, z>.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy import sparse
 from sklearn.metrics.pairwise import linear_kernel, polynomial_kernel, rbf_kernel
@@ -14,6 +16,8 @@ from sklearn.metrics.pairwise import linear_kernel, polynomial_kernel, rbf_kerne
 from ._linalg import symmetrize_from_upper
 
 KERNELS = ("linear", "rbf", "poly", "precomputed")
+# Products x_i . x_j per block of a Gram matrix computed with a check between blocks.
+GRAM_BLOCK_WORK = 2e9
 
 
 def resolve_gamma(gamma: float | None, n_features: int) -> float:
@@ -37,15 +41,32 @@ def kernel_matrix(X, Z, *, kernel: str, gamma: float, degree: int = 3,
     return np.ascontiguousarray(K, dtype=np.float64)
 
 
-def gram_matrix(X, *, kernel: str, gamma: float, degree: int = 3, coef0: float = 1.0) -> np.ndarray:
-    """Symmetric training Gram matrix, (n, n) float64."""
-    K = kernel_matrix(X, X, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0)
+def gram_matrix(X, *, kernel: str, gamma: float, degree: int = 3, coef0: float = 1.0,
+                check: Callable[[int], None] | None = None) -> np.ndarray:
+    """Symmetric training Gram matrix, (n, n) float64. With ``check``, computed a block of
+    rows at a time (about GRAM_BLOCK_WORK n d products each), ``check(rows done)`` called
+    after each: an exception it raises stops the computation within a block."""
+    args = {"kernel": kernel, "gamma": gamma, "degree": degree, "coef0": coef0}
+    if check is not None and kernel != "precomputed":
+        K = _gram_in_blocks(X, args, check)
+    else:
+        K = kernel_matrix(X, X, **args)
     if kernel == "precomputed":
         if K.shape[0] != K.shape[1]:
             raise ValueError(f"X: a precomputed kernel must be square at fit, got {K.shape}")
         K = K.copy()
     # rounding can leave K[i, j] != K[j, i]; the algorithm assumes exact symmetry
     return symmetrize_from_upper(K)
+
+
+def _gram_in_blocks(X, args: dict, check: Callable[[int], None]) -> np.ndarray:
+    n, d = X.shape
+    K = np.empty((n, n))
+    step = max(1, int(GRAM_BLOCK_WORK // max(n * max(d, 1), 1)))
+    for i in range(0, n, step):
+        K[i:i + step] = kernel_matrix(X[i:i + step], X, **args)
+        check(min(i + step, n))
+    return K
 
 
 def kernel_diagonal(X, *, kernel: str, gamma: float, degree: int = 3,

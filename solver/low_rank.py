@@ -21,6 +21,7 @@ phi(x) = L_PP^{-1} k(X_P, x) and K(x, z) ~ phi(x)^T phi(z).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +57,18 @@ class LowRankFactor:
         return np.ascontiguousarray(self.factor[:, self.pivots].T)
 
 
+@dataclass(frozen=True)
+class PivotStep:
+    """What a block of pivots did, given to ``pivoted_cholesky``'s ``stop`` callback: the rank
+    and relative trace error after it, and ``gain``, the largest trace reduction one of its
+    pivots made. A pivot j reduces the trace by ||E e_j||^2 / E_jj for the residual E before it
+    (a Rayleigh quotient of E), so ``gain`` is a lower estimate of E's largest eigenvalue."""
+
+    rank: int
+    error: float
+    gain: float
+
+
 def _accept(B: np.ndarray, drawn: np.ndarray, u: np.ndarray, floor: float) -> list[int]:
     """The candidates accepted in order, each with probability (current residual) /
     (residual when drawn), updating the candidates' b x b residual block ``B`` (a copy)
@@ -86,12 +99,15 @@ def _new_columns(C: np.ndarray, cand: np.ndarray, acc: np.ndarray) -> np.ndarray
 
 def pivoted_cholesky(X, *, kernel: str, gamma: float, degree: int = 3, coef0: float = 1.0,
                      tol: float = 1e-3, max_rank: int | None = None,
-                     random_state: np.random.Generator | int | None = None) -> LowRankFactor:
+                     random_state: np.random.Generator | int | None = None,
+                     stop: Callable[[PivotStep], bool] | None = None) -> LowRankFactor:
     """Low-rank factor of K(X, X) meeting ``tol`` (relative trace error) or ``max_rank``.
 
     X: (n, d) dense or CSR rows; the kernel as ``solver.kernels.kernel_matrix`` defines it
     (not "precomputed"). Cost O(n r (d + r)) time and n r floats for rank r; the n x n kernel
-    matrix is never formed."""
+    matrix is never formed. ``stop``, called after each block of pivots with its
+    ``PivotStep``, ends the factorisation early when it returns True (the error reached is
+    reported as usual)."""
     args = {"kernel": kernel, "gamma": gamma, "degree": degree, "coef0": coef0}
     n = X.shape[0]
     max_rank = n if max_rank is None else max(0, min(int(max_rank), n))
@@ -115,8 +131,6 @@ def pivoted_cholesky(X, *, kernel: str, gamma: float, degree: int = 3, coef0: fl
         C = kernel_matrix(X[cand], X, **args)
         if r:
             C -= Lt[:r, cand].T @ Lt[:r]
-        # accept in order with probability (current residual) / (residual when drawn),
-        # updating the candidates' b x b residual block after each acceptance
         accepted = _accept(C[:, cand], drawn, rng.random(cand.size), floor)
         if not accepted:
             # nothing accepted: the residual is at the floor where it was drawn (the first
@@ -142,6 +156,8 @@ def pivoted_cholesky(X, *, kernel: str, gamma: float, degree: int = 3, coef0: fl
         pivots.extend(cand[acc[:s]].tolist())
         r += s
         remaining = float(resid.sum())
+        if stop is not None and stop(PivotStep(r, remaining / total, float(gains[:s].max()))):
+            break
     factor = Lt[:r].copy() if r < max_rank else Lt
     error = remaining / total if total > 0 else 0.0
     return LowRankFactor(factor, np.asarray(pivots, dtype=np.intp), float(error))

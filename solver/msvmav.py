@@ -16,9 +16,11 @@ from solver.params import Interval, StrOptions
 from ._active_set import DualSystem
 from ._base import Callback, MarginClassifier, to_dense_rows
 from ._footprint import FLOAT, FitEstimate, copy_bytes, dense_rows_bytes, labels_bytes
+from ._linalg import inverse_checks
 from ._linear_step import DENSE_MAX_DIM, LINEAR_SOLVERS, choose_linear_solver, linear_system_bytes
 from ._msvmav_core import DualSpace, PrimalSpace, iterate
 from ._row_blocks import fit_threads
+from .fit_cost import RankChooser
 from .kernels import KERNELS, gram_matrix, kernel_diagonal, kernel_matrix, resolve_gamma
 from .low_rank import MAX_BLOCK, pivoted_cholesky
 from .margins import kernel_rademacher_terms, linear_rademacher_terms
@@ -143,6 +145,23 @@ def augment(X):
     indices[keep], data[keep] = X.indices, X.data
     indices[bias], data[bias] = d, 1.0
     return sparse.csr_matrix((data, indices, indptr), shape=(n, d + 1))
+
+
+class _LastRecord:
+    """The fit's callback, passed each iteration's record; ``check(done)`` (for an inverse
+    taken in blocks during the iterations) calls it again with the last record plus
+    {"stage": "active_set", "done": pivots swept}, its return value ignored."""
+
+    def __init__(self, callback: Callback) -> None:
+        self.callback = callback
+        self.last: dict = {"iteration": 0}
+
+    def __call__(self, info: dict):
+        self.last = info
+        return self.callback(info)
+
+    def check(self, done: int) -> None:
+        self.callback({**self.last, "stage": "active_set", "done": done})
 
 
 class MSVMAv(MarginClassifier):
@@ -305,36 +324,56 @@ class MSVMAv(MarginClassifier):
         self.gamma_ = resolve_gamma(self.gamma, X.shape[1])
         n = X.shape[0]
         method = self.kernel_path(n)
-        reason = None
+        reason = choice = None
         if method == "low_rank":
-            max_rank = self._max_rank(n)
-            with low_rank_threads():
-                factor = pivoted_cholesky(X, **self._kernel_args(), tol=self.kernel_tol,
-                                          max_rank=max_rank, random_state=self.random_state)
-            capped = factor.error > self.kernel_tol and factor.rank >= max_rank < n
-            # only an explicit "low_rank" falls back to the exact kernel: "auto" above
-            # AUTO_EXACT_ROWS never takes the O(n^2) path
-            if capped and self.approximation == "low_rank" and self._exact_fits(n):
-                reason = (f"rank {factor.rank} reached its cap (min of n_components and "
-                          f"{LOW_RANK_SHARE:g} n) before the trace error {factor.error:.3g} "
-                          "met kernel_tol")
-                method = "exact"
-            else:
-                if capped:
-                    knob = ("kernel_memory_mb" if self.approximation == "auto"
-                            else "n_components (and kernel_memory_mb if it binds)")
-                    warnings.warn(
-                        f"kernel_tol: the low-rank kernel stopped at rank {factor.rank} "
-                        f"with relative trace error {factor.error:.3g} > kernel_tol "
-                        f"{self.kernel_tol:g}; raise {knob} for a closer fit",
-                        UserWarning, stacklevel=3)
-                self._fit_low_rank(X, Y, callback, factor)
+            method, reason, choice = self._fit_low_rank_path(X, Y, callback)
         elif method == "nystroem":
             self._fit_nystroem(X, Y, callback)
         if method == "exact":
             self._fit_exact_kernel(X, Y, callback)
             if reason:
                 self.fit_info_["fallback"] = reason
+        if choice is not None:
+            self.fit_info_["rank_choice"], self.fit_info_["rank_reason"] = choice
+
+    def _fit_low_rank_path(self, X, Y, callback) -> tuple[str, str | None, tuple | None]:
+        """Factor K by pivoted Cholesky and fit on it, or stop and return "exact" for the
+        caller to fit the exact kernel. "auto" stops where the cost model says
+        (``solver.fit_cost.RankChooser``). Returns (path, fallback reason, (auto's decision,
+        its reason) or None)."""
+        n = X.shape[0]
+        max_rank = self._max_rank(n)
+        chooser = None
+        if self.approximation == "auto":
+            chooser = RankChooser(n, X.shape[1], self.kernel_tol, self.max_iter, Y.shape[1],
+                                  exact_fits=self._exact_fits(n))
+        with low_rank_threads():
+            factor = pivoted_cholesky(X, **self._kernel_args(), tol=self.kernel_tol,
+                                      max_rank=max_rank, random_state=self.random_state,
+                                      stop=chooser)
+        choice = None
+        if chooser is not None:
+            chooser.finish(factor.rank, factor.error)
+            choice = (chooser.decision, chooser.reason)
+            if chooser.decision == "exact":
+                return "exact", chooser.reason, choice
+        capped = factor.error > self.kernel_tol and factor.rank >= max_rank < n
+        # an explicit "low_rank" falls back to the exact kernel at its cap; "auto" only when
+        # its cost model says so (above)
+        if capped and self.approximation == "low_rank" and self._exact_fits(n):
+            return "exact", (f"rank {factor.rank} reached its cap (min of n_components and "
+                             f"{LOW_RANK_SHARE:g} n) before the trace error {factor.error:.3g} "
+                             "met kernel_tol"), None
+        if capped:
+            knob = ("kernel_memory_mb" if self.approximation == "auto"
+                    else "n_components (and kernel_memory_mb if it binds)")
+            warnings.warn(
+                f"kernel_tol: the low-rank kernel stopped at rank {factor.rank} "
+                f"with relative trace error {factor.error:.3g} > kernel_tol "
+                f"{self.kernel_tol:g}; raise {knob} for a closer fit",
+                UserWarning, stacklevel=4)
+        self._fit_low_rank(X, Y, callback, factor)
+        return "low_rank", None, choice
 
     def _exact_fits(self, n: int) -> bool:
         return EXACT_KERNEL_ARRAYS * 8.0 * n * n / 2**20 <= self.kernel_memory_mb
@@ -486,16 +525,34 @@ class MSVMAv(MarginClassifier):
 
     def _fit_exact_kernel(self, X, Y, callback) -> None:
         n = X.shape[0]
+        check = None if callback is None else self._inverse_reporter(callback, n, Y.shape[1])
         with kernel_threads(n):
-            K = gram_matrix(X, **self._kernel_args())
-        pair = DualSystem.pair(K)  # K and (I + K)^{-1}, shared by every one-vs-rest task
-        with kernel_threads(n):
+            K = gram_matrix(X, **self._kernel_args(),
+                            check=None if check is None else lambda rows: check(0))
+        # K and (I + K)^{-1}, shared by every one-vs-rest task; with a callback the inverse
+        # is taken in blocks that report to it, so that a raised exception (a cancelled job)
+        # stops it within a block
+        pair = DualSystem.pair(K, check)
+        # the active-set refactorisations (|A| x |A|, up to about n / 2) report too
+        relay = None if callback is None else _LastRecord(callback)
+        with kernel_threads(n), inverse_checks(None if relay is None else relay.check):
             A, self.fit_info_ = self._run_tasks(
-                Y, callback, lambda y: DualSpace(pair, y, self.beta), n)
+                Y, relay, lambda y: DualSpace(pair, y, self.beta), n)
         self.dual_coef_ = A[:, 0].copy() if A.shape[1] == 1 else A
         self.X_fit_ = None if self.kernel == "precomputed" else to_dense_rows(X)
         self.kernel_approximation_ = "exact"
         self.rank_, self.kernel_error_ = n, 0.0
+
+    def _inverse_reporter(self, callback: Callback, n: int, n_tasks: int):
+        """``check`` for the blocked Gram matrix and inverse: the callback sees {"stage":
+        "kernel_inverse", "done": pivots swept (0 while the Gram matrix is computed), "of":
+        n} at iteration 0. Its return value is ignored there
+        (the iteration has not started: there is no iterate to stop at); its exceptions
+        propagate."""
+        def check(done: int) -> None:
+            callback({"stage": "kernel_inverse", "done": done, "of": n, "iteration": 0,
+                      "max_iter": self.max_iter, "task": 0, "n_tasks": n_tasks})
+        return check
 
     def _fit_features(self, Lt: np.ndarray, Y: np.ndarray, callback, info: dict) -> np.ndarray:
         """MSVMAv on K ~ L L^T, given L^T (r, n). Returns the feature-space weights W (r, T):

@@ -43,6 +43,13 @@ class Settings(BaseSettings):
         "estimate for the largest configuration of a search), checked when /train is "
         "submitted -> 422; default half the machine's physical memory",
     )
+    max_fit_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="Largest predicted duration of one training job in seconds "
+        "(solver.fit_time's estimate: a search counts every cross-validation fit), checked "
+        "when /train is submitted -> 422; unset: no limit",
+    )
     array_chunk_bytes: int = Field(
         64 * 1024 * 1024,
         gt=0,

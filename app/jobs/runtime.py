@@ -54,6 +54,12 @@ def describe_iteration(info: dict[str, Any]) -> tuple[float, str]:
     n_tasks = max(int(info.get("n_tasks", 1) or 1), 1)
     progress = running_progress((task + min(k, t) / t) / n_tasks)
     head = f"task {task + 1}/{n_tasks}, iteration {k}/{t}"
+    if info.get("stage") == "kernel_inverse":  # before the iterations: the exact kernel's set-up
+        done, of = int(info.get("done", 0)), int(info.get("of", 0))
+        what = f"inverting I + K, {done}/{of} pivots" if done else "computing the Gram matrix"
+        return progress, f"{head}: exact kernel, {what}"
+    if info.get("stage") == "active_set":  # a large refactorisation inside an iteration
+        return progress, f"{head}: refactoring the active set's system, {info.get('done')} pivots"
     values = [
         f"{name}={info[key]:.6g}"
         for key, name in (("theta", "θ̂"), ("objective", "SV/θ̂²"))

@@ -139,8 +139,9 @@ class FitPath(BaseModel):
     )
     fit_info: dict[str, Any] = Field(
         description="The fit's counters (`refactorisations`, `low_rank_updates`, "
-        "`cg_iterations`, `folds`, `pivots`, `n_components`) and, where a low-rank fit ended "
-        "exact, the `fallback` reason"
+        "`cg_iterations`, `folds`, `pivots`, `n_components`), kernel `auto`'s "
+        "`rank_choice` (`tol`, `fixed_rank`, `exact`, `capped`) and `rank_reason`, and, "
+        "where a low-rank fit ended exact, the `fallback` reason"
     )
 
 

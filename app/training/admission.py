@@ -1,9 +1,11 @@
-"""Memory admission of a fit: refuse at /train, before queuing, a fit whose predicted peak
-memory (``solver.memory.estimate_fit``, on the path fit() will take) exceeds
-``MSVMAV_MAX_FIT_BYTES``."""
+"""Admission of a fit at /train, before queuing: its predicted peak memory
+(``solver.memory.estimate_fit``) and duration (``solver.fit_time.estimate_seconds``), on the
+path fit() will take. A fit above ``MSVMAV_MAX_FIT_BYTES`` is refused, and above
+``MSVMAV_MAX_FIT_SECONDS`` when that is set; the estimate is kept in the job's params."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -12,38 +14,108 @@ from app.core.orm import Dataset
 from app.core.problems import invalid
 from app.datasets import service as datasets
 from solver.comparators.grids import iter_configs
-from solver.memory import estimate_fit, gib
+from solver.fit_time import estimate_seconds
+from solver.memory import FitEstimate, estimate_fit, gib
 
 
-def check_fit_memory(
+@dataclass(frozen=True)
+class FitAdmission:
+    """What admission predicted: the largest configuration's memory estimate and the whole
+    job's seconds (every cross-validation fit and the refit; None when not modelled)."""
+
+    memory: FitEstimate
+    seconds: float | None
+    n_train: int
+    nnz: int | None
+
+    def stored(self) -> dict[str, Any]:
+        """The job params' ``estimate``."""
+        return {
+            "peak_bytes": self.memory.peak_bytes,
+            "path": self.memory.path,
+            "seconds": None if self.seconds is None else round(self.seconds, 3),
+        }
+
+
+def estimate_training(
     session: Session,
     dataset: Dataset,
     algorithm: str,
     fixed: dict[str, Any],
     search: dict[str, Any] | None,
     n_train: int,
-    limit: int,
-) -> None:
-    """422 when the fit's predicted peak memory (the largest over a search's configurations,
-    on the training rows) exceeds ``limit``."""
+) -> FitAdmission | None:
+    """The fit's predicted peak memory (the largest over a search's configurations) and
+    duration (a search: ``cv`` fits on (cv - 1) / cv of the rows per configuration, plus the
+    refit on all of them at the slowest). None when the parameters are ones only fit() can
+    judge (the job reports them as before)."""
     nnz = datasets.stored_nnz(session, dataset)
     configs = iter_configs(search["grid_values"]) if search else [{}]
+    n_classes, d = len(dataset.classes), dataset.n_features
     try:
         worst = max(
-            (estimate_fit(algorithm, n_train, dataset.n_features, nnz, {**fixed, **c},
-                          n_classes=len(dataset.classes)) for c in configs),
+            (estimate_fit(algorithm, n_train, d, nnz, {**fixed, **c}, n_classes=n_classes)
+             for c in configs),
             key=lambda e: e.peak_bytes,
         )
-    except ValueError:  # parameters only fit() can judge: the job reports them as before
+        seconds = _seconds(algorithm, fixed, configs, search, n_train, d, nnz, n_classes)
+    except ValueError:
+        return None
+    return FitAdmission(worst, seconds, n_train, nnz)
+
+
+def _seconds(algorithm: str, fixed: dict[str, Any], configs: list[dict[str, Any]],
+             search: dict[str, Any] | None, n_train: int, d: int, nnz: int | None,
+             n_classes: int) -> float | None:
+    def one(config: dict[str, Any], rows: int) -> float | None:
+        part = None if nnz is None else int(nnz * rows / max(n_train, 1))
+        return estimate_seconds(algorithm, rows, d, part, {**fixed, **config},
+                                n_classes=n_classes)
+
+    if not search:
+        return one({}, n_train)
+    cv = int(search.get("cv") or 5)
+    rows = n_train * (cv - 1) // cv
+    cells = [one(c, rows) for c in configs]
+    refits = [one(c, n_train) for c in configs]
+    if any(s is None for s in cells + refits):
+        return None
+    return cv * sum(cells) + max(refits)
+
+
+def check_fit_limits(
+    admission: FitAdmission | None,
+    dataset: Dataset,
+    algorithm: str,
+    *,
+    max_bytes: int | None,
+    max_seconds: float | None,
+) -> None:
+    """422 when the predicted peak memory exceeds ``max_bytes`` or the predicted duration
+    exceeds ``max_seconds`` (each limit when set)."""
+    if admission is None:
         return
-    if worst.peak_bytes > limit:
+    worst, nnz, n_train = admission.memory, admission.nnz, admission.n_train
+    shape = (f"{algorithm} on {n_train} rows x {dataset.n_features} features "
+             f"({'dense' if nnz is None else f'{nnz} stored values'})")
+    if max_bytes is not None and worst.peak_bytes > max_bytes:
         raise invalid(
             ["body", "dataset_id"],
-            f"training {algorithm} on {n_train} rows x {dataset.n_features} features "
-            f"({'dense' if nnz is None else f'{nnz} stored values'}) takes the {worst.path} path "
-            f"and needs about {gib(worst.peak_bytes)} of memory, more than the "
-            f"{gib(limit)} allowed (MSVMAV_MAX_FIT_BYTES); {worst.advice}",
+            f"training {shape} takes the {worst.path} path and needs about "
+            f"{gib(worst.peak_bytes)} of memory, more than the {gib(max_bytes)} allowed "
+            f"(MSVMAV_MAX_FIT_BYTES); {worst.advice}",
             estimate_bytes=worst.peak_bytes,
-            limit_bytes=limit,
+            limit_bytes=max_bytes,
+            path=worst.path,
+        )
+    seconds = admission.seconds
+    if max_seconds is not None and seconds is not None and seconds > max_seconds:
+        raise invalid(
+            ["body", "dataset_id"],
+            f"training {shape} takes the {worst.path} path and is predicted to take about "
+            f"{seconds:.0f} s, more than the {max_seconds:g} s allowed "
+            f"(MSVMAV_MAX_FIT_SECONDS); {worst.advice}",
+            estimate_seconds=round(seconds, 3),
+            limit_seconds=max_seconds,
             path=worst.path,
         )

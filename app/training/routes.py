@@ -102,8 +102,12 @@ def create_train_job(
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> JSONResponse:
     def create() -> Created:
+        settings = http_request.app.state.settings
         job = service.submit_train(
-            session, request, max_fit_bytes=http_request.app.state.settings.max_fit_bytes
+            session,
+            request,
+            max_fit_bytes=settings.max_fit_bytes,
+            max_fit_seconds=settings.max_fit_seconds,
         )
         body = JobOut.model_validate(job).model_dump(mode="json")
         return Created(status.HTTP_202_ACCEPTED, body, f"/jobs/{job.id}")

@@ -184,6 +184,11 @@ class TrainJob(TrainRequest):
     estimator_params: dict[str, Any] | None = Field(
         None, description="The estimator's keyword arguments besides random_state"
     )
+    estimate: dict[str, Any] | None = Field(
+        None,
+        description="Admission's prediction: `peak_bytes` and `path` (solver.memory), "
+        "`seconds` (solver.fit_time; null when the algorithm is not modelled)",
+    )
 
     def stored(self) -> dict[str, Any]:
         """The JSON the job row keeps: only the fields that were set."""

@@ -14,7 +14,7 @@ from app.datasets import service as datasets
 from app.jobs import service as jobs
 from app.jobs.kinds import read_params
 from app.training import algorithms
-from app.training.admission import check_fit_memory
+from app.training.admission import check_fit_limits, estimate_training
 from app.training.algorithms import check_grid, check_name, check_params
 from app.training.pipeline import HYPER_PARAMETERS
 from app.training.schemas import TrainJob, TrainRequest
@@ -22,9 +22,14 @@ from solver.protocol import holdout_sizes
 
 
 def submit_train(
-    session: Session, request: TrainRequest, *, max_fit_bytes: int | None = None
+    session: Session,
+    request: TrainRequest,
+    *,
+    max_fit_bytes: int | None = None,
+    max_fit_seconds: float | None = None,
 ) -> Job:
-    """Queue a training job after checking what can be checked without fitting."""
+    """Queue a training job after checking what can be checked without fitting; the job's
+    params keep admission's ``estimate`` (peak bytes, path, seconds)."""
     # Locked until the job is committed: a concurrent DELETE /datasets/{id} waits, then sees it.
     (dataset,) = datasets.lock_or_raise(session, [request.dataset_id], [["body", "dataset_id"]])
     if len(dataset.classes) < 2:
@@ -54,9 +59,14 @@ def submit_train(
         if name != "kernel" and name not in fixed:
             params.pop(name, None)
     params["estimator_params"] = fixed
-    if max_fit_bytes is not None:
-        check_fit_memory(session, dataset, request.algorithm, fixed, params.get("search"),
-                         n_train, max_fit_bytes)
+    admission = estimate_training(
+        session, dataset, request.algorithm, fixed, params.get("search"), n_train
+    )
+    check_fit_limits(
+        admission, dataset, request.algorithm, max_bytes=max_fit_bytes, max_seconds=max_fit_seconds
+    )
+    if admission is not None:
+        params["estimate"] = admission.stored()
     job = read_params(TrainJob, params)  # the worker reads it back the same way
     return jobs.enqueue(session, kind="train", params=job.stored(), dataset_id=dataset.id)
 

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from app.core.config import Settings, half_of_physical_memory
 from app.main import create_app
+from solver.fit_cost import exact_kernel_seconds
 from solver.memory import estimate_fit
 from tests.app.support import assert_problem, run_jobs, submit, to_csv, upload
 
@@ -110,3 +111,54 @@ def test_comparators_are_admitted_by_their_own_estimate(settings, engine, algori
         r = c.post("/train", json={"dataset_id": ds["id"], "algorithm": algorithm,
                                    "kernel": "rbf"})
         assert assert_problem(r, 422, "dataset_id")["estimate_bytes"] == need
+
+
+def with_limits(settings: Settings, **limits) -> TestClient:
+    return TestClient(create_app(settings.model_copy(update=limits)))
+
+
+def test_train_keeps_the_time_estimate_beside_the_memory_estimate(client):
+    """Issue 28 point 8: /train answers with admission's estimate in the job's params: the
+    memory estimate and the predicted seconds, each as solver computes it for these rows."""
+    rng = np.random.default_rng(3)
+    X = rng.random((400, 5))
+    ds = upload(client, to_csv(X, np.where(X[:, 0] > 0.5, "p", "n")))
+    job = submit(client, ds["id"], kernel="rbf", approximation="exact", max_iter=7,
+                 test_fraction=0.25)
+    params = {"kernel": "rbf", "approximation": "exact", "max_iter": 7}
+    estimate = job["params"]["estimate"]
+    assert estimate["peak_bytes"] == estimate_fit("msvmav", 300, 5, None, params).peak_bytes
+    assert estimate["path"] == "exact-kernel"
+    assert estimate["seconds"] == round(exact_kernel_seconds(300, 5, 7), 3)
+    # a search: cv fits on (cv - 1) / cv of the rows per configuration, then the refit
+    body = {"dataset_id": ds["id"], "kernel": "rbf", "approximation": "exact",
+            "max_iter": 7, "search": {"grid": {"alpha": [1.0, 2.0, 4.0]}, "cv": 4}}
+    searched = client.post("/train", json=body).json()["params"]["estimate"]
+    expected = 4 * 3 * exact_kernel_seconds(300, 5, 7) + exact_kernel_seconds(400, 5, 7)
+    assert searched["seconds"] == pytest.approx(expected, abs=1e-3)
+    # an algorithm the cost model does not cover: no seconds, the memory estimate still there
+    svm = client.post("/train", json={"dataset_id": ds["id"], "algorithm": "svm"}).json()
+    assert svm["params"]["estimate"]["seconds"] is None
+    assert svm["params"]["estimate"]["peak_bytes"] > 0
+
+
+def test_max_fit_seconds_refuses_a_fit_predicted_to_take_longer(settings, engine):
+    """MSVMAV_MAX_FIT_SECONDS: an exact-kernel fit on 3,000 rows is predicted above 1 s and
+    refused with a 422 naming the limit; a linear fit on the same rows is accepted; unset, no
+    time limit applies."""
+    rng = np.random.default_rng(4)
+    X = rng.random((3000, 4))
+    content = to_csv(X, np.where(X[:, 0] > 0.5, "p", "n"))
+    exact = {"kernel": "rbf", "approximation": "exact"}
+    predicted = exact_kernel_seconds(3000, 4, 100)
+    assert predicted > 1.0
+    with with_limits(settings, max_fit_seconds=1.0) as c:
+        ds = upload(c, content)
+        r = c.post("/train", json={"dataset_id": ds["id"], **exact})
+        body = assert_problem(r, 422, "dataset_id")
+        assert body["estimate_seconds"] == round(predicted, 3) and body["limit_seconds"] == 1.0
+        assert "MSVMAV_MAX_FIT_SECONDS" in body["detail"] and "3000 rows x 4" in body["detail"]
+        assert c.get("/jobs").json()["items"] == []
+        assert c.post("/train", json={"dataset_id": ds["id"]}).status_code == 202
+    with with_limits(settings, max_fit_seconds=None) as c:
+        assert c.post("/train", json={"dataset_id": ds["id"], **exact}).status_code == 202
