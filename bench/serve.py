@@ -76,7 +76,7 @@ def run_bare(port: int) -> None:
     uvicorn.run(_bare_app(), host="127.0.0.1", port=port, log_config=None)
 
 
-def wait_up(url: str, timeout: float = 60.0) -> None:
+def wait_up(url: str, timeout: float = 180.0) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         try:
