@@ -6,6 +6,8 @@ by registry alias against by id and the bare route (issue 17).
     .venv/bin/python bench/serve.py --auth                # every request with an API key
     MSVMAV_PREDICTION_LOG=false .venv/bin/python bench/serve.py   # the prediction log off
     .venv/bin/python bench/serve.py --postgres postgresql+psycopg://postgres@127.0.0.1:5432/test
+    # SQLite and PostgreSQL, keys off and on, one-row wrk only, one table at the end (issue 30):
+    .venv/bin/python bench/serve.py --matrix postgresql+psycopg://postgres@127.0.0.1:5432/test
 
 Starts ``msvmav serve`` (one API process, one worker) on a temporary SQLite database, uploads
 wdbc.arff (label ``Class``), trains a linear MSVMAv and waits for it. Starts a *bare* FastAPI app
@@ -74,7 +76,7 @@ def run_bare(port: int) -> None:
     uvicorn.run(_bare_app(), host="127.0.0.1", port=port, log_config=None)
 
 
-def wait_up(url: str, timeout: float = 60.0) -> None:
+def wait_up(url: str, timeout: float = 180.0) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         try:
@@ -213,17 +215,40 @@ def main() -> int:
         help="serve with API keys required: every service request carries a write key "
         "(the bare route has no keys: this measures what a key costs)",
     )
+    ap.add_argument(
+        "--matrix",
+        metavar="ADMIN_URL",
+        help="one-row wrk only (no batches), four set-ups in one run: SQLite and a scratch "
+        "PostgreSQL database next to ADMIN_URL, each with keys off and on; then one table of "
+        "every set-up's ratios to its bare route and p99 side by side",
+    )
     args = ap.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is required: apt-get install -y wrk")
+    if args.matrix:
+        args.skip_batch = True
+        summaries = [
+            run_setup(args, postgres, auth)
+            for auth in (False, True)
+            for postgres in (None, args.matrix)
+        ]
+        print_matrix(args, summaries)
+        return 0
+    run_setup(args, args.postgres, args.auth)
+    return 0
 
+
+def run_setup(args: argparse.Namespace, postgres: str | None, auth: bool) -> dict:
+    """Serve on SQLite (``postgres`` None) or a scratch PostgreSQL database next to
+    ``postgres``, keys required or not; run the wrk rounds and the batches as asked. Returns
+    the wrk summary (empty with --skip-wrk)."""
     tmp = Path(tempfile.mkdtemp(prefix="msvmav-bench-serve-"))
     database_url = f"sqlite:///{tmp / 'bench.db'}"
-    if args.postgres:
+    if postgres:
         from app.core.db import upgrade_to_head
         from tests.app.support import create_postgres_database
 
-        database_url = create_postgres_database(args.postgres)
+        database_url = create_postgres_database(postgres)
         upgrade_to_head(database_url)
     env = {**os.environ, "MSVMAV_DATABASE_URL": database_url}
     svc_port, bare_port = free_port(), free_port()
@@ -242,22 +267,22 @@ def main() -> int:
             stderr=subprocess.DEVNULL,
         ),
     ]
+    summary: dict = {"database": "PostgreSQL" if postgres else "SQLite", "keys": auth}
     try:
         svc = f"http://127.0.0.1:{svc_port}"
         bare = f"http://127.0.0.1:{bare_port}"
         wait_up(svc + "/livez")
         wait_up(bare + "/docs")
-        headers = {"Authorization": f"Bearer {create_key(svc)}"} if args.auth else {}
+        headers = {"Authorization": f"Bearer {create_key(svc)}"} if auth else {}
         model_id, names, X = train_model(svc, headers)
         n, d = X.shape
-        print(f"model {model_id}: linear MSVMAv on wdbc ({n} rows, {d} features), "
-              + ("PostgreSQL" if args.postgres else "SQLite")
-              + (", API keys required" if args.auth else ""))
+        print(f"\nmodel {model_id}: linear MSVMAv on wdbc ({n} rows, {d} features), "
+              + summary["database"] + (", API keys required" if auth else ""))
 
         register(svc, model_id, headers)
         if not args.skip_wrk:
             pids = {"service": procs[0].pid, "by alias": procs[0].pid, "bare": procs[1].pid}
-            wrk_rounds(args, svc, bare, model_id, X, tmp, headers, pids)
+            summary |= wrk_rounds(args, svc, bare, model_id, X, tmp, headers, pids)
         if not args.skip_batch:
             batches(args, svc, model_id, names, X, headers)
     finally:
@@ -269,11 +294,27 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 p.kill()
         shutil.rmtree(tmp, ignore_errors=True)
-        if args.postgres:
+        if postgres:
             from tests.app.support import drop_postgres_database
 
-            drop_postgres_database(args.postgres, database_url)
-    return 0
+            drop_postgres_database(postgres, database_url)
+    return summary
+
+
+def print_matrix(args: argparse.Namespace, summaries: list[dict]) -> None:
+    """Every set-up's medians side by side (goal: each ratio >= 0.8, each p99 <= 15 ms)."""
+    print(f"\nsummary: wrk -t1 -c{args.connections} -d{args.duration}s, {args.rounds} rounds "
+          "a side, medians; ratio = service req/s / bare req/s in the same round")
+    print(f"{'database':11} {'keys':5} {'by id/bare':>10} {'alias/bare':>10} "
+          f"{'p99 id ms':>9} {'p99 alias':>9} {'p99 bare':>8} {'CPU µs id/bare':>15}")
+    for s in summaries:
+        cpu = f"{s['cpu_id']:.0f}/{s['cpu_bare']:.0f}" if s.get("cpu_id") else "-"
+        print(
+            f"{s['database']:11} {'on' if s['keys'] else 'off':5} {s['ratio_id']:10.2f} "
+            f"{s['ratio_alias']:10.2f} {s['p99_id']:9.1f} {s['p99_alias']:9.1f} "
+            f"{s['p99_bare']:8.1f} {cpu:>15}"
+        )
+    print("goal: ratios >= 0.8 on both databases, keys off and on; p99 <= 15 ms")
 
 
 def wrk_script(path: Path, body: str, headers: dict[str, str]) -> Path:
@@ -292,7 +333,7 @@ def wrk_rounds(
     tmp: Path,
     headers: dict[str, str],
     pids: dict[str, int],
-) -> None:
+) -> dict:
     row = [X[0].tolist()]
     body = json.dumps({"model_id": model_id, "instances": row})
     # The same model through the registry: registered model wdbc, version 1, @production.
@@ -338,11 +379,25 @@ def wrk_rounds(
         )
     ratios = [a["rps"] / s["rps"] for a, s in zip(rows["by alias"], rows["service"], strict=True)]
     print(f"by alias/by id median {statistics.median(ratios):.2f}")
+    p99 = {name: statistics.median(r["p99"] for r in runs) for name, runs in rows.items()}
     print(
-        f"service p99 median {statistics.median(r['p99'] for r in rows['service']):.1f} ms, "
-        f"by alias {statistics.median(r['p99'] for r in rows['by alias']):.1f} ms "
-        "(goal <= 25 ms)"
+        f"service p99 median {p99['service']:.1f} ms, by alias {p99['by alias']:.1f} ms, "
+        f"bare {p99['bare']:.1f} ms (goal <= 15 ms)"
     )
+    cpu_ok = all(r["cpu_us"] is not None for runs in rows.values() for r in runs)
+    return {
+        "ratio_id": statistics.median(
+            s["rps"] / b["rps"] for s, b in zip(rows["service"], rows["bare"], strict=True)
+        ),
+        "ratio_alias": statistics.median(
+            s["rps"] / b["rps"] for s, b in zip(rows["by alias"], rows["bare"], strict=True)
+        ),
+        "p99_id": p99["service"],
+        "p99_alias": p99["by alias"],
+        "p99_bare": p99["bare"],
+        "cpu_id": statistics.median(r["cpu_us"] for r in rows["service"]) if cpu_ok else None,
+        "cpu_bare": statistics.median(r["cpu_us"] for r in rows["bare"]) if cpu_ok else None,
+    }
 
 
 def register(base: str, model_id: int, headers: dict[str, str]) -> None:

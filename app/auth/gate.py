@@ -5,6 +5,12 @@
 deleted, so revoking every key cannot reopen the service; and once a process has seen a key it
 keeps requiring one even if the table were emptied behind its back. ``msvmav serve`` on a
 non-loopback address turns ``auto`` into ``on`` (``app.auth.serving``).
+
+A key found usable is trusted without reading its row again for app.core.recheck's window
+(MSVMAV_SERVE_RECHECK_SECONDS: 0 on SQLite, 1 s on PostgreSQL by default): a key revoked by
+another process (``msvmav keys revoke``, another API process) stops working here within that
+time; one revoked over this process's ``DELETE /keys/{id}`` at once. An unknown or revoked key
+is never remembered: each such request reads.
 """
 
 from __future__ import annotations
@@ -17,13 +23,17 @@ from concurrent.futures import ThreadPoolExecutor
 from sqlalchemy import Engine
 
 from app.auth import service
-from app.auth.keys import Principal, Scope, hash_key
+from app.auth.keys import MAX_TOKEN_CHARS, Principal, Scope, hash_key
+from app.core import recheck
 from app.core.config import Settings
 from app.core.db import make_session_factory, with_retries
 from app.core.problems import TYPE_BASE, Problem
 
 # How long "no key exists yet" is trusted before the database is asked again (auth=auto).
 OPEN_RECHECK_SECONDS = 1.0
+# Most keys an API process remembers as usable (see AuthGate.authenticate); beyond it the memory
+# starts again empty.
+REMEMBERED_KEYS = 1024
 # How long the background write of a key's last_used_at is retried while the database is busy
 # or away (seconds).
 STAMP_PATIENCE = 15.0
@@ -82,6 +92,10 @@ class AuthGate:
         self._stamped: dict[int, float] = {}  # key id -> monotonic time of its last stamp
         self._stamp_every = service.LAST_USED_RESOLUTION.total_seconds()
         self._stamper: ThreadPoolExecutor | None = None  # writes last_used_at (stamp_later)
+        # Keys found usable, by hash: (owner, recheck.now() before the read), trusted for
+        # ``window`` seconds (app.core.recheck; 0 on SQLite by default: every request reads).
+        self.window = recheck.window(engine, settings)
+        self._keys: dict[str, tuple[Principal, float]] = {}
 
     def known_open(self) -> bool:
         """True when no key is needed and that was checked less than OPEN_RECHECK_SECONDS ago:
@@ -119,10 +133,40 @@ class AuthGate:
                 "an API key is required: send `Authorization: Bearer <key>` "
                 "(create one with `msvmav keys create --scope read --name <name>`)"
             )
+        principal = self._recalled(token)
+        if principal is not None:
+            return principal
+        checked_at = recheck.now()
         principal = service.lookup(self.engine, token, self.admin_hash)
         if principal is None:
             raise unauthorized("invalid or revoked API key", error="invalid_token")
+        if self.window > 0:
+            if len(self._keys) >= REMEMBERED_KEYS:
+                self._keys.clear()
+            self._keys[hash_key(token)] = (principal, checked_at)
         return principal
+
+    def _recalled(self, token: str) -> Principal | None:
+        """The owner of ``token`` when a read found it usable less than ``window`` seconds
+        ago; else None. No I/O."""
+        if self.window <= 0 or len(token) > MAX_TOKEN_CHARS:
+            return None
+        entry = self._keys.get(hash_key(token))
+        if entry is None or not recheck.fresh(entry[1], self.window):
+            return None
+        return entry[0]
+
+    def held(self, authorization: str | None) -> Principal | None:
+        """The key's owner when keys are required and this request's key was found usable
+        less than ``window`` seconds ago (no I/O: it may run on the event loop); else None."""
+        if not self._required:
+            return None
+        token = bearer_token(authorization)
+        return None if token is None else self._recalled(token)
+
+    def forget_keys(self) -> None:
+        """Trust no remembered key any more (one was revoked in this process)."""
+        self._keys.clear()
 
     def known_required(self) -> bool:
         """True when keys are required and that is settled (it never changes back): deciding

@@ -74,9 +74,12 @@ def get_key(session: SessionDep, key_id: int) -> KeyOut:
     "/{key_id}",
     status_code=status.HTTP_204_NO_CONTENT,
     summary="Revoke an API key",
-    description="Takes effect at once; the row stays (listed with `revoked_at`).",
+    description="Takes effect at once in the process that answers; other API processes on "
+    "PostgreSQL stop accepting the key within MSVMAV_SERVE_RECHECK_SECONDS (1 s by default). "
+    "The row stays (listed with `revoked_at`).",
     responses=problem_responses(404),
 )
-def revoke_key(session: SessionDep, key_id: int) -> Response:
+def revoke_key(request: Request, session: SessionDep, key_id: int) -> Response:
     service.revoke(session, key_id)
+    request.app.state.auth.forget_keys()
     return Response(status_code=status.HTTP_204_NO_CONTENT)

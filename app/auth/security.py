@@ -71,7 +71,12 @@ def check(gate: AuthGate, authorization: str | None) -> AuthResult:
     ``last_used_at`` is stamped in the background when due. Reads the database."""
     if not gate.required():
         return OPEN
-    principal = gate.authenticate(authorization)
+    return _admitted(gate, gate.authenticate(authorization))
+
+
+def _admitted(gate: AuthGate, principal: Principal) -> AuthResult:
+    """The result for a key found usable; its ``last_used_at`` stamped in the background when
+    due (no I/O here)."""
     if gate.stamp_due(principal):
         gate.stamp_later(principal)
     return AuthResult(required=True, principal=principal)
@@ -83,7 +88,8 @@ AUTH_THREADS = 8
 
 
 async def check_async(gate: AuthGate, authorization: str | None) -> AuthResult:
-    """``check`` from the event loop: on it while the service is known to be open (no I/O), and
+    """``check`` from the event loop: on it while the service is known to be open or the key
+    was found usable within app.core.recheck's window (no I/O: ``AuthGate.held``), and
     on SQLite, whose key read is an indexed read of a local WAL file on a connection of
     ``fetch_one``'s own pool, held only inside that synchronous call (never across an await:
     the loop cannot wait for a connection that needs the loop) — a thread hop would cost more
@@ -94,6 +100,9 @@ async def check_async(gate: AuthGate, authorization: str | None) -> AuthResult:
     that is away or busy answers 503 (``app.core.problems.database_problem``)."""
     if gate.known_open():
         return check(gate, authorization)
+    held = gate.held(authorization)
+    if held is not None:  # no I/O: on the loop
+        return _admitted(gate, held)
     try:
         if gate.local:
             return check(gate, authorization)

@@ -7,7 +7,8 @@ sequence on PostgreSQL), so a cached entry cannot go stale; deletion is what mat
 ``load_cached`` therefore still asks the database, on every call, whether the row exists (one
 primary-key lookup of two small columns, no JSON, no blobs): a model deleted by any API process
 is not found at once, even where another process still holds it in its cache. The process that
-deletes a model also drops it from its own cache.
+deletes a model also drops it from its own cache. The predict path may skip that read while the
+last one is younger than app.core.recheck's window (``held_fresh``; 0 on SQLite by default).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sqlalchemy import delete as sql_delete
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import Pool
 
-from app.core import storage
+from app.core import recheck, storage
 from app.core.db import begin_read, fetch_one
 from app.core.orm import Dataset, Model, ModelArray, ModelVersion, RegisteredModel
 from app.core.pagination import PageParams, paginate
@@ -57,6 +58,9 @@ class LoadedModel:
     # Identity of the stored row beyond its id (a database rebuilt under the same URL): its
     # model_stamp, set by load_cached.
     stamp: tuple[Any, ...] | None = None
+    # When that stamp was last read and found equal (app.core.recheck.now() before the read):
+    # how fresh the "still exists" check is (see app.core.recheck).
+    checked_at: float | None = None
     nbytes: int = 0
     # Per-model helpers built on first use by other modules (e.g. the row encoder).
     extras: dict[str, Any] = field(default_factory=dict)
@@ -228,18 +232,21 @@ def load_cached(
     model_id: int,
     loc: list[str | int] | None = None,
     stamp: tuple[Any, ...] | None = None,
+    checked_at: float | None = None,
 ) -> LoadedModel:
     """The model ready to predict, from this process's cache when it holds it; 404 (or 422
     naming ``loc``) when the model does not exist (any more) in the database.
 
     Every call checks the row (``model_stamp``, on a pooled connection: a warm call uses no
     ORM session) unless the caller read its ``stamp`` just now (a registry reference resolves
-    to the model and its stamp in one read); a cache miss then reads the model in
-    ``session``, in a read-only transaction when the session has none yet. Nothing is
-    written."""
+    to the model and its stamp in one read; ``checked_at``: app.core.recheck.now() before
+    that read, which makes the entry fresh for ``held_fresh``); a cache miss then reads the
+    model in ``session``, in a read-only transaction when the session has none yet. Nothing
+    is written."""
     bind = session.get_bind()
     engine = getattr(bind, "engine", bind)
     if stamp is None:
+        checked_at = recheck.now()
         stamp = model_stamp(engine, model_id)
     cache = engine_cache(engine)
     if stamp is None:
@@ -247,12 +254,24 @@ def load_cached(
         raise not_found("model", model_id, loc)
     hit = cache.get(model_id)
     if hit is not None and hit.stamp == stamp:
+        if checked_at is not None:
+            hit.checked_at = checked_at
         return hit
     begin_read(session)
     loaded = load(session, get_or_raise(session, model_id, loc))
     loaded.stamp = stamp
+    loaded.checked_at = checked_at
     cache.put(loaded)
     return loaded
+
+
+def held_fresh(engine: Engine, model_id: int, seconds: float) -> LoadedModel | None:
+    """The cached model when its existence was checked less than ``seconds`` ago
+    (app.core.recheck); None otherwise. No I/O."""
+    hit = engine_cache(engine).get(model_id)
+    if hit is not None and recheck.fresh(hit.checked_at, seconds):
+        return hit
+    return None
 
 
 def load(session: Session, model: Model) -> LoadedModel:

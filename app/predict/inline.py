@@ -9,7 +9,9 @@ only inside that synchronous call and never across an await, so the loop cannot 
 connection that needs the loop (no deadlock by construction), and a thread hop would cost more
 than the answer (bench/serve.py: 0.45x the bare route through a thread, 0.9x on the loop). On
 PostgreSQL the read is a network round trip that must not stall the loop (and its probes) when
-the server is slow or away: the rows go to a thread of their own (FAST_LANE_THREADS). Batches
+the server is slow or away: the rows go to a thread of their own (FAST_LANE_THREADS), unless
+the request needs no read, its checks being younger than app.core.recheck's window (1 s by
+default there): then they are answered on the loop too (``service.held_target``). Batches
 and cache misses (reading and rebuilding a model) go to the pool, so they never hold up the
 others.
 """
@@ -80,6 +82,9 @@ async def inline_answer(state: Any, request: PredictRequest, target: Target) -> 
             return None
         return answer(state, request, resolved)
 
+    held = service.held_target(state.engine, target, state.settings)
+    if held is not None:  # every check fresh (app.core.recheck): no read left, on the loop
+        return answer(state, request, held)
     if state.local_database:
         return fast()
     return await anyio.to_thread.run_sync(fast, limiter=_fast_lane())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,6 +13,7 @@ import scipy.sparse as sp
 from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core import recheck
 from app.core.config import Settings
 from app.core.logs import request_id_var
 from app.core.orm import Model
@@ -25,7 +27,7 @@ from app.predict.fastjson import gc_paused
 from app.predict.numeric_rows import NumericRows
 from app.predict.schemas import IDS_ADAPTER
 from app.predict.target import Target, reference_fields, resolve_target
-from app.registry.references import Stamp
+from app.registry.references import Stamp, recalled
 from solver.jsonable import jsonable
 
 
@@ -55,11 +57,15 @@ def _check_matrix(X: Any, model: Model | models.LoadedModel, loc: list[str | int
 
 
 def _loaded(
-    session: Session, model_id: int, loc: list[str | int] | None, stamp: Stamp | None = None
+    session: Session,
+    model_id: int,
+    loc: list[str | int] | None,
+    stamp: Stamp | None = None,
+    checked_at: float | None = None,
 ) -> models.LoadedModel:
     """The model ready to predict (cached after its first use), read in read-only
     transactions that end here, before the caller computes."""
-    loaded = models.load_cached(session, model_id, loc, stamp)
+    loaded = models.load_cached(session, model_id, loc, stamp, checked_at)
     if session.in_transaction():  # a cache miss read the model
         session.commit()
     return loaded
@@ -77,22 +83,51 @@ def _target_loaded(
 
 
 def _rows_model(
-    sessions: sessionmaker[Session], target: Target, loc: list[str | int]
+    sessions: sessionmaker[Session], target: Target, loc: list[str | int], settings: Settings
 ) -> tuple[models.LoadedModel, Target]:
     """``_target_loaded`` without an ORM session while the cache holds the current model (the
     stamp read on a pooled connection, as ``models.load_cached`` does): opening and closing
-    a session cost a one-row /predict about 5% of its time. A miss reads it in a session."""
+    a session cost a one-row /predict about 5% of its time. No read at all while the last one
+    is younger than app.core.recheck's window. A miss reads the model in a session."""
     engine = sessions.kw["bind"]
-    target = resolve_target(engine, target, [*loc[:-1], "model"])
+    seconds = recheck.window(engine, settings)
+    target = resolve_target(engine, target, [*loc[:-1], "model"], seconds)
     assert target.model_id is not None
-    stamp = target.stamp
+    stamp, checked_at = target.stamp, None
     if stamp is None:
+        held = models.held_fresh(engine, target.model_id, seconds)
+        if held is not None:
+            return held, target
+        checked_at = recheck.now()
         stamp = models.model_stamp(engine, target.model_id)
     hit = models.engine_cache(engine).get(target.model_id) if stamp is not None else None
     if hit is not None and hit.stamp == stamp:
+        if checked_at is not None:
+            hit.checked_at = checked_at
         return hit, target
     with sessions() as session:
-        return _loaded(session, target.model_id, loc, stamp), target
+        return _loaded(session, target.model_id, loc, stamp, checked_at), target
+
+
+def held_target(engine: Any, target: Target, settings: Settings) -> Target | None:
+    """``target`` resolved, with its model's stamp, when this process holds that model and
+    every check the request needs is younger than app.core.recheck's window: its answer
+    needs no read (it may be given on the event loop). None otherwise. No I/O."""
+    seconds = recheck.window(engine, settings)
+    if seconds <= 0:
+        return None
+    if not target.pending:
+        hit = models.held_fresh(engine, target.model_id, seconds)
+        return None if hit is None else replace(target, stamp=hit.stamp)
+    assert target.reference is not None
+    memo = recalled(engine, target.reference, seconds)
+    if memo is None:
+        return None
+    resolved, stamp = memo
+    hit = models.engine_cache(engine).get(resolved.model_id)
+    if hit is None or hit.stamp != stamp:
+        return None
+    return Target(resolved.model_id, target.reference, resolved, stamp)
 
 
 def _row_encoder(loaded: models.LoadedModel) -> Encoder:
@@ -269,7 +304,7 @@ def predict_rows(
     elif block.n_rows > settings.max_predict_instances:  # (an upper bound: count them exactly)
         instances, block = block.rows_list(), None
     _check_count(block.n_rows if block else len(instances), settings, ["body", "instances"])
-    loaded, target = _rows_model(sessions, target, ["body", "model_id"])
+    loaded, target = _rows_model(sessions, target, ["body", "model_id"], settings)
     sink = _log_sink(sessions.kw["bind"], settings, target)
     shadow_sink = _shadow_sink(sessions.kw["bind"], target)
     encoder = _row_encoder(loaded)

@@ -3,7 +3,8 @@
 
 A reference is resolved with the stored model's stamp in one read (app.registry.references),
 so ``load_cached`` needs no second one, and the request uses that one model throughout: an alias
-moved meanwhile changes the next request, never half of this one.
+moved meanwhile changes the next request, never half of this one. A resolution younger than
+app.core.recheck's window is used without reading again (0 on SQLite by default).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from app.core import recheck
 from app.core.problems import invalid, missing
 from app.registry.references import (
     InvalidReference,
@@ -22,6 +24,8 @@ from app.registry.references import (
     engine_reader,
     lookup,
     parse,
+    recalled,
+    remember,
 )
 
 
@@ -48,18 +52,26 @@ def target_of(model_id: int | None, model: str | None, loc: list[str | int]) -> 
     return Target(model_id=model_id) if model is None else Target(reference=model)
 
 
-def resolve_target(engine: Engine, target: Target, loc: list[str | int]) -> Target:
-    """``target`` with its model id (a reference: read now, with the stamp); a malformed
-    reference is a 422 naming ``loc``, an unknown one a 404 naming what is missing."""
+def resolve_target(
+    engine: Engine, target: Target, loc: list[str | int], seconds: float = 0.0
+) -> Target:
+    """``target`` with its model id (a reference: read now, with the stamp, unless a read of
+    it is younger than ``seconds``: app.core.recheck); a malformed reference is a 422 naming
+    ``loc``, an unknown one a 404 naming what is missing."""
     if not target.pending:
         return target
     assert target.reference is not None
+    memo = recalled(engine, target.reference, seconds)
+    if memo is not None:
+        return Target(memo[0].model_id, target.reference, memo[0], memo[1])
+    checked_at = recheck.now()
     try:
         resolved, stamp = lookup(engine_reader(engine), parse(target.reference))
     except InvalidReference as exc:
         raise invalid(loc, str(exc)) from None
     except UnknownReference as exc:
         raise missing(str(exc)) from None
+    remember(engine, target.reference, resolved, stamp, checked_at)
     return Target(resolved.model_id, target.reference, resolved, stamp)
 
 

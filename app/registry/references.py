@@ -3,14 +3,19 @@ version), ``credit`` (the newest version) or ``42`` (a stored model's id).
 
 A reference resolves in **one** indexed read that also returns the stored model's stamp (the
 ``(job_id, created_at)`` that ``app.models.service.load_cached`` compares with its cache), so
-predicting by reference costs no more round trips than predicting by id. Nothing is cached here:
-every request reads the alias afresh, so an alias moved by any process is seen by the next
-request of every process, and one request uses the one model it resolved.
+predicting by reference costs no more round trips than predicting by id. One request uses the
+one model it resolved. Each resolution read is remembered per database (``remember``), and the
+predict path may use it instead of reading again while it is younger than app.core.recheck's
+window (``recalled``; 0 on SQLite by default: every request reads the alias afresh, and an alias
+moved by any process is seen by the next request of every process). A process that changes a
+registered model's versions or aliases forgets what it remembered (``forget``) at once.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -18,7 +23,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import Pool
 
+from app.core import recheck
 from app.core.db import fetch_one, placeholders
 from app.core.ids import in_range
 
@@ -191,3 +198,51 @@ def resolve_serving(session: Session, name: str, version: int | None = None) -> 
         raise UnknownReference(_missing(read, Reference(name, name=name)))
     alias = SERVING_ALIAS if row[4] is not None else None
     return ResolvedModel(model_id=row[0], name=name, version=row[1], alias=alias)
+
+
+# --- remembered resolutions (see the module's docstring) ------------------------------------
+
+# Most references remembered per database; beyond it the memory starts again empty.
+REMEMBERED_REFERENCES = 4096
+# reference text -> (the model, its stamp, recheck.now() before the read), per connection pool
+_remembered: weakref.WeakKeyDictionary[
+    Pool, dict[str, tuple[ResolvedModel, Stamp, float]]
+] = weakref.WeakKeyDictionary()
+_remembered_lock = threading.Lock()
+
+
+def _memory(engine: Engine) -> dict[str, tuple[ResolvedModel, Stamp, float]]:
+    with _remembered_lock:
+        memory = _remembered.get(engine.pool)
+        if memory is None:
+            memory = _remembered[engine.pool] = {}
+        return memory
+
+
+def remember(
+    engine: Engine, text: str, resolved: ResolvedModel, stamp: Stamp, checked_at: float
+) -> None:
+    """Keep what ``text`` resolved to in a read that began at ``checked_at``."""
+    memory = _memory(engine)
+    if len(memory) >= REMEMBERED_REFERENCES and text not in memory:
+        memory.clear()
+    memory[text] = (resolved, stamp, checked_at)
+
+
+def recalled(engine: Engine, text: str, seconds: float) -> tuple[ResolvedModel, Stamp] | None:
+    """What ``text`` resolved to when that read is younger than ``seconds``; else None. No
+    I/O."""
+    entry = _memory(engine).get(text)
+    if entry is None or not recheck.fresh(entry[2], seconds):
+        return None
+    return entry[0], entry[1]
+
+
+def forget(session_or_engine: Session | Engine) -> None:
+    """Forget every remembered resolution of the database (a version or alias changed)."""
+    bind = (
+        session_or_engine.get_bind()
+        if isinstance(session_or_engine, Session)
+        else session_or_engine
+    )
+    _memory(getattr(bind, "engine", bind)).clear()

@@ -22,6 +22,7 @@ from app.core.ids import in_range
 from app.core.orm import AliasMove, Model, ModelAlias, ModelVersion, RegisteredModel, utcnow
 from app.core.pagination import PageParams, paginate
 from app.core.problems import conflict, invalid, missing
+from app.registry import references
 from app.registry.references import (
     InvalidReference,
     ResolvedModel,
@@ -127,6 +128,7 @@ def delete(session: Session, name: str) -> None:
         raise conflict(f"registered model {name!r} still has aliases ({listed}); remove them first")
     session.delete(registered)
     session.commit()
+    references.forget(session)
 
 
 # --- versions -----------------------------------------------------------------------------------
@@ -166,6 +168,7 @@ def register(
     try:
         version = add_version(session, name, model_id, create_missing=create_missing)
         session.commit()
+        references.forget(session)  # ("name" alone resolves to the newest version)
     except IntegrityError:  # the model was deleted meanwhile
         session.rollback()
         raise invalid(["body", "model_id"], f"model {model_id} not found") from None
@@ -191,6 +194,7 @@ def delete_version(session: Session, name: str, version: int) -> None:
         )
     session.delete(row)
     session.commit()
+    references.forget(session)
 
 
 def versions_of(session: Session, registered: RegisteredModel) -> list[dict[str, Any]]:
@@ -289,6 +293,7 @@ def set_alias(
         raise invalid(["body", "version"], f"registered model {name!r} has no version {version}")
     before = _move(session, registered, alias, version, action="set", actor=actor)
     session.commit()
+    references.forget(session)
     return version, before
 
 
@@ -298,6 +303,7 @@ def delete_alias(session: Session, name: str, alias: str, actor: str | None) -> 
         raise missing(f"registered model {name!r} has no alias {alias!r}")
     _move(session, registered, alias, None, action="delete", actor=actor)
     session.commit()
+    references.forget(session)
 
 
 def rollback_alias(
@@ -326,6 +332,7 @@ def rollback_alias(
         )
     before = _move(session, registered, alias, target, action="rollback", actor=actor)
     session.commit()
+    references.forget(session)
     return target, before
 
 

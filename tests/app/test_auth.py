@@ -474,7 +474,10 @@ def test_cli_keys_create_list_revoke(settings, engine, cli_env, capsys):
     (row,) = key_rows(engine)
     assert (row.name, row.scope, row.key_hash) == ("ci", "write", sha256(secret))
 
-    with TestClient(create_app(settings)) as c:
+    # (the app reads the key on every request, so the CLI's revocation counts at once; a
+    # longer MSVMAV_SERVE_RECHECK_SECONDS's bound: tests/app/test_serving_recheck.py)
+    strict = settings.model_copy(update={"serve_recheck_seconds": 0.0})
+    with TestClient(create_app(strict)) as c:
         assert c.delete("/datasets/999999", headers=bearer(secret)).status_code == 404
         assert_problem(c.get("/keys", headers=bearer(secret)), 403)
 

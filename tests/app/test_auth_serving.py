@@ -1,7 +1,8 @@
-"""API keys on the serving path: every request's key is looked up in the database (no cache, so
-a revocation anywhere is honoured on the next request), the lookup neither writes nor waits for
-a writer, and ``last_used_at`` is stamped in the background. SQLite, and PostgreSQL when
-TEST_DATABASE_URL is set."""
+"""API keys on the serving path: with MSVMAV_SERVE_RECHECK_SECONDS=0 (SQLite's default) every
+request's key is looked up in the database, so a revocation anywhere is honoured on the next
+request (a longer window's bound: tests/app/test_serving_recheck.py); the lookup neither writes
+nor waits for a writer, and ``last_used_at`` is stamped in the background. SQLite, and
+PostgreSQL when TEST_DATABASE_URL is set."""
 
 from __future__ import annotations
 
@@ -48,9 +49,19 @@ def keyed_client(settings, engine) -> Iterator[TestClient]:
         yield c
 
 
+@pytest.fixture
+def strict_keyed_client(settings, engine) -> Iterator[TestClient]:
+    """``keyed_client`` reading the key on every request (MSVMAV_SERVE_RECHECK_SECONDS=0,
+    SQLite's default; a longer window's bound: tests/app/test_serving_recheck.py)."""
+    strict = settings.model_copy(update={"auth": "on", "serve_recheck_seconds": 0.0})
+    with TestClient(create_app(strict)) as c:
+        yield c
+
+
 def test_key_revoked_by_another_process_is_refused_on_the_next_request(
-    keyed_client, engine, worker
+    strict_keyed_client, engine, worker
 ):
+    keyed_client = strict_keyed_client
     key_id, secret = make_key(engine)
     keyed_client.headers["Authorization"] = f"Bearer {secret}"
     model = trained_model(keyed_client, worker)

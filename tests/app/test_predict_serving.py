@@ -99,18 +99,23 @@ def test_deleted_model_is_not_served_from_the_cache(client, worker, app):
     assert client.get(f"/models/{model['id']}").status_code == 404
 
 
-def test_model_deleted_by_another_api_process_is_not_served(client, worker, app, settings):
-    """Two apps, two engines, two caches: the delete in one is seen at once by the other."""
-    model = trained_model(client, worker)
-    X, _ = blobs(n=3, seed=2)
-    _predict(client, model["id"], X)
-    assert _cache(app).get(model["id"]) is not None
-    other = create_app(settings)
-    with TestClient(other) as c2:
-        assert c2.delete(f"/models/{model['id']}").status_code == 204
-    r = client.post("/predict", json={"model_id": model["id"], "instances": X.tolist()})
-    assert_problem(r, 422, "model_id")
-    assert _cache(app).get(model["id"]) is None
+def test_model_deleted_by_another_api_process_is_not_served(worker, settings, engine):
+    """Two apps, two engines, two caches: the delete in one is seen at once by the other when
+    it reads on every request (MSVMAV_SERVE_RECHECK_SECONDS=0, SQLite's default; the bound of
+    a longer window: tests/app/test_serving_recheck.py)."""
+    strict = settings.model_copy(update={"serve_recheck_seconds": 0.0})
+    with TestClient(create_app(strict)) as client:
+        app = client.app
+        model = trained_model(client, worker)
+        X, _ = blobs(n=3, seed=2)
+        _predict(client, model["id"], X)
+        assert _cache(app).get(model["id"]) is not None
+        other = create_app(settings)
+        with TestClient(other) as c2:
+            assert c2.delete(f"/models/{model['id']}").status_code == 204
+        r = client.post("/predict", json={"model_id": model["id"], "instances": X.tolist()})
+        assert_problem(r, 422, "model_id")
+        assert _cache(app).get(model["id"]) is None
 
 
 def test_concurrent_predicts_on_several_models_agree_with_sequential_answers(client, worker):

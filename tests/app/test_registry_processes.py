@@ -68,7 +68,9 @@ def test_two_api_processes_see_an_alias_move_at_their_next_request(
     assert expected[ids[0]] != expected[ids[1]]
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    env = {"MSVMAV_DATABASE_URL": database_url}
+    # B reads the alias on every request (SQLite's default; a longer window's bound:
+    # tests/app/test_serving_recheck.py)
+    env = {"MSVMAV_DATABASE_URL": database_url, "MSVMAV_SERVE_RECHECK_SECONDS": "0"}
     with ExitStack() as stack:
         a = stack.enter_context(live_server(tmp_path / "a", **env))
         b = stack.enter_context(live_server(tmp_path / "b", **env))

@@ -1,0 +1,44 @@
+"""How old a serving request's checks may be: that its model still exists, that its registry
+reference still points there, that its API key is not revoked.
+
+Each of those is one indexed read. On SQLite it is a read of a local file (~15 µs) and every
+request makes it: a change by any process is seen by the next request. On a server database
+(PostgreSQL) it is a network round trip, and the thread hop it needs to keep the event loop free
+cost a one-row /predict more than half its throughput (bench/serve.py). There a check made at
+most ``serve_recheck_seconds`` ago (MSVMAV_SERVE_RECHECK_SECONDS, default 1 s) is trusted: a
+request needs no read while its checks are that fresh, and is answered on the event loop.
+
+The bound: a model deleted, an alias moved or a key revoked in **another** process stops being
+served by this one at most ``serve_recheck_seconds`` after the change committed (a check's age
+is counted from before its read began). The process that makes the change forgets the entries
+at once. 0 makes every request read, as on SQLite; setting it on SQLite applies it there too.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+# The window of a server database when MSVMAV_SERVE_RECHECK_SECONDS is not set (seconds).
+SERVER_DEFAULT_SECONDS = 1.0
+
+
+def now() -> float:
+    """The clock of the checks' ages (monotonic seconds)."""
+    return time.monotonic()
+
+
+def window(engine: Any, settings: Any) -> float:
+    """Seconds a check stays trusted for ``engine``'s database (``settings``:
+    app.core.config.Settings): ``serve_recheck_seconds`` when set, else 0 on SQLite (every
+    request reads) and SERVER_DEFAULT_SECONDS on a server database."""
+    configured = getattr(settings, "serve_recheck_seconds", None)
+    if configured is not None:
+        return float(configured)
+    return 0.0 if engine.dialect.name == "sqlite" else SERVER_DEFAULT_SECONDS
+
+
+def fresh(checked_at: float | None, seconds: float) -> bool:
+    """Was a check made at ``checked_at`` (``now()`` before its read) less than ``seconds``
+    ago? Never with a window of 0."""
+    return checked_at is not None and seconds > 0 and now() - checked_at < seconds

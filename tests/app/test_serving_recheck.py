@@ -1,0 +1,207 @@
+"""The bound on a serving request's checks (app.core.recheck, MSVMAV_SERVE_RECHECK_SECONDS): a
+model deleted, an alias moved or a key revoked by another process stops serving at most the
+window after the change, at once in the process that made it, and at once everywhere with a
+window of 0 (SQLite's default). The window's clock is the test's: events, not sleeps. SQLite,
+and PostgreSQL when TEST_DATABASE_URL is set (the window is set explicitly: it applies to
+both)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+from sqlalchemy.orm import Session
+
+from app.auth import service as keys_service
+from app.auth.keys import Scope
+from app.core import recheck
+from app.core.config import Settings
+from app.core.db import is_sqlite, make_engine
+from app.main import create_app
+from app.models import service as models_service
+from app.predict import service as predict_service
+from app.predict.target import Target
+from tests.app.support import assert_problem, blobs, trained_model
+
+WINDOW = 30.0
+ADMIN = "admin-key-from-the-environment-0123456789"
+X, _ = blobs(n=1, seed=4)
+ROW = X.tolist()
+
+
+class Clock:
+    """recheck.now() for the test: moves only when the test moves it."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    c = Clock()
+    monkeypatch.setattr(recheck, "now", c)
+    return c
+
+
+@pytest.fixture
+def windowed(settings: Settings) -> Settings:
+    return settings.model_copy(update={"serve_recheck_seconds": WINDOW})
+
+
+@pytest.fixture
+def served(windowed: Settings, engine) -> Iterator[TestClient]:
+    """The API process under test, trusting its checks for WINDOW seconds."""
+    with TestClient(create_app(windowed)) as c:
+        yield c
+
+
+@pytest.fixture
+def elsewhere(settings: Settings, engine) -> Iterator[TestClient]:
+    """Another API process on the same database (its own engine, caches and gate)."""
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def _predict(client: TestClient, **target) -> dict:
+    r = client.post("/predict", json={**target, "instances": ROW}, headers={"X-Request-ID": "1"})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_default_window_is_zero_on_sqlite_and_one_second_on_a_server(settings, engine):
+    default = settings.model_copy(update={"serve_recheck_seconds": None})
+    expected = 0.0 if is_sqlite(settings.database_url) else recheck.SERVER_DEFAULT_SECONDS
+    assert recheck.window(engine, default) == expected
+    assert recheck.window(engine, settings.model_copy(update={"serve_recheck_seconds": 0})) == 0
+    assert not recheck.fresh(recheck.now(), 0.0)  # a window of 0 trusts nothing
+
+
+def test_model_deleted_elsewhere_is_served_at_most_the_window(
+    served, elsewhere, worker, clock, windowed
+):
+    model = trained_model(served, worker)
+    first = _predict(served, model_id=model["id"])
+    app = served.app
+    held = predict_service.held_target(app.state.engine, Target(model_id=model["id"]), windowed)
+    assert held is not None and held.stamp is not None  # the next answer needs no read
+    assert elsewhere.delete(f"/models/{model['id']}").status_code == 204
+    clock.t += WINDOW - 0.001  # within the window: the documented staleness
+    assert _predict(served, model_id=model["id"])["predictions"] == first["predictions"]
+    clock.t += 0.002  # the window passed since the last check: read again, and refused
+    r = served.post("/predict", json={"model_id": model["id"], "instances": ROW})
+    assert assert_problem(r, 422, "model_id")["detail"].endswith(f"model {model['id']} not found")
+    assert models_service.engine_cache(app.state.engine).get(model["id"]) is None
+
+
+def test_model_deleted_by_this_process_is_refused_at_once(served, worker, clock):
+    model = trained_model(served, worker)
+    _predict(served, model_id=model["id"])
+    assert served.delete(f"/models/{model['id']}").status_code == 204
+    r = served.post("/predict", json={"model_id": model["id"], "instances": ROW})
+    assert_problem(r, 422, "model_id")  # the clock did not move
+
+
+def _two_versions(client: TestClient, worker) -> list[int]:
+    ids = [trained_model(client, worker)["id"], trained_model(client, worker, alpha=0.01)["id"]]
+    assert client.post("/registered-models", json={"name": "credit"}).status_code == 201
+    for i in ids:
+        r = client.post("/registered-models/credit/versions", json={"model_id": i})
+        assert r.status_code == 201, r.text
+    r = client.put("/registered-models/credit/aliases/production", json={"version": 1})
+    assert r.status_code == 200, r.text
+    return ids
+
+
+def test_alias_moved_elsewhere_is_followed_within_the_window(served, elsewhere, worker, clock):
+    ids = _two_versions(served, worker)
+    assert _predict(served, model="credit@production")["model_id"] == ids[0]
+    _predict(served, model_id=ids[1])  # both versions cached: only the alias is in question
+    r = elsewhere.put("/registered-models/credit/aliases/production", json={"version": 2})
+    assert r.status_code == 200, r.text
+    clock.t += WINDOW - 0.001
+    assert _predict(served, model="credit@production")["model_id"] == ids[0]
+    clock.t += 0.002
+    moved = _predict(served, model="credit@production")
+    assert (moved["model_id"], moved["version"]) == (ids[1], 2)
+
+
+def test_alias_moved_by_this_process_is_followed_at_once(served, worker, clock):
+    ids = _two_versions(served, worker)
+    assert _predict(served, model="credit@production")["model_id"] == ids[0]
+    r = served.put("/registered-models/credit/aliases/production", json={"version": 2})
+    assert r.status_code == 200, r.text
+    assert _predict(served, model="credit@production")["model_id"] == ids[1]
+    assert served.delete("/registered-models/credit/aliases/production").status_code == 204
+    r = served.post("/predict", json={"model": "credit@production", "instances": ROW})
+    assert r.status_code == 404, r.text
+
+
+@pytest.fixture
+def keyed(windowed: Settings, engine) -> Iterator[TestClient]:
+    """The process under test with keys required (MSVMAV_ADMIN_KEY set)."""
+    keyed_settings = windowed.model_copy(update={"admin_key": SecretStr(ADMIN)})
+    with TestClient(create_app(keyed_settings)) as c:
+        yield c
+
+
+def _key(engine, scope: str = "read") -> tuple[int, str]:
+    """A key made as `msvmav keys create` does, in another process's session."""
+    with Session(engine) as session:
+        row, secret = keys_service.create(session, f"{scope} key", Scope(scope))
+        return row.id, secret
+
+
+def test_key_revoked_elsewhere_works_at_most_the_window(keyed, settings, clock):
+    other = make_engine(settings.database_url)  # `msvmav keys revoke`'s own engine
+    try:
+        key_id, secret = _key(other)
+        auth = {"Authorization": f"Bearer {secret}"}
+        assert keyed.get("/datasets", headers=auth).status_code == 200
+        with Session(other) as session:
+            keys_service.revoke(session, key_id)
+        clock.t += WINDOW - 0.001
+        assert keyed.get("/datasets", headers=auth).status_code == 200
+        clock.t += 0.002
+        r = keyed.get("/datasets", headers=auth)
+        assert_problem(r, 401)
+        assert r.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+        # refused keys are never remembered: still refused, whatever the clock
+        assert_problem(keyed.get("/datasets", headers=auth), 401)
+    finally:
+        other.dispose()
+
+
+def test_key_revoked_over_this_process_is_refused_at_once(keyed, engine, clock):
+    key_id, secret = _key(engine)
+    auth = {"Authorization": f"Bearer {secret}"}
+    assert keyed.get("/datasets", headers=auth).status_code == 200
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    assert keyed.delete(f"/keys/{key_id}", headers=admin).status_code == 204
+    assert_problem(keyed.get("/datasets", headers=auth), 401)  # the clock did not move
+
+
+def test_a_new_key_works_at_once(keyed, engine, clock):
+    """Only keys found usable are remembered: an unknown key that becomes valid (created by
+    another process) is read again on its next request."""
+    assert_problem(keyed.get("/datasets", headers={"Authorization": "Bearer msv_nope"}), 401)
+    _key_id, secret = _key(engine)
+    assert keyed.get("/datasets", headers={"Authorization": f"Bearer {secret}"}).status_code == 200
+
+
+def test_window_zero_reads_every_request(settings, engine, worker, clock):
+    """With a window of 0 a change elsewhere is seen by the very next request, whatever the
+    database (SQLite's default)."""
+    strict = settings.model_copy(update={"serve_recheck_seconds": 0.0})
+    with TestClient(create_app(strict)) as a, TestClient(create_app(settings)) as b:
+        model = trained_model(a, worker)
+        _predict(a, model_id=model["id"])
+        target = Target(model_id=model["id"])
+        assert predict_service.held_target(a.app.state.engine, target, strict) is None
+        assert b.delete(f"/models/{model['id']}").status_code == 204
+        r = a.post("/predict", json={"model_id": model["id"], "instances": ROW})
+        assert_problem(r, 422, "model_id")
