@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.app.support import migrated_database
@@ -114,6 +116,28 @@ def browser(server: LiveServer) -> Iterator[Browser]:
             yield b
         finally:
             chromium.close()
+
+
+def image_width(img: Any, timeout: float = 20.0) -> int:
+    """The natural width of an <img> once it has loaded (0: broken)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        width = img.evaluate("i => (i.complete && i.src ? i.naturalWidth : -1)")
+        if width >= 0:
+            return width
+        time.sleep(0.1)
+    raise AssertionError("the image did not load")
+
+
+def small_csv(path: Path) -> Path:
+    """Two separable blobs, 3 features, labels "neg"/"pos" in a column named ``class``."""
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(0, 1, (40, 3)), rng.normal(4, 1, (40, 3))])
+    y = ["neg"] * 40 + ["pos"] * 40
+    rows = [",".join(f"{v:.4f}" for v in r) + f",{lab}" for r, lab in zip(X, y, strict=True)]
+    lines = ["a,b,c,class", *rows]
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def api(server: LiveServer, method: str, path: str, body: Any = None, key: str = ADMIN_KEY) -> Any:

@@ -9,23 +9,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from tests.ui.browser_support import ADMIN_KEY, BACKENDS, api, browser, ui_server
+from tests.ui.browser_support import (
+    ADMIN_KEY,
+    BACKENDS,
+    api,
+    browser,
+    image_width,
+    small_csv,
+    ui_server,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-def small_csv(path: Path) -> Path:
-    """Two separable blobs, 3 features, labels "neg"/"pos" in a column named ``class``."""
-    rng = np.random.default_rng(0)
-    X = np.vstack([rng.normal(0, 1, (40, 3)), rng.normal(4, 1, (40, 3))])
-    y = ["neg"] * 40 + ["pos"] * 40
-    rows = [",".join(f"{v:.4f}" for v in r) + f",{lab}" for r, lab in zip(X, y, strict=True)]
-    lines = ["a,b,c,class", *rows]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -78,8 +74,7 @@ def test_new_user_path_by_clicking(tmp_path: Path, backend: str):
         name = "Cumulative distribution of model 1's training margins"
         figure = page.get_by_role("img", name=name)
         figure.wait_for()
-        page.locator("figure img[src^='blob:']").first.wait_for()
-        assert figure.evaluate("img => img.decode().then(() => img.naturalWidth)") > 100
+        assert image_width(figure) > 100
         # 6. register it
         reg = page.get_by_role("form", name="Register this model")
         reg.get_by_label("Registered model name").fill("blobs")
