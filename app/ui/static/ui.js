@@ -98,8 +98,9 @@
     }
     return box;
   };
+  UI.nothing = () => document.createDocumentFragment();
   UI.warnings = (list) => (list && list.length ? el("div", { class: "warning", role: "status" },
-    el("strong", {}, "Warnings"), el("ul", {}, list.map((w) => el("li", {}, typeof w === "string" ? w : JSON.stringify(w))))) : null);
+    el("strong", {}, "Warnings"), el("ul", {}, list.map((w) => el("li", {}, typeof w === "string" ? w : JSON.stringify(w))))) : UI.nothing());
 
   /** an image of a keyed route: fetched with the key, shown from a blob: URL */
   UI.figure = function (path, alt, caption) {

@@ -3,7 +3,7 @@
   const { el } = UI;
 
   function confusion(cm) {
-    if (!cm || !cm.labels) return null;
+    if (!cm || !cm.labels) return UI.nothing();
     return el("table", {}, el("caption", { class: "muted" }, "Confusion matrix (rows: true class, columns: predicted)"),
       el("thead", {}, el("tr", {}, el("td", {}), cm.labels.map((l) => el("th", { scope: "col", class: "num" }, String(l))))),
       el("tbody", {}, cm.matrix.map((row, i) => el("tr", {}, el("th", { scope: "row" }, String(cm.labels[i])), row.map((v) => el("td", { class: "num" }, UI.num(v)))))));
