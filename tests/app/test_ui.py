@@ -41,6 +41,15 @@ def test_root_redirects_to_the_interface(keyed):
     assert r.status_code == 307 and r.headers["location"] == "/ui"
 
 
+def test_the_open_root_opens_nothing_below_it(keyed):
+    """"/" is open (the redirect) but is no prefix: an anonymous request elsewhere is turned
+    away by the key check before its body is read (401, not the 422 of its bad JSON)."""
+    r = keyed.post("/train", content=b"{not json", headers={"content-type": "application/json"})
+    assert_problem(r, 401)
+    assert_problem(keyed.get("/ui-api/overview"), 401)
+    assert_problem(keyed.get("/ui-apix"), 401)
+
+
 @pytest.mark.parametrize("path", PAGES)
 def test_pages_are_open_shells_with_a_self_only_policy(keyed, path):
     r = keyed.get(path)  # no key: the shell, which holds no data
