@@ -19,7 +19,13 @@ from app.core.pagination import PageDep
 from app.core.problems import invalid, problem_responses
 from app.core.validation import Text, check_text
 from app.datasets import profile, service
-from app.datasets.schemas import MAX_NAME_LENGTH, DatasetDetail, DatasetPage, DatasetSummary
+from app.datasets.schemas import (
+    MAX_NAME_LENGTH,
+    DatasetDetail,
+    DatasetPage,
+    DatasetProfile,
+    DatasetSummary,
+)
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 
@@ -185,6 +191,7 @@ def get_dataset(session: SessionDep, dataset_id: int) -> DatasetDetail:
         "categorical column: its most frequent categories), plus the label's class counts. "
         "Profiled on at most the first 100,000 rows and 200 columns (`rows_profiled`)."
     ),
+    response_model=DatasetProfile,
     responses=problem_responses(404),
 )
 def get_dataset_profile(session: SessionDep, dataset_id: int) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from app.auth.security import require
 from app.core.deps import SessionDep, SettingsDep
 from app.ui import overview as overview_service
 from app.ui.pages import BY_SLUG, PAGES
+from app.ui.schemas import OverviewOut, SessionOut
 from app.ui.security_headers import HEADERS
 from solver.algorithms import PAPER_ORDER
 
@@ -96,8 +97,8 @@ for _page in PAGES:
 _Principal = Annotated[Principal | None, Security(require(Scope.read))]
 
 
-@api_router.get("/session", summary="The key in use: its name and scope")
-async def session_info(request: Request, principal: _Principal) -> dict[str, Any]:
+@api_router.get("/session", summary="The key in use: its name and scope", response_model=SessionOut)
+async def session_info(principal: _Principal) -> dict[str, Any]:
     """The pages show write controls only to a key whose scope allows them. An open service
     (no keys configured) acts as admin for everyone."""
     if principal is None:
@@ -105,6 +106,8 @@ async def session_info(request: Request, principal: _Principal) -> dict[str, Any
     return {"auth_required": True, "name": principal.name, "scope": principal.scope.value}
 
 
-@api_router.get("/overview", summary="Counts for the interface's overview page")
+@api_router.get(
+    "/overview", summary="Counts for the interface's overview page", response_model=OverviewOut
+)
 def overview(session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
     return overview_service.overview(session, settings.lease_seconds)
