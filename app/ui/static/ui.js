@@ -92,9 +92,15 @@
     const box = el("div", { class: "problem", role: "alert" },
       el("strong", {}, (p.title || "Error") + (err && err.status ? " (" + err.status + ")" : "") + ": "),
       p.detail || (err && err.message) || "request failed");
-    if (Array.isArray(p.errors) && p.errors.length) {
-      box.append(el("ul", {}, p.errors.slice(0, 10).map((e) =>
-        el("li", {}, (e.loc ? e.loc.join(" › ") + ": " : "") + (e.msg || JSON.stringify(e))))));
+    // each entry of errors names its field, row or column; one that only repeats the detail
+    // is not listed again
+    const entries = (Array.isArray(p.errors) ? p.errors : []).filter((e) => (e.message || e.msg) !== p.detail || e.row != null);
+    if (entries.length) {
+      box.append(el("ul", {}, entries.slice(0, 10).map((e) => {
+        const where = [e.field || (e.loc ? e.loc.join(" › ") : null), e.row != null ? "row " + e.row : null,
+          e.column != null && e.column !== e.field ? "column " + e.column : null].filter(Boolean).join(", ");
+        return el("li", {}, (where ? where + ": " : "") + (e.message || e.msg || JSON.stringify(e)));
+      })));
     }
     return box;
   };
