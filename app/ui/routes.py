@@ -20,9 +20,12 @@ from fastapi.templating import Jinja2Templates
 from app.auth.keys import Principal, Scope
 from app.auth.security import require
 from app.core.deps import SessionDep, SettingsDep
+from app.core.problems import problem_responses
+from app.models import service as models
+from app.registry import service as registry
 from app.ui import overview as overview_service
 from app.ui.pages import BY_SLUG, PAGES
-from app.ui.schemas import OverviewOut, SessionOut
+from app.ui.schemas import ModelVersions, OverviewOut, SessionOut
 from app.ui.security_headers import HEADERS
 from solver.algorithms import PAPER_ORDER
 
@@ -111,3 +114,16 @@ async def session_info(principal: _Principal) -> dict[str, Any]:
 )
 def overview(session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
     return overview_service.overview(session, settings.lease_seconds)
+
+
+@api_router.get(
+    "/models/{model_id}/versions",
+    summary="The registered versions a stored model is",
+    response_model=ModelVersions,
+    responses=problem_responses(404),
+)
+def model_versions(session: SessionDep, model_id: int) -> dict[str, Any]:
+    """For the model page's links to its registered versions (none: an empty list)."""
+    models.get_or_raise(session, model_id)
+    pairs = registry.versions_of_model(session, model_id)
+    return {"versions": [{"name": n, "version": v} for n, v in pairs]}

@@ -52,3 +52,16 @@ class OverviewOut(BaseModel):
     workers_alive: int = Field(
         description="Workers holding a running job whose heartbeat is within its lease"
     )
+
+
+class ModelVersionRef(BaseModel):
+    name: str = Field(description="The registered model")
+    version: int
+
+
+class ModelVersions(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"versions": [{"name": "wdbc", "version": 2}]}]}
+    )
+
+    versions: list[ModelVersionRef] = Field(description="By name, then version")

@@ -179,3 +179,19 @@ def test_every_asset_is_declared_as_package_data():
             asset.parent == Path(g).parent and fnmatch.fnmatch(asset.name, Path(g).name)
             for g in globs
         ), asset
+
+
+def test_model_versions_name_each_registered_version(client, worker):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 2))
+    ds = upload(client, to_csv(X, np.where(X[:, 0] > 0, "a", "b")))
+    submit(client, ds["id"], max_iter=10)
+    assert run_jobs(worker) == ["succeeded"]
+    assert client.get("/ui-api/models/1/versions").json() == {"versions": []}
+    assert_problem(client.get("/ui-api/models/2/versions"), 404)
+    for name in ("zeta", "alpha"):
+        assert client.post("/registered-models", json={"name": name}).status_code == 201
+        r = client.post(f"/registered-models/{name}/versions", json={"model_id": 1})
+        assert r.status_code == 201
+    assert client.get("/ui-api/models/1/versions").json() == {"versions": [
+        {"name": "alpha", "version": 1}, {"name": "zeta", "version": 1}]}

@@ -93,6 +93,7 @@ def test_new_user_path_by_clicking(tmp_path: Path, backend: str):
 
         # 8. predict one row from the model's form
         page.locator("#aliases").get_by_role("link", name="#1").click()
+        page.locator("#versions").get_by_role("link", name="blobs version 1").wait_for()
         predict = page.get_by_role("form", name="Predict rows")
         predict.get_by_label("Rows").fill("4.1, 3.9, 4.2")
         predict.get_by_role("button", name="Predict").click()

@@ -81,7 +81,12 @@
     app.append(el("p", {}, "Trained ", UI.time(m.created_at), " by ", m.job_id ? UI.link("/ui/jobs/" + m.job_id, "job #" + m.job_id) : "an import",
       " on ", m.dataset_id ? UI.link("/ui/datasets/" + m.dataset_id, "dataset #" + m.dataset_id) : "a deleted dataset",
       " · ", UI.link("/ui/monitoring/" + m.id, "monitoring")));
-    app.append(UI.warnings(m.warnings));
+    const versions = el("p", { id: "versions" });
+    app.append(versions, UI.warnings(m.warnings));
+    UI.get("/ui-api/models/" + m.id + "/versions").then(({ versions: vs }) => {
+      if (vs.length) versions.append("Registered as ", vs.map((v, i) => [i ? ", " : "", UI.link("/ui/registry/" + encodeURIComponent(v.name), v.name + " version " + v.version)]));
+      else versions.append("Not a registered version yet.");
+    }).catch((e) => versions.append(UI.problem(e)));
     const exp = el("div", { class: "tools", role: "group", "aria-label": "Export" });
     const expOut = el("div", { "aria-live": "polite" });
     for (const [fmt, label] of [["onnx", "Export ONNX"], ["bundle", "Export bundle"]]) {
