@@ -84,7 +84,7 @@
     const versions = el("p", { id: "versions" });
     app.append(versions, UI.warnings(m.warnings));
     UI.get("/ui-api/models/" + m.id + "/versions").then(({ versions: vs }) => {
-      if (vs.length) versions.append("Registered as ", vs.map((v, i) => [i ? ", " : "", UI.link("/ui/registry/" + encodeURIComponent(v.name), v.name + " version " + v.version)]));
+      if (vs.length) versions.append("Registered as ", ...vs.flatMap((v, i) => [i ? ", " : "", UI.link("/ui/registry/" + encodeURIComponent(v.name), v.name + " version " + v.version)]));
       else versions.append("Not a registered version yet.");
     }).catch((e) => versions.append(UI.problem(e)));
     const exp = el("div", { class: "tools", role: "group", "aria-label": "Export" });
