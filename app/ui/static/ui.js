@@ -212,6 +212,13 @@
     }
     root.reload = () => { stack.length = 0; load(null, false); };
     root.reload();
+    // live tables (jobs): the page shown is read again every 2 s while a row is still active
+    if (opts.liveWhile) {
+      const timer = setInterval(() => {
+        if (!document.body.contains(root)) { clearInterval(timer); return; }
+        if (rows.some(opts.liveWhile) && !filter) load(stack.length ? stack[stack.length - 1] : null, false);
+      }, 2000);
+    }
     return root;
   };
 

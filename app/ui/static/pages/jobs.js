@@ -59,7 +59,7 @@
     const fromHash = new URLSearchParams(location.hash.slice(1)).get("status") || "";
     const status = UI.select("status", [["", "any"], "queued", "running", "succeeded", "failed", "cancelled"], fromHash);
     const table = UI.pagedTable({
-      path: "/jobs", label: "jobs", tools: [UI.field("Status", status)],
+      path: "/jobs", label: "jobs", liveWhile: (j) => j.status === "queued" || j.status === "running", tools: [UI.field("Status", status)],
       query: () => (status.value ? { status: status.value } : {}),
       columns: [
         { label: "Job", value: (j) => j.id, render: (j) => UI.link("/ui/jobs/" + j.id, "#" + j.id), num: true },

@@ -25,7 +25,7 @@ UI.pages.overview = async function (app, ctx) {
     { label: "Model", value: (j) => j.model_id, render: (j) => (j.model_id ? UI.link("/ui/models/" + j.model_id, "#" + j.model_id) : "—") },
     { label: "Created", value: (j) => j.created_at, render: (j) => UI.time(j.created_at) },
   ];
-  app.append(UI.section("Recent jobs", UI.pagedTable({ path: "/jobs", label: "jobs", limit: 10, columns: jobColumns,
+  app.append(UI.section("Recent jobs", UI.pagedTable({ path: "/jobs", label: "jobs", liveWhile: (j) => j.status === "queued" || j.status === "running", limit: 10, columns: jobColumns,
     empty: () => UI.empty("No job yet: train a model from a ", UI.link("/ui/datasets", "dataset's page"), ".") })));
   app.append(UI.section("Recent failures", UI.pagedTable({ path: "/jobs", label: "failures", limit: 5,
     query: () => ({ status: "failed" }),
