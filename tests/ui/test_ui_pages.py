@@ -163,3 +163,23 @@ def test_keyboard_reaches_every_page_from_the_navigation(tmp_path):
             titles.append(page.locator("h1").inner_text())
         assert titles == ["Datasets", "Jobs", "Models", "Registry", "Monitoring", "Experiments",
                           "Keys"]
+
+
+def test_line_chart_draws_the_curves_it_is_given(tmp_path):
+    """The model page's ROC/PR/reliability charts (drawn when the model detail carries the
+    hold-out evaluation's curves): points land where the axes say, in the page's own script."""
+    with ui_server(tmp_path, "sqlite") as server, browser(server) as b:
+        b.sign_in(ADMIN_KEY)
+        got = b.page.evaluate("""() => {
+            const fig = UI.lineChart("ROC", [{label: "a", x: [0, 0.5, 1], y: [0, 0.8, 1]},
+                                             {label: "b", x: [0, null, 1], y: [0, 0.3, 1]}],
+                                     "fpr", "tpr", true);
+            document.body.append(fig);
+            const lines = [...fig.querySelectorAll("polyline")].map(p => p.getAttribute("points"));
+            return {lines, label: fig.querySelector("svg").getAttribute("aria-label"),
+                    legend: [...fig.querySelectorAll(".legend li")].map(li => li.textContent)};
+        }""")
+        # x: 42 + x * 248; y: 204 - y * 194 (viewBox 300 x 240, margins 42/10/10/36)
+        assert got["lines"] == ["42.0,204.0 166.0,48.8 290.0,10.0", "42.0,204.0 290.0,10.0"]
+        assert got["label"] == "ROC" and got["legend"] == ["a", "b"]
+        assert b.axe() == []

@@ -129,6 +129,37 @@
     setTimeout(() => URL.revokeObjectURL(url), 10000);
   };
 
+  /** A small line chart as SVG built in the DOM (no inline script or style): series of
+      {label, x: [...], y: [...]} on [0, 1] x [0, 1] (ROC, PR, reliability curves). */
+  UI.lineChart = function (title, series, xLabel, yLabel, diagonal) {
+    const NS = "http://www.w3.org/2000/svg", W = 300, H = 240, L = 42, B = 36, T = 10, R = 10;
+    const svg = document.createElementNS(NS, "svg");
+    const put = (tag, attrs, text) => {
+      const n = document.createElementNS(NS, tag);
+      for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+      if (text !== undefined) n.textContent = text;
+      svg.append(n); return n;
+    };
+    svg.setAttribute("viewBox", "0 0 " + W + " " + H); svg.setAttribute("width", W); svg.setAttribute("height", H);
+    svg.setAttribute("role", "img"); svg.setAttribute("aria-label", title);
+    const px = (x) => L + x * (W - L - R), py = (y) => H - B - y * (H - B - T);
+    put("rect", { x: L, y: T, width: W - L - R, height: H - B - T, fill: "none", stroke: "#8c959f" });
+    for (const t of [0, 0.5, 1]) {
+      put("text", { x: px(t), y: H - B + 14, "text-anchor": "middle", "font-size": 10, fill: "#1b1f24" }, String(t));
+      put("text", { x: L - 4, y: py(t) + 3, "text-anchor": "end", "font-size": 10, fill: "#1b1f24" }, String(t));
+    }
+    put("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle", "font-size": 11, fill: "#1b1f24" }, xLabel);
+    put("text", { x: 12, y: (T + H - B) / 2, "text-anchor": "middle", "font-size": 11, fill: "#1b1f24", transform: "rotate(-90 12 " + (T + H - B) / 2 + ")" }, yLabel);
+    if (diagonal) put("line", { x1: px(0), y1: py(0), x2: px(1), y2: py(1), stroke: "#8c959f", "stroke-dasharray": "4 3" });
+    const colours = ["#0a5cc2", "#b42318", "#1a7f37", "#8a5a00", "#6639ba"];
+    series.forEach((s, i) => {
+      const pts = s.x.map((x, j) => [x, s.y[j]]).filter(([x, y]) => x !== null && y !== null && isFinite(x) && isFinite(y));
+      put("polyline", { points: pts.map(([x, y]) => px(x).toFixed(1) + "," + py(y).toFixed(1)).join(" "), fill: "none", stroke: colours[i % colours.length], "stroke-width": 2 });
+    });
+    const legend = el("ul", { class: "legend" }, series.map((s, i) => el("li", { "data-colour": i % colours.length }, s.label)));
+    return el("figure", { class: "chart" }, svg, el("figcaption", {}, title), series.length > 1 ? legend : null);
+  };
+
   // -- building blocks ------------------------------------------------------------------------
   UI.kv = function (obj, depth) {
     const dl = el("dl", { class: "kv" });

@@ -13,13 +13,22 @@
     const ev = m.evaluation;
     const box = el("div");
     if (ev) {
-      const { confusion_matrix: cm, per_class: perClass, ...scores } = ev;
+      const { confusion_matrix: cm, per_class: perClass, curves: evCurves, ...scores } = ev;
       box.append(UI.kv(scores), confusion(cm));
       if (Array.isArray(perClass)) {
         box.append(el("table", {}, el("caption", { class: "muted" }, "Per class"),
           el("thead", {}, el("tr", {}, ["Class", "Precision", "Recall", "F1", "Support"].map((h) => el("th", { scope: "col" }, h)))),
           el("tbody", {}, perClass.map((c) => el("tr", {}, el("td", {}, String(c.label)), el("td", { class: "num" }, UI.num(c.precision, 3)),
             el("td", { class: "num" }, UI.num(c.recall, 3)), el("td", { class: "num" }, UI.num(c.f1, 3)), el("td", { class: "num" }, UI.num(c.support)))))));
+      }
+      const c = evCurves || m.curves;
+      if (c) {
+        const charts = el("div", { class: "cols" });
+        const name = (x, kind) => (x.label !== undefined && x.label !== null ? "class " + x.label : kind);
+        if (c.roc && c.roc.length) charts.append(UI.lineChart("ROC curve (hold-out)", c.roc.map((r) => ({ label: name(r, "ROC"), x: r.fpr, y: r.tpr })), "false positive rate", "true positive rate", true));
+        if (c.pr && c.pr.length) charts.append(UI.lineChart("Precision-recall curve (hold-out)", c.pr.map((r) => ({ label: name(r, "PR"), x: r.recall, y: r.precision })), "recall", "precision", false));
+        if (c.reliability && c.reliability.length) charts.append(UI.lineChart("Reliability (hold-out)", c.reliability.map((r) => ({ label: name(r, "reliability"), x: r.mean_predicted, y: r.fraction_positive })), "mean predicted probability", "fraction positive", true));
+        box.append(charts);
       }
     } else if (m.holdout) {
       box.append(UI.kv(m.holdout));
