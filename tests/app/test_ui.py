@@ -185,13 +185,14 @@ def test_model_versions_name_each_registered_version(client, worker):
     rng = np.random.default_rng(3)
     X = rng.normal(size=(40, 2))
     ds = upload(client, to_csv(X, np.where(X[:, 0] > 0, "a", "b")))
-    submit(client, ds["id"], max_iter=10)
+    job = submit(client, ds["id"], max_iter=10)
     assert run_jobs(worker) == ["succeeded"]
-    assert client.get("/ui-api/models/1/versions").json() == {"versions": []}
-    assert_problem(client.get("/ui-api/models/2/versions"), 404)
+    model = client.get(f"/jobs/{job['id']}").json()["model_id"]
+    assert client.get(f"/ui-api/models/{model}/versions").json() == {"versions": []}
+    assert_problem(client.get(f"/ui-api/models/{model + 1}/versions"), 404)
     for name in ("zeta", "alpha"):
         assert client.post("/registered-models", json={"name": name}).status_code == 201
-        r = client.post(f"/registered-models/{name}/versions", json={"model_id": 1})
+        r = client.post(f"/registered-models/{name}/versions", json={"model_id": model})
         assert r.status_code == 201
-    assert client.get("/ui-api/models/1/versions").json() == {"versions": [
+    assert client.get(f"/ui-api/models/{model}/versions").json() == {"versions": [
         {"name": "alpha", "version": 1}, {"name": "zeta", "version": 1}]}
