@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Security
+from fastapi.staticfiles import StaticFiles
 
 from app.auth.keys import Scope
 from app.auth.routes import router as keys_router
@@ -26,6 +27,9 @@ from app.predict.routes import router as predict_router
 from app.protocols import mlflow, v2
 from app.registry.routes import router as registry_router
 from app.training.routes import router as training_router
+from app.ui.routes import STATIC_DIR, STATIC_PREFIX, UI_PREFIX
+from app.ui.routes import api_router as ui_api_router
+from app.ui.routes import pages_router as ui_pages_router
 
 
 class Access(StrEnum):
@@ -51,11 +55,13 @@ ROUTERS: tuple[tuple[APIRouter, Access], ...] = (
     (metrics_router, Access.read),
     (v2.router, Access.read),  # the Open Inference Protocol: infer only reads, like /predict
     (mlflow.router, Access.read),  # MLflow's /invocations
+    (ui_api_router, Access.read),  # the web interface's session and overview
 )
-#: Open to anyone: the health probes (ours and the Open Inference Protocol's).
-OPEN_ROUTERS: tuple[APIRouter, ...] = (health_router, v2.health_router)
-#: Their paths, served without a key (besides /livez and /readyz).
-OPEN_PATHS: tuple[str, ...] = tuple(v2.HEALTH_PATHS)
+#: Open to anyone: the health probes (ours and the Open Inference Protocol's) and the web
+#: interface's page shells (they hold no data: their scripts read the API with a key).
+OPEN_ROUTERS: tuple[APIRouter, ...] = (health_router, v2.health_router, ui_pages_router)
+#: Their paths, served without a key (besides /livez and /readyz); "/…/" is a prefix.
+OPEN_PATHS: tuple[str, ...] = (*v2.HEALTH_PATHS, "/", UI_PREFIX, UI_PREFIX + "/")
 
 
 def needed_scope(access: Access, method: str) -> Scope:
@@ -73,6 +79,8 @@ def _dependencies(access: Access) -> list[Any]:
 def include_routers(app: FastAPI) -> None:
     for router, access in ROUTERS:
         app.include_router(router, dependencies=_dependencies(access), responses=AUTH_RESPONSES)
+    # before the pages' catch-all /ui/{rest:path}
+    app.mount(STATIC_PREFIX, StaticFiles(directory=STATIC_DIR), name="ui-static")
     for router in OPEN_ROUTERS:
         app.include_router(router)
 

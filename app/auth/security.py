@@ -190,8 +190,9 @@ class AuthMiddleware:
         self.app = app
         self.gate = gate
         self.open_paths = frozenset(open_paths)
-        # An open path ending in "/" opens everything below it (the docs' static assets).
-        self.open_prefixes = tuple(p for p in self.open_paths if p.endswith("/"))
+        # An open path ending in "/" opens everything below it (the docs' static assets), but
+        # the root "/" (the web interface's redirect) opens only itself.
+        self.open_prefixes = tuple(p for p in self.open_paths if p.endswith("/") and p != "/")
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")

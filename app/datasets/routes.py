@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, File, Form, Request, Response, UploadFile, status
 from fastapi.responses import JSONResponse
@@ -18,8 +18,14 @@ from app.core.idempotency import (
 from app.core.pagination import PageDep
 from app.core.problems import invalid, problem_responses
 from app.core.validation import Text, check_text
-from app.datasets import service
-from app.datasets.schemas import MAX_NAME_LENGTH, DatasetDetail, DatasetPage, DatasetSummary
+from app.datasets import profile, service
+from app.datasets.schemas import (
+    MAX_NAME_LENGTH,
+    DatasetDetail,
+    DatasetPage,
+    DatasetProfile,
+    DatasetSummary,
+)
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 
@@ -174,6 +180,24 @@ def list_datasets(session: SessionDep, page: PageDep) -> DatasetPage:
 )
 def get_dataset(session: SessionDep, dataset_id: int) -> DatasetDetail:
     return DatasetDetail.model_validate(service.get_or_raise(session, dataset_id))
+
+
+@router.get(
+    "/{dataset_id}/profile",
+    summary="Preview and profile a dataset",
+    description=(
+        "Its first rows as stored (encoded features and labels) and, per column of the file "
+        "that became features, its kind, missing values, distinct values, min/max/mean (a "
+        "categorical column: its most frequent categories), plus the label's class counts. "
+        "Profiled on at most the first 100,000 rows and 200 columns (`rows_profiled`)."
+    ),
+    response_model=DatasetProfile,
+    responses=problem_responses(404),
+)
+def get_dataset_profile(session: SessionDep, dataset_id: int) -> dict[str, Any]:
+    dataset = service.get_or_raise(session, dataset_id)
+    X, y = service.load_arrays(session, dataset)
+    return profile.profile(dataset, X, y)
 
 
 @router.delete(

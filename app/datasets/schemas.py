@@ -80,3 +80,54 @@ class DatasetPage(Page[DatasetSummary]):
     model_config = ConfigDict(
         json_schema_extra={"examples": [{"items": [_SUMMARY_EXAMPLE], "next_cursor": "aWQ6MQ"}]}
     )
+
+
+class ColumnProfile(BaseModel):
+    """One column of the file that became features (a categorical one: its one-hot block)."""
+
+    name: str
+    kind: str = Field(description="`numeric` or `categorical`")
+    missing: int = Field(
+        description="NaN still stored (numeric); rows with none of its categories (categorical)"
+    )
+    distinct: int = Field(description="Distinct values (categorical: categories present)")
+    min: float | None
+    max: float | None
+    mean: float | None
+    top: list[dict[str, Any]] | None = Field(
+        None, description="Categorical: its most frequent categories, `value` and `count`"
+    )
+
+
+class DatasetProfile(BaseModel):
+    """A dataset's first rows as stored and its per-column profile (GET …/profile)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "dataset_id": 1,
+                    "rows_profiled": 569,
+                    "n_rows": 569,
+                    "n_columns": 30,
+                    "columns": [
+                        {"name": "V1", "kind": "numeric", "missing": 0, "distinct": 456,
+                         "min": 6.981, "max": 28.11, "mean": 14.127, "top": None},
+                    ],
+                    "label": {"name": "Class", "classes": [1, 2], "counts": [357, 212]},
+                    "preview": {"feature_names": ["V1", "…"], "rows": [[17.99, "…"]],
+                                "labels": [2]},
+                }
+            ]
+        }
+    )
+
+    dataset_id: int
+    rows_profiled: int = Field(description="Rows profiled (at most the first 100,000)")
+    n_rows: int
+    n_columns: int = Field(description="Columns that became features (`columns`: ≤ 200)")
+    columns: list[ColumnProfile]
+    label: dict[str, Any] = Field(description="`name`, `classes` and their `counts`")
+    preview: dict[str, Any] = Field(
+        description="The first 10 rows as stored: `feature_names`, `rows`, `labels`"
+    )

@@ -40,6 +40,13 @@ OPEN_PATHS = {
     "/docs/oauth2-redirect",
     "/redoc",
     "/openapi.json",
+    # the web interface's page shells: no data in them (their scripts read the API with a key)
+    "/",
+    "/ui",
+    *(f"/ui/{page}" for page in ("datasets", "jobs", "models", "registry", "monitoring",
+                                 "experiments", "keys")),
+    *(f"/ui/{page}/999999" for page in ("datasets", "jobs", "models", "registry", "monitoring",
+                                        "experiments")),
 }
 READ_POSTS = {
     "/predict",

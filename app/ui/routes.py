@@ -1,0 +1,129 @@
+"""/ui: the interface's page shells and assets (open: they hold no data) and /ui-api (a key of
+scope read): who the key is, and the overview's counts.
+
+A shell is the navigation bar, the page's title and its script; the script asks the JSON API
+for everything it shows, sending the key the person entered once per browser session
+(sessionStorage) as ``Authorization: Bearer``. No cookie carries the key, so no other site can
+make the browser act with it (no CSRF surface), and the data pass through the same scope
+checks as any client's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Request, Security
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.templating import Jinja2Templates
+
+from app.auth.keys import Principal, Scope
+from app.auth.security import require
+from app.core.deps import SessionDep, SettingsDep
+from app.core.problems import problem_responses
+from app.models import service as models
+from app.registry import service as registry
+from app.ui import overview as overview_service
+from app.ui.pages import BY_SLUG, PAGES
+from app.ui.schemas import ModelVersions, OverviewOut, SessionOut
+from app.ui.security_headers import HEADERS
+from solver.algorithms import PAPER_ORDER
+
+HERE = Path(__file__).parent
+STATIC_DIR = HERE / "static"
+UI_PREFIX = "/ui"
+STATIC_PREFIX = UI_PREFIX + "/static"
+API_PREFIX = "/ui-api"
+
+# Starlette autoescapes .html templates (select_autoescape): the ident from the path is escaped.
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+#: the shells and the redirect; open (app.main lists their paths)
+pages_router = APIRouter(include_in_schema=False)
+#: the JSON the pages need beyond the API's own routes; app.routers requires a read key
+api_router = APIRouter(prefix=API_PREFIX, tags=["ui"])
+
+
+def _asset_version() -> str:
+    """Changes when any asset changes, so browsers fetch the new files after an upgrade."""
+    stamps = [int(p.stat().st_mtime) for p in STATIC_DIR.rglob("*") if p.is_file()]
+    return format(max(stamps, default=0), "x")
+
+
+ASSET_VERSION = _asset_version()
+
+
+@pages_router.get("/")
+def root() -> RedirectResponse:
+    return RedirectResponse(UI_PREFIX, status_code=307)
+
+
+def _shell(request: Request, slug: str, ident: str | None) -> HTMLResponse:
+    page = BY_SLUG[slug]
+    context = {
+        "page": page,
+        "pages": PAGES,
+        "ident": ident or "",
+        "static": STATIC_PREFIX,
+        "version": ASSET_VERSION,
+        "algorithms": " ".join(PAPER_ORDER),
+    }
+    response = templates.TemplateResponse(request, "page.html", context)
+    response.headers.update(HEADERS)
+    return response
+
+
+def _list_handler(slug: str) -> Callable[[Request], HTMLResponse]:
+    def handler(request: Request) -> HTMLResponse:
+        return _shell(request, slug, None)
+
+    return handler
+
+
+def _detail_handler(slug: str) -> Callable[[Request, str], HTMLResponse]:
+    def handler(request: Request, ident: str) -> HTMLResponse:
+        return _shell(request, slug, ident)
+
+    return handler
+
+
+# One route per page, and per detail page (/ui/models/{ident}); the ident is only echoed in the
+# shell (escaped), the page's script asks the API for it.
+for _page in PAGES:
+    _path = UI_PREFIX + (f"/{_page.slug}" if _page.slug else "")
+    pages_router.add_api_route(_path, _list_handler(_page.slug), response_class=HTMLResponse,
+                               name=f"ui_{_page.slug or 'overview'}")
+    if _page.detail:
+        pages_router.add_api_route(_path + "/{ident}", _detail_handler(_page.slug),
+                                   response_class=HTMLResponse, name=f"ui_{_page.slug}_detail")
+
+
+_Principal = Annotated[Principal | None, Security(require(Scope.read))]
+
+
+@api_router.get("/session", summary="The key in use: its name and scope", response_model=SessionOut)
+async def session_info(principal: _Principal) -> dict[str, Any]:
+    """The pages show write controls only to a key whose scope allows them. An open service
+    (no keys configured) acts as admin for everyone."""
+    if principal is None:
+        return {"auth_required": False, "name": None, "scope": Scope.admin.value}
+    return {"auth_required": True, "name": principal.name, "scope": principal.scope.value}
+
+
+@api_router.get(
+    "/overview", summary="Counts for the interface's overview page", response_model=OverviewOut
+)
+def overview(session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+    return overview_service.overview(session, settings.lease_seconds)
+
+
+@api_router.get(
+    "/models/{model_id}/versions",
+    summary="The registered versions a stored model is",
+    response_model=ModelVersions,
+    responses=problem_responses(404),
+)
+def model_versions(session: SessionDep, model_id: int) -> dict[str, Any]:
+    """For the model page's links to its registered versions (none: an empty list)."""
+    models.get_or_raise(session, model_id)
+    pairs = registry.versions_of_model(session, model_id)
+    return {"versions": [{"name": n, "version": v} for n, v in pairs]}

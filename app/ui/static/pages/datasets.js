@@ -1,0 +1,126 @@
+"use strict";
+(function () {
+  const { el } = UI;
+
+  function uploadForm(onDone) {
+    const file = el("input", { type: "file", name: "file", required: true, accept: ".csv,.tsv,.txt,.arff,.libsvm,.svm,.data,.gz" });
+    const name = el("input", { name: "name", placeholder: "the file's name" });
+    const format = UI.select("format", [["", "detect"], "csv", "tsv", "libsvm", "arff"], "");
+    const label = el("input", { name: "label", placeholder: "last column" });
+    const drop = el("input", { name: "drop", placeholder: "id, note_*" });
+    const missing = UI.select("missing", [["error", "reject the file"], ["drop", "drop those rows"]], "error");
+    const delimiter = el("input", { name: "delimiter", size: 4, placeholder: "sniffed" });
+    const header = UI.select("header", [["", "sniffed"], ["true", "yes"], ["false", "no"]], "");
+    const out = el("div", { "aria-live": "polite" });
+    const submit = el("button", { class: "primary", type: "submit" }, "Upload");
+    const form = el("form", { class: "panel", "aria-label": "Upload a dataset" },
+      el("h2", {}, "Upload a dataset"),
+      el("div", { class: "fields" },
+        UI.field("File", file, "CSV/TSV, LIBSVM or ARFF"), UI.field("Name", name),
+        UI.field("Format", format), UI.field("Label column", label, "name or 0-based index"),
+        UI.field("Drop columns", drop, "names or globs, comma-separated"),
+        UI.field("Missing values", missing), UI.field("Delimiter", delimiter), UI.field("Header row", header)),
+      submit, out);
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      UI.clear(out);
+      if (!file.files.length) { out.append(UI.problem({ problem: { detail: "choose a file" } })); return; }
+      const fd = new FormData();
+      fd.append("file", file.files[0]);
+      for (const c of [name, format, label, drop, missing, delimiter, header]) if (c.value) fd.append(c.name, c.value);
+      submit.disabled = true;
+      try {
+        const d = await UI.api("POST", "/datasets", fd);
+        out.append(el("div", { class: "success", role: "status" }, "Stored as dataset ",
+          UI.link("/ui/datasets/" + d.id, "#" + d.id + " " + d.name), ": " + UI.num(d.n_rows) + " rows, " + UI.num(d.n_features) + " features."),
+          UI.warnings(d.warnings));
+        onDone(d);
+      } catch (e) { out.append(UI.problem(e)); } finally { submit.disabled = false; }
+    });
+    return form;
+  }
+
+  function trainForm(dataset) {
+    const algorithm = UI.select("algorithm", document.body.dataset.algorithms.split(" "), "msvmav");
+    const kernel = UI.select("kernel", ["linear", "rbf", "poly"], "linear");
+    const test = el("input", { name: "test_fraction", type: "number", min: "0", max: "0.9", step: "0.05", value: "0.2" });
+    const registerAs = el("input", { name: "register_as", placeholder: "optional" });
+    const params = el("input", { name: "params", placeholder: '{"C": 1}', size: 24 });
+    const out = el("div", { "aria-live": "polite" });
+    const form = el("form", { class: "panel", "aria-label": "Train a model" }, el("h2", {}, "Train a model"),
+      el("div", { class: "fields" }, UI.field("Algorithm", algorithm), UI.field("Kernel", kernel),
+        UI.field("Hold-out fraction", test), UI.field("Other parameters", params, "JSON"), UI.field("Register as", registerAs, "registered model name")),
+      el("button", { class: "primary", type: "submit" }, "Train"), out);
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault(); UI.clear(out);
+      const body = { dataset_id: dataset.id, algorithm: algorithm.value, kernel: kernel.value };
+      if (test.value !== "") body.test_fraction = Number(test.value);
+      if (registerAs.value) body.register_as = registerAs.value;
+      try {
+        if (params.value.trim()) body.params = JSON.parse(params.value);
+        const job = await UI.api("POST", "/train", body);
+        location.href = "/ui/jobs/" + job.id;
+      } catch (e) { out.append(e instanceof SyntaxError ? UI.problem({ problem: { detail: "Other parameters: not JSON (" + e.message + ")" } }) : UI.problem(e)); }
+    });
+    return form;
+  }
+
+  function profileTable(p) {
+    const rows = p.columns.map((c) => el("tr", {},
+      el("th", { scope: "row" }, c.name), el("td", {}, c.kind), el("td", { class: "num" }, UI.num(c.missing)),
+      el("td", { class: "num" }, UI.num(c.distinct)), el("td", { class: "num" }, UI.num(c.min)),
+      el("td", { class: "num" }, UI.num(c.max)), el("td", { class: "num" }, UI.num(c.mean)),
+      el("td", {}, c.top ? c.top.map((t) => t.value + " (" + t.count + ")").join(", ") : "")));
+    return el("table", {}, el("caption", { class: "muted" }, "Profiled on " + UI.num(p.rows_profiled) + " of " + UI.num(p.n_rows) + " rows, " + p.columns.length + " of " + p.n_columns + " columns"),
+      el("thead", {}, el("tr", {}, ["Column", "Kind", "Missing", "Distinct", "Min", "Max", "Mean", "Top categories"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, rows));
+  }
+
+  function previewTable(p) {
+    const names = p.preview.feature_names;
+    return el("div", { class: "scroll" }, el("table", {}, el("caption", { class: "muted" }, "First " + p.preview.rows.length + " rows as stored (encoded features)"),
+      el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "label"), names.map((n) => el("th", { scope: "col", class: "num" }, n)))),
+      el("tbody", {}, p.preview.rows.map((r, i) => el("tr", {}, el("td", {}, String(p.preview.labels[i])), r.map((v) => el("td", { class: "num" }, UI.num(v))))))));
+  }
+
+  async function detail(app, ctx) {
+    const d = await UI.get("/datasets/" + encodeURIComponent(ctx.ident));
+    document.getElementById("title").textContent = "Dataset #" + d.id + " · " + d.name;
+    app.append(UI.kv({ file: d.filename, format: d.format, rows: d.n_rows, features: d.n_features, "rows dropped": d.n_rows_dropped, sparse: d.sparse, "size (bytes)": d.size_bytes, options: d.options }));
+    app.append(el("p", {}, "Uploaded ", UI.time(d.created_at), " · ", UI.link("/ui/models#dataset_id=" + d.id, "models trained on it")));
+    if (ctx.canWrite) app.append(trainForm(d));
+    const labelCounts = el("table", {}, el("caption", { class: "muted" }, "Label classes"),
+      el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Class"), el("th", { scope: "col", class: "num" }, "Rows"), el("th", { scope: "col", class: "num" }, "Share"))),
+      el("tbody", {}, d.classes.map((c, i) => el("tr", {}, el("td", {}, String(c)), el("td", { class: "num" }, UI.num(d.class_counts[i])), el("td", { class: "num" }, UI.pct(d.class_counts[i] / d.n_rows))))));
+    app.append(UI.section("Label", labelCounts));
+    const prof = el("div", {}, el("p", { class: "muted" }, "Profiling…"));
+    app.append(UI.section("Columns", prof));
+    const prev = el("div");
+    app.append(UI.section("Preview", prev));
+    try {
+      const p = await UI.get("/datasets/" + d.id + "/profile");
+      UI.clear(prof).append(profileTable(p));
+      prev.append(previewTable(p));
+    } catch (e) { UI.clear(prof).append(UI.problem(e)); }
+  }
+
+  UI.pages.datasets = async function (app, ctx) {
+    if (ctx.ident) return detail(app, ctx);
+    let table;
+    if (ctx.canWrite) app.append(uploadForm(() => table.reload()));
+    table = UI.pagedTable({
+      path: "/datasets", label: "datasets",
+      columns: [
+        { label: "Id", value: (d) => d.id, render: (d) => UI.link("/ui/datasets/" + d.id, "#" + d.id), num: true },
+        { label: "Name", value: (d) => d.name, render: (d) => UI.link("/ui/datasets/" + d.id, d.name) },
+        { label: "Format", value: (d) => d.format },
+        { label: "Rows", value: (d) => d.n_rows, num: true },
+        { label: "Features", value: (d) => d.n_features, num: true },
+        { label: "Classes", value: (d) => d.classes.length, render: (d) => d.classes.map((c, i) => c + " (" + d.class_counts[i] + ")").join(", ") },
+        { label: "Uploaded", value: (d) => d.created_at, render: (d) => UI.time(d.created_at) },
+      ],
+      empty: () => UI.empty(ctx.canWrite ? "No dataset yet: upload a CSV, LIBSVM or ARFF file with the form above." : "No dataset yet: someone with a write key uploads one."),
+    });
+    app.append(UI.section("Datasets", table));
+  };
+})();

@@ -1,0 +1,153 @@
+"use strict";
+(function () {
+  const { el } = UI;
+
+  function confusion(cm) {
+    if (!cm || !cm.labels) return UI.nothing();
+    return el("table", {}, el("caption", { class: "muted" }, "Confusion matrix (rows: true class, columns: predicted)"),
+      el("thead", {}, el("tr", {}, el("td", {}), cm.labels.map((l) => el("th", { scope: "col", class: "num" }, String(l))))),
+      el("tbody", {}, cm.matrix.map((row, i) => el("tr", {}, el("th", { scope: "row" }, String(cm.labels[i])), row.map((v) => el("td", { class: "num" }, UI.num(v)))))));
+  }
+
+  function evaluation(m) {
+    const ev = m.evaluation;
+    const box = el("div");
+    if (ev) {
+      const { confusion_matrix: cm, per_class: perClass, curves: evCurves, ...scores } = ev;
+      box.append(UI.kv(scores), confusion(cm));
+      if (Array.isArray(perClass)) {
+        box.append(el("table", {}, el("caption", { class: "muted" }, "Per class"),
+          el("thead", {}, el("tr", {}, ["Class", "Precision", "Recall", "F1", "Support"].map((h) => el("th", { scope: "col" }, h)))),
+          el("tbody", {}, perClass.map((c) => el("tr", {}, el("td", {}, String(c.label)), el("td", { class: "num" }, UI.num(c.precision, 3)),
+            el("td", { class: "num" }, UI.num(c.recall, 3)), el("td", { class: "num" }, UI.num(c.f1, 3)), el("td", { class: "num" }, UI.num(c.support)))))));
+      }
+      const c = evCurves || m.curves;
+      if (c) {
+        const charts = el("div", { class: "cols" });
+        const name = (x, kind) => (x.label !== undefined && x.label !== null ? "class " + x.label : kind);
+        if (c.roc && c.roc.length) charts.append(UI.lineChart("ROC curve (hold-out)", c.roc.map((r) => ({ label: name(r, "ROC"), x: r.fpr, y: r.tpr })), "false positive rate", "true positive rate", true));
+        if (c.pr && c.pr.length) charts.append(UI.lineChart("Precision-recall curve (hold-out)", c.pr.map((r) => ({ label: name(r, "PR"), x: r.recall, y: r.precision })), "recall", "precision", false));
+        if (c.reliability && c.reliability.length) charts.append(UI.lineChart("Reliability (hold-out)", c.reliability.map((r) => ({ label: name(r, "reliability"), x: r.mean_predicted, y: r.fraction_positive })), "mean predicted probability", "fraction positive", true));
+        box.append(charts);
+      }
+    } else if (m.holdout) {
+      box.append(UI.kv(m.holdout));
+    } else {
+      box.append(UI.empty("No hold-out part: train with a hold-out fraction above 0 to see how the model does on rows it has not seen."));
+    }
+    return box;
+  }
+
+  function predictForm(m) {
+    const rows = el("textarea", { name: "rows", rows: "4", placeholder: m.feature_names.slice(0, 6).join(", ") + (m.feature_names.length > 6 ? ", …" : "") });
+    const out = el("div", { "aria-live": "polite" });
+    const form = el("form", { class: "panel", "aria-label": "Predict rows" }, el("h2", {}, "Predict rows"),
+      el("p", { class: "muted" }, "One row per line: " + m.n_features + " values in the file's column order, comma-separated (or a JSON list of lists / records). Predictions are logged for monitoring."),
+      UI.field("Rows", rows), el("button", { class: "primary", type: "submit" }, "Predict"), out);
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault(); UI.clear(out);
+      let instances;
+      const text = rows.value.trim();
+      try {
+        if (text.startsWith("[")) instances = JSON.parse(text);
+        else instances = text.split(/\n+/).filter((l) => l.trim()).map((l) => l.split(/[,;\t]/).map((v) => { const t = v.trim(); return t !== "" && !isNaN(Number(t)) ? Number(t) : t; }));
+      } catch (e) { out.append(UI.problem({ problem: { detail: "Rows: not JSON (" + e.message + ")" } })); return; }
+      try {
+        const r = await UI.api("POST", "/predict", { model_id: m.id, instances });
+        const hasP = r.predictions.some((p) => p.probability !== undefined && p.probability !== null);
+        out.append(el("table", { id: "predictions" }, el("caption", { class: "muted" }, r.n + " predictions by model #" + r.model_id),
+          el("thead", {}, el("tr", {}, ["Row", "Id", "Label", "Decision value", hasP ? "Probability" : null, "Clipped"].filter(Boolean).map((h) => el("th", { scope: "col" }, h)))),
+          el("tbody", {}, r.predictions.map((p, i) => el("tr", {}, el("td", { class: "num" }, i + 1), el("td", {}, String(p.id)),
+            el("td", {}, String(p.label)), el("td", { class: "num" }, UI.num(p.decision_value)), hasP ? el("td", { class: "num" }, UI.num(p.probability, 3)) : null,
+            el("td", {}, p.clipped ? "yes" : "no"))))),
+          el("p", {}, UI.link("/ui/monitoring/" + m.id, "See them in monitoring")));
+      } catch (e) { out.append(UI.problem(e)); }
+    });
+    return form;
+  }
+
+  function registerForm(m) {
+    const name = el("input", { name: "registered_model", required: true, pattern: "[A-Za-z0-9][A-Za-z0-9._-]*", placeholder: "wdbc" });
+    const out = el("div", { "aria-live": "polite" });
+    const form = el("form", { class: "panel", "aria-label": "Register this model" }, el("h2", {}, "Register"),
+      el("p", { class: "muted" }, "Adds this model as the next version of a registered model (created if new)."),
+      el("div", { class: "fields" }, UI.field("Registered model name", name), el("button", { class: "primary", type: "submit" }, "Register")), out);
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault(); UI.clear(out);
+      const n = name.value.trim();
+      try {
+        try { await UI.api("POST", "/registered-models", { name: n }); } catch (e) { if (e.status !== 409) throw e; }
+        const v = await UI.api("POST", "/registered-models/" + encodeURIComponent(n) + "/versions", { model_id: m.id });
+        out.append(el("div", { class: "success", role: "status" }, "Registered as ", UI.link("/ui/registry/" + encodeURIComponent(n), n + " version " + v.version), "."));
+      } catch (e) { out.append(UI.problem(e)); }
+    });
+    return form;
+  }
+
+  async function detail(app, ctx) {
+    const m = await UI.get("/models/" + encodeURIComponent(ctx.ident));
+    document.getElementById("title").textContent = "Model #" + m.id + " · " + m.algorithm;
+    app.append(el("p", {}, "Trained ", UI.time(m.created_at), " by ", m.job_id ? UI.link("/ui/jobs/" + m.job_id, "job #" + m.job_id) : "an import",
+      " on ", m.dataset_id ? UI.link("/ui/datasets/" + m.dataset_id, "dataset #" + m.dataset_id) : "a deleted dataset",
+      " · ", UI.link("/ui/monitoring/" + m.id, "monitoring")));
+    const versions = el("p", { id: "versions" });
+    app.append(versions, UI.warnings(m.warnings));
+    UI.get("/ui-api/models/" + m.id + "/versions").then(({ versions: vs }) => {
+      if (vs.length) versions.append("Registered as ", ...vs.flatMap((v, i) => [i ? ", " : "", UI.link("/ui/registry/" + encodeURIComponent(v.name), v.name + " version " + v.version)]));
+      else versions.append("Not a registered version yet.");
+    }).catch((e) => versions.append(UI.problem(e)));
+    const exp = el("div", { class: "tools", role: "group", "aria-label": "Export" });
+    const expOut = el("div", { "aria-live": "polite" });
+    for (const [fmt, label] of [["onnx", "Export ONNX"], ["bundle", "Export bundle"]]) {
+      const b = el("button", { type: "button" }, label);
+      b.addEventListener("click", () => UI.download("/models/" + m.id + "/export?format=" + fmt, "model-" + m.id + "." + fmt).catch((e) => UI.clear(expOut).append(UI.problem(e))));
+      exp.append(b);
+    }
+    app.append(exp, expOut);
+    const summary = {
+      classes: m.classes, features: m.n_features, "rows fitted": m.n_train, "rows held out": m.n_test,
+      "train accuracy": m.train_accuracy, "hold-out accuracy": m.holdout_accuracy, "fit time (s)": m.fit_seconds, iterations: m.n_iter, scaling: m.scaling,
+    };
+    if ("calibration" in m) summary.calibration = m.calibration;
+    app.append(el("div", { class: "cols" }, UI.section("Summary", UI.kv(summary)), UI.section("Parameters", UI.kv(m.params))));
+    const conv = {};
+    for (const k of ["converged", "last_relative_change", "tol"]) if (k in m) conv[k] = m[k];
+    if (m.history) Object.assign(conv, m.history.stop_reason !== undefined ? { "stop reason": m.history.stop_reason } : {}, m.history.n_iter !== undefined ? { iterations: m.history.n_iter } : {});
+    app.append(el("div", { class: "cols" }, UI.section("Fit path", m.fit_path ? UI.kv(m.fit_path) : UI.empty("Not recorded for this algorithm.")),
+      UI.section("Convergence", Object.keys(conv).length ? UI.kv(conv) : UI.empty("Not recorded."))));
+    app.append(UI.section("Hold-out evaluation", evaluation(m)));
+    app.append(UI.section("Margin distribution", el("div", { class: "cols" },
+      UI.figure("/models/" + m.id + "/margins.png", "Cumulative distribution of model " + m.id + "'s training margins", "Training part"),
+      m.n_test ? UI.figure("/models/" + m.id + "/margins.png?split=holdout", "Cumulative distribution of model " + m.id + "'s hold-out margins", "Hold-out part") : null),
+      UI.kv(m.train_margins)));
+    app.append(predictForm(m));
+    if (ctx.canWrite) app.append(registerForm(m));
+    if (m.search) app.append(UI.section("Search", UI.kv(m.search)));
+  }
+
+  UI.pages.models = async function (app, ctx) {
+    if (ctx.ident) return detail(app, ctx);
+    const h = new URLSearchParams(location.hash.slice(1));
+    const algorithm = UI.select("algorithm", [["", "any"], ...document.body.dataset.algorithms.split(" ")], h.get("algorithm") || "");
+    const dataset = el("input", { type: "number", min: "1", name: "dataset_id", value: h.get("dataset_id") || "", size: 6 });
+    const table = UI.pagedTable({
+      path: "/models", label: "models", tools: [UI.field("Algorithm", algorithm), UI.field("Dataset id", dataset)],
+      query: () => Object.fromEntries([["algorithm", algorithm.value], ["dataset_id", dataset.value]].filter(([, v]) => v)),
+      columns: [
+        { label: "Model", value: (m) => m.id, render: (m) => UI.link("/ui/models/" + m.id, "#" + m.id), num: true },
+        { label: "Algorithm", value: (m) => m.algorithm },
+        { label: "Kernel", value: (m) => m.params.kernel || "" },
+        { label: "Dataset", value: (m) => m.dataset_id, render: (m) => (m.dataset_id ? UI.link("/ui/datasets/" + m.dataset_id, "#" + m.dataset_id) : "—") },
+        { label: "Rows fitted", value: (m) => m.n_train, num: true },
+        { label: "Hold-out accuracy", value: (m) => m.holdout_accuracy, render: (m) => UI.pct(m.holdout_accuracy), num: true },
+        { label: "Fit time (s)", value: (m) => m.fit_seconds, num: true },
+        { label: "Trained", value: (m) => m.created_at, render: (m) => UI.time(m.created_at) },
+      ],
+      empty: () => UI.empty("No model matches: train one from a ", UI.link("/ui/datasets", "dataset's page"), "."),
+    });
+    const apply = () => table.reload();
+    algorithm.addEventListener("change", apply);
+    dataset.addEventListener("change", apply);
+    app.append(table);
+  };
+})();

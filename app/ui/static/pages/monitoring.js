@@ -1,0 +1,102 @@
+"use strict";
+(function () {
+  const { el } = UI;
+
+  /** "7" → the stored model; "wdbc@production" → that alias; "wdbc/2" → that version */
+  function target(ident) {
+    if (/^\d+$/.test(ident)) return { base: "/models/" + ident, query: {}, label: "model #" + ident, model: ident };
+    const at = ident.indexOf("@"), slash = ident.lastIndexOf("/");
+    if (at > 0) return { base: "/registered-models/" + encodeURIComponent(ident.slice(0, at)), query: { alias: ident.slice(at + 1) }, label: ident, name: ident.slice(0, at) };
+    if (slash > 0) return { base: "/registered-models/" + encodeURIComponent(ident.slice(0, slash)), query: { version: ident.slice(slash + 1) }, label: ident, name: ident.slice(0, slash) };
+    return { base: "/registered-models/" + encodeURIComponent(ident), query: {}, label: ident + " (newest version)", name: ident };
+  }
+
+  function quantiles(part) {
+    return part && part.quantiles ? Object.entries(part.quantiles).map(([q, v]) => q + "%: " + UI.num(v, 3)).join(" · ") : "—";
+  }
+
+  function report(r) {
+    const out = el("div");
+    const rows = [["Reference (training)", r.reference], ["Live (window)", r.live]];
+    out.append(UI.section("Decision values: live against reference", el("table", { id: "live-vs-reference" },
+      el("thead", {}, el("tr", {}, ["", "Rows", "Quantiles", "Inside the margin |f(x)| < θ̂", "Clipped"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, rows.map(([label, p]) => el("tr", {}, el("th", { scope: "row" }, label), el("td", { class: "num" }, p ? UI.num(p.n) : "—"),
+        el("td", {}, quantiles(p)), el("td", { class: "num" }, p ? UI.pct(p.inside_margin_fraction) : "—"), el("td", { class: "num" }, p && "clipped_fraction" in p ? UI.pct(p.clipped_fraction) : "")))))));
+    const d = r.drift;
+    const drift = el("div");
+    if (!d) drift.append(UI.empty(r.live.n ? "No reference to compare with (the training dataset is gone)." : "No prediction in this window yet: predict rows with this model (its page has a form) to see them here."));
+    else {
+      drift.append(el("p", {}, "Decision values: KS statistic " + UI.num(d.statistic, 3) + ", p-value " + UI.num(d.p_value, 3) + " — ", el("strong", {}, d.drifted ? "drifted" : "no drift"), " (p < " + d.threshold + ")."));
+      const pf = d.per_feature;
+      if (pf && pf.features && pf.features.length) {
+        drift.append(el("table", { id: "feature-drift" }, el("caption", { class: "muted" }, (pf.drifted_count ?? 0) + " of " + pf.n_features + " features drifted; the largest gaps first"),
+          el("thead", {}, el("tr", {}, ["Feature", "KS statistic", "p-value", "Drifted"].map((h) => el("th", { scope: "col" }, h)))),
+          el("tbody", {}, pf.features.map((f) => el("tr", {}, el("td", {}, f.name), el("td", { class: "num" }, UI.num(f.statistic, 3)), el("td", { class: "num" }, UI.num(f.p_value, 3)), el("td", {}, f.drifted ? "yes" : "no"))))));
+      } else if (pf && pf.skipped) drift.append(el("p", { class: "muted" }, "Per feature: " + pf.skipped));
+    }
+    out.append(UI.section("Drift", drift));
+    const l = r.labelled;
+    const acc = el("div");
+    if (!l || !l.n) acc.append(UI.empty("No feedback yet: send true labels with POST /feedback (by prediction id) to see realised accuracy."));
+    else {
+      acc.append(el("p", {}, UI.num(l.n) + " rows with feedback · accuracy " + UI.pct(l.accuracy) + " · mean margin θ̂ " + UI.num(l.mean, 3)));
+      acc.append(el("table", {}, el("caption", { class: "muted" }, "Per UTC day"),
+        el("thead", {}, el("tr", {}, ["Day", "Rows", "Accuracy", "Mean margin"].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, l.daily.map((x) => el("tr", {}, el("td", {}, x.day), el("td", { class: "num" }, UI.num(x.n)), el("td", { class: "num" }, UI.pct(x.accuracy)), el("td", { class: "num" }, UI.num(x.mean, 3)))))));
+    }
+    for (const k of ["estimated", "estimated_accuracy", "performance_estimate"]) if (r[k]) acc.append(el("h3", {}, "Estimated accuracy (no labels needed)"), UI.kv(r[k]));
+    out.append(UI.section("Accuracy", acc));
+    return out;
+  }
+
+  async function shadow(name) {
+    try { return await UI.get("/registered-models/" + encodeURIComponent(name) + "/shadow"); } catch (e) { if (e.status === 404) return null; throw e; }
+  }
+
+  async function detail(app, ctx) {
+    const t = target(ctx.ident);
+    document.getElementById("title").textContent = "Monitoring · " + t.label;
+    const since = el("input", { type: "datetime-local", name: "since" });
+    const until = el("input", { type: "datetime-local", name: "until" });
+    const form = el("form", { class: "tools", "aria-label": "Window" }, UI.field("Since (UTC)", since), UI.field("Until (UTC)", until), el("button", { type: "submit" }, "Show window"));
+    const body = el("div");
+    app.append(form, body);
+    async function load() {
+      const q = new URLSearchParams(t.query);
+      if (since.value) q.set("since", since.value + ":00Z");
+      if (until.value) q.set("until", until.value + ":00Z");
+      const qs = q.toString() ? "?" + q.toString() : "";
+      UI.clear(body);
+      try {
+        const r = await UI.get(t.base + "/monitoring" + qs);
+        body.append(el("p", {}, "Answered by ", UI.link("/ui/models/" + r.model_id, "model #" + r.model_id), t.name ? [" · ", UI.link("/ui/registry/" + encodeURIComponent(t.name), "registry")] : ""));
+        body.append(UI.figure(t.base + "/monitoring.png" + qs, "Live against reference decision values, and accuracy per day, of " + t.label, "Live vs reference decision values and daily accuracy"));
+        body.append(report(r));
+        if (t.name) {
+          const s = await shadow(t.name);
+          body.append(UI.section("Shadow", s ? UI.kv({ challenger: s.alias, running: s.running, rows: s.n, agreement: s.agreement === null ? null : UI.pct(s.agreement), "rows with feedback": s.labelled,
+            "production accuracy": s.production.accuracy, "challenger accuracy": s.challenger.accuracy }) : UI.empty("No shadow: PUT /registered-models/" + t.name + "/shadow with a challenger alias scores the served rows with it too.")));
+        }
+      } catch (e) { body.append(UI.problem(e)); }
+    }
+    form.addEventListener("submit", (ev) => { ev.preventDefault(); load(); });
+    await load();
+  }
+
+  UI.pages.monitoring = async function (app, ctx) {
+    if (ctx.ident) return detail(app, ctx);
+    app.append(el("p", {}, "Choose a registered model's alias or a stored model."));
+    const reg = await UI.get("/registered-models?limit=100");
+    const links = [];
+    for (const r of reg.items) for (const a of Object.keys(r.aliases)) links.push(el("li", {}, UI.link("/ui/monitoring/" + encodeURIComponent(r.name + "@" + a), r.name + "@" + a)));
+    app.append(UI.section("Aliases", links.length ? el("ul", {}, links) : UI.empty("No alias yet: register a model and point production at it on the ", UI.link("/ui/registry", "registry"), " page.")));
+    app.append(UI.section("Models", UI.pagedTable({ path: "/models", label: "models", limit: 20,
+      columns: [
+        { label: "Model", value: (m) => m.id, render: (m) => UI.link("/ui/monitoring/" + m.id, "#" + m.id + " monitoring"), num: true },
+        { label: "Algorithm", value: (m) => m.algorithm },
+        { label: "Dataset", value: (m) => m.dataset_id },
+        { label: "Trained", value: (m) => m.created_at, render: (m) => UI.time(m.created_at) },
+      ],
+      empty: () => UI.empty("No model yet: train one from a ", UI.link("/ui/datasets", "dataset's page"), ".") })));
+  };
+})();

@@ -1,0 +1,69 @@
+"use strict";
+(function () {
+  const { el } = UI;
+  const path = (name) => "/registered-models/" + encodeURIComponent(name);
+
+  function aliasControls(rm, out, reload) {
+    const alias = el("input", { name: "alias", required: true, value: "production", pattern: "[A-Za-z][A-Za-z0-9._-]*" });
+    const version = UI.select("version", rm.versions.map((v) => [v.version, "version " + v.version + " (model #" + v.model_id + ")"]), rm.versions.length ? rm.versions[0].version : "");
+    const form = el("form", { class: "panel", "aria-label": "Point an alias" }, el("h3", {}, "Point an alias at a version"),
+      el("div", { class: "fields" }, UI.field("Alias", alias), UI.field("Version", version), el("button", { class: "primary", type: "submit" }, "Move alias")));
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault(); UI.clear(out);
+      const a = alias.value.trim(), v = Number(version.value);
+      const now = rm.aliases[a];
+      if (!UI.confirm((now ? "Move " + a + " from version " + now : "Create " + a) + " to version " + v + " of " + rm.name + "?")) return;
+      try { await UI.api("PUT", path(rm.name) + "/aliases/" + encodeURIComponent(a), { version: v }); reload(); } catch (e) { out.append(UI.problem(e)); }
+    });
+    return form;
+  }
+
+  async function detail(app, ctx) {
+    const name = ctx.ident;
+    const rm = await UI.get(path(name));
+    document.getElementById("title").textContent = "Registered model " + rm.name;
+    const out = el("div", { "aria-live": "polite" });
+    const reload = () => { UI.clear(app); detail(app, ctx).catch((e) => app.append(UI.problem(e))); };
+    if (rm.description) app.append(el("p", {}, rm.description));
+    app.append(el("p", {}, "Created ", UI.time(rm.created_at), " · updated ", UI.time(rm.updated_at)));
+    const aliases = Object.entries(rm.aliases);
+    const aliasTable = aliases.length ? el("table", { id: "aliases" }, el("thead", {}, el("tr", {}, ["Alias", "Version", "Model", "Monitoring", ctx.canWrite ? "Actions" : null].filter(Boolean).map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, aliases.map(([a, v]) => {
+        const model = (rm.versions.find((x) => x.version === v) || {}).model_id;
+        const actions = el("td");
+        if (ctx.canWrite) {
+          const back = el("button", { type: "button" }, "Roll back " + a);
+          back.addEventListener("click", async () => {
+            if (!UI.confirm("Roll " + a + " back to the version it pointed at before its last move?")) return;
+            try { await UI.api("POST", path(rm.name) + "/aliases/" + encodeURIComponent(a) + "/rollback"); reload(); } catch (e) { out.append(UI.problem(e)); }
+          });
+          actions.append(back);
+        }
+        return el("tr", {}, el("th", { scope: "row" }, a), el("td", { class: "num" }, v), el("td", {}, model ? UI.link("/ui/models/" + model, "#" + model) : "—"),
+          el("td", {}, UI.link("/ui/monitoring/" + encodeURIComponent(rm.name + "@" + a), "monitoring")), ctx.canWrite ? actions : null);
+      }))) : UI.empty("No alias yet." + (ctx.canWrite ? " Point one (e.g. production) at a version below; clients then predict with \"" + rm.name + "@production\"." : ""));
+    app.append(UI.section("Aliases", aliasTable, out, ctx.canWrite && rm.versions.length ? aliasControls(rm, out, reload) : null));
+    app.append(UI.section("Versions", rm.versions.length ? el("table", {}, el("thead", {}, el("tr", {}, ["Version", "Model", "Algorithm", "Hold-out accuracy", "Registered"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, rm.versions.map((v) => el("tr", {}, el("td", { class: "num" }, v.version), el("td", {}, UI.link("/ui/models/" + v.model_id, "#" + v.model_id)),
+        el("td", {}, v.algorithm), el("td", { class: "num" }, UI.pct(v.holdout_accuracy)), el("td", {}, UI.time(v.created_at)))))) : UI.empty("No version: register a model from its page.")));
+    const hist = await UI.get(path(rm.name) + "/history?limit=50");
+    app.append(UI.section("History", hist.items.length ? el("ol", { class: "timeline", id: "history" }, hist.items.map((h) => el("li", {},
+      el("strong", {}, h.alias), " ", h.action === "delete" ? "removed (was version " + h.from_version + ")" : h.from_version === null ? "created at version " + h.to_version : (h.action === "rollback" ? "rolled back" : "moved") + " from version " + h.from_version + " to " + h.to_version,
+      " by ", el("em", {}, h.actor || "an open service"), " · ", UI.time(h.moved_at)))) : UI.empty("No alias has moved yet.")));
+  }
+
+  UI.pages.registry = async function (app, ctx) {
+    if (ctx.ident) return detail(app, ctx);
+    app.append(UI.pagedTable({
+      path: "/registered-models", label: "registered models",
+      columns: [
+        { label: "Name", value: (r) => r.name, render: (r) => UI.link("/ui/registry/" + encodeURIComponent(r.name), r.name) },
+        { label: "Latest version", value: (r) => r.latest_version, num: true },
+        { label: "Aliases", value: (r) => Object.entries(r.aliases).map(([a, v]) => a + " → " + v).join(", ") },
+        { label: "Description", value: (r) => r.description },
+        { label: "Updated", value: (r) => r.updated_at, render: (r) => UI.time(r.updated_at) },
+      ],
+      empty: () => UI.empty("No registered model: open a ", UI.link("/ui/models", "model"), " and register it under a name."),
+    }));
+  };
+})();

@@ -1,0 +1,152 @@
+"""Shared pieces of the web interface's browser tests: a live ``msvmav serve`` (SQLite, and
+PostgreSQL when TEST_DATABASE_URL is set), Debian's Chromium with every request outside the
+service aborted and recorded, Content-Security-Policy reports collected, and axe-core (shipped
+in tests/ui/axe, never fetched) run in the page."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.app.support import migrated_database
+from tests.live_server import ROOT, LiveServer, live_server
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+TIMEOUT_MS = 30_000
+AXE = Path(__file__).parent / "axe" / "axe.min.js"
+IMG = ROOT / "docs" / "img"
+ADMIN_KEY = "msv_ui-admin-key-0123456789abcdefghijkl"
+BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TEST_DATABASE_URL") else [])
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is absent")
+if not Path(CHROMIUM).exists():
+    pytest.skip("chromium is absent (apt-get install chromium)", allow_module_level=True)
+
+
+@contextmanager
+def ui_server(tmp_path: Path, backend: str) -> Iterator[LiveServer]:
+    """``msvmav serve`` with keys required, on a fresh database of ``backend``."""
+    (tmp_path / "db").mkdir()
+    with migrated_database(backend, tmp_path / "db") as url:
+        env = {"MSVMAV_ADMIN_KEY": ADMIN_KEY, "MSVMAV_DATABASE_URL": url}
+        with live_server(tmp_path, **env) as server:
+            yield server
+
+
+@dataclass
+class Browser:
+    page: Any
+    context: Any
+    server: LiveServer
+    outside: list[tuple[str, str]] = field(default_factory=list)
+    console_errors: list[str] = field(default_factory=list)
+
+    def goto(self, path: str) -> None:
+        self.page.goto(self.server.url + path)
+        self.page.wait_for_load_state("networkidle")
+
+    def sign_in(self, key: str) -> None:
+        """The key form every page shows until a key is entered (once per browser session)."""
+        self.goto("/ui")
+        self.page.get_by_label("API key").fill(key)
+        self.page.get_by_role("button", name="Use this key").click()
+        self.page.get_by_text("scope").first.wait_for()
+
+    def axe(self) -> list[dict[str, Any]]:
+        """axe-core's violations of impact serious or critical on the current page. The
+        script is evaluated through the DevTools protocol (the page's CSP allows no inline
+        script, rightly)."""
+        if not self.page.evaluate("typeof window.axe !== 'undefined'"):
+            self.page.evaluate(AXE.read_text(encoding="utf-8") + "\n;undefined")
+        result = self.page.evaluate("axe.run(document).then(r => r.violations)")
+        return [
+            {"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]][:5]}
+            for v in result
+            if v["impact"] in ("serious", "critical")
+        ]
+
+    def screenshot(self, name: str) -> None:
+        """docs/img/ui-{name}.png when MSVMAV_SCREENSHOT is set."""
+        if os.environ.get("MSVMAV_SCREENSHOT"):
+            IMG.mkdir(parents=True, exist_ok=True)
+            self.page.screenshot(path=str(IMG / f"ui-{name}.png"), full_page=False)
+
+
+@contextmanager
+def browser(server: LiveServer) -> Iterator[Browser]:
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
+        try:
+            context = chromium.new_context(viewport={"width": 1280, "height": 900})
+            context.set_default_timeout(TIMEOUT_MS)
+            b = Browser(context.new_page(), context, server)
+
+            def only_local(route) -> None:
+                if route.request.url.startswith(server.url + "/"):
+                    route.continue_()
+                else:
+                    b.outside.append((route.request.resource_type, route.request.url))
+                    route.abort()
+
+            context.route("**/*", only_local)
+            b.page.on(
+                "console",
+                lambda m: b.console_errors.append(m.text) if m.type == "error" else None,
+            )
+            b.page.on("pageerror", lambda e: b.console_errors.append(str(e)))
+            yield b
+        finally:
+            chromium.close()
+
+
+def image_width(img: Any, timeout: float = 20.0) -> int:
+    """The natural width of an <img> once it has loaded (0: broken)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        width = img.evaluate("i => (i.complete && i.src ? i.naturalWidth : -1)")
+        if width >= 0:
+            return width
+        time.sleep(0.1)
+    raise AssertionError("the image did not load")
+
+
+def small_csv(path: Path) -> Path:
+    """Two separable blobs, 3 features, labels "neg"/"pos" in a column named ``class``."""
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(0, 1, (40, 3)), rng.normal(4, 1, (40, 3))])
+    y = ["neg"] * 40 + ["pos"] * 40
+    rows = [",".join(f"{v:.4f}" for v in r) + f",{lab}" for r, lab in zip(X, y, strict=True)]
+    lines = ["a,b,c,class", *rows]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def api(server: LiveServer, method: str, path: str, body: Any = None, key: str = ADMIN_KEY) -> Any:
+    """The JSON API, to set up what a test needs without the browser."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(server.url + path, data=data, method=method)
+    request.add_header("Authorization", f"Bearer {key}")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=30) as r:
+        text = r.read()
+    return json.loads(text) if text else None

@@ -1,0 +1,185 @@
+"""Every page of the web interface in Debian's Chromium, on a service holding a dataset, a job,
+a model registered with ``production``, a logged prediction and an experiment:
+
+- each page renders (its content, no error block) with every request outside the service
+  aborted, and asks nothing of any other host; no Content-Security-Policy violation;
+- axe-core (tests/ui/axe, shipped, not fetched) finds no serious or critical violation;
+- a read key's pages hold no write control (an admin's hold them: the check is not vacuous),
+  and the keys page is the admin's only;
+- the pages are reached from the navigation bar with the keyboard alone.
+
+``MSVMAV_SCREENSHOT=1`` refreshes docs/img/ui-*.png from the admin's walk."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.ui.browser_support import (
+    ADMIN_KEY,
+    Browser,
+    api,
+    browser,
+    image_width,
+    small_csv,
+    ui_server,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+# Buttons, links and file inputs that change something (the API's write or admin operations).
+WRITE_CONTROL = re.compile(
+    r"^(upload|train|register|move alias|roll back.*|cancel job|create key|revoke.*|delete.*)$",
+    re.IGNORECASE,
+)
+
+
+def wait_job(server, job_id: int) -> dict:
+    end = time.monotonic() + 180
+    while time.monotonic() < end:
+        job = api(server, "GET", f"/jobs/{job_id}")
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            assert job["status"] == "succeeded", job
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} did not finish")
+
+
+def seed(server, tmp_path: Path) -> dict[str, str]:
+    """A dataset, a trained model registered as blobs@production with one prediction logged,
+    an experiment, and a read key; the pages to visit."""
+    data = small_csv(tmp_path / "blobs.csv")
+    r = httpx.post(server.url + "/datasets", files={"file": ("blobs.csv", data.read_bytes())},
+                   data={"label": "class"}, headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    assert r.status_code == 201, r.text
+    ds = r.json()["id"]
+    train = api(server, "POST", "/train", {"dataset_id": ds, "test_fraction": 0.25})
+    job = wait_job(server, train["id"])
+    model = job["model_id"]
+    api(server, "POST", "/registered-models", {"name": "blobs"})
+    api(server, "POST", "/registered-models/blobs/versions", {"model_id": model})
+    api(server, "PUT", "/registered-models/blobs/aliases/production", {"version": 1})
+    api(server, "POST", "/predict", {"model": "blobs@production", "instances": [[4.0, 4.0, 4.0]]})
+    exp = api(server, "POST", "/experiments", {"dataset_ids": [ds], "algorithms": ["msvmav", "svm"],
+                                               "splits": 2, "cv": 2})
+    wait_job(server, exp["id"])
+    read_key = api(server, "POST", "/keys", {"name": "viewer", "scope": "read"})["key"]
+    pages = {
+        "overview": "/ui",
+        "datasets": "/ui/datasets",
+        "dataset": f"/ui/datasets/{ds}",
+        "jobs": "/ui/jobs",
+        "job": f"/ui/jobs/{job['id']}",
+        "models": "/ui/models",
+        "model": f"/ui/models/{model}",
+        "registry": "/ui/registry",
+        "registered-model": "/ui/registry/blobs",
+        "monitoring": "/ui/monitoring",
+        "monitoring-alias": "/ui/monitoring/blobs@production",
+        "experiments": "/ui/experiments",
+        "experiment": f"/ui/experiments/{exp['id']}",
+        "keys": "/ui/keys",
+    }
+    return {"read_key": read_key, **{"page:" + k: v for k, v in pages.items()}}
+
+
+def rendered(b: Browser, path: str) -> None:
+    """Open ``path`` and wait until its script has drawn it and every image has loaded."""
+    b.goto(path)
+    b.page.locator("#app > :not(p.muted:first-child)").first.wait_for()
+    b.page.wait_for_load_state("networkidle")
+    for img in b.page.locator("figure img").all():
+        assert image_width(img) > 100, path
+    errors = b.page.locator("#app .problem")
+    assert errors.count() == 0, (path, errors.all_inner_texts())
+
+
+def controls(b: Browser) -> list[str]:
+    """The accessible names of the page's buttons and links, and "file input" per file input."""
+    names = [n.strip() for n in b.page.get_by_role("button").all_inner_texts()]
+    names += [n.strip() for n in b.page.get_by_role("link").all_inner_texts()]
+    names += ["file input"] * b.page.locator("input[type=file]").count()
+    return names
+
+
+def test_every_page_renders_offline_accessibly_and_read_keys_see_no_write_control(tmp_path):
+    with ui_server(tmp_path, "sqlite") as server:
+        seeded = seed(server, tmp_path)
+        pages = {k.removeprefix("page:"): v for k, v in seeded.items() if k.startswith("page:")}
+        with browser(server) as b:
+            b.sign_in(ADMIN_KEY)
+            admin_writes: set[str] = set()
+            for name, path in pages.items():
+                rendered(b, path)
+                violations = b.axe()
+                assert violations == [], (path, violations)
+                b.screenshot(name)
+                admin_writes |= {c for c in controls(b) if WRITE_CONTROL.match(c)}
+                if name == "dataset":  # the upload form is on the list page
+                    assert b.page.get_by_role("button", name="Train").count() == 1
+            assert b.outside == [], b.outside
+            assert [e for e in b.console_errors if "Content Security Policy" in e] == []
+            # the check below is not vacuous: an admin's pages hold each kind of write control
+            assert {"Upload", "Train", "Register", "Move alias", "Roll back production",
+                    "Create key", "Revoke viewer"} <= admin_writes, admin_writes
+
+        with browser(server) as b:
+            b.sign_in(seeded["read_key"])
+            assert b.page.get_by_role("link", name="Keys").count() == 0  # admin only
+            for path in pages.values():
+                rendered(b, path)
+                found = [c for c in controls(b) if WRITE_CONTROL.match(c) or c == "file input"]
+                assert found == [], (path, found)
+                assert b.axe() == [], path
+            # what a read key may do is there: predict (POST /predict reads) and export
+            rendered(b, pages["model"])
+            assert b.page.get_by_role("button", name="Predict").count() == 1
+            assert b.page.get_by_role("button", name="Export ONNX").count() == 1
+            rendered(b, pages["keys"])
+            assert "scope admin" in b.page.locator("#app").inner_text()
+            assert b.outside == [], b.outside
+
+
+def test_keyboard_reaches_every_page_from_the_navigation(tmp_path):
+    with ui_server(tmp_path, "sqlite") as server, browser(server) as b:
+        b.sign_in(ADMIN_KEY)
+        page = b.page
+        titles = []
+        for name in ("Datasets", "Jobs", "Models", "Registry", "Monitoring", "Experiments",
+                     "Keys"):
+            b.goto("/ui")
+            page.keyboard.press("Tab")  # the skip link first
+            assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+            for _ in range(12):  # then the brand and the navigation's links, in order
+                page.keyboard.press("Tab")
+                if page.evaluate("document.activeElement.textContent") == name:
+                    break
+            page.keyboard.press("Enter")
+            page.wait_for_url(f"**/ui/{name.lower()}")
+            titles.append(page.locator("h1").inner_text())
+        assert titles == ["Datasets", "Jobs", "Models", "Registry", "Monitoring", "Experiments",
+                          "Keys"]
+
+
+def test_line_chart_draws_the_curves_it_is_given(tmp_path):
+    """The model page's ROC/PR/reliability charts (drawn when the model detail carries the
+    hold-out evaluation's curves): points land where the axes say, in the page's own script."""
+    with ui_server(tmp_path, "sqlite") as server, browser(server) as b:
+        b.sign_in(ADMIN_KEY)
+        got = b.page.evaluate("""() => {
+            const fig = UI.lineChart("ROC", [{label: "a", x: [0, 0.5, 1], y: [0, 0.8, 1]},
+                                             {label: "b", x: [0, null, 1], y: [0, 0.3, 1]}],
+                                     "fpr", "tpr", true);
+            document.body.append(fig);
+            const lines = [...fig.querySelectorAll("polyline")].map(p => p.getAttribute("points"));
+            return {lines, label: fig.querySelector("svg").getAttribute("aria-label"),
+                    legend: [...fig.querySelectorAll(".legend li")].map(li => li.textContent)};
+        }""")
+        # x: 42 + x * 248; y: 204 - y * 194 (viewBox 300 x 240, margins 42/10/10/36)
+        assert got["lines"] == ["42.0,204.0 166.0,48.8 290.0,10.0", "42.0,204.0 290.0,10.0"]
+        assert got["label"] == "ROC" and got["legend"] == ["a", "b"]
+        assert b.axe() == []
