@@ -28,6 +28,7 @@ from app.core.metrics import RequestMetrics
 from app.core.middleware import (
     BodySizeLimitMiddleware,
     RequestContextMiddleware,
+    StaticPathMethods,
     relative_slash_redirects,
 )
 from app.core.query_params import reject_unknown_query
@@ -178,7 +179,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.auth = AuthGate(settings, engine)
 
     problems.install(app)
-    # innermost: after the body limit and the key check (the route's own scope: read)
+    # innermost: a static path's wrong method is a 405 before a parametrised route matches it
+    app.add_middleware(StaticPathMethods)
+    # after the body limit and the key check (the route's own scope: read)
     app.add_middleware(PredictFastPath, admitted=lambda scope: admitted(scope, Scope.read))
     app.add_middleware(
         BodySizeLimitMiddleware,

@@ -112,14 +112,17 @@ class AuthGate:
 
     def authenticate(self, authorization: str | None) -> Principal:
         """The key's owner; 401 problem when the header is missing, malformed, or names an
-        unknown or revoked key."""
+        unknown, revoked or expired key (an expired one's answer names its expiry)."""
         token = bearer_token(authorization)
         if token is None:
             raise unauthorized(
                 "an API key is required: send `Authorization: Bearer <key>` "
                 "(create one with `msvmav keys create --scope read --name <name>`)"
             )
-        principal = service.lookup(self.engine, token, self.admin_hash)
+        try:
+            principal = service.lookup(self.engine, token, self.admin_hash)
+        except service.KeyExpiredError as exc:
+            raise unauthorized(str(exc), error="invalid_token") from None
         if principal is None:
             raise unauthorized("invalid or revoked API key", error="invalid_token")
         return principal

@@ -70,3 +70,42 @@ def test_a_tensor_shape_beyond_numpy_is_400(client, model_id, shape):
     r = client.post(f"/v2/models/{model_id}/infer", json=body)
     assert r.status_code == 400, r.text
     assert "shape" in r.json()["error"]
+
+
+# --- point 4: the column count from the first lines, before a CSV body is parsed ------------
+
+LINE = b"1," * 1_000_000 + b"1"  # one 2 MB line of 1,000,001 fields
+
+
+def test_a_csv_line_of_a_million_fields_is_refused_before_parsing(client, model_id):
+    r = client.post(
+        "/predict/file", files={"file": ("wide.csv", LINE)}, data={"model_id": model_id}
+    )
+    problem = assert_problem(r, 422, "file")
+    assert "Line 1 has 1000001 fields, more than this model takes" in problem["detail"], problem
+    assert problem["row"] == 1
+
+
+def test_a_wide_second_line_is_refused_too(client, model_id):
+    content = b"x0,x1,x2\n" + LINE + b"\n"
+    r = client.post(
+        f"/models/{model_id}/invocations", content=content, headers={"Content-Type": "text/csv"}
+    )
+    assert r.status_code == 400, r.text
+    assert "Line 2 has 1000001 fields, more than this model takes" in r.json()["detail"], r.json()
+
+
+def test_a_few_extra_columns_with_a_header_still_predict(client, model_id):
+    extra = ",".join(f"note{j}" for j in range(40))
+    cells = ",".join(["n"] * 40)
+    content = f"id,x0,x1,x2,{extra}\r\n7,0.5,1.5,2.5,{cells}\r\n8,5.1,0.2,0.3,{cells}\r\n"
+    r = client.post(
+        "/predict/file", files={"file": ("ok.csv", content.encode())}, data={"model_id": model_id}
+    )
+    assert r.status_code == 200, r.text
+    reference = client.post(
+        "/predict", json={"model_id": model_id, "instances": [[0.5, 1.5, 2.5], [5.1, 0.2, 0.3]]}
+    ).json()
+    assert [p["label"] for p in r.json()["predictions"]] == [
+        p["label"] for p in reference["predictions"]
+    ]
