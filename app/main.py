@@ -13,7 +13,7 @@ from app.apidocs import REDOC_ASSETS_URL, install_redoc
 from app.auth.gate import AuthGate
 from app.auth.keys import Scope
 from app.auth.security import AuthMiddleware, admitted
-from app.core import problems
+from app.core import problems, reserve
 from app.core.config import Settings, get_settings
 from app.core.db import (
     api_limits,
@@ -142,6 +142,7 @@ def shut_down(app: FastAPI) -> None:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     engine = make_engine(settings.database_url, api_limits(settings))
+    reserve.ensure(settings.database_url)  # room to delete at a full disk (SQLite)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
