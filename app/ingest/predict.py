@@ -60,10 +60,9 @@ def check_column_count(encoding: dict, content: bytes | bytearray | str) -> None
         seen += end > start
         if fields > limit:
             raise IngestError(
-                f"Line {line} has {fields} fields, more than this model takes: at most {limit} "
-                "columns "
-                f"(its {limit - MAX_EXTRA_COLUMNS} input columns and up to {MAX_EXTRA_COLUMNS} "
-                "more, ignored, with a header).", field="file", row=line)
+                f"Line {line} has {fields} fields, more than this model takes: at most "
+                f"{limit} columns (its {limit - MAX_EXTRA_COLUMNS} input columns and up to "
+                f"{MAX_EXTRA_COLUMNS} more, ignored, with a header).", field="file", row=line)
         start = end + (2 if content[end : end + 2] == cr + newline else 1)
 
 
