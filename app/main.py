@@ -13,7 +13,7 @@ from app.apidocs import REDOC_ASSETS_URL, install_redoc
 from app.auth.gate import AuthGate
 from app.auth.keys import Scope
 from app.auth.security import AuthMiddleware, admitted
-from app.core import problems
+from app.core import problems, reserve
 from app.core.config import Settings, get_settings
 from app.core.db import (
     api_limits,
@@ -28,6 +28,7 @@ from app.core.metrics import RequestMetrics
 from app.core.middleware import (
     BodySizeLimitMiddleware,
     RequestContextMiddleware,
+    StaticPathMethods,
     relative_slash_redirects,
 )
 from app.core.query_params import reject_unknown_query
@@ -141,6 +142,7 @@ def shut_down(app: FastAPI) -> None:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     engine = make_engine(settings.database_url, api_limits(settings))
+    reserve.ensure(settings.database_url)  # room to delete at a full disk (SQLite)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -179,7 +181,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.auth = AuthGate(settings, engine)
 
     problems.install(app)
-    # innermost: after the body limit and the key check (the route's own scope: read)
+    # innermost: a static path's wrong method is a 405 before a parametrised route matches it
+    app.add_middleware(StaticPathMethods)
+    # after the body limit and the key check (the route's own scope: read)
     app.add_middleware(PredictFastPath, admitted=lambda scope: admitted(scope, Scope.read))
     app.add_middleware(
         BodySizeLimitMiddleware,

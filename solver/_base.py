@@ -65,6 +65,18 @@ def canonical(X):
     return X
 
 
+#: What a persisted array may be, by name: its dtype kinds (``"f8"``: float64 only) and its
+#: numbers of dimensions. ``model_from_dict`` refuses any other (``array_problem``).
+ARRAY_SPECS: dict[str, tuple[str, tuple[int, ...]]] = {
+    "classes_": ("biufU", (1,)),
+    "coef_": ("f8", (2,)),
+    "intercept_": ("f8", (1,)),
+    "dual_coef_": ("f8", (1, 2)),
+    "X_fit_": ("f8", (2,)),
+    "support_": ("i", (1,)),
+}
+
+
 class MarginClassifier(ClassifierMixin, BaseEstimator):
     """Base class: binary labels map to -1/+1 by sorted order (first class -> -1)."""
 
@@ -286,8 +298,28 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         return model_from_dict(data)
 
 
+def array_problem(klass: type[MarginClassifier], name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be ``klass``'s persisted array ``name`` (not one of its arrays, or
+    not the dtype kind or number of dimensions ``ARRAY_SPECS`` declares), or None if it can."""
+    if name != "classes_" and name not in klass._array_attrs:
+        return f"{name} is not an array of {klass.__name__}"
+    if not isinstance(value, np.ndarray):
+        return f"{name} must be a numpy array, not {type(value).__name__}"
+    kinds, ndims = ARRAY_SPECS.get(name, ("f8", (1, 2)))
+    dtype = value.dtype
+    ok = (dtype.kind == "f" and dtype.itemsize == 8) if kinds == "f8" else dtype.kind in kinds
+    if not ok or dtype.fields is not None:
+        wanted = "float64" if kinds == "f8" else f"of kind {'/'.join(kinds)}"
+        return f"{name} must be {wanted}, not {dtype}"
+    if value.ndim not in ndims:
+        wanted = " or ".join(map(str, ndims))
+        return f"{name} must have {wanted} dimension(s), not {value.ndim}"
+    return None
+
+
 def model_from_dict(data: dict) -> MarginClassifier:
-    """Rebuild a fitted estimator from ``to_dict()`` output."""
+    """Rebuild a fitted estimator from ``to_dict()`` output; ValueError for arrays that are not
+    the estimator's own, in dtype kind and dimensions (``array_problem``)."""
     meta, arrays = data["meta"], data["arrays"]
     if meta.get("format") != MODEL_FORMAT or meta.get("version") != MODEL_FORMAT_VERSION:
         raise ValueError(f"model: unsupported format {meta.get('format')!r} "
@@ -296,6 +328,12 @@ def model_from_dict(data: dict) -> MarginClassifier:
         klass = _REGISTRY[meta["estimator"]]
     except KeyError:
         raise ValueError(f"model: unknown estimator {meta['estimator']!r}") from None
+    for name, value in arrays.items():
+        problem = array_problem(klass, name, value)
+        if problem is not None:
+            raise ValueError(f"model: {problem}")
+    if not isinstance(meta["params"], dict) or not isinstance(meta["attributes"], dict):
+        raise ValueError("model: params and attributes must be objects")
     est = klass(**meta["params"])
     est.n_features_in_ = meta["n_features_in"]
     est.stopped_early_ = meta.get("stopped_early", False)

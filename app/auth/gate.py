@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 
 from sqlalchemy import Engine
 
@@ -126,7 +127,7 @@ class AuthGate:
 
     def authenticate(self, authorization: str | None) -> Principal:
         """The key's owner; 401 problem when the header is missing, malformed, or names an
-        unknown or revoked key."""
+        unknown, revoked or expired key (an expired one's answer names its expiry)."""
         token = bearer_token(authorization)
         if token is None:
             raise unauthorized(
@@ -137,7 +138,10 @@ class AuthGate:
         if principal is not None:
             return principal
         checked_at = recheck.now()
-        principal = service.lookup(self.engine, token, self.admin_hash)
+        try:
+            principal = service.lookup(self.engine, token, self.admin_hash)
+        except service.KeyExpiredError as exc:
+            raise unauthorized(str(exc), error="invalid_token") from None
         if principal is None:
             raise unauthorized("invalid or revoked API key", error="invalid_token")
         if self.window > 0:
@@ -154,6 +158,9 @@ class AuthGate:
         entry = self._keys.get(hash_key(token))
         if entry is None or not recheck.fresh(entry[1], self.window):
             return None
+        expires_at = entry[0].expires_at
+        if expires_at is not None and expires_at <= datetime.now(UTC):
+            return None  # looked up again: the read answers 401 naming the expiry
         return entry[0]
 
     def held(self, authorization: str | None) -> Principal | None:

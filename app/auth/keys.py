@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 KEY_PREFIX = "msv_"
@@ -40,6 +41,9 @@ class Principal:
     key_id: int | None
     name: str
     scope: Scope
+    # When the key stops working (UTC; None: never). A remembered key (AuthGate's recheck
+    # window) is refused from this instant too, not a window later.
+    expires_at: datetime | None = None
 
 
 def new_key() -> str:

@@ -43,7 +43,7 @@ def create_key(
     response: Response,
     body: Annotated[KeyCreate, Body(openapi_examples=_CREATE_EXAMPLES)],
 ) -> KeyCreated:
-    row, secret = service.create(session, body.name, body.scope)
+    row, secret = service.create(session, body.name, body.scope, body.expires_at)
     request.app.state.auth.key_created()
     response.headers["Location"] = f"/keys/{row.id}"
     return KeyCreated(**KeyOut.model_validate(row).model_dump(), key=secret)

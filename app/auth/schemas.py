@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from app.auth.keys import Scope
+from app.core.orm import utcnow
 from app.core.pagination import Page
+from app.core.timestamps import TIMESTAMP_FORMAT, Timestamp
 from app.core.validation import Text
 
 _KEY_EXAMPLE = {
@@ -19,13 +22,19 @@ _KEY_EXAMPLE = {
     "created_at": "2026-01-01T12:00:00Z",
     "last_used_at": None,
     "revoked_at": None,
+    "expires_at": "2027-01-01T00:00:00Z",
 }
 
 
 class KeyCreate(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"name": "ci", "scope": "read"}]},
+        json_schema_extra={
+            "examples": [
+                {"name": "ci", "scope": "read"},
+                {"name": "contractor", "scope": "read", "expires_at": "2027-01-01T00:00:00Z"},
+            ]
+        },
     )
 
     name: Text = Field(
@@ -34,6 +43,18 @@ class KeyCreate(BaseModel):
     scope: Scope = Field(
         description="read (GETs, predict) < write (uploads, jobs, deletes) < admin"
     )
+    expires_at: Timestamp | None = Field(
+        None,
+        description=f"When the key stops working ({TIMESTAMP_FORMAT}; UTC when no offset is "
+        "given); in the future. Omitted or null: never",
+    )
+
+    @field_validator("expires_at")
+    @classmethod
+    def _in_the_future(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value <= utcnow():
+            raise PydanticCustomError("past", "must be in the future")
+        return value
 
 
 class KeyOut(BaseModel):
@@ -48,6 +69,9 @@ class KeyOut(BaseModel):
     created_at: datetime
     last_used_at: datetime | None = Field(description="Last use (to the minute)")
     revoked_at: datetime | None = Field(description="Set once revoked; a revoked key is refused")
+    expires_at: datetime | None = Field(
+        None, description="When the key stops working (null: never); an expired key is refused"
+    )
 
 
 class KeyCreated(KeyOut):

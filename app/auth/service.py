@@ -3,7 +3,7 @@ revoke, and the lookup of a presented key."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
@@ -28,17 +28,40 @@ from app.core.problems import not_found
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 # A presented key's row; "revoked_at IS NULL" is 1/0 on SQLite, true/false on PostgreSQL.
 _LOOKUP_SQL = (
-    f"SELECT id, name, scope, key_hash, revoked_at IS NULL FROM {ApiKey.__tablename__} "
-    "WHERE key_hash = ?"
+    f"SELECT id, name, scope, key_hash, revoked_at IS NULL, expires_at "
+    f"FROM {ApiKey.__tablename__} WHERE key_hash = ?"
 )
+
+
+class KeyExpiredError(Exception):
+    """The presented key is known and not revoked, but expired at ``expires_at``."""
+
+    def __init__(self, expires_at: datetime) -> None:
+        super().__init__(f"API key expired at {expires_at.isoformat()}")
+        self.expires_at = expires_at
+
+
+def _as_utc(value: datetime | str) -> datetime:
+    """A timestamp column read by raw SQL: an aware datetime (PostgreSQL) or SQLite's naive
+    UTC text."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 _ANY_KEY_SQL = f"SELECT id FROM {ApiKey.__tablename__} LIMIT 1"
 
 
-def create(session: Session, name: str, scope: Scope) -> tuple[ApiKey, str]:
-    """A new key row; returns it and the secret, which exists nowhere else afterwards."""
+def create(
+    session: Session, name: str, scope: Scope, expires_at: datetime | None = None
+) -> tuple[ApiKey, str]:
+    """A new key row (refused from ``expires_at`` on, if given); returns it and the secret,
+    which exists nowhere else afterwards."""
     secret = new_key()
     row = ApiKey(
-        name=name, scope=scope.value, prefix=display_prefix(secret), key_hash=hash_key(secret)
+        name=name,
+        scope=scope.value,
+        prefix=display_prefix(secret),
+        key_hash=hash_key(secret),
+        expires_at=expires_at,
     )
     session.add(row)
     session.commit()
@@ -76,15 +99,17 @@ def any_key_exists_now(engine: Engine) -> bool:
 
 
 def usable_key_exists(session: Session) -> bool:
-    """True when some key is not revoked."""
-    stmt = select(ApiKey.id).where(ApiKey.revoked_at.is_(None)).limit(1)
+    """True when some key is neither revoked nor expired."""
+    unexpired = ApiKey.expires_at.is_(None) | (ApiKey.expires_at > utcnow())
+    stmt = select(ApiKey.id).where(ApiKey.revoked_at.is_(None), unexpired).limit(1)
     return session.scalar(stmt) is not None
 
 
 def lookup(engine: Engine, token: str, admin_hash: str | None) -> Principal | None:
-    """The owner of ``token``, or None for an unknown, revoked or malformed one. One indexed
-    read on a pooled connection (``fetch_one``: no ORM session, about 15 µs on SQLite instead
-    of 240), so that it can run on every request; writes nothing (see ``mark_used``)."""
+    """The owner of ``token``, or None for an unknown, revoked or malformed one;
+    KeyExpiredError for a known, unrevoked key past its ``expires_at``. One indexed read on a
+    pooled connection (``fetch_one``: no ORM session, about 15 µs on SQLite instead of 240), so
+    that it can run on every request; writes nothing (see ``mark_used``)."""
     if not token or len(token) > MAX_TOKEN_CHARS:
         return None
     digest = hash_key(token)
@@ -93,10 +118,13 @@ def lookup(engine: Engine, token: str, admin_hash: str | None) -> Principal | No
     row = fetch_one(engine, _LOOKUP_SQL, (digest,))
     if row is None:
         return None
-    key_id, name, scope, key_hash, usable = row
+    key_id, name, scope, key_hash, usable, expires_at = row
     if not same_hash(key_hash, digest) or not usable:
         return None
-    return Principal(key_id=key_id, name=name, scope=Scope(scope))
+    if expires_at is not None and _as_utc(expires_at) <= utcnow():
+        raise KeyExpiredError(_as_utc(expires_at))
+    expiry = None if expires_at is None else _as_utc(expires_at)
+    return Principal(key_id=key_id, name=name, scope=Scope(scope), expires_at=expiry)
 
 
 def mark_used(session: Session, key_id: int) -> None:

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.core.logs import request_id_var
 from app.core.metrics import RequestMetrics, route_label
 from app.core.problems import Problem, problem_response, too_large
+from app.core.routing import static_methods
 
 access_log = logging.getLogger("app.access")
 error_log = logging.getLogger("app.error")
@@ -87,6 +88,25 @@ class RequestContextMiddleware:
 def _is_multipart(scope: Scope) -> bool:
     content_type = dict(scope["headers"]).get(b"content-type", b"")
     return content_type.split(b";", 1)[0].strip().lower() == b"multipart/form-data"
+
+
+class StaticPathMethods:
+    """405 (problem+json, ``Allow`` listing the path's methods) for a method that a static
+    path's routes do not take, before a parametrised route can match it (``GET /models/import``
+    was a 422 from ``GET /models/{model_id}``): see ``app.core.routing``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            router = getattr(scope.get("app"), "router", None)
+            allowed = static_methods(router, scope["path"])
+            if allowed is not None and scope["method"] not in allowed:
+                problem = Problem(405, "Method Not Allowed", headers={"Allow": ", ".join(allowed)})
+                await problem_response(Request(scope), problem)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class BodySizeLimitMiddleware:

@@ -261,6 +261,8 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # From then on the key is refused (401 naming the time); null: never (migration 0011).
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 # --- the model registry (app.registry) ---------------------------------------------------------

@@ -24,6 +24,7 @@ from starlette.routing import Match
 
 from app.core.db import classify_fault
 from app.core.logs import request_id_var
+from app.core.routing import static_methods
 from app.ingest import IngestError, IngestLimitError
 from solver.jsonable import jsonable
 
@@ -315,7 +316,11 @@ def install(app: FastAPI) -> None:
 
 def _allowed_methods(request: Request) -> str:
     """Every method some route answers on this path (Starlette's own ``Allow`` names only
-    those of the first route whose path matches)."""
+    those of the first route whose path matches); a static path's own routes only
+    (``app.core.routing``)."""
+    static = static_methods(request.app.router, request.scope["path"])
+    if static is not None:
+        return ", ".join(static)
     allowed = [
         method
         for method in _METHODS

@@ -10,10 +10,12 @@ import numpy as np
 import scipy.sparse as sp
 from sqlalchemy import delete as sql_delete
 from sqlalchemy import exists, func, select, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from app.core import storage
+from app.core import reserve, storage
 from app.core.config import Settings
+from app.core.db import classify_fault
 from app.core.orm import ACTIVE_JOB_STATUSES, Dataset, DatasetArray, Job, Model
 from app.core.pagination import PageParams, paginate
 from app.core.problems import conflict, invalid, not_found, too_large
@@ -287,7 +289,35 @@ def _used_by_active_experiment(session: Session, dataset_id: int) -> bool:
 
 def delete(session: Session, dataset_id: int) -> None:
     """Delete a dataset and its blobs; 409 while a queued or running job uses it (the row lock
-    makes this exclusive with queuing a job on it)."""
+    makes this exclusive with queuing a job on it). At a full disk (SQLite, whose WAL takes
+    every change first) the database's reserve file is released and the delete tried once more
+    (``app.core.reserve``): deleting is how space is freed."""
+    try:
+        _delete(session, dataset_id)
+    except SQLAlchemyError as exc:
+        fault = classify_fault(exc)
+        url = session.get_bind().url.render_as_string(hide_password=False)
+        if fault is None or fault.status != 507:
+            raise
+        session.rollback()
+        if not reserve.release(url):
+            raise
+        _delete(session, dataset_id)
+        _checkpoint(session)
+        reserve.ensure(url)
+
+
+def _checkpoint(session: Session) -> None:
+    """Move the WAL into the database file and truncate it, so that its room can hold the
+    reserve again (best effort: readers may hold it back)."""
+    try:
+        session.connection().exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        session.commit()
+    except SQLAlchemyError:
+        session.rollback()
+
+
+def _delete(session: Session, dataset_id: int) -> None:
     (dataset,) = lock_or_raise(session, [dataset_id])
     busy = session.scalar(
         select(exists().where(Job.dataset_id == dataset_id, Job.status.in_(ACTIVE_JOB_STATUSES)))

@@ -14,8 +14,17 @@ Members::
 ``read_bundle`` refuses (``BundleError`` naming the problem) a file that is not such a zip or is
 truncated, a member whose checksum differs (tampered or corrupted), a missing or unexpected
 member, a format version newer than ``BUNDLE_VERSION``, and anything pickled: npy arrays are read
-with ``allow_pickle=False`` after their header is checked for object dtypes. Sizes are checked
-from the zip's directory before any member is read.
+with ``allow_pickle=False`` after their header is checked: no object dtype, an itemsize of at
+least 1, and the declared shape times the itemsize (in Python integers) equal to the bytes that
+follow the header, before any array is made. Sizes are checked from the zip's directory before
+any member is read, and the bytes actually decompressed are capped as they are read: each JSON
+member at ``MAX_JSON_BYTES`` (8 MiB), all members together at the upload limit. A JSON member is
+refused before it is parsed when it nests deeper than ``MAX_JSON_DEPTH`` (32) levels, and after
+when a string or key holds a NUL (U+0000; PostgreSQL's text cannot hold one). The members must
+agree with what they describe: model.json's ``algorithm`` names estimator.json's estimator class,
+every estimator array has the dtype kind and dimensions its class declares
+(``solver.model_from_dict``), a text array holds no NUL, and the scaling's ``data_min`` is at
+most its ``data_max``, finite, column by column.
 
 ``load_bundle(path)`` gives a ``BundledModel`` whose ``predict``/``decision_function`` take raw
 rows as ``/predict`` does. This module imports neither the web framework nor the database layer.
@@ -26,6 +35,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
+import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +46,7 @@ import numpy as np
 
 from app.ingest import Encoder, IngestError
 from solver import ALGORITHMS, model_from_dict
+from solver._base import array_problem
 from solver.jsonable import jsonable
 from solver.scaling import MinMaxScaling
 
@@ -47,6 +59,15 @@ EST_PREFIX, SCALING_PREFIX = "est.", "scaling."
 MODEL_KEYS = ("algorithm", "params", "scaling", "classes", "n_features", "feature_names")
 # The manifest and JSON members are small; this bounds what is parsed before checksums.
 MAX_MANIFEST_BYTES = 1024 * 1024
+# A JSON member's bytes and nesting, checked before it is parsed (parsed JSON costs up to ~30
+# times its text: 8 MiB of ``{},`` is ~220 MiB of Python objects). The app's own request rule.
+MAX_JSON_BYTES = 8 * 1024 * 1024
+MAX_JSON_DEPTH = 32
+_READ_CHUNK = 1024 * 1024
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET_STEP = np.zeros(256, dtype=np.int8)
+_BRACKET_STEP[[ord("["), ord("{")]] = 1
+_BRACKET_STEP[[ord("]"), ord("}")]] = -1
 PICKLE_MAGIC = b"\x80"
 _NPY_HEADERS = {
     (1, 0): np.lib.format.read_array_header_1_0,
@@ -139,31 +160,95 @@ def _open_zip(data: bytes, max_bytes: int) -> zipfile.ZipFile:
     return zf
 
 
-def _read_member(zf: zipfile.ZipFile, name: str, limit: int) -> bytes:
+class _Budget:
+    """The bytes a bundle may still unpack to, counted as they are actually decompressed."""
+
+    def __init__(self, total: int) -> None:
+        self.left = total
+
+
+def _read_member(
+    zf: zipfile.ZipFile,
+    name: str,
+    limit: int,
+    budget: _Budget,
+    refuse: type[BundleError] = BundleTooLargeError,
+) -> bytes:
+    """The member's bytes, decompressed a chunk at a time and never beyond ``limit`` or what is
+    left of ``budget`` (whatever the zip's directory declares); beyond ``limit``, ``refuse``
+    (BundleTooLargeError beyond the budget)."""
     info = zf.getinfo(name)
-    if info.file_size > limit:
-        raise BundleTooLargeError(
-            f"member {name} is {info.file_size} bytes; the limit is {limit}", name
+    cap = min(limit, budget.left)
+    if cap < limit:
+        refuse = BundleTooLargeError
+    if info.file_size > cap:
+        raise refuse(
+            f"member {name} is {info.file_size} bytes; the limit is {cap}", name
         )
+    chunks, size = [], 0
     try:
         with zf.open(info) as f:
-            data = f.read(limit + 1)
+            while size <= cap and (chunk := f.read(min(_READ_CHUNK, cap + 1 - size))):
+                chunks.append(chunk)
+                size += len(chunk)
     except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
         raise BundleError(
             f"member {name} cannot be read (truncated or corrupted: {exc})", name
         ) from None
-    if len(data) > limit:
-        raise BundleTooLargeError(f"member {name} unpacks beyond {limit} bytes", name)
-    return data
+    if size > cap:
+        raise refuse(f"member {name} unpacks beyond {cap} bytes", name)
+    budget.left -= size
+    return b"".join(chunks)
+
+
+def _json_depth(data: bytes) -> int:
+    """How deep the JSON text nests (its strings skipped), computed without parsing it."""
+    if data.count(b"[") + data.count(b"{") <= MAX_JSON_DEPTH:
+        return 0
+    bare = _JSON_STRING.sub(b"0", data)
+    steps = _BRACKET_STEP[np.frombuffer(bare, dtype=np.uint8)]
+    return int(np.cumsum(steps, dtype=np.int64).max(initial=0))
+
+
+def _nul_path(value: Any) -> str | None:
+    """Where the first NUL (U+0000) in a string or key of parsed JSON is, else None (depth is
+    bounded by ``MAX_JSON_DEPTH`` before parsing: no deep recursion)."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                return path or "(the document)"
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                step = f"{path}.{key}" if path else str(key)
+                if "\x00" in key:
+                    return step.replace("\x00", "\\u0000")
+                stack.append((item, step))
+        elif isinstance(node, list):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node))
+    return None
 
 
 def _load_json(name: str, data: bytes) -> Any:
     if data[:1] == PICKLE_MAGIC:
         raise BundleError(f"member {name} is a pickle, not JSON", name)
+    if len(data) > MAX_JSON_BYTES:
+        raise BundleError(
+            f"member {name} is {len(data)} bytes; a JSON member's limit is {MAX_JSON_BYTES}", name
+        )
+    if _json_depth(data) > MAX_JSON_DEPTH:
+        raise BundleError(f"member {name}: JSON nested deeper than {MAX_JSON_DEPTH} levels", name)
     try:
-        return json.loads(data, parse_constant=_no_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
+        value = json.loads(data, parse_constant=_no_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError, RecursionError) as exc:
         raise BundleError(f"member {name} is not valid JSON: {exc}", name) from None
+    where = _nul_path(value) if b"\\u0000" in data else None
+    if where is not None:
+        raise BundleError(
+            f"member {name}: {where} must not contain NUL (U+0000) characters", name
+        )
+    return value
 
 
 def _no_constant(token: str) -> Any:
@@ -174,7 +259,8 @@ def _no_constant(token: str) -> Any:
 def _manifest(zf: zipfile.ZipFile) -> dict[str, Any]:
     if MANIFEST not in zf.namelist():
         raise BundleError("not a bundle: manifest.json is missing", MANIFEST)
-    manifest = _load_json(MANIFEST, _read_member(zf, MANIFEST, MAX_MANIFEST_BYTES))
+    data = _read_member(zf, MANIFEST, MAX_MANIFEST_BYTES, _Budget(MAX_MANIFEST_BYTES))
+    manifest = _load_json(MANIFEST, data)
     if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
         raise BundleError(
             f"not a bundle: manifest.json's format is not {BUNDLE_FORMAT!r}", MANIFEST
@@ -223,7 +309,10 @@ def _check_names(zf: zipfile.ZipFile, listed: dict[str, Any]) -> None:
 
 
 def _load_npy(name: str, data: bytes) -> np.ndarray:
-    """The array, refusing object (pickled) dtypes from the header, before reading it."""
+    """The array, its header checked before anything is made: no object (pickled) dtype, an
+    itemsize of at least 1 (a zero itemsize lets any shape pass a size check), and the shape's
+    product times the itemsize, in Python integers (no overflow), exactly the bytes that follow
+    the header."""
     f = io.BytesIO(data)
     try:
         version = np.lib.format.read_magic(f)
@@ -237,25 +326,56 @@ def _load_npy(name: str, data: bytes) -> np.ndarray:
                 "bundles carry plain numeric or text arrays only",
                 name,
             )
-        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize > len(data):
-            raise BundleError(f"member {name} is truncated", name)
+        if dtype.itemsize < 1 or dtype.fields is not None or dtype.subdtype is not None:
+            raise BundleError(
+                f"member {name}: dtype {dtype.str} is not a plain numeric or text dtype "
+                "(itemsize at least 1, no fields)",
+                name,
+            )
+        nbytes = math.prod(int(n) for n in shape) * dtype.itemsize
+        if nbytes != len(data) - f.tell():
+            raise BundleError(
+                f"member {name}: its header declares shape {tuple(shape)} of {dtype.str} "
+                f"({nbytes} bytes), but {len(data) - f.tell()} bytes follow (truncated?)",
+                name,
+            )
         f.seek(0)
-        return np.load(f, allow_pickle=False)
+        array = np.load(f, allow_pickle=False)
     except BundleError:
         raise
-    except (ValueError, OSError, EOFError) as exc:
+    except (ValueError, OSError, EOFError, OverflowError, TypeError) as exc:
         raise BundleError(f"member {name} is not a valid npy array: {exc}", name) from None
+    if array.dtype.kind in "SU" and _holds_nul(array):
+        raise BundleError(f"member {name}: text must not contain NUL (U+0000) characters", name)
+    return array
+
+
+def _holds_nul(array: np.ndarray) -> bool:
+    """Whether a text array has a NUL inside a string (numpy pads strings with NULs at the end:
+    a zero code before the string's last non-zero one)."""
+    unit = np.uint32 if array.dtype.kind == "U" else np.uint8
+    width = array.dtype.itemsize // np.dtype(unit).itemsize
+    if array.size == 0 or width == 0:
+        return False
+    codes = np.ascontiguousarray(array).reshape(-1).view(unit).reshape(-1, width)
+    nonzero = codes != 0
+    used = np.where(nonzero.any(axis=1), width - np.argmax(nonzero[:, ::-1], axis=1), 0)
+    return bool(np.any(nonzero.sum(axis=1) < used))
 
 
 def _members(data: bytes, max_bytes: int) -> dict[str, bytes]:
     """Every member but the manifest, each matching its checksum."""
     zf = _open_zip(data, max_bytes)
+    budget = _Budget(max_bytes)
     with zf:
         listed = _manifest(zf)
         _check_names(zf, listed)
         out = {}
         for name, entry in listed.items():
-            blob = _read_member(zf, name, max_bytes)
+            if name in JSON_MEMBERS:
+                blob = _read_member(zf, name, MAX_JSON_BYTES, budget, BundleError)
+            else:
+                blob = _read_member(zf, name, max_bytes, budget)
             if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
                 raise BundleError(
                     f"member {name}: sha256 checksum mismatch (tampered with or corrupted)", name
@@ -279,8 +399,11 @@ def _check_meta(meta: Any) -> None:
         raise BundleError("model.json: feature_names must list n_features names", "model.json")
 
 
-def _estimator_arrays(est_meta: dict, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The estimator's arrays, refusing names its class does not persist."""
+def _estimator_arrays(
+    meta_algorithm: Any, est_meta: dict, arrays: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The estimator's arrays, refusing a class other than model.json's algorithm, and names,
+    dtype kinds or dimensions its class does not persist (``solver._base.array_problem``)."""
     klass = next((c for c in ALGORITHMS.values() if c.__name__ == est_meta.get("estimator")), None)
     if klass is None:
         raise BundleError(
@@ -293,16 +416,45 @@ def _estimator_arrays(est_meta: dict, arrays: dict[str, np.ndarray]) -> dict[str
             f"{sorted(klass._json_attrs)}",
             "estimator.json",
         )
-    allowed = {"classes_", *klass._array_attrs}
-    out = {k[len(EST_PREFIX) :]: v for k, v in arrays.items() if k.startswith(EST_PREFIX)}
-    extra = sorted(set(out) - allowed)
-    if extra:
-        name = extra[0]
+    if ALGORITHMS.get(meta_algorithm) is not klass:
         raise BundleError(
-            f"member arrays/{EST_PREFIX}{name}.npy is not an array of {klass.__name__}",
-            f"arrays/{EST_PREFIX}{name}.npy",
+            f"model.json: algorithm {meta_algorithm!r} is not estimator.json's "
+            f"{klass.__name__}",
+            "model.json",
         )
+    out = {k[len(EST_PREFIX) :]: v for k, v in arrays.items() if k.startswith(EST_PREFIX)}
+    for name, value in sorted(out.items()):
+        problem = array_problem(klass, name, value)
+        if problem is not None:
+            member = f"{ARRAY_DIR}{EST_PREFIX}{name}.npy"
+            raise BundleError(f"member {member}: {problem}", member)
     return out
+
+
+def _scaling(arrays: dict[str, np.ndarray], width: int) -> MinMaxScaling | None:
+    """The min-max scaling: data_min and data_max, ``width`` finite float64s each, min <= max."""
+    sc_arrays = {
+        k[len(SCALING_PREFIX) :]: v for k, v in arrays.items() if k.startswith(SCALING_PREFIX)
+    }
+    if not sc_arrays:
+        return None
+    member = f"{ARRAY_DIR}{SCALING_PREFIX}data_min.npy"
+    if set(sc_arrays) != {"data_min", "data_max"} or any(
+        a.shape != (width,) or a.dtype.kind != "f" or a.dtype.itemsize != 8
+        for a in sc_arrays.values()
+    ):
+        raise BundleError(
+            f"the scaling arrays must be data_min and data_max, {width} float64s each", member
+        )
+    low, high = sc_arrays["data_min"], sc_arrays["data_max"]
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+        raise BundleError("the scaling's data_min and data_max must be finite", member)
+    swapped = np.flatnonzero(low > high)
+    if swapped.size:
+        raise BundleError(
+            f"the scaling's data_min exceeds its data_max in column {int(swapped[0])}", member
+        )
+    return MinMaxScaling.from_arrays(sc_arrays)
 
 
 def _check_predicts(estimator: Any, meta: dict) -> None:
@@ -324,25 +476,14 @@ def _check_predicts(estimator: Any, meta: dict) -> None:
 
 
 def _rebuild(meta: dict, encoding: dict, est_meta: dict, arrays: dict[str, np.ndarray]) -> tuple:
-    est_arrays = _estimator_arrays(est_meta, arrays)
-    sc_arrays = {
-        k[len(SCALING_PREFIX) :]: v for k, v in arrays.items() if k.startswith(SCALING_PREFIX)
-    }
+    est_arrays = _estimator_arrays(meta["algorithm"], est_meta, arrays)
     try:
         estimator = model_from_dict({"meta": est_meta, "arrays": est_arrays})
         width = Encoder.from_dict(encoding).width
     except (ValueError, TypeError, KeyError, AttributeError, IngestError) as exc:
         raise BundleError(f"estimator.json/encoding.json: {exc}", "estimator.json") from None
-    scaling = None
-    if sc_arrays:
-        if set(sc_arrays) != {"data_min", "data_max"} or any(
-            a.shape != (width,) or a.dtype.kind != "f" for a in sc_arrays.values()
-        ):
-            raise BundleError(
-                f"the scaling arrays must be data_min and data_max, {width} floats each",
-                "arrays/scaling.data_min.npy",
-            )
-        scaling = MinMaxScaling.from_arrays(sc_arrays)
+    scaling = _scaling(arrays, width)
+    sc_arrays = scaling.to_arrays() if scaling is not None else {}
     if not (width == meta["n_features"] == estimator.n_features_in_):
         raise BundleError(
             f"the encoding gives {width} features, model.json says "

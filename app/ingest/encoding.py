@@ -65,6 +65,9 @@ def spec_feature_names(spec: dict) -> list[str]:
     return [spec["name"]]
 
 
+_TOO_LARGE = "the number does not fit a float64 (its magnitude is beyond 1.8e308)"
+
+
 def _as_number(value: object) -> float:
     if isinstance(value, str):
         tok = value.strip()
@@ -78,6 +81,8 @@ def _as_number(value: object) -> float:
     else:
         try:
             x = float(value)  # ints, floats, numpy scalars, bools (as 0/1)
+        except OverflowError:  # an integer beyond float64's range (e.g. 401 digits)
+            raise BadValueError(_TOO_LARGE) from None
         except (TypeError, ValueError):
             raise BadValueError(f"{value!r} is not a number") from None
     if math.isnan(x):

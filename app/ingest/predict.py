@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from .arff import read_arff
 from .columns import resolve_label
-from .csv_format import plain_header, read_csv, sniff_delimiter
+from .csv_format import _SNIFF_LINES, CANDIDATE_DELIMITERS, plain_header, read_csv, sniff_delimiter
 from .csv_stream import frame_chunks, typed_column
 from .dataset import find_missing, table_missing_error
 from .encoder import Encoder, number_table  # noqa: F401  (number_table: app.predict reads it here)
@@ -24,6 +24,46 @@ from .table import RawTable
 from .text import decode_bytes, is_number, preview
 
 _EVERY_FEATURE = "Every row needs all features to be predicted."
+#: Columns a prediction file may have beyond the model's input columns (with a header, columns
+#: that are not the model's are ignored).
+MAX_EXTRA_COLUMNS = 1024
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def check_column_count(encoding: dict, content: bytes | bytearray | str) -> None:
+    """Before anything is decoded or parsed: no line among the first ones the delimiter sniffer
+    reads has more fields, under any candidate delimiter, than the model's input columns plus
+    ``MAX_EXTRA_COLUMNS`` (IngestError naming the line). Counted in the raw bytes (or, for
+    UTF-16, the decoded text) without copying them: a 10 MB line of ``1,1,1,...`` cost ~60 times
+    its size once split into cells. ARFF (a first line starting with ``@`` or ``%``) and models
+    trained on svmlight are left to their parsers."""
+    if encoding.get("format") == "svmlight":
+        return
+    text = isinstance(content, str)
+    if not text and content.startswith(_UTF16_BOMS):
+        return  # checked on the decoded text
+    limit = len(encoding.get("input_columns") or feature_specs(encoding)) + MAX_EXTRA_COLUMNS
+    delims = {encoding.get("delimiter") or ",", *CANDIDATE_DELIMITERS}
+    seps = list(delims) if text else [d.encode() for d in delims if len(d.encode()) == 1]
+    newline, cr = ("\n", "\r") if text else (b"\n", b"\r")
+    start, line, seen = 0, 0, 0
+    while start < len(content) and seen < _SNIFF_LINES:
+        stop = content.find(newline, start)
+        stop = len(content) if stop < 0 else stop
+        carriage = content.find(cr, start, stop)
+        end = stop if carriage < 0 else carriage
+        line += 1
+        first = content[start : start + 1]
+        if seen == 0 and first in (("@", "%") if text else (b"@", b"%")):
+            return  # ARFF
+        fields = 1 + max(content.count(sep, start, end) for sep in seps)
+        seen += end > start
+        if fields > limit:
+            raise IngestError(
+                f"Line {line} has {fields} fields, more than this model takes: at most "
+                f"{limit} columns (its {limit - MAX_EXTRA_COLUMNS} input columns and up to "
+                f"{MAX_EXTRA_COLUMNS} more, ignored, with a header).", field="file", row=line)
+        start = end + (2 if content[end : end + 2] == cr + newline else 1)
 
 
 def _svmlight_features(encoding: dict, text: str) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -87,7 +127,10 @@ def parse_feature_file(encoding: dict, content: bytes, filename: str = "",
     before it is built; svmlight and plain numeric CSV give matrices in proportion to the file.
     """
     specs = feature_specs(encoding)
+    check_column_count(encoding, content)
     text = decode_bytes(content)
+    if not isinstance(content, str) and content.startswith(_UTF16_BOMS):
+        check_column_count(encoding, text)
     if not text or text.isspace():  # (not text.strip(): no copy of a large upload)
         raise IngestError("The file is empty.", field="file")
     fmt = detect_format(text, filename)

@@ -18,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.core.db import is_transient
 from app.core.orm import Job, JobAttempt, utcnow
-from app.jobs.runtime import owned
+from app.jobs.runtime import failure_message, owned
 
 log = logging.getLogger("app.jobs.queue")
 
@@ -157,13 +157,16 @@ def _reaped_values(
             "message": "cancelled: its worker stopped while the cancel was pending",
         }
     if lost >= max_attempts:
+        error = (
+            f"the job killed its worker {lost} times (each time the worker stopped "
+            f"heartbeating for more than {lease_seconds:g} s, e.g. killed out of memory); not "
+            f"retried after {max_attempts} attempts (MSVMAV_MAX_ATTEMPTS)"
+        )
         return {
             "status": "failed",
             "finished_at": now,
-            "message": "failed",
-            "error": f"the job killed its worker {lost} times (each time the worker stopped "
-            f"heartbeating for more than {lease_seconds:g} s, e.g. killed out of memory); not "
-            f"retried after {max_attempts} attempts (MSVMAV_MAX_ATTEMPTS)",
+            "message": failure_message(error),
+            "error": error,
         }
     return {
         "status": "queued",

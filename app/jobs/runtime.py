@@ -163,3 +163,17 @@ class JobResult:
 
 
 Runner = Callable[[JobContext], JobResult]
+
+
+#: The longest ``message`` of a failed job (its ``error`` holds the whole text).
+FAILURE_MESSAGE_CHARS = 200
+
+
+def failure_message(error: str) -> str:
+    """A failed job's ``message``: "failed: " and the cause's first line, cut to
+    ``FAILURE_MESSAGE_CHARS`` characters (ending in "…" when cut)."""
+    first = next((line.strip() for line in error.splitlines() if line.strip()), "")
+    text = f"failed: {first}" if first else "failed"
+    if len(text) > FAILURE_MESSAGE_CHARS:
+        text = text[: FAILURE_MESSAGE_CHARS - 1] + "…"
+    return text

@@ -67,6 +67,7 @@ from app.jobs.runtime import (
     JobResult,
     ProgressReporter,
     WorkerStoppingError,
+    failure_message,
     owned,
 )
 
@@ -237,7 +238,10 @@ def run_job(
 
 def _failed(engine: Engine, job_id: int, worker_id: str, exc: Exception) -> str:
     log.exception("job %s failed", job_id)
-    return _finish(engine, job_id, worker_id, "failed", error=_error_text(exc), message="failed")
+    error = _error_text(exc)
+    return _finish(
+        engine, job_id, worker_id, "failed", error=error, message=failure_message(error)
+    )
 
 
 def _error_text(exc: BaseException) -> str:

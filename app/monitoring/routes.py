@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from app.core.deps import SessionDep, SettingsDep
 from app.core.plotting import image_response_doc
 from app.core.problems import invalid, problem_responses
+from app.core.timestamps import TIMESTAMP_FORMAT, Timestamp
 from app.monitoring import feedback, report, shadow_service
 from app.monitoring import log as prediction_log
 from app.monitoring.schemas import (
@@ -51,8 +52,12 @@ def post_feedback(
     return feedback.record_feedback(session, http.app.state.engine, body, settings)
 
 
-Since = Annotated[datetime | None, Query(description="Window start, ISO 8601 (inclusive)")]
-Until = Annotated[datetime | None, Query(description="Window end, ISO 8601 (exclusive)")]
+Since = Annotated[
+    Timestamp | None, Query(description=f"Window start (inclusive): {TIMESTAMP_FORMAT}; UTC")
+]
+Until = Annotated[
+    Timestamp | None, Query(description=f"Window end (exclusive): {TIMESTAMP_FORMAT}; UTC")
+]
 Alias = Annotated[
     str | None, Query(max_length=100, description="An alias", examples=["production"])
 ]

@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.core.problems import Problem, problem_responses
 from app.predict import service as predict
-from app.predict.fastjson import json_response, loads
+from app.predict.fastjson import OrjsonRequest, json_response, loads
 from app.predict.schemas import WDBC_BENIGN, WDBC_COLUMNS, WDBC_MALIGNANT, Prediction
 from app.predict.target import Target
 from app.protocols import mlflow_inputs
@@ -189,6 +189,11 @@ _BODY = {
     openapi_extra={"requestBody": _BODY},
 )
 async def invocations(request: Request, model_ref: str) -> Response:
-    body = await request.body()
     content_type = request.headers.get("content-type", "")
+    if content_type.split(";", 1)[0].strip().lower() == CSV:
+        # unread so far (app.core.validation reads JSON bodies only): into one buffer of its
+        # Content-Length, not chunks joined at the end (held once, not twice)
+        body: bytes = await OrjsonRequest(request.scope, request.receive).body()
+    else:
+        body = await request.body()
     return await run_in_threadpool(_invocations, request, body, content_type, model_ref)

@@ -30,6 +30,9 @@ NUMERIC = {
     "INT64": np.dtype("<i8"),
 }
 BYTES = "BYTES"
+# A tensor's dimensions: how many, and how large each may be.
+MAX_DIMENSIONS = 32
+MAX_DIMENSION = 2**31 - 1
 _LENGTH = struct.Struct("<I")
 
 
@@ -73,13 +76,15 @@ def _header(body: bytes, header_length: str | None) -> tuple[dict[str, Any], mem
     if header_length is None:
         end = len(body)
     else:
-        if not header_length.strip().isdigit() or int(header_length) > len(body):
+        digits = header_length.strip()
+        # ASCII digits only: str.isdigit() also takes "²", which int() refuses
+        if not (digits.isascii() and digits.isdigit()) or int(digits) > len(body):
             raise v2_error(
                 400,
                 f"{HEADER_LENGTH} must be an integer between 0 and the body's {len(body)} "
                 f"bytes; got {header_length!r}",
             )
-        end = int(header_length)
+        end = int(digits)
     try:
         header = orjson.loads(view[:end])
     except orjson.JSONDecodeError as exc:
@@ -88,8 +93,19 @@ def _header(body: bytes, header_length: str | None) -> tuple[dict[str, Any], mem
 
 
 def _shape(raw: Any, where: str) -> tuple[int, ...]:
-    if not isinstance(raw, list) or not raw or not all(type(d) is int and d >= 0 for d in raw):
-        raise v2_error(400, f"{where}.shape must be a non-empty list of non-negative integers")
+    """At most ``MAX_DIMENSIONS`` integers in [0, ``MAX_DIMENSION``] (numpy's own bounds are
+    wider, and past them reshaping even an empty tensor fails)."""
+    if (
+        not isinstance(raw, list)
+        or not raw
+        or len(raw) > MAX_DIMENSIONS
+        or not all(type(d) is int and 0 <= d <= MAX_DIMENSION for d in raw)
+    ):
+        raise v2_error(
+            400,
+            f"{where}.shape must be a non-empty list of at most {MAX_DIMENSIONS} integers "
+            f"between 0 and {MAX_DIMENSION}",
+        )
     return tuple(raw)
 
 
