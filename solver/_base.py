@@ -74,6 +74,7 @@ ARRAY_SPECS: dict[str, tuple[str, tuple[int, ...]]] = {
     "dual_coef_": ("f8", (1, 2)),
     "X_fit_": ("f8", (2,)),
     "support_": ("i", (1,)),
+    "feature_means_": ("f8", (1,)),  # every estimator's, kept by fit (the explanations' baseline)
 }
 
 
@@ -301,7 +302,7 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
 def array_problem(klass: type[MarginClassifier], name: str, value: Any) -> str | None:
     """Why ``value`` cannot be ``klass``'s persisted array ``name`` (not one of its arrays, or
     not the dtype kind or number of dimensions ``ARRAY_SPECS`` declares), or None if it can."""
-    if name != "classes_" and name not in klass._array_attrs:
+    if name not in ("classes_", "feature_means_") and name not in klass._array_attrs:
         return f"{name} is not an array of {klass.__name__}"
     if not isinstance(value, np.ndarray):
         return f"{name} must be a numpy array, not {type(value).__name__}"

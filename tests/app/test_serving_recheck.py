@@ -205,3 +205,22 @@ def test_window_zero_reads_every_request(settings, engine, worker, clock):
         assert b.delete(f"/models/{model['id']}").status_code == 204
         r = a.post("/predict", json={"model_id": model["id"], "instances": ROW})
         assert_problem(r, 422, "model_id")
+
+
+def test_a_remembered_key_is_refused_from_its_expiry_not_a_window_later(keyed, engine, clock):
+    """A key found usable is remembered for the window, but its ``expires_at`` travels with it:
+    once the expiry passes, the next request is refused (401 naming the expiry) although the
+    window's clock did not move."""
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    expires_at = datetime.now(UTC) + timedelta(seconds=1.5)
+    with Session(engine) as session:
+        _row, secret = keys_service.create(session, "short", Scope.read, expires_at)
+    auth = {"Authorization": f"Bearer {secret}"}
+    assert keyed.get("/datasets", headers=auth).status_code == 200  # remembered now
+    while datetime.now(UTC) <= expires_at:  # real time must pass the expiry itself
+        time.sleep(0.05)
+    r = keyed.get("/datasets", headers=auth)
+    assert_problem(r, 401)
+    assert "expired" in r.json()["detail"]
