@@ -76,11 +76,11 @@ def _vectors(texts: tuple[str | None, ...]) -> tuple[np.ndarray, np.ndarray]:
     has = np.fromiter((t is not None and t != "null" for t in texts), dtype=bool, count=len(texts))
     if not has.any():
         return np.full((len(texts), 0), np.nan), has
+    vectors = _parse([t for t in texts if t is not None and t != "null"])
     if has.all():
-        return _parse(list(texts)), has  # type: ignore[arg-type]
-    present = _parse([t for t, h in zip(texts, has, strict=True) if h])  # type: ignore[misc]
-    out = np.full((len(texts), present.shape[1]), np.nan)
-    out[has] = present
+        return vectors, has
+    out = np.full((len(texts), vectors.shape[1]), np.nan)
+    out[has] = vectors
     return out, has
 
 
