@@ -184,7 +184,8 @@ def _per_feature(
 
 @dataclass
 class Window:
-    """What a report reads: the model, its reference (or None), the window's logged rows and
+    """What a report reads: the model, its reference (or None), the window's logged rows as
+    numpy columns (``window.Columns``, with the decision vectors of a multi-class model) and
     their decision values, and the per-feature comparison (None without a reference)."""
 
     model: Model
