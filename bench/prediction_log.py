@@ -17,7 +17,8 @@ writer's capacity: rows written per second spent writing
 (``msvmav_prediction_log_flush_seconds_sum``), against /predict's rate. Meanwhile, once a
 second, a /feedback for 100 ids answered earlier and a monitoring report are timed (the
 issue's target: each within 1 s), with the backlog each says it saw, beside the same reads with
-no load after the backlog drained (the anchor: what the read costs by itself); and the API's
+no load after the backlog drained (the anchor: what the read costs by itself), and the report
+computed in the bench's own process on the same window (``model_report``: no HTTP); and the API's
 RSS (/metrics) is sampled: its peak. Timings on a shared machine are noisy: run it twice.
 """
 
@@ -101,6 +102,27 @@ def _reads_once(c: httpx.Client, load: Load, model_id: int, out: dict[str, list]
     out["rss"].append(_metrics(c).get("process_resident_memory_bytes", 0.0))
 
 
+def _report_in_process(url: str, model_id: int) -> list[tuple[float, int]]:
+    """The same report computed in this process (``model_report``, no HTTP, no load) on the
+    window the load left: (seconds, rows in the window), five times after a warm-up."""
+    from app.core.db import make_engine, make_session_factory
+    from app.monitoring.report import model_report
+
+    engine = make_engine(url)
+    try:
+        sessions = make_session_factory(engine)
+        out = []
+        for i in range(6):
+            with sessions() as session:
+                t = time.perf_counter()
+                body = model_report(session, model_id, None, None)
+                if i:
+                    out.append((time.perf_counter() - t, body["live"]["n"]))
+        return out
+    finally:
+        engine.dispose()
+
+
 def _pending(r: httpx.Response) -> int | None:
     try:
         return r.json()["log"]["pending_rows"]
@@ -167,6 +189,7 @@ def run(url: str, args: argparse.Namespace, tmp: Path) -> None:
             idle: dict[str, list] = {"feedback": [], "report": [], "rss": []}
             for _ in range(3):  # the anchor: the same reads with no load
                 _reads_once(c, load, model_id, idle)
+            idle["in_process"] = _report_in_process(url, model_id)
     finally:
         stop_workers([worker])
     _report(args, load, elapsed, drained, (before, at_stop, after), (reads, idle))
@@ -204,6 +227,12 @@ def _report(
     print(_summary("  the same, no load", idle["feedback"]))
     print(_summary("monitoring report", reads["report"]))
     print(_summary("  the same, no load", idle["report"]))
+    inproc = idle.get("in_process") or []
+    if inproc:
+        print(
+            f"  the same in-process (model_report, no HTTP, no load) on its {inproc[0][1]} rows: "
+            f"median {statistics.median(t for t, _ in inproc):.3f}s of {len(inproc)}"
+        )
     print(f"API RSS: peak {max(reads['rss'] or [0]) / 2**20:.0f} MiB")
     flush = after["msvmav_prediction_log_flush_seconds_sum"] / max(
         after["msvmav_prediction_log_flush_seconds_count"], 1

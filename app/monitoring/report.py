@@ -13,19 +13,18 @@ p-value is below ``DRIFT_P_VALUE``; per feature, the binned test of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 from scipy.stats import ks_2samp
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.orm import Model, PredictionLog
+from app.core.orm import Model
 from app.core.problems import invalid
 from app.datasets import service as datasets
 from app.models import service as models
-from app.monitoring import feature_drift, figure
+from app.monitoring import feature_drift, figure, window
 from app.monitoring import log as prediction_log
 from solver import protocol
 from solver.margins import QUANTILE_LEVELS, margin_statistics
@@ -98,34 +97,14 @@ def reference(session: Session, model: Model) -> dict[str, Any] | None:
     return cached
 
 
-def _live_rows(
-    session: Session, model_id: int, since: datetime | None, until: datetime | None
-) -> list[Any]:
-    stmt = select(
-        PredictionLog.decision,
-        PredictionLog.decisions,
-        PredictionLog.predicted,
-        PredictionLog.clipped,
-        PredictionLog.true_class,
-        PredictionLog.created_at,
-    ).where(PredictionLog.model_id == model_id)
-    if since is not None:
-        stmt = stmt.where(PredictionLog.created_at >= since)
-    if until is not None:
-        stmt = stmt.where(PredictionLog.created_at < until)
-    return list(session.execute(stmt.order_by(PredictionLog.id.desc()).limit(MAX_REPORT_ROWS)))
-
-
-def _margin_part(done: list[Any], multiclass: bool) -> dict[str, Any]:
-    true = np.array([r.true_class for r in done], dtype=np.int64)
-    if multiclass:
-        decisions = np.array([r.decisions for r in done], dtype=np.float64)
-    else:
-        decisions = np.array([r.decision for r in done], dtype=np.float64)
+def _margin_part(cols: window.Columns, rows: np.ndarray, multiclass: bool) -> dict[str, Any]:
+    """n, accuracy and margin statistics of the rows ``rows`` (indices into ``cols``)."""
+    true = cols.true_class[rows]
+    decisions = cols.decisions[rows] if multiclass else cols.decision[rows]
     stats = margin_statistics(margins_of(decisions, true))
-    predicted = np.array([r.predicted for r in done], dtype=np.int64)
+    predicted = cols.predicted[rows]
     return {
-        "n": len(done),
+        "n": int(rows.size),
         "accuracy": float(np.mean(predicted == true)),
         "mean": stats["mean"],
         "semivariance": stats["semivariance"],
@@ -133,26 +112,23 @@ def _margin_part(done: list[Any], multiclass: bool) -> dict[str, Any]:
     }
 
 
-def labelled(rows: list[Any], multiclass: bool) -> dict[str, Any]:
+def labelled(cols: window.Columns, multiclass: bool) -> dict[str, Any]:
     """Rows with feedback: n, accuracy and margin_statistics' mean (θ̂), semivariance,
     sv_ratio of their margins; and ``daily``, n, accuracy and θ̂ per UTC day the rows were
-    predicted (oldest first)."""
-    done = [r for r in rows if r.true_class is not None]
-    if not done:
+    predicted (oldest first). Multi-class ``cols`` carry their ``decisions``."""
+    done = np.flatnonzero(cols.labelled)
+    if done.size == 0:
         return {"n": 0, "accuracy": None, "mean": None, "semivariance": None, "sv_ratio": None,
                 "daily": []}  # fmt: skip
-    by_day: dict[str, list[Any]] = {}
-    for r in done:
-        by_day.setdefault(r.created_at.astimezone(UTC).date().isoformat(), []).append(r)
     daily = []
-    for day in sorted(by_day):
-        part = _margin_part(by_day[day], multiclass)
-        daily.append({"day": day, "n": part["n"], "accuracy": part["accuracy"],
+    for day in np.unique(cols.days):  # (sorted)
+        part = _margin_part(cols, done[cols.days == day], multiclass)
+        daily.append({"day": str(day), "n": part["n"], "accuracy": part["accuracy"],
                       "mean": part["mean"]})  # fmt: skip
-    return _margin_part(done, multiclass) | {"daily": daily}
+    return _margin_part(cols, done, multiclass) | {"daily": daily}
 
 
-def performance_estimate(estimator: Any, rows: list[Any], live: np.ndarray,
+def performance_estimate(estimator: Any, cols: window.Columns,
                          multiclass: bool) -> dict[str, Any] | None:
     """The window's accuracy expected from the model's calibrated probabilities of its logged
     decision values (``solver.performance_estimate``: mean confidence of the predicted class,
@@ -161,18 +137,20 @@ def performance_estimate(estimator: Any, rows: list[Any], live: np.ndarray,
     if getattr(estimator, "calibrator_", None) is None:
         return None
     if multiclass:  # the full one-vs-rest vector, logged with each multi-class row
-        rows = [r for r in rows if r.decisions is not None]
-        D = np.array([r.decisions for r in rows], dtype=np.float64)
+        keep = cols.has_decisions
+        D = cols.decisions[keep]
     else:
-        D = live
-    if not rows:
+        keep = np.ones(len(cols), dtype=bool)
+        D = cols.decision
+    if not keep.any():
         return None
-    predicted = np.array([r.predicted for r in rows], dtype=np.int64)
+    predicted = cols.predicted[keep]
+    true = cols.true_class[keep]
     estimate = expected_accuracy(estimator.probabilities(D), predicted)
-    done = [r for r in rows if r.true_class is not None]
-    realised = float(np.mean([r.predicted == r.true_class for r in done])) if done else None
+    done = true != window.NO_CLASS
+    realised = float(np.mean(predicted[done] == true[done])) if done.any() else None
     return {"method": "cbpe", "alpha": 0.05, **estimate, "realised_accuracy": realised,
-            "n_labelled": len(done)}  # fmt: skip
+            "n_labelled": int(done.sum())}  # fmt: skip
 
 
 def _drift(ref: np.ndarray | None, live: np.ndarray) -> dict[str, Any] | None:
@@ -206,12 +184,13 @@ def _per_feature(
 
 @dataclass
 class Window:
-    """What a report reads: the model, its reference (or None), the window's logged rows and
+    """What a report reads: the model, its reference (or None), the window's logged rows as
+    numpy columns (``window.Columns``, with the decision vectors of a multi-class model) and
     their decision values, and the per-feature comparison (None without a reference)."""
 
     model: Model
     ref: dict[str, Any] | None
-    rows: list[Any]
+    cols: window.Columns
     live: np.ndarray
     per_feature: dict[str, Any] | None
     log: dict[str, Any] | None = None  # the log's state (PredictionLogWriter.state)
@@ -234,11 +213,11 @@ def read_window(
     state = writer.state(counts=True) if writer is not None else None
     model = models.get_or_raise(session, model_id)
     ref = reference(session, model)
-    rows = _live_rows(session, model_id, since, until)
+    multiclass = len(model.classes) > 2
+    cols = window.read(session, model_id, since, until, MAX_REPORT_ROWS, multiclass)
     per_feature = _per_feature(session, model, ref, since, until) if ref is not None else None
     session.commit()
-    live = np.array([r.decision for r in rows], dtype=np.float64)
-    return Window(model, ref, rows, live, per_feature, state)
+    return Window(model, ref, cols, cols.decision, per_feature, state)
 
 
 def model_report(
@@ -253,7 +232,7 @@ def model_report(
     w = read_window(session, model_id, since, until, writer)
     theta = w.ref["theta"] if w.ref else None
     live_part = describe(w.live, theta)
-    live_part["clipped_fraction"] = float(np.mean([r.clipped for r in w.rows])) if w.rows else None
+    live_part["clipped_fraction"] = float(np.mean(w.cols.clipped)) if len(w.cols) else None
     ref_part = None
     if w.ref is not None:
         ref_part = describe(w.ref["decision"], theta) | {"theta": theta}
@@ -261,7 +240,7 @@ def model_report(
     if drift is not None:
         drift["per_feature"] = w.per_feature
     estimator = models.load_cached(session, model_id).estimator
-    estimate = performance_estimate(estimator, w.rows, w.live, len(w.model.classes) > 2)
+    estimate = performance_estimate(estimator, w.cols, len(w.model.classes) > 2)
     return {
         "model_id": model_id,
         "since": since,
@@ -270,7 +249,7 @@ def model_report(
         "live": live_part,
         "performance_estimate": estimate,
         "drift": drift,
-        "labelled": labelled(w.rows, len(w.model.classes) > 2),
+        "labelled": labelled(w.cols, len(w.model.classes) > 2),
         "log": w.log,
     }
 
@@ -284,7 +263,7 @@ def model_figure(
 ) -> bytes:
     """The report's window as a PNG (``figure.render``)."""
     w = read_window(session, model_id, since, until, writer)
-    daily = labelled(w.rows, len(w.model.classes) > 2)["daily"]
+    daily = labelled(w.cols, len(w.model.classes) > 2)["daily"]
     return figure.render(
         reference=w.ref["decision"] if w.ref else None,
         live=w.live,

@@ -1,0 +1,98 @@
+"""app.monitoring.window reads a window's logged rows straight off the DBAPI cursor: every
+column must equal what the ORM loads row by row (its JSON, Boolean and UTC datetime types),
+newest first, within [since, until) and the limit; rows without a decision vector (SQL NULL
+or JSON null) must not shift the others, and vectors of another length are no (n, k) array."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.orm import PredictionLog
+from app.monitoring import window
+
+T0 = datetime(2026, 3, 1, 22, 30, tzinfo=UTC)
+
+
+def _rows(rng: np.random.Generator, n: int, k: int | None) -> list[PredictionLog]:
+    out = []
+    for i in range(n):
+        vector = None if k is None else (rng.normal(size=k) * 10.0 ** rng.integers(-8, 8)).tolist()
+        out.append(PredictionLog(
+            model_id=7, prediction_id=f"p{i}", created_at=T0 + timedelta(minutes=7 * i),
+            decision=float(rng.normal()) * 1e-3 ** (i % 3), decisions=vector,
+            predicted=int(rng.integers(0, k or 2)), clipped=bool(i % 4 == 0),
+            true_class=None if i % 3 else int(rng.integers(0, k or 2)),
+        ))  # fmt: skip
+    return out
+
+
+def _expected(engine, since=None, until=None, limit=10**6) -> list[PredictionLog]:
+    stmt = select(PredictionLog).where(PredictionLog.model_id == 7)
+    if since is not None:
+        stmt = stmt.where(PredictionLog.created_at >= since)
+    if until is not None:
+        stmt = stmt.where(PredictionLog.created_at < until)
+    with Session(engine) as s:
+        return list(s.scalars(stmt.order_by(PredictionLog.id.desc()).limit(limit)))
+
+
+def _check(cols: window.Columns, rows: list[PredictionLog], vectors: bool) -> None:
+    assert len(cols) == len(rows)
+    assert cols.decision.tolist() == [r.decision for r in rows]
+    assert cols.predicted.tolist() == [r.predicted for r in rows]
+    assert cols.clipped.tolist() == [r.clipped for r in rows]
+    assert cols.true_class.tolist() == [
+        window.NO_CLASS if r.true_class is None else r.true_class for r in rows
+    ]
+    assert cols.days.tolist() == [
+        r.created_at.astimezone(UTC).date().isoformat() for r in rows if r.true_class is not None
+    ]
+    if not vectors:
+        assert cols.decisions is None
+        return
+    assert cols.has_decisions.tolist() == [r.decisions is not None for r in rows]
+    for got, r in zip(cols.decisions, rows, strict=True):
+        if r.decisions is None:
+            assert np.isnan(got).all()
+        else:
+            assert got.tolist() == r.decisions  # bit for bit
+
+
+def test_columns_equal_the_orm_rows(engine):
+    rng = np.random.default_rng(3)
+    rows = _rows(rng, 300, 3)
+    rows[5].decisions = None  # SQL NULL or JSON null: no vector, the others unshifted
+    with Session(engine) as s:
+        s.add_all(rows)
+        s.add(PredictionLog(model_id=8, prediction_id="other", created_at=T0, decision=1.0,
+                            predicted=0, clipped=False))  # fmt: skip
+        s.commit()
+    since, until = T0 + timedelta(hours=3), T0 + timedelta(hours=20)
+    everything, part = _expected(engine), _expected(engine, since, until, 50)
+    with Session(engine) as s:
+        _check(window.read(s, 7, None, None, 10**6, True), everything, True)
+        _check(window.read(s, 7, None, None, 10**6, False), everything, False)
+        _check(window.read(s, 7, since, until, 50, True), part, True)
+        assert len(window.read(s, 7, T0 + timedelta(days=30), None, 10, True)) == 0
+        days = set(window.read(s, 7, None, None, 10**6, False).days.tolist())
+    assert len(days) > 1  # the labelled rows span several UTC days
+
+
+def test_vectors_of_another_length_are_not_reshaped():
+    """Two rows of 2 and 4 numbers among 3-number rows: as many numbers and commas in all as
+    ten rows of 3, yet no (10, 3) array may come of them."""
+    rows = [json.dumps([float(i), i + 0.5, -i / 3]) for i in range(10)]
+    rows[2], rows[6] = json.dumps([1.0, 2.0]), json.dumps([0.1, 0.2, 0.3, 0.4])
+    with pytest.raises(ValueError):
+        window._vectors(tuple(rows))
+    rows[2], rows[6] = "null", None
+    got, has = window._vectors(tuple(rows))
+    assert has.tolist() == [i not in (2, 6) for i in range(10)]
+    assert np.isnan(got[[2, 6]]).all()
+    assert got[has].tolist() == [json.loads(t) for t in rows if t not in (None, "null")]
