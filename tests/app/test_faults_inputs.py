@@ -244,9 +244,14 @@ def test_trailing_slash_redirect_is_relative(client, path, location):
 def test_redirect_targets_still_answer_and_other_hosts_are_never_named(client):
     assert client.get("/docs/", follow_redirects=True).status_code == 200  # Swagger UI
     assert client.get("/datasets/", follow_redirects=True).json()["items"] == []
-    # a path that would be read as another host is not redirected
+    # a path that would be read as another host is not redirected there: the client sends it
+    # as "/" of that host, which the service answers with its own relative /ui (the web
+    # interface's redirect), never a Location naming the host
     r = client.get("//evil.example/", headers={"Host": "evil.example"}, follow_redirects=False)
-    assert r.status_code == 404 and "location" not in r.headers
+    assert r.status_code == 307 and r.headers["location"] == "/ui"
+    r = client.get("/datasets//evil.example/", headers={"Host": "evil.example"},
+                   follow_redirects=False)
+    assert "evil" not in r.headers.get("location", "")
 
 
 # -- point 10: table.md renders no HTML nor links from a data set's name -----------------------
