@@ -102,7 +102,8 @@ def predict_file(
         Form(
             max_length=300,
             description="Registered model to use instead of `model_id`: `name@alias` "
-            "(e.g. `wdbc@production`), `name/version` or `name` (its newest version)",
+            "(e.g. `wdbc@production`), `name/version` or `name` (its `production` version "
+            "when set, else its newest)",
             examples=[""],
         ),
     ] = None,

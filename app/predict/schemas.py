@@ -67,7 +67,8 @@ class PredictRequest(BaseModel):
         None,
         max_length=300,
         description="Registered model to use instead of `model_id`: `name@alias` "
-        "(`wdbc@production`), `name/version` (`wdbc/2`) or `name` (its newest version)",
+        "(`wdbc@production`), `name/version` (`wdbc/2`) or `name` (its `production` version "
+        "when set, else its newest)",
         examples=["wdbc@production"],
     )
     instances: list[Row] = Field(

@@ -172,7 +172,8 @@ _BODY = {
     "/models/{model_ref:path}/invocations",
     summary="Predict (MLflow scoring protocol)",
     description=(
-        "`{model_ref}`: `name@alias`, `name/version`, `name` (its newest version) or a stored "
+        "`{model_ref}`: `name@alias`, `name/version`, `name` (its `production` version when "
+        "set, else its newest) or a stored "
         "model's id. "
         "Rows as MLflow's scoring server takes them (`dataframe_split`, `dataframe_records`, "
         "`instances`, `inputs`) in `application/json`, with optional `params.ids` (one "
