@@ -9,6 +9,12 @@ A subclass implements two hooks on +-1 targets:
 
 and lists the fitted attributes to persist in ``_array_attrs`` (numpy arrays) and
 ``_json_attrs`` (JSON values).
+
+Every subclass takes ``calibration`` ("none", "sigmoid" or "isotonic"; its constraint is added
+here): when not "none", ``fit`` also fits ``calibrator_`` (``solver.calibration``) on
+cross-validated decision values of the training rows, and ``predict_proba`` is available.
+``fit`` also keeps the training rows' column means (``feature_means_``, the default baseline
+of ``solver.explain``).
 """
 
 from __future__ import annotations
@@ -20,13 +26,15 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import sparse
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._footprint import FitEstimate, FitTooLarge, fit_memory_limit
+from .calibration import CALIBRATIONS, Calibrator, cross_validated_decisions, fit_calibrator
 from .jsonable import jsonable
 from .margins import margin_statistics
-from .params import validate_params
+from .params import StrOptions, validate_params
 
 Callback = Callable[[dict], Any]
 
@@ -66,6 +74,9 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         _REGISTRY[cls.__name__] = cls
+        own = cls.__dict__.get("_parameter_constraints")
+        if own is not None:
+            own.setdefault("calibration", [StrOptions(set(CALIBRATIONS))])
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -97,8 +108,30 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         else:
             Y = np.where(y_idx[:, None] == np.arange(classes.size)[None, :], 1.0, -1.0)
         self.stopped_early_ = False
+        self.calibrator_ = None
+        self.feature_means_ = (None if getattr(self, "kernel", None) == "precomputed"
+                               else np.asarray(X.mean(axis=0), dtype=np.float64).ravel())
         self._fit_targets(X, np.ascontiguousarray(Y), callback)
+        method = getattr(self, "calibration", "none")
+        if method != "none" and not self.stopped_early_:
+            self._fit_calibrator(X, y, method, callback)
         return self
+
+    def _fit_calibrator(self, X, y: np.ndarray, method: str, callback: Callback | None) -> None:
+        """``calibrator_`` from out-of-fold decision values (``solver.calibration``); the folds
+        are seeded by ``random_state`` (0 when the estimator has none or it is None)."""
+        seed = getattr(self, "random_state", None)
+        seed = seed if isinstance(seed, int | np.integer) else 0
+
+        def tagged(info: dict) -> Any:
+            return callback({**info, "phase": "calibration"}) if callback else None
+
+        D = cross_validated_decisions(self, X, y, random_state=int(seed),
+                                      callback=tagged if callback else None)
+        if D is None:  # the callback stopped a fold's fit: no probabilities
+            self.stopped_early_ = True
+            return
+        self.calibrator_ = fit_calibrator(D, y, self.classes_, method)
 
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         raise NotImplementedError
@@ -158,6 +191,24 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         D = self.decision_function(X)  # (checks the model is fitted first)
         return self.classes_[self.predicted_index(D)]
 
+    def _has_calibration(self) -> bool:
+        return getattr(self, "calibration", "none") != "none"
+
+    @available_if(_has_calibration)
+    def predict_proba(self, X) -> np.ndarray:
+        """(n, k) calibrated class probabilities, columns in ``classes_`` order (available when
+        ``calibration`` is not "none")."""
+        D = self.decision_function(X)
+        return self.probabilities(D)
+
+    def probabilities(self, D: np.ndarray) -> np.ndarray:
+        """``predict_proba`` from decision values D already computed (``decision_function``'s
+        shape). ValueError when the model has no calibrator."""
+        if getattr(self, "calibrator_", None) is None:
+            raise ValueError("model: has no probability calibration (fitted with "
+                             "calibration='none', or its fit was stopped)")
+        return self.calibrator_.predict_proba(D)
+
     def margin_vector(self, X, y) -> np.ndarray:
         """m_i = y_i f(x_i) (binary, y in +-1 by classes_); for k > 2 classes the multi-class
         margin f_{y_i}(x_i) - max_{j != y_i} f_j(x_i)."""
@@ -214,6 +265,9 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
                 arrays[name] = np.asarray(value)
         if arrays["classes_"].dtype == object:
             arrays["classes_"] = arrays["classes_"].astype(str)
+        if getattr(self, "feature_means_", None) is not None:
+            arrays["feature_means_"] = np.asarray(self.feature_means_)
+        calibrator = getattr(self, "calibrator_", None)
         meta = {
             "format": MODEL_FORMAT,
             "version": MODEL_FORMAT_VERSION,
@@ -223,6 +277,7 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
             "stopped_early": bool(getattr(self, "stopped_early_", False)),
             "attributes": {name: _jsonable(getattr(self, name)) for name in self._json_attrs
                            if hasattr(self, name)},
+            "calibrator": None if calibrator is None else calibrator.to_dict(),
         }
         return {"meta": meta, "arrays": arrays}
 
@@ -246,8 +301,10 @@ def model_from_dict(data: dict) -> MarginClassifier:
     est.stopped_early_ = meta.get("stopped_early", False)
     for name, value in meta["attributes"].items():
         setattr(est, name, copy.deepcopy(value))
-    for name in klass._array_attrs:  # fitted arrays that were None are not stored
+    for name in (*klass._array_attrs, "feature_means_"):  # arrays that were None: not stored
         setattr(est, name, None)
+    calibrator = meta.get("calibrator")
+    est.calibrator_ = None if calibrator is None else Calibrator.from_dict(calibrator)
     for name, value in arrays.items():
         setattr(est, name, np.array(value, copy=True))
     return est

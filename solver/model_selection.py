@@ -345,6 +345,9 @@ def _prepare(algorithm: str, X, y, kernel: str, grid: str | dict, params: dict |
     else:
         X = np.ascontiguousarray(X, dtype=np.float64)
     fixed = dict(params or {})
+    # the cells score accuracy from decision values: a calibration would only cost five
+    # more fits per cell (the refit on the best configuration calibrates)
+    fixed.pop("calibration", None)
     if kernel != "linear" and "gamma" in fixed:
         fixed["gamma"] = resolve_gamma(fixed["gamma"], d)
     configs = iter_configs(resolve_grid(algorithm, grid, kernel=kernel, n_features=d))

@@ -172,7 +172,14 @@ class MSVMAv(MarginClassifier):
     max_iter : int >= 0
         Iteration cap T (the paper uses 100). max_iter=0 returns the MAMC initialisation.
     tol : float >= 0
-        Stop when ||w_k - w_{k-1}|| / sqrt(dim) < tol.
+        Stop when ||w_k - w_{k-1}|| / sqrt(dim) < tol. The paper runs a fixed T = 100
+        iterations; with the default tol = 1e-8 most fits run all of them and end with
+        ``converged_`` False: the model is then the paper's T-th iterate, not a failure.
+    calibration : {"none", "sigmoid", "isotonic"}, default "none"
+        "sigmoid" (Platt) or "isotonic": also fit ``calibrator_`` on 5-fold cross-validated
+        decision values of the training rows (``solver.calibration``; five more fits) and
+        offer ``predict_proba``. "none": no probabilities, no extra fits (as scikit-learn's
+        ``SVC(probability=False)``).
     fit_intercept : bool
         Linear kernel: append the constant-1 feature (paper's protocol). Kernels have no bias.
     update : {"woodbury", "direct"}
@@ -228,6 +235,10 @@ class MSVMAv(MarginClassifier):
     kernel_error_ : float, relative trace error trace(K - K_r) / trace(K) of the kernel
         matrix used (0.0 for exact); None for linear and "precomputed"
     stopped_early_ : bool, True if the callback stopped the fit
+    converged_ : bool, every one-vs-rest task stopped on ``tol`` before ``max_iter``
+        (``fit_info_["last_relative_change"]`` is the largest task's last relative change)
+    calibrator_ : ``solver.calibration.Calibrator`` or None (calibration="none")
+    feature_means_ : (d,) the training rows' column means (None for "precomputed")
     """
 
     _parameter_constraints: dict = {
@@ -250,7 +261,7 @@ class MSVMAv(MarginClassifier):
     }
     _array_attrs = ("coef_", "intercept_", "dual_coef_", "X_fit_")
     _json_attrs = ("n_iter_", "history_", "kernel_approximation_", "gamma_", "fit_info_",
-                   "rank_", "kernel_error_", "linear_solver_")
+                   "rank_", "kernel_error_", "linear_solver_", "converged_")
 
     def __init__(self, alpha: float = 16.0, beta: float = 0.25, *, kernel: str = "linear",
                  gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
@@ -258,7 +269,8 @@ class MSVMAv(MarginClassifier):
                  update: str = "woodbury", linear_solver: str = "auto",
                  approximation: str = "auto",
                  kernel_tol: float = 1e-6, n_components: int = 1000,
-                 kernel_memory_mb: float = 8192, random_state: int | None = None) -> None:
+                 kernel_memory_mb: float = 8192, random_state: int | None = None,
+                 calibration: str = "none") -> None:
         self.alpha = alpha
         self.beta = beta
         self.kernel = kernel
@@ -275,6 +287,7 @@ class MSVMAv(MarginClassifier):
         self.n_components = n_components
         self.kernel_memory_mb = kernel_memory_mb
         self.random_state = random_state
+        self.calibration = calibration
 
     # -- fitting ---------------------------------------------------------------------------
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
@@ -285,6 +298,7 @@ class MSVMAv(MarginClassifier):
         self.kernel_approximation_ = None
         self.gamma_ = None
         self.rank_ = self.kernel_error_ = self.linear_solver_ = None
+        self.converged_ = False
         if self.kernel == "linear":
             self._fit_linear(X, Y, callback)
             return
@@ -408,6 +422,7 @@ class MSVMAv(MarginClassifier):
         T = Y.shape[1]
         coefs = np.zeros((dim, T))
         info = {"refactorisations": 0, "low_rank_updates": 0, **(info or {})}
+        last: list[float | None] = []  # each task's last relative change
         for t in range(T):
             y = Y[:, t]
             space = make_space(y)
@@ -415,6 +430,7 @@ class MSVMAv(MarginClassifier):
                 space, y, alpha=self.alpha, max_iter=self.max_iter, tol=self.tol,
                 callback=callback, task=t, n_tasks=T)
             self.history_.extend(history)
+            last.append(history[-1]["step"] if history else None)
             self.n_iter_ = max(self.n_iter_, n_iter) if t else n_iter
             info["refactorisations"] += space.system.n_refactor
             info["low_rank_updates"] += space.system.n_updates
@@ -425,7 +441,17 @@ class MSVMAv(MarginClassifier):
             if stopped:
                 self.stopped_early_ = True
                 break
+        self._record_convergence(last, T, info)
         return coefs, info
+
+    def _record_convergence(self, last: list[float | None], n_tasks: int, info: dict) -> None:
+        """``converged_``: every one-vs-rest task ran and stopped on ``tol`` (its last
+        relative change ||w_k - w_{k-1}|| / sqrt(dim) < tol) before ``max_iter``;
+        ``fit_info_["last_relative_change"]``: the largest of the tasks' last changes (None
+        with max_iter=0, where no step is taken)."""
+        steps = [s for s in last if s is not None]
+        info["last_relative_change"] = max(steps) if steps and len(steps) == len(last) else None
+        self.converged_ = bool(len(steps) == n_tasks and all(s < self.tol for s in steps))
 
     def linear_path(self, n: int, n_features: int, nnz: int | None = None) -> str:
         """The linear step's solver ("dense", "woodbury", "cg" or "gram") fit() uses on n rows

@@ -33,7 +33,8 @@ class LibraryClassifier(ExpansionClassifier):
 
     def __init__(self, C: float, *, kernel: str, gamma: float | None, degree: int,
                  coef0: float, loss: str, tol: float, max_iter: int, dual: bool | str,
-                 cache_size: float, random_state: int | None) -> None:
+                 cache_size: float, random_state: int | None,
+                 calibration: str = "none") -> None:
         # the subclasses' parameters they share, stored as given (scikit-learn's convention)
         self.C = C
         self.kernel = kernel
@@ -46,6 +47,7 @@ class LibraryClassifier(ExpansionClassifier):
         self.dual = dual
         self.cache_size = cache_size
         self.random_state = random_state
+        self.calibration = calibration
 
     def _linear_machine(self) -> Any:
         raise NotImplementedError

@@ -81,8 +81,9 @@ class FMM(ExpansionClassifier):
 
     def __init__(self, eta: float = 1.0, n_iter: int = 100, *, kernel: str = "linear",
                  gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
-                 fit_intercept: bool = True) -> None:
+                 fit_intercept: bool = True, calibration: str = "none") -> None:
         self.eta = eta
+        self.calibration = calibration
         self.n_iter = n_iter
         self.kernel = kernel
         self.gamma = gamma

@@ -59,8 +59,10 @@ class LSSVM(ExpansionClassifier):
     _json_attrs = ("gamma_", "n_iter_", "jitter_", "solver_")
 
     def __init__(self, C: float = 1.0, *, kernel: str = "linear", gamma: float | None = None,
-                 degree: int = 3, coef0: float = 1.0) -> None:
+                 degree: int = 3, coef0: float = 1.0,
+                 calibration: str = "none") -> None:
         self.C = C
+        self.calibration = calibration
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree

@@ -61,7 +61,9 @@ class MAMC(ExpansionClassifier):
     }
 
     def __init__(self, *, kernel: str = "linear", gamma: float | None = None, degree: int = 3,
-                 coef0: float = 1.0, bias: str = "augment") -> None:
+                 coef0: float = 1.0, bias: str = "augment",
+                 calibration: str = "none") -> None:
+        self.calibration = calibration
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree

@@ -112,8 +112,9 @@ class ODM(ExpansionClassifier):
                  kernel: str = "linear", gamma: float | None = None, degree: int = 3,
                  coef0: float = 1.0, tol: float = 1e-3, max_iter: int = 1000,
                  fit_intercept: bool = True, lambda_convention: str = "libodm",
-                 random_state: int | None = None) -> None:
+                 random_state: int | None = None, calibration: str = "none") -> None:
         self.C = C
+        self.calibration = calibration
         self.mu = mu
         self.theta = theta
         self.kernel = kernel

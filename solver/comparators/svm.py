@@ -65,10 +65,11 @@ class SVM(LibraryClassifier):
     def __init__(self, C: float = 1.0, *, kernel: str = "linear", gamma: float | None = None,
                  degree: int = 3, coef0: float = 1.0, loss: str = "squared_hinge",
                  tol: float = 1e-4, max_iter: int = 1000, dual: bool | str = "auto",
-                 cache_size: float = 200, random_state: int | None = None) -> None:
+                 cache_size: float = 200, random_state: int | None = None,
+                 calibration: str = "none") -> None:
         super().__init__(C, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, loss=loss,
                          tol=tol, max_iter=max_iter, dual=dual, cache_size=cache_size,
-                         random_state=random_state)
+                         random_state=random_state, calibration=calibration)
 
     def _linear_machine(self) -> sk_svm.LinearSVC:
         return sk_svm.LinearSVC(

@@ -65,10 +65,11 @@ class SVR(LibraryClassifier):
                  gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
                  loss: str = "epsilon_insensitive", tol: float = 1e-4, max_iter: int = 1000,
                  dual: bool | str = "auto", cache_size: float = 200,
-                 random_state: int | None = None) -> None:
+                 random_state: int | None = None,
+                 calibration: str = "none") -> None:
         super().__init__(C, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, loss=loss,
                          tol=tol, max_iter=max_iter, dual=dual, cache_size=cache_size,
-                         random_state=random_state)
+                         random_state=random_state, calibration=calibration)
         self.epsilon = epsilon
 
     def _check_kernel_params(self) -> None:

@@ -1,0 +1,195 @@
+"""Probabilities from decision values: Platt's sigmoid or isotonic regression, fitted on
+cross-validated decision values of the training rows, kept as plain JSON.
+
+The reference is scikit-learn's ``CalibratedClassifierCV(estimator, method=...,
+ensemble=False, cv=folds)``: the decision values of each training row come from a clone fitted
+on the other folds (``cross_validated_decisions``), one calibrator is fitted per class on them
+(binary: one, for ``classes_[1]``), and the final estimator is the one fitted on every row.
+Multi-class: each class's one-vs-rest probability, then normalised to sum 1 (uniform where
+every class got 0), as scikit-learn does.
+
+* ``"sigmoid"`` (Platt 1999): P(c | f) = 1 / (1 + exp(a f + b)), (a, b) minimising the log loss
+  against Platt's smoothed targets (N+ + 1) / (N+ + 2) and 1 / (N- + 2), solved to machine
+  precision by scipy's exact-Hessian trust region (two parameters, a convex problem).
+* ``"isotonic"``: scikit-learn's ``IsotonicRegression(out_of_bounds="clip")``; its thresholds are
+  kept and applied by linear interpolation, which is what its ``predict`` does.
+
+Folds: ``StratifiedKFold(n_splits=min(cv, smallest class count), shuffle=True,
+random_state=seed)``; the estimators use their own ``random_state`` as the seed (0 when None).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import optimize, sparse, special
+from sklearn.base import clone
+from sklearn.isotonic import IsotonicRegression
+from sklearn.model_selection import StratifiedKFold
+
+CALIBRATIONS = ("none", "sigmoid", "isotonic")
+# Folds of the cross-validated decision values (scikit-learn's default cv=5).
+CALIBRATION_FOLDS = 5
+CALIBRATOR_FORMAT = "msvmav.calibrator"
+
+
+class Calibrator:
+    """Maps decision values to class probabilities.
+
+    ``method``: "sigmoid" or "isotonic"; ``classes_``: (k,) labels; ``params``: one dict per
+    fitted one-vs-rest map (one for two classes, for classes_[1]; k otherwise):
+    sigmoid {"a", "b"}, isotonic {"x", "y"} (thresholds, increasing x)."""
+
+    def __init__(self, method: str, classes: np.ndarray, params: list[dict]) -> None:
+        if method not in ("sigmoid", "isotonic"):
+            raise ValueError(f"calibration: unknown method {method!r}; use 'sigmoid' or "
+                             "'isotonic'")
+        self.method = method
+        self.classes_ = np.asarray(classes)
+        self.params = params
+
+    def _column(self, j: int, f: np.ndarray) -> np.ndarray:
+        p = self.params[j]
+        if self.method == "sigmoid":
+            return special.expit(-(p["a"] * f + p["b"]))
+        return np.interp(f, p["x"], p["y"])  # clipped to the end values outside the range
+
+    def predict_proba(self, decision: np.ndarray) -> np.ndarray:
+        """(n, k) probabilities from decision values: (n,) for two classes, (n, k) one-vs-rest
+        scores otherwise. Binary: column 1 is P(classes_[1])."""
+        D = np.asarray(decision, dtype=np.float64)
+        k = self.classes_.size
+        if k == 2:
+            if D.ndim != 1:
+                raise ValueError(f"decision: expected shape (n,) for two classes, got {D.shape}")
+            p1 = np.clip(self._column(0, D), 0.0, 1.0)
+            return np.column_stack([1.0 - p1, p1])
+        if D.ndim != 2 or D.shape[1] != k:
+            raise ValueError(f"decision: expected shape (n, {k}), got {D.shape}")
+        P = np.column_stack([self._column(j, D[:, j]) for j in range(k)])
+        total = P.sum(axis=1, keepdims=True)
+        P = np.divide(P, total, out=np.full_like(P, 1.0 / k), where=total > 0)
+        return np.clip(P, 0.0, 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: {"format", "method", "classes", "params"} (classes as JSON scalars)."""
+        return {"format": CALIBRATOR_FORMAT, "method": self.method,
+                "classes": self.classes_.tolist(),
+                "params": [{key: (value.tolist() if isinstance(value, np.ndarray) else value)
+                            for key, value in p.items()} for p in self.params]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Calibrator:
+        if data.get("format") != CALIBRATOR_FORMAT:
+            raise ValueError(f"calibrator: unsupported format {data.get('format')!r}")
+        method = data["method"]
+        params = [({"a": float(p["a"]), "b": float(p["b"])} if method == "sigmoid" else
+                   {"x": np.asarray(p["x"], dtype=np.float64),
+                    "y": np.asarray(p["y"], dtype=np.float64)}) for p in data["params"]]
+        return cls(method, np.asarray(data["classes"]), params)
+
+
+def platt_sigmoid(f: np.ndarray, positive: np.ndarray) -> dict[str, float]:
+    """Platt's (a, b): P(positive | f) = 1 / (1 + exp(a f + b)), fitted to the smoothed targets.
+
+    f: (n,) decision values; positive: (n,) bool."""
+    f = np.asarray(f, dtype=np.float64)
+    n_pos = float(np.count_nonzero(positive))
+    n_neg = float(positive.size - n_pos)
+    t = np.where(positive, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
+    # scale f so the problem is well conditioned; (a, b) are mapped back below
+    scale = float(np.max(np.abs(f))) if f.size else 1.0
+    scale = scale if scale > 0 else 1.0
+    g = f / scale
+
+    def loss(ab: np.ndarray) -> float:
+        z = ab[0] * g + ab[1]  # P = expit(-z); loss = sum log(1 + e^z) - (1 - t) z
+        return float(np.sum(np.logaddexp(0.0, z) - (1.0 - t) * z))
+
+    def grad(ab: np.ndarray) -> np.ndarray:
+        r = special.expit(ab[0] * g + ab[1]) - (1.0 - t)
+        return np.array([r @ g, r.sum()])
+
+    def hess(ab: np.ndarray) -> np.ndarray:
+        s = special.expit(ab[0] * g + ab[1])
+        w = s * (1.0 - s)
+        return np.array([[w @ (g * g), w @ g], [w @ g, w.sum()]])
+
+    prior = np.log((n_neg + 1.0) / (n_pos + 1.0))
+    result = optimize.minimize(loss, np.array([0.0, prior]), jac=grad, hess=hess,
+                               method="trust-exact", options={"gtol": 1e-10})
+    a, b = result.x
+    return {"a": float(a / scale), "b": float(b)}
+
+
+def isotonic_map(f: np.ndarray, positive: np.ndarray) -> dict[str, np.ndarray]:
+    """scikit-learn's IsotonicRegression(out_of_bounds="clip") of the 0/1 target on f, as its
+    thresholds (x increasing, y)."""
+    iso = IsotonicRegression(out_of_bounds="clip").fit(f, positive.astype(np.float64))
+    return {"x": np.asarray(iso.X_thresholds_, dtype=np.float64),
+            "y": np.asarray(iso.y_thresholds_, dtype=np.float64)}
+
+
+def fit_calibrator(decision: np.ndarray, y: np.ndarray, classes: np.ndarray,
+                   method: str) -> Calibrator:
+    """A Calibrator fitted on decision values (already cross-validated) and labels y (n,)
+    from ``classes`` (k,); decision (n,) for two classes, (n, k) otherwise."""
+    if method not in ("sigmoid", "isotonic"):
+        raise ValueError(f"calibration: unknown method {method!r}; use 'sigmoid' or 'isotonic'")
+    D = np.asarray(decision, dtype=np.float64)
+    y = np.asarray(y)
+    classes = np.asarray(classes)
+    fit_one = platt_sigmoid if method == "sigmoid" else isotonic_map
+    if classes.size == 2:
+        params = [fit_one(D.reshape(-1), y == classes[1])]
+    else:
+        params = [fit_one(D[:, j], y == c) for j, c in enumerate(classes)]
+    return Calibrator(method, classes, params)
+
+
+def calibration_folds(y: np.ndarray, cv: int = CALIBRATION_FOLDS,
+                      random_state: int | None = 0) -> StratifiedKFold:
+    """The stratified, shuffled folds of the cross-validated decision values: ``cv`` of them,
+    fewer when the smallest class has fewer rows (at least 2 rows per class needed)."""
+    _, counts = np.unique(np.asarray(y), return_counts=True)
+    smallest = int(counts.min())
+    if smallest < 2:
+        raise ValueError("calibration: needs at least 2 training rows of every class to "
+                         "cross-validate its decision values; use calibration='none'")
+    return StratifiedKFold(n_splits=min(cv, smallest), shuffle=True,
+                           random_state=0 if random_state is None else random_state)
+
+
+def _rows(X, idx: np.ndarray, cols: np.ndarray | None):
+    """X[idx] (and [:, cols] for a precomputed kernel's training columns)."""
+    part = X[idx]
+    if cols is not None:
+        part = part[:, cols]
+    return part
+
+
+def cross_validated_decisions(estimator: Any, X, y, cv: int = CALIBRATION_FOLDS,
+                              random_state: int | None = 0, callback=None) -> np.ndarray:
+    """Out-of-fold decision values of the training rows: for each fold of ``calibration_folds``,
+    a clone of ``estimator`` (with calibration="none") fitted on the other folds scores it.
+    Shape (n,) for two classes, (n, k) otherwise. A precomputed kernel's columns are cut to the
+    clone's training rows. ``callback`` is passed to each clone's fit; None is returned when it
+    stopped one."""
+    y = np.asarray(y)
+    classes = np.unique(y)
+    pairwise = getattr(estimator, "kernel", None) == "precomputed"
+    if sparse.issparse(X):
+        X = X.tocsr()
+    out = np.zeros((y.size,) if classes.size == 2 else (y.size, classes.size))
+    for train, test in calibration_folds(y, cv, random_state).split(np.zeros(y.size), y):
+        est = clone(estimator).set_params(calibration="none")
+        est.fit(_rows(X, train, train if pairwise else None), y[train], callback=callback)
+        if getattr(est, "stopped_early_", False):
+            return None
+        out[test] = est.decision_function(_rows(X, test, train if pairwise else None))
+    return out
+
+
+__all__ = ["CALIBRATIONS", "CALIBRATION_FOLDS", "Calibrator", "calibration_folds",
+           "cross_validated_decisions", "fit_calibrator", "isotonic_map", "platt_sigmoid"]
