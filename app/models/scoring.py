@@ -23,6 +23,7 @@ import scipy.sparse as sp
 from app.core.config import Settings
 from app.core.logs import request_id_var
 from app.core.problems import invalid, too_large
+from app.models.explaining import RawExplanation, raw_contributions
 from app.models.service import LoadedModel
 from solver.jsonable import jsonable
 
@@ -34,7 +35,7 @@ class Scores:
     index: np.ndarray  # (n,) the predicted label's index into ``classes``
     decision: np.ndarray  # (n,) binary f(x), positive for classes[1]; (n, k) one-vs-rest
     probabilities: np.ndarray | None  # (n, k) per class, when the model is calibrated
-    contributions: Any | None  # per row and raw input column, when asked to explain
+    contributions: RawExplanation | None  # per row and raw input column, when asked
     clipped: np.ndarray  # (n,) bool: a feature fell outside the training range
     scaled: Any  # the rows as the estimator saw them (scaled, clipped)
     classes: list[Any]  # the model's classes as JSON values
@@ -91,11 +92,10 @@ def scale(loaded: LoadedModel, X: Any) -> tuple[Any, np.ndarray]:
 def probabilities(loaded: LoadedModel, decision: np.ndarray) -> np.ndarray | None:
     """(n, k) class probabilities from the calibrator fitted with the model (None for a model
     fitted without calibration)."""
-    calibrator = getattr(loaded.estimator, "calibrator_", None)
-    if calibrator is None:
+    est = loaded.estimator
+    if getattr(est, "calibrator_", None) is None:
         return None
-    P = np.asarray(calibrator.predict_proba(decision), dtype=np.float64)
-    return P
+    return np.asarray(est.probabilities(decision), dtype=np.float64)
 
 
 def score(loaded: LoadedModel, X: Any, *, explain: bool = False) -> Scores:
@@ -107,11 +107,8 @@ def score(loaded: LoadedModel, X: Any, *, explain: bool = False) -> Scores:
     # validation again, which for one row costs more than the prediction itself.
     decision = np.asarray(est.decision_values(Xs), dtype=np.float64)
     index = est.predicted_index(decision)
-    contributions = None
-    if explain:
-        from app.models.explaining import raw_contributions
-
-        contributions = raw_contributions(loaded, Xs)
+    # (explaining's cost is bounded by the caller first: app.models.explaining)
+    contributions = raw_contributions(loaded, Xs, index) if explain else None
     return Scores(
         index=index,
         decision=decision,

@@ -64,6 +64,7 @@ def answer(state: Any, request: PredictRequest, target: Target) -> Response:
             labels=request.labels,
             settings=state.settings,
             ids=request.ids,
+            explain=request.explain,
         )
     )
 

@@ -123,6 +123,10 @@ def predict_file(
             examples=[""],
         ),
     ] = None,
+    explain: Annotated[
+        bool,
+        Form(description="Add each row's explanation, as /predict's `explain`"),
+    ] = False,
 ) -> Response:
     return json_response(
         service.predict_file(
@@ -133,5 +137,6 @@ def predict_file(
             label=(label or "").strip() or None,
             settings=settings,
             ids=service.form_ids(ids),
+            explain=explain,
         )
     )

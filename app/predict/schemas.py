@@ -83,6 +83,39 @@ class PredictRequest(BaseModel):
         "echoed as each prediction's `id` (and used by POST /feedback); without them a row's "
         'id is `"{X-Request-ID}:{row}"`',
     )
+    explain: bool = Field(
+        False,
+        description="Add each row's `explanation`: one contribution per raw input column "
+        "(a categorical column's one-hot columns summed) and the decision value at the "
+        "stated baseline (the answer's `explanation`), which they add up to; refused (422 "
+        "naming `explain`) when its cost exceeds MSVMAV_MAX_EXPLAIN_WORK",
+    )
+
+
+class RowExplanation(BaseModel):
+    baseline_decision: float = Field(
+        description="The decision value at the baseline (multi-class: of the predicted class)"
+    )
+    contributions: dict[str, float] = Field(
+        description="Per raw input column, its contribution: `baseline_decision` plus their "
+        "sum is the row's `decision_value` (within 1e-6)"
+    )
+
+
+class ExplanationSummary(BaseModel):
+    method: str = Field(
+        description="`linear` (exactly w_j (x_j - baseline_j) in the scaled space), "
+        "`integrated-gradients-rbf` (closed form along the straight path from the "
+        "baseline) or `integrated-gradients-poly` (exact Gauss-Legendre nodes)"
+    )
+    baseline: dict[str, float] = Field(
+        description="The baseline row per encoded feature, in raw units: the training part's "
+        "column means (a category's value is its share)"
+    )
+    completeness_error: float = Field(
+        description="The largest |baseline_decision + sum(contributions) - decision_value| "
+        "measured over the rows"
+    )
 
 
 class Prediction(BaseModel):
@@ -100,6 +133,19 @@ class Prediction(BaseModel):
     )
     decision_values: list[float] | None = Field(
         None, description="Multi-class only: one score per class, aligned with `classes`"
+    )
+    probability: float | None = Field(
+        None,
+        description="Calibrated models (the detail's `calibration` not `none`): the "
+        "probability of the predicted label",
+    )
+    probabilities: dict[str, float] | None = Field(
+        None,
+        description="Calibrated models: the probability of each class, keyed by the class "
+        "as text, in the order of `classes`",
+    )
+    explanation: RowExplanation | None = Field(
+        None, description="With `explain: true`: why this row got its decision value"
     )
 
 
@@ -135,4 +181,8 @@ class PredictResponse(BaseModel):
     accuracy: float | None = Field(None, description="With true labels: fraction correct")
     margins: dict[str, Any] | None = Field(
         None, description="With true labels: margin statistics of this batch"
+    )
+    explanation: ExplanationSummary | None = Field(
+        None,
+        description="With `explain: true`: the method and baseline of the rows' explanations",
     )

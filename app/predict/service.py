@@ -18,6 +18,7 @@ from app.core.problems import ingest_problem, invalid
 from app.datasets.service import check_has_rows, check_not_blank, check_upload_size
 from app.ingest import Encoder, IngestError, Limits, parse_feature_file
 from app.models import service as models
+from app.models.explaining import check_explain_cost
 from app.models.scoring import Scores, check_rows, row_ids, score
 from app.monitoring import log as prediction_log
 from app.monitoring import shadow
@@ -159,17 +160,19 @@ def _predictions(scores: Scores, ids: list[Any]) -> list[dict[str, Any]]:
     rows = scores.decision.tolist() if scores.decision.ndim == 2 else [None] * scores.n
     columns = [ids, clip_of, label_of, own, rows]
     keys = ["id", "clipped", "label", "decision_value", "decision_values"]
+    keys += ["probability", "probabilities"]
     probability = scores.own_probability()
-    if probability is not None:
+    if probability is None:  # (an uncalibrated model: null, the answer's shape the same)
+        columns += [[None] * scores.n] * 2
+    else:
         assert scores.probabilities is not None
         classes = [str(c) for c in scores.classes]
         columns += [
             probability.tolist(),
             [dict(zip(classes, p, strict=True)) for p in scores.probabilities.tolist()],
         ]
-        keys += ["probability", "probabilities"]
     if scores.contributions is not None:
-        columns.append(scores.contributions)
+        columns.append(scores.contributions.rows())
         keys.append("explanation")
     return [dict(zip(keys, values, strict=True)) for values in zip(*columns, strict=True)]
 
@@ -237,6 +240,8 @@ def _respond(
         "accuracy": None,
         "margins": None,
     }
+    if scores.contributions is not None:
+        response["explanation"] = scores.contributions.summary()
     if y_true is not None:
         predicted = est.classes_[scores.index]
         response["accuracy"] = float(np.mean(predicted == y_true))
@@ -263,6 +268,9 @@ def predict_rows(
         instances, block = block.rows_list(), None
     check_rows(block.n_rows if block else len(instances), settings, "instances")
     loaded, target = _rows_model(sessions, target, ["body", "model_id"])
+    if explain:  # its cost bounded before anything is encoded
+        n = block.n_rows if block else len(instances)
+        check_explain_cost(loaded, n, settings, ["body", "explain"])
     sinks = sinks_for(sessions.kw["bind"], settings, target)
     X = encode_rows(loaded, instances, ["body", "instances"])
     answer = _respond(loaded, X, labels, ["body", "labels"], ids, sinks, explain)
@@ -331,6 +339,8 @@ def predict_file(
     check_rows(X.shape[0], settings, "file")
     check_has_rows(X.shape[0])
     _check_matrix(X, loaded, ["body", "file"])
+    if explain:
+        check_explain_cost(loaded, X.shape[0], settings, ["body", "explain"])
     labels = None if y is None else list(np.asarray(y).tolist())
     sinks = sinks_for(session.get_bind(), settings, target)
     answer = _respond(loaded, X, labels, ["body", "label"], ids, sinks, explain)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from app.models.evaluating import baseline_warning, metrics_of
 from app.models.schemas import TrainOutcome
 from app.training.schemas import SearchJob, TrainJob
 from solver import protocol
@@ -123,14 +124,14 @@ def train(
         )
     search = search_summary(fitted.search, job.search)
     summary = _summary(fitted, y_train, decision, search)
-    holdout = (protocol.evaluate(fitted, X_test, y[test_idx], in_place=overwrite_X)
+    holdout = (_holdout(fitted, X_test, y[test_idx], in_place=overwrite_X)
                if len(test_idx) else None)
     del X_test
-    summary["holdout"] = (
-        {"n": holdout.n, "accuracy": holdout.accuracy, "margins": jsonable(holdout.margins)}
-        if holdout
-        else None
-    )
+    summary["holdout"] = holdout
+    summary["evaluation"] = holdout.pop("evaluation") if holdout else None
+    warning = baseline_warning(summary["evaluation"])
+    if warning is not None:
+        summary["warnings"].append(warning)
     used = jsonable(est.get_params(deep=False))
     used.pop("random_state", None)
     return TrainOutcome(
@@ -139,7 +140,7 @@ def train(
         classes=jsonable(est.classes_.tolist()),
         n_train=int(len(train_idx)),
         n_test=int(len(test_idx)),
-        holdout_accuracy=holdout.accuracy if holdout else None,
+        holdout_accuracy=holdout["accuracy"] if holdout else None,
         fit_seconds=fitted.fit_seconds,
         n_iter=_n_iter(est),
         summary=summary,
@@ -147,6 +148,44 @@ def train(
         params=used,
         search=search,
     )
+
+
+def _holdout(
+    fitted: protocol.Fit, X_test: Matrix, y_test: np.ndarray, *, in_place: bool
+) -> dict[str, Any]:
+    """The hold-out part's accuracy, margin statistics and ``evaluation`` (every metric of
+    ``solver.evaluation.evaluate``, through app.models.evaluating as POST /models/{ref}/evaluate
+    computes it), from one decision pass on its rows scaled like the training part."""
+    est = fitted.estimator
+    Xt = fitted.transform(X_test, copy=not in_place)
+    D = est.decision_function(Xt)
+    P = est.probabilities(D) if getattr(est, "calibrator_", None) is not None else None
+    index = est.predicted_index(D)
+    accuracy = float(np.mean(est.classes_[index] == y_test))
+    known = np.isin(y_test, est.classes_)
+    margins = None
+    if known.all():
+        margins = est.margins(Xt, y_test, decision=D)
+    elif known.any():
+        margins = est.margins(Xt[known], y_test[known], decision=D[known])
+    return {
+        "n": int(len(y_test)),
+        "accuracy": accuracy,
+        "margins": jsonable(margins),
+        "evaluation": metrics_of(est.classes_, y_test, index, D, P),
+    }
+
+
+def convergence(est: Any) -> dict[str, Any]:
+    """Whether the fit met its stopping rule: MSVMAv's ``converged_`` and the last step's
+    relative change ||Δw||/√dim against ``tol`` (null for algorithms without them)."""
+    info = getattr(est, "fit_info_", None) or {}
+    converged = getattr(est, "converged_", None)
+    return jsonable({
+        "converged": None if converged is None else bool(converged),
+        "last_relative_change": info.get("last_relative_change"),
+        "tol": getattr(est, "tol", None) if converged is not None else None,
+    })
 
 
 def _summary(
@@ -167,6 +206,7 @@ def _summary(
         "search": search,
         "warnings": notes,
         "fit_path": fit_path(est),
+        "convergence": convergence(est),
         **describe_estimator(est, {"kernel": est.kernel}),
     }
 

@@ -1,0 +1,165 @@
+"""Calibrated probabilities, the hold-out evaluation, convergence and explanations through the
+service (SQLite, and PostgreSQL when TEST_DATABASE_URL is set): every number checked against
+an independent computation (sklearn.metrics, the library's estimator, w_j (x_j - b_j))."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn import metrics
+from sqlalchemy.orm import Session
+
+from app.models import service as models_service
+from solver.protocol import split_indices
+from tests.app.support import assert_problem, blobs, to_csv, trained_model
+
+
+def _estimator(engine, model_id: int):
+    with Session(engine) as session:
+        return models_service.load(session, models_service.get_or_raise(session, model_id))
+
+
+def _predict(client, model_id: int, rows, **extra):
+    r = client.post("/predict", json={"model_id": model_id, "instances": rows, **extra})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _multi_data(n: int = 150, seed: int = 3):
+    X, y = blobs(n=n, d=3, seed=seed, classes=(1, 2, 3), shift=2.0)
+    return np.vectorize(lambda v: float(f"{v:.6f}"))(X), y  # as the CSV holds them
+
+
+def test_probabilities_equal_the_library_and_evaluation_equals_sklearn(client, worker, engine):
+    X, y = _multi_data()
+    model = trained_model(client, worker, to_csv(X, y), test_fraction=0.3, seed=4)
+    assert model["calibration"] == "sigmoid"
+    assert isinstance(model["converged"], bool) and model["tol"] is not None
+    change = model["last_relative_change"]
+    assert change is not None and model["converged"] == (change < model["tol"])
+    answer = _predict(client, model["id"], X.tolist())
+    P = np.array(
+        [[p["probabilities"][str(c)] for c in answer["classes"]] for p in answer["predictions"]]
+    )
+    loaded = _estimator(engine, model["id"])
+    expected = loaded.estimator.predict_proba(loaded.scaling.transform(X))
+    np.testing.assert_allclose(P, expected, rtol=0, atol=1e-12)
+    own = [p["probability"] for p in answer["predictions"]]
+    labels = [p["label"] for p in answer["predictions"]]
+    index = [answer["classes"].index(label) for label in labels]
+    np.testing.assert_allclose(own, P[np.arange(len(P)), index], rtol=0, atol=0)
+
+    # The hold-out evaluation: the same split, scored by /predict, measured by sklearn here.
+    _, test = split_indices(np.asarray(y), 0.3, 4)
+    held = _predict(client, model["id"], X[test].tolist())
+    y_true = np.asarray(y)[test]
+    y_pred = np.array([p["label"] for p in held["predictions"]])
+    D = np.array([p["decision_values"] for p in held["predictions"]])
+    Ph = np.array(
+        [[p["probabilities"][str(c)] for c in held["classes"]] for p in held["predictions"]]
+    )
+    ev = model["evaluation"]
+    assert ev["n"] == len(test)
+    assert ev["accuracy"] == pytest.approx(metrics.accuracy_score(y_true, y_pred), abs=1e-12)
+    assert ev["balanced_accuracy"] == pytest.approx(
+        metrics.balanced_accuracy_score(y_true, y_pred), abs=1e-12
+    )
+    assert ev["log_loss"] == pytest.approx(metrics.log_loss(y_true, Ph, labels=[1, 2, 3]), abs=1e-9)
+    macro = np.mean([metrics.roc_auc_score(y_true == c, D[:, j]) for j, c in enumerate((1, 2, 3))])
+    assert ev["roc_auc"]["macro"] == pytest.approx(macro, abs=1e-12)
+    assert ev["confusion_matrix"]["matrix"] == metrics.confusion_matrix(y_true, y_pred).tolist()
+    majority = max(np.mean(y_true == c) for c in (1, 2, 3))
+    assert ev["majority_baseline"] == pytest.approx(majority)
+    assert ev["beats_baseline"] is True and model["warnings"] == []
+
+
+def test_calibration_none_gives_no_probabilities(client, worker):
+    X, y = blobs(n=60)
+    model = trained_model(client, worker, to_csv(X, y), calibration="none")
+    assert model["calibration"] == "none"
+    p = _predict(client, model["id"], X[:3].tolist())["predictions"][0]
+    assert p["probability"] is None and p["probabilities"] is None
+    r = client.post("/train", json={"dataset_id": model["dataset_id"], "calibration": "platt"})
+    assert_problem(r, 422, "calibration")
+    r = client.post(
+        "/train", json={"dataset_id": model["dataset_id"], "params": {"calibration": "none"}}
+    )
+    assert_problem(r, 422)
+
+
+def test_a_model_at_the_majority_baseline_says_so(client, worker):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = np.where(rng.random(200) < 0.85, "ok", "defect")  # labels independent of X
+    model = trained_model(client, worker, to_csv(X, y), test_fraction=0.4, alpha=1, beta=1)
+    ev = model["evaluation"]
+    assert ev["beats_baseline"] is False and ev["majority_class"] == "ok"
+    assert any("majority-class baseline" in w for w in model["warnings"])
+    job = client.get(f"/jobs/{model['job_id']}").json()
+    assert "majority-class baseline" in job["message"]
+
+
+def _mixed(n: int = 90, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    colors = np.array(["red", "green", "blue"])[np.arange(n) % 3]
+    y = np.where(np.arange(n) % 2 == 0, "yes", "no")
+    x0 = np.where(y == "yes", 2.0, -2.0) + rng.normal(size=n)
+    x1 = rng.normal(size=n)
+    lines = ["x0,color,x1,y"] + [
+        f"{a:.6f},{c},{b:.6f},{t}" for a, c, b, t in zip(x0, colors, x1, y, strict=True)
+    ]
+    rows = [
+        [round(float(a), 6), str(c), round(float(b), 6)]
+        for a, c, b in zip(x0, colors, x1, strict=True)
+    ]
+    return ("\n".join(lines) + "\n").encode(), rows
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+def test_explanations_are_complete_per_raw_column(client, worker, engine, kernel):
+    content, rows = _mixed()
+    model = trained_model(client, worker, content, kernel=kernel)
+    answer = _predict(client, model["id"], rows[:12], explain=True)
+    summary = answer["explanation"]
+    assert summary["method"] == ("linear" if kernel == "linear" else "integrated-gradients-rbf")
+    assert set(summary["baseline"]) == {"x0", "color=blue", "color=green", "color=red", "x1"}
+    for p in answer["predictions"]:
+        explanation = p["explanation"]
+        assert list(explanation["contributions"]) == ["x0", "color", "x1"]  # raw columns
+        total = explanation["baseline_decision"] + sum(explanation["contributions"].values())
+        assert total == pytest.approx(p["decision_value"], abs=1e-6)
+    if kernel == "linear":  # exactly w_j (x_j - b_j), one-hot columns summed
+        loaded = _estimator(engine, model["id"])
+        est = loaded.estimator
+        from app.ingest import Encoder
+
+        Xs = loaded.scaling.transform(Encoder.from_dict(loaded.encoding).transform_rows(rows[:12]))
+        terms = (Xs - est.feature_means_) * np.asarray(est.coef_).ravel()
+        got = np.array(
+            [list(p["explanation"]["contributions"].values()) for p in answer["predictions"]]
+        )
+        np.testing.assert_allclose(got[:, 0], terms[:, 0], atol=1e-12)
+        np.testing.assert_allclose(got[:, 1], terms[:, 1:4].sum(axis=1), atol=1e-12)
+        np.testing.assert_allclose(got[:, 2], terms[:, 4], atol=1e-12)
+
+
+def test_multiclass_explanation_explains_the_predicted_class(client, worker):
+    X, y = _multi_data(n=90)
+    model = trained_model(client, worker, to_csv(X, y), kernel="rbf")
+    answer = _predict(client, model["id"], X[:10].tolist(), explain=True)
+    for p in answer["predictions"]:
+        e = p["explanation"]
+        total = e["baseline_decision"] + sum(e["contributions"].values())
+        assert total == pytest.approx(p["decision_value"], abs=1e-6)
+
+
+def test_explaining_is_refused_over_its_cost_bound(client, worker, settings):
+    X, y = blobs(n=60)
+    model = trained_model(client, worker, to_csv(X, y), kernel="rbf")
+    client.app.state.settings.max_explain_work = 1000
+    r = client.post(
+        "/predict", json={"model_id": model["id"], "instances": X.tolist(), "explain": True}
+    )
+    body = assert_problem(r, 422, "explain")
+    assert "MSVMAV_MAX_EXPLAIN_WORK" in body["detail"]
+    assert _predict(client, model["id"], X.tolist())["n"] == 60  # scoring alone is fine
