@@ -22,6 +22,7 @@ from app.models.routes import router as models_router
 from app.monitoring.routes import router as monitoring_router
 from app.operations.routes import metrics_router
 from app.operations.routes import router as health_router
+from app.predict.routes import models_router as model_doors_router
 from app.predict.routes import router as predict_router
 from app.protocols import mlflow, v2
 from app.registry.routes import router as registry_router
@@ -51,6 +52,7 @@ ROUTERS: tuple[tuple[APIRouter, Access], ...] = (
     (metrics_router, Access.read),
     (v2.router, Access.read),  # the Open Inference Protocol: infer only reads, like /predict
     (mlflow.router, Access.read),  # MLflow's /invocations
+    (model_doors_router, Access.read),  # evaluate and explain only read, like /predict
 )
 #: Open to anyone: the health probes (ours and the Open Inference Protocol's).
 OPEN_ROUTERS: tuple[APIRouter, ...] = (health_router, v2.health_router)

@@ -186,3 +186,42 @@ class PredictResponse(BaseModel):
         None,
         description="With `explain: true`: the method and baseline of the rows' explanations",
     )
+
+
+class ExplainRequest(BaseModel):
+    """Rows to explain, as /predict takes them."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"examples": [{"instances": [WDBC_MALIGNANT]}]},
+    )
+
+    instances: list[Row] = Field(
+        min_length=1, description="Rows: lists in column order, or records by column name"
+    )
+    ids: PredictionIds | None = Field(None, description="Your id of each row, as /predict's `ids`")
+
+
+class EvaluationOut(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+
+    model_id: int = Field(description="The stored model evaluated (a reference resolved)")
+    model: str | None = Field(None, description="The registered model, for a name reference")
+    version: int | None = None
+    alias: str | None = None
+    source: str = Field(description="`dataset` or `file`")
+    dataset_id: int | None = None
+    n: int = Field(description="Rows evaluated")
+    metrics: dict[str, Any] = Field(
+        description="n, accuracy, balanced_accuracy, majority_baseline, majority_class, "
+        "beats_baseline, roc_auc, pr_auc (binary: a number; multi-class: macro and "
+        "per_class), log_loss, brier, ece (null without probabilities), confusion_matrix "
+        "(labels, matrix: rows true, columns predicted), per_class (label, precision, recall, "
+        "f1, support)"
+    )
+    curves: dict[str, Any] = Field(
+        description="roc (label, fpr, tpr, thresholds; the first threshold null for +inf), pr "
+        "(label, precision, recall), reliability (label, mean_predicted, fraction_positive, "
+        "count: the non-empty bins of 10); one per class one-vs-rest, only classes[1] for two"
+    )

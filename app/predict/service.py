@@ -30,7 +30,8 @@ from app.registry.references import Stamp
 from solver.jsonable import jsonable
 
 
-def _check_matrix(X: Any, model: Model | models.LoadedModel, loc: list[str | int]) -> None:
+def check_matrix(X: Any, model: Model | models.LoadedModel, loc: list[str | int]) -> None:
+    """422 naming ``loc`` (and the row) unless X has the model's width and finite values."""
     if X.ndim != 2 or X.shape[1] != model.n_features:
         raise invalid(
             loc,
@@ -294,7 +295,7 @@ def encode_rows(loaded: models.LoadedModel, instances: list[Any], loc: list[str 
         if exc.row is not None:
             where.append(exc.row)
         raise ingest_problem(exc, where) from exc
-    _check_matrix(X, loaded, loc)
+    check_matrix(X, loaded, loc)
     return X
 
 
@@ -338,7 +339,7 @@ def predict_file(
         raise ingest_problem(exc, ["body", field]) from exc
     check_rows(X.shape[0], settings, "file")
     check_has_rows(X.shape[0])
-    _check_matrix(X, loaded, ["body", "file"])
+    check_matrix(X, loaded, ["body", "file"])
     if explain:
         check_explain_cost(loaded, X.shape[0], settings, ["body", "explain"])
     labels = None if y is None else list(np.asarray(y).tolist())

@@ -163,3 +163,68 @@ def test_explaining_is_refused_over_its_cost_bound(client, worker, settings):
     body = assert_problem(r, 422, "explain")
     assert "MSVMAV_MAX_EXPLAIN_WORK" in body["detail"]
     assert _predict(client, model["id"], X.tolist())["n"] == 60  # scoring alone is fine
+
+
+def test_evaluate_on_a_file_and_a_dataset_equals_sklearn(client, worker):
+    X, y = _multi_data(n=150, seed=5)
+    model = trained_model(client, worker, to_csv(X[:100], y[:100]))
+    content = to_csv(X[100:], y[100:])
+    r = client.post(f"/models/{model['id']}/evaluate", files={"file": ("rows.csv", content)})
+    assert r.status_code == 200, r.text
+    by_file = r.json()
+    answer = _predict(client, model["id"], X[100:].tolist())  # the door's own numbers
+    y_true = np.asarray(y[100:])
+    y_pred = np.array([p["label"] for p in answer["predictions"]])
+    P = np.array([[p["probabilities"][str(c)] for c in (1, 2, 3)] for p in answer["predictions"]])
+    m = by_file["metrics"]
+    assert (by_file["source"], by_file["n"], m["n"]) == ("file", 50, 50)
+    assert m["accuracy"] == pytest.approx(metrics.accuracy_score(y_true, y_pred), abs=1e-12)
+    assert m["log_loss"] == pytest.approx(metrics.log_loss(y_true, P, labels=[1, 2, 3]), abs=1e-9)
+    brier = metrics.brier_score_loss(y_true, P, labels=[1, 2, 3])
+    assert m["brier"] == pytest.approx(brier, abs=1e-12)
+    precision, recall, f1, support = metrics.precision_recall_fscore_support(y_true, y_pred)
+    assert [c["precision"] for c in m["per_class"]] == pytest.approx(precision.tolist())
+    assert [c["support"] for c in m["per_class"]] == support.tolist()
+    roc = by_file["curves"]["roc"]
+    assert [c["label"] for c in roc] == [1, 2, 3]
+    D = np.array([p["decision_values"] for p in answer["predictions"]])
+    fpr, tpr, _ = metrics.roc_curve(y_true == 2, D[:, 1])
+    np.testing.assert_allclose(roc[1]["fpr"], fpr) and np.testing.assert_allclose(
+        roc[1]["tpr"], tpr
+    )
+    assert len(by_file["curves"]["reliability"]) == 3
+
+    dataset = client.post("/datasets", files={"file": ("held.csv", content)}).json()
+    r = client.post(f"/models/{model['id']}/evaluate", data={"dataset_id": str(dataset["id"])})
+    assert r.status_code == 200, r.text
+    by_dataset = r.json()
+    assert (by_dataset["source"], by_dataset["dataset_id"]) == ("dataset", dataset["id"])
+    for key in ("accuracy", "balanced_accuracy", "log_loss", "brier", "ece"):
+        assert by_dataset["metrics"][key] == pytest.approx(m[key], abs=1e-12), key
+    assert by_dataset["metrics"]["confusion_matrix"] == m["confusion_matrix"]
+    for fmt, magic in (("png", b"\x89PNG"), ("svg", b"<?xml")):
+        r = client.post(f"/models/{model['id']}/evaluate.{fmt}", files={"file": ("r.csv", content)})
+        assert r.status_code == 200 and r.content.startswith(magic), r.text[:200]
+
+
+def test_evaluate_refuses_what_it_cannot_measure(client, worker):
+    X, y = blobs(n=60)
+    model = trained_model(client, worker, to_csv(X, y))
+    url = f"/models/{model['id']}/evaluate"
+    assert_problem(client.post(url), 422, "dataset_id")
+    unlabelled = b"x0,x1,x2\n1,2,3\n"
+    assert_problem(client.post(url, files={"file": ("r.csv", unlabelled)}), 422, "label")
+    assert_problem(client.post("/models/nobody/evaluate", data={"dataset_id": "1"}), 404)
+    other = client.post("/datasets", files={"file": ("o.csv", to_csv(X[:, :2], y))}).json()
+    assert_problem(client.post(url, data={"dataset_id": str(other["id"])}), 422, "dataset_id")
+
+
+def test_explain_route_answers_as_predict_with_explain(client, worker):
+    content, rows = _mixed()
+    model = trained_model(client, worker, content)
+    r = client.post(f"/models/{model['id']}/explain", json={"instances": rows[:5]})
+    assert r.status_code == 200, r.text
+    by_predict = _predict(client, model["id"], rows[:5], explain=True)
+    got = [p["explanation"] for p in r.json()["predictions"]]
+    assert got == [p["explanation"] for p in by_predict["predictions"]]
+    assert r.json()["explanation"] == by_predict["explanation"]
