@@ -194,9 +194,10 @@ def _summary(
     """The model's summary: training margins, history, scaling, search, notes, weights."""
     est = fitted.estimator
     train_margins = est.margins(fitted.X_train, y_train, decision=decision)  # with accuracy
+    # The final fit's warning (the first): a calibrated fit's folds warn about the same rows.
     notes = [
         SCALE_NOTE.format(largest=getattr(w, "largest", float("nan")))
-        for w in fitted.scale_warnings
+        for w in fitted.scale_warnings[:1]
     ]
     return {
         "train_margins": jsonable(train_margins),
