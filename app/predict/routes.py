@@ -60,8 +60,10 @@ _PREDICT_EXAMPLES = {
     summary="Predict rows",
     description=(
         "Raw rows are encoded with the training dataset's stored encoding, then scaled like "
-        "the training data. Each prediction carries the label and the decision value; with "
-        "true `labels` the answer adds accuracy and the batch's margin statistics."
+        "the training data. Each prediction carries the label, the decision value and, for a "
+        "calibrated model, the label's `probability` and every class's `probabilities`; with "
+        "true `labels` the answer adds accuracy and the batch's margin statistics; with "
+        "`explain: true`, each row's contributions per raw input column."
     ),
     response_model=PredictResponse,
     responses=problem_responses(404, 413, 422),
