@@ -16,7 +16,7 @@ from app.datasets import service as datasets
 from app.datasets.service import check_has_rows, check_not_blank, check_upload_size
 from app.ingest import IngestError, Limits, parse_feature_file
 from app.models import service as models
-from app.models.evaluating import evaluate_rows
+from app.models.evaluating import check_importance_cost, evaluate_rows
 from app.models.figures import render_curves
 from app.models.scoring import check_rows
 from app.predict.service import check_matrix
@@ -81,6 +81,7 @@ def evaluate_model(
     upload: tuple[bytes, str] | None,
     label: str | None,
     settings: Settings,
+    with_importance: bool = False,
 ) -> dict[str, Any]:
     """The evaluation's answer: the model that answered, where the rows came from, ``metrics``
     (as the model detail's ``evaluation``) and ``curves`` (ROC, PR, reliability)."""
@@ -99,15 +100,15 @@ def evaluate_model(
         assert upload is not None
         X, labels = _file_rows(loaded, upload[0], upload[1], label, settings)
         loc = ["body", "label"]
-    metrics, curves = evaluate_rows(loaded, X, labels, loc)
+    if with_importance:
+        check_importance_cost(loaded, len(labels), settings, ["body", "importance"])
     return {
         "model_id": loaded.id,
         **reference_fields(target),
         "source": "dataset" if dataset_id is not None else "file",
         "dataset_id": dataset_id,
         "n": len(labels),
-        "metrics": metrics,
-        "curves": curves,
+        **evaluate_rows(loaded, X, labels, loc, with_importance=with_importance),
     }
 
 

@@ -174,6 +174,13 @@ def _evaluate_form(
     label: Annotated[
         str | None, Form(description="Label column of the file (name, or 0-based index)")
     ] = None,
+    importance: Annotated[
+        bool,
+        Form(
+            description="Add the permutation importance per raw input column (the accuracy "
+            "lost when it is shuffled; 422 beyond MSVMAV_MAX_EXPLAIN_WORK)"
+        ),
+    ] = False,
 ) -> dict[str, Any]:
     upload = None if file is None else (file.file.read(), file.filename or "")
     return evaluation.evaluate_model(
@@ -183,6 +190,7 @@ def _evaluate_form(
         upload=upload,
         label=(label or "").strip() or None,
         settings=settings,
+        with_importance=importance,
     )
 
 

@@ -225,3 +225,9 @@ class EvaluationOut(BaseModel):
         "(label, precision, recall), reliability (label, mean_predicted, fraction_positive, "
         "count: the non-empty bins of 10); one per class one-vs-rest, only classes[1] for two"
     )
+    importance: dict[str, Any] | None = Field(
+        None,
+        description="With `importance`: the permutation importance per raw input column "
+        "(`columns`: {column: {mean, std}}, the accuracy lost when it is shuffled, over "
+        "`n_repeats` seeded shuffles; a categorical column's one-hot columns shuffled together)",
+    )

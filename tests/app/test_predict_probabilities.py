@@ -228,3 +228,46 @@ def test_explain_route_answers_as_predict_with_explain(client, worker):
     got = [p["explanation"] for p in r.json()["predictions"]]
     assert got == [p["explanation"] for p in by_predict["predictions"]]
     assert r.json()["explanation"] == by_predict["explanation"]
+
+
+def test_permutation_importance_equals_sklearns(client, worker, engine):
+    from sklearn.inspection import permutation_importance
+
+    X, y = _multi_data(n=120, seed=2)
+    model = trained_model(client, worker, to_csv(X[:80], y[:80]))
+    r = client.post(
+        f"/models/{model['id']}/evaluate",
+        files={"file": ("rows.csv", to_csv(X[80:], y[80:]))},
+        data={"importance": "true"},
+    )
+    assert r.status_code == 200, r.text
+    got = r.json()["importance"]
+    loaded = _estimator(engine, model["id"])
+    Xs = loaded.scaling.transform(X[80:])
+    expected = permutation_importance(
+        loaded.estimator, Xs, np.asarray(y[80:]), n_repeats=5, random_state=0
+    )
+    assert list(got["columns"]) == ["x0", "x1", "x2"]
+    means = [got["columns"][c]["mean"] for c in ("x0", "x1", "x2")]
+    np.testing.assert_allclose(means, expected.importances_mean, rtol=0, atol=1e-12)
+    client.app.state.settings.max_explain_work = 10
+    r = client.post(
+        f"/models/{model['id']}/evaluate",
+        files={"file": ("rows.csv", to_csv(X[80:], y[80:]))},
+        data={"importance": "true"},
+    )
+    assert "MSVMAV_MAX_EXPLAIN_WORK" in assert_problem(r, 422, "importance")["detail"]
+
+
+def test_importance_of_a_categorical_column_is_one_number(client, worker):
+    content, rows = _mixed()
+    model = trained_model(client, worker, content)
+    r = client.post(
+        f"/models/{model['id']}/evaluate",
+        files={"file": ("rows.csv", content)},
+        data={"importance": "true"},
+    )
+    assert r.status_code == 200, r.text
+    columns = r.json()["importance"]["columns"]
+    assert list(columns) == ["x0", "color", "x1"]
+    assert columns["x0"]["mean"] > columns["x1"]["mean"]  # the label follows x0
