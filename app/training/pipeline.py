@@ -44,6 +44,12 @@ FitCallback = Callable[[dict[str, Any]], bool | None]
 CellCallback = Callable[[int, int], Any]
 
 
+DEGENERATE = (
+    "the fit produced a degenerate model (non-finite or all-zero decision values); "
+    "the features are probably too large: use scaling=minmax or rescale the data"
+)
+
+
 class TrainingError(ValueError):
     """The job's data or parameters cannot be trained on (reported as the job's error)."""
 
@@ -110,18 +116,20 @@ def train(
         raise TrainingError("the training part has a single class; nothing to separate")
     X_train, X_test = protocol.split_rows(X, train_idx, test_idx, overwrite=overwrite_X)
     del X
-    fitted = protocol.fit(
-        plan, X_train, y_train, callback=callback, search_callback=search_callback,
-        n_jobs=n_jobs, in_place=overwrite_X,
-    )
+    try:
+        fitted = protocol.fit(
+            plan, X_train, y_train, callback=callback, search_callback=search_callback,
+            n_jobs=n_jobs, in_place=overwrite_X,
+        )
+    except ValueError as exc:  # the calibration's folds met the fit's non-finite values
+        if "infs or NaNs" not in str(exc):
+            raise
+        raise TrainingError(DEGENERATE) from None
     del X_train  # scaled in place, or a scaled copy is kept in ``fitted``
     est = fitted.estimator
     decision = est.decision_function(fitted.X_train)
     if not np.all(np.isfinite(decision)) or not np.any(decision):  # e.g. 1e308 with scaling none
-        raise TrainingError(
-            "the fit produced a degenerate model (non-finite or all-zero decision values); "
-            "the features are probably too large: use scaling=minmax or rescale the data"
-        )
+        raise TrainingError(DEGENERATE)
     search = search_summary(fitted.search, job.search)
     summary = _summary(fitted, y_train, decision, search)
     holdout = (_holdout(fitted, X_test, y[test_idx], in_place=overwrite_X)
