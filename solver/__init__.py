@@ -10,6 +10,10 @@
   the experiments both use it).
 * ``run_experiment``, ``to_markdown``, ``to_csv``: the paper's protocol and its Table-1 layout.
 * ``plot_margin_cdf``: the cumulative margin distribution of several models (the paper's Fig. 1).
+* ``solver.calibration``: probabilities (every estimator's ``calibration`` parameter,
+  ``predict_proba``); ``solver.explain``: per-row contributions and permutation importance;
+  ``solver.evaluation``: metrics and curves; ``solver.performance_estimate``: the label-free
+  expected accuracy.
 
 This package never imports the web service or the database layer.
 """

@@ -20,6 +20,7 @@ random_state=seed)``; the estimators use their own ``random_state`` as the seed 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -80,14 +81,40 @@ class Calibrator:
                             for key, value in p.items()} for p in self.params]}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Calibrator:
-        if data.get("format") != CALIBRATOR_FORMAT:
-            raise ValueError(f"calibrator: unsupported format {data.get('format')!r}")
-        method = data["method"]
-        params = [({"a": float(p["a"]), "b": float(p["b"])} if method == "sigmoid" else
-                   {"x": np.asarray(p["x"], dtype=np.float64),
-                    "y": np.asarray(p["y"], dtype=np.float64)}) for p in data["params"]]
-        return cls(method, np.asarray(data["classes"]), params)
+    def from_dict(cls, data: Any) -> Calibrator:
+        """The calibrator ``to_dict`` wrote; ValueError (naming what is wrong) for anything
+        else, as stored or uploaded models are checked before use."""
+        if not isinstance(data, dict) or data.get("format") != CALIBRATOR_FORMAT:
+            raise ValueError("calibrator: not a calibrator of this format")
+        method, classes, raw = data.get("method"), data.get("classes"), data.get("params")
+        if method not in ("sigmoid", "isotonic"):
+            raise ValueError(f"calibrator: unknown method {method!r}")
+        if not isinstance(classes, list) or len(classes) < 2 or not isinstance(raw, list):
+            raise ValueError("calibrator: classes must be a list of at least 2 labels and "
+                             "params a list")
+        if len(raw) != (1 if len(classes) == 2 else len(classes)):
+            raise ValueError(f"calibrator: {len(raw)} maps for {len(classes)} classes")
+        try:
+            params = [_checked_map(method, p) for p in raw]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"calibrator: malformed {method} parameters ({exc})") from None
+        return cls(method, np.asarray(classes), params)
+
+
+def _checked_map(method: str, p: dict) -> dict:
+    """One stored map with finite numbers: sigmoid {"a", "b"}; isotonic {"x", "y"} of equal
+    length >= 1, x non-decreasing."""
+    if method == "sigmoid":
+        a, b = float(p["a"]), float(p["b"])
+        if not (math.isfinite(a) and math.isfinite(b)):
+            raise ValueError("a and b must be finite")
+        return {"a": a, "b": b}
+    x, y = np.asarray(p["x"], dtype=np.float64), np.asarray(p["y"], dtype=np.float64)
+    if x.ndim != 1 or x.shape != y.shape or x.size == 0:
+        raise ValueError("x and y must be lists of equal length")
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(np.diff(x) >= 0)):
+        raise ValueError("x must be finite and non-decreasing, y finite")
+    return {"x": x, "y": y}
 
 
 def platt_sigmoid(f: np.ndarray, positive: np.ndarray) -> dict[str, float]:

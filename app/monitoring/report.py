@@ -29,6 +29,7 @@ from app.monitoring import feature_drift, figure
 from app.monitoring import log as prediction_log
 from solver import protocol
 from solver.margins import QUANTILE_LEVELS, margin_statistics
+from solver.performance_estimate import expected_accuracy
 
 DRIFT_P_VALUE = 0.01
 # The newest rows of the window a report reads at most.
@@ -151,6 +152,29 @@ def labelled(rows: list[Any], multiclass: bool) -> dict[str, Any]:
     return _margin_part(done, multiclass) | {"daily": daily}
 
 
+def performance_estimate(estimator: Any, rows: list[Any], live: np.ndarray,
+                         multiclass: bool) -> dict[str, Any] | None:
+    """The window's accuracy expected from the model's calibrated probabilities of its logged
+    decision values (``solver.performance_estimate``: mean confidence of the predicted class,
+    95 % interval), beside the realised accuracy of its rows with feedback (None without);
+    None when the model has no calibrator or the window no rows."""
+    if getattr(estimator, "calibrator_", None) is None:
+        return None
+    if multiclass:  # the full one-vs-rest vector, logged with each multi-class row
+        rows = [r for r in rows if r.decisions is not None]
+        D = np.array([r.decisions for r in rows], dtype=np.float64)
+    else:
+        D = live
+    if not rows:
+        return None
+    predicted = np.array([r.predicted for r in rows], dtype=np.int64)
+    estimate = expected_accuracy(estimator.probabilities(D), predicted)
+    done = [r for r in rows if r.true_class is not None]
+    realised = float(np.mean([r.predicted == r.true_class for r in done])) if done else None
+    return {"method": "cbpe", "alpha": 0.05, **estimate, "realised_accuracy": realised,
+            "n_labelled": len(done)}  # fmt: skip
+
+
 def _drift(ref: np.ndarray | None, live: np.ndarray) -> dict[str, Any] | None:
     if ref is None or live.size == 0:
         return None
@@ -234,12 +258,15 @@ def model_report(
     drift = _drift(w.ref["decision"] if w.ref else None, w.live)
     if drift is not None:
         drift["per_feature"] = w.per_feature
+    estimator = models.load_cached(session, model_id).estimator
+    estimate = performance_estimate(estimator, w.rows, w.live, len(w.model.classes) > 2)
     return {
         "model_id": model_id,
         "since": since,
         "until": until,
         "reference": ref_part,
         "live": live_part,
+        "performance_estimate": estimate,
         "drift": drift,
         "labelled": labelled(w.rows, len(w.model.classes) > 2),
     }

@@ -62,6 +62,16 @@ _REPORT_EXAMPLE = {
         "inside_margin_fraction": 1.0,
         "clipped_fraction": 0.0,
     },
+    "performance_estimate": {
+        "method": "cbpe",
+        "alpha": 0.05,
+        "estimate": 0.93,
+        "low": 0.43,
+        "high": 1.0,
+        "n": 1,
+        "realised_accuracy": None,
+        "n_labelled": 0,
+    },
     "drift": {
         "method": "ks_2samp",
         "statistic": 0.52,
@@ -106,6 +116,15 @@ class MonitoringReport(BaseModel):
     )
     live: dict[str, Any] = Field(
         description="The logged decision values in the window: the same, plus clipped_fraction"
+    )
+    performance_estimate: dict[str, Any] | None = Field(
+        None,
+        description="Label-free accuracy of the window: the mean probability of the predicted "
+        "class from the model's calibrated probabilities of the logged decision values "
+        "(method cbpe, as NannyML's CBPE), with a 95% interval (low, high: where the "
+        "realised accuracy falls if the calibration holds on these rows), n rows, and "
+        "realised_accuracy over the n_labelled rows with feedback (null without); null when "
+        "the model has no calibration or the window no rows",
     )
     drift: dict[str, Any] | None = Field(
         description="Kolmogorov-Smirnov two-sample test between reference and live decision "

@@ -267,3 +267,28 @@ def test_kernel_fits_report_convergence_too(kernel_args):
     assert change == est.history_[-1]["step"]
     assert est.converged_ == (change < est.tol)
     assert est.converged_ == (est.n_iter_ < 200 or change < est.tol)
+
+
+@pytest.mark.parametrize("corrupt, message", [
+    (lambda d: d.update(format="x"), "not a calibrator"),
+    (lambda d: d.update(method="temperature"), "unknown method"),
+    (lambda d: d.update(classes=["a"]), "at least 2 labels"),
+    (lambda d: d["params"].append(d["params"][0]), "2 maps for 2 classes"),
+    (lambda d: d["params"][0].update(a="nan"), "malformed sigmoid parameters"),
+    (lambda d: d["params"][0].pop("b"), "malformed sigmoid parameters"),
+    (lambda d: d["params"].__setitem__(0, "x"), "malformed sigmoid parameters"),
+])
+def test_a_malformed_stored_calibrator_is_a_value_error_naming_it(corrupt, message):
+    X, y = make_data(n=60)
+    data = json.loads(json.dumps(MSVMAv(calibration="sigmoid").fit(X, y).calibrator_.to_dict()))
+    corrupt(data)
+    with pytest.raises(ValueError, match=message):
+        Calibrator.from_dict(data)
+
+
+def test_a_malformed_isotonic_map_is_refused():
+    X, y = make_data(n=60)
+    data = json.loads(json.dumps(MSVMAv(calibration="isotonic").fit(X, y).calibrator_.to_dict()))
+    data["params"][0]["x"] = data["params"][0]["x"][::-1] + [0.0]
+    with pytest.raises(ValueError, match="malformed isotonic parameters"):
+        Calibrator.from_dict(data)
