@@ -135,11 +135,7 @@ def train(
     holdout = (_holdout(fitted, X_test, y[test_idx], in_place=overwrite_X)
                if len(test_idx) else None)
     del X_test
-    summary["holdout"] = holdout
-    summary["evaluation"] = holdout.pop("evaluation") if holdout else None
-    warning = baseline_warning(summary["evaluation"])
-    if warning is not None:
-        summary["warnings"].append(warning)
+    _add_holdout(summary, holdout)
     used = jsonable(est.get_params(deep=False))
     used.pop("random_state", None)
     return TrainOutcome(
@@ -182,6 +178,16 @@ def _holdout(
         "margins": jsonable(margins),
         "evaluation": metrics_of(est.classes_, y_test, index, D, P),
     }
+
+
+def _add_holdout(summary: dict[str, Any], holdout: dict[str, Any] | None) -> None:
+    """The summary's ``holdout`` and ``evaluation``, and the warning of a model that does not
+    beat the majority-class baseline on it (the job's message says it too)."""
+    summary["holdout"] = holdout
+    summary["evaluation"] = holdout.pop("evaluation") if holdout else None
+    warning = baseline_warning(summary["evaluation"])
+    if warning is not None:
+        summary["warnings"].append(warning)
 
 
 def convergence(est: Any) -> dict[str, Any]:
