@@ -114,7 +114,8 @@ class TrainRequest(BaseModel):
         _D["tol"],
         ge=0,
         le=MAX_MAGNITUDE,
-        description="Stop when the objective changes less than this",
+        description="Stop when a step's relative change ||Δw||/√dim falls below this (the "
+        "model detail's `converged` and `last_relative_change`)",
     )
     fit_intercept: bool = Field(_D["fit_intercept"], description="Learn a bias term")
     approximation: Literal["auto", "exact", "low_rank", "nystroem"] = Field(
