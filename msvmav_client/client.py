@@ -14,6 +14,7 @@ import httpx
 from msvmav_client.errors import JobFailed, NotFound, raise_for_problem
 from msvmav_client.types import (
     Dataset,
+    Evaluation,
     JobInfo,
     Margins,
     ModelInfo,
@@ -252,11 +253,17 @@ class Client:
     # --- predictions ---------------------------------------------------------------------------
 
     def predict(
-        self, model: ModelRef, rows: Sequence[Any] | Any, labels: Sequence[Any] | None = None
+        self,
+        model: ModelRef,
+        rows: Sequence[Any] | Any,
+        labels: Sequence[Any] | None = None,
+        *,
+        explain: bool = False,
     ) -> PredictResult:
-        """Labels and decision values of raw rows: lists in training column order, records
-        (dicts by column name) or a pandas DataFrame (its columns by name). With true
-        ``labels``, accuracy and the batch's margin statistics too."""
+        """Labels, decision values and (calibrated models) probabilities of raw rows: lists in
+        training column order, records (dicts by column name) or a pandas DataFrame (its
+        columns by name). With true ``labels``, accuracy and the batch's margin statistics
+        too; with ``explain``, each row's contributions per raw column."""
         if _is_frame(rows):
             instances = json.loads(rows.to_json(orient="records"))
         else:
@@ -264,7 +271,45 @@ class Client:
         body: dict[str, Any] = {**_model_field(model), "instances": instances}
         if labels is not None:
             body["labels"] = list(labels)
+        if explain:
+            body["explain"] = True
         return cast(PredictResult, self._json("POST", "/predict", json=body))
+
+    def predict_proba(self, model: ModelRef, rows: Sequence[Any] | Any) -> list[list[float]]:
+        """Each row's class probabilities in the order of the answer's ``classes`` (as
+        scikit-learn's ``predict_proba``); ValueError for a model without calibration."""
+        answer = self.predict(model, rows)
+        keys = [str(c) for c in answer["classes"]]
+        out = []
+        for p in answer["predictions"]:
+            probabilities = p.get("probabilities")
+            if probabilities is None:
+                raise ValueError(f"model {answer['model_id']} has no probabilities "
+                                 "(trained with calibration none)")
+            out.append([probabilities[k] for k in keys])
+        return out
+
+    def evaluate(
+        self,
+        model: ModelRef,
+        *,
+        dataset_id: int | None = None,
+        data: FileLike | None = None,
+        label: str | None = None,
+        figure: str | None = None,
+    ) -> Evaluation | bytes:
+        """``POST /models/{model}/evaluate`` on a stored dataset or a file with labels: the
+        metrics and curves; ``figure="png"`` or ``"svg"``: the curves drawn (bytes)."""
+        form = {k: str(v) for k, v in {"dataset_id": dataset_id, "label": label}.items()
+                if v is not None}
+        files = None
+        if data is not None:
+            filename, content = _file(data, None)
+            files = {"file": (filename, content)}
+        path = f"/models/{model}/evaluate" + (f".{figure}" if figure else "")
+        if figure:
+            return self._request("POST", path, data=form, files=files).content
+        return cast(Evaluation, self._json("POST", path, data=form, files=files))
 
     def predict_file(
         self, model: ModelRef, data: FileLike, label: str | None = None

@@ -38,12 +38,28 @@ class ModelInfo(TypedDict, total=False):
     feature_names: list[str]
     holdout_accuracy: float | None
     weights: dict[str, Any] | None
+    calibration: str  # sigmoid, isotonic or none (no probabilities)
+    converged: bool | None  # MSVMAv: the stopping rule met before max_iter
+    last_relative_change: float | None
+    tol: float | None
+    evaluation: dict[str, Any] | None  # the hold-out part's metrics
+    warnings: list[str]
 
 
-class Prediction(TypedDict):
+class RowExplanation(TypedDict):
+    baseline_decision: float
+    contributions: dict[str, float]  # per raw input column; they add up to decision_value
+
+
+class Prediction(TypedDict, total=False):
+    id: str | int
+    clipped: bool
     label: Any
     decision_value: float  # binary: f(x); multi-class: the predicted class's score
     decision_values: list[float] | None  # multi-class: one per class
+    probability: float | None  # calibrated models: the label's probability
+    probabilities: dict[str, float] | None  # calibrated models: per class (as text)
+    explanation: RowExplanation | None  # with explain=True
 
 
 class PredictResult(TypedDict, total=False):
@@ -56,6 +72,16 @@ class PredictResult(TypedDict, total=False):
     predictions: list[Prediction]
     accuracy: float | None  # with true labels
     margins: dict[str, Any] | None  # with true labels
+    explanation: dict[str, Any] | None  # with explain=True: method, baseline
+
+
+class Evaluation(TypedDict, total=False):
+    model_id: int
+    source: str  # dataset or file
+    dataset_id: int | None
+    n: int
+    metrics: dict[str, Any]  # as the model detail's evaluation
+    curves: dict[str, Any]  # roc, pr, reliability
 
 
 class Margins(TypedDict, total=False):

@@ -136,7 +136,7 @@ def test_registry_by_reference(client, trained):
     by_id = unnamed(client.predict(model_id, rows))
     answer = client.predict("wdbc@production", rows)
     assert unnamed(answer) == by_id and (answer["model"], answer["version"]) == ("wdbc", 1)
-    assert client.predict("wdbc", rows)["model_id"] == second_id  # newest
+    assert client.predict("wdbc", rows)["model_id"] == model_id  # production (not the newest)
     client.set_alias("wdbc", "production", 2)
     assert client.predict("wdbc@production", rows)["model_id"] == second_id
     client.rollback("wdbc", "production")

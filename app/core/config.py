@@ -59,6 +59,12 @@ class Settings(BaseSettings):
     max_predict_instances: int = Field(
         100_000, gt=0, description="Most rows in one /predict or /predict/file request"
     )
+    max_explain_work: int = Field(
+        2_000_000_000,
+        gt=0,
+        description="Most work (multiply-adds, solver.explain.explain_work: rows x the "
+        "method's cost per row) one request may ask to explain; checked before starting",
+    )
     prediction_log: bool = Field(
         True,
         description="Record every row /predict (and /predict/file, V2 infer, invocations) "

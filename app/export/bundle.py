@@ -471,6 +471,17 @@ def _check_predicts(estimator: Any, meta: dict) -> None:
         raise BundleError(
             "the estimator's arrays give non-finite decision values", "estimator.json"
         )
+    if getattr(estimator, "calibrator_", None) is not None:  # its probabilities, too
+        try:
+            P = estimator.probabilities(D)
+        except (ValueError, TypeError, IndexError, KeyError) as exc:
+            raise BundleError(
+                f"estimator.json: the calibrator does not fit the model: {exc}", "estimator.json"
+            ) from None
+        if P.shape != (2, estimator.classes_.size) or not np.all(np.isfinite(P)):
+            raise BundleError(
+                "estimator.json: the calibrator gives no probabilities", "estimator.json"
+            )
     if [str(c) for c in estimator.classes_.tolist()] != [str(c) for c in meta["classes"]]:
         raise BundleError("model.json's classes differ from the estimator's", "model.json")
 
@@ -529,8 +540,9 @@ def encode_raw_rows(encoding: dict[str, Any], rows: Any) -> np.ndarray:
 class BundledModel:
     """A bundle's model: raw rows -> encoding -> min-max scaling (clipped) -> estimator.
 
-    ``predict(rows)`` gives the class labels and ``decision_function(rows)`` the decision values
-    ((n,) for two classes, (n, k) one-vs-rest), equal to /predict's answers for the model."""
+    ``predict(rows)`` gives the class labels, ``decision_function(rows)`` the decision values
+    ((n,) for two classes, (n, k) one-vs-rest) and ``predict_proba(rows)`` a calibrated model's
+    class probabilities, equal to /predict's answers for the model."""
 
     def __init__(self, bundle: Bundle) -> None:
         self.bundle = bundle
@@ -552,6 +564,11 @@ class BundledModel:
     def predict(self, rows: Any) -> np.ndarray:
         D = self.decision_function(rows)
         return self.classes_[self.estimator.predicted_index(D)]
+
+    def predict_proba(self, rows: Any) -> np.ndarray:
+        """(n, k) class probabilities in the order of ``classes_`` (a calibrated model's,
+        equal to /predict's ``probabilities``); ValueError for a model without calibration."""
+        return self.estimator.probabilities(self.decision_function(rows))
 
 
 def load_bundle(source: str | Path | bytes, *, max_bytes: int = 1 << 31) -> BundledModel:

@@ -7,8 +7,11 @@ named as the column, shape [n, 1]: DOUBLE for numeric columns, STRING for catego
 skl2onnx does for a ColumnTransformer). Otherwise a single DOUBLE input ``X`` of shape [n, d].
 Outputs: ``label`` [n] (the class values: STRING, INT64 or DOUBLE as the classes are) and
 ``decision`` ([n] for two classes, > 0 meaning classes[1]; [n, k] one-vs-rest scores, the label
-being the first highest). ``onnx`` is imported here only (and this module only when an ONNX
-export is asked for), so the service runs without it.
+being the first highest) and, for a calibrated model, ``probabilities`` ([n, k] in the order of
+the classes: the model's calibrator (solver.calibration) on the decision values — Platt's
+sigmoid, or the isotonic thresholds interpolated linearly and clipped at their ends as
+``np.interp`` does — one-vs-rest columns normalised to sum 1). ``onnx`` is imported here only
+(and this module only when an ONNX export is asked for), so the service runs without it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from solver.scaling import MinMaxScaling
 OPSET = 19
 IR_VERSION = 9
 SINGLE_INPUT = "X"
-RESERVED = ("label", "decision")
+RESERVED = ("label", "decision", "probabilities")
 # A serialised ModelProto must stay under protobuf's 2 GiB; leave room for the rest.
 MAX_GRAPH_BYTES = 1 << 30
 
@@ -142,6 +145,76 @@ def _outputs(g: _Graph, scores: str, exp: Expansion) -> list[Any]:
     ]
 
 
+def _column(g: _Graph, f: str, params: dict[str, Any], method: str) -> str:
+    """[n] calibrated probability of one decision column f [n]."""
+    if method == "sigmoid":  # 1 / (1 + exp(a f + b))
+        z = g.op(
+            "Add",
+            g.op("Mul", f, g.const(np.array(float(params["a"])))),
+            g.const(np.array(float(params["b"]))),
+        )
+        return g.op("Sigmoid", g.op("Neg", z))
+    x = np.asarray(params["x"], dtype=np.float64)
+    y = np.asarray(params["y"], dtype=np.float64)
+    if x.size == 1:  # a constant map
+        return g.op("Add", g.op("Mul", f, g.const(np.array(0.0))), g.const(y[:1].reshape(())))
+    fc = g.op("Clip", f, g.const(np.array(x[0])), g.const(np.array(x[-1])))
+    above = g.op(
+        "GreaterOrEqual",
+        g.op("Unsqueeze", fc, g.const(np.array([1], np.int64))),
+        g.const(x[None, :]),
+    )  # [n, m]
+    count = g.op(
+        "ReduceSum",
+        g.op("Cast", above, to=TensorProto.INT64),
+        g.const(np.array([1], np.int64)),
+        keepdims=0,
+    )
+    lo = g.op(
+        "Clip",
+        g.op("Sub", count, g.const(np.array(1, np.int64))),
+        g.const(np.array(0, np.int64)),
+        g.const(np.array(x.size - 2, np.int64)),
+    )
+    hi = g.op("Add", lo, g.const(np.array(1, np.int64)))
+    x_lo, x_hi = g.op("Gather", g.const(x), lo, axis=0), g.op("Gather", g.const(x), hi, axis=0)
+    y_lo, y_hi = g.op("Gather", g.const(y), lo, axis=0), g.op("Gather", g.const(y), hi, axis=0)
+    t = g.op("Div", g.op("Sub", fc, x_lo), g.op("Sub", x_hi, x_lo))
+    return g.op("Add", y_lo, g.op("Mul", t, g.op("Sub", y_hi, y_lo)))
+
+
+def _probabilities(g: _Graph, decision: str, calibrator: Any, k: int) -> Any:
+    """The ``probabilities`` output [n, k] of the decision values, as Calibrator.predict_proba
+    computes them."""
+    one = g.const(np.array(1.0))
+    axis = g.const(np.array([1], np.int64))
+    if k == 2:
+        p1 = g.op(
+            "Clip",
+            _column(g, decision, calibrator.params[0], calibrator.method),
+            g.const(np.array(0.0)),
+            one,
+        )
+        columns = [g.op("Sub", one, p1), p1]
+        P = g.op("Concat", *[g.op("Unsqueeze", c, axis) for c in columns], axis=1)
+    else:
+        columns = []
+        for j in range(k):
+            f = g.op("Gather", decision, g.const(np.array(j, np.int64)), axis=1)
+            columns.append(
+                g.op("Unsqueeze", _column(g, f, calibrator.params[j], calibrator.method), axis)
+            )
+        raw = g.op("Concat", *columns, axis=1)
+        total = g.op("ReduceSum", raw, axis, keepdims=1)
+        positive = g.op("Greater", total, g.const(np.array(0.0)))
+        safe = g.op("Where", positive, total, one)
+        uniform = g.op("Add", g.op("Mul", raw, g.const(np.array(0.0))), g.const(np.array(1.0 / k)))
+        P = g.op("Where", positive, g.op("Div", raw, safe), uniform)
+        P = g.op("Clip", P, g.const(np.array(0.0)), one)
+    g.nodes.append(g.h.make_node("Identity", [P], ["probabilities"]))
+    return g.h.make_tensor_value_info("probabilities", TensorProto.DOUBLE, [None, k])
+
+
 def build_onnx(
     specs: list[dict],
     scaling: MinMaxScaling | None,
@@ -149,10 +222,12 @@ def build_onnx(
     *,
     name: str,
     metadata: dict[str, str],
+    calibrator: Any = None,
 ) -> bytes:
     """The serialised ModelProto (checked by ``onnx.checker``) of the whole prediction path.
 
-    ``specs``: the stored encoding's feature columns; ``metadata``: stored as metadata_props."""
+    ``specs``: the stored encoding's feature columns; ``metadata``: stored as metadata_props;
+    ``calibrator``: the model's (solver.calibration.Calibrator), adding ``probabilities``."""
     size = sum(a.nbytes for a in (exp.weights, exp.centres) if a is not None)
     if size > MAX_GRAPH_BYTES:
         raise UnsupportedModelError(
@@ -162,6 +237,8 @@ def build_onnx(
     g = _Graph()
     X, inputs = _features(g, specs)
     outputs = _outputs(g, _scores(g, _scaled(g, X, scaling), exp), exp)
+    if calibrator is not None:
+        outputs.append(_probabilities(g, "decision", calibrator, len(exp.classes)))
     graph = helper.make_graph(g.nodes, name, inputs, outputs, g.initializers)
     model = helper.make_model(
         graph,

@@ -98,6 +98,7 @@ def export_onnx(session: Session, model_id: int) -> bytes:
             exp,
             name=f"msvmav_model_{row.id}",
             metadata=meta,
+            calibrator=getattr(loaded.estimator, "calibrator_", None),
         )
     except UnsupportedModelError as exc:
         raise invalid(["path", "model_id"], str(exc)) from None

@@ -207,7 +207,30 @@ class ModelDetail(ModelSummary):
     warnings: list[str] = Field(
         default_factory=list,
         description="What the fit warned about (e.g. features far outside [0, 1] with "
-        "`scaling: none`); the job's message says it too",
+        "`scaling: none`, or a hold-out accuracy that does not beat the majority-class "
+        "baseline); the job's message says it too",
+    )
+    calibration: str = Field(
+        "none",
+        description="How the answers' probabilities were fitted: `sigmoid`, `isotonic`, or "
+        "`none` (no probabilities)",
+    )
+    converged: bool | None = Field(
+        None,
+        description="MSVMAv: whether the last step's relative change fell below `tol` before "
+        "`max_iter` iterations (null for the other algorithms)",
+    )
+    last_relative_change: float | None = Field(
+        None, description="MSVMAv: the last step's ||Δw||/√dim, the quantity `tol` bounds"
+    )
+    tol: float | None = Field(None, description="MSVMAv: the stopping rule's tolerance")
+    evaluation: dict[str, Any] | None = Field(
+        None,
+        description="The hold-out part's metrics (null without one): n, accuracy, "
+        "balanced_accuracy, majority_baseline, majority_class, beats_baseline, roc_auc, "
+        "pr_auc (binary: a number; multi-class: macro and per_class one-vs-rest), log_loss, "
+        "brier, ece (null without probabilities), confusion_matrix, per_class (precision, "
+        "recall, f1, support); each as sklearn.metrics computes it",
     )
 
     @classmethod
@@ -230,6 +253,9 @@ class ModelDetail(ModelSummary):
                 "search": s.get("search"),
                 "fit_path": s.get("fit_path"),
                 "warnings": s.get("warnings") or [],
+                "calibration": (model.params or {}).get("calibration") or "none",
+                **(s.get("convergence") or {}),
+                "evaluation": s.get("evaluation"),
             }
         )
 

@@ -89,6 +89,12 @@ class ModelCache:
                 self._items.move_to_end(model_id)
             return hit
 
+    def current(self, model_id: int, stamp: tuple[Any, ...] | None) -> LoadedModel | None:
+        """The cached model when it is still the stored one: the one rule of whether a cached
+        entry may answer (its stamp equals the row's, read just now)."""
+        hit = self.get(model_id) if stamp is not None else None
+        return hit if hit is not None and hit.stamp == stamp else None
+
     def put(self, loaded: LoadedModel) -> None:
         if loaded.nbytes > self.max_bytes:
             return  # larger than the whole budget: served, not kept
@@ -252,8 +258,8 @@ def load_cached(
     if stamp is None:
         cache.drop(model_id)
         raise not_found("model", model_id, loc)
-    hit = cache.get(model_id)
-    if hit is not None and hit.stamp == stamp:
+    hit = cache.current(model_id, stamp)
+    if hit is not None:
         if checked_at is not None:
             hit.checked_at = checked_at
         return hit

@@ -155,8 +155,9 @@ def get_model_monitoring_png(window: ModelWindow) -> Response:
     summary="The monitoring report of a registered model's version",
     description=(
         "The report of `GET /models/{id}/monitoring` for the stored model that the alias "
-        "(`?alias=production`), else the version (`?version=2`), else the newest version names "
-        "now; its live rows are every logged row of that stored model (by reference or by id)."
+        "(`?alias=production`), else the version (`?version=2`), else the bare name (its "
+        "`production` version when set, else its newest, as at every door) names now; its "
+        "live rows are every logged row of that stored model (by reference or by id)."
     ),
     response_model=MonitoringReport,
     responses=problem_responses(404, 422),

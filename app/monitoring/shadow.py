@@ -26,7 +26,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import Pool
@@ -34,6 +33,7 @@ from sqlalchemy.pool import Pool
 from app.core.db import placeholders
 from app.ingest.encoding import feature_specs
 from app.models import service as models
+from app.models.scoring import score
 from app.monitoring.background import BatchQueue
 from app.registry.references import (
     SERVING_ALIAS,
@@ -127,24 +127,6 @@ def served_reference(reference: str | None) -> bool:
     except InvalidReference:
         return False
     return ref.name is not None and ref.version is None and ref.alias in (None, SERVING_ALIAS)
-
-
-def scale(loaded: models.LoadedModel, X: Any) -> tuple[Any, np.ndarray]:
-    """X scaled like ``loaded``'s training data (in place when dense), and per row whether a
-    feature fell outside the training range (as app.predict.service scales a request's rows)."""
-    scaling = loaded.scaling
-    if scaling is None:
-        return X, np.zeros(X.shape[0], dtype=bool)
-    Xs = scaling.transform(X, clip=False, copy=False)
-    if sp.issparse(Xs):
-        outside = (Xs.data < 0.0) | (Xs.data > 1.0)
-        rows = np.repeat(np.arange(Xs.shape[0]), np.diff(Xs.indptr))
-        clipped = np.bincount(rows[outside], minlength=Xs.shape[0]) > 0
-        np.clip(Xs.data, 0.0, 1.0, out=Xs.data)
-        Xs.eliminate_zeros()
-        return Xs, clipped
-    clipped = (Xs.min(axis=1) < 0.0) | (Xs.max(axis=1) > 1.0)
-    return np.clip(Xs, 0.0, 1.0, out=Xs), clipped
 
 
 def own_decision(scores: np.ndarray, predicted: np.ndarray) -> np.ndarray:
@@ -263,10 +245,7 @@ class ShadowScorer(BatchQueue[Entry]):
             if challenger is None or not self._fits_model(entry.served_model_id, challenger):
                 self.skipped += len(entry.ids)
                 continue
-            est = challenger.estimator
-            Xs, clipped = scale(challenger, entry.X)
-            scores = np.asarray(est.decision_values(Xs), dtype=np.float64)
-            predicted = est.predicted_index(scores)
+            scores = score(challenger, entry.X)  # the one scoring core (app.models.scoring)
             served = own_decision(entry.scores, entry.predicted)
             rows += zip(
                 [entry.run.id] * len(entry.ids),
@@ -274,9 +253,9 @@ class ShadowScorer(BatchQueue[Entry]):
                 [entry.served_model_id] * len(entry.ids),
                 [str(i) for i in entry.ids],
                 [self._when(entry.at)] * len(entry.ids),
-                own_decision(scores, predicted).tolist(),
-                predicted.tolist(),
-                clipped.tolist(),
+                scores.own_decision().tolist(),
+                scores.index.tolist(),
+                scores.clipped.tolist(),
                 served.tolist(),
                 entry.predicted.tolist(),
                 entry.clipped.tolist(),

@@ -66,6 +66,7 @@ def answer(state: Any, request: PredictRequest, target: Target) -> Response:
             labels=request.labels,
             settings=state.settings,
             ids=request.ids,
+            explain=request.explain,
         )
     )
 
@@ -73,8 +74,8 @@ def answer(state: Any, request: PredictRequest, target: Target) -> Response:
 async def inline_answer(state: Any, request: PredictRequest, target: Target) -> Response | None:
     """The answer when the request has at most INLINE_ROWS rows and this process holds its
     model (see the module's docstring); None otherwise (the caller answers in a thread)."""
-    if row_count(request.instances) > INLINE_ROWS:
-        return None
+    if request.explain or row_count(request.instances) > INLINE_ROWS:
+        return None  # explaining costs up to MSVMAV_MAX_EXPLAIN_WORK: never on the loop
 
     def fast() -> Response | None:
         resolved = resolve_target(state.engine, target, _MODEL_LOC)

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, File, Form, Request, Response, UploadFile
+from fastapi import APIRouter, Body, Depends, File, Form, Request, Response, UploadFile
 from starlette.concurrency import run_in_threadpool
 
 from app.core.deps import SessionDep, SettingsDep
 from app.core.ids import MAX_DB_ID
+from app.core.plotting import IMAGE_TYPES, image_response_doc
 from app.core.problems import problem_responses
-from app.predict import inline, service
+from app.predict import evaluation, inline, service
 from app.predict.fastjson import OrjsonRequest, OrjsonRoute, json_response
 from app.predict.numeric_rows import split_body
 from app.predict.schemas import (
     WDBC_BENIGN,
     WDBC_COLUMNS,
     WDBC_MALIGNANT,
+    EvaluationOut,
+    ExplainRequest,
     PredictRequest,
     PredictResponse,
 )
@@ -57,8 +60,10 @@ _PREDICT_EXAMPLES = {
     summary="Predict rows",
     description=(
         "Raw rows are encoded with the training dataset's stored encoding, then scaled like "
-        "the training data. Each prediction carries the label and the decision value; with "
-        "true `labels` the answer adds accuracy and the batch's margin statistics."
+        "the training data. Each prediction carries the label, the decision value and, for a "
+        "calibrated model, the label's `probability` and every class's `probabilities`; with "
+        "true `labels` the answer adds accuracy and the batch's margin statistics; with "
+        "`explain: true`, each row's contributions per raw input column."
     ),
     response_model=PredictResponse,
     responses=problem_responses(404, 413, 422),
@@ -102,7 +107,8 @@ def predict_file(
         Form(
             max_length=300,
             description="Registered model to use instead of `model_id`: `name@alias` "
-            "(e.g. `wdbc@production`), `name/version` or `name` (its newest version)",
+            "(e.g. `wdbc@production`), `name/version` or `name` (its `production` version "
+            "when set, else its newest)",
             examples=[""],
         ),
     ] = None,
@@ -117,11 +123,15 @@ def predict_file(
         str | None,
         Form(
             description="Your id of each row, as a JSON array of strings (at most 128 "
-            'characters) or integers, echoed as each prediction\'s `id`; without them `"{X-'
+            "characters) or integers, echoed as each prediction's `id`; without them `\"{X-"
             'Request-ID}:{row}"`',
             examples=[""],
         ),
     ] = None,
+    explain: Annotated[
+        bool,
+        Form(description="Add each row's explanation, as /predict's `explain`"),
+    ] = False,
 ) -> Response:
     return json_response(
         service.predict_file(
@@ -132,5 +142,115 @@ def predict_file(
             label=(label or "").strip() or None,
             settings=settings,
             ids=service.form_ids(ids),
+            explain=explain,
+        )
+    )
+
+
+# Doors that read a model by reference under /models: evaluation and explanation (read-only,
+# like /predict; routes with a reference path, so they live here, above the registry).
+models_router = APIRouter(prefix="/models", tags=["models"])
+
+_EVALUATE_DOC = (
+    "`{model_ref}`: a stored model's id or a registry reference (`name@alias`, `name/version`, "
+    "`name`). Rows: exactly one of `dataset_id` (a stored dataset with the model's features) "
+    "and `file` (any upload format, with a label column: the training label's name or "
+    "`label`). The model scores them through the same core as /predict; the metrics are the "
+    "model detail's `evaluation` (accuracy, balanced accuracy, the majority-class baseline, "
+    "ROC and PR AUC, log loss, Brier score, expected calibration error, the confusion matrix, "
+    "per-class precision/recall/F1/support; each as sklearn.metrics computes it)."
+)
+
+
+def _evaluate_form(
+    session: SessionDep,
+    settings: SettingsDep,
+    model_ref: str,
+    file: Annotated[UploadFile | None, File(description="Labelled rows to evaluate on")] = None,
+    dataset_id: Annotated[
+        int | None,
+        Form(ge=1, le=MAX_DB_ID, description="Stored dataset to evaluate on (or give `file`)"),
+    ] = None,
+    label: Annotated[
+        str | None, Form(description="Label column of the file (name, or 0-based index)")
+    ] = None,
+    importance: Annotated[
+        bool,
+        Form(
+            description="Add the permutation importance per raw input column (the accuracy "
+            "lost when it is shuffled; 422 beyond MSVMAV_MAX_EXPLAIN_WORK)"
+        ),
+    ] = False,
+) -> dict[str, Any]:
+    upload = None if file is None else (file.file.read(), file.filename or "")
+    return evaluation.evaluate_model(
+        session,
+        ref=model_ref,
+        dataset_id=dataset_id,
+        upload=upload,
+        label=(label or "").strip() or None,
+        settings=settings,
+        with_importance=importance,
+    )
+
+
+EvaluationDep = Annotated[dict[str, Any], Depends(_evaluate_form)]
+
+
+@models_router.post(
+    "/{model_ref:path}/evaluate",
+    summary="Evaluate a model on labelled rows",
+    description=_EVALUATE_DOC + " Curves: ROC and precision-recall (from the decision values) "
+    "and reliability (from the probabilities), one per class one-vs-rest (two classes: "
+    "classes[1]).",
+    response_model=EvaluationOut,
+    responses=problem_responses(404, 413, 422),
+)
+def evaluate_model(answer: EvaluationDep) -> Response:
+    return json_response(answer)
+
+
+def _evaluation_image(fmt: str):
+    def handler(answer: EvaluationDep) -> Response:
+        return Response(evaluation.evaluation_figure(answer, fmt), media_type=IMAGE_TYPES[fmt])
+
+    return handler
+
+
+for _fmt in IMAGE_TYPES:
+    models_router.post(
+        f"/{{model_ref:path}}/evaluate.{_fmt}",
+        name=f"evaluate_model_{_fmt}",
+        summary=f"Evaluate a model on labelled rows ({_fmt.upper()} figure)",
+        description=_EVALUATE_DOC + " The ROC, precision-recall and reliability curves drawn.",
+        response_class=Response,
+        responses={200: image_response_doc(_fmt), **problem_responses(404, 413, 422)},
+    )(_evaluation_image(_fmt))
+
+
+@models_router.post(
+    "/{model_ref:path}/explain",
+    summary="Explain a model's answers for rows",
+    description="`{model_ref}` as for evaluation. /predict's answer with `explain: true`: per "
+    "row, one contribution per raw input column (a categorical column's one-hot columns "
+    "summed) and the decision value at the stated baseline (the training part's column "
+    "means), which they add up to within 1e-6: exactly w_j (x_j - baseline_j) for linear "
+    "models, integrated gradients along the straight path from the baseline (computed in "
+    "closed form) for RBF and polynomial kernels. Refused (422 naming `explain`) when rows x "
+    "the method's work exceed MSVMAV_MAX_EXPLAIN_WORK, before anything is computed.",
+    response_model=PredictResponse,
+    responses=problem_responses(404, 413, 422),
+)
+def explain_rows(http: Request, model_ref: str, request: ExplainRequest) -> Response:
+    state = http.app.state
+    return json_response(
+        service.predict_rows(
+            state.session_factory,
+            target=target_of(None, model_ref, ["path", "model_ref"]),
+            instances=request.instances,
+            labels=None,
+            settings=state.settings,
+            ids=request.ids,
+            explain=True,
         )
     )

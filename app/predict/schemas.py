@@ -67,7 +67,8 @@ class PredictRequest(BaseModel):
         None,
         max_length=300,
         description="Registered model to use instead of `model_id`: `name@alias` "
-        "(`wdbc@production`), `name/version` (`wdbc/2`) or `name` (its newest version)",
+        "(`wdbc@production`), `name/version` (`wdbc/2`) or `name` (its `production` version "
+        "when set, else its newest)",
         examples=["wdbc@production"],
     )
     instances: list[Row] = Field(
@@ -81,6 +82,39 @@ class PredictRequest(BaseModel):
         description="Your id of each row (string of at most 128 characters, or integer), "
         "echoed as each prediction's `id` (and used by POST /feedback); without them a row's "
         'id is `"{X-Request-ID}:{row}"`',
+    )
+    explain: bool = Field(
+        False,
+        description="Add each row's `explanation`: one contribution per raw input column "
+        "(a categorical column's one-hot columns summed) and the decision value at the "
+        "stated baseline (the answer's `explanation`), which they add up to; refused (422 "
+        "naming `explain`) when its cost exceeds MSVMAV_MAX_EXPLAIN_WORK",
+    )
+
+
+class RowExplanation(BaseModel):
+    baseline_decision: float = Field(
+        description="The decision value at the baseline (multi-class: of the predicted class)"
+    )
+    contributions: dict[str, float] = Field(
+        description="Per raw input column, its contribution: `baseline_decision` plus their "
+        "sum is the row's `decision_value` (within 1e-6)"
+    )
+
+
+class ExplanationSummary(BaseModel):
+    method: str = Field(
+        description="`linear` (exactly w_j (x_j - baseline_j) in the scaled space), "
+        "`integrated-gradients-rbf` (closed form along the straight path from the "
+        "baseline) or `integrated-gradients-poly` (exact Gauss-Legendre nodes)"
+    )
+    baseline: dict[str, float] = Field(
+        description="The baseline row per encoded feature, in raw units: the training part's "
+        "column means (a category's value is its share)"
+    )
+    completeness_error: float = Field(
+        description="The largest |baseline_decision + sum(contributions) - decision_value| "
+        "measured over the rows"
     )
 
 
@@ -99,6 +133,19 @@ class Prediction(BaseModel):
     )
     decision_values: list[float] | None = Field(
         None, description="Multi-class only: one score per class, aligned with `classes`"
+    )
+    probability: float | None = Field(
+        None,
+        description="Calibrated models (the detail's `calibration` not `none`): the "
+        "probability of the predicted label",
+    )
+    probabilities: dict[str, float] | None = Field(
+        None,
+        description="Calibrated models: the probability of each class, keyed by the class "
+        "as text, in the order of `classes`",
+    )
+    explanation: RowExplanation | None = Field(
+        None, description="With `explain: true`: why this row got its decision value"
     )
 
 
@@ -134,4 +181,53 @@ class PredictResponse(BaseModel):
     accuracy: float | None = Field(None, description="With true labels: fraction correct")
     margins: dict[str, Any] | None = Field(
         None, description="With true labels: margin statistics of this batch"
+    )
+    explanation: ExplanationSummary | None = Field(
+        None,
+        description="With `explain: true`: the method and baseline of the rows' explanations",
+    )
+
+
+class ExplainRequest(BaseModel):
+    """Rows to explain, as /predict takes them."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"examples": [{"instances": [WDBC_MALIGNANT]}]},
+    )
+
+    instances: list[Row] = Field(
+        min_length=1, description="Rows: lists in column order, or records by column name"
+    )
+    ids: PredictionIds | None = Field(None, description="Your id of each row, as /predict's `ids`")
+
+
+class EvaluationOut(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+
+    model_id: int = Field(description="The stored model evaluated (a reference resolved)")
+    model: str | None = Field(None, description="The registered model, for a name reference")
+    version: int | None = None
+    alias: str | None = None
+    source: str = Field(description="`dataset` or `file`")
+    dataset_id: int | None = None
+    n: int = Field(description="Rows evaluated")
+    metrics: dict[str, Any] = Field(
+        description="n, accuracy, balanced_accuracy, majority_baseline, majority_class, "
+        "beats_baseline, roc_auc, pr_auc (binary: a number; multi-class: macro and "
+        "per_class), log_loss, brier, ece (null without probabilities), confusion_matrix "
+        "(labels, matrix: rows true, columns predicted), per_class (label, precision, recall, "
+        "f1, support)"
+    )
+    curves: dict[str, Any] = Field(
+        description="roc (label, fpr, tpr, thresholds; the first threshold null for +inf), pr "
+        "(label, precision, recall), reliability (label, mean_predicted, fraction_positive, "
+        "count: the non-empty bins of 10); one per class one-vs-rest, only classes[1] for two"
+    )
+    importance: dict[str, Any] | None = Field(
+        None,
+        description="With `importance`: the permutation importance per raw input column "
+        "(`columns`: {column: {mean, std}}, the accuracy lost when it is shuffled, over "
+        "`n_repeats` seeded shuffles; a categorical column's one-hot columns shuffled together)",
     )

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,12 +14,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core import recheck
 from app.core.config import Settings
-from app.core.logs import request_id_var
 from app.core.orm import Model
-from app.core.problems import ingest_problem, invalid, too_large
+from app.core.problems import ingest_problem, invalid
 from app.datasets.service import check_has_rows, check_not_blank, check_upload_size
 from app.ingest import Encoder, IngestError, Limits, parse_feature_file
 from app.models import service as models
+from app.models.explaining import check_explain_cost
+from app.models.scoring import Scores, check_rows, row_ids, score
 from app.monitoring import log as prediction_log
 from app.monitoring import shadow
 from app.predict.fastjson import gc_paused
@@ -31,16 +31,8 @@ from app.registry.references import Stamp, recalled
 from solver.jsonable import jsonable
 
 
-def _check_count(n: int, settings: Settings, loc: list[str | int]) -> None:
-    if n > settings.max_predict_instances:
-        raise too_large(
-            f"{n} rows; at most {settings.max_predict_instances} per request "
-            "(MSVMAV_MAX_PREDICT_INSTANCES)",
-            field=loc[-1],
-        )
-
-
-def _check_matrix(X: Any, model: Model | models.LoadedModel, loc: list[str | int]) -> None:
+def check_matrix(X: Any, model: Model | models.LoadedModel, loc: list[str | int]) -> None:
+    """422 naming ``loc`` (and the row) unless X has the model's width and finite values."""
     if X.ndim != 2 or X.shape[1] != model.n_features:
         raise invalid(
             loc,
@@ -100,8 +92,8 @@ def _rows_model(
             return held, target
         checked_at = recheck.now()
         stamp = models.model_stamp(engine, target.model_id)
-    hit = models.engine_cache(engine).get(target.model_id) if stamp is not None else None
-    if hit is not None and hit.stamp == stamp:
+    hit = models.engine_cache(engine).current(target.model_id, stamp)
+    if hit is not None:
         if checked_at is not None:
             hit.checked_at = checked_at
         return hit, target
@@ -124,8 +116,7 @@ def held_target(engine: Any, target: Target, settings: Settings) -> Target | Non
     if memo is None:
         return None
     resolved, stamp = memo
-    hit = models.engine_cache(engine).get(resolved.model_id)
-    if hit is None or hit.stamp != stamp:
+    if models.engine_cache(engine).current(resolved.model_id, stamp) is None:
         return None
     return Target(resolved.model_id, target.reference, resolved, stamp)
 
@@ -135,43 +126,6 @@ def _row_encoder(loaded: models.LoadedModel) -> Encoder:
     if encoder is None:
         encoder = loaded.extras["row_encoder"] = Encoder.from_dict(loaded.encoding)
     return encoder
-
-
-def _decision_function(est: Any, X: Any) -> np.ndarray:
-    """``est.decision_function(X)`` for X that ``_check_matrix`` passed (2-D float64, finite, the
-    model's width) and the model's own scaling produced: without scikit-learn's input
-    validation again, which for one row cost more than the prediction itself."""
-    return np.asarray(est.decision_values(X), dtype=np.float64)
-
-
-def _scale(loaded: models.LoadedModel, X: Any) -> tuple[Any, np.ndarray]:
-    """X (the request's own rows) scaled like the training data, and per row whether any
-    feature fell outside [0, 1] before the scaling's clip (outside the training range)."""
-    scaling = loaded.scaling
-    if scaling is None:
-        return X, np.zeros(X.shape[0], dtype=bool)
-    Xs = scaling.transform(X, clip=False, copy=False)
-    if sp.issparse(Xs):
-        data = Xs.data
-        outside = (data < 0.0) | (data > 1.0)
-        rows = np.repeat(np.arange(Xs.shape[0]), np.diff(Xs.indptr))
-        clipped = np.bincount(rows[outside], minlength=Xs.shape[0]) > 0
-        np.clip(data, 0.0, 1.0, out=data)
-        Xs.eliminate_zeros()
-        return Xs, clipped
-    clipped = (Xs.min(axis=1) < 0.0) | (Xs.max(axis=1) > 1.0)
-    return np.clip(Xs, 0.0, 1.0, out=Xs), clipped
-
-
-def row_ids(ids: list[Any] | None, n: int, loc: list[str | int]) -> list[Any]:
-    """The client's ids (one per row, 422 naming ``loc`` otherwise), or
-    ``"{request_id}:{row}"``."""
-    if ids is not None:
-        if len(ids) != n:
-            raise invalid(loc, f"{len(ids)} ids for {n} rows; give one per row")
-        return ids
-    prefix = f"{request_id_var.get() or uuid.uuid4().hex}:"
-    return [prefix + str(i) for i in range(n)]
 
 
 LogSink = Callable[[list[Any], np.ndarray, np.ndarray, np.ndarray, Any], Any]
@@ -205,6 +159,20 @@ def _shadow_sink(engine: Any, target: Target) -> shadow.Sink | None:
     return shadow.sink(engine, target.model_id, resolved.name, target.reference)
 
 
+@dataclass(frozen=True)
+class Sinks:
+    """Where a request's scored rows go: the prediction log, a running shadow (each None when
+    off)."""
+
+    log: LogSink | None = None
+    shadow: shadow.Sink | None = None
+
+
+def sinks_for(engine: Any, settings: Settings, target: Target) -> Sinks:
+    """The sinks of a request for ``target`` (resolved) on ``engine``'s database."""
+    return Sinks(_log_sink(engine, settings, target), _shadow_sink(engine, target))
+
+
 def form_ids(text: str | None) -> list[Any] | None:
     """The ``ids`` form field of /predict/file (a JSON array), validated like PredictRequest's."""
     if text is None or not text.strip():
@@ -218,21 +186,66 @@ def form_ids(text: str | None) -> list[Any] | None:
         raise invalid(["body", "ids"], f"ids must be a JSON array{at}: {error['msg']}") from None
 
 
-def _predictions(
-    class_values: list[Any], idx: np.ndarray, scores: np.ndarray, ids: list[Any], clipped: Any
-) -> list[dict[str, Any]]:
-    label_of = [class_values[i] for i in idx.tolist()]
-    clip_of = clipped.tolist()
-    if scores.ndim == 1:
-        return [
-            {"id": i, "clipped": c, "label": p, "decision_value": s, "decision_values": None}
-            for i, c, p, s in zip(ids, clip_of, label_of, scores.tolist(), strict=True)
+def _predictions(scores: Scores, ids: list[Any]) -> list[dict[str, Any]]:
+    """The answer's predictions, built column-wise from the core's arrays."""
+    label_of = scores.labels()
+    clip_of = scores.clipped.tolist()
+    own = scores.own_decision().tolist()
+    rows = scores.decision.tolist() if scores.decision.ndim == 2 else [None] * scores.n
+    columns = [ids, clip_of, label_of, own, rows]
+    keys = ["id", "clipped", "label", "decision_value", "decision_values"]
+    keys += ["probability", "probabilities"]
+    probability = scores.own_probability()
+    if probability is None:  # (an uncalibrated model: null, the answer's shape the same)
+        columns += [[None] * scores.n] * 2
+    else:
+        assert scores.probabilities is not None
+        classes = [str(c) for c in scores.classes]
+        columns += [
+            probability.tolist(),
+            [dict(zip(classes, p, strict=True)) for p in scores.probabilities.tolist()],
         ]
-    own = scores[np.arange(len(idx)), idx].tolist()
-    return [
-        {"id": i, "clipped": c, "label": p, "decision_value": s, "decision_values": row}
-        for i, c, p, s, row in zip(ids, clip_of, label_of, own, scores.tolist(), strict=True)
-    ]
+    if scores.contributions is not None:
+        columns.append(scores.contributions.rows())
+        keys.append("explanation")
+    return [dict(zip(keys, values, strict=True)) for values in zip(*columns, strict=True)]
+
+
+def _true_labels(
+    loaded: models.LoadedModel, labels: list[Any] | None, n: int, loc: list[str | int]
+) -> np.ndarray | None:
+    """The true labels as the model's classes (checked before anything is scored)."""
+    if labels is None:
+        return None
+    if len(labels) != n:
+        raise invalid(loc, f"{len(labels)} labels for {n} rows; give one per row")
+    classes = loaded.estimator.classes_
+    return classes[models.match_labels(classes, labels, loc)]
+
+
+def score_batch(
+    loaded: models.LoadedModel,
+    X: Any,
+    ids: list[Any] | None,
+    ids_loc: list[str | int],
+    sinks: Sinks,
+    *,
+    explain: bool = False,
+) -> tuple[Scores, list[Any]]:
+    """The core's scores of X (the request's own rows, scaled in place) and the rows' ids
+    (the client's, checked: one per row), the scored rows sent to the prediction log and, with
+    their encoded rows, to a running shadow's challenger (app.monitoring.shadow), if any. Every
+    door scores through here: a request refused before it is not recorded."""
+    ids = row_ids(ids, X.shape[0], ids_loc)
+    raw = X.copy() if sinks.shadow is not None else None
+    scores = score(loaded, X, explain=explain)
+    if sinks.log is not None:  # (the scaled rows by reference, for feature drift, when the
+        # model has min-max scaling)
+        scaled = scores.scaled if loaded.scaling is not None else None
+        sinks.log(ids, scores.decision, scores.index, scores.clipped, scaled)
+    if sinks.shadow is not None:
+        sinks.shadow(raw, ids, scores.decision, scores.index, scores.clipped)
+    return scores, ids
 
 
 def _respond(
@@ -240,50 +253,33 @@ def _respond(
     X: Any,
     labels: list[Any] | None,
     labels_loc: list[str | int],
-    ids: list[Any] | None = None,
-    sink: LogSink | None = None,
-    shadow_sink: shadow.Sink | None = None,
+    ids: list[Any] | None,
+    sinks: Sinks,
+    explain: bool = False,
 ) -> dict[str, Any]:
-    """The PredictResponse body as plain JSON values, built column-wise; X (the request's
-    own rows) is scaled in place. ``ids`` are the client's (checked here: one per row); the
-    scored rows go to ``sink`` (the prediction log) and, with their encoded rows, to
-    ``shadow_sink`` (a running shadow's challenger: app.monitoring.shadow), if any."""
+    """The PredictResponse body as plain JSON values, built column-wise from the core's
+    arrays (see ``score_batch``)."""
     est = loaded.estimator
-    ids = row_ids(ids, X.shape[0], [*labels_loc[:-1], "ids"])
-    raw = X.copy() if shadow_sink is not None else None
-    Xs, clipped = _scale(loaded, X)
-    scores = _decision_function(est, Xs)
-    classes = est.classes_
-    class_values = loaded.extras.get("class_values")
-    if class_values is None:
-        class_values = loaded.extras["class_values"] = jsonable(classes.tolist())
-    # Labels from these scores: est.predict(Xs) would compute the decision function (for
-    # kernel models, the costly part) a second time.
-    idx = est.predicted_index(scores)
+    ids_loc = [*labels_loc[:-1], "ids"]
+    ids = row_ids(ids, X.shape[0], ids_loc)
+    y_true = _true_labels(loaded, labels, X.shape[0], labels_loc)
+    scores, ids = score_batch(loaded, X, ids, ids_loc, sinks, explain=explain)
     with gc_paused():
-        predictions = _predictions(class_values, idx, scores, ids, clipped)
+        predictions = _predictions(scores, ids)
     response: dict[str, Any] = {
         "model_id": loaded.id,
-        "classes": list(class_values),
+        "classes": list(scores.classes),
         "n": len(predictions),
         "predictions": predictions,
         "accuracy": None,
         "margins": None,
     }
-    if labels is not None:
-        if len(labels) != len(predictions):
-            raise invalid(
-                labels_loc, f"{len(labels)} labels for {len(predictions)} rows; give one per row"
-            )
-        predicted = classes[idx]
-        y_true = classes[models.match_labels(classes, labels, labels_loc)]
+    if scores.contributions is not None:
+        response["explanation"] = scores.contributions.summary()
+    if y_true is not None:
+        predicted = est.classes_[scores.index]
         response["accuracy"] = float(np.mean(predicted == y_true))
-        response["margins"] = jsonable(est.margins(Xs, y_true, decision=scores))
-    if sink is not None:  # (a valid request only; the scaled rows by reference, for
-        # app.monitoring.feature_drift, when the model has min-max scaling)
-        sink(ids, scores, idx, clipped, Xs if loaded.scaling is not None else None)
-    if shadow_sink is not None:
-        shadow_sink(raw, ids, scores, idx, clipped)
+        response["margins"] = jsonable(est.margins(scores.scaled, y_true, decision=scores.decision))
     return response
 
 
@@ -295,6 +291,7 @@ def predict_rows(
     labels: list[Any] | None,
     settings: Settings,
     ids: list[Any] | None = None,
+    explain: bool = False,
 ) -> dict[str, Any]:
     """The PredictResponse body for raw rows or records (see ``_respond``); ``instances`` may
     be a large body's rows still as bytes (``[NumericRows]``, see app.predict.numeric_rows)."""
@@ -303,27 +300,48 @@ def predict_rows(
         block = None
     elif block.n_rows > settings.max_predict_instances:  # (an upper bound: count them exactly)
         instances, block = block.rows_list(), None
-    _check_count(block.n_rows if block else len(instances), settings, ["body", "instances"])
+    check_rows(block.n_rows if block else len(instances), settings, "instances")
     loaded, target = _rows_model(sessions, target, ["body", "model_id"], settings)
-    sink = _log_sink(sessions.kw["bind"], settings, target)
-    shadow_sink = _shadow_sink(sessions.kw["bind"], target)
+    if explain:  # its cost bounded before anything is encoded
+        n = block.n_rows if block else len(instances)
+        check_explain_cost(loaded, n, settings, ["body", "explain"])
+    sinks = sinks_for(sessions.kw["bind"], settings, target)
+    X = encode_rows(loaded, instances, ["body", "instances"])
+    answer = _respond(loaded, X, labels, ["body", "labels"], ids, sinks, explain)
+    return answer | reference_fields(target)
+
+
+def encode_rows(loaded: models.LoadedModel, instances: list[Any], loc: list[str | int]) -> Any:
+    """Raw rows or records (or ``[NumericRows]``) encoded with the model's stored encoding,
+    checked: finite, of the model's width (422 naming ``loc`` and the row otherwise)."""
     encoder = _row_encoder(loaded)
-    X = encoder.transform_matrix(block.matrix()) if block and encoder.plain_numeric else None
-    if X is not None:  # finite, of the model's width: nothing left to check
-        answer = _respond(loaded, X, labels, ["body", "labels"], ids, sink, shadow_sink)
-        return answer | reference_fields(target)
-    if block is not None:  # not a rectangle of numbers this model takes: the usual path
-        instances = block.rows_list()
+    block = instances[0] if len(instances) == 1 else None
+    if isinstance(block, NumericRows):
+        X = encoder.transform_matrix(block.matrix()) if encoder.plain_numeric else None
+        if X is not None:  # finite, of the model's width: nothing left to check
+            return X
+        instances = block.rows_list()  # not a rectangle of numbers this model takes
     try:
         X = encoder.transform_rows(instances)
     except IngestError as exc:
-        loc: list[str | int] = ["body", "instances"]
+        where: list[str | int] = list(loc)
         if exc.row is not None:
-            loc.append(exc.row)
-        raise ingest_problem(exc, loc) from exc
-    _check_matrix(X, loaded, ["body", "instances"])
-    answer = _respond(loaded, X, labels, ["body", "labels"], ids, sink, shadow_sink)
-    return answer | reference_fields(target)
+            where.append(exc.row)
+        raise ingest_problem(exc, where) from exc
+    check_matrix(X, loaded, loc)
+    return X
+
+
+def encode_matrix(loaded: models.LoadedModel, A: np.ndarray, loc: list[str | int]) -> Any:
+    """Rows already one numeric array (n, k) (a protocol's tensor), encoded as ``encode_rows``
+    encodes them, without a Python object per number when the model takes them as they are."""
+    A = np.asarray(A, dtype=np.float64)
+    if not A.flags.writeable:  # (a view of the request's bytes: the core scales in place)
+        A = A.copy()
+    X = _row_encoder(loaded).transform_matrix(A) if np.isfinite(A).all() else None
+    if X is None:  # not what this model takes as it is: the rows' path explains why
+        return encode_rows(loaded, A.tolist(), loc)
+    return X
 
 
 def predict_file(
@@ -335,6 +353,7 @@ def predict_file(
     label: str | int | None,
     settings: Settings,
     ids: list[Any] | None = None,
+    explain: bool = False,
 ) -> dict[str, Any]:
     """The PredictResponse body for an uploaded file (see ``_respond``)."""
     check_upload_size(len(content), settings)
@@ -351,11 +370,12 @@ def predict_file(
     except IngestError as exc:
         field = "label" if exc.field == "label" else "file"
         raise ingest_problem(exc, ["body", field]) from exc
-    _check_count(X.shape[0], settings, ["body", "file"])
+    check_rows(X.shape[0], settings, "file")
     check_has_rows(X.shape[0])
-    _check_matrix(X, loaded, ["body", "file"])
+    check_matrix(X, loaded, ["body", "file"])
+    if explain:
+        check_explain_cost(loaded, X.shape[0], settings, ["body", "explain"])
     labels = None if y is None else list(np.asarray(y).tolist())
-    sink = _log_sink(session.get_bind(), settings, target)
-    shadow_sink = _shadow_sink(session.get_bind(), target)
-    answer = _respond(loaded, X, labels, ["body", "label"], ids, sink, shadow_sink)
+    sinks = sinks_for(session.get_bind(), settings, target)
+    answer = _respond(loaded, X, labels, ["body", "label"], ids, sinks, explain)
     return answer | reference_fields(target)

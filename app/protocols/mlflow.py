@@ -64,7 +64,7 @@ def _from_json(request: Request, model: ResolvedModel, ref: str, body: bytes) ->
         payload = loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise mlflow_error(400, f"the body is not valid JSON: {exc}") from None
-    key, rows, ids = mlflow_inputs.instances(payload, state.settings)
+    key, rows, ids, method = mlflow_inputs.instances(payload, state.settings)
     try:
         answer = predict.predict_rows(
             state.session_factory,
@@ -76,7 +76,23 @@ def _from_json(request: Request, model: ResolvedModel, ref: str, body: bytes) ->
         )
     except Problem as problem:
         raise as_client_error(problem, key, v2=False) from None
+    if method == "predict_proba":
+        return _probabilities(answer, model)
     return answer["predictions"]
+
+
+def _probabilities(answer: dict[str, Any], model: ResolvedModel) -> list[Any]:
+    """Each row's class probabilities in the order of ``classes`` (MLflow's pyfunc answer for
+    predict_proba); 400 for a model fitted without calibration."""
+    predictions = answer["predictions"]
+    if predictions and predictions[0]["probabilities"] is None:
+        raise mlflow_error(
+            400,
+            f"model {model.model_id} has no probabilities (trained with calibration none); "
+            "use predict_method predict",
+        )
+    keys = [str(c) for c in answer["classes"]]
+    return [[p["probabilities"][k] for k in keys] for p in predictions]
 
 
 def _from_csv(request: Request, model: ResolvedModel, ref: str, body: bytes) -> list[Any]:
@@ -155,7 +171,14 @@ _BODY = {
                                 "description": "The rows' prediction ids, one per row: "
                                 "strings of 1-128 characters or integers",
                                 "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
-                            }
+                            },
+                            "predict_method": {
+                                "type": "string",
+                                "enum": ["predict", "predict_proba"],
+                                "description": "predict (default): each row's id, label, "
+                                "decision value and probabilities; predict_proba: each row's "
+                                "class probabilities in the order of the model's classes",
+                            },
                         },
                         "additionalProperties": False,
                     },
@@ -172,7 +195,8 @@ _BODY = {
     "/models/{model_ref:path}/invocations",
     summary="Predict (MLflow scoring protocol)",
     description=(
-        "`{model_ref}`: `name@alias`, `name/version`, `name` (its newest version) or a stored "
+        "`{model_ref}`: `name@alias`, `name/version`, `name` (its `production` version when "
+        "set, else its newest) or a stored "
         "model's id. "
         "Rows as MLflow's scoring server takes them (`dataframe_split`, `dataframe_records`, "
         "`instances`, `inputs`) in `application/json`, with optional `params.ids` (one "
@@ -183,7 +207,11 @@ _BODY = {
     ),
     response_class=Response,
     responses={
-        200: {"model": Predictions, "description": "Each row's label and decision value"},
+        200: {
+            "model": Predictions,
+            "description": "Each row's label, decision value and probabilities (with "
+            "`params.predict_method` `predict_proba`: each row's list of class probabilities)",
+        },
         **problem_responses(400, 404, 413, 415),
     },
     openapi_extra={"requestBody": _BODY},

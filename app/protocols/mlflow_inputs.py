@@ -6,7 +6,11 @@
 * ``instances`` / ``inputs``: rows (lists in column order, or records), or one list per column
   (``{"column": [values...], ...}``).
 
-``params`` may hold only ``ids``: the rows' prediction ids, one per row (/predict's ``ids``).
+``params`` may hold ``ids``, the rows' prediction ids, one per row (/predict's ``ids``), and
+``predict_method``: ``"predict"`` (the default: each row's id, label, decision value and
+probabilities, as /predict gives them) or ``"predict_proba"`` (each row's class probabilities,
+in the order of the model's classes, as MLflow's pyfunc of a scikit-learn classifier logged with
+``pyfunc_predict_fn="predict_proba"`` answers).
 """
 
 from __future__ import annotations
@@ -14,10 +18,13 @@ from __future__ import annotations
 from typing import Any
 
 from app.core.config import Settings
-from app.protocols.errors import mlflow_error
+from app.core.problems import Problem
+from app.models.scoring import check_rows
+from app.protocols.errors import as_client_error, mlflow_error
 from app.protocols.ids import check_ids
 
 KEYS = ("dataframe_split", "dataframe_records", "instances", "inputs")
+METHODS = ("predict", "predict_proba")
 
 
 def _split(value: Any) -> list[Any]:
@@ -72,10 +79,12 @@ def _count(key: str, value: Any) -> int:
     return len(value) if isinstance(value, list) else 0
 
 
-def instances(payload: Any, settings: Settings) -> tuple[str, list[Any], list[Any] | None]:
-    """The payload's key, its rows as /predict's ``instances`` and ``params.ids`` (checked:
-    one valid id per row); 400 for a payload MLflow would refuse, 413 beyond
-    MSVMAV_MAX_PREDICT_INSTANCES rows."""
+def instances(
+    payload: Any, settings: Settings
+) -> tuple[str, list[Any], list[Any] | None, str]:
+    """The payload's key, its rows as /predict's ``instances``, ``params.ids`` (checked: one
+    valid id per row) and ``params.predict_method``; 400 for a payload MLflow would refuse,
+    413 beyond MSVMAV_MAX_PREDICT_INSTANCES rows."""
     expected = ", ".join(f"`{k}`" for k in KEYS)
     if not isinstance(payload, dict):
         raise mlflow_error(400, f"the body must be a JSON object with one of the keys {expected}")
@@ -89,23 +98,23 @@ def instances(payload: Any, settings: Settings) -> tuple[str, list[Any], list[An
     if others:
         raise mlflow_error(400, f"unknown keys {others}; expected one of {expected} (and params)")
     params = payload.get("params") or {}
-    if not isinstance(params, dict) or set(params) - {"ids"}:
+    if not isinstance(params, dict) or set(params) - {"ids", "predict_method"}:
         raise mlflow_error(
             400,
-            "params may hold only ids (one prediction id per row); these models take no "
-            "other inference parameters",
+            "params may hold only ids (one prediction id per row) and predict_method; these "
+            "models take no other inference parameters",
         )
-    n = _count(key, payload[key])
-    if n > settings.max_predict_instances:
-        raise mlflow_error(
-            413,
-            f"{n} rows; at most {settings.max_predict_instances} per request "
-            "(MSVMAV_MAX_PREDICT_INSTANCES)",
-        )
+    method = params.get("predict_method", "predict")
+    if method not in METHODS:
+        raise mlflow_error(400, f"params.predict_method must be one of {list(METHODS)}")
+    try:
+        check_rows(_count(key, payload[key]), settings, key)
+    except Problem as problem:
+        raise as_client_error(problem, key, v2=False) from None
     rows = _rows(key, payload[key])
     if not rows:
         raise mlflow_error(400, f"{key} holds no rows")
     ids = params.get("ids")
     if ids is not None:
         ids = check_ids(ids, len(rows), ["params", "ids"], v2=False)
-    return key, rows, ids
+    return key, rows, ids, method

@@ -1,6 +1,7 @@
 """Model references of the protocol routes, resolved once per request by the registry
-(``app.registry.references``): ``credit@production``, ``credit/3``, ``credit`` (the newest
-version) or a stored model's id ``42``.
+(``app.registry.references``): ``credit@production``, ``credit/3``, ``credit`` (its
+``production`` version when set, else its newest, as at every door) or a stored model's id
+``42``.
 
 The Open Inference Protocol names a model and, optionally, a version:
 ``/v2/models/{name}[/versions/{version}]``. ``{name}`` alone is the registered model's

@@ -5,9 +5,11 @@ A model takes raw features in training column order: one numeric tensor ``[n, d]
 categorical column), and optionally the rows' prediction ids as the input ``ids`` (BYTES or
 INT32/INT64, ``[n]``: /predict's ``ids``). It answers ``label`` (``[n]``), ``decision`` (``[n]``
 for two classes, ``[n, k]`` one-vs-rest for k classes) and ``id`` (BYTES ``[n]``: the given ids
-as text, else ``"{X-Request-ID}:{row}"``). The rows go through
-``app.predict.service.predict_rows``, so labels, decision values, the prediction log and a
-running shadow (app.monitoring.shadow) are exactly /predict's.
+as text, else ``"{X-Request-ID}:{row}"``), and for a calibrated model ``probability``
+(``[n, k]``, aligned with the classes). A numeric tensor goes to the scoring core as the array it
+is (app.models.scoring, through ``app.predict.service.score_batch``); the outputs are the core's
+arrays. So labels, decision values, probabilities, the prediction log and a running shadow
+(app.monitoring.shadow) are exactly /predict's.
 """
 
 from __future__ import annotations
@@ -16,26 +18,26 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import orjson
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.config import Settings
 from app.core.problems import Problem
 from app.ingest.encoding import feature_specs
 from app.models import service as models
+from app.models.scoring import Scores, check_rows, class_values
 from app.predict import service as predict
-from app.predict.numeric_rows import NumericRows
 from app.predict.target import Target
 from app.protocols.errors import as_client_error, v2_error
 from app.protocols.ids import check_ids
 from app.protocols.references import ResolvedModel, UnknownReference, resolve_serving
 from app.protocols.tensors import BYTES, NUMERIC, InferRequest, OutputTensor, Tensor
-from solver.jsonable import jsonable
 
 MATRIX_INPUT = "input"
 IDS = "ids"  # the input tensor of the rows' prediction ids
 OUTPUTS = ("label", "decision", "id")
+PROBABILITY = "probability"  # the output of a calibrated model
 PLATFORM = "msvmav"
+_LOC: list[str | int] = ["body", "instances"]  # where /predict's errors name the rows
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,14 @@ class ServedModel:
     algorithm: str
     features: list[dict[str, Any]]  # the stored encoding's feature specs, in column order
     classes: list[Any]
+    loaded: models.LoadedModel
     reference: str | None = None  # as the request named it: `name`, `name/3`, `name@alias`
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The output tensors this model answers."""
+        calibrated = getattr(self.loaded.estimator, "calibrator_", None) is not None
+        return (*OUTPUTS, PROBABILITY) if calibrated else OUTPUTS
 
     @property
     def numeric_only(self) -> bool:
@@ -73,7 +82,8 @@ def served_model(session: Session, name: str, version: str | None) -> ServedMode
         resolved=resolved,
         algorithm=model.algorithm if model is not None else "",
         features=list(feature_specs(loaded.encoding)),
-        classes=jsonable(loaded.estimator.classes_.tolist()),
+        classes=class_values(loaded),
+        loaded=loaded,
         reference=name if version is None else f"{name}/{version}",
     )
 
@@ -110,28 +120,29 @@ def metadata(model: ServedModel) -> dict[str, Any]:
             {"name": "label", "datatype": _label_datatype(model.classes), "shape": [-1]},
             {"name": "decision", "datatype": "FP64", "shape": [-1] if k <= 2 else [-1, k]},
             {"name": "id", "datatype": BYTES, "shape": [-1]},
-        ],
+        ]
+        + (
+            [{"name": PROBABILITY, "datatype": "FP64", "shape": [-1, k]}]
+            if PROBABILITY in model.outputs
+            else []
+        ),
     }
 
 
-def _matrix_rows(tensor: Tensor) -> list[Any]:
-    """A ``[n, d]`` tensor as /predict's instances (numbers stay in one array; see
-    app.predict.numeric_rows)."""
+def _matrix(tensor: Tensor, model: ServedModel) -> Any:
+    """A ``[n, d]`` tensor as the model's encoded rows (a numeric tensor stays one array)."""
     if len(tensor.shape) != 2:
         shape = list(tensor.shape)
         raise v2_error(400, f"input {tensor.name!r} must have shape [n, d]; got {shape}")
     n, d = tensor.shape
     if tensor.datatype == BYTES:
-        return [tensor.values[i * d : (i + 1) * d] for i in range(n)]
-    values = tensor.values
-    if values.dtype.kind == "f":
-        values = values.astype(np.float64)
-    data = orjson.dumps(np.ascontiguousarray(values), option=orjson.OPT_SERIALIZE_NUMPY)
-    return [NumericRows(data, 0, len(data))]
+        rows = [tensor.values[i * d : (i + 1) * d] for i in range(n)]
+        return predict.encode_rows(model.loaded, rows, _LOC)
+    return predict.encode_matrix(model.loaded, tensor.values.reshape(n, d), _LOC)
 
 
-def _column_rows(inputs: list[Tensor], model: ServedModel) -> list[Any]:
-    """One tensor per column as /predict's rows in training column order."""
+def _columns(inputs: list[Tensor], model: ServedModel) -> Any:
+    """One tensor per column as the model's encoded rows (in training column order)."""
     names = [spec["name"] for spec in model.features]
     given = {t.name: t for t in inputs}
     unknown = [t.name for t in inputs if t.name not in set(names)]
@@ -150,7 +161,8 @@ def _column_rows(inputs: list[Tensor], model: ServedModel) -> list[Any]:
     lengths = {len(c) for c in columns}
     if len(lengths) != 1:
         raise v2_error(400, f"the column inputs have different lengths {sorted(lengths)}")
-    return [list(row) for row in zip(*columns, strict=True)]
+    rows = [list(row) for row in zip(*columns, strict=True)]
+    return predict.encode_rows(model.loaded, rows, _LOC)
 
 
 def _split_ids(request: InferRequest, model: ServedModel) -> tuple[list[Tensor], Any]:
@@ -169,42 +181,44 @@ def _split_ids(request: InferRequest, model: ServedModel) -> tuple[list[Tensor],
     return [t for t in inputs if t is not tensor], list(values)
 
 
-def _instances(inputs: list[Tensor], model: ServedModel, settings: Settings) -> list[Any]:
+def _check_inputs(inputs: list[Tensor], settings: Settings) -> int:
+    """The inputs' row count, the row limit checked before anything is read from them."""
     if not inputs:
         raise v2_error(400, "inputs hold only ids; give the model's features too")
     n = inputs[0].shape[0]
-    if n > settings.max_predict_instances:
-        raise v2_error(
-            413,
-            f"{n} rows; at most {settings.max_predict_instances} per request "
-            "(MSVMAV_MAX_PREDICT_INSTANCES)",
-        )
+    check_rows(n, settings, _LOC[-1])
     if n == 0:
         raise v2_error(400, "the inputs hold no rows")
+    return n
+
+
+def _features(inputs: list[Tensor], model: ServedModel) -> Any:
+    """The inputs as the model's encoded rows."""
     single = inputs[0] if len(inputs) == 1 else None
     names = {spec["name"] for spec in model.features}
     if single is not None and (
         single.name not in names or (len(single.shape) == 2 and single.shape[1] != 1)
     ):
-        return _matrix_rows(single)
-    return _column_rows(inputs, model)
+        return _matrix(single, model)
+    return _columns(inputs, model)
 
 
-def _outputs(answer: dict[str, Any], classes: list[Any]) -> dict[str, OutputTensor]:
-    predictions = answer["predictions"]
-    n = len(predictions)
-    datatype = _label_datatype(classes)
-    labels = [p["label"] for p in predictions]
+def _outputs(scores: Scores, ids: list[Any]) -> dict[str, OutputTensor]:
+    """The core's arrays as output tensors."""
+    n = scores.n
+    datatype = _label_datatype(scores.classes)
+    labels = scores.labels()
     label_values = labels if datatype == BYTES else np.asarray(labels, dtype=NUMERIC[datatype])
-    if predictions and predictions[0]["decision_values"] is not None:
-        decision = np.asarray([p["decision_values"] for p in predictions], dtype=np.float64)
-    else:
-        decision = np.asarray([p["decision_value"] for p in predictions], dtype=np.float64)
-    return {
+    decision = scores.decision
+    tensors = {
         "label": OutputTensor("label", datatype, [n], label_values),
         "decision": OutputTensor("decision", "FP64", list(decision.shape), decision.reshape(-1)),
-        "id": OutputTensor("id", BYTES, [n], [str(p["id"]) for p in predictions]),
+        "id": OutputTensor("id", BYTES, [n], [str(i) for i in ids]),
     }
+    if scores.probabilities is not None:
+        P = scores.probabilities
+        tensors[PROBABILITY] = OutputTensor(PROBABILITY, "FP64", list(P.shape), P.reshape(-1))
+    return tensors
 
 
 def infer(
@@ -216,28 +230,27 @@ def infer(
     """The response's JSON members and its output tensors, each with whether it goes binary."""
     wanted = request.outputs
     if wanted is not None:
-        unknown = [name for name in wanted if name not in OUTPUTS]
+        unknown = [name for name in wanted if name not in model.outputs]
         if unknown:
-            raise v2_error(400, f"unknown outputs {unknown}; this model has {list(OUTPUTS)}")
+            raise v2_error(400, f"unknown outputs {unknown}; this model has {list(model.outputs)}")
     inputs, ids = _split_ids(request, model)
-    instances = _instances(inputs, model, settings)
-    if ids is not None:
-        ids = check_ids(ids, inputs[0].shape[0], [IDS], v2=True)
-    resolved = model.resolved
     try:
-        answer = predict.predict_rows(
-            sessions,
-            target=Target(resolved.model_id, model.reference, resolved),
-            instances=instances,
-            labels=None,
-            settings=settings,
-            ids=ids,
-        )
+        n = _check_inputs(inputs, settings)
     except Problem as problem:
         raise as_client_error(problem, "inputs", v2=True) from None
-    tensors = _outputs(answer, model.classes)
+    if ids is not None:
+        ids = check_ids(ids, n, [IDS], v2=True)
+    resolved = model.resolved
+    target = Target(resolved.model_id, model.reference, resolved)
+    try:
+        X = _features(inputs, model)
+        sinks = predict.sinks_for(sessions.kw["bind"], settings, target)
+        scores, ids = predict.score_batch(model.loaded, X, ids, [IDS], sinks)
+    except Problem as problem:
+        raise as_client_error(problem, "inputs", v2=True) from None
+    tensors = _outputs(scores, ids)
     if wanted is None:
-        chosen = [(tensors[name], request.binary_default) for name in OUTPUTS]
+        chosen = [(tensors[name], request.binary_default) for name in model.outputs]
     else:
         chosen = [
             (tensors[name], request.binary_default if binary is None else binary)

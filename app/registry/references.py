@@ -1,5 +1,7 @@
 """Model references and their resolution: ``credit@production`` (an alias), ``credit/3`` (a
-version), ``credit`` (the newest version) or ``42`` (a stored model's id).
+version), ``credit`` (the served version: the one its ``production`` alias points at when set,
+else its newest) or ``42`` (a stored model's id). A bare name means the same at every door
+(/predict, /predict/file, /v2, invocations, the client): ``lookup`` is the one place it is read.
 
 A reference resolves in **one** indexed read that also returns the stored model's stamp (the
 ``(job_id, created_at)`` that ``app.models.service.load_cached`` compares with its cache), so
@@ -111,10 +113,6 @@ _BY_VERSION = (
     _COLUMNS + "JOIN model_versions v ON v.registered_model_id = r.id "
     "JOIN models m ON m.id = v.model_id WHERE r.name = ? AND v.version = ?"
 )
-_NEWEST = (
-    _COLUMNS + "JOIN model_versions v ON v.registered_model_id = r.id "
-    "JOIN models m ON m.id = v.model_id WHERE r.name = ? ORDER BY v.version DESC LIMIT 1"
-)
 _BY_ID = "SELECT id, NULL, job_id, created_at FROM models WHERE id = ?"
 # The serving alias's version when set (its version is the last column), else the newest one.
 _SERVING = (
@@ -140,11 +138,14 @@ def lookup(read: Reader, ref: Reference) -> tuple[ResolvedModel, Stamp]:
         row = read(_BY_ALIAS, (ref.name, ref.alias))
     elif ref.version is not None:
         row = read(_BY_VERSION, (ref.name, ref.version)) if in_range(ref.version) else None
-    else:
-        row = read(_NEWEST, (ref.name,))
+    else:  # a bare name: the served version
+        row = read(_SERVING, (SERVING_ALIAS, ref.name))
     if row is None:
         raise UnknownReference(_missing(read, ref))
-    resolved = ResolvedModel(model_id=row[0], name=ref.name, version=row[1], alias=ref.alias)
+    alias = ref.alias
+    if alias is None and ref.version is None and row[4] is not None:
+        alias = SERVING_ALIAS  # (the alias chose it)
+    resolved = ResolvedModel(model_id=row[0], name=ref.name, version=row[1], alias=alias)
     return resolved, (row[2], row[3])
 
 
@@ -179,8 +180,8 @@ def session_reader(session: Session) -> Reader:
 
 def resolve(session: Session, ref: str) -> ResolvedModel:
     """The stored model ``ref`` names (``credit@production``, ``credit/3``, ``credit`` — the
-    newest version — or a decimal model id ``42``); UnknownReference (InvalidReference for a
-    malformed one) naming what was not found."""
+    served version, see ``lookup`` — or a decimal model id ``42``); UnknownReference
+    (InvalidReference for a malformed one) naming what was not found."""
     return lookup(session_reader(session), parse(ref))[0]
 
 
@@ -193,11 +194,7 @@ def resolve_serving(session: Session, name: str, version: int | None = None) -> 
     read = session_reader(session)
     if version is not None:
         return lookup(read, Reference(f"{name}/{version}", name=name, version=version))[0]
-    row = read(_SERVING, (SERVING_ALIAS, name))
-    if row is None:
-        raise UnknownReference(_missing(read, Reference(name, name=name)))
-    alias = SERVING_ALIAS if row[4] is not None else None
-    return ResolvedModel(model_id=row[0], name=name, version=row[1], alias=alias)
+    return lookup(read, Reference(name, name=name))[0]
 
 
 # --- remembered resolutions (see the module's docstring) ------------------------------------

@@ -19,6 +19,7 @@ from solver.params import InvalidParameterError, check_estimator_param
 RESERVED = {
     "kernel": "set by the request's `kernel` field",
     "random_state": "set by the request's `seed` field",
+    "calibration": "set by the request's `calibration` field",
 }
 Loc = list[str | int]
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from app.models.evaluating import baseline_warning, metrics_of
 from app.models.schemas import TrainOutcome
 from app.training.schemas import SearchJob, TrainJob
 from solver import protocol
@@ -41,6 +42,12 @@ HISTORY_POINTS = 50
 Matrix = np.ndarray | sp.csr_matrix
 FitCallback = Callable[[dict[str, Any]], bool | None]
 CellCallback = Callable[[int, int], Any]
+
+
+DEGENERATE = (
+    "the fit produced a degenerate model (non-finite or all-zero decision values); "
+    "the features are probably too large: use scaling=minmax or rescale the data"
+)
 
 
 class TrainingError(ValueError):
@@ -109,28 +116,26 @@ def train(
         raise TrainingError("the training part has a single class; nothing to separate")
     X_train, X_test = protocol.split_rows(X, train_idx, test_idx, overwrite=overwrite_X)
     del X
-    fitted = protocol.fit(
-        plan, X_train, y_train, callback=callback, search_callback=search_callback,
-        n_jobs=n_jobs, in_place=overwrite_X,
-    )
+    try:
+        fitted = protocol.fit(
+            plan, X_train, y_train, callback=callback, search_callback=search_callback,
+            n_jobs=n_jobs, in_place=overwrite_X,
+        )
+    except ValueError as exc:  # the calibration's folds met the fit's non-finite values
+        if "infs or NaNs" not in str(exc):
+            raise
+        raise TrainingError(DEGENERATE) from None
     del X_train  # scaled in place, or a scaled copy is kept in ``fitted``
     est = fitted.estimator
     decision = est.decision_function(fitted.X_train)
     if not np.all(np.isfinite(decision)) or not np.any(decision):  # e.g. 1e308 with scaling none
-        raise TrainingError(
-            "the fit produced a degenerate model (non-finite or all-zero decision values); "
-            "the features are probably too large: use scaling=minmax or rescale the data"
-        )
+        raise TrainingError(DEGENERATE)
     search = search_summary(fitted.search, job.search)
     summary = _summary(fitted, y_train, decision, search)
-    holdout = (protocol.evaluate(fitted, X_test, y[test_idx], in_place=overwrite_X)
+    holdout = (_holdout(fitted, X_test, y[test_idx], in_place=overwrite_X)
                if len(test_idx) else None)
     del X_test
-    summary["holdout"] = (
-        {"n": holdout.n, "accuracy": holdout.accuracy, "margins": jsonable(holdout.margins)}
-        if holdout
-        else None
-    )
+    _add_holdout(summary, holdout)
     used = jsonable(est.get_params(deep=False))
     used.pop("random_state", None)
     return TrainOutcome(
@@ -139,7 +144,7 @@ def train(
         classes=jsonable(est.classes_.tolist()),
         n_train=int(len(train_idx)),
         n_test=int(len(test_idx)),
-        holdout_accuracy=holdout.accuracy if holdout else None,
+        holdout_accuracy=holdout["accuracy"] if holdout else None,
         fit_seconds=fitted.fit_seconds,
         n_iter=_n_iter(est),
         summary=summary,
@@ -149,15 +154,64 @@ def train(
     )
 
 
+def _holdout(
+    fitted: protocol.Fit, X_test: Matrix, y_test: np.ndarray, *, in_place: bool
+) -> dict[str, Any]:
+    """The hold-out part's accuracy, margin statistics and ``evaluation`` (every metric of
+    ``solver.evaluation.evaluate``, through app.models.evaluating as POST /models/{ref}/evaluate
+    computes it), from one decision pass on its rows scaled like the training part."""
+    est = fitted.estimator
+    Xt = fitted.transform(X_test, copy=not in_place)
+    D = est.decision_function(Xt)
+    P = est.probabilities(D) if getattr(est, "calibrator_", None) is not None else None
+    index = est.predicted_index(D)
+    accuracy = float(np.mean(est.classes_[index] == y_test))
+    known = np.isin(y_test, est.classes_)
+    margins = None
+    if known.all():
+        margins = est.margins(Xt, y_test, decision=D)
+    elif known.any():
+        margins = est.margins(Xt[known], y_test[known], decision=D[known])
+    return {
+        "n": int(len(y_test)),
+        "accuracy": accuracy,
+        "margins": jsonable(margins),
+        "evaluation": metrics_of(est.classes_, y_test, index, D, P),
+    }
+
+
+def _add_holdout(summary: dict[str, Any], holdout: dict[str, Any] | None) -> None:
+    """The summary's ``holdout`` and ``evaluation``, and the warning of a model that does not
+    beat the majority-class baseline on it (the job's message says it too)."""
+    summary["holdout"] = holdout
+    summary["evaluation"] = holdout.pop("evaluation") if holdout else None
+    warning = baseline_warning(summary["evaluation"])
+    if warning is not None:
+        summary["warnings"].append(warning)
+
+
+def convergence(est: Any) -> dict[str, Any]:
+    """Whether the fit met its stopping rule: MSVMAv's ``converged_`` and the last step's
+    relative change ||Δw||/√dim against ``tol`` (null for algorithms without them)."""
+    info = getattr(est, "fit_info_", None) or {}
+    converged = getattr(est, "converged_", None)
+    return jsonable({
+        "converged": None if converged is None else bool(converged),
+        "last_relative_change": info.get("last_relative_change"),
+        "tol": getattr(est, "tol", None) if converged is not None else None,
+    })
+
+
 def _summary(
     fitted: protocol.Fit, y_train: np.ndarray, decision: np.ndarray, search: dict[str, Any] | None
 ) -> dict[str, Any]:
     """The model's summary: training margins, history, scaling, search, notes, weights."""
     est = fitted.estimator
     train_margins = est.margins(fitted.X_train, y_train, decision=decision)  # with accuracy
+    # The final fit's warning (the first): a calibrated fit's folds warn about the same rows.
     notes = [
         SCALE_NOTE.format(largest=getattr(w, "largest", float("nan")))
-        for w in fitted.scale_warnings
+        for w in fitted.scale_warnings[:1]
     ]
     return {
         "train_margins": jsonable(train_margins),
@@ -167,6 +221,7 @@ def _summary(
         "search": search,
         "warnings": notes,
         "fit_path": fit_path(est),
+        "convergence": convergence(est),
         **describe_estimator(est, {"kernel": est.kernel}),
     }
 

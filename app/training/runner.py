@@ -36,13 +36,33 @@ def training_rows(dataset: Dataset, params: dict[str, Any]) -> str:
     return f"{n_train} training rows ({n_test} held out)"
 
 
+def _fit_callback(ctx: JobContext, progress_of: Any) -> Any:
+    """The fit's callback: each iteration's progress and message (``progress_of(info)``), and
+    for the calibration's cross-validated folds (``info["phase"] == "calibration"``, after the
+    fit itself) the fold's iteration at the progress the fit reached, so progress never goes
+    back."""
+    reached = [0.0]
+
+    def callback(info: dict[str, Any]) -> None:
+        if not ctx.reporter.due():
+            return
+        progress, message = progress_of(info)
+        if info.get("phase") == "calibration":
+            ctx.reporter.report(reached[0], f"calibrating probabilities (folds): {message}")
+            return
+        reached[0] = max(reached[0], progress)
+        ctx.reporter.report(progress, message)
+
+    return callback
+
+
 def _callbacks(ctx: JobContext, job: TrainJob, dataset: Dataset) -> Callbacks:
     """The fit's and the search's progress callbacks, after the job's first message."""
     rows = training_rows(dataset, ctx.params)
     if job.search is None:
         ctx.reporter.report(0.0, f"fitting {job.algorithm} on {rows} × {dataset.n_features} "
                                  "features")
-        return ctx.reporter, None
+        return _fit_callback(ctx, describe_iteration), None
     grid = job.search.grid_values or {}  # resolved to a dict at submission
     cells = n_cells(job.algorithm, dataset.n_features, grid=grid, cv=job.search.cv)
     total = cells + 1  # the refit on the whole training part counts as one more
@@ -51,10 +71,11 @@ def _callbacks(ctx: JobContext, job: TrainJob, dataset: Dataset) -> Callbacks:
     def search_callback(done: int, n: int) -> None:
         ctx.reporter.tick(done / total, f"CV cell {done}/{n}")
 
-    def refit_callback(info: dict[str, Any]) -> None:
-        if ctx.reporter.due():
-            _, detail = describe_iteration(info)
-            ctx.reporter.report(refit_progress, f"refit with the best parameters: {detail}")
+    def refit(info: dict[str, Any]) -> tuple[float, str]:
+        _, detail = describe_iteration(info)
+        return refit_progress, f"refit with the best parameters: {detail}"
+
+    refit_callback = _fit_callback(ctx, refit)
 
     ctx.reporter.report(0.0, f"cross-validating {job.algorithm}: {cells} cells on {rows}")
     return refit_callback, search_callback

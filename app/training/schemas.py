@@ -13,6 +13,7 @@ from app.registry.schemas import Name
 from app.training.algorithms import MAX_MAGNITUDE, MIN_MAGNITUDE
 from solver import MSVMAv
 from solver.algorithms import PAPER_ORDER
+from solver.calibration import CALIBRATION_FOLDS, CALIBRATIONS
 
 # The API's defaults are the estimator's, so the two never drift apart.
 _D = MSVMAv().get_params()
@@ -113,7 +114,8 @@ class TrainRequest(BaseModel):
         _D["tol"],
         ge=0,
         le=MAX_MAGNITUDE,
-        description="Stop when the objective changes less than this",
+        description="Stop when a step's relative change ||Δw||/√dim falls below this (the "
+        "model detail's `converged` and `last_relative_change`)",
     )
     fit_intercept: bool = Field(_D["fit_intercept"], description="Learn a bias term")
     approximation: Literal["auto", "exact", "low_rank", "nystroem"] = Field(
@@ -140,6 +142,14 @@ class TrainRequest(BaseModel):
         "minmax",
         description="minmax: fit [0, 1] scaling on the training part, apply (clipped) at "
         "prediction — as in the paper; none: use features as stored",
+    )
+    calibration: Literal[CALIBRATIONS] = Field(  # type: ignore[valid-type]
+        "sigmoid",
+        description="Probabilities for the model's answers, fitted on cross-validated decision "
+        f"values of the training part ({CALIBRATION_FOLDS} stratified folds, seeded by "
+        "`seed`; scikit-learn's CalibratedClassifierCV(ensemble=False) is the reference): "
+        "`sigmoid` (Platt), `isotonic`, or `none` (no probabilities; the fit costs no extra "
+        "folds). Any algorithm; never part of a search's cells, only of the final fit",
     )
     test_fraction: float | None = Field(
         None, gt=0, lt=1, description="Hold out this fraction (stratified) for testing"

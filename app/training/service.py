@@ -82,7 +82,7 @@ def resolve_estimator_params(request: TrainRequest) -> tuple[dict[str, Any], set
     algorithm = request.algorithm
     names = set(algorithms.param_names(algorithm))
     given = request.model_fields_set
-    fixed: dict[str, Any] = {"kernel": request.kernel}
+    fixed: dict[str, Any] = {"kernel": request.kernel, "calibration": request.calibration}
     explicit: set[str] = set()
     for name in HYPER_PARAMETERS:
         if name == "kernel":

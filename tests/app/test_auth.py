@@ -54,6 +54,11 @@ READ_POSTS = {
     "/v2/models/999999/infer",
     "/v2/models/999999/versions/999999/infer",
     "/models/999999/invocations",
+    # a model's evaluation and explanations only read, like /predict
+    "/models/999999/evaluate",
+    "/models/999999/evaluate.png",
+    "/models/999999/evaluate.svg",
+    "/models/999999/explain",
 }
 RANK = {"read": 0, "write": 1, "admin": 2}
 KEY_PATTERN = re.compile(r"^msv_[A-Za-z0-9_-]{43}$")
@@ -414,6 +419,7 @@ def test_openapi_documents_the_bearer_scheme_and_401_403(keyed):
                 method == "get"
                 or path.startswith("/predict")
                 or path.endswith(("/infer", "/invocations"))  # the protocols' predictions
+                or path.endswith(("/evaluate", "/evaluate.png", "/evaluate.svg", "/explain"))
             )
             assert ("403" in op["responses"]) is not read_only, (method, path)
             for code in ("401",) if read_only else ("401", "403"):

@@ -126,6 +126,11 @@ def test_load_bundle_predicts_raw_rows_like_the_service(client, worker, tmp_path
         assert loaded.predict(given).tolist() == labels
         np.testing.assert_array_equal(loaded.decision_function(given), decisions)
     assert loaded.classes_.tolist() == model["classes"]
+    # the calibrator travels in the bundle: /predict's probabilities, within 1e-9
+    answer = predict_answer(client, model["id"], rows)
+    classes = [str(c) for c in answer["classes"]]
+    expected = [[p["probabilities"][c] for c in classes] for p in answer["predictions"]]
+    np.testing.assert_allclose(loaded.predict_proba(rows), expected, rtol=0, atol=1e-9)
 
 
 def test_load_bundle_needs_neither_the_web_framework_nor_the_database(client, worker, tmp_path):
@@ -249,6 +254,18 @@ def _attribute(m: dict) -> None:
     m["estimator.json"] = json.dumps(meta).encode()
 
 
+def _calibrator(m: dict) -> None:
+    meta = json.loads(m["estimator.json"])
+    meta["calibrator"]["classes"] = [0, 1, 2]  # three classes for a model of two
+    m["estimator.json"] = json.dumps(meta).encode()
+
+
+def _calibrator_format(m: dict) -> None:
+    meta = json.loads(m["estimator.json"])
+    meta["calibrator"]["params"] = [{"a": "x"}]
+    m["estimator.json"] = json.dumps(meta).encode()
+
+
 REFUSALS: list[tuple[str, Callable[[bytes], bytes], str]] = [
     ("truncated", lambda b: b[: len(b) // 2], "truncated"),
     ("not-a-zip", lambda b: b"a,b,y\n1,2,3\n", "not a zip"),
@@ -267,6 +284,8 @@ REFUSALS: list[tuple[str, Callable[[bytes], bytes], str]] = [
     ("foreign-array", lambda b: rezip(b, _foreign), "not an array of MSVMAv"),
     ("foreign-attribute", lambda b: rezip(b, _attribute), "attributes must be among MSVMAv"),
     ("nan-in-json", lambda b: rezip(b, _nan), "NaN is not a JSON number"),
+    ("calibrator-misfit", lambda b: rezip(b, _calibrator), "calibrator"),
+    ("calibrator-malformed", lambda b: rezip(b, _calibrator_format), "estimator.json"),
 ]
 
 

@@ -46,6 +46,9 @@ KINDS = [
     ("odm-rbf", "odm", {"kernel": "rbf"}, 2),
     ("fmm-linear", "fmm", {}, 2),
     ("fmm-rbf-ovr", "fmm", {"kernel": "rbf"}, 3),
+    ("msvmav-linear-isotonic", "msvmav", {"calibration": "isotonic"}, 2),
+    ("msvmav-rbf-isotonic-ovr", "msvmav", {"kernel": "rbf", "calibration": "isotonic"}, 3),
+    ("msvmav-linear-uncalibrated", "msvmav", {"calibration": "none"}, 2),
 ]
 
 CATEGORICAL_CSV = "".join(
@@ -152,11 +155,25 @@ def test_onnx_reproduces_predict_for_every_model_kind(client, worker, algorithm,
     if fields.get("approximation") in ("low_rank", "nystroem"):  # the path really taken
         assert 0 < model["kernel_summary"]["rank"] < model["n_train"], model["kernel_summary"]
     rows = queries.tolist()
-    labels, decisions = run_onnx(export_onnx(client, model["id"]), rows)
-    expected_labels, expected = expected_of(predict_answer(client, model["id"], rows))
+    content = export_onnx(client, model["id"])
+    labels, decisions = run_onnx(content, rows)
+    answer = predict_answer(client, model["id"], rows)
+    expected_labels, expected = expected_of(answer)
     assert labels == expected_labels
     assert_decisions_equal(decisions, expected)
     assert len(set(labels)) > 1  # the comparison is not over one constant answer
+    # A calibrated model's graph has a `probabilities` output: /predict's within 1e-6.
+    sess = ort.InferenceSession(content, providers=["CPUExecutionProvider"])
+    outputs = [o.name for o in sess.get_outputs()]
+    if model["calibration"] == "none":
+        assert outputs == ["label", "decision"]
+        return
+    assert outputs == ["label", "decision", "probabilities"]
+    (P,) = sess.run(["probabilities"], onnx_feed(sess, rows))
+    classes = [str(c) for c in answer["classes"]]
+    expected_P = [[p["probabilities"][c] for c in classes] for p in answer["predictions"]]
+    np.testing.assert_allclose(P, expected_P, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, atol=1e-12)
 
 
 @pytest.mark.parametrize("kernel", ["linear", "rbf"])

@@ -292,7 +292,11 @@ def test_stored_train_params_are_the_typed_model_round_trip(client):
     job = submit(client, ds["id"], algorithm="svm", params={"tol": 0.01}, search={"grid": "quick"})
     typed = TrainJob.model_validate(job["params"])
     assert typed.stored() == job["params"]
-    assert typed.estimator_params == {"kernel": "linear", "tol": 0.01}  # C: searched over
+    assert typed.estimator_params == {  # C: searched over; calibration: /train's default
+        "kernel": "linear",
+        "calibration": "sigmoid",
+        "tol": 0.01,
+    }
     assert typed.search is not None and typed.search.grid_values == {"C": [0.0625, 1.0, 16.0]}
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from app.core.orm import Model
+from app.models import scoring
 from app.models import service as models_service
-from app.predict import service as predict_service
 from solver.scaling import MinMaxScaling
 from tests.app.support import assert_problem, blobs, to_csv, trained_model
 
@@ -106,8 +106,8 @@ def test_scale_flags_sparse_like_dense():
     X = np.abs(rng.normal(size=(12, 5))) * 1.5
     X[X < 0.8] = 0.0
     loaded = SimpleNamespace(scaling=scaling)
-    dense, dense_flags = predict_service._scale(loaded, X.copy())
-    sparse, sparse_flags = predict_service._scale(loaded, sp.csr_matrix(X))
+    dense, dense_flags = scoring.scale(loaded, X.copy())
+    sparse, sparse_flags = scoring.scale(loaded, sp.csr_matrix(X))
     np.testing.assert_array_equal(dense_flags, sparse_flags)
     assert sp.issparse(sparse)
     np.testing.assert_allclose(sparse.toarray(), dense)

@@ -155,7 +155,10 @@ def test_registered_model_report_follows_the_alias(client, worker):
     by_alias = settled(client.get(url, params={"alias": "production"}))
     assert by_alias == _report(client, one["id"]) and by_alias["live"]["n"] == 7
     assert client.get(url, params={"version": 2}).json()["live"]["n"] == 2
-    assert client.get(url).json()["model_id"] == two["id"]  # the newest version
+    # neither: the bare name's version, production while it is set, else the newest
+    assert client.get(url).json()["model_id"] == one["id"]
+    assert client.delete("/registered-models/wd/aliases/production").status_code == 204
+    assert client.get(url).json()["model_id"] == two["id"]
     assert_problem(client.get(url, params={"alias": "nope"}), 404)
     assert_problem(client.get("/registered-models/none/monitoring"), 404)
     assert_problem(client.get(url, params={"alias": "production", "version": 1}), 422, "version")

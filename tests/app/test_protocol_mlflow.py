@@ -154,7 +154,7 @@ def test_registered_references(served):
     for ref, reference in [
         (f"{served.name}@production", production),
         (f"{served.name}/2", newest),
-        (served.name, newest),  # a bare name is its newest version, as on /predict
+        (served.name, production),  # a bare name is its production version, as on /predict
         (str(served.binary2), newest),
     ]:
         r = served.http.post(f"/models/{ref}/invocations", json={"instances": X.tolist()})

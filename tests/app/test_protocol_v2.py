@@ -65,6 +65,7 @@ def test_model_metadata_describes_inputs_and_outputs(served, client):
         {"name": "label", "datatype": "BYTES", "shape": [-1]},
         {"name": "decision", "datatype": "FP64", "shape": [-1]},
         {"name": "id", "datatype": "BYTES", "shape": [-1]},
+        {"name": "probability", "datatype": "FP64", "shape": [-1, 2]},  # (calibrated: sigmoid)
     ]
     multi = client.get_model_metadata(str(served.multi), headers=key())
     assert multi["outputs"][0]["datatype"] == "INT64"
@@ -179,11 +180,11 @@ def test_errors_reach_the_client_as_the_protocol_says(served, client):
     assert missing.status() == "400" and "rows[4], column 'x1': missing" in missing.message()
     anonymous = _error(lambda: client.infer(str(served.binary), [matrix_input(X)]))
     assert anonymous.status() == "401" and "Authorization: Bearer" in anonymous.message()
-    outputs = [triton.InferRequestedOutput("probability")]
+    outputs = [triton.InferRequestedOutput("probabilities")]
     wrong = _error(
         lambda: client.infer(str(served.binary), [matrix_input(X)], outputs=outputs, headers=key())
     )
-    assert wrong.status() == "400" and "probability" in wrong.message()
+    assert wrong.status() == "400" and "probabilities" in wrong.message()
     version = _error(
         lambda: client.get_model_metadata(str(served.binary), model_version="2", headers=key())
     )

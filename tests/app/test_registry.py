@@ -275,7 +275,8 @@ def test_predict_by_alias_version_and_name(client, credit):
     )
     np.testing.assert_array_equal(_decisions(client, model="credit@production"), by_id[0])
     np.testing.assert_array_equal(_decisions(client, model="credit/2"), by_id[1])
-    np.testing.assert_array_equal(_decisions(client, model="credit"), by_id[1])  # newest
+    # a bare name: the production version while it is set (else the newest)
+    np.testing.assert_array_equal(_decisions(client, model="credit"), by_id[0])
     # a move is seen by the next request
     client.put("/registered-models/credit/aliases/production", json={"version": 2})
     np.testing.assert_array_equal(_decisions(client, model="credit@production"), by_id[1])

@@ -1,0 +1,58 @@
+"""An evaluation's curves drawn: ROC, precision-recall and reliability side by side, as PNG or
+SVG bytes. matplotlib's object API on a figure of its own (no pyplot, so no global state
+shared between the route handlers' threads)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+
+def _roc(ax: Any, roc: list[dict[str, Any]]) -> None:
+    for curve in roc:
+        ax.plot(curve["fpr"], curve["tpr"], label=str(curve["label"]))
+    ax.plot([0, 1], [0, 1], color="0.6", linewidth=0.8, linestyle="--")
+    ax.set(xlabel="false positive rate", ylabel="true positive rate", title="ROC")
+
+
+def _pr(ax: Any, pr: list[dict[str, Any]]) -> None:
+    for curve in pr:
+        ax.step(curve["recall"], curve["precision"], where="post", label=str(curve["label"]))
+    ax.set(xlabel="recall", ylabel="precision", title="precision-recall")
+
+
+def _reliability(ax: Any, reliability: list[dict[str, Any]]) -> None:
+    for curve in reliability:
+        ax.plot(
+            curve["mean_predicted"],
+            curve["fraction_positive"],
+            marker="o",
+            label=str(curve["label"]),
+        )
+    ax.plot([0, 1], [0, 1], color="0.6", linewidth=0.8, linestyle="--")
+    title = "reliability" if reliability else "reliability (no probabilities)"
+    ax.set(xlabel="mean predicted probability", ylabel="fraction positive", title=title)
+
+
+def render_curves(curves: dict[str, Any], *, title: str, fmt: str) -> bytes:
+    """``curves`` (solver.evaluation.curves' JSON) as one PNG or SVG figure of three panels."""
+    fig = Figure(figsize=(13.5, 4.2), dpi=110)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, 3)
+    _roc(axes[0], curves["roc"])
+    _pr(axes[1], curves["pr"])
+    _reliability(axes[2], curves["reliability"])
+    for ax in axes:
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(True, alpha=0.35)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="best", fontsize=8, title="class", title_fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt)
+    return buf.getvalue()

@@ -1,0 +1,142 @@
+"""The one scoring core: a loaded model and a feature matrix in, arrays out.
+
+Every door that answers with a model's predictions — ``/predict`` (rows, records, files), the
+Open Inference Protocol's ``/v2`` (tensors in as arrays), MLflow's invocations, shadow scoring —
+is a codec into ``score`` and out of its ``Scores``; none scales, computes decision values or
+picks labels itself. Beside it live what every door checks the same way: the row limit
+(``check_rows``, one message) and the rows' ids (``row_ids``). The prediction log's and a
+shadow's sinks live beside the doors' shared service (app.predict.service).
+
+``X`` is the request's own encoded rows (2-D float64, finite, the model's width: the caller
+checked it): it is scaled in place.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from app.core.config import Settings
+from app.core.logs import request_id_var
+from app.core.problems import invalid, too_large
+from app.models.explaining import RawExplanation, raw_contributions
+from app.models.service import LoadedModel
+from solver.jsonable import jsonable
+
+
+@dataclass(frozen=True)
+class Scores:
+    """One batch's answers, as arrays aligned with its rows."""
+
+    index: np.ndarray  # (n,) the predicted label's index into ``classes``
+    decision: np.ndarray  # (n,) binary f(x), positive for classes[1]; (n, k) one-vs-rest
+    probabilities: np.ndarray | None  # (n, k) per class, when the model is calibrated
+    contributions: RawExplanation | None  # per row and raw input column, when asked
+    clipped: np.ndarray  # (n,) bool: a feature fell outside the training range
+    scaled: Any  # the rows as the estimator saw them (scaled, clipped)
+    classes: list[Any]  # the model's classes as JSON values
+
+    @property
+    def n(self) -> int:
+        return int(self.index.shape[0])
+
+    def labels(self) -> list[Any]:
+        """The predicted labels as JSON values."""
+        classes = self.classes
+        return [classes[i] for i in self.index.tolist()]
+
+    def own_decision(self) -> np.ndarray:
+        """(n,): binary f(x); multi-class the predicted class's score."""
+        if self.decision.ndim == 1:
+            return self.decision
+        return self.decision[np.arange(self.n), self.index]
+
+    def own_probability(self) -> np.ndarray | None:
+        """(n,) the predicted label's probability, when the model is calibrated."""
+        if self.probabilities is None:
+            return None
+        return self.probabilities[np.arange(self.n), self.index]
+
+
+def class_values(loaded: LoadedModel) -> list[Any]:
+    """The model's classes as JSON values (computed once per loaded model)."""
+    values = loaded.extras.get("class_values")
+    if values is None:
+        values = loaded.extras["class_values"] = jsonable(loaded.estimator.classes_.tolist())
+    return values
+
+
+def scale(loaded: LoadedModel, X: Any) -> tuple[Any, np.ndarray]:
+    """X scaled like the training data (in place when dense), and per row whether any feature
+    fell outside [0, 1] before the scaling's clip (outside the training range)."""
+    scaling = loaded.scaling
+    if scaling is None:
+        return X, np.zeros(X.shape[0], dtype=bool)
+    Xs = scaling.transform(X, clip=False, copy=False)
+    if sp.issparse(Xs):
+        data = Xs.data
+        outside = (data < 0.0) | (data > 1.0)
+        rows = np.repeat(np.arange(Xs.shape[0]), np.diff(Xs.indptr))
+        clipped = np.bincount(rows[outside], minlength=Xs.shape[0]) > 0
+        np.clip(data, 0.0, 1.0, out=data)
+        Xs.eliminate_zeros()
+        return Xs, clipped
+    clipped = (Xs.min(axis=1) < 0.0) | (Xs.max(axis=1) > 1.0)
+    return np.clip(Xs, 0.0, 1.0, out=Xs), clipped
+
+
+def probabilities(loaded: LoadedModel, decision: np.ndarray) -> np.ndarray | None:
+    """(n, k) class probabilities from the calibrator fitted with the model (None for a model
+    fitted without calibration)."""
+    est = loaded.estimator
+    if getattr(est, "calibrator_", None) is None:
+        return None
+    return np.asarray(est.probabilities(decision), dtype=np.float64)
+
+
+def score(loaded: LoadedModel, X: Any, *, explain: bool = False) -> Scores:
+    """The model's answers for X (see the module's docstring): labels from the decision values
+    (``est.predict`` would compute them, for kernel models the costly part, a second time)."""
+    est = loaded.estimator
+    Xs, clipped = scale(loaded, X)
+    # ``decision_values``: X passed the caller's checks, so without scikit-learn's input
+    # validation again, which for one row costs more than the prediction itself.
+    decision = np.asarray(est.decision_values(Xs), dtype=np.float64)
+    index = est.predicted_index(decision)
+    # (explaining's cost is bounded by the caller first: app.models.explaining)
+    contributions = raw_contributions(loaded, Xs, index) if explain else None
+    return Scores(
+        index=index,
+        decision=decision,
+        probabilities=probabilities(loaded, decision),
+        contributions=contributions,
+        clipped=clipped,
+        scaled=Xs,
+        classes=class_values(loaded),
+    )
+
+
+def check_rows(n: int, settings: Settings, field: str) -> None:
+    """The row limit of every door: 413 naming ``field`` when a request has more rows than
+    MSVMAV_MAX_PREDICT_INSTANCES (checked before anything is allocated for them)."""
+    if n > settings.max_predict_instances:
+        raise too_large(
+            f"{n} rows; at most {settings.max_predict_instances} per request "
+            "(MSVMAV_MAX_PREDICT_INSTANCES)",
+            field=field,
+        )
+
+
+def row_ids(ids: list[Any] | None, n: int, loc: list[str | int]) -> list[Any]:
+    """The client's ids (one per row, 422 naming ``loc`` otherwise), or
+    ``"{request_id}:{row}"``."""
+    if ids is not None:
+        if len(ids) != n:
+            raise invalid(loc, f"{len(ids)} ids for {n} rows; give one per row")
+        return ids
+    prefix = f"{request_id_var.get() or uuid.uuid4().hex}:"
+    return [prefix + str(i) for i in range(n)]
