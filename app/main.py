@@ -54,6 +54,11 @@ TAGS = [
     },
     {"name": "predict", "description": "Labels and decision values for new rows"},
     {
+        "name": "batch",
+        "description": "Batch scoring jobs: a file or a stored dataset scored chunk by chunk, "
+        "the result downloaded as CSV or Parquet",
+    },
+    {
         "name": "monitoring",
         "description": "The prediction log: feedback (true labels by prediction id) and each "
         "model's monitoring report (live decision values against training, drift, accuracy)",

@@ -9,6 +9,7 @@ from fastapi import APIRouter, File, Form, Request, Response, UploadFile, status
 from fastapi.responses import JSONResponse
 
 from app.core.deps import SessionDep, SettingsDep
+from app.core.forms import KNOWN_FORM_FIELDS
 from app.core.idempotency import (
     REPLAYED_RESPONSE_HEADER,
     Created,
@@ -34,6 +35,7 @@ def _drop(values: list[str] | None) -> list[str] | None:
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
+    dependencies=[KNOWN_FORM_FIELDS],
     summary="Upload a dataset",
     description=(
         "Multipart upload of a CSV/TSV, LIBSVM/svmlight or ARFF file (field `file`). The file "

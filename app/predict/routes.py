@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, File, Form, Request, Response, UploadFile
 from starlette.concurrency import run_in_threadpool
 
 from app.core.deps import SessionDep, SettingsDep
+from app.core.forms import KNOWN_FORM_FIELDS
 from app.core.ids import MAX_DB_ID
 from app.core.problems import problem_responses
 from app.predict import inline, service
@@ -81,6 +82,7 @@ async def predict(
 
 @router.post(
     "/file",
+    dependencies=[KNOWN_FORM_FIELDS],
     summary="Predict a file",
     description=(
         "Multipart upload of rows in any supported format (the training file's columns, label "
