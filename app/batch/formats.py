@@ -81,7 +81,7 @@ def text_chunks(source: IO[bytes], size: int, *, fmt: str, delimiter: str | None
         reader = pd.read_csv(
             source, sep=sep, header=0 if header else None, names=None if header else names,
             chunksize=chunk_rows, skip_blank_lines=sep == r"\s+", dtype=dtype,
-            keep_default_na=True, skipinitialspace=sep != r"\s+", engine="c",
+            keep_default_na=True, engine="c",
         )
         start = 0
         for frame in reader:

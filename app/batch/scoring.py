@@ -135,9 +135,7 @@ def score(loaded: LoadedModel, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, A
 def output_frame(loaded: LoadedModel, ids: Any, scores: np.ndarray, idx: np.ndarray,
                  proba: Any, columns: list[str], extra: pd.DataFrame | None) -> pd.DataFrame:
     """The scored rows as the output table (``columns`` from ``output_columns``)."""
-    classes = np.asarray(class_values(loaded), dtype=object if
-                         loaded.estimator.classes_.dtype.kind in "OU" else None)
-    data: dict[str, Any] = {columns[0]: ids, "label": classes[idx]}
+    data: dict[str, Any] = {columns[0]: ids, "label": loaded.estimator.classes_[idx]}
     k = 2
     if scores.ndim == 1:
         data["decision_value"] = scores
