@@ -22,6 +22,7 @@ from app.core.orm import Job, Model, utcnow
 from app.core.problems import Problem, conflict, invalid, missing, too_large
 from app.datasets import service as datasets
 from app.ingest import Encoder
+from app.ingest.csv_format import sniff_delimiter
 from app.ingest.text import is_number, preview
 from app.jobs import service as jobs
 from app.models import service as models
@@ -92,13 +93,18 @@ def _file_layout(file: IO[bytes], filename: str, options: BatchOptions, encoder:
     head = file.read(_SNIFF_BYTES)
     file.seek(0)
     fmt = detect_format(head, filename, options.format)
+    delimiter = options.delimiter
+    if delimiter == "whitespace":
+        fmt = "whitespace"
+    elif fmt == "csv" and delimiter is None:
+        delimiter = sniff_delimiter(head.decode("utf-8", errors="replace"))
     if fmt in ("parquet", "jsonl"):
         header = True
     else:
         header = options.header if options.header is not None else _sniff_header(
-            file, fmt, options.delimiter)
+            file, fmt, delimiter)
     try:
-        columns = head_columns(file, fmt, options.delimiter, header)
+        columns = head_columns(file, fmt, delimiter, header)
     except FormatError as exc:
         raise invalid(_body("file"), str(exc)) from None
     names = None if header else _headerless_names(encoder, len(columns))
@@ -113,7 +119,7 @@ def _file_layout(file: IO[bytes], filename: str, options: BatchOptions, encoder:
         if lacking:
             raise invalid(_body(field), f"no column {lacking[0]!r} in the file; it has "
                           f"{preview(present)}")
-    return {"format": fmt, "header": header, "names": names}
+    return {"format": fmt, "header": header, "names": names, "delimiter": delimiter}
 
 
 def _dataset_source(session: Session, options: BatchOptions, model: Model) -> dict[str, Any]:
@@ -144,8 +150,7 @@ def submit(session: Session, options: BatchOptions, file: IO[bytes] | None, file
     if file is not None:
         size = _file_size(file, settings)
         source = {"source": "upload", "filename": filename, "size": size,
-                  "delimiter": options.delimiter, **_file_layout(file, filename, options,
-                                                                 encoder)}
+                  **_file_layout(file, filename, options, encoder)}
     else:
         source = _dataset_source(session, options, model)
     loaded = models.load(session, model)

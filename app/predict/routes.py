@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, File, Form, Request, Response, UploadFile
 from starlette.concurrency import run_in_threadpool
@@ -124,6 +124,15 @@ def predict_file(
             examples=[""],
         ),
     ] = None,
+    on_error: Annotated[
+        Literal["fail", "skip"],
+        Form(
+            description="A row that cannot be encoded (a missing value, not a number, an "
+            "unknown category) answers 422 (fail) or is left out and listed in `skipped` "
+            "(skip: its row, line, column and reason; the first 100)",
+            examples=["fail"],
+        ),
+    ] = "fail",
 ) -> Response:
     return json_response(
         service.predict_file(
@@ -134,5 +143,6 @@ def predict_file(
             label=(label or "").strip() or None,
             settings=settings,
             ids=service.form_ids(ids),
+            on_error=on_error,
         )
     )

@@ -135,3 +135,8 @@ class PredictResponse(BaseModel):
     margins: dict[str, Any] | None = Field(
         None, description="With true labels: margin statistics of this batch"
     )
+    skipped: dict[str, Any] | None = Field(
+        None,
+        description='/predict/file with on_error="skip": `n`, the rows left out, and `errors`, '
+        "the first 100 of them (`row` 0-based, `line`, `column`, `reason`)",
+    )

@@ -237,3 +237,30 @@ def test_batch_result_expires(client, worker, app):
     assert client.get(f"/batch-predictions/{job['id']}/result").status_code == 200
     app.state.settings.batch_result_hours = 1e-9
     assert client.get(f"/batch-predictions/{job['id']}/result").status_code == 410
+
+
+def test_predict_file_skips_bad_rows_and_names_them(client, worker):
+    model = _mixed_model(client, worker)
+    frame = _input_frame(n=62).drop(columns=["key", "note"]).astype({"x1": object})
+    frame.loc[3, "x1"] = "oops"
+    frame.loc[60, "colour"] = "purple"
+    text = frame.to_csv(index=False)
+    ids = [f"r{i}" for i in range(62)]
+    data = {"model_id": str(model["id"]), "ids": json.dumps(ids)}
+    r = client.post("/predict/file", files={"file": ("rows.csv", text.encode())}, data=data)
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "file"
+    r = client.post("/predict/file", files={"file": ("rows.csv", text.encode())},
+                    data={**data, "on_error": "skip"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["skipped"]["n"] == 2
+    assert [(e["row"], e["line"], e["column"]) for e in body["skipped"]["errors"]] == [
+        (3, 5, "x1"), (60, 62, "colour")]
+    assert "'oops' is not a number" in body["skipped"]["errors"][0]["reason"]
+    good = pd.read_csv(io.StringIO(text)).drop(index=[3, 60]).reset_index(drop=True)
+    expected = _predict(client, model["id"], good)
+    assert body["n"] == 60
+    assert [p["id"] for p in body["predictions"]] == [i for k, i in enumerate(ids)
+                                                       if k not in (3, 60)]
+    assert [p["decision_values"] for p in body["predictions"]] == [
+        p["decision_values"] for p in expected["predictions"]]
