@@ -113,7 +113,8 @@ def create_dataset(
     delimiter: Annotated[
         Text | None,
         Form(
-            description="CSV: field delimiter (default: sniffed); `\\t` or `tab` for tabs",
+            description="CSV: field delimiter (default: sniffed); `\\t` or `tab` for tabs, "
+            "`whitespace` (or a space) for runs of spaces and tabs",
             examples=[""],
         ),
     ] = None,

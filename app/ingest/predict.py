@@ -10,7 +10,13 @@ import scipy.sparse as sp
 
 from .arff import read_arff
 from .columns import resolve_label
-from .csv_format import plain_header, read_csv, sniff_delimiter
+from .csv_format import (
+    looks_whitespace_separated,
+    plain_header,
+    read_csv,
+    sniff_delimiter,
+    whitespace_to_tabs,
+)
 from .csv_stream import frame_chunks, typed_column
 from .dataset import find_missing, table_missing_error
 from .encoder import Encoder, number_table  # noqa: F401  (number_table: app.predict reads it here)
@@ -93,6 +99,8 @@ def parse_feature_file(encoding: dict, content: bytes, filename: str = "",
     fmt = detect_format(text, filename)
     if fmt == "svmlight":
         return _svmlight_features(encoding, text)
+    if fmt == "csv" and looks_whitespace_separated(text):
+        text = whitespace_to_tabs(text)
     if fmt == "csv" and (fast := _plain_csv_features(encoding, text, label)) is not None:
         return fast
     if fmt == "csv":
@@ -229,6 +237,8 @@ def parse_feature_file_skipping(encoding: dict, content: bytes, filename: str = 
         return X, y, list(range(X.shape[0])), []
     specs = feature_specs(encoding)
     if detect_format(text, filename) == "csv":
+        if looks_whitespace_separated(text):
+            text = whitespace_to_tabs(text)
         table = read_csv(text, preferred_delimiter=encoding.get("delimiter"),
                          known_names={s["name"] for s in specs})
     else:
