@@ -13,11 +13,12 @@ from typing import IO, Any, Literal
 import numpy as np
 import pandas as pd
 
-InputFormat = Literal["csv", "tsv", "whitespace", "parquet", "jsonl"]
-INPUT_FORMATS: tuple[str, ...] = ("csv", "tsv", "whitespace", "parquet", "jsonl")
+InputFormat = Literal["csv", "tsv", "whitespace", "parquet", "jsonl", "arff"]
+INPUT_FORMATS: tuple[str, ...] = ("csv", "tsv", "whitespace", "parquet", "jsonl", "arff")
 _SUFFIXES = {
     ".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".dat": "whitespace", ".txt": "whitespace",
     ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl",
+    ".arff": "arff",
 }
 _SNIFF_BYTES = 64 * 1024
 PARQUET_MAGIC = b"PAR1"
@@ -50,6 +51,8 @@ def detect_format(head: bytes, filename: str, declared: str | None) -> str:
     if head.startswith(PARQUET_MAGIC):
         return "parquet"
     text = head.decode("utf-8", errors="replace").lstrip()
+    if text[:1] in ("%", "@"):
+        return "arff"
     if text.startswith("{"):
         return "jsonl"
     first = text.split("\n", 1)[0]
@@ -70,18 +73,24 @@ def _delimiter(fmt: str, delimiter: str | None) -> str:
 
 def text_chunks(source: IO[bytes], size: int, *, fmt: str, delimiter: str | None,
                 header: bool, names: list[str] | None, chunk_rows: int,
-                text_columns: list[str]) -> Iterator[Chunk]:
-    """Delimited text in chunks of ``chunk_rows``. A blank line is a row of missing values
-    (so every row's line is its line in the file, when no quoted field spans lines); the
-    ``text_columns`` (the id and pass-through columns) are read as the text they hold."""
+                text_columns: list[str], skip_lines: int = 0) -> Iterator[Chunk]:
+    """Delimited text (or a dense ARFF file's rows) in chunks of ``chunk_rows``. A blank line
+    is a row of missing values (so every row's line is its line in the file, when no quoted
+    field spans lines; ARFF skips blank and comment lines, so its lines are exact when the data
+    section has none); the ``text_columns`` (the id and pass-through columns) are read as the
+    text they hold."""
     sep = _delimiter(fmt, delimiter)
-    first_line = 2 if header else 1
+    first_line = skip_lines + (2 if header else 1)
     dtype: Any = dict.fromkeys(text_columns, str) if text_columns else None
+    # ARFF's rows: after its header (``skip_lines``), '-quoted, ? missing, % comments
+    arff: dict[str, Any] = ({"skiprows": skip_lines, "quotechar": "'", "comment": "%",
+                             "na_values": ["?"], "skipinitialspace": True}
+                            if fmt == "arff" else {})
     try:
         reader = pd.read_csv(
             source, sep=sep, header=0 if header else None, names=None if header else names,
-            chunksize=chunk_rows, skip_blank_lines=sep == r"\s+", dtype=dtype,
-            keep_default_na=True, engine="c",
+            chunksize=chunk_rows, skip_blank_lines=sep == r"\s+" or fmt == "arff",
+            dtype=dtype, keep_default_na=True, engine="c", **arff,
         )
         start = 0
         for frame in reader:
@@ -127,14 +136,14 @@ def jsonl_chunks(source: IO[bytes], size: int, chunk_rows: int) -> Iterator[Chun
 
 def read_chunks(source: IO[bytes], size: int, *, fmt: str, delimiter: str | None,
                 header: bool, names: list[str] | None, chunk_rows: int,
-                text_columns: list[str]) -> Iterator[Chunk]:
+                text_columns: list[str], skip_lines: int = 0) -> Iterator[Chunk]:
     """The input's chunks in order, each of ``chunk_rows`` rows (the last fewer)."""
     if fmt == "parquet":
         return parquet_chunks(source, chunk_rows)
     if fmt == "jsonl":
         return jsonl_chunks(source, size, chunk_rows)
     return text_chunks(source, size, fmt=fmt, delimiter=delimiter, header=header, names=names,
-                       chunk_rows=chunk_rows, text_columns=text_columns)
+                       chunk_rows=chunk_rows, text_columns=text_columns, skip_lines=skip_lines)
 
 
 def head_columns(source: IO[bytes], fmt: str, delimiter: str | None, header: bool

@@ -37,7 +37,8 @@ def _columns(values: list[str] | None) -> list[str] | None:
     status_code=status.HTTP_202_ACCEPTED,
     summary="Start a batch scoring job",
     description=(
-        "Scores a file (`file`: CSV, TSV, whitespace-separated text, Parquet or JSON Lines) or "
+        "Scores a file (`file`: CSV, TSV, whitespace-separated text, dense ARFF, Parquet or "
+        "JSON Lines) or "
         "a stored dataset (`dataset_id`) with a model, in a job: a worker reads, scores and "
         "writes `chunk_rows` rows at a time. The result (`output`: csv or parquet) holds the "
         "id column (`id_column`, or `row`, the 0-based row number), `label`, the decision "
@@ -66,7 +67,7 @@ def create_batch_job(
     model: Annotated[Text | None, Form(max_length=300, description="Registered model: "
                                        "`name@alias`, `name/version` or `name`",
                                        examples=[""])] = None,
-    format: Annotated[Literal["csv", "tsv", "whitespace", "parquet", "jsonl"] | None, Form(
+    format: Annotated[Literal["csv", "tsv", "whitespace", "parquet", "jsonl", "arff"] | None, Form(
         description="The file's format (default: from its name, then its first bytes)",
         examples=[""])] = None,
     delimiter: Annotated[Text | None, Form(description="Text: the field delimiter; "
@@ -111,7 +112,7 @@ def create_batch_job(
 
 
 @router.get(
-    "/{job_id}/result",
+    "/{batch_id}/result",
     summary="Download a batch job's result",
     description=(
         "The scored rows as CSV or Parquet (the job's `output`), streamed. 409 until the job "
@@ -121,11 +122,11 @@ def create_batch_job(
     responses={200: {"content": {"text/csv": {}, "application/vnd.apache.parquet": {}}},
                **problem_responses(404, 409, 410)},
 )
-def get_result(session: SessionDep, settings: SettingsDep, request: Request, job_id: int
+def get_result(session: SessionDep, settings: SettingsDep, request: Request, batch_id: int
                ) -> StreamingResponse:
-    job = service.finished_job(session, job_id, settings)
+    job = service.finished_job(session, batch_id, settings)
     fmt = job.params.get("output", "csv")
-    name = f"batch-{job_id}.{fmt}"
+    name = f"batch-{batch_id}.{fmt}"
     session.rollback()  # the stream reads on its own connections
     return StreamingResponse(
         service.result_stream(request.app.state.engine, job), media_type=_MEDIA[fmt],
@@ -133,16 +134,16 @@ def get_result(session: SessionDep, settings: SettingsDep, request: Request, job
 
 
 @router.get(
-    "/{job_id}/errors",
+    "/{batch_id}/errors",
     summary="Download a batch job's bad rows",
     description="Every row left out (`on_error=skip`) as CSV: row, line, column, reason.",
     response_class=StreamingResponse,
     responses={200: {"content": {"text/csv": {}}}, **problem_responses(404, 409, 410)},
 )
-def get_errors(session: SessionDep, settings: SettingsDep, request: Request, job_id: int
+def get_errors(session: SessionDep, settings: SettingsDep, request: Request, batch_id: int
                ) -> StreamingResponse:
-    job = service.finished_job(session, job_id, settings)
+    job = service.finished_job(session, batch_id, settings)
     session.rollback()
     return StreamingResponse(
         service.errors_stream(request.app.state.engine, job), media_type="text/csv",
-        headers={"Content-Disposition": f'attachment; filename="batch-{job_id}-errors.csv"'})
+        headers={"Content-Disposition": f'attachment; filename="batch-{batch_id}-errors.csv"'})

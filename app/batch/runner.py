@@ -60,7 +60,7 @@ def _file_chunks(ctx: JobContext, job: BatchJob) -> Iterator[tuple[Chunk, Any]]:
     text_columns = [c for c in [job.id_column, *job.passthrough] if c]
     for chunk in read_chunks(source, job.size, fmt=job.format, delimiter=job.delimiter,
                              header=job.header, names=job.names, chunk_rows=job.chunk_rows,
-                             text_columns=text_columns):
+                             text_columns=text_columns, skip_lines=job.skip_lines):
         yield chunk, None
 
 

@@ -23,10 +23,11 @@ class BatchJob(BaseModel):
     dataset_id: int | None = None
     filename: str = ""
     size: int = 0
-    format: Literal["csv", "tsv", "whitespace", "parquet", "jsonl", "dataset"]
+    format: Literal["csv", "tsv", "whitespace", "parquet", "jsonl", "arff", "dataset"]
     delimiter: str | None = None
     header: bool = True
-    names: list[str] | None = None  # a headerless file's columns (the training file's)
+    names: list[str] | None = None  # a headerless file's columns (the training file's; ARFF's)
+    skip_lines: int = 0  # ARFF: the lines up to its @data line
     id_column: str | None = None
     passthrough: list[str] = Field(default_factory=list)
     output: OutputFormat = "csv"

@@ -21,7 +21,8 @@ from app.core.config import Settings
 from app.core.orm import Job, Model, utcnow
 from app.core.problems import Problem, conflict, invalid, missing, too_large
 from app.datasets import service as datasets
-from app.ingest import Encoder
+from app.ingest import Encoder, IngestError
+from app.ingest.arff import arff_header
 from app.ingest.csv_format import sniff_delimiter
 from app.ingest.text import is_number, preview
 from app.jobs import service as jobs
@@ -93,6 +94,8 @@ def _file_layout(file: IO[bytes], filename: str, options: BatchOptions, encoder:
     head = file.read(_SNIFF_BYTES)
     file.seek(0)
     fmt = detect_format(head, filename, options.format)
+    if fmt == "arff":
+        return _arff_layout(file, options, encoder)
     delimiter = options.delimiter
     if delimiter == "whitespace":
         fmt = "whitespace"
@@ -108,7 +111,34 @@ def _file_layout(file: IO[bytes], filename: str, options: BatchOptions, encoder:
     except FormatError as exc:
         raise invalid(_body("file"), str(exc)) from None
     names = None if header else _headerless_names(encoder, len(columns))
-    present = names or columns
+    _check_columns(names or columns, encoder, options)
+    return {"format": fmt, "header": header, "names": names, "delimiter": delimiter}
+
+
+_ARFF_HEADER_BYTES = 1024 * 1024
+
+
+def _arff_layout(file: IO[bytes], options: BatchOptions, encoder: Encoder) -> dict[str, Any]:
+    """A dense ARFF file: its attributes (from a header within its first MiB) are the columns,
+    its rows are read after the @data line."""
+    head = file.read(_ARFF_HEADER_BYTES)
+    file.seek(0)
+    text = head.decode("utf-8", errors="replace")
+    try:
+        names, data_line = arff_header(text)
+    except IngestError as exc:
+        raise invalid(_body("file"), str(exc)) from None
+    rest = text.split("\n", data_line)[-1].lstrip()
+    if rest.startswith("{"):
+        raise invalid(_body("file"), "sparse ARFF rows ({index value, ...}) cannot be scored "
+                      "in a batch job: use /predict/file, or write the rows dense")
+    _check_columns(names, encoder, options)
+    return {"format": "arff", "header": False, "names": names, "delimiter": ",",
+            "skip_lines": data_line}
+
+
+def _check_columns(present: list[str], encoder: Encoder, options: BatchOptions) -> None:
+    """422 for a file lacking a feature, the id column or a pass-through column."""
     absent = [n for n in encoder.names if n not in present]
     if absent:
         raise invalid(_body("file"), f"the file lacks the model's feature columns "
@@ -119,7 +149,6 @@ def _file_layout(file: IO[bytes], filename: str, options: BatchOptions, encoder:
         if lacking:
             raise invalid(_body(field), f"no column {lacking[0]!r} in the file; it has "
                           f"{preview(present)}")
-    return {"format": fmt, "header": header, "names": names, "delimiter": delimiter}
 
 
 def _dataset_source(session: Session, options: BatchOptions, model: Model) -> dict[str, Any]:
@@ -200,7 +229,7 @@ def finished_job(session: Session, job_id: int, settings: Settings) -> Job:
     while it has not succeeded, 410 once its files expired (the next submission deletes
     them)."""
     job = session.get(Job, job_id)
-    if job is None or job.kind != store.BATCH_KIND:
+    if job is None or job.kind != store.BATCH_KIND:  # (the id is a batch job's id)
         raise missing(f"batch job {job_id} not found")
     if job.status != "succeeded":
         raise conflict(f"batch job {job_id} is {job.status}; its result exists once it "

@@ -144,6 +144,12 @@ def _encode(frame: pd.DataFrame, fmt: str) -> tuple[bytes, str]:
     if fmt == "jsonl":
         lines = "\n".join(json.dumps(r) for r in frame.to_dict("records"))
         return lines.encode(), "rows.jsonl"
+    if fmt == "arff":
+        head = ["% scored rows", "@relation rows", "@attribute key string",
+                "@attribute x0 numeric", "@attribute x1 numeric",
+                "@attribute colour {red,green,blue}", "@attribute note string", "@data"]
+        rows = [f"{r.key},{r.x0!r},{r.x1!r},{r.colour},'{r.note}'" for r in frame.itertuples()]
+        return "\n".join(head + rows).encode(), "rows.arff"
     if fmt == "tsv":
         return frame.to_csv(index=False, sep="\t").encode(), "rows.tsv"
     if fmt == "whitespace":
@@ -151,7 +157,7 @@ def _encode(frame: pd.DataFrame, fmt: str) -> tuple[bytes, str]:
     return frame.to_csv(index=False).encode(), "rows.csv"
 
 
-@pytest.mark.parametrize("fmt", ["csv", "tsv", "whitespace", "parquet", "jsonl"])
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "whitespace", "parquet", "jsonl", "arff"])
 def test_batch_reads_every_format(client, worker, fmt):
     model = _mixed_model(client, worker)
     frame = _input_frame(n=120)
