@@ -237,7 +237,11 @@ def run_job(
 
 def _failed(engine: Engine, job_id: int, worker_id: str, exc: Exception) -> str:
     log.exception("job %s failed", job_id)
-    return _finish(engine, job_id, worker_id, "failed", error=_error_text(exc), message="failed")
+    error = _error_text(exc)
+    # the message names the cause in one line (the error keeps all of it)
+    cause = error.strip().split("\n", 1)[0]
+    message = f"failed: {cause if len(cause) <= 200 else cause[:199] + '…'}"
+    return _finish(engine, job_id, worker_id, "failed", error=error, message=message)
 
 
 def _error_text(exc: BaseException) -> str:

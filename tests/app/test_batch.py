@@ -117,6 +117,7 @@ def test_batch_fails_on_the_first_bad_row_naming_line_and_column(client, worker)
     job = _wait_done(client, worker, r.json()["id"])
     assert job["status"] == "failed"
     assert job["error"].startswith("line 5, column 'x1': 'oops' is not a number")
+    assert job["message"].startswith("failed: line 5, column 'x1': 'oops' is not a number")
     r = client.get(f"/batch-predictions/{job['id']}/result")
     assert r.status_code == 409
 
