@@ -189,6 +189,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         BodySizeLimitMiddleware,
         upload_limit=settings.max_upload_bytes + MULTIPART_SLACK_BYTES,
         json_limit=settings.max_json_bytes,
+        path_upload_limits={"/batch-predictions": (
+            settings.batch_max_upload_bytes + MULTIPART_SLACK_BYTES,
+            "MSVMAV_BATCH_MAX_UPLOAD_BYTES")},
     )
     app.add_middleware(AuthMiddleware, gate=app.state.auth, open_paths=open_paths(app))
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)

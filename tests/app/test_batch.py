@@ -12,8 +12,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from fastapi.testclient import TestClient
 
 from app.core.orm import BatchPart
+from app.main import create_app, shut_down
 from tests.app.support import blobs, run_jobs, to_csv, trained_model
 
 N_ROWS = 230  # 5 chunks of 50 (the last 30)
@@ -271,3 +273,25 @@ def test_predict_file_skips_bad_rows_and_names_them(client, worker):
                                                        if k not in (3, 60)]
     assert [p["decision_values"] for p in body["predictions"]] == [
         p["decision_values"] for p in expected["predictions"]]
+
+
+def test_batch_upload_limit_is_its_own(client, worker, settings):
+    """A batch file may be larger than MSVMAV_MAX_UPLOAD_BYTES (the body limit on this path is
+    MSVMAV_BATCH_MAX_UPLOAD_BYTES), and one over its own limit is a 413."""
+    X, y = blobs(n=80)
+    model = trained_model(client, worker, to_csv(X, y))
+    content = to_csv(*blobs(n=40_000, seed=2))  # beyond the body limit's 1 MiB of slack
+    small = settings.model_copy(update={"max_upload_bytes": 100_000,
+                                        "batch_max_upload_bytes": len(content) * 2})
+    app = create_app(small)
+    try:
+        with TestClient(app) as other:
+            r = other.post("/datasets", files={"file": ("d.csv", content)})
+            assert r.status_code == 413 and "MSVMAV_MAX_UPLOAD_BYTES" in r.text
+            r = _submit(other, model["id"], content)
+            assert r.status_code == 202, r.text
+            other.app.state.settings.batch_max_upload_bytes = len(content) - 1
+            r = _submit(other, model["id"], content)
+            assert r.status_code == 413 and "MSVMAV_BATCH_MAX_UPLOAD_BYTES" in r.text
+    finally:
+        shut_down(app)
