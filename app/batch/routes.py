@@ -98,7 +98,8 @@ def create_batch_job(
         model_id=model_id, model=(model or "").strip() or None, dataset_id=dataset_id,
         format=format, delimiter=delimiter or None, header=header,
         id_column=(id_column or "").strip() or None, passthrough=_columns(passthrough),
-        output=output, on_error=on_error, chunk_rows=chunk_rows)
+        output=output, on_error=on_error, chunk_rows=chunk_rows,
+        max_columns=settings.max_features)
     filename = file.filename or "" if file is not None else ""
 
     def create() -> Created:
@@ -106,7 +107,8 @@ def create_batch_job(
         body = JobOut.model_validate(job).model_dump(mode="json")
         return Created(status.HTTP_202_ACCEPTED, body, f"/jobs/{job.id}")
 
-    payload = {"options": options.__dict__, "filename": filename,
+    payload = {"options": {k: v for k, v in options.__dict__.items() if k != "max_columns"},
+               "filename": filename,
                "file": service.file_digest(file.file) if file else None}
     return create_once(session, request, idempotency_key, payload, create)
 

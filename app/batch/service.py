@@ -47,6 +47,7 @@ class BatchOptions:
     output: OutputFormat = "csv"
     on_error: OnError = "fail"
     chunk_rows: int | None = None
+    max_columns: int = 200_000  # MSVMAV_MAX_FEATURES
 
 
 def _body(name: str) -> list[str | int]:
@@ -94,6 +95,9 @@ def _file_layout(file: IO[bytes], filename: str, options: BatchOptions, encoder:
     head = file.read(_SNIFF_BYTES)
     file.seek(0)
     fmt = detect_format(head, filename, options.format)
+    if fmt not in ("parquet", "arff") and b"\n" not in head and len(head) == _SNIFF_BYTES:
+        raise invalid(_body("file"), f"the first line is longer than {_SNIFF_BYTES} bytes: "
+                      "the header (or first row) must fit in them")
     if fmt == "arff":
         return _arff_layout(file, options, encoder)
     delimiter = options.delimiter
@@ -138,7 +142,11 @@ def _arff_layout(file: IO[bytes], options: BatchOptions, encoder: Encoder) -> di
 
 
 def _check_columns(present: list[str], encoder: Encoder, options: BatchOptions) -> None:
-    """422 for a file lacking a feature, the id column or a pass-through column."""
+    """422 for a file lacking a feature, the id column or a pass-through column; 413 for more
+    columns than MSVMAV_MAX_FEATURES (a chunk's table grows with them)."""
+    if len(present) > options.max_columns:
+        raise too_large(f"the file has {len(present)} columns; at most {options.max_columns} "
+                        "(MSVMAV_MAX_FEATURES)", field="file")
     absent = [n for n in encoder.names if n not in present]
     if absent:
         raise invalid(_body("file"), f"the file lacks the model's feature columns "

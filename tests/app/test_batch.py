@@ -221,6 +221,12 @@ def test_batch_request_errors_name_the_field(client, worker):
     assert r.status_code == 422 and "x0" in r.json()["detail"]
     r = client.post("/batch-predictions", data={"model_id": str(model["id"])})
     assert r.status_code == 422
+    r = _submit(client, model["id"], b"x" * 70_000 + b"\n1\n")
+    assert r.status_code == 422 and "first line is longer" in r.json()["detail"]
+    wide = (",".join(f"c{j}" for j in range(300)) + "\n").encode() + content
+    client.app.state.settings.max_features = 200
+    r = _submit(client, model["id"], wide)
+    assert r.status_code == 413 and "300 columns" in r.json()["detail"]
     r = _submit(client, 999999, content)
     assert r.status_code == 422 and r.json()["errors"][0]["field"] == "model_id"
     r = client.get("/batch-predictions/999999/result")
