@@ -121,7 +121,10 @@ def create_batch_job(
         "succeeded; 410 once it is older than MSVMAV_BATCH_RESULT_HOURS."
     ),
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/csv": {}, "application/vnd.apache.parquet": {}}},
+    responses={200: {"content": {
+        "text/csv": {"schema": {"type": "string"},
+                     "example": "row,label,decision_value,y\n0,no,-0.4454,no\n1,no,-0.3697,no\n"},
+        "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}}}},
                **problem_responses(404, 409, 410)},
 )
 def get_result(session: SessionDep, settings: SettingsDep, request: Request, batch_id: int
@@ -140,7 +143,10 @@ def get_result(session: SessionDep, settings: SettingsDep, request: Request, bat
     summary="Download a batch job's bad rows",
     description="Every row left out (`on_error=skip`) as CSV: row, line, column, reason.",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/csv": {}}}, **problem_responses(404, 409, 410)},
+    responses={200: {"content": {"text/csv": {
+        "schema": {"type": "string"},
+        "example": "row,line,column,reason\n2,4,balance,'lots' is not a number\n"}}},
+               **problem_responses(404, 409, 410)},
 )
 def get_errors(session: SessionDep, settings: SettingsDep, request: Request, batch_id: int
                ) -> StreamingResponse:
