@@ -55,6 +55,11 @@ TAGS = [
     },
     {"name": "predict", "description": "Labels and decision values for new rows"},
     {
+        "name": "batch",
+        "description": "Batch scoring jobs: a file or a stored dataset scored chunk by chunk, "
+        "the result downloaded as CSV or Parquet",
+    },
+    {
         "name": "monitoring",
         "description": "The prediction log: feedback (true labels by prediction id) and each "
         "model's monitoring report (live decision values against training, drift, accuracy)",
@@ -189,6 +194,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         BodySizeLimitMiddleware,
         upload_limit=settings.max_upload_bytes + MULTIPART_SLACK_BYTES,
         json_limit=settings.max_json_bytes,
+        path_upload_limits={"/batch-predictions": (
+            settings.batch_max_upload_bytes + MULTIPART_SLACK_BYTES,
+            "MSVMAV_BATCH_MAX_UPLOAD_BYTES")},
     )
     app.add_middleware(AuthMiddleware, gate=app.state.auth, open_paths=open_paths(app))
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)

@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from app.auth.keys import Scope
 from app.auth.routes import router as keys_router
 from app.auth.security import AUTH_RESPONSES, require, require_by_method
+from app.batch.routes import router as batch_router
 from app.core.deps import READ_METHODS
 from app.datasets.routes import router as datasets_router
 from app.experiments.routes import router as experiments_router
@@ -47,6 +48,7 @@ ROUTERS: tuple[tuple[APIRouter, Access], ...] = (
     (datasets_router, Access.by_method),
     (training_router, Access.by_method),
     (jobs_router, Access.by_method),
+    (batch_router, Access.by_method),  # POST queues a job (write); the downloads read
     (models_router, Access.by_method),
     (registry_router, Access.by_method),
     (monitoring_router, Access.by_method),  # POST /feedback writes; the reports read

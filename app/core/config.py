@@ -65,6 +65,25 @@ class Settings(BaseSettings):
         description="Most work (multiply-adds, solver.explain.explain_work: rows x the "
         "method's cost per row) one request may ask to explain; checked before starting",
     )
+    batch_max_upload_bytes: int = Field(
+        10 * 1024 * 1024 * 1024,
+        gt=0,
+        description="Largest file a batch scoring job (POST /batch-predictions) accepts; it is "
+        "stored in the database in pieces and read back in chunks by the worker",
+    )
+    batch_chunk_rows: int = Field(
+        100_000,
+        gt=0,
+        le=1_000_000,
+        description="Rows a batch scoring job reads, scores and writes at a time (a request "
+        "may choose its own `chunk_rows`); the worker's memory follows it, not the file",
+    )
+    batch_result_hours: float = Field(
+        168.0,
+        gt=0,
+        description="A batch scoring job's result and errors files are kept this many hours "
+        "after the job ends; then GET .../result answers 410 and they are deleted",
+    )
     prediction_log: bool = Field(
         True,
         description="Record every row /predict (and /predict/file, V2 infer, invocations) "

@@ -115,17 +115,21 @@ class BodySizeLimitMiddleware:
     buffered and parsed beyond it. At once when Content-Length says so, else as soon as the
     streamed body crosses the limit (before anything proportional to it is parsed)."""
 
-    def __init__(self, app: ASGIApp, upload_limit: int, json_limit: int) -> None:
+    def __init__(self, app: ASGIApp, upload_limit: int, json_limit: int,
+                 path_upload_limits: dict[str, tuple[int, str]] | None = None) -> None:
         self.app = app
         self.upload_limit = upload_limit
         self.json_limit = json_limit
+        # a path's own multipart limit and its setting (POST /batch-predictions' larger files)
+        self.path_upload_limits = path_upload_limits or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         if _is_multipart(scope):
-            limit, setting = self.upload_limit, "MSVMAV_MAX_UPLOAD_BYTES"
+            limit, setting = self.path_upload_limits.get(
+                scope.get("path", ""), (self.upload_limit, "MSVMAV_MAX_UPLOAD_BYTES"))
         else:
             limit, setting = self.json_limit, "MSVMAV_MAX_JSON_BYTES"
         length = dict(scope["headers"]).get(b"content-length")

@@ -9,6 +9,7 @@ from fastapi import APIRouter, File, Form, Request, Response, UploadFile, status
 from fastapi.responses import JSONResponse
 
 from app.core.deps import SessionDep, SettingsDep
+from app.core.forms import KNOWN_FORM_FIELDS
 from app.core.idempotency import (
     REPLAYED_RESPONSE_HEADER,
     Created,
@@ -40,6 +41,7 @@ def _drop(values: list[str] | None) -> list[str] | None:
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
+    dependencies=[KNOWN_FORM_FIELDS],
     summary="Upload a dataset",
     description=(
         "Multipart upload of a CSV/TSV, LIBSVM/svmlight or ARFF file (field `file`). The file "
@@ -117,7 +119,8 @@ def create_dataset(
     delimiter: Annotated[
         Text | None,
         Form(
-            description="CSV: field delimiter (default: sniffed); `\\t` or `tab` for tabs",
+            description="CSV: field delimiter (default: sniffed); `\\t` or `tab` for tabs, "
+            "`whitespace` (or a space) for runs of spaces and tabs",
             examples=[""],
         ),
     ] = None,

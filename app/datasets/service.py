@@ -26,6 +26,7 @@ from app.ingest import (
     parse_dataset,
     parse_upload_stream,
 )
+from app.ingest.labels import label_problem
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,9 @@ def _add_dataset(
     check_has_rows(n_rows)
     if len(parsed.classes) < 2:
         raise invalid(["body", "label"], single_class_message(parsed))
+    problem = label_problem(parsed.classes, parsed.class_counts, parsed.encoding.get("label"))
+    if problem is not None:
+        raise invalid(["body", "label"], problem)
     dataset = Dataset(
         name=options.name or filename or "dataset",
         filename=filename,

@@ -105,7 +105,7 @@ from .encoder import Encoder, encode_rows
 from .encoding import spec_feature_names
 from .errors import IngestError, IngestLimitError
 from .limits import Limits
-from .predict import parse_feature_file
+from .predict import parse_feature_file, parse_feature_file_skipping
 
 
 def encoding_feature_names(encoding: dict) -> list[str]:
@@ -124,5 +124,6 @@ __all__ = [
     "encoding_feature_names",
     "parse_dataset",
     "parse_feature_file",
+    "parse_feature_file_skipping",
     "parse_upload_stream",
 ]

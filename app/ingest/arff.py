@@ -163,6 +163,20 @@ def _read_header(lines_iter) -> tuple[list[str], list[Declared | None]]:
     return names, declared
 
 
+def arff_header(text: str) -> tuple[list[str], int]:
+    """The attribute names of an ARFF file's header (``text``: at least its header) and the
+    line number of its @data line (a batch job reads the rows after it in chunks)."""
+    at = [0]
+
+    def numbered():  # (remembers the last line _read_header took: its @data line)
+        for lineno, raw in enumerate(text.split("\n"), start=1):
+            at[0] = lineno
+            yield lineno, raw
+
+    names, _ = _read_header(numbered())
+    return names, at[0]
+
+
 def read_arff(text: str) -> RawTable:
     lines_iter = iter(enumerate(text.split("\n"), start=1))
     names, declared = _read_header(lines_iter)

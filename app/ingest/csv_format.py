@@ -17,6 +17,32 @@ _SNIFF_LINES = 50
 _HEADER_SAMPLE = 1000
 
 
+def is_whitespace_delimiter(delimiter: str | None) -> bool:
+    """``delimiter=whitespace`` (or a single space): fields split by runs of spaces and tabs,
+    as UCI's ``.dat`` files are."""
+    return isinstance(delimiter, str) and (delimiter == " "
+                                           or delimiter.strip().lower() == "whitespace")
+
+
+def looks_whitespace_separated(text: str) -> bool:
+    """The first lines hold no comma, semicolon or quote, do not split on tabs alone into one
+    constant number (> 1) of fields (TSV), and do on runs of white space."""
+    head = _first_lines(text, _SNIFF_LINES)
+    if not head or any(c in line for line in head for c in (",", ";", '"')):
+        return False
+    tabbed = {len(line.split("\t")) for line in head}
+    if len(tabbed) == 1 and tabbed.pop() > 1:
+        return False
+    widths = {len(line.split()) for line in head}
+    return len(widths) == 1 and widths.pop() > 1
+
+
+def whitespace_to_tabs(text: str) -> str:
+    """Whitespace-separated text as tab-separated text (each run of white space one tab,
+    leading and trailing white space dropped), for the CSV readers."""
+    return "\n".join("\t".join(line.split()) for line in text.splitlines()) + "\n"
+
+
 def normalize_delimiter(delimiter: str) -> str:
     """Accept a single character, or spellings a web form tends to send for tab."""
     if not isinstance(delimiter, str):
@@ -25,7 +51,7 @@ def normalize_delimiter(delimiter: str) -> str:
     d = _DELIMITER_ALIASES.get(delimiter.lower(), delimiter)
     if len(d) != 1 or d in "\r\n\"' " or d.isalnum():
         raise IngestError(f"delimiter {delimiter!r} is not usable: give one character such "
-                          "as ',', ';' or tab.", field="delimiter")
+                          "as ',', ';' or tab, or 'whitespace'.", field="delimiter")
     return d
 
 

@@ -13,7 +13,13 @@ import scipy.sparse as sp
 
 from .arff import read_arff
 from .columns import resolve_drop, resolve_label
-from .csv_format import normalize_delimiter, read_csv
+from .csv_format import (
+    is_whitespace_delimiter,
+    looks_whitespace_separated,
+    normalize_delimiter,
+    read_csv,
+    whitespace_to_tabs,
+)
 from .csv_stream import HEAD_BYTES, Scan, encode_chunks, scan
 from .encoder import Encoder
 from .encoding import (
@@ -285,8 +291,9 @@ def parse_upload_stream(source: IO[bytes], filename: str = "", *, format: str | 
     except UnicodeDecodeError:
         return None
     fmt = normalize_format(format) if format is not None else detect_format(text, filename)
-    if fmt != "csv":
-        return None
+    if fmt != "csv" or is_whitespace_delimiter(delimiter) or (
+            delimiter is None and looks_whitespace_separated(text)):
+        return None  # (whitespace-separated text: parse_dataset reads it)
     _check_options(fmt, missing, n_features, header, delimiter)
     return parse_csv_stream(source, label=label, drop=drop, header=header, delimiter=delimiter,
                             limits=limits)
@@ -355,6 +362,9 @@ def parse_dataset(content: bytes, filename: str = "", *, format: str | None = No
     _refuse_json(text)
     fmt = normalize_format(format) if format is not None else detect_format(text, filename)
     _check_options(fmt, missing, n_features, header, delimiter)
+    if fmt == "csv" and (is_whitespace_delimiter(delimiter) or (
+            delimiter is None and looks_whitespace_separated(text))):
+        text, delimiter = whitespace_to_tabs(text), "\t"
     if fmt == "svmlight":
         return _from_svmlight(text, label, drop, missing, n_features, limits)
     if fmt == "csv":

@@ -99,6 +99,9 @@ class ColumnCoder:
         self.spec = spec
         self.categorical = spec["kind"] == "categorical"
         self.width = spec_width(spec)
+        # An unseen category: an error, or (handle_unknown "ignore", chosen at training) a
+        # row of zeros in the column's one-hot block, as scikit-learn's OneHotEncoder does.
+        self.ignore_unknown = spec.get("handle_unknown") == "ignore"
         if self.categorical:
             cats = spec["categories"]
             self.exact = {c: i for i, c in enumerate(cats)}
@@ -140,7 +143,7 @@ class ColumnCoder:
             idx = np.fromiter((exact.get(t, -1) for t in tokens), dtype=np.int64, count=n)
             if n and idx.min() < 0:
                 return None
-            return idx, np.ones(n)
+            return idx, np.ones(n)  # (unknown or missing cells: the per-cell path decides)
         if None in tokens:
             return None
         try:
@@ -172,6 +175,8 @@ class ColumnCoder:
         num = parse_number(key)
         if num is not None and num in self.by_value:
             return self.by_value[num], 1.0
+        if self.ignore_unknown:
+            return 0, 0.0
         raise BadValueError(f"unknown category {value!r}; allowed values: "
                        f"{preview(self.spec['categories'])}")
 
@@ -204,6 +209,19 @@ def assemble(n_rows: int, width: int, parts: list[tuple[int, np.ndarray, np.ndar
     X.indices = X.indices.astype(np.int32, copy=False)
     X.indptr = X.indptr.astype(np.int32, copy=False)
     return X
+
+
+HANDLE_UNKNOWN = ("error", "ignore")
+
+
+def with_handle_unknown(encoding: dict, handle_unknown: str) -> dict:
+    """The encoding with ``handle_unknown`` set on each categorical column (a model's: chosen
+    at training, kept with the model); the encoding itself when there is none to set."""
+    if handle_unknown == "error" or not isinstance(encoding.get("columns"), list):
+        return encoding
+    columns = [{**c, "handle_unknown": handle_unknown} if c.get("kind") == "categorical" else c
+               for c in encoding["columns"]]
+    return {**encoding, "columns": columns}
 
 
 def feature_specs(encoding: dict) -> list[dict]:

@@ -10,11 +10,19 @@ import scipy.sparse as sp
 
 from .arff import read_arff
 from .columns import resolve_label
-from .csv_format import _SNIFF_LINES, CANDIDATE_DELIMITERS, plain_header, read_csv, sniff_delimiter
+from .csv_format import (
+    _SNIFF_LINES,
+    CANDIDATE_DELIMITERS,
+    looks_whitespace_separated,
+    plain_header,
+    read_csv,
+    sniff_delimiter,
+    whitespace_to_tabs,
+)
 from .csv_stream import frame_chunks, typed_column
 from .dataset import find_missing, table_missing_error
 from .encoder import Encoder, number_table  # noqa: F401  (number_table: app.predict reads it here)
-from .encoding import feature_specs, spec_width
+from .encoding import BadValueError, ColumnCoder, feature_specs, spec_width
 from .errors import MAX_ROWS_NAMED, IngestError
 from .labels import convert_labels
 from .limits import NO_LIMITS, Limits, check_budget
@@ -136,6 +144,8 @@ def parse_feature_file(encoding: dict, content: bytes, filename: str = "",
     fmt = detect_format(text, filename)
     if fmt == "svmlight":
         return _svmlight_features(encoding, text)
+    if fmt == "csv" and looks_whitespace_separated(text):
+        text = whitespace_to_tabs(text)
     if fmt == "csv" and (fast := _plain_csv_features(encoding, text, label)) is not None:
         return fast
     if fmt == "csv":
@@ -239,3 +249,56 @@ def _plain_csv_columns(text: str, delim: str, width: int
         return None  # no rows, or rows longer than the header (taken as pandas' index)
     columns = [typed_column(frame.iloc[:, j]) for j in range(width)]
     return None if any(c is None for c in columns) else columns  # type: ignore[return-value]
+
+
+def _first_bad_cells(table: RawTable, col_ids: list[int], coders: list[ColumnCoder]
+                     ) -> dict[int, tuple[str, str]]:
+    """Row -> (column, reason) of its first cell that cannot be coded, over every row."""
+    bad: dict[int, tuple[str, str]] = {}
+    all_rows = list(range(table.n_rows))
+    for j, coder in zip(col_ids, coders, strict=True):
+        tokens = table.column(j, all_rows)
+        if coder.code_column(tokens) is not None:
+            continue
+        for i, tok in enumerate(tokens):
+            try:
+                coder.code_token(tok)
+            except BadValueError as exc:
+                bad.setdefault(i, (table.names[j], str(exc)))
+    return dict(sorted(bad.items()))
+
+
+def parse_feature_file_skipping(encoding: dict, content: bytes, filename: str = "",
+                                label: str | int | None = None, limits: Limits = NO_LIMITS
+                                ) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray | None,
+                                           list[int], list[dict]]:
+    """``parse_feature_file`` with ``on_error="skip"``: rows with a cell that cannot be coded
+    (missing, not a number, an unknown category) are left out. Returns (X, y, the kept rows'
+    positions, one error per left-out row: ``row`` (0-based), ``line``, ``column``,
+    ``reason``). An svmlight file has no such rows to skip: it is parsed as with "fail"."""
+    text = decode_bytes(content)
+    if not text or text.isspace() or detect_format(text, filename) == "svmlight":
+        X, y = parse_feature_file(encoding, content, filename, label, limits)
+        return X, y, list(range(X.shape[0])), []
+    specs = feature_specs(encoding)
+    if detect_format(text, filename) == "csv":
+        if looks_whitespace_separated(text):
+            text = whitespace_to_tabs(text)
+        table = read_csv(text, preferred_delimiter=encoding.get("delimiter"),
+                         known_names={s["name"] for s in specs})
+    else:
+        table = read_arff(text)
+    col_ids, label_idx = _map_columns(encoding, table, label)
+    encoder = Encoder.from_dict(encoding)
+    bad = _first_bad_cells(table, col_ids, encoder.coders)
+    kept = [i for i in range(table.n_rows) if i not in bad]
+    check_budget(len(kept), len(col_ids), sum(spec_width(s) for s in specs), False, limits)
+    X = encoder.transform_table(table, kept, col_ids)
+    y = None
+    if label_idx is not None and label_idx not in col_ids:
+        tokens = table.column(label_idx, kept)
+        if tokens and all(t is not None for t in tokens):
+            y = convert_labels(tokens)  # type: ignore[arg-type]
+    errors = [{"row": i, "line": table.lines[i], "column": c, "reason": r}
+              for i, (c, r) in bad.items()]
+    return X, y, kept, errors

@@ -23,8 +23,16 @@ def _experiment() -> JobKind[Any]:
     return EXPERIMENT
 
 
+def _batch_predict() -> JobKind[Any]:
+    from app.batch.runner import BATCH
+
+    return BATCH
+
+
 # kind -> its JobKind; a new kind registers here and nowhere else.
-RUNNERS: dict[str, Callable[[], JobKind[Any]]] = {"train": _train, "experiment": _experiment}
+RUNNERS: dict[str, Callable[[], JobKind[Any]]] = {
+    "train": _train, "experiment": _experiment, "batch_predict": _batch_predict,
+}
 
 
 def get_runner(kind: str) -> Runner:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, File, Form, Request, Response, UploadFile
 from starlette.concurrency import run_in_threadpool
 
 from app.core.deps import SessionDep, SettingsDep
+from app.core.forms import KNOWN_FORM_FIELDS
 from app.core.ids import MAX_DB_ID
 from app.core.plotting import IMAGE_TYPES, image_response_doc
 from app.core.problems import problem_responses
@@ -86,6 +87,7 @@ async def predict(
 
 @router.post(
     "/file",
+    dependencies=[KNOWN_FORM_FIELDS],
     summary="Predict a file",
     description=(
         "Multipart upload of rows in any supported format (the training file's columns, label "
@@ -132,6 +134,15 @@ def predict_file(
         bool,
         Form(description="Add each row's explanation, as /predict's `explain`"),
     ] = False,
+    on_error: Annotated[
+        Literal["fail", "skip"],
+        Form(
+            description="A row that cannot be encoded (a missing value, not a number, an "
+            "unknown category) answers 422 (fail) or is left out and listed in `skipped` "
+            "(skip: its row, line, column and reason; the first 100)",
+            examples=["fail"],
+        ),
+    ] = "fail",
 ) -> Response:
     return json_response(
         service.predict_file(
@@ -143,6 +154,7 @@ def predict_file(
             settings=settings,
             ids=service.form_ids(ids),
             explain=explain,
+            on_error=on_error,
         )
     )
 

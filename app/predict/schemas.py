@@ -186,6 +186,11 @@ class PredictResponse(BaseModel):
         None,
         description="With `explain: true`: the method and baseline of the rows' explanations",
     )
+    skipped: dict[str, Any] | None = Field(
+        None,
+        description='/predict/file with on_error="skip": `n`, the rows left out, and `errors`, '
+        "the first 100 of them (`row` 0-based, `line`, `column`, `reason`)",
+    )
 
 
 class ExplainRequest(BaseModel):

@@ -17,7 +17,13 @@ from app.core.config import Settings
 from app.core.orm import Model
 from app.core.problems import ingest_problem, invalid
 from app.datasets.service import check_has_rows, check_not_blank, check_upload_size
-from app.ingest import Encoder, IngestError, Limits, parse_feature_file
+from app.ingest import (
+    Encoder,
+    IngestError,
+    Limits,
+    parse_feature_file,
+    parse_feature_file_skipping,
+)
 from app.models import service as models
 from app.models.explaining import check_explain_cost
 from app.models.scoring import Scores, check_rows, row_ids, score
@@ -29,6 +35,9 @@ from app.predict.schemas import IDS_ADAPTER
 from app.predict.target import Target, reference_fields, resolve_target
 from app.registry.references import Stamp, recalled
 from solver.jsonable import jsonable
+
+#: Skipped rows /predict/file lists with ``on_error="skip"`` (it counts them all).
+SKIPPED_SHOWN = 100
 
 
 def check_matrix(X: Any, model: Model | models.LoadedModel, loc: list[str | int]) -> None:
@@ -354,19 +363,26 @@ def predict_file(
     settings: Settings,
     ids: list[Any] | None = None,
     explain: bool = False,
+    on_error: str = "fail",
 ) -> dict[str, Any]:
-    """The PredictResponse body for an uploaded file (see ``_respond``)."""
+    """The PredictResponse body for an uploaded file (see ``_respond``); ``on_error="skip"``
+    leaves out the rows that cannot be encoded and lists the first ``SKIPPED_SHOWN`` of them
+    (``skipped``), their ``ids`` with them."""
     check_upload_size(len(content), settings)
     loaded, target = _target_loaded(session, target, ["body", "model_id"])
     check_not_blank(not content or content.isspace())  # (not strip(): no copy of the upload)
+    limits = Limits(max_encoded_bytes=settings.max_encoded_bytes)
+    skipped = None
     try:
-        X, y = parse_feature_file(
-            loaded.encoding,
-            content,
-            filename,
-            label=label,
-            limits=Limits(max_encoded_bytes=settings.max_encoded_bytes),
-        )
+        if on_error == "skip":
+            X, y, kept, errors = parse_feature_file_skipping(
+                loaded.encoding, content, filename, label=label, limits=limits)
+            skipped = {"n": len(errors), "errors": errors[:SKIPPED_SHOWN]}
+            if ids is not None:
+                ids = [ids[i] for i in kept] if len(ids) == len(kept) + len(errors) else ids
+        else:
+            X, y = parse_feature_file(loaded.encoding, content, filename, label=label,
+                                      limits=limits)
     except IngestError as exc:
         field = "label" if exc.field == "label" else "file"
         raise ingest_problem(exc, ["body", field]) from exc
@@ -378,4 +394,6 @@ def predict_file(
     labels = None if y is None else list(np.asarray(y).tolist())
     sinks = sinks_for(session.get_bind(), settings, target)
     answer = _respond(loaded, X, labels, ["body", "label"], ids, sinks, explain)
+    if skipped is not None:
+        answer["skipped"] = skipped
     return answer | reference_fields(target)

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.core.orm import Dataset
 from app.datasets import service as datasets
+from app.ingest.encoding import with_handle_unknown
 from app.jobs.kinds import JobKind
 from app.jobs.runtime import JobContext, JobResult, describe_iteration, running_progress
 from app.models import service as models
@@ -102,6 +103,7 @@ def run_train_job(ctx: JobContext, job: TrainJob) -> JobResult:
             session, outcome=outcome, dataset=dataset, job_id=ctx.job_id, params=ctx.params,
             chunk_bytes=ctx.settings.array_chunk_bytes,
         )
+        model.encoding = with_handle_unknown(model.encoding, job.handle_unknown)
         registered = None
         if register_as:  # the registry version commits with the job's success, or not at all
             version = registry.add_version(session, register_as, model.id, create_missing=True)

@@ -161,6 +161,12 @@ class TrainRequest(BaseModel):
         description="The fit's seed: hold-out split, the estimator's random_state (Nyström "
         "sampling, ...) and, unless `search.seed` is given, the search's folds",
     )
+    handle_unknown: Literal["error", "ignore"] = Field(
+        "error",
+        description="A category the training data did not have, at prediction: an error "
+        "(error), or a row of zeros in that column's one-hot block (ignore, as scikit-learn's "
+        "OneHotEncoder does). Kept in the model's encoding",
+    )
     register_as: Name | None = Field(
         None,
         description="Registered model the trained model becomes the next version of (created "

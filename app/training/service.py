@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from sqlalchemy.orm import Session
 
 from app.core.orm import Dataset, Job
@@ -18,7 +19,7 @@ from app.training.admission import check_fit_limits, estimate_training
 from app.training.algorithms import check_grid, check_name, check_params
 from app.training.pipeline import HYPER_PARAMETERS
 from app.training.schemas import TrainJob, TrainRequest
-from solver.protocol import holdout_sizes
+from solver.protocol import holdout_sizes, split_indices
 
 
 def submit_train(
@@ -48,6 +49,7 @@ def submit_train(
                 f"test_fraction {request.test_fraction} of {dataset.n_rows} rows leaves "
                 f"{n_train} for training and {n_test} for testing",
             )
+    check_training_part(dataset, request)
     fixed, explicit = resolve_estimator_params(request)
     params = request.model_dump(mode="json")
     if request.search is not None:
@@ -69,6 +71,33 @@ def submit_train(
         params["estimate"] = admission.stored()
     job = read_params(TrainJob, params)  # the worker reads it back the same way
     return jobs.enqueue(session, kind="train", params=job.stored(), dataset_id=dataset.id)
+
+
+def check_training_part(dataset: Dataset, request: TrainRequest) -> None:
+    """422 naming ``test_fraction`` when the training part leaves a class fewer than 2 rows,
+    or, when searching, fewer rows than the search's folds: the hold-out split is computed
+    here as the job will compute it (``solver.protocol.split_indices`` on the dataset's class
+    counts, with the request's seed; a stratified split's counts per class depend only on
+    those)."""
+    counts = np.asarray(dataset.class_counts, dtype=np.int64)
+    y = np.repeat(np.arange(len(counts)), counts)
+    train_idx, _ = split_indices(y, request.test_fraction, request.seed)
+    in_train = np.bincount(y[train_idx], minlength=len(counts))
+    need = max(2, request.search.cv if request.search is not None else 0)
+    short = [(c, int(k)) for c, k in zip(dataset.classes, in_train, strict=True) if k < need]
+    if not short:
+        return
+    cls, k = short[0]
+    why = (f"{request.search.cv}-fold search needs {need} rows of each class"
+           if request.search is not None and need > 2 else "every class needs 2 rows")
+    fraction = request.test_fraction
+    where = (f"test_fraction {fraction} leaves" if fraction else "the training part holds")
+    raise invalid(
+        ["body", "test_fraction"],
+        f"{where} {k} training rows of class {cls!r} ({len(short)} classes short, "
+        f"{len(train_idx)} training rows in all); {why}: lower test_fraction"
+        + (" or search.cv" if request.search is not None else "") + " or upload more rows",
+    )
 
 
 def resolve_estimator_params(request: TrainRequest) -> tuple[dict[str, Any], set[str]]:

@@ -62,15 +62,17 @@ def test_list_datasets_pages_with_cursor_newest_first(client):
 
 
 def test_upload_options_label_drop_missing(client):
-    content = b"id,a,b,target\n1,1.0,2.0,x\n2,?,1.0,y\n3,0.5,0.1,y\n4,2.0,3.0,x\n"
+    # (each class keeps 2 rows after the drop: a class needs 2)
+    content = (b"id,a,b,target\n1,1.0,2.0,x\n2,?,1.0,y\n3,0.5,0.1,y\n4,2.0,3.0,x\n"
+               b"5,0.7,0.2,y\n")
     ds = upload(client, content, label="target", drop="id", missing="drop")
-    assert (ds["n_rows"], ds["n_features"], ds["n_rows_dropped"]) == (3, 2, 1)
+    assert (ds["n_rows"], ds["n_features"], ds["n_rows_dropped"]) == (4, 2, 1)
     assert ds["feature_names"] == ["a", "b"]
     assert ds["options"] == {"label": "target", "drop": ["id"], "missing": "drop"}
 
 
 def test_drop_accepts_repeated_fields(client):
-    content = b"id,junk,a,b,target\n1,q,1.0,2.0,x\n2,r,0.0,1.0,y\n"
+    content = b"id,junk,a,b,target\n1,q,1.0,2.0,x\n2,r,0.0,1.0,y\n3,s,1.0,1.0,x\n4,t,0.0,2.0,y\n"
     r = client.post(
         "/datasets",
         files={"file": ("d.csv", content)},

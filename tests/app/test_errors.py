@@ -195,7 +195,7 @@ def test_single_class_dataset_is_refused_at_upload(client, engine):
 
 
 def test_test_fraction_leaving_too_few_rows_is_422(client):
-    ds = upload(client, b"a,y\n1,x\n2,y\n3,x\n")
+    ds = upload(client, b"a,y\n1,x\n2,y\n3,x\n4,y\n")  # (a class needs 2 rows)
     r = client.post("/train", json={"dataset_id": ds["id"], "test_fraction": 0.9})
     assert_problem(r, 422, field="test_fraction")
 

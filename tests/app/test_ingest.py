@@ -609,10 +609,10 @@ def test_parse_feature_file_svmlight_and_sparse_arff() -> None:
     np.testing.assert_array_equal(y, p.y)
 
 
-def test_single_column_explains_the_delimiter() -> None:
-    with pytest.raises(IngestError) as err:
-        parse("1.0 2.0 3.0\n4.0 5.0 6.0\n")
-    assert err.value.field == "delimiter" and "space-separated" in str(err.value)
+def test_space_separated_text_is_sniffed_and_read() -> None:
+    # (issue 29: it used to be refused, the error explaining the delimiter)
+    p = parse("1.0 2.0 3.0\n4.0  5.0\t6.0\n")
+    assert p.X.shape == (2, 2) and p.y.tolist() == [3, 6]
 
 
 def test_svmlight_without_any_feature() -> None:

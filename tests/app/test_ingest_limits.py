@@ -215,7 +215,7 @@ def test_single_class_svmlight_is_422(client, engine) -> None:
 
 
 def test_label_name_matches_ignoring_case_and_the_response_says_which(client) -> None:
-    content = b"a,Class\n1,x\n2,z\n3,x\n"
+    content = b"a,Class\n1,x\n2,z\n3,x\n4,z\n"  # (a class needs 2 rows)
     ds = client.get(f"/datasets/{upload(client, content, label='class')['id']}").json()
     assert ds["encoding"]["label"] == "Class" and ds["options"]["label"] == "class"
     body = assert_problem(client.post("/datasets", files={"file": ("d.csv", content)},

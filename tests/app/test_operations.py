@@ -13,7 +13,8 @@ from app.main import create_app
 from tests.app.support import assert_problem, blobs, to_csv, upload
 
 # the export's files (app.export.routes)
-BINARY_MEDIA_TYPES = {"application/zip", "application/octet-stream"}
+BINARY_MEDIA_TYPES = {"application/zip", "application/octet-stream",
+                      "application/vnd.apache.parquet"}
 
 
 def test_livez(client):

@@ -1,0 +1,149 @@
+"""One chunk of a batch job: its rows encoded with the model's encoder (bad rows found, with
+their line, column and reason), scaled and scored as /predict scores them, and laid out as the
+output table: the id column, ``label``, the decision value(s), the probabilities when the model
+has them, and the pass-through columns."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from app.ingest import Encoder
+from app.ingest.encoding import BadValueError, assemble
+from app.models.scoring import score as core_score
+from app.models.service import LoadedModel
+from solver.jsonable import jsonable
+
+ROW_COLUMN = "row"
+
+
+@dataclass
+class RowErrors:
+    """Bad rows of a chunk: positions in the chunk, with (column, reason) of their first bad
+    cell (one entry per bad row)."""
+
+    positions: list[int] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+
+    def add(self, position: int, column: str, reason: str) -> None:
+        self.positions.append(position)
+        self.columns.append(column)
+        self.reasons.append(reason)
+
+
+def _numeric_cells(values: np.ndarray, name: str, bad: np.ndarray, errors: RowErrors
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """A numeric feature read as numbers: NaN and infinities are the bad cells."""
+    vals = values.astype(np.float64, copy=True)
+    wrong = ~np.isfinite(vals)
+    for i in np.flatnonzero(wrong & ~bad).tolist():
+        errors.add(i, name, "missing value" if math.isnan(vals[i]) else "infinite value")
+    bad |= wrong
+    vals[wrong] = 0.0
+    return np.zeros(len(vals), dtype=np.int64), vals
+
+
+def _token(value: Any) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def _token_cells(coder: Any, series: pd.Series, name: str, bad: np.ndarray, errors: RowErrors
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Cells coded as the training file's were (``ColumnCoder``), vectorised when every cell
+    codes, else one by one, each bad cell named."""
+    tokens = [_token(v) for v in series.tolist()]
+    fast = coder.code_column(tokens)
+    if fast is not None:
+        return fast
+    n = len(tokens)
+    offs = np.zeros(n, dtype=np.int64)
+    vals = np.zeros(n, dtype=np.float64)
+    for i, tok in enumerate(tokens):
+        try:
+            offs[i], vals[i] = coder.code_token(tok)
+        except BadValueError as exc:
+            if not bad[i]:
+                errors.add(i, name, str(exc))
+            bad[i] = True
+    return offs, vals
+
+
+def encode_chunk(encoder: Encoder, frame: pd.DataFrame) -> tuple[np.ndarray, RowErrors]:
+    """The chunk's feature matrix (n, width) and its bad rows (a bad row's cells are zeros)."""
+    n = len(frame)
+    bad = np.zeros(n, dtype=bool)
+    errors = RowErrors()
+    parts = []
+    for coder, base, name in zip(encoder.coders, encoder.bases, encoder.names, strict=False):
+        series = frame[name]
+        if not coder.discrete and series.dtype.kind in "fiub":
+            offs, vals = _numeric_cells(series.to_numpy(), name, bad, errors)
+        else:
+            offs, vals = _token_cells(coder, series, name, bad, errors)
+        parts.append((base, offs, vals))
+    X = assemble(n, encoder.width, parts, False)
+    order = np.argsort(errors.positions, kind="stable")
+    if len(order):
+        errors = RowErrors([errors.positions[k] for k in order],
+                           [errors.columns[k] for k in order],
+                           [errors.reasons[k] for k in order])
+    return X, errors  # type: ignore[return-value]
+
+
+def output_columns(loaded: LoadedModel, id_column: str | None, passthrough: list[str]
+                   ) -> list[str]:
+    """The output's column names, in order."""
+    classes = [str(c) for c in class_values(loaded)]
+    est = loaded.estimator
+    names = [id_column or ROW_COLUMN, "label"]
+    names += ["decision_value"] if len(classes) == 2 else [f"decision_{c}" for c in classes]
+    if has_probabilities(est):
+        names += [f"probability_{c}" for c in classes]
+    return names + passthrough
+
+
+def class_values(loaded: LoadedModel) -> list[Any]:
+    return jsonable(loaded.estimator.classes_.tolist())
+
+
+def has_probabilities(est: Any) -> bool:
+    """Whether the model gives class probabilities (fitted with a calibrator), as the scoring
+    core decides (``app.models.scoring.probabilities``)."""
+    return getattr(est, "calibrator_", None) is not None
+
+
+def score(loaded: LoadedModel, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
+    """Decision values, predicted class indices and probabilities (or None) of encoded rows:
+    the scoring core every door uses (``app.models.scoring.score``), so a batch's numbers are
+    /predict's."""
+    scores = core_score(loaded, X)
+    return scores.decision, scores.index, scores.probabilities
+
+
+def output_frame(loaded: LoadedModel, ids: Any, scores: np.ndarray, idx: np.ndarray,
+                 proba: Any, columns: list[str], extra: pd.DataFrame | None) -> pd.DataFrame:
+    """The scored rows as the output table (``columns`` from ``output_columns``)."""
+    data: dict[str, Any] = {columns[0]: ids, "label": loaded.estimator.classes_[idx]}
+    k = 2
+    if scores.ndim == 1:
+        data["decision_value"] = scores
+        k += 1
+    else:
+        for j in range(scores.shape[1]):
+            data[columns[k + j]] = scores[:, j]
+        k += scores.shape[1]
+    if proba is not None:
+        for j in range(proba.shape[1]):
+            data[columns[k + j]] = proba[:, j]
+    frame = pd.DataFrame(data)
+    if extra is not None:
+        for name in extra.columns:
+            frame[name] = extra[name].to_numpy()
+    return frame

@@ -1,0 +1,314 @@
+"""Batch scoring data functions: check a POST /batch-predictions request against its model and
+input and queue the job (the file stored with it); stream a finished job's result and errors."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import IO, Any
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from app.batch import store
+from app.batch.formats import INPUT_FORMATS, FormatError, detect_format, head_columns
+from app.batch.schemas import BatchJob, OnError, OutputFormat
+from app.batch.scoring import output_columns
+from app.core.config import Settings
+from app.core.orm import Job, Model, utcnow
+from app.core.problems import Problem, conflict, invalid, missing, too_large
+from app.datasets import service as datasets
+from app.ingest import Encoder, IngestError
+from app.ingest.arff import arff_header
+from app.ingest.csv_format import sniff_delimiter
+from app.ingest.text import is_number, preview
+from app.jobs import service as jobs
+from app.models import service as models
+from app.predict.target import resolve_target, target_of
+
+_SNIFF_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """The form fields of POST /batch-predictions."""
+
+    model_id: int | None = None
+    model: str | None = None
+    dataset_id: int | None = None
+    format: str | None = None
+    delimiter: str | None = None
+    header: bool | None = None
+    id_column: str | None = None
+    passthrough: list[str] | None = None
+    output: OutputFormat = "csv"
+    on_error: OnError = "fail"
+    chunk_rows: int | None = None
+    max_columns: int = 200_000  # MSVMAV_MAX_FEATURES
+
+
+def _body(name: str) -> list[str | int]:
+    return ["body", name]
+
+
+def _model(session: Session, options: BatchOptions) -> tuple[Model, str | None]:
+    target = target_of(options.model_id, options.model, _body("model"))
+    bind = session.get_bind()
+    target = resolve_target(getattr(bind, "engine", bind), target, _body("model"))
+    assert target.model_id is not None
+    model = models.get_or_raise(session, target.model_id, _body("model_id"))
+    if model.encoding.get("format") == "svmlight":
+        raise invalid(_body("model_id"), f"model {model.id} was trained on an svmlight file; "
+                      "batch jobs score tables (CSV, TSV, whitespace, Parquet, JSON Lines)")
+    return model, options.model
+
+
+def _headerless_names(encoder: Encoder, width: int) -> list[str]:
+    """A headerless file's column names: the training file's columns (with or without its
+    label), or the features alone, by the file's width."""
+    inputs = list(encoder.encoding.get("input_columns", encoder.names))
+    for names in (inputs, encoder.non_label, encoder.names):
+        if len(names) == width:
+            return names
+    raise invalid(_body("file"), f"the file has {width} columns and no header; expected "
+                  f"{len(inputs)} (as in training) or {len(encoder.names)} feature columns: "
+                  f"{preview(encoder.names)}")
+
+
+def _sniff_header(file: IO[bytes], fmt: str, delimiter: str | None) -> bool:
+    """A text file has a header unless its first line is all numbers."""
+    head = file.read(_SNIFF_BYTES)
+    file.seek(0)
+    first = head.split(b"\n", 1)[0].decode("utf-8", errors="replace")
+    sep = None if fmt == "whitespace" else ("\t" if fmt == "tsv" else (delimiter or ","))
+    cells = [c.strip().strip('"') for c in first.split(sep)]
+    return not all(is_number(c) for c in cells if c)
+
+
+def _file_layout(file: IO[bytes], filename: str, options: BatchOptions, encoder: Encoder
+                 ) -> dict[str, Any]:
+    """The upload's format, header and column names, from its first bytes; 422 for a file
+    lacking a feature, the id column or a pass-through column."""
+    head = file.read(_SNIFF_BYTES)
+    file.seek(0)
+    fmt = detect_format(head, filename, options.format)
+    if fmt not in ("parquet", "arff") and b"\n" not in head and len(head) == _SNIFF_BYTES:
+        raise invalid(_body("file"), f"the first line is longer than {_SNIFF_BYTES} bytes: "
+                      "the header (or first row) must fit in them")
+    if fmt == "arff":
+        return _arff_layout(file, options, encoder)
+    delimiter = options.delimiter
+    if delimiter == "whitespace":
+        fmt = "whitespace"
+    elif fmt == "csv" and delimiter is None:
+        delimiter = sniff_delimiter(head.decode("utf-8", errors="replace"))
+    if fmt in ("parquet", "jsonl"):
+        header = True
+    else:
+        header = options.header if options.header is not None else _sniff_header(
+            file, fmt, delimiter)
+    try:
+        columns = head_columns(file, fmt, delimiter, header)
+    except FormatError as exc:
+        raise invalid(_body("file"), str(exc)) from None
+    names = None if header else _headerless_names(encoder, len(columns))
+    _check_columns(names or columns, encoder, options)
+    return {"format": fmt, "header": header, "names": names, "delimiter": delimiter}
+
+
+_ARFF_HEADER_BYTES = 1024 * 1024
+
+
+def _arff_layout(file: IO[bytes], options: BatchOptions, encoder: Encoder) -> dict[str, Any]:
+    """A dense ARFF file: its attributes (from a header within its first MiB) are the columns,
+    its rows are read after the @data line."""
+    head = file.read(_ARFF_HEADER_BYTES)
+    file.seek(0)
+    text = head.decode("utf-8", errors="replace")
+    try:
+        names, data_line = arff_header(text)
+    except IngestError as exc:
+        raise invalid(_body("file"), str(exc)) from None
+    rest = text.split("\n", data_line)[-1].lstrip()
+    if rest.startswith("{"):
+        raise invalid(_body("file"), "sparse ARFF rows ({index value, ...}) cannot be scored "
+                      "in a batch job: use /predict/file, or write the rows dense")
+    _check_columns(names, encoder, options)
+    return {"format": "arff", "header": False, "names": names, "delimiter": ",",
+            "skip_lines": data_line}
+
+
+def _check_columns(present: list[str], encoder: Encoder, options: BatchOptions) -> None:
+    """422 for a file lacking a feature, the id column or a pass-through column; 413 for more
+    columns than MSVMAV_MAX_FEATURES (a chunk's table grows with them)."""
+    if len(present) > options.max_columns:
+        raise too_large(f"the file has {len(present)} columns; at most {options.max_columns} "
+                        "(MSVMAV_MAX_FEATURES)", field="file")
+    absent = [n for n in encoder.names if n not in present]
+    if absent:
+        raise invalid(_body("file"), f"the file lacks the model's feature columns "
+                      f"{preview(absent)}; it has {preview(present)}", column=absent[0])
+    for field, wanted in (("id_column", [options.id_column]),
+                          ("passthrough", options.passthrough or [])):
+        lacking = [c for c in wanted if c and c not in present]
+        if lacking:
+            raise invalid(_body(field), f"no column {lacking[0]!r} in the file; it has "
+                          f"{preview(present)}")
+
+
+def _dataset_source(session: Session, options: BatchOptions, model: Model) -> dict[str, Any]:
+    (dataset,) = datasets.lock_or_raise(session, [options.dataset_id], [_body("dataset_id")])
+    if dataset.encoding.get("columns") != model.encoding.get("columns"):
+        raise invalid(_body("dataset_id"), f"dataset {dataset.id} is not encoded as model "
+                      f"{model.id}'s training data; upload its file instead")
+    if options.id_column or options.passthrough:
+        raise invalid(_body("id_column" if options.id_column else "passthrough"),
+                      "a stored dataset keeps only its encoded features: its rows are "
+                      "numbered; upload the file to name an id or pass-through column")
+    return {"source": "dataset", "dataset_id": dataset.id, "format": "dataset"}
+
+
+def submit(session: Session, options: BatchOptions, file: IO[bytes] | None, filename: str,
+           settings: Settings) -> Job:
+    """Queue a ``batch_predict`` job after every check that needs no scoring; the uploaded
+    file is stored with the job (in the caller's transaction)."""
+    store.expire(session, settings.batch_result_hours)
+    if (file is None) == (options.dataset_id is None):
+        raise invalid(_body("file"), "give exactly one of file (an upload) and dataset_id")
+    if options.format is not None and options.format not in INPUT_FORMATS:
+        raise invalid(_body("format"), f"unknown format {options.format!r}; one of "
+                      f"{', '.join(INPUT_FORMATS)}")
+    model, reference = _model(session, options)
+    encoder = Encoder.from_dict(model.encoding)
+    size = 0
+    if file is not None:
+        size = _file_size(file, settings)
+        source = {"source": "upload", "filename": filename, "size": size,
+                  **_file_layout(file, filename, options, encoder)}
+    else:
+        source = _dataset_source(session, options, model)
+    loaded = models.load(session, model)
+    passthrough = list(options.passthrough or [])
+    columns = output_columns(loaded, options.id_column, passthrough)
+    clash = sorted({c for c in columns if columns.count(c) > 1})
+    if clash:
+        raise invalid(_body("passthrough"), f"column {clash[0]!r} would appear twice in the "
+                      "output; leave it out of passthrough (or rename it)")
+    params = BatchJob(model_id=model.id, model=reference, id_column=options.id_column,
+                      passthrough=passthrough, output=options.output, on_error=options.on_error,
+                      chunk_rows=options.chunk_rows or settings.batch_chunk_rows,
+                      columns=columns, **source).model_dump(mode="json")
+    job = jobs.enqueue(session, kind=store.BATCH_KIND, params=params,
+                       dataset_id=source.get("dataset_id"))
+    if file is not None:
+        store.write_input(session, job.id, file)
+    return job
+
+
+def file_digest(file: IO[bytes]) -> str:
+    """The upload's SHA-256 (what "the same request" means for an Idempotency-Key)."""
+    digest = hashlib.sha256()
+    file.seek(0)
+    while block := file.read(1024 * 1024):
+        digest.update(block)
+    file.seek(0)
+    return digest.hexdigest()
+
+
+def _file_size(file: IO[bytes], settings: Settings) -> int:
+    file.seek(0, io.SEEK_END)
+    size = file.tell()
+    file.seek(0)
+    if size > settings.batch_max_upload_bytes:
+        raise too_large(f"file is {size} bytes; the limit is {settings.batch_max_upload_bytes} "
+                        "(MSVMAV_BATCH_MAX_UPLOAD_BYTES)", field="file")
+    head = file.read(_SNIFF_BYTES)
+    file.seek(0)
+    if not head.strip():
+        raise invalid(_body("file"), "the uploaded file is empty")
+    return size
+
+
+def finished_job(session: Session, job_id: int, settings: Settings) -> Job:
+    """The succeeded batch job whose files are still kept: 404 for no such batch job, 409
+    while it has not succeeded, 410 once its files expired (the next submission deletes
+    them)."""
+    job = session.get(Job, job_id)
+    if job is None or job.kind != store.BATCH_KIND:  # (the id is a batch job's id)
+        raise missing(f"batch job {job_id} not found")
+    if job.status != "succeeded":
+        raise conflict(f"batch job {job_id} is {job.status}; its result exists once it "
+                       "succeeded")
+    assert job.finished_at is not None
+    if job.finished_at + timedelta(hours=settings.batch_result_hours) < utcnow():
+        raise Problem(410, f"batch job {job_id}'s files expired (kept "
+                      f"{settings.batch_result_hours:g} hours: MSVMAV_BATCH_RESULT_HOURS)",
+                      title="Gone")
+    return job
+
+
+def result_stream(engine: Engine, job: Job) -> Iterator[bytes]:
+    """The result file: CSV (a header line, then each chunk's lines) or Parquet (each chunk's
+    table written as row groups of one file), one chunk in memory at a time."""
+    params = BatchJob.model_validate(job.params)
+    if params.output == "csv":
+        yield (",".join(_csv_cell(c) for c in params.columns) + "\n").encode()
+        yield from store.parts(engine, job.id, store.OUTPUT)
+        return
+    yield from _parquet_stream(store.parts(engine, job.id, store.OUTPUT))
+
+
+def _csv_cell(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"' if any(c in name for c in ',"\n\r') else name
+
+
+class _Sink(io.RawIOBase):
+    """Bytes written by a Parquet writer, taken out as they come."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.position = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self.buffer += data
+        self.position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.position
+
+    def take(self) -> bytes:
+        out = bytes(self.buffer)
+        self.buffer.clear()
+        return out
+
+
+def _parquet_stream(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    import pyarrow.parquet as pq
+
+    sink = _Sink()
+    writer = None
+    for data in chunks:
+        table = pq.read_table(io.BytesIO(data))
+        if writer is None:
+            schema = table.schema.remove_metadata()
+            writer = pq.ParquetWriter(sink, schema)
+        writer.write_table(table.cast(schema) if table.schema != schema else table)
+        yield sink.take()
+    if writer is not None:
+        writer.close()
+        yield sink.take()
+
+
+def errors_stream(engine: Engine, job: Job) -> Iterator[bytes]:
+    """The errors file: CSV ``row,line,column,reason``, every bad row of the job."""
+    yield b"row,line,column,reason\n"
+    yield from store.parts(engine, job.id, store.ERRORS)
+
+
