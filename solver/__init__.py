@@ -18,7 +18,7 @@
 This package never imports the web service or the database layer.
 """
 
-from ._base import MarginClassifier, model_from_dict
+from ._base import MarginClassifier, array_problem, model_from_dict
 from .algorithms import ALGORITHMS
 from .comparators import FMM, LSSVM, MAMC, ODM, SVM, SVR
 from .experiments import ExperimentResult, compare, run_experiment, to_csv, to_markdown
@@ -28,8 +28,8 @@ from .msvmav import MSVMAv
 
 __all__ = ["ALGORITHMS", "FMM", "LSSVM", "MAMC", "MSVMAv", "ExperimentResult", "MarginClassifier",
            "ODM", "SVM", "SVR", "SearchResult", "compare", "cross_validate_grid", "kfold_indices",
-           "make_estimator", "margin_statistics", "model_from_dict", "plot_margin_cdf",
-           "run_experiment", "to_csv", "to_markdown"]
+           "make_estimator", "margin_statistics", "array_problem", "model_from_dict",
+           "plot_margin_cdf", "run_experiment", "to_csv", "to_markdown"]
 
 
 def __getattr__(name: str):

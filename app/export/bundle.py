@@ -45,8 +45,7 @@ from typing import Any
 import numpy as np
 
 from app.ingest import Encoder, IngestError
-from solver import ALGORITHMS, model_from_dict
-from solver._base import array_problem
+from solver import ALGORITHMS, array_problem, model_from_dict
 from solver.jsonable import jsonable
 from solver.scaling import MinMaxScaling
 

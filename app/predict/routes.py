@@ -181,7 +181,8 @@ def _evaluate_form(
     file: Annotated[UploadFile | None, File(description="Labelled rows to evaluate on")] = None,
     dataset_id: Annotated[
         int | None,
-        Form(ge=1, le=MAX_DB_ID, description="Stored dataset to evaluate on (or give `file`)"),
+        Form(ge=1, le=MAX_DB_ID, description="Stored dataset to evaluate on (or give `file`)",
+             examples=[1]),
     ] = None,
     label: Annotated[
         str | None, Form(description="Label column of the file (name, or 0-based index)")

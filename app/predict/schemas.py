@@ -208,8 +208,35 @@ class ExplainRequest(BaseModel):
     ids: PredictionIds | None = Field(None, description="Your id of each row, as /predict's `ids`")
 
 
+_EVALUATION_EXAMPLE = {
+    "model_id": 1, "model": None, "version": None, "alias": None, "source": "dataset",
+    "dataset_id": 1, "n": 114,
+    "metrics": {
+        "n": 114, "accuracy": 0.9649, "balanced_accuracy": 0.9623,
+        "majority_baseline": 0.6316, "majority_class": 1, "beats_baseline": True,
+        "roc_auc": 0.9934, "pr_auc": 0.9901, "log_loss": 0.0952, "brier": 0.0281,
+        "ece": 0.0311,
+        "confusion_matrix": {"labels": [1, 2], "matrix": [[70, 2], [2, 40]]},
+        "per_class": [
+            {"label": 1, "precision": 0.9722, "recall": 0.9722, "f1": 0.9722, "support": 72},
+            {"label": 2, "precision": 0.9524, "recall": 0.9524, "f1": 0.9524, "support": 42},
+        ],
+    },
+    "curves": {
+        "roc": [{"label": 2, "fpr": [0.0, 0.0, 1.0], "tpr": [0.0, 0.5, 1.0],
+                 "thresholds": [None, 0.71, -1.32]}],
+        "pr": [{"label": 2, "precision": [0.37, 1.0, 1.0], "recall": [1.0, 0.5, 0.0]}],
+        "reliability": [{"label": 2, "mean_predicted": [0.04, 0.93],
+                         "fraction_positive": [0.03, 0.95], "count": [70, 44]}],
+    },
+    "importance": None,
+}
+
+
 class EvaluationOut(BaseModel):
-    model_config = ConfigDict(protected_namespaces=())
+    model_config = ConfigDict(
+        protected_namespaces=(), json_schema_extra={"examples": [_EVALUATION_EXAMPLE]}
+    )
 
     model_id: int = Field(description="The stored model evaluated (a reference resolved)")
     model: str | None = Field(None, description="The registered model, for a name reference")

@@ -41,6 +41,10 @@ def limited(settings: Settings, max_fit_bytes: int) -> TestClient:
     return TestClient(create_app(settings.model_copy(update={"max_fit_bytes": max_fit_bytes})))
 
 
+# The fits' own estimates: /train's default calibration adds its folds (see the last test).
+UNCALIBRATED = {"calibration": "none"}
+
+
 def test_default_limit_is_half_the_physical_memory(settings):
     assert settings.max_fit_bytes == half_of_physical_memory() > 0
 
@@ -54,7 +58,7 @@ def test_a_30_by_12000_csv_trains_at_the_default_limit(client, worker):
 def test_a_small_limit_refuses_the_fit_with_a_clear_422_before_queuing(settings, engine):
     with limited(settings, 1_000_000) as c:
         ds = upload(c, wide_csv())
-        r = c.post("/train", json={"dataset_id": ds["id"], "max_iter": 20})
+        r = c.post("/train", json={"dataset_id": ds["id"], "max_iter": 20, **UNCALIBRATED})
         body = assert_problem(r, 422, "dataset_id")
         assert body["estimate_bytes"] > body["limit_bytes"] == 1_000_000
         assert body["path"] == "woodbury"
@@ -64,7 +68,8 @@ def test_a_small_limit_refuses_the_fit_with_a_clear_422_before_queuing(settings,
         # within the limit the same request is accepted
         need = estimate_fit("msvmav", 30, 12_000, None, {}).peak_bytes
     with limited(settings, need + 1) as c:
-        assert c.post("/train", json={"dataset_id": ds["id"], "max_iter": 20}).status_code == 202
+        body = {"dataset_id": ds["id"], "max_iter": 20, **UNCALIBRATED}
+        assert c.post("/train", json=body).status_code == 202
 
 
 def test_the_hold_out_split_and_the_largest_search_configuration_count(settings, engine):
@@ -77,7 +82,7 @@ def test_the_hold_out_split_and_the_largest_search_configuration_count(settings,
     assert small.peak_bytes < large.peak_bytes
     with limited(settings, (small.peak_bytes + large.peak_bytes) // 2) as c:
         ds = upload(c, content)
-        body = {"dataset_id": ds["id"], "kernel": "rbf", "test_fraction": 0.25,
+        body = {"dataset_id": ds["id"], "kernel": "rbf", "test_fraction": 0.25, **UNCALIBRATED,
                 "params": {"approximation": "nystroem", "max_iter": 5}}
         ok = {**body, "search": {"grid": {"n_components": [10, 20]}, "cv": 3}}
         assert c.post("/train", json=ok).status_code == 202
@@ -109,7 +114,7 @@ def test_comparators_are_admitted_by_their_own_estimate(settings, engine, algori
     with limited(settings, need - 1) as c:
         ds = upload(c, content)
         r = c.post("/train", json={"dataset_id": ds["id"], "algorithm": algorithm,
-                                   "kernel": "rbf"})
+                                   "kernel": "rbf", **UNCALIBRATED})
         assert assert_problem(r, 422, "dataset_id")["estimate_bytes"] == need
 
 
@@ -124,7 +129,7 @@ def test_train_keeps_the_time_estimate_beside_the_memory_estimate(client):
     X = rng.random((400, 5))
     ds = upload(client, to_csv(X, np.where(X[:, 0] > 0.5, "p", "n")))
     job = submit(client, ds["id"], kernel="rbf", approximation="exact", max_iter=7,
-                 test_fraction=0.25)
+                 test_fraction=0.25, **UNCALIBRATED)
     params = {"kernel": "rbf", "approximation": "exact", "max_iter": 7}
     estimate = job["params"]["estimate"]
     assert estimate["peak_bytes"] == estimate_fit("msvmav", 300, 5, None, params).peak_bytes
@@ -132,7 +137,7 @@ def test_train_keeps_the_time_estimate_beside_the_memory_estimate(client):
     assert estimate["seconds"] == round(exact_kernel_seconds(300, 5, 7), 3)
     # a search: cv fits on (cv - 1) / cv of the rows per configuration, then the refit
     body = {"dataset_id": ds["id"], "kernel": "rbf", "approximation": "exact",
-            "max_iter": 7, "search": {"grid": {"alpha": [1.0, 2.0, 4.0]}, "cv": 4}}
+            "max_iter": 7, **UNCALIBRATED, "search": {"grid": {"alpha": [1.0, 2.0, 4.0]}, "cv": 4}}
     searched = client.post("/train", json=body).json()["params"]["estimate"]
     expected = 4 * 3 * exact_kernel_seconds(300, 5, 7) + exact_kernel_seconds(400, 5, 7)
     assert searched["seconds"] == pytest.approx(expected, abs=1e-3)
@@ -149,7 +154,7 @@ def test_max_fit_seconds_refuses_a_fit_predicted_to_take_longer(settings, engine
     rng = np.random.default_rng(4)
     X = rng.random((3000, 4))
     content = to_csv(X, np.where(X[:, 0] > 0.5, "p", "n"))
-    exact = {"kernel": "rbf", "approximation": "exact"}
+    exact = {"kernel": "rbf", "approximation": "exact", **UNCALIBRATED}
     predicted = exact_kernel_seconds(3000, 4, 100)
     assert predicted > 1.0
     with with_limits(settings, max_fit_seconds=1.0) as c:
@@ -159,6 +164,27 @@ def test_max_fit_seconds_refuses_a_fit_predicted_to_take_longer(settings, engine
         assert body["estimate_seconds"] == round(predicted, 3) and body["limit_seconds"] == 1.0
         assert "MSVMAV_MAX_FIT_SECONDS" in body["detail"] and "3000 rows x 4" in body["detail"]
         assert c.get("/jobs").json()["items"] == []
-        assert c.post("/train", json={"dataset_id": ds["id"]}).status_code == 202
+        assert c.post("/train", json={"dataset_id": ds["id"], **UNCALIBRATED}).status_code == 202
     with with_limits(settings, max_fit_seconds=None) as c:
         assert c.post("/train", json={"dataset_id": ds["id"], **exact}).status_code == 202
+
+
+def test_a_calibrated_fit_is_estimated_with_its_folds(client):
+    """/train's default calibration (sigmoid) first fits CALIBRATION_FOLDS clones on
+    (folds - 1) / folds of the training rows each: admission adds their rows' copy to the
+    memory estimate and their fits to the seconds, so MSVMAV_MAX_FIT_BYTES and
+    MSVMAV_MAX_FIT_SECONDS judge the job that will run."""
+    from solver.calibration import CALIBRATION_FOLDS
+
+    rng = np.random.default_rng(5)
+    X = rng.random((400, 5))
+    ds = upload(client, to_csv(X, np.where(X[:, 0] > 0.5, "p", "n")))
+    params = {"kernel": "rbf", "approximation": "exact", "max_iter": 7}
+    job = submit(client, ds["id"], test_fraction=0.25, **params)  # calibration: the default
+    assert job["params"]["calibration"] == "sigmoid"
+    estimate = job["params"]["estimate"]
+    share = (CALIBRATION_FOLDS - 1) / CALIBRATION_FOLDS
+    plain = estimate_fit("msvmav", 300, 5, None, params).peak_bytes
+    assert estimate["peak_bytes"] == plain + int(share * 300 * 5 * 8)
+    seconds = exact_kernel_seconds(300, 5, 7) * (1 + CALIBRATION_FOLDS * share)
+    assert estimate["seconds"] == pytest.approx(seconds, abs=1e-3)
