@@ -256,3 +256,18 @@ def feature_specs(encoding: dict) -> list[dict]:
         raise IngestError("The stored encoding is not valid (no 'columns' list).",
                           field="encoding")
     return encoding["columns"]
+
+
+# What a model adds to its dataset's column specs, none of which changes the encoded layout.
+MODEL_KEYS = ("handle_unknown", "impute")
+
+
+def same_layout(a: dict, b: dict) -> bool:
+    """Do two encodings give the same feature columns (a model's and a dataset's: the model's
+    handle_unknown and imputation fills aside)?"""
+    def bare(encoding: dict) -> list | None:
+        columns = encoding.get("columns")
+        if not isinstance(columns, list):
+            return None
+        return [{k: v for k, v in c.items() if k not in MODEL_KEYS} for c in columns]
+    return bare(a) == bare(b)

@@ -185,3 +185,29 @@ def test_numeric_model_imputes_nan_tensors_at_v2(client, worker):
     assert r.status_code == 200, r.text
     decision = r.json()["outputs"][0]["data"]
     np.testing.assert_allclose(decision, [p["decision_value"] for p in expected], rtol=1e-12)
+
+
+@pytest.mark.parametrize("source", ["file", "dataset"])
+def test_batch_job_scores_missing_cells_as_imputed(client, worker, source):
+    """A batch job over a file with missing cells (chunked) and over the stored dataset (its
+    NaN cells): every row scored as /predict scores the imputed row."""
+    model, rows, y = _train(client, worker, missing="most_frequent")
+    fills = _fills(model)
+    data = {"model_id": str(model["id"]), "chunk_rows": "25", "on_error": "fail"}
+    if source == "file":
+        r = client.post("/batch-predictions", files={"file": ("q.csv", _csv(rows))}, data=data)
+    else:
+        r = client.post("/batch-predictions", data={**data, "dataset_id": str(model["dataset_id"])})
+    assert r.status_code == 202, r.text
+    run_jobs(worker)
+    job = client.get(f"/jobs/{r.json()['id']}").json()
+    assert job["status"] == "succeeded", job
+    out = np.genfromtxt(io.BytesIO(client.get(f"/batch-predictions/{job['id']}/result").content),
+                        delimiter=",", names=True, dtype=None, encoding="utf-8")
+    imputed = [[fills[n] if v is None else v for n, v in zip(("x0", "colour", "x1"), row,
+                                                             strict=True)] for row in rows]
+    expected = _predict(client, model["id"], imputed)
+    assert len(out) == len(rows) and any(None in row for row in rows)
+    assert out["label"].tolist() == [p["label"] for p in expected]
+    np.testing.assert_allclose(out["decision_value"], [p["decision_value"] for p in expected],
+                               rtol=1e-9, atol=1e-12)
