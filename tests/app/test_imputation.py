@@ -11,8 +11,10 @@ import json
 import numpy as np
 import onnxruntime as ort
 import pytest
+import scipy.sparse as sp
 from sklearn.impute import SimpleImputer
 
+from app.ingest.imputation import apply_fills, fit_fills
 from solver.protocol import split_indices
 from tests.app.support import run_jobs, submit, upload
 
@@ -185,6 +187,29 @@ def test_numeric_model_imputes_nan_tensors_at_v2(client, worker):
     assert r.status_code == 200, r.text
     decision = r.json()["outputs"][0]["data"]
     np.testing.assert_allclose(decision, [p["decision_value"] for p in expected], rtol=1e-12)
+    # the ONNX graph's single input X: NaN cells replaced by the fills
+    r = client.get(f"/models/{model['id']}/export", params={"format": "onnx"})
+    sess = ort.InferenceSession(r.content, providers=["CPUExecutionProvider"])
+    (onnx_decision,) = sess.run(["decision"], {"X": queries})
+    np.testing.assert_allclose(onnx_decision, [p["decision_value"] for p in expected],
+                               rtol=1e-6, atol=1e-9)
+
+
+def test_fills_of_a_csr_matrix_equal_the_dense_ones():
+    """apply_fills on CSR (wide one-hot datasets are stored so) gives the dense result."""
+    encoding = {"columns": [
+        {"name": "a", "kind": "numeric", "impute": {"strategy": "mean"}},
+        {"name": "c", "kind": "categorical", "categories": ["p", "q", "r"],
+         "impute": {"strategy": "most_frequent"}},
+        {"name": "b", "kind": "numeric", "impute": {"strategy": "median"}}]}
+    X = np.array([[1.0, 0, 1, 0, 0.0], [np.nan, 0, 0, 1, 2.0], [3.0, np.nan, 0, 0, np.nan],
+                  [0.0, 0, 0, 1, 5.0], [2.0, 1, 0, 0, 4.0]])
+    fitted = fit_fills(sp.csr_matrix(X), encoding)
+    assert fitted == fit_fills(X.copy(), encoding)
+    assert [c["impute"]["fill"] for c in fitted["columns"]] == [1.5, "r", 3.0]
+    dense = apply_fills(X.copy(), fitted)
+    assert not np.isnan(dense).any() and dense[2, 1:4].tolist() == [0, 0, 1]
+    np.testing.assert_array_equal(apply_fills(sp.csr_matrix(X), fitted).toarray(), dense)
 
 
 @pytest.mark.parametrize("source", ["file", "dataset"])
@@ -211,3 +236,26 @@ def test_batch_job_scores_missing_cells_as_imputed(client, worker, source):
     assert out["label"].tolist() == [p["label"] for p in expected]
     np.testing.assert_allclose(out["decision_value"], [p["decision_value"] for p in expected],
                                rtol=1e-9, atol=1e-12)
+
+
+def test_stored_dataset_doors_and_experiments(client, worker):
+    """Evaluating a model on its stored dataset scores the NaN cells as imputed (the same
+    accuracy as the imputed rows at /predict); the profile counts the missing cells; an
+    experiment on a dataset waiting for imputation is a 422 naming it."""
+    model, rows, y = _train(client, worker, missing="mean")
+    fills = _fills(model)
+    r = client.post(f"/models/{model['id']}/evaluate",
+                    data={"dataset_id": str(model["dataset_id"])})
+    assert r.status_code == 200, r.text
+    imputed = [[fills[n] if v is None else v for n, v in zip(("x0", "colour", "x1"), row,
+                                                             strict=True)] for row in rows]
+    labels = [p["label"] for p in _predict(client, model["id"], imputed)]
+    accuracy = np.mean([a == b for a, b in zip(labels, y, strict=True)])
+    assert r.json()["metrics"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
+    profile = client.get(f"/datasets/{model['dataset_id']}/profile").json()
+    missing = {c["name"]: c["missing"] for c in profile["columns"]}
+    assert missing == {n: sum(row[j] is None for row in rows)
+                       for j, n in enumerate(("x0", "colour", "x1"))}
+    r = client.post("/experiments", json={"dataset_ids": [model["dataset_id"]],
+                                          "algorithms": ["msvmav"]})
+    assert r.status_code == 422 and "experiments do not impute" in r.text, r.text
