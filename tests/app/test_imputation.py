@@ -46,11 +46,13 @@ def _csv(rows: list[list], y: list[str] | None = None) -> bytes:
     return out.getvalue().encode()
 
 
-def _train(client, worker, **form) -> tuple[dict, list[list], list[str]]:
+def _train(client, worker, params: dict | None = None, **form
+           ) -> tuple[dict, list[list], list[str]]:
     rows, y = _table()
     ds = upload(client, _csv(rows, y), label="y", **form)
     assert ds["n_rows"] == len(rows)  # the rows with missing cells are kept
-    job = submit(client, ds["id"], max_iter=30, test_fraction=TEST_FRACTION, seed=SEED)
+    job = submit(client, ds["id"], max_iter=30, test_fraction=TEST_FRACTION, seed=SEED,
+                 **(params or {}))
     assert run_jobs(worker) == ["succeeded"], client.get(f"/jobs/{job['id']}").json()
     model_id = client.get(f"/jobs/{job['id']}").json()["model_id"]
     return client.get(f"/models/{model_id}").json(), rows, y
@@ -122,8 +124,11 @@ def test_a_row_with_missing_cells_is_scored_as_the_imputed_row(client, worker):
 
 
 def test_onnx_graph_imputes_like_predict(client, worker):
-    model, rows, y = _train(client, worker, missing="mean")
-    queries = [[None, "green", 1.5], [0.5, None, 2.0], [1.0, "red", None], [2.0, "blue", 0.1]]
+    model, rows, y = _train(client, worker, {"handle_unknown": "ignore"}, missing="mean")
+    by_name = {c["name"]: c for c in model["columns"]}
+    assert by_name["colour"]["handle_unknown"] == "ignore"  # chosen at training, shown
+    queries = [[None, "green", 1.5], [0.5, None, 2.0], [1.0, "red", None], [2.0, "blue", 0.1],
+               [1.0, "violet", 1.0]]
     expected = _predict(client, model["id"], queries)
     r = client.get(f"/models/{model['id']}/export", params={"format": "onnx"})
     assert r.status_code == 200, r.text
