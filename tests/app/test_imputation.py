@@ -113,6 +113,12 @@ def test_a_row_with_missing_cells_is_scored_as_the_imputed_row(client, worker):
     assert _predict(client, model["id"], queries) == expected
     records = [{"x0": q[0], "colour": q[1], "x1": q[2]} for q in queries]
     assert _predict(client, model["id"], records) == expected
+    split = {"columns": ["x0", "colour", "x1"], "data": queries}
+    r = client.post(f"/models/{model['id']}/invocations", json={"dataframe_split": split})
+    assert r.status_code == 200, r.text
+    assert [p["label"] for p in r.json()["predictions"]] == [p["label"] for p in expected]
+    np.testing.assert_allclose([p["decision_value"] for p in r.json()["predictions"]],
+                               [p["decision_value"] for p in expected], rtol=1e-12)
     # (a line of empty cells only, ",,", is a blank line to the CSV reader: not a row)
     r = client.post("/predict/file", files={"file": ("q.csv", _csv(queries[:3]))},
                     data={"model_id": str(model["id"])})
