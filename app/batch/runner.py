@@ -88,6 +88,8 @@ def _score_chunk(loaded: models.LoadedModel, encoder: Encoder, job: BatchJob, ch
     errors = RowErrors()
     if X is None:
         X, errors = encode_chunk(encoder, chunk.frame)
+    else:  # a stored dataset's rows: its missing cells take the model's fills
+        X = loaded.impute(X, copy=False)
     if errors.positions and job.on_error == "fail":
         line = int(chunk.lines[errors.positions[0]])
         raise BadRowError(

@@ -36,10 +36,13 @@ class RowErrors:
         self.reasons.append(reason)
 
 
-def _numeric_cells(values: np.ndarray, name: str, bad: np.ndarray, errors: RowErrors
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """A numeric feature read as numbers: NaN and infinities are the bad cells."""
+def _numeric_cells(values: np.ndarray, name: str, bad: np.ndarray, errors: RowErrors,
+                   fill: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A numeric feature read as numbers: NaN (unless the column imputes it: its ``fill``) and
+    infinities are the bad cells."""
     vals = values.astype(np.float64, copy=True)
+    if fill is not None:
+        vals[np.isnan(vals)] = fill
     wrong = ~np.isfinite(vals)
     for i in np.flatnonzero(wrong & ~bad).tolist():
         errors.add(i, name, "missing value" if math.isnan(vals[i]) else "infinite value")
@@ -84,7 +87,8 @@ def encode_chunk(encoder: Encoder, frame: pd.DataFrame) -> tuple[np.ndarray, Row
     for coder, base, name in zip(encoder.coders, encoder.bases, encoder.names, strict=False):
         series = frame[name]
         if not coder.discrete and series.dtype.kind in "fiub":
-            offs, vals = _numeric_cells(series.to_numpy(), name, bad, errors)
+            fill = coder.fill_code[1] if coder.impute else None
+            offs, vals = _numeric_cells(series.to_numpy(), name, bad, errors, fill)
         else:
             offs, vals = _token_cells(coder, series, name, bad, errors)
         parts.append((base, offs, vals))

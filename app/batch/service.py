@@ -24,6 +24,7 @@ from app.datasets import service as datasets
 from app.ingest import Encoder, IngestError
 from app.ingest.arff import arff_header
 from app.ingest.csv_format import sniff_delimiter
+from app.ingest.encoding import same_layout
 from app.ingest.text import is_number, preview
 from app.jobs import service as jobs
 from app.models import service as models
@@ -161,7 +162,7 @@ def _check_columns(present: list[str], encoder: Encoder, options: BatchOptions) 
 
 def _dataset_source(session: Session, options: BatchOptions, model: Model) -> dict[str, Any]:
     (dataset,) = datasets.lock_or_raise(session, [options.dataset_id], [_body("dataset_id")])
-    if dataset.encoding.get("columns") != model.encoding.get("columns"):
+    if not same_layout(dataset.encoding, model.encoding):
         raise invalid(_body("dataset_id"), f"dataset {dataset.id} is not encoded as model "
                       f"{model.id}'s training data; upload its file instead")
     if options.id_column or options.passthrough:

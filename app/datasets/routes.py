@@ -98,12 +98,22 @@ def create_dataset(
         ),
     ] = None,
     missing: Annotated[
-        Literal["error", "drop"],
+        Literal["error", "drop", "mean", "median", "most_frequent", "constant"],
         Form(
-            description="Missing values: reject the file (error) or drop those rows (drop)",
+            description="Missing values: reject the file (error), drop those rows (drop), or "
+            "keep them and impute them per column with fills fitted on each training part "
+            "(mean, median, most_frequent, constant; see docs/ingest.md)",
             examples=["error"],
         ),
     ] = "error",
+    fill_value: Annotated[
+        Text | None,
+        Form(
+            description="missing=constant: the fill (a number for numeric columns; default 0 "
+            "for numeric, 'missing_value' for categorical columns)",
+            examples=[""],
+        ),
+    ] = None,
     n_features: Annotated[
         int | None,
         Form(
@@ -136,6 +146,7 @@ def create_dataset(
         label=(label or "").strip() or None,
         drop=_drop(drop),
         missing=missing,
+        fill_value=fill_value or None,
         n_features=n_features,
         header=header,
         delimiter=delimiter or None,

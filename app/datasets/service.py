@@ -38,6 +38,7 @@ class UploadOptions:
     label: str | int | None = None
     drop: list[str] | None = None
     missing: str = "error"
+    fill_value: str | None = None
     n_features: int | None = None
     header: bool | None = None
     delimiter: str | None = None

@@ -20,6 +20,7 @@ from app.experiments.schemas import (
     ExperimentRequest,
     ExperimentSummary,
 )
+from app.ingest.imputation import needs_fit
 from app.jobs import service as jobs
 from app.jobs.kinds import read_params
 from app.training import service as training
@@ -42,6 +43,10 @@ def submit(session: Session, request: ExperimentRequest) -> Job:
         loc: list[str | int] = ["body", "dataset_ids", i]
         if len(dataset.classes) < 2:
             raise invalid(loc, f"dataset {dataset_id} has fewer than two classes")
+        if needs_fit(dataset.encoding or {}):
+            raise invalid(loc, f"dataset {dataset_id} keeps missing cells to impute "
+                          f"(missing={dataset.options.get('missing')!r}); experiments do not "
+                          "impute: upload it with missing='drop', or train it with /train")
         n_train, n_test = holdout_sizes(dataset.n_rows, request.test_size)
         if n_test < 1 or n_train < max(request.cv, 2):
             raise invalid(

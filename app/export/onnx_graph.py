@@ -2,9 +2,12 @@
 in double precision): one-hot encoding, min-max scaling with its clip to [0, 1], and the model's
 linear or kernel expansion (``app.export.expansion``).
 
-Inputs: when the model has a categorical column, one input per feature column in training order,
-named as the column, shape [n, 1]: DOUBLE for numeric columns, STRING for categorical ones (as
-skl2onnx does for a ColumnTransformer). Otherwise a single DOUBLE input ``X`` of shape [n, d].
+Imputed columns (app.ingest.imputation): a missing cell — NaN in a DOUBLE input, or a STRING
+spelling a missing value ("", "?", "NA", "NaN", "nan") — is replaced by the column's fill before
+the encoding. Inputs: when the model has a categorical column, one input per feature column in
+training order, named as the column, shape [n, 1]: DOUBLE for numeric columns, STRING for
+categorical ones (as skl2onnx does for a ColumnTransformer). Otherwise a single DOUBLE input
+``X`` of shape [n, d].
 Outputs: ``label`` [n] (the class values: STRING, INT64 or DOUBLE as the classes are) and
 ``decision`` ([n] for two classes, > 0 meaning classes[1]; [n, k] one-vs-rest scores, the label
 being the first highest) and, for a calibrated model, ``probabilities`` ([n, k] in the order of
@@ -23,6 +26,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from app.export.expansion import Expansion, UnsupportedModelError
+from app.ingest.text import MISSING_TOKENS
 from solver.scaling import MinMaxScaling
 
 # Equal on strings is in the default domain from opset 19.
@@ -63,11 +67,42 @@ def _class_constant(classes: np.ndarray) -> tuple[np.ndarray, int]:
     return classes.astype(np.float64), TensorProto.DOUBLE
 
 
+def _fill(spec: dict) -> Any:
+    """The column's fitted imputation fill, or None."""
+    impute = spec.get("impute")
+    return None if impute is None else impute.get("fill")
+
+
+def _imputed(g: _Graph, name: str, spec: dict) -> str:
+    """A [n, 1] input with its missing cells replaced by the column's fill: NaN for a numeric
+    column; for a categorical one a string spelling a missing value (app.ingest.text)."""
+    fill = _fill(spec)
+    if fill is None:
+        return name
+    if spec["kind"] != "categorical":
+        return g.op("Where", g.op("IsNaN", name), g.const(np.array(float(fill))), name)
+    tokens = g.const(np.asarray(sorted(MISSING_TOKENS), dtype=object))
+    hits = g.op("Cast", g.op("Equal", name, tokens), to=TensorProto.DOUBLE)  # [n, m]
+    hit = g.op("Cast", g.op("ReduceMax", hits, g.const(np.array([1], dtype=np.int64)),
+                            keepdims=1), to=TensorProto.BOOL)
+    return g.op("Where", hit, g.const(np.asarray([str(fill)], dtype=object)), name)
+
+
+def _single_input(g: _Graph, specs: list[dict]) -> str:
+    """The one DOUBLE input X with each imputed column's NaN replaced by its fill."""
+    fills = [_fill(s) for s in specs]
+    if all(f is None for f in fills):
+        return SINGLE_INPUT
+    values = np.asarray([np.nan if f is None else float(f) for f in fills], dtype=np.float64)
+    return g.op("Where", g.op("IsNaN", SINGLE_INPUT), g.const(values), SINGLE_INPUT)
+
+
 def _features(g: _Graph, specs: list[dict]) -> tuple[str, list[Any]]:
-    """The encoded feature matrix [n, D] and the graph inputs it reads."""
+    """The encoded feature matrix [n, D] and the graph inputs it reads (missing cells of
+    imputed columns first replaced by their fills)."""
     h = g.h
     if not any(s["kind"] == "categorical" for s in specs):
-        return SINGLE_INPUT, [
+        return _single_input(g, specs), [
             h.make_tensor_value_info(SINGLE_INPUT, TensorProto.DOUBLE, [None, len(specs)])
         ]
     clash = [s["name"] for s in specs if s["name"] in RESERVED or s["name"].startswith("msvmav/")]
@@ -81,11 +116,11 @@ def _features(g: _Graph, specs: list[dict]) -> tuple[str, list[Any]]:
         if spec["kind"] == "categorical":
             inputs.append(h.make_tensor_value_info(spec["name"], TensorProto.STRING, [None, 1]))
             cats = g.const(np.asarray(spec["categories"], dtype=object))
-            hot = g.op("Equal", spec["name"], cats)  # [n, 1] vs [k] -> [n, k]
+            hot = g.op("Equal", _imputed(g, spec["name"], spec), cats)  # [n, 1] vs [k] -> [n, k]
             blocks.append(g.op("Cast", hot, to=TensorProto.DOUBLE))
         else:
             inputs.append(h.make_tensor_value_info(spec["name"], TensorProto.DOUBLE, [None, 1]))
-            blocks.append(spec["name"])
+            blocks.append(_imputed(g, spec["name"], spec))
     return g.op("Concat", *blocks, axis=1), inputs
 
 

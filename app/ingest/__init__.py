@@ -24,7 +24,9 @@ missing="error", n_features=None, header=None, delimiter=None, limits=NO_LIMITS)
     ``drop``: names, 0-based indexes or fnmatch globs ("TAG_*"); a glob never takes the
     label and may match nothing; a plain name must exist. svmlight columns are "f1".."fd".
     ``missing``: "error" (IngestError naming up to 10 rows) or "drop" (drop those rows;
-    only label and feature columns count). ``n_features``: svmlight only.
+    only label and feature columns count), or "mean" | "median" | "most_frequent" |
+    "constant" (``fill_value``): the rows are kept, missing feature cells stored as NaN for
+    training to impute (``imputation``; docs/ingest.md). ``n_features``: svmlight only.
     ``header`` / ``delimiter``: CSV only; None sniffs (delimiter among tab, ";", ",").
 
 ``parse_upload_stream(source, filename="", **the same options) -> StreamedDataset | None``

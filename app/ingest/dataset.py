@@ -29,6 +29,7 @@ from .encoding import (
     spec_width,
 )
 from .errors import MAX_ROWS_NAMED, IngestError, missing_error
+from .imputation import STRATEGIES, check_missing, impute_spec
 from .labels import class_summary, convert_labels
 from .limits import NO_LIMITS, Limits, check_budget, check_identifier, check_rows, choose_sparse
 from .sniff import detect_format, normalize_format
@@ -36,7 +37,9 @@ from .svmlight import check_values, read_svmlight, to_int32_csr
 from .table import RawTable
 from .text import decode_bytes, is_binary, preview
 
-_FILL_OR_DROP = "Fill them in, or set missing='drop' to drop these rows."
+_FILL_OR_DROP = ("Fill them in, set missing='drop' to drop these rows, or impute them "
+                 "(missing='mean', 'median', 'most_frequent' or 'constant').")
+_LABEL_MISSING = "A label cannot be imputed: fill it in, or set missing='drop' to drop these rows."
 
 
 @dataclass
@@ -52,9 +55,11 @@ class ParsedDataset:
 
 
 def _check_options(fmt: str, missing: str, n_features: int | None, header: bool | None,
-                   delimiter: str | None) -> None:
-    if missing not in ("error", "drop"):
-        raise IngestError(f"missing must be 'error' or 'drop', not {missing!r}.",
+                   delimiter: str | None, fill_value: str | None = None) -> None:
+    check_missing(missing, fill_value)
+    if missing in STRATEGIES and fmt == "svmlight":
+        raise IngestError(f"missing={missing!r} (imputation) applies to CSV/TSV and ARFF files; "
+                          "this file is read as svmlight: use 'error' or 'drop'.",
                           field="missing")
     if n_features is not None:
         if fmt != "svmlight":
@@ -125,7 +130,7 @@ def _label_and_features(names: list[str], label: str | int | None,
 
 def _from_table(table: RawTable, fmt: str, label: str | int | None,
                 drop: list[str | int] | None, missing: str,
-                limits: Limits = NO_LIMITS) -> ParsedDataset:
+                limits: Limits = NO_LIMITS, fill_value: str | None = None) -> ParsedDataset:
     names = table.names
     label_idx, dropped, feat_idx = _label_and_features(names, label, drop)
     if table.is_sparse:
@@ -133,9 +138,10 @@ def _from_table(table: RawTable, fmt: str, label: str | int | None,
         # cell: bound rows x columns before looking at them.
         check_rows(table.n_rows, limits)
         check_budget(table.n_rows, len(feat_idx), len(feat_idx), True, limits)
-    bad = find_missing(table, [label_idx, *feat_idx])
-    if bad and missing == "error":
-        raise table_missing_error(table, bad, _FILL_OR_DROP)
+    imputing = missing in STRATEGIES
+    bad = find_missing(table, [label_idx] if imputing else [label_idx, *feat_idx])
+    if bad and missing != "drop":
+        raise table_missing_error(table, bad, _LABEL_MISSING if imputing else _FILL_OR_DROP)
     keep = [i for i in range(table.n_rows) if i not in bad] if bad else list(range(table.n_rows))
     if not keep:
         raise IngestError(f"All {table.n_rows} rows have missing values; nothing is left "
@@ -147,8 +153,8 @@ def _from_table(table: RawTable, fmt: str, label: str | int | None,
         tokens = [] if table.is_sparse else table.column(j, keep)
         spec = infer_spec(names[j], table.declared[j], tokens, table.is_sparse)
         if spec["kind"] == "categorical" and not table.is_sparse:
-            check_identifier(names[j], len(set(tokens)), len(keep))
-        specs.append(spec)
+            check_identifier(names[j], len(set(tokens) - {None}), len(keep))
+        specs.append(impute_spec(spec, missing, fill_value) if imputing else spec)
     sparse = table.is_sparse or _wide_one_hot(len(keep), specs)
     check_budget(len(keep), len(feat_idx), sum(spec_width(s) for s in specs), sparse, limits)
     X = Encoder.from_specs(specs).transform_table(table, keep, feat_idx, sparse=sparse)
@@ -273,11 +279,14 @@ def parse_upload_stream(source: IO[bytes], filename: str = "", *, format: str | 
                         label: str | int | None = None, drop: list[str | int] | None = None,
                         missing: str = "error", n_features: int | None = None,
                         header: bool | None = None, delimiter: str | None = None,
-                        limits: Limits = NO_LIMITS) -> StreamedDataset | None:
+                        limits: Limits = NO_LIMITS, fill_value: str | None = None
+                        ) -> StreamedDataset | None:
     """An upload held in a binary file, read in chunks when it is a CSV the fast path reads
     (UTF-8, not JSON, no missing value...; the caller has refused NUL bytes); None for
     anything else: the caller then reads the whole file with ``parse_dataset``, which gives the
     same dataset or the precise error. The file is read from its current position."""
+    if missing in STRATEGIES:
+        return None  # imputation: parse_dataset reads the whole file
     start = source.tell()
     head = source.read(HEAD_BYTES)
     source.seek(start)
@@ -351,7 +360,7 @@ def parse_dataset(content: bytes, filename: str = "", *, format: str | None = No
                   label: str | int | None = None, drop: list[str | int] | None = None,
                   missing: str = "error", n_features: int | None = None,
                   header: bool | None = None, delimiter: str | None = None,
-                  limits: Limits = NO_LIMITS) -> ParsedDataset:
+                  limits: Limits = NO_LIMITS, fill_value: str | None = None) -> ParsedDataset:
     """Parse an uploaded training file; see the package docstring for the rules.
 
     ``limits`` bounds rows, features and the encoded matrix's bytes; they are checked before
@@ -361,7 +370,7 @@ def parse_dataset(content: bytes, filename: str = "", *, format: str | None = No
         raise IngestError("The file is empty.", field="file")
     _refuse_json(text)
     fmt = normalize_format(format) if format is not None else detect_format(text, filename)
-    _check_options(fmt, missing, n_features, header, delimiter)
+    _check_options(fmt, missing, n_features, header, delimiter, fill_value)
     if fmt == "csv" and (is_whitespace_delimiter(delimiter) or (
             delimiter is None and looks_whitespace_separated(text))):
         text, delimiter = whitespace_to_tabs(text), "\t"
@@ -370,14 +379,17 @@ def parse_dataset(content: bytes, filename: str = "", *, format: str | None = No
     if fmt == "csv":
         streamed = parse_csv_stream(io.StringIO(text), label=label, drop=drop, header=header,
                                     delimiter=delimiter, encoding=None, limits=limits)
-        if streamed is not None:
+        if streamed is not None:  # (no missing value)
             streamed.meta.X = streamed.matrix()
+            if missing in STRATEGIES:
+                enc = streamed.meta.encoding
+                enc["columns"] = [impute_spec(c, missing, fill_value) for c in enc["columns"]]
             return streamed.meta
         delim = normalize_delimiter(delimiter) if delimiter is not None else None
         table = read_csv(text, header=header, delimiter=delim)
     else:
         table = read_arff(text)
-    return _from_table(table, fmt, label, drop, missing, limits)
+    return _from_table(table, fmt, label, drop, missing, limits, fill_value)
 
 
 def _refuse_json(text: str) -> None:

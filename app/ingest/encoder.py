@@ -84,6 +84,11 @@ class Encoder:
         return all(s["kind"] == "numeric" and s.get("values") is None for s in self.specs)
 
     @cached_property
+    def imputes(self) -> bool:
+        """Does any feature impute its missing cells (app.ingest.imputation)?"""
+        return any(c.impute for c in self.coders)
+
+    @cached_property
     def getter(self) -> itemgetter | None:
         return itemgetter(*self.names) if self.names else None
 
@@ -222,6 +227,8 @@ class Encoder:
         the training file's column count without the label); None otherwise."""
         if A is None or not self.plain_numeric or A.ndim != 2:
             return None
+        if self.imputes and np.isnan(A).any():
+            return None  # missing cells: the rows' path codes them as their fills
         if A.shape[1] == len(self.names):
             return A
         if self.wide is not None and A.shape[1] == self.n_wide:

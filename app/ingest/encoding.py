@@ -102,6 +102,11 @@ class ColumnCoder:
         # An unseen category: an error, or (handle_unknown "ignore", chosen at training) a
         # row of zeros in the column's one-hot block, as scikit-learn's OneHotEncoder does.
         self.ignore_unknown = spec.get("handle_unknown") == "ignore"
+        # A missing cell of an imputed column: its fill's code once training fitted it
+        # (app.ingest.imputation), NaN before (a dataset's stored matrix keeps it missing).
+        impute = spec.get("impute")
+        self.impute = impute is not None
+        self.fill_code: tuple[int, float] = (0, math.nan)
         if self.categorical:
             cats = spec["categories"]
             self.exact = {c: i for i, c in enumerate(cats)}
@@ -117,6 +122,14 @@ class ColumnCoder:
         # Discrete columns see few distinct tokens: remember their codes (sparse ARFF).
         self.discrete = self.categorical or self.allowed is not None
         self.cache: dict[object, tuple[int, float]] = {}
+        if impute is not None and "fill" in impute:
+            self.fill_code = self._fill_code(impute["fill"])
+
+    def _fill_code(self, fill: object) -> tuple[int, float]:
+        if not self.categorical:
+            return 0, float(fill)  # type: ignore[arg-type]
+        index = self.exact.get(fill)  # type: ignore[arg-type]
+        return (0, 0.0) if index is None else (index, 1.0)
 
     def code_token(self, tok: str | None) -> tuple[int, float]:
         """code() for file tokens, with a fast path for the common cases."""
@@ -157,6 +170,8 @@ class ColumnCoder:
         return np.zeros(n, dtype=np.int64), vals
 
     def code(self, value: object) -> tuple[int, float]:
+        if self.impute and is_missing(value):
+            return self.fill_code
         if not self.categorical:
             x = _as_number(value)
             if self.allowed is not None and x not in self.allowed:
@@ -179,6 +194,18 @@ class ColumnCoder:
             return 0, 0.0
         raise BadValueError(f"unknown category {value!r}; allowed values: "
                        f"{preview(self.spec['categories'])}")
+
+
+def is_missing(value: object) -> bool:
+    """None, NaN, or a string spelling a missing value."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    if isinstance(value, str):
+        tok = value.strip()
+        return tok in MISSING_TOKENS or tok.lower() == "nan"
+    return False
 
 
 def _fail(exc: BadValueError, where: str, row: int | None, column: str, field: str) -> IngestError:
@@ -229,3 +256,18 @@ def feature_specs(encoding: dict) -> list[dict]:
         raise IngestError("The stored encoding is not valid (no 'columns' list).",
                           field="encoding")
     return encoding["columns"]
+
+
+# What a model adds to its dataset's column specs, none of which changes the encoded layout.
+MODEL_KEYS = ("handle_unknown", "impute")
+
+
+def same_layout(a: dict, b: dict) -> bool:
+    """Do two encodings give the same feature columns (a model's and a dataset's: the model's
+    handle_unknown and imputation fills aside)?"""
+    def bare(encoding: dict) -> list | None:
+        columns = encoding.get("columns")
+        if not isinstance(columns, list):
+            return None
+        return [{k: v for k, v in c.items() if k not in MODEL_KEYS} for c in columns]
+    return bare(a) == bare(b)

@@ -130,7 +130,8 @@ def parse_feature_file(encoding: dict, content: bytes, filename: str = "",
 
     Returns (X, y) where y is the label column when the file has one (the training label's
     name, or ``label``) with a value in every row, else None. Rows are never dropped (each
-    needs a prediction), so missing feature values are an error. A table whose encoded matrix
+    needs a prediction), so missing feature values are an error, but in the columns the model
+    imputes (they take its fill). A table whose encoded matrix
     would exceed ``limits.max_encoded_bytes`` (wide one-hot columns) raises IngestLimitError
     before it is built; svmlight and plain numeric CSV give matrices in proportion to the file.
     """
@@ -157,7 +158,10 @@ def parse_feature_file(encoding: dict, content: bytes, filename: str = "",
     if label_idx is not None and label_idx in col_ids:
         raise IngestError(f"Column {table.names[label_idx]!r} is a feature of this model and "
                           "cannot be the label.", field="label")
-    bad = find_missing(table, col_ids)
+    # a missing cell of an imputed column takes its fill (app.ingest.imputation)
+    required = [j for j, spec in zip(col_ids, specs, strict=True)
+                if "fill" not in spec.get("impute", {})]
+    bad = find_missing(table, required)
     if bad:
         raise table_missing_error(table, bad, _EVERY_FEATURE)
     width = sum(spec_width(s) for s in specs)

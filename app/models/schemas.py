@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.pagination import Page
+from app.ingest.imputation import imputation_summary
 from solver.algorithms import PAPER_ORDER
 from solver.msvmav import KERNEL_APPROXIMATIONS, LINEAR_SOLVERS
 from solver.scaling import MinMaxScaling
@@ -145,6 +146,23 @@ class FitPath(BaseModel):
     )
 
 
+class ColumnImputation(BaseModel):
+    strategy: str = Field(description="`mean`, `median`, `most_frequent` or `constant` (the "
+                          "upload's `missing`)")
+    fill: Any = Field(description="The value a missing cell takes: fitted on the training "
+                      "part (a number, or a category of a categorical column)")
+
+
+class FeatureColumn(BaseModel):
+    name: str
+    kind: str = Field(description="`numeric` or `categorical` (one-hot)")
+    handle_unknown: str | None = Field(
+        None, description="Categorical columns: `error` or `ignore` (an unseen category "
+        "encodes as all zeros), chosen at training")
+    impute: ColumnImputation | None = Field(
+        None, description="The imputation of missing cells (null: a missing cell is an error)")
+
+
 class ModelDetail(ModelSummary):
     """Everything about a model: weights (linear) or expansion summary (kernels), scaling,
     training and hold-out margin statistics, and a summary of the optimisation history."""
@@ -232,6 +250,12 @@ class ModelDetail(ModelSummary):
         "brier, ece (null without probabilities), confusion_matrix, per_class (precision, "
         "recall, f1, support); each as sklearn.metrics computes it",
     )
+    columns: list[FeatureColumn] = Field(
+        default_factory=list,
+        description="The categorical and imputed feature columns in training order: kind, "
+        "handle_unknown (categorical) and the imputation fitted at training (plain numeric "
+        "columns without imputation are not listed)",
+    )
 
     @classmethod
     def from_row(cls, model: Any) -> ModelDetail:
@@ -256,6 +280,7 @@ class ModelDetail(ModelSummary):
                 "calibration": (model.params or {}).get("calibration") or "none",
                 **(s.get("convergence") or {}),
                 "evaluation": s.get("evaluation"),
+                "columns": imputation_summary(model.encoding or {}),
             }
         )
 
@@ -307,3 +332,5 @@ class TrainOutcome:
     algorithm: str = "msvmav"
     params: dict[str, Any] = field(default_factory=dict)
     search: dict[str, Any] | None = None
+    # the dataset's encoding with the imputation fitted on the training part (None: unchanged)
+    encoding: dict[str, Any] | None = None

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sqlalchemy import Engine, select
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.orm import Session
@@ -33,6 +34,7 @@ from app.core.pagination import PageParams, paginate
 from app.core.plotting import render_margin_cdf
 from app.core.problems import conflict, invalid, not_found
 from app.datasets import service as datasets
+from app.ingest.imputation import apply_fills
 from app.models.schemas import MarginsOut, TrainOutcome
 from solver.algorithms import display_name
 from solver.jsonable import jsonable
@@ -65,8 +67,20 @@ class LoadedModel:
     # Per-model helpers built on first use by other modules (e.g. the row encoder).
     extras: dict[str, Any] = field(default_factory=dict)
 
+    def impute(self, X: Any, *, copy: bool = True) -> Any:
+        """An encoded X (a stored dataset's rows) with its missing cells (NaN) filled as the
+        model's imputation says (``copy=False``: a dense X in place); X itself when the model
+        imputes nothing."""
+        if not any("impute" in c for c in self.encoding.get("columns") or ()):
+            return X
+        if not sp.issparse(X) and copy:
+            X = np.array(X, dtype=np.float64)
+        return apply_fills(X, self.encoding)
+
     def transform(self, X: Any, *, copy: bool = True) -> Any:
-        """X scaled like the training data (``copy=False``: a dense float64 X in place)."""
+        """X (imputed, ``impute``) scaled like the training data (``copy=False``: a dense
+        float64 X in place)."""
+        X = self.impute(X, copy=copy)
         return self.scaling.transform(X, copy=copy) if self.scaling is not None else X
 
 

@@ -40,6 +40,7 @@ def _dataset_rows(
             f"{model.id}'s {row.n_features}",
         )
     X, y = datasets.load_arrays(session, dataset)
+    X = model.impute(X)  # its missing cells (NaN): the model's fills
     session.commit()  # read-only: end the transaction before computing
     return X, y.tolist()
 

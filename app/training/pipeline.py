@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from app.ingest.imputation import apply_fills, fit_fills, needs_fit
 from app.models.evaluating import baseline_warning, metrics_of
 from app.models.schemas import TrainOutcome
 from app.training.schemas import SearchJob, TrainJob
@@ -99,6 +100,7 @@ def train(
     search_callback: CellCallback | None = None,
     n_jobs: int = 1,
     overwrite_X: bool = False,
+    encoding: dict[str, Any] | None = None,
 ) -> TrainOutcome:
     """Fit ``job.algorithm`` on (X, y) as the job says, through ``solver.protocol``: hold-out
     split, scale, (search,) refit, score.
@@ -108,6 +110,8 @@ def train(
     search (raising aborts it); ``n_jobs`` processes run the search. ``overwrite_X``: X (dense
     float64) is the caller's to spend: the training rows are moved to its front, the test rows
     behind them, and both scaled there, so neither part is a copy (the same results).
+    ``encoding``: the dataset's; when its columns wait for imputation fills, they are fitted on
+    the training part only, fill both parts, and the outcome's ``encoding`` holds them.
     """
     plan = plan_of(job)
     train_idx, test_idx = protocol.split_indices(y, job.test_fraction, plan.seed)
@@ -116,6 +120,11 @@ def train(
         raise TrainingError("the training part has a single class; nothing to separate")
     X_train, X_test = protocol.split_rows(X, train_idx, test_idx, overwrite=overwrite_X)
     del X
+    if encoding is not None and needs_fit(encoding):
+        encoding = fit_fills(X_train, encoding)
+        X_train, X_test = apply_fills(X_train, encoding), apply_fills(X_test, encoding)
+    else:
+        encoding = None
     try:
         fitted = protocol.fit(
             plan, X_train, y_train, callback=callback, search_callback=search_callback,
@@ -151,6 +160,7 @@ def train(
         algorithm=plan.algorithm,
         params=used,
         search=search,
+        encoding=encoding,
     )
 
 

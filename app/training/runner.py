@@ -90,11 +90,13 @@ def run_train_job(ctx: JobContext, job: TrainJob) -> JobResult:
         # rows beside a column of ones for the fits that append one: it is not copied then
         X, y = datasets.load_arrays(
             session, dataset, intercept_room=appends_ones(job.algorithm, job.kernel))
+        encoding = dataset.encoding
     callback, search_callback = _callbacks(ctx, job, dataset)
     # a search's cells run on the Dask cluster when one is configured
     with dask_cluster(ctx.settings.dask_scheduler if job.search else None):
         outcome = train(X, y, job, callback=callback, search_callback=search_callback,
-                        n_jobs=ctx.settings.search_jobs, overwrite_X=True)
+                        n_jobs=ctx.settings.search_jobs, overwrite_X=True,
+                        encoding=encoding)
 
     register_as = ctx.params.get("register_as")
 
@@ -103,7 +105,8 @@ def run_train_job(ctx: JobContext, job: TrainJob) -> JobResult:
             session, outcome=outcome, dataset=dataset, job_id=ctx.job_id, params=ctx.params,
             chunk_bytes=ctx.settings.array_chunk_bytes,
         )
-        model.encoding = with_handle_unknown(model.encoding, job.handle_unknown)
+        fitted = outcome.encoding if outcome.encoding is not None else model.encoding
+        model.encoding = with_handle_unknown(fitted, job.handle_unknown)
         registered = None
         if register_as:  # the registry version commits with the job's success, or not at all
             version = registry.add_version(session, register_as, model.id, create_missing=True)

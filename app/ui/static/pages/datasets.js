@@ -8,7 +8,10 @@
     const format = UI.select("format", [["", "detect"], "csv", "tsv", "libsvm", "arff"], "");
     const label = el("input", { name: "label", placeholder: "last column" });
     const drop = el("input", { name: "drop", placeholder: "id, note_*" });
-    const missing = UI.select("missing", [["error", "reject the file"], ["drop", "drop those rows"]], "error");
+    const missing = UI.select("missing", [["error", "reject the file"], ["drop", "drop those rows"],
+      ["mean", "impute: mean"], ["median", "impute: median"], ["most_frequent", "impute: most frequent"],
+      ["constant", "impute: constant"]], "error");
+    const fillValue = el("input", { name: "fill_value", size: 8, placeholder: "0 / missing_value" });
     const delimiter = el("input", { name: "delimiter", size: 4, placeholder: "sniffed" });
     const header = UI.select("header", [["", "sniffed"], ["true", "yes"], ["false", "no"]], "");
     const out = el("div", { "aria-live": "polite" });
@@ -19,7 +22,8 @@
         UI.field("File", file, "CSV/TSV, LIBSVM or ARFF"), UI.field("Name", name),
         UI.field("Format", format), UI.field("Label column", label, "name or 0-based index"),
         UI.field("Drop columns", drop, "names or globs, comma-separated"),
-        UI.field("Missing values", missing), UI.field("Delimiter", delimiter), UI.field("Header row", header)),
+        UI.field("Missing values", missing), UI.field("Fill value", fillValue, "missing=constant"),
+        UI.field("Delimiter", delimiter), UI.field("Header row", header)),
       submit, out);
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
@@ -28,6 +32,7 @@
       const fd = new FormData();
       fd.append("file", file.files[0]);
       for (const c of [name, format, label, drop, missing, delimiter, header]) if (c.value) fd.append(c.name, c.value);
+      if (missing.value === "constant" && fillValue.value) fd.append("fill_value", fillValue.value);
       submit.disabled = true;
       try {
         const d = await UI.api("POST", "/datasets", fd);
