@@ -74,6 +74,10 @@ def _check_against_predict(client, model: dict, result: pd.DataFrame, frame: pd.
     D = np.asarray([p["decision_values"] for p in expected["predictions"]])
     got = result[[f"decision_{c}" for c in classes]].to_numpy()
     np.testing.assert_allclose(got, D, rtol=1e-12, atol=1e-12)
+    # the default calibration's probabilities, /predict's to the CSV's precision
+    P = np.asarray([[p["probabilities"][str(c)] for c in classes] for p in expected["predictions"]])
+    got = result[[f"probability_{c}" for c in classes]].to_numpy()
+    np.testing.assert_allclose(got, P, rtol=1e-12, atol=1e-12)
     assert result["note"].tolist() == frame["note"].tolist()
 
 
@@ -100,7 +104,8 @@ def test_batch_skips_bad_rows_and_matches_predict_row_by_row(client, worker, eng
     r = client.get(f"/batch-predictions/{job['id']}/result")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
     out = pd.read_csv(io.BytesIO(r.content))
-    assert list(out.columns) == ["key", "label", "decision_a", "decision_b", "decision_c", "note"]
+    assert list(out.columns) == ["key", "label", "decision_a", "decision_b", "decision_c",
+                                 "probability_a", "probability_b", "probability_c", "note"]
     good = frame.drop(index=list(bad)).reset_index(drop=True)
     _check_against_predict(client, model, out, good, "key")
     errors = pd.read_csv(io.BytesIO(client.get(f"/batch-predictions/{job['id']}/errors").content))
@@ -182,7 +187,8 @@ def test_batch_row_numbers_without_id_column(client, worker):
     r = _submit(client, model["id"], content)
     job = _wait_done(client, worker, r.json()["id"])
     out = pd.read_csv(io.BytesIO(client.get(f"/batch-predictions/{job['id']}/result").content))
-    assert list(out.columns) == ["row", "label", "decision_value"]
+    assert list(out.columns) == ["row", "label", "decision_value", "probability_neg",
+                                 "probability_pos"]
     assert out["row"].tolist() == list(range(75))
     expected = client.post("/predict", json={"model_id": model["id"],
                                              "instances": Xn.tolist()}).json()
