@@ -92,12 +92,18 @@ def check_training_part(dataset: Dataset, request: TrainRequest) -> None:
            if request.search is not None and need > 2 else "every class needs 2 rows")
     fraction = request.test_fraction
     where = (f"test_fraction {fraction} leaves" if fraction else "the training part holds")
-    raise invalid(
-        ["body", "test_fraction"],
+    message = (
         f"{where} {k} training rows of class {cls!r} ({len(short)} classes short, "
         f"{len(train_idx)} training rows in all); {why}: lower test_fraction"
-        + (" or search.cv" if request.search is not None else "") + " or upload more rows",
+        + (" or search.cv" if request.search is not None else "") + " or upload more rows"
     )
+    problem = invalid(["body", "test_fraction"], message)
+    if request.search is not None and min(in_train) >= 2 and problem.errors is not None:
+        # only the search's folds are short: search.cv is the other field that fixes it
+        problem.errors.append(
+            {"loc": ["body", "search", "cv"], "field": "search.cv", "message": message}
+        )
+    raise problem
 
 
 def resolve_estimator_params(request: TrainRequest) -> tuple[dict[str, Any], set[str]]:
