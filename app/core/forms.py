@@ -21,7 +21,10 @@ async def reject_unknown_fields(request: Request) -> None:
     if dependant is None:
         return
     known = {p.alias for p in dependant.body_params}
-    unknown = sorted(set((await request.form()).keys()) - known)
+    given = set((await request.form()).keys())
+    if any(p.field_info.is_required() and p.alias not in given for p in dependant.body_params):
+        return  # a required field is missing: validation names it first (say, `file`)
+    unknown = sorted(given - known)
     if unknown:
         raise invalid(["body", unknown[0]], f"unknown form field {unknown[0]!r}; this route "
                       f"takes {', '.join(sorted(known))}")
