@@ -90,9 +90,10 @@ def test_upload_train_and_read_back(client, trained):
     assert model["algorithm"] == "msvmav" and model["holdout_accuracy"] > 0.9
     assert trained["job"]["id"] in [j["id"] for j in client.jobs()["items"]]
     assert trained["model_id"] in [m["id"] for m in client.models()["items"]]
-    frame = wdbc_frame().drop(columns="Class").head(50)
+    frame = wdbc_frame().head(50)
     uploaded = client.upload(frame, name="frame.csv")  # a DataFrame goes up as CSV
-    assert (uploaded["n_rows"], uploaded["n_features"]) == (50, 29)  # last column: the label
+    assert (uploaded["n_rows"], uploaded["n_features"]) == (50, 30)  # last column: the label
+    assert uploaded["classes"] == [1, 2]
 
 
 def unnamed(answer: dict) -> list[dict]:
