@@ -19,28 +19,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from tests.live_server import free_port  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _api import live_api, peak_kib  # noqa: E402
 
 MIB = 1024 * 1024
-
-
-def _peak_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise RuntimeError("no VmHWM")
 
 
 FEATURES = 40
@@ -83,46 +72,18 @@ def _chunks(body: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
 def run(name: str, body: bytes | None, *, chunked: bool, limit: int) -> tuple[int, float]:
     """One scenario on a fresh API; ``body`` None: a model is trained, and the body is a
     /predict of it at the limit."""
-    with tempfile.TemporaryDirectory() as tmp:
-        port = free_port()
-        env = {
-            **os.environ,
-            "MSVMAV_DATABASE_URL": f"sqlite:///{tmp}/bench.db",
-            "MSVMAV_MAX_JSON_BYTES": str(limit),
-            "MSVMAV_LOG_LEVEL": "WARNING",
-        }
-        subprocess.run(
-            [sys.executable, "-m", "app.cli.main", "migrate"], env=env, cwd=ROOT, check=True,
-            capture_output=True,
-        )
-        server = subprocess.Popen(
-            [sys.executable, "-m", "app.cli.main", "serve", "--host", "127.0.0.1",
-             "--port", str(port)],
-            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        try:
-            url = f"http://127.0.0.1:{port}"
-            with httpx.Client(base_url=url, timeout=120) as client:
-                for _ in range(200):
-                    try:
-                        if client.get("/livez").status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        time.sleep(0.05)
-                client.post("/predict", json={"model_id": 1, "instances": [[1.0]]})  # warm up
-                if body is None:
-                    model_id = _train(client)
-                    body = _predict_body(limit - 1024, model_id)
-                    probe = {"model_id": model_id, "instances": [[0.5] * FEATURES]}
-                    client.post("/predict", json=probe).raise_for_status()  # model cached
-                before = _peak_kib(server.pid)
-                headers = {"content-type": "application/json"}
-                content = _chunks(body) if chunked else body
-                r = client.post("/predict", content=content, headers=headers)
-                after = _peak_kib(server.pid)
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+    with live_api({"MSVMAV_MAX_JSON_BYTES": str(limit)}, timeout=120) as (client, pid):
+        client.post("/predict", json={"model_id": 1, "instances": [[1.0]]})  # warm up
+        if body is None:
+            model_id = _train(client)
+            body = _predict_body(limit - 1024, model_id)
+            probe = {"model_id": model_id, "instances": [[0.5] * FEATURES]}
+            client.post("/predict", json=probe).raise_for_status()  # model cached
+        before = peak_kib(pid)
+        headers = {"content-type": "application/json"}
+        content = _chunks(body) if chunked else body
+        r = client.post("/predict", content=content, headers=headers)
+        after = peak_kib(pid)
     growth_mb = (after - before) / 1024
     print(
         f"{name:<28} body {len(body) / MIB:7.1f} MiB  -> {r.status_code}  "

@@ -20,27 +20,16 @@ Before the check (issue 28) the first took RSS 229 → 820 MiB for 10 MB (~60 ×
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from tests.live_server import free_port  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _api import live_api, peak_kib  # noqa: E402
 
 MIB = 1024 * 1024
-
-
-def _peak_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise RuntimeError("no VmHWM")
 
 
 def _train(client: httpx.Client) -> int:
@@ -72,47 +61,18 @@ def _send(client: httpx.Client, how: str, model_id: int, body: bytes) -> httpx.R
 
 
 def run(name: str, how: str, body: bytes) -> float:
-    with tempfile.TemporaryDirectory() as tmp:
-        port = free_port()
-        env = {
-            **os.environ,
-            "MSVMAV_DATABASE_URL": f"sqlite:///{tmp}/bench.db",
-            "MSVMAV_LOG_LEVEL": "WARNING",
-            "MSVMAV_MAX_PREDICT_INSTANCES": "10000000",  # the anchor's rows
-            "MSVMAV_PREDICTION_LOG": "false",  # (the anchor's half a million rows: not measured)
-        }
-        subprocess.run(
-            [sys.executable, "-m", "app.cli.main", "migrate"], env=env, cwd=ROOT, check=True,
-            capture_output=True,
-        )
-        server = subprocess.Popen(
-            [sys.executable, "-m", "app.cli.main", "serve", "--host", "127.0.0.1",
-             "--port", str(port)],
-            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        try:
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300) as client:
-                deadline = time.monotonic() + 120  # (a loaded machine starts it slowly)
-                while time.monotonic() < deadline:
-                    try:
-                        if client.get("/livez").status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        time.sleep(0.1)
-                model_id = _train(client)
-                _send(client, how, model_id, b"x0,x1,x2\n0.1,0.2,0.3\n").raise_for_status()
-                before = _peak_kib(server.pid)
-                started = time.perf_counter()
-                r = _send(client, how, model_id, body)
-                seconds = time.perf_counter() - started
-                after = _peak_kib(server.pid)
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+    settings = {
+        "MSVMAV_MAX_PREDICT_INSTANCES": "10000000",  # the anchor's rows
+        "MSVMAV_PREDICTION_LOG": "false",  # (the anchor's half a million rows: not measured)
+    }
+    with live_api(settings, timeout=300) as (client, pid):
+        model_id = _train(client)
+        _send(client, how, model_id, b"x0,x1,x2\n0.1,0.2,0.3\n").raise_for_status()
+        before = peak_kib(pid)
+        started = time.perf_counter()
+        r = _send(client, how, model_id, body)
+        seconds = time.perf_counter() - started
+        after = peak_kib(pid)
     growth = (after - before) / 1024
     ratio = growth / (len(body) / MIB)
     print(
