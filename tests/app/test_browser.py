@@ -18,17 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.live_server import ROOT, LiveServer, live_server
+from tests.live_server import CHROMIUM, LAUNCH_ARGS, ROOT, LiveServer, live_server
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 SCREENSHOT = ROOT / "docs" / "img" / "swagger.png"
 TIMEOUT_MS = 30_000
 

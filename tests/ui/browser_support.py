@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -20,17 +19,8 @@ import numpy as np
 import pytest
 
 from tests.app.support import migrated_database
-from tests.live_server import ROOT, LiveServer, live_server
+from tests.live_server import CHROMIUM, LAUNCH_ARGS, ROOT, LiveServer, live_server
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 TIMEOUT_MS = 30_000
 AXE = Path(__file__).parent / "axe" / "axe.min.js"
 IMG = ROOT / "docs" / "img"
