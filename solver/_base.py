@@ -214,10 +214,16 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         D = self.decision_function(X)
         return self.probabilities(D)
 
+    @property
+    def calibrated(self) -> bool:
+        """Whether the fitted model has a probability calibrator (``calibrator_``): the one
+        test of whether it gives probabilities, for its callers too."""
+        return getattr(self, "calibrator_", None) is not None
+
     def probabilities(self, D: np.ndarray) -> np.ndarray:
         """``predict_proba`` from decision values D already computed (``decision_function``'s
         shape). ValueError when the model has no calibrator."""
-        if getattr(self, "calibrator_", None) is None:
+        if not self.calibrated:
             raise ValueError("model: has no probability calibration (fitted with "
                              "calibration='none', or its fit was stopped)")
         return self.calibrator_.predict_proba(D)

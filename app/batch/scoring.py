@@ -108,19 +108,13 @@ def output_columns(loaded: LoadedModel, id_column: str | None, passthrough: list
     est = loaded.estimator
     names = [id_column or ROW_COLUMN, "label"]
     names += ["decision_value"] if len(classes) == 2 else [f"decision_{c}" for c in classes]
-    if has_probabilities(est):
+    if est.calibrated:
         names += [f"probability_{c}" for c in classes]
     return names + passthrough
 
 
 def class_values(loaded: LoadedModel) -> list[Any]:
     return jsonable(loaded.estimator.classes_.tolist())
-
-
-def has_probabilities(est: Any) -> bool:
-    """Whether the model gives class probabilities (fitted with a calibrator), as the scoring
-    core decides (``app.models.scoring.probabilities``)."""
-    return getattr(est, "calibrator_", None) is not None
 
 
 def score(loaded: LoadedModel, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:

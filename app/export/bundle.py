@@ -470,7 +470,7 @@ def _check_predicts(estimator: Any, meta: dict) -> None:
         raise BundleError(
             "the estimator's arrays give non-finite decision values", "estimator.json"
         )
-    if getattr(estimator, "calibrator_", None) is not None:  # its probabilities, too
+    if estimator.calibrated:  # its probabilities, too
         try:
             P = estimator.probabilities(D)
         except (ValueError, TypeError, IndexError, KeyError) as exc:

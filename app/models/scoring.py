@@ -93,7 +93,7 @@ def probabilities(loaded: LoadedModel, decision: np.ndarray) -> np.ndarray | Non
     """(n, k) class probabilities from the calibrator fitted with the model (None for a model
     fitted without calibration)."""
     est = loaded.estimator
-    if getattr(est, "calibrator_", None) is None:
+    if not est.calibrated:
         return None
     return np.asarray(est.probabilities(decision), dtype=np.float64)
 

@@ -134,7 +134,7 @@ def performance_estimate(estimator: Any, cols: window.Columns,
     decision values (``solver.performance_estimate``: mean confidence of the predicted class,
     95 % interval), beside the realised accuracy of its rows with feedback (None without);
     None when the model has no calibrator or the window no rows."""
-    if getattr(estimator, "calibrator_", None) is None:
+    if not estimator.calibrated:
         return None
     if multiclass:  # the full one-vs-rest vector, logged with each multi-class row
         keep = cols.has_decisions

@@ -55,8 +55,7 @@ class ServedModel:
     @property
     def outputs(self) -> tuple[str, ...]:
         """The output tensors this model answers."""
-        calibrated = getattr(self.loaded.estimator, "calibrator_", None) is not None
-        return (*OUTPUTS, PROBABILITY) if calibrated else OUTPUTS
+        return (*OUTPUTS, PROBABILITY) if self.loaded.estimator.calibrated else OUTPUTS
 
     @property
     def numeric_only(self) -> bool:

@@ -173,7 +173,7 @@ def _holdout(
     est = fitted.estimator
     Xt = fitted.transform(X_test, copy=not in_place)
     D = est.decision_function(Xt)
-    P = est.probabilities(D) if getattr(est, "calibrator_", None) is not None else None
+    P = est.probabilities(D) if est.calibrated else None
     index = est.predicted_index(D)
     accuracy = float(np.mean(est.classes_[index] == y_test))
     known = np.isin(y_test, est.classes_)
