@@ -95,7 +95,7 @@ def run_job(database_url: str, job_id: int, cwd: str) -> tuple[float, int, str]:
     from sqlalchemy import select
 
     from app.core.db import make_engine
-    from app.core.orm import Job
+    from app.jobs.orm import Job
 
     env = {**os.environ, "MSVMAV_DATABASE_URL": database_url, "MSVMAV_PREDICTION_LOG": "false",
            "MSVMAV_WORKER_POLL_INTERVAL": "0.05"}

@@ -38,9 +38,11 @@ from sqlalchemy.orm import Session  # noqa: E402
 
 from app.core.config import Settings  # noqa: E402
 from app.core.db import make_engine, upgrade_to_head  # noqa: E402
-from app.core.orm import Dataset, DatasetArray, Job, Model, ModelArray  # noqa: E402
+from app.datasets.orm import Dataset, DatasetArray  # noqa: E402
+from app.jobs.orm import Job  # noqa: E402
 from app.jobs.worker import Worker  # noqa: E402
 from app.main import create_app  # noqa: E402
+from app.models.orm import Model, ModelArray  # noqa: E402
 from tests.app.support import (  # noqa: E402
     create_postgres_database,
     drop_postgres_database,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from alembic import context
 
 from app.core.db import make_engine
-from app.core.orm import Base
+from app.tables import Base
 
 config = context.config
 target_metadata = Base.metadata

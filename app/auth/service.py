@@ -17,9 +17,10 @@ from app.auth.keys import (
     new_key,
     same_hash,
 )
+from app.auth.orm import ApiKey
 from app.core.db import fetch_one
 from app.core.ids import in_range
-from app.core.orm import ApiKey, utcnow
+from app.core.orm import utcnow
 from app.core.pagination import PageParams, paginate
 from app.core.problems import not_found
 

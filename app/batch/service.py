@@ -18,7 +18,7 @@ from app.batch.formats import INPUT_FORMATS, FormatError, detect_format, head_co
 from app.batch.schemas import BatchJob, OnError, OutputFormat
 from app.batch.scoring import output_columns
 from app.core.config import Settings
-from app.core.orm import Job, Model, utcnow
+from app.core.orm import utcnow
 from app.core.problems import Problem, conflict, invalid, missing, too_large
 from app.datasets import service as datasets
 from app.ingest import Encoder, IngestError
@@ -27,7 +27,9 @@ from app.ingest.csv_format import sniff_delimiter
 from app.ingest.encoding import same_layout
 from app.ingest.text import is_number, preview
 from app.jobs import service as jobs
+from app.jobs.orm import Job
 from app.models import service as models
+from app.models.orm import Model
 from app.predict.target import resolve_target, target_of
 
 _SNIFF_BYTES = 64 * 1024

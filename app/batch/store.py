@@ -13,8 +13,10 @@ from typing import IO, Any
 from sqlalchemy import Engine, and_, delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
-from app.core.orm import ACTIVE_JOB_STATUSES, BatchPart, Job, utcnow
+from app.batch.orm import BatchPart
+from app.core.orm import utcnow
 from app.core.storage import fast_toast_compression
+from app.jobs.orm import ACTIVE_JOB_STATUSES, Job
 from app.jobs.runtime import JobCancelledError, JobLostError, owned
 
 PIECE_BYTES = 8 * 1024 * 1024

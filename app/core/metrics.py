@@ -1,6 +1,5 @@
 """Prometheus text exposition, kept by hand (no client library): request counters per route and
-status, request latency sums, and job counts per status read from the database at scrape time
-(jobs run in other processes, so an in-process counter would miss them)."""
+status and request latency sums. (Job counts per status are ``app.jobs.gauges``'.)"""
 
 from __future__ import annotations
 
@@ -8,12 +7,9 @@ import threading
 from collections import defaultdict
 
 from fastapi.routing import RouteContext, iter_route_contexts
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
-from app.core.orm import JOB_STATUSES, Job
 
 
 class RequestMetrics:
@@ -78,16 +74,6 @@ def _matching_route(scope: Scope) -> BaseRoute | RouteContext | None:
         if match is Match.PARTIAL and partial is None:
             partial = route
     return partial
-
-
-def job_lines(session: Session) -> list[str]:
-    rows = dict(session.execute(select(Job.status, func.count()).group_by(Job.status)).all())
-    lines = [
-        "# HELP msvmav_jobs Jobs in the database by status.",
-        "# TYPE msvmav_jobs gauge",
-    ]
-    lines += [f'msvmav_jobs{{status="{s}"}} {rows.get(s, 0)}' for s in JOB_STATUSES]
-    return lines
 
 
 def _esc(s: str) -> str:

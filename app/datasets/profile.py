@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from app.core.orm import Dataset
+from app.datasets.orm import Dataset
 
 PREVIEW_ROWS = 10
 PROFILE_ROWS = 100_000

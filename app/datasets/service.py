@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 from app.core import reserve, storage
 from app.core.config import Settings
 from app.core.db import classify_fault
-from app.core.orm import ACTIVE_JOB_STATUSES, Dataset, DatasetArray, Job, Model
 from app.core.pagination import PageParams, paginate
 from app.core.problems import conflict, invalid, not_found, too_large
+from app.datasets.orm import Dataset, DatasetArray
 from app.ingest import (
     Limits,
     ParsedDataset,
@@ -27,6 +27,8 @@ from app.ingest import (
     parse_upload_stream,
 )
 from app.ingest.labels import label_problem
+from app.jobs.orm import ACTIVE_JOB_STATUSES, Job
+from app.models.orm import Model
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
-from app.core.orm import ExperimentResult
 from app.datasets import service as datasets
+from app.experiments.orm import ExperimentResult
 from app.experiments.schemas import ExperimentJob
 from app.jobs.kinds import JobKind
 from app.jobs.runtime import JobContext, JobResult

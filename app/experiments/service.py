@@ -8,11 +8,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.orm import ExperimentResult, Job
 from app.core.pagination import PageParams, paginate
 from app.core.plotting import render_margin_cdf
 from app.core.problems import conflict, invalid, not_found
 from app.datasets import service as datasets
+from app.experiments.orm import ExperimentResult
 from app.experiments.schemas import (
     ExperimentDatasetResult,
     ExperimentJob,
@@ -23,6 +23,7 @@ from app.experiments.schemas import (
 from app.ingest.imputation import needs_fit
 from app.jobs import service as jobs
 from app.jobs.kinds import read_params
+from app.jobs.orm import Job
 from app.training import service as training
 from solver.protocol import holdout_sizes
 

@@ -17,7 +17,8 @@ from sqlalchemy import Connection, Engine, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.core.db import is_transient
-from app.core.orm import Job, JobAttempt, utcnow
+from app.core.orm import utcnow
+from app.jobs.orm import Job, JobAttempt
 from app.jobs.runtime import failure_message, owned
 
 log = logging.getLogger("app.jobs.queue")

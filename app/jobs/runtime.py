@@ -17,7 +17,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.config import Settings
 from app.core.db import is_transient
-from app.core.orm import Job, utcnow
+from app.core.orm import utcnow
+from app.jobs.orm import Job
 
 log = logging.getLogger("app.jobs.runtime")
 

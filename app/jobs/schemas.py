@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.core.orm import JobAttemptOutcome
 from app.core.pagination import Page
+from app.jobs.orm import JobAttemptOutcome
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 

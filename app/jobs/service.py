@@ -9,9 +9,10 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from app.core.orm import Job, JobAttempt, utcnow
+from app.core.orm import utcnow
 from app.core.pagination import PageParams, paginate
 from app.core.problems import conflict, not_found
+from app.jobs.orm import Job, JobAttempt
 
 
 def get_or_raise(session: Session, job_id: int) -> Job:

@@ -57,7 +57,8 @@ from app.core.db import (
     with_retries,
     worker_limits,
 )
-from app.core.orm import Job, utcnow
+from app.core.orm import utcnow
+from app.jobs.orm import Job
 from app.jobs.queue import Heartbeat, claim_next_job, end_attempt, reap_expired_jobs
 from app.jobs.registry import get_runner
 from app.jobs.runtime import (

@@ -36,7 +36,7 @@ from scipy.stats import kstwo
 from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
-from app.core.orm import FeatureCounts
+from app.monitoring.orm import FeatureCounts
 
 log = logging.getLogger("app.monitoring.feature_drift")
 

@@ -10,10 +10,11 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.orm import Model, PredictionLog
 from app.core.problems import invalid, missing, too_large
 from app.models import service as models
+from app.models.orm import Model
 from app.monitoring import log as prediction_log
+from app.monitoring.orm import PredictionLog
 from app.monitoring.schemas import FeedbackRequest
 from app.registry.references import (
     InvalidReference,

@@ -20,10 +20,10 @@ import numpy as np
 from scipy.stats import ks_2samp
 from sqlalchemy.orm import Session
 
-from app.core.orm import Model
 from app.core.problems import invalid
 from app.datasets import service as datasets
 from app.models import service as models
+from app.models.orm import Model
 from app.monitoring import feature_drift, figure, window
 from app.monitoring import log as prediction_log
 from solver import protocol

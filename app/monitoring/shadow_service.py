@@ -10,20 +10,15 @@ from sqlalchemy import Engine, and_, select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.orm import (
-    ModelAlias,
-    ModelVersion,
-    PredictionLog,
-    ShadowPrediction,
-    ShadowRun,
-    utcnow,
-)
+from app.core.orm import utcnow
 from app.core.problems import Problem, invalid, missing
 from app.models import service as models
 from app.monitoring import log as prediction_log
 from app.monitoring import report
 from app.monitoring import shadow as scoring
+from app.monitoring.orm import PredictionLog, ShadowPrediction, ShadowRun
 from app.registry import service as registry
+from app.registry.orm import ModelAlias, ModelVersion
 from app.registry.references import SERVING_ALIAS, UnknownReference
 
 # The newest scored rows a report reads at most.

@@ -20,7 +20,7 @@ import numpy as np
 from sqlalchemy import Text, case, cast, func, literal, select
 from sqlalchemy.orm import Session
 
-from app.core.orm import PredictionLog
+from app.monitoring.orm import PredictionLog
 
 NO_CLASS = -1  # ``true_class`` of a row without feedback
 

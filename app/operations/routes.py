@@ -10,8 +10,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.core.db import current_heads, ping
 from app.core.deps import SessionDep
-from app.core.metrics import job_lines
 from app.core.problems import Problem, problem_responses
+from app.jobs.gauges import job_lines
 
 router = APIRouter(tags=["operations"])
 # Apart from the probes so that app.main can require a key for it (scope read).

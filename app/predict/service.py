@@ -14,7 +14,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core import recheck
 from app.core.config import Settings
-from app.core.orm import Model
 from app.core.problems import ingest_problem, invalid
 from app.datasets.service import check_has_rows, check_not_blank, check_upload_size
 from app.ingest import (
@@ -26,6 +25,7 @@ from app.ingest import (
 )
 from app.models import service as models
 from app.models.explaining import check_explain_cost
+from app.models.orm import Model
 from app.models.scoring import Scores, check_rows, row_ids, score
 from app.monitoring import log as prediction_log
 from app.monitoring import shadow

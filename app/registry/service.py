@@ -19,10 +19,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.core.ids import in_range
-from app.core.orm import AliasMove, Model, ModelAlias, ModelVersion, RegisteredModel, utcnow
+from app.core.orm import utcnow
 from app.core.pagination import PageParams, paginate
 from app.core.problems import conflict, invalid, missing
+from app.models.orm import Model
 from app.registry import references
+from app.registry.orm import AliasMove, ModelAlias, ModelVersion, RegisteredModel
 from app.registry.references import (
     InvalidReference,
     ResolvedModel,

@@ -10,9 +10,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.core.orm import Dataset
 from app.core.problems import invalid
 from app.datasets import service as datasets
+from app.datasets.orm import Dataset
 from solver.calibration import CALIBRATION_FOLDS
 from solver.comparators.grids import iter_configs
 from solver.fit_time import estimate_seconds

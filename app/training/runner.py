@@ -9,8 +9,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.core.orm import Dataset
 from app.datasets import service as datasets
+from app.datasets.orm import Dataset
 from app.ingest.encoding import with_handle_unknown
 from app.jobs.kinds import JobKind
 from app.jobs.runtime import JobContext, JobResult, describe_iteration, running_progress

@@ -9,11 +9,12 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
-from app.core.orm import Dataset, Job
 from app.core.problems import invalid
 from app.datasets import service as datasets
+from app.datasets.orm import Dataset
 from app.jobs import service as jobs
 from app.jobs.kinds import read_params
+from app.jobs.orm import Job
 from app.training import algorithms
 from app.training.admission import check_fit_limits, estimate_training
 from app.training.algorithms import check_grid, check_name, check_params

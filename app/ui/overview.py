@@ -9,7 +9,10 @@ from typing import Any
 from sqlalchemy import distinct, func, select
 from sqlalchemy.orm import Session
 
-from app.core.orm import Dataset, Job, Model, RegisteredModel
+from app.datasets.orm import Dataset
+from app.jobs.orm import Job
+from app.models.orm import Model
+from app.registry.orm import RegisteredModel
 
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 

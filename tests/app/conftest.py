@@ -13,11 +13,11 @@ from fastapi.testclient import TestClient
 
 from app.core.config import Settings
 from app.core.db import make_engine
-from app.core.orm import Base
 from app.jobs.worker import Worker
 from app.main import create_app, shut_down
 from app.monitoring import log as prediction_log
 from app.monitoring import shadow
+from app.tables import Base
 from tests.app.support import migrated_database
 
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TEST_DATABASE_URL") else [])

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from app.core.orm import Job, Model
+from app.jobs.orm import Job
 from app.jobs.worker import ProgressReporter
+from app.models.orm import Model
 from solver import ALGORITHMS
 from tests.app.support import (
     assert_png,

@@ -23,10 +23,10 @@ from sqlalchemy.orm import Session
 from app.auth import security, service
 from app.auth.gate import OPEN_RECHECK_SECONDS
 from app.auth.keys import Scope
+from app.auth.orm import ApiKey
 from app.auth.serving import ServeRefused, is_loopback, serve_settings
 from app.cli import main as cli
 from app.core.config import Settings
-from app.core.orm import ApiKey
 from app.main import create_app
 from tests.app.support import assert_problem, wait_for
 

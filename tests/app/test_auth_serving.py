@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 
 from app.auth import service
 from app.auth.keys import Scope
+from app.auth.orm import ApiKey
 from app.core.db import fetch_one, is_sqlite, read_only
-from app.core.orm import ApiKey
 from app.main import create_app
 from tests.app.support import (
     assert_problem,

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 
-from app.core.orm import BatchPart
+from app.batch.orm import BatchPart
 from app.main import create_app, shut_down
 from tests.app.support import blobs, run_jobs, to_csv, trained_model
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import func, select
 
-from app.core.orm import BatchPart
+from app.batch.orm import BatchPart
 from tests.app.support import (
     blobs,
     job_finished,

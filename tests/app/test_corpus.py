@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from app.core.orm import Base
+from app.tables import Base
 from tests.app.support import assert_problem, trained_model
 
 CORPUS = Path(__file__).parent / "corpus"

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from app.core.orm import Dataset, DatasetArray
 from app.datasets import service as datasets_service
+from app.datasets.orm import Dataset, DatasetArray
 from tests.app.support import SHARED_DATASETS, blobs, submit, to_csv, upload
 
 

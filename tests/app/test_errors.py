@@ -7,7 +7,8 @@ import pytest
 from sqlalchemy import func, select
 
 from app.core.config import Settings
-from app.core.orm import Dataset, DatasetArray, Job
+from app.datasets.orm import Dataset, DatasetArray
+from app.jobs.orm import Job
 from app.main import create_app
 from tests.app.support import assert_problem, blobs, submit, to_csv, trained_model, upload
 

@@ -25,9 +25,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.orm import Model, ModelArray
 from app.export.bundle import BundleTooLargeError, load_bundle, read_bundle
 from app.main import create_app
+from app.models.orm import Model, ModelArray
 from tests.app.support import assert_problem, migrated_database
 from tests.app.test_export_onnx import (
     CATEGORICAL_CSV,

@@ -9,7 +9,9 @@ import pytest
 from sqlalchemy import func, select
 
 from app.core.db import is_sqlite
-from app.core.orm import Dataset, IdempotencyKey, Job
+from app.core.orm import IdempotencyKey
+from app.datasets.orm import Dataset
+from app.jobs.orm import Job
 from tests.app.support import assert_problem, blobs, sqlite_write_lock, to_csv, upload
 
 KEY = {"Idempotency-Key": "3f1c2a9e-8d4b-4e0f-9a51-2b7c6d8e9f10"}

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.core.orm import Dataset, DatasetArray
 from app.datasets import service
+from app.datasets.orm import Dataset, DatasetArray
 from app.ingest import IngestLimitError, Limits, parse_dataset
 from app.main import create_app
 from tests.app.support import assert_problem, run_jobs, submit, upload

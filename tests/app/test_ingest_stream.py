@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 
 from app.core import storage
 from app.core.config import Settings
-from app.core.orm import Dataset, DatasetArray
 from app.datasets import service as datasets
+from app.datasets.orm import Dataset, DatasetArray
 from app.ingest import csv_stream, parse_dataset, parse_upload_stream
 from app.main import create_app
 from tests.app.support import upload

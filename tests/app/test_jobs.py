@@ -9,9 +9,11 @@ from datetime import timedelta
 import numpy as np
 from sqlalchemy import select, update
 
-from app.core.orm import Job, Model, utcnow
+from app.core.orm import utcnow
+from app.jobs.orm import Job
 from app.jobs.queue import reap_expired_jobs
 from app.jobs.worker import ProgressReporter, claim_next_job, run_job
+from app.models.orm import Model
 from tests.app.support import blobs, run_jobs, running_job, submit, to_csv, upload, wait_for
 
 

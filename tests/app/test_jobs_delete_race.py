@@ -9,7 +9,7 @@ import threading
 
 from sqlalchemy import select
 
-from app.core.orm import Job
+from app.jobs.orm import Job
 from tests.app.support import assert_problem, blobs, to_csv, upload
 
 TRIALS = 30

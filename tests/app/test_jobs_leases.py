@@ -16,11 +16,14 @@ from sqlalchemy import func, select, update
 
 from app.core.config import Settings
 from app.core.db import make_session_factory
-from app.core.orm import Dataset, Job, Model, utcnow
+from app.core.orm import utcnow
+from app.datasets.orm import Dataset
+from app.jobs.orm import Job
 from app.jobs.queue import reap_expired_jobs
 from app.jobs.registry import get_runner
 from app.jobs.runtime import JobContext, ProgressReporter
 from app.jobs.worker import Worker, _succeed, check_alive, claim_next_job
+from app.models.orm import Model
 from app.training.runner import training_rows
 from tests.app.support import blobs, run_jobs, submit, to_csv, upload
 

@@ -8,8 +8,8 @@ import pandas as pd
 from sklearn.utils.multiclass import type_of_target
 from sqlalchemy import func, select
 
-from app.core.orm import Job
 from app.ingest.labels import MAX_CLASS_SHARE
+from app.jobs.orm import Job
 from tests.app.support import blobs, to_csv, upload
 
 

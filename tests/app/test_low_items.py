@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from app.core.orm import ApiKey, Job
+from app.auth.orm import ApiKey
+from app.jobs.orm import Job
 from app.jobs.runtime import FAILURE_MESSAGE_CHARS, failure_message
 from tests.app.support import assert_problem, blobs, run_jobs, submit, to_csv, upload
 from tests.app.test_auth import ADMIN, admin_settings, bearer, keyed  # noqa: F401 - fixtures

@@ -22,7 +22,7 @@ from app.core.db import (
     script_heads,
     upgrade_to_head,
 )
-from app.core.orm import Base
+from app.tables import Base
 from tests.app.support import create_postgres_database, drop_postgres_database
 
 
@@ -135,7 +135,8 @@ def test_revision_0006_splits_existing_arrays_into_chunks(fresh_url, fresh_engin
     from sqlalchemy.orm import Session
 
     from app.core import storage
-    from app.core.orm import DatasetArray, ModelArray
+    from app.datasets.orm import DatasetArray
+    from app.models.orm import ModelArray
 
     monkeypatch.setenv("MSVMAV_ARRAY_CHUNK_BYTES", "1000")
     X = np.random.default_rng(0).normal(size=(300, 4))

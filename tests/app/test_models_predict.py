@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from app.core.orm import Model
 from app.models import service as models_service
+from app.models.orm import Model
 from tests.app.support import (
     assert_problem,
     blobs,
@@ -285,8 +285,8 @@ def test_sparse_svmlight_dataset_trains_and_predicts_from_file(client, worker, a
     ds = upload(client, content, filename="train.svm", n_features="60")
     assert ds["sparse"] is True and (ds["n_rows"], ds["n_features"]) == (120, 60)
     with app.state.session_factory() as session:
-        from app.core.orm import Dataset
         from app.datasets import service as datasets_service
+        from app.datasets.orm import Dataset
 
         X, y = datasets_service.load_arrays(session, session.get(Dataset, ds["id"]))
     assert X.format == "csr" and X.shape == (120, 60) and sorted(set(y.tolist())) == [-1, 1]

@@ -6,9 +6,9 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from app.core.orm import PredictionLog
 from app.main import create_app
 from app.monitoring import log as prediction_log
+from app.monitoring.orm import PredictionLog
 from tests.app.monitoring_support import settled
 from tests.app.support import assert_problem, blobs, trained_model
 

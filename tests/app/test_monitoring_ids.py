@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import scipy.sparse as sp
 
-from app.core.orm import Model
 from app.models import scoring
 from app.models import service as models_service
+from app.models.orm import Model
 from solver.scaling import MinMaxScaling
 from tests.app.support import assert_problem, blobs, to_csv, trained_model
 

@@ -12,9 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event, func, select
 
-from app.core.orm import PredictionLog
 from app.main import create_app
 from app.monitoring import log as prediction_log
+from app.monitoring.orm import PredictionLog
 from tests.app.support import blobs, to_csv, trained_model, wait_for
 
 

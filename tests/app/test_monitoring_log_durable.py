@@ -26,10 +26,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select, text
 
-from app.core.orm import PredictionLog
 from app.main import create_app
 from app.monitoring import feature_drift
 from app.monitoring import log as prediction_log
+from app.monitoring.orm import PredictionLog
 from tests.app.support import blobs, to_csv, trained_model, wait_for
 from tests.app.test_shadow import register
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from app.core.orm import Model
 from app.models import service as models_service
+from app.models.orm import Model
 from solver.margins import margin_statistics
 from tests.app.monitoring_support import settled
 from tests.app.support import assert_problem, blobs, to_csv, trained_model

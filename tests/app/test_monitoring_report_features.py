@@ -14,9 +14,9 @@ from scipy.stats import ks_2samp
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.core.orm import FeatureCounts
 from app.monitoring import feature_drift
 from app.monitoring import log as prediction_log
+from app.monitoring.orm import FeatureCounts
 from tests.app.support import blobs, to_csv, trained_model
 
 D = 5

@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.orm import PredictionLog
 from app.monitoring import window
+from app.monitoring.orm import PredictionLog
 
 T0 = datetime(2026, 3, 1, 22, 30, tzinfo=UTC)
 

@@ -13,9 +13,9 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import OperationalError
 
 from app.core.db import is_sqlite
-from app.core.orm import Model
 from app.main import create_app
 from app.models import service as models_service
+from app.models.orm import Model
 from tests.app.support import (
     assert_problem,
     blobs,

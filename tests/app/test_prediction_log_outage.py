@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from app.auth import service as keys
 from app.auth.keys import Scope
 from app.core.db import make_engine, upgrade_to_head
-from app.core.orm import PredictionLog
+from app.monitoring.orm import PredictionLog
 from tests.app.faults_support import have_postgres_binaries, postgres_server, serve_api
 from tests.app.support import blobs, start_worker_process, stop_workers, to_csv, wait_for
 

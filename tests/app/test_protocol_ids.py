@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from tritonclient.utils import InferenceServerException
 
 from app.core.db import make_engine
-from app.core.orm import PredictionLog
+from app.monitoring.orm import PredictionLog
 from tests.app.monitoring_support import settled
 from tests.app.protocol_support import Served, key, predict, served_models, triton_client
 from tests.app.support import wait_for

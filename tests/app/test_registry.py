@@ -14,9 +14,10 @@ from pydantic import SecretStr
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.orm import AliasMove, Dataset, ModelVersion
+from app.datasets.orm import Dataset
 from app.main import create_app
 from app.registry import service as registry
+from app.registry.orm import AliasMove, ModelVersion
 from tests.app.support import (
     assert_problem,
     blobs,

@@ -19,8 +19,9 @@ from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.orm import Session
 
 from app.core.db import is_sqlite
-from app.core.orm import Model, ModelVersion
 from app.jobs.worker import Worker
+from app.models.orm import Model
+from app.registry.orm import ModelVersion
 from tests.app.support import (
     blobs,
     running_job,

@@ -13,9 +13,10 @@ from pydantic import SecretStr
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.core.orm import ApiKey, ShadowPrediction, ShadowRun
+from app.auth.orm import ApiKey
 from app.main import create_app
 from app.monitoring import shadow
+from app.monitoring.orm import ShadowPrediction, ShadowRun
 from solver.margins import QUANTILE_LEVELS
 from tests.app.support import assert_problem, blobs, to_csv, trained_model, wait_for
 from tests.app.test_auth import bearer, make_key

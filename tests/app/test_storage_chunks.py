@@ -12,9 +12,10 @@ from sqlalchemy.orm import Session
 
 from app.core import storage
 from app.core.config import Settings
-from app.core.orm import Dataset, DatasetArray, ModelArray
+from app.datasets.orm import Dataset, DatasetArray
 from app.jobs.worker import Worker
 from app.main import create_app
+from app.models.orm import ModelArray
 from tests.app.support import blobs, run_jobs, submit, to_csv, upload
 
 CHUNK = 1000  # bytes: every array of these tests spans many chunks

@@ -18,8 +18,10 @@ from pydantic import SecretStr
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.core.orm import Dataset, Job, Model
+from app.datasets.orm import Dataset
+from app.jobs.orm import Job
 from app.main import create_app
+from app.models.orm import Model
 from tests.app.support import assert_problem, run_jobs, submit, to_csv, upload
 from tests.app.test_auth import bearer, make_key
 

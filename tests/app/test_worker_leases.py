@@ -14,7 +14,7 @@ import time
 from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
-from app.core.orm import Model
+from app.models.orm import Model
 from tests.app.support import (
     blobs,
     job_finished,

@@ -8,7 +8,8 @@ import time
 
 from sqlalchemy import func, select
 
-from app.core.orm import Job, Model
+from app.jobs.orm import Job
+from app.models.orm import Model
 from tests.app.support import blobs, start_worker_process, stop_workers, submit, to_csv, upload
 
 
