@@ -11,7 +11,6 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
 
-
 class RequestMetrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -10,19 +10,13 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.problems import invalid, missing, too_large
+from app.core.problems import invalid, too_large
 from app.models import service as models
 from app.models.orm import Model
 from app.monitoring import log as prediction_log
 from app.monitoring.orm import PredictionLog
 from app.monitoring.schemas import FeedbackRequest
-from app.registry.references import (
-    InvalidReference,
-    UnknownReference,
-    engine_reader,
-    lookup,
-    parse,
-)
+from app.registry.references import resolve_request
 
 # Ids per SELECT ... IN (...) and per UPDATE (well under SQLite's 32,766 parameters).
 CHUNK = 500
@@ -31,7 +25,7 @@ UNKNOWN_SHOWN = 10
 
 def model_of(session: Session, model_id: int | None, reference: str | None) -> Model:
     """The stored model a request names by ``model_id`` or by registry ``model`` reference
-    (as /predict resolves it: app.predict.target); 422/404 naming the field otherwise."""
+    (as every door resolves it: app.registry.references); 422/404 naming the field otherwise."""
     if (model_id is None) == (reference is None):
         raise invalid(["body", "model"], "give exactly one of model (a reference) and model_id")
     if reference is not None:
@@ -43,13 +37,7 @@ def resolve_reference(session: Session, reference: str, loc: list[str | int]) ->
     """The stored model id a registry reference names now; 422 naming ``loc`` when malformed,
     404 saying what is missing."""
     bind = session.get_bind()
-    try:
-        resolved, _ = lookup(engine_reader(getattr(bind, "engine", bind)), parse(reference))
-    except InvalidReference as exc:
-        raise invalid(loc, str(exc)) from None
-    except UnknownReference as exc:
-        raise missing(str(exc)) from None
-    return resolved.model_id
+    return resolve_request(getattr(bind, "engine", bind), reference, loc)[0].model_id
 
 
 def record_feedback(

@@ -21,6 +21,7 @@ from app.monitoring.schemas import (
     ShadowReport,
     ShadowUpdate,
 )
+from app.registry.references import BARE_NAME
 
 router = APIRouter(tags=["monitoring"])
 
@@ -155,8 +156,8 @@ def get_model_monitoring_png(window: ModelWindow) -> Response:
     summary="The monitoring report of a registered model's version",
     description=(
         "The report of `GET /models/{id}/monitoring` for the stored model that the alias "
-        "(`?alias=production`), else the version (`?version=2`), else the bare name (its "
-        "`production` version when set, else its newest, as at every door) names now; its "
+        "(`?alias=production`), else the version (`?version=2`), else the bare name "
+        f"({BARE_NAME}) names now; its "
         "live rows are every logged row of that stored model (by reference or by id)."
     ),
     response_model=MonitoringReport,

@@ -19,7 +19,7 @@ from app.monitoring import shadow as scoring
 from app.monitoring.orm import PredictionLog, ShadowPrediction, ShadowRun
 from app.registry import service as registry
 from app.registry.orm import ModelAlias, ModelVersion
-from app.registry.references import SERVING_ALIAS, UnknownReference
+from app.registry.references import SERVING_ALIAS, UnknownReference, resolve_serving
 
 # The newest scored rows a report reads at most.
 MAX_REPORT_ROWS = 1_000_000
@@ -47,7 +47,7 @@ def _check_challenger(session: Session, name: str, alias: str) -> None:
         raise invalid(_ALIAS, f"registered model {name!r} has no alias {alias!r}")
     challenger_id = session.get(ModelVersion, (registered.id, row.version)).model_id
     try:
-        served = registry.resolve_serving(session, name)
+        served = resolve_serving(session, name)
     except UnknownReference as exc:  # (it has a version: the alias's)
         raise missing(str(exc)) from None
     which = "production" if served.alias else "the newest version"

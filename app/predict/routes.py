@@ -25,6 +25,7 @@ from app.predict.schemas import (
     PredictResponse,
 )
 from app.predict.target import target_of
+from app.registry.references import BARE_NAME
 
 
 class PredictBody(OrjsonRequest):
@@ -109,8 +110,7 @@ def predict_file(
         Form(
             max_length=300,
             description="Registered model to use instead of `model_id`: `name@alias` "
-            "(e.g. `wdbc@production`), `name/version` or `name` (its `production` version "
-            "when set, else its newest)",
+            f"(e.g. `wdbc@production`), `name/version` or {BARE_NAME}",
             examples=[""],
         ),
     ] = None,

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
 from app.core.ids import DbId
 from app.monitoring.schemas import PredictionId, PredictionIds
+from app.registry.references import BARE_NAME
 
 # A row is a list or a record. Declared as Any and checked by the row encoder (which names the
 # row: "rows[3] must be a list of values or an object keyed by column name"): validating the
@@ -67,8 +68,7 @@ class PredictRequest(BaseModel):
         None,
         max_length=300,
         description="Registered model to use instead of `model_id`: `name@alias` "
-        "(`wdbc@production`), `name/version` (`wdbc/2`) or `name` (its `production` version "
-        "when set, else its newest)",
+        f"(`wdbc@production`), `name/version` (`wdbc/2`) or {BARE_NAME}",
         examples=["wdbc@production"],
     )
     instances: list[Row] = Field(

@@ -1,7 +1,8 @@
 """Which model a /predict request names: ``model_id``, or ``model``, a registry reference
 (``credit@production``, ``credit/3``, ``credit``), resolved once per request.
 
-A reference is resolved with the stored model's stamp in one read (app.registry.references),
+A reference is resolved by the one resolver (app.registry.references.resolve_request) with the
+stored model's stamp in one read,
 so ``load_cached`` needs no second one, and the request uses that one model throughout: an alias
 moved meanwhile changes the next request, never half of this one. A resolution younger than
 app.core.recheck's window is used without reading again (0 on SQLite by default).
@@ -14,19 +15,8 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from app.core import recheck
-from app.core.problems import invalid, missing
-from app.registry.references import (
-    InvalidReference,
-    ResolvedModel,
-    Stamp,
-    UnknownReference,
-    engine_reader,
-    lookup,
-    parse,
-    recalled,
-    remember,
-)
+from app.core.problems import invalid
+from app.registry.references import ResolvedModel, Stamp, resolve_request
 
 
 @dataclass(frozen=True)
@@ -61,17 +51,7 @@ def resolve_target(
     if not target.pending:
         return target
     assert target.reference is not None
-    memo = recalled(engine, target.reference, seconds)
-    if memo is not None:
-        return Target(memo[0].model_id, target.reference, memo[0], memo[1])
-    checked_at = recheck.now()
-    try:
-        resolved, stamp = lookup(engine_reader(engine), parse(target.reference))
-    except InvalidReference as exc:
-        raise invalid(loc, str(exc)) from None
-    except UnknownReference as exc:
-        raise missing(str(exc)) from None
-    remember(engine, target.reference, resolved, stamp, checked_at)
+    resolved, stamp = resolve_request(engine, target.reference, loc, seconds)
     return Target(resolved.model_id, target.reference, resolved, stamp)
 
 

@@ -21,7 +21,7 @@ from app.predict.schemas import WDBC_BENIGN, WDBC_COLUMNS, WDBC_MALIGNANT, Predi
 from app.predict.target import Target
 from app.protocols import mlflow_inputs
 from app.protocols.errors import as_client_error, mlflow_error
-from app.protocols.references import ResolvedModel, UnknownReference, resolve
+from app.registry.references import BARE_NAME, ResolvedModel, UnknownReference, resolve
 
 router = APIRouter(tags=["inference protocol (MLflow)"])
 
@@ -195,9 +195,7 @@ _BODY = {
     "/models/{model_ref:path}/invocations",
     summary="Predict (MLflow scoring protocol)",
     description=(
-        "`{model_ref}`: `name@alias`, `name/version`, `name` (its `production` version when "
-        "set, else its newest) or a stored "
-        "model's id. "
+        f"`{{model_ref}}`: `name@alias`, `name/version`, a stored model's id or {BARE_NAME}. "
         "Rows as MLflow's scoring server takes them (`dataframe_split`, `dataframe_records`, "
         "`instances`, `inputs`) in `application/json`, with optional `params.ids` (one "
         "prediction id per row, echoed as each prediction's `id`), or a CSV table with a "

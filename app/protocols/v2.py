@@ -27,6 +27,7 @@ from app.protocols.v2_schemas import (
     Ready,
     ServerMetadata,
 )
+from app.registry.references import BARE_NAME
 
 TAG = "inference protocol (V2)"
 health_router = APIRouter(prefix="/v2/health", tags=[TAG])
@@ -68,8 +69,8 @@ def _served(request: Request, name: str, version: str | None) -> v2_service.Serv
 
 
 _MODEL_DOC = (
-    "`{model_name}`: a registered model (the version its `production` alias points at, else its "
-    "newest), `name@alias`, or a stored model's id; `versions/{model_version}`: that version."
+    f"`{{model_name}}`: `name@alias`, a stored model's id or {BARE_NAME}; "
+    "`versions/{model_version}`: that version of the registered model."
 )
 
 

@@ -29,8 +29,8 @@ from app.predict import service as predict
 from app.predict.target import Target
 from app.protocols.errors import as_client_error, v2_error
 from app.protocols.ids import check_ids
-from app.protocols.references import ResolvedModel, UnknownReference, resolve_serving
 from app.protocols.tensors import BYTES, NUMERIC, InferRequest, OutputTensor, Tensor
+from app.registry.references import ResolvedModel, UnknownReference, resolve_path
 
 MATRIX_INPUT = "input"
 IDS = "ids"  # the input tensor of the rows' prediction ids
@@ -66,7 +66,7 @@ def served_model(session: Session, name: str, version: str | None) -> ServedMode
     """The model ``/v2/models/{name}[/versions/{version}]`` names, loaded (and cached) as
     /predict loads it; 404 when there is none."""
     try:
-        resolved = resolve_serving(session, name, version)
+        resolved = resolve_path(session, name, version)
     except UnknownReference as exc:
         raise v2_error(404, str(exc)) from None
     try:

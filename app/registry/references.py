@@ -1,7 +1,14 @@
-"""Model references and their resolution: ``credit@production`` (an alias), ``credit/3`` (a
-version), ``credit`` (the served version: the one its ``production`` alias points at when set,
-else its newest) or ``42`` (a stored model's id). A bare name means the same at every door
-(/predict, /predict/file, /v2, invocations, the client): ``lookup`` is the one place it is read.
+"""The one resolver of model references, used by every door: ``credit@production`` (an
+alias), ``credit/3`` (a version), ``credit`` (the served version: the one its ``production``
+alias points at when set, else its newest) or ``42`` (a stored model's id). A bare name means the
+same at every door (/predict, /predict/file, batch, /v2, invocations, feedback, monitoring,
+shadow scoring, the client): ``lookup`` is the one place it is read, and ``BARE_NAME`` the one
+sentence the OpenAPI descriptions say it with.
+
+Doors: ``resolve_request`` (a request's reference, 422/404 naming the field; /predict,
+/predict/file, batch, feedback), ``resolve`` (a reference in a session; invocations),
+``resolve_path`` (``/v2/models/{name}[/versions/{version}]``), ``resolve_serving`` (a
+registered model's served version; monitoring and shadow scoring).
 
 A reference resolves in **one** indexed read that also returns the stored model's stamp (the
 ``(job_id, created_at)`` that ``app.models.service.load_cached`` compares with its cache), so
@@ -30,6 +37,7 @@ from sqlalchemy.pool import Pool
 from app.core import recheck
 from app.core.db import fetch_one, placeholders
 from app.core.ids import in_range
+from app.core.problems import invalid, missing
 
 #: Names of registered models and aliases: 1–100 characters, letters, digits, ``.``, ``_``,
 #: ``-``, starting with a letter or digit.
@@ -38,8 +46,13 @@ _NAME = re.compile(NAME_PATTERN)
 _REFERENCE = re.compile(
     rf"(?P<name>{NAME_PATTERN})(?:@(?P<alias>{NAME_PATTERN})|/(?P<version>[0-9]{{1,12}}))?"
 )
-#: The alias ``resolve_serving`` prefers.
+#: The alias a bare name prefers.
 SERVING_ALIAS = "production"
+#: What a bare registered name means, as every door's OpenAPI description says it.
+BARE_NAME = (
+    f"`name` alone: the version its `{SERVING_ALIAS}` alias points at when set, else its newest "
+    "version (the same at every door)"
+)
 
 # A stored model's stamp, as app.models.service.model_stamp reads it.
 Stamp = tuple[Any, ...]
@@ -195,6 +208,41 @@ def resolve_serving(session: Session, name: str, version: int | None = None) -> 
     if version is not None:
         return lookup(read, Reference(f"{name}/{version}", name=name, version=version))[0]
     return lookup(read, Reference(name, name=name))[0]
+
+
+def resolve_path(session: Session, name: str, version: str | None) -> ResolvedModel:
+    """The model ``/v2/models/{name}[/versions/{version}]`` names: ``{name}`` a reference
+    (a bare name as everywhere, ``name@alias`` or a stored model's id), ``{version}`` a version
+    number of a registered name; UnknownReference if none."""
+    if version is not None:
+        if not (version.isascii() and version.isdigit() and len(version) <= 12):
+            raise UnknownReference(f"model version {version[:40]!r} is not a version number")
+        if name.isdigit():
+            raise UnknownReference(
+                f"model {name} is a stored model's id; it has no versions (use a registered name)"
+            )
+        return resolve_serving(session, name, int(version))
+    return resolve(session, name)
+
+
+def resolve_request(
+    engine: Engine, text: str, loc: list[str | int], seconds: float = 0.0
+) -> tuple[ResolvedModel, Stamp]:
+    """The model a request's reference ``text`` names and its stamp: read now (outside any
+    session), unless a read of it is younger than ``seconds`` (app.core.recheck). A malformed
+    reference is a 422 naming ``loc``, an unknown one a 404 naming what is missing."""
+    memo = recalled(engine, text, seconds)
+    if memo is not None:
+        return memo
+    checked_at = recheck.now()
+    try:
+        resolved, stamp = lookup(engine_reader(engine), parse(text))
+    except InvalidReference as exc:
+        raise invalid(loc, str(exc)) from None
+    except UnknownReference as exc:
+        raise missing(str(exc)) from None
+    remember(engine, text, resolved, stamp, checked_at)
+    return resolved, stamp
 
 
 # --- remembered resolutions (see the module's docstring) ------------------------------------

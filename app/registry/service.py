@@ -25,22 +25,7 @@ from app.core.problems import conflict, invalid, missing
 from app.models.orm import Model
 from app.registry import references
 from app.registry.orm import AliasMove, ModelAlias, ModelVersion, RegisteredModel
-from app.registry.references import (
-    InvalidReference,
-    ResolvedModel,
-    UnknownReference,
-    is_name,
-    resolve,
-    resolve_serving,
-)
-
-__all__ = [
-    "InvalidReference",
-    "ResolvedModel",
-    "UnknownReference",
-    "resolve",
-    "resolve_serving",
-]
+from app.registry.references import is_name
 
 
 def check_name(name: str, loc: list[str | int], what: str = "name") -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.orm import Session
 
+from app.core.problems import Problem
 from app.models.service import model_stamp
 from app.registry import service as registry
 from app.registry.references import (
@@ -16,6 +17,8 @@ from app.registry.references import (
     lookup,
     parse,
     resolve,
+    resolve_path,
+    resolve_request,
     resolve_serving,
 )
 from tests.app.support import trained_model
@@ -63,6 +66,42 @@ def test_resolve_serving_prefers_production_then_newest(engine, two_versions):
             resolve_serving(s, "credit", 9)
         with pytest.raises(UnknownReference, match="registered model 'nope' not found"):
             resolve_serving(s, "nope")
+
+
+def test_every_door_of_the_resolver_reads_a_bare_name_alike(engine, two_versions):
+    """resolve (invocations), resolve_path (/v2), resolve_request (/predict, batch, feedback)
+    and resolve_serving (monitoring, shadow): production's version while it is set, else the
+    newest."""
+    first, second = two_versions
+    for alias, expected in (("production", first), (None, second)):
+        with Session(engine) as s:
+            if alias:
+                registry.set_alias(s, "credit", alias, 1, actor=None)
+            else:
+                registry.delete_alias(s, "credit", "production", actor=None)
+            answers = {
+                "resolve": resolve(s, "credit"),
+                "resolve_path": resolve_path(s, "credit", None),
+                "resolve_serving": resolve_serving(s, "credit"),
+                "resolve_request": resolve_request(engine, "credit", ["body", "model"])[0],
+            }
+        for door, resolved in answers.items():
+            assert (resolved.model_id, resolved.alias) == (expected, alias), door
+    with Session(engine) as s:
+        assert resolve_path(s, "credit", "1") == ResolvedModel(first, "credit", 1, None)
+        with pytest.raises(UnknownReference, match="is not a version number"):
+            resolve_path(s, "credit", "one")
+
+
+def test_resolve_request_answers_422_naming_the_field_and_404_naming_what_is_missing(
+    engine, two_versions
+):
+    with pytest.raises(Problem) as info:
+        resolve_request(engine, "not a reference!", ["body", "model"])
+    assert info.value.status == 422 and "body" in str(info.value.errors)
+    with pytest.raises(Problem) as info:
+        resolve_request(engine, "credit@nope", ["body", "model"])
+    assert info.value.status == 404 and "has no alias 'nope'" in info.value.detail
 
 
 @pytest.mark.parametrize(
