@@ -24,7 +24,6 @@ from app.core.db import (
     script_heads,
 )
 from app.core.ids import check_ids
-from app.core.metrics import RequestMetrics
 from app.core.middleware import (
     BodySizeLimitMiddleware,
     RequestContextMiddleware,
@@ -32,6 +31,7 @@ from app.core.middleware import (
     relative_slash_redirects,
 )
 from app.core.query_params import reject_unknown_query
+from app.core.request_metrics import RequestMetrics
 from app.core.validation import check_request
 from app.monitoring import log as prediction_log
 from app.monitoring import shadow

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from app.ingest import Encoder
-from app.ingest.encoding import BadValueError, assemble
+from app.ingest.column_specs import BadValueError, assemble
 from app.models.scoring import score as core_score
 from app.models.service import LoadedModel
 from solver.jsonable import jsonable

@@ -23,8 +23,8 @@ from app.core.problems import Problem, conflict, invalid, missing, too_large
 from app.datasets import service as datasets
 from app.ingest import Encoder, IngestError
 from app.ingest.arff import arff_header
+from app.ingest.column_specs import same_layout
 from app.ingest.csv_format import sniff_delimiter
-from app.ingest.encoding import same_layout
 from app.ingest.text import is_number, preview
 from app.jobs import service as jobs
 from app.jobs.orm import Job

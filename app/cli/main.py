@@ -11,7 +11,7 @@ import signal
 import sys
 from typing import Any
 
-from app.cli import models
+from app.cli import registry
 from app.cli.errors import CommandParser, run_reporting_errors
 from app.core.config import Settings
 from app.core.db import is_sqlite, make_engine, schema_refusal, upgrade_to_head
@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", help="alembic upgrade head")
     migrate.set_defaults(func=cmd_migrate)
     _add_keys(sub)
-    models.add_parser(sub)
+    registry.add_parser(sub)
     # Listed for --help only: main() hands `experiment ...` to app.cli.experiment.main as is.
     sub.add_parser(
         "experiment",

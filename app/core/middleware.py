@@ -19,8 +19,8 @@ from starlette.routing import Match, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.logs import request_id_var
-from app.core.metrics import RequestMetrics, route_label
 from app.core.problems import Problem, problem_response, too_large
+from app.core.request_metrics import RequestMetrics, route_label
 from app.core.routing import static_methods
 
 access_log = logging.getLogger("app.access")

@@ -102,12 +102,12 @@ Output columns are the ``columns`` blocks in order: one column per numeric entry
 category for categorical entries (``encoding_feature_names`` rebuilds their names).
 """
 
+from .column_specs import spec_feature_names
 from .dataset import ParsedDataset, StreamedDataset, parse_dataset, parse_upload_stream
 from .encoder import Encoder, encode_rows
-from .encoding import spec_feature_names
 from .errors import IngestError, IngestLimitError
 from .limits import Limits
-from .predict import parse_feature_file, parse_feature_file_skipping
+from .prediction_file import parse_feature_file, parse_feature_file_skipping
 
 
 def encoding_feature_names(encoding: dict) -> list[str]:

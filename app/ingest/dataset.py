@@ -12,6 +12,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from .arff import read_arff
+from .column_specs import (
+    ENCODING_VERSION,
+    infer_spec,
+    spec_feature_names,
+    spec_width,
+)
 from .columns import resolve_drop, resolve_label
 from .csv_format import (
     is_whitespace_delimiter,
@@ -22,12 +28,6 @@ from .csv_format import (
 )
 from .csv_stream import HEAD_BYTES, Scan, encode_chunks, scan
 from .encoder import Encoder
-from .encoding import (
-    ENCODING_VERSION,
-    infer_spec,
-    spec_feature_names,
-    spec_width,
-)
 from .errors import MAX_ROWS_NAMED, IngestError, missing_error
 from .imputation import STRATEGIES, check_missing, impute_spec
 from .labels import class_summary, convert_labels

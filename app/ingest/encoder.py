@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from solver.sparse import int32_csr
 
-from .encoding import BadValueError, ColumnCoder, _fail, assemble, feature_specs
+from .column_specs import BadValueError, ColumnCoder, _fail, assemble, feature_specs
 from .errors import IngestError
 from .table import RawTable
 from .text import preview

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .encoding import spec_width
+from .column_specs import spec_width
 from .errors import IngestError
 from .text import parse_number
 

@@ -20,7 +20,7 @@ import numpy as np
 from app.core.config import Settings
 from app.core.problems import invalid
 from app.ingest import encoding_feature_names
-from app.ingest.encoding import feature_specs, spec_width
+from app.ingest.column_specs import feature_specs, spec_width
 from app.models.service import LoadedModel
 from solver.explain import contributions, explain_work
 

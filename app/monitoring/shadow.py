@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import Pool
 
 from app.core.db import placeholders
-from app.ingest.encoding import feature_specs
+from app.ingest.column_specs import feature_specs
 from app.models import service as models
 from app.models.scoring import score
 from app.monitoring.background import BatchQueue

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from fastapi.exceptions import RequestValidationError
 
-from app.ingest.predict import number_table
+from app.ingest.prediction_file import number_table
 from app.predict.fastjson import loads
 
 # Bodies smaller than this are parsed whole: their Python objects cost little.

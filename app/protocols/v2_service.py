@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.config import Settings
 from app.core.problems import Problem
-from app.ingest.encoding import feature_specs
+from app.ingest.column_specs import feature_specs
 from app.models import service as models
 from app.models.scoring import Scores, check_rows, class_values
 from app.predict import service as predict

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.datasets import service as datasets
 from app.datasets.orm import Dataset
-from app.ingest.encoding import with_handle_unknown
+from app.ingest.column_specs import with_handle_unknown
 from app.jobs.kinds import JobKind
 from app.jobs.runtime import JobContext, JobResult, describe_iteration, running_progress
 from app.models import service as models

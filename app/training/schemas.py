@@ -10,7 +10,7 @@ from app.core.ids import DbId
 from app.jobs.schemas import TRAIN_PARAMS_EXAMPLE
 from app.models.schemas import AlgorithmName
 from app.registry.schemas import Name
-from app.training.algorithms import MAX_MAGNITUDE, MIN_MAGNITUDE
+from app.training.parameters import MAX_MAGNITUDE, MIN_MAGNITUDE
 from solver import MSVMAv
 from solver.algorithms import PAPER_ORDER
 from solver.calibration import CALIBRATION_FOLDS, CALIBRATIONS

@@ -15,9 +15,9 @@ from app.datasets.orm import Dataset
 from app.jobs import service as jobs
 from app.jobs.kinds import read_params
 from app.jobs.orm import Job
-from app.training import algorithms
+from app.training import parameters
 from app.training.admission import check_fit_limits, estimate_training
-from app.training.algorithms import check_grid, check_name, check_params
+from app.training.parameters import check_grid, check_name, check_params
 from app.training.pipeline import HYPER_PARAMETERS
 from app.training.schemas import TrainJob, TrainRequest
 from solver.protocol import holdout_sizes, split_indices
@@ -116,7 +116,7 @@ def resolve_estimator_params(request: TrainRequest) -> tuple[dict[str, Any], set
     rejects given ones it does not have. ``params`` adds any estimator parameter; a name both
     given at the top level and in ``params`` is ambiguous (422)."""
     algorithm = request.algorithm
-    names = set(algorithms.param_names(algorithm))
+    names = set(parameters.param_names(algorithm))
     given = request.model_fields_set
     fixed: dict[str, Any] = {"kernel": request.kernel, "calibration": request.calibration}
     explicit: set[str] = set()
@@ -128,7 +128,7 @@ def resolve_estimator_params(request: TrainRequest) -> tuple[dict[str, Any], set
                 raise invalid(
                     ["body", name],
                     f"not a parameter of {algorithm}; its parameters are "
-                    f"{algorithms.tunable_names(algorithm)}",
+                    f"{parameters.tunable_names(algorithm)}",
                 )
             continue
         if name in given:

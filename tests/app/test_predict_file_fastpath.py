@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from app.ingest import IngestError, parse_dataset, parse_feature_file
-from app.ingest import predict as predict_module
-from app.ingest.predict import _plain_csv_features
+from app.ingest import prediction_file as predict_module
+from app.ingest.prediction_file import _plain_csv_features
 
 TRAIN = "a,b,c,y\n1.5,2,3,pos\n-4,5.25,6,neg\n7,8,9e-3,pos\n0,1,2,neg\n"
 

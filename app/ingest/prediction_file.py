@@ -9,6 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .arff import read_arff
+from .column_specs import BadValueError, ColumnCoder, feature_specs, spec_width
 from .columns import resolve_label
 from .csv_format import (
     _SNIFF_LINES,
@@ -22,7 +23,6 @@ from .csv_format import (
 from .csv_stream import frame_chunks, typed_column
 from .dataset import find_missing, table_missing_error
 from .encoder import Encoder, number_table  # noqa: F401  (number_table: app.predict reads it here)
-from .encoding import BadValueError, ColumnCoder, feature_specs, spec_width
 from .errors import MAX_ROWS_NAMED, IngestError
 from .labels import convert_labels
 from .limits import NO_LIMITS, Limits, check_budget
