@@ -24,13 +24,10 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import numpy as np  # noqa: E402
 
+from app.experiments.tables import to_markdown  # noqa: E402
 from app.ingest import parse_dataset  # noqa: E402
 from solver.algorithms import DISPLAY_NAMES, PAPER_ORDER  # noqa: E402
-from solver.experiments import (  # noqa: E402
-    ExperimentResult,
-    run_experiment,
-    to_markdown,
-)
+from solver.experiments import ExperimentResult, run_experiment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "datasets"

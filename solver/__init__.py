@@ -8,7 +8,8 @@
 * ``solver.algorithms``: the one table of algorithms (name, class, display name, paper order).
 * ``solver.protocol``: one fit — scale, optional search, refit, score (the service's /train and
   the experiments both use it).
-* ``run_experiment``, ``to_markdown``, ``to_csv``: the paper's protocol and its Table-1 layout.
+* ``run_experiment``: the paper's protocol (its Table-1 layout is the service's:
+  ``app.experiments.tables``).
 * ``plot_margin_cdf``: the cumulative margin distribution of several models (the paper's Fig. 1).
 * ``solver.calibration``: probabilities (every estimator's ``calibration`` parameter,
   ``predict_proba``); ``solver.explain``: per-row contributions and permutation importance;
@@ -21,7 +22,7 @@ This package never imports the web service or the database layer.
 from ._base import MarginClassifier, array_problem, model_from_dict
 from .algorithms import ALGORITHMS
 from .comparators import FMM, LSSVM, MAMC, ODM, SVM, SVR
-from .experiments import ExperimentResult, compare, run_experiment, to_csv, to_markdown
+from .experiments import ExperimentResult, compare, run_experiment
 from .margins import margin_statistics
 from .model_selection import SearchResult, cross_validate_grid, kfold_indices, make_estimator
 from .msvmav import MSVMAv
@@ -29,7 +30,7 @@ from .msvmav import MSVMAv
 __all__ = ["ALGORITHMS", "FMM", "LSSVM", "MAMC", "MSVMAv", "ExperimentResult", "MarginClassifier",
            "ODM", "SVM", "SVR", "SearchResult", "compare", "cross_validate_grid", "kfold_indices",
            "make_estimator", "margin_statistics", "array_problem", "model_from_dict",
-           "plot_margin_cdf", "run_experiment", "to_csv", "to_markdown"]
+           "plot_margin_cdf", "run_experiment"]
 
 
 def __getattr__(name: str):

@@ -32,9 +32,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._footprint import FitEstimate, FitTooLarge, fit_memory_limit
 from .calibration import CALIBRATIONS, Calibrator, cross_validated_decisions, fit_calibrator
-from .jsonable import jsonable
 from .margins import margin_statistics
 from .params import StrOptions, validate_params
+from .plain_values import plain
 
 Callback = Callable[[dict], Any]
 
@@ -291,10 +291,10 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
             "format": MODEL_FORMAT,
             "version": MODEL_FORMAT_VERSION,
             "estimator": type(self).__name__,
-            "params": _jsonable(self.get_params(deep=False)),
+            "params": _persistable(self.get_params(deep=False)),
             "n_features_in": int(self.n_features_in_),
             "stopped_early": bool(getattr(self, "stopped_early_", False)),
-            "attributes": {name: _jsonable(getattr(self, name)) for name in self._json_attrs
+            "attributes": {name: _persistable(getattr(self, name)) for name in self._json_attrs
                            if hasattr(self, name)},
             "calibrator": None if calibrator is None else calibrator.to_dict(),
         }
@@ -355,10 +355,10 @@ def model_from_dict(data: dict) -> MarginClassifier:
     return est
 
 
-def _jsonable(value: Any) -> Any:
+def _persistable(value: Any) -> Any:
     if isinstance(value, np.random.RandomState):
         raise ValueError("random_state: pass an int or None to make the model persistable")
-    return jsonable(value)
+    return plain(value)
 
 
 def to_dense_rows(X) -> np.ndarray:

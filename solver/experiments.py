@@ -1,5 +1,6 @@
-"""The paper's evaluation protocol as a Python API and its Table-1 renderers (the command
-line is the service's: ``msvmav experiment``, ``app.cli.experiment``).
+"""The paper's evaluation protocol as a Python API (its Table-1 renderers, with the service's
+CSV and Markdown escaping, are ``app.experiments.tables``; the command line is the service's:
+``msvmav experiment``, ``app.cli.experiment``).
 
 Protocol (msvmav.md section 0, with the project's choices for the ambiguities):
 
@@ -24,8 +25,6 @@ The margins of every algorithm's model on the test part of the first partition a
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import time
 import warnings
@@ -40,15 +39,11 @@ from sklearn.model_selection import ShuffleSplit
 
 from . import protocol
 from .algorithms import PAPER_ORDER, display_name, estimator_class
-from .jsonable import jsonable
 from .model_selection import n_cells
 from .parallel import dask_client, effective_jobs, run_tasks
+from .plain_values import plain
 from .scaling import MinMaxScaling
-from .table_cells import csv_cell, markdown_cell
 
-MARKS = {"win": "●", "loss": "○", "tie": ""}
-CSV_OUTCOMES = {"win": "MSVMAv_significantly_better", "loss": "MSVMAv_significantly_worse",
-                "tie": "tie"}
 SIGNIFICANCE = 0.05
 
 
@@ -99,7 +94,7 @@ class ExperimentResult:
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
-        return jsonable({
+        return plain({
             "dataset": self.dataset, "protocol": self.protocol, "algorithms": self.algorithms,
             "comparisons": self.comparisons, "margins": self.margins,
             "seconds": self.seconds})
@@ -261,29 +256,19 @@ def _collect(found: dict[Unit, dict], units: list[Unit], algorithms: list[str]
     return out, margins
 
 
-# -- renderers -------------------------------------------------------------------------------------
+# -- summaries -------------------------------------------------------------------------------------
 def _as_result(r: ExperimentResult | dict) -> ExperimentResult:
     return r if isinstance(r, ExperimentResult) else ExperimentResult.from_dict(r)
 
 
-def _columns(results: dict[str, ExperimentResult], algorithms: Sequence[str] | None) -> list[str]:
+def table_columns(results: dict[str, ExperimentResult], algorithms: Sequence[str] | None
+                  ) -> list[str]:
+    """The algorithms of a table's columns: ``algorithms`` when given, else every one the
+    results hold, in the paper's order (then by name)."""
     if algorithms is not None:
         return list(algorithms)
     seen = {a for r in results.values() for a in r.algorithms}
     return [a for a in PAPER_ORDER if a in seen] + sorted(seen - set(PAPER_ORDER))
-
-
-def _cell(r: ExperimentResult, a: str) -> str:
-    rec = r.algorithms.get(a)
-    if rec is None:
-        return "–"
-    mark = MARKS[r.comparisons[a]["outcome"]] if a in r.comparisons else ""
-    return f"{rec['mean']:.4f}±{_std(rec) or '–'}" + (f" {mark}" if mark else "")
-
-
-def _std(rec: dict) -> str:
-    """The std as printed; "" when undefined (a single partition: ddof=1 needs two)."""
-    return f"{rec['std']:.4f}" if len(rec.get("accuracies", ())) != 1 else ""
 
 
 def win_tie_loss(results: dict[str, ExperimentResult | dict],
@@ -291,7 +276,7 @@ def win_tie_loss(results: dict[str, ExperimentResult | dict],
     """{algorithm: (wins, ties, losses)} of MSVMAv over the data sets."""
     res = {k: _as_result(v) for k, v in results.items()}
     counts = {}
-    for a in _columns(res, algorithms):
+    for a in table_columns(res, algorithms):
         if a == "msvmav":
             continue
         outs = [r.comparisons[a]["outcome"] for r in res.values() if a in r.comparisons]
@@ -299,58 +284,5 @@ def win_tie_loss(results: dict[str, ExperimentResult | dict],
     return counts
 
 
-def to_markdown(results_by_dataset: dict[str, ExperimentResult | dict],
-                algorithms: Sequence[str] | None = None) -> str:
-    """Table 1 layout: rows = data sets, columns = algorithms, cells "mean±std mark"; a last
-    row with MSVMAv's win/tie/loss counts against each algorithm."""
-    res = {k: _as_result(v) for k, v in results_by_dataset.items()}
-    cols = _columns(res, algorithms)
-    lines = ["| dataset | " + " | ".join(display_name(a) for a in cols) + " |",
-             "|---|" + "---|" * len(cols)]
-    for name, r in res.items():
-        lines.append(f"| {markdown_cell(name)} | " + " | ".join(_cell(r, a) for a in cols) + " |")
-    wtl = win_tie_loss(res, cols)
-    lines.append("| win/tie/loss | " + " | ".join(
-        "/".join(map(str, wtl[a])) if a in wtl else "–" for a in cols) + " |")
-    lines.append("")
-    lines.append("● MSVMAv significantly better, ○ significantly worse (paired two-sided "
-                 "t-test over the partitions, 95 %); std with ddof=1.")
-    return "\n".join(lines) + "\n"
-
-
-def to_csv(results_by_dataset: dict[str, ExperimentResult | dict],
-           algorithms: Sequence[str] | None = None) -> str:
-    """The layout of the paper's table1_linear.csv: dataset, MSVMAv_mean, MSVMAv_std,
-    SVM_mean, SVM_std, SVM_vs_MSVMAv, ... and a last "win/tie/loss" row (counts "w/t/l" in the
-    *_vs_MSVMAv columns)."""
-    res = {k: _as_result(v) for k, v in results_by_dataset.items()}
-    cols = _columns(res, algorithms)
-    header = ["dataset"]
-    for a in cols:
-        name = display_name(a)
-        header += [f"{name}_mean", f"{name}_std"] + ([] if a == "msvmav" else
-                                                     [f"{name}_vs_MSVMAv"])
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
-    for name, r in res.items():
-        row = [name]
-        for a in cols:
-            rec = r.algorithms.get(a)
-            row += ([f"{rec['mean']:.4f}", _std(rec)] if rec else ["", ""])
-            if a != "msvmav":
-                row.append(CSV_OUTCOMES[r.comparisons[a]["outcome"]]
-                           if a in r.comparisons else "")
-        w.writerow([csv_cell(cell) for cell in row])
-    wtl = win_tie_loss(res, cols)
-    row = ["win/tie/loss"]
-    for a in cols:
-        row += ["", ""] + ([] if a == "msvmav" else ["/".join(map(str, wtl[a]))])
-    w.writerow(row)
-    return buf.getvalue()
-
-
-__all__ = ["ExperimentResult", "compare",
-           "run_experiment", "summarize", "to_csv",
-           "to_markdown", "win_tie_loss"]
-
+__all__ = ["ExperimentResult", "compare", "run_experiment", "summarize", "table_columns",
+           "win_tie_loss"]

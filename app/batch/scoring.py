@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from app.core.jsonable import jsonable
 from app.ingest import Encoder
 from app.ingest.column_specs import BadValueError, assemble
 from app.models.scoring import score as core_score
 from app.models.service import LoadedModel
-from solver.jsonable import jsonable
 
 ROW_COLUMN = "row"
 

@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 
 from app.cli.errors import CommandParser
+from app.core.jsonable import jsonable
+from app.experiments.tables import to_csv, to_markdown
 from app.ingest import parse_dataset
 from solver.algorithms import PAPER_ORDER
-from solver.experiments import run_experiment, to_csv, to_markdown
+from solver.experiments import run_experiment
 from solver.parallel import dask_cluster
 
 
@@ -156,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     scaling=args.scaling, callback=progress, dataset=name)
     finally:
         progress.close()
-    payload = {"datasets": {name: result.to_dict()}}
+    payload = {"datasets": {name: jsonable(result.to_dict())}}
     if args.out:
         args.out.write_text(json.dumps(payload, indent=1))
     if args.plot:

@@ -23,10 +23,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from app.core.db import classify_fault
+from app.core.jsonable import jsonable
 from app.core.logs import request_id_var
 from app.core.routing import static_methods
 from app.ingest import IngestError, IngestLimitError
-from solver.jsonable import jsonable
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 # Open Inference Protocol paths (app.protocols.v2): its clients (tritonclient) raise the text

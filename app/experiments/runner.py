@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from app.core.jsonable import jsonable
 from app.datasets import service as datasets
 from app.experiments.orm import ExperimentResult
 from app.experiments.schemas import ExperimentJob
@@ -81,7 +82,7 @@ def run_experiment_job(ctx: JobContext, job: ExperimentJob) -> JobResult:
                 n_jobs=ctx.settings.search_jobs, scaling=job.scaling, callback=progress,
                 params=job.params or None, dataset=name,
             )
-            out.append((dataset_id, name, result.to_dict()))
+            out.append((dataset_id, name, jsonable(result.to_dict())))
     return _stored(ctx, job, out, time.perf_counter() - t0)
 
 

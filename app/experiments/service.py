@@ -163,7 +163,7 @@ def finished_results(
 
 
 def table(session: Session, experiment_id: int, fmt: str) -> str:
-    from solver.experiments import to_csv, to_markdown
+    from app.experiments.tables import to_csv, to_markdown
 
     job, rows = finished_results(session, experiment_id)
     by_name = {r.name: r.result for r in rows}

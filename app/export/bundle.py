@@ -44,9 +44,9 @@ from typing import Any
 
 import numpy as np
 
+from app.core.jsonable import jsonable
 from app.ingest import Encoder, IngestError
 from solver import ALGORITHMS, array_problem, model_from_dict
-from solver.jsonable import jsonable
 from solver.scaling import MinMaxScaling
 
 BUNDLE_FORMAT = "msvmav.bundle"

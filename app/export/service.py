@@ -8,13 +8,13 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy.orm import Session
 
 from app.core import storage
+from app.core.jsonable import jsonable
 from app.core.problems import Problem, invalid, too_large
 from app.export.bundle import BundleError, BundleTooLargeError, read_bundle, write_bundle
 from app.export.expansion import UnsupportedModelError, expansion
 from app.ingest.column_specs import feature_specs
 from app.models import service as models
 from app.models.orm import Model, ModelArray
-from solver.jsonable import jsonable
 
 ONNX_MISSING = (
     "format=onnx needs the onnx package, which this installation lacks: "

@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 
 from app.core.config import Settings
+from app.core.jsonable import jsonable
 from app.core.problems import invalid
 from app.models.explaining import column_groups
 from app.models.scoring import Scores, score
 from app.models.service import LoadedModel, match_labels
 from solver.evaluation import curves, evaluate
 from solver.explain import explain_work, permutation_importance
-from solver.jsonable import jsonable
 
 # Shuffles per raw column of the permutation importance.
 IMPORTANCE_REPEATS = 5

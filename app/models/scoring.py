@@ -21,11 +21,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from app.core.config import Settings
+from app.core.jsonable import jsonable
 from app.core.logs import request_id_var
 from app.core.problems import invalid, too_large
 from app.models.explaining import RawExplanation, raw_contributions
 from app.models.service import LoadedModel
-from solver.jsonable import jsonable
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from sqlalchemy.pool import Pool
 
 from app.core import recheck, storage
 from app.core.db import begin_read, fetch_one
+from app.core.jsonable import jsonable
 from app.core.pagination import PageParams, paginate
 from app.core.plotting import render_margin_cdf
 from app.core.problems import conflict, invalid, not_found
@@ -39,7 +40,6 @@ from app.models.orm import Model, ModelArray
 from app.models.schemas import MarginsOut, TrainOutcome
 from app.registry.orm import ModelVersion, RegisteredModel
 from solver.algorithms import display_name
-from solver.jsonable import jsonable
 from solver.scaling import MinMaxScaling
 
 ESTIMATOR_PREFIX = "est."

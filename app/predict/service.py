@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core import recheck
 from app.core.config import Settings
+from app.core.jsonable import jsonable
 from app.core.problems import ingest_problem, invalid
 from app.datasets.service import check_has_rows, check_not_blank, check_upload_size
 from app.ingest import (
@@ -34,7 +35,6 @@ from app.predict.numeric_rows import NumericRows
 from app.predict.schemas import IDS_ADAPTER
 from app.predict.target import Target, reference_fields, resolve_target
 from app.registry.references import Stamp, recalled
-from solver.jsonable import jsonable
 
 #: Skipped rows /predict/file lists with ``on_error="skip"`` (it counts them all).
 SKIPPED_SHOWN = 100

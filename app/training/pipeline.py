@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from app.core.jsonable import jsonable
 from app.ingest.imputation import apply_fills, fit_fills, needs_fit
 from app.models.evaluating import baseline_warning, metrics_of
 from app.models.schemas import TrainOutcome
 from app.training.schemas import SearchJob, TrainJob
 from solver import protocol
-from solver.jsonable import jsonable
 from solver.model_selection import SearchResult
 from solver.scaling import MinMaxScaling
 

@@ -21,9 +21,9 @@ from app.auth.orm import ApiKey
 from app.core.problems import MAX_JSON_DEPTH, Problem
 from app.core.validation import check_json
 from app.datasets.orm import Dataset
+from app.experiments.table_cells import markdown_cell
 from app.jobs.orm import Job
 from app.main import create_app
-from solver.table_cells import markdown_cell
 from tests.app.support import assert_problem, blobs, run_jobs, to_csv, upload
 
 ADMIN = "msv_" + "A" * 43

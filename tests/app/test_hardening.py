@@ -15,11 +15,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.core.config import Settings
 from app.core.ids import MAX_DB_ID
 from app.datasets.orm import Dataset
+from app.experiments.table_cells import csv_cell, markdown_cell
 from app.jobs.orm import Job
 from app.jobs.worker import _error_text
 from app.main import create_app
 from app.tables import Base
-from solver.table_cells import csv_cell, markdown_cell
 from tests.app.support import (
     assert_problem,
     blobs,

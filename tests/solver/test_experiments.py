@@ -3,8 +3,6 @@ tests/app/test_cli_experiment.py)."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 
 import numpy as np
@@ -17,9 +15,6 @@ from solver.experiments import (
     compare,
     run_experiment,
     summarize,
-    to_csv,
-    to_markdown,
-    win_tie_loss,
 )
 from solver.scaling import MinMaxScaling
 
@@ -66,49 +61,6 @@ def test_minmax_train_fit_and_clip():
     res = MinMaxScaling.fit(S).transform(sparse.csr_matrix([[8.0, 1.0]]))
     assert sparse.issparse(res)
     np.testing.assert_allclose(res.toarray(), [[1.0, 0.5]])
-
-
-def _result(name, accs, **extra):
-    algos = {a: {"accuracies": v, "params": [{}] * len(v), "cv_scores": v, "seconds": 0.0}
-             for a, v in accs.items()}
-    for rec in algos.values():
-        rec["mean"], rec["std"] = summarize(rec["accuracies"])
-    comps = {a: compare(accs["msvmav"], v) for a, v in accs.items() if a != "msvmav"}
-    return ExperimentResult(dataset=name, protocol={}, algorithms=algos, comparisons=comps,
-                            **extra)
-
-
-@pytest.fixture
-def two_results():
-    win = _result("d1", {"msvmav": [0.90, 0.91, 0.92, 0.90], "svm": [0.85, 0.86, 0.86, 0.85],
-                         "mamc": [0.95, 0.96, 0.97, 0.96]})
-    tie = _result("d2", {"msvmav": [0.80, 0.70, 0.90, 0.75], "svm": [0.78, 0.74, 0.86, 0.79],
-                         "mamc": [0.60, 0.61, 0.62, 0.60]})
-    return {"d1": win, "d2": tie.to_dict()}
-
-
-def test_markdown_layout(two_results):
-    md = to_markdown(two_results)
-    lines = md.splitlines()
-    assert lines[0] == "| dataset | MSVMAv | SVM | MAMC |"
-    assert lines[1] == "|---|---|---|---|"
-    assert lines[2].startswith("| d1 | 0.9075±0.0096 | 0.8550±0.0058 ● | 0.9600±")
-    assert lines[2].endswith(" ○ |")
-    assert lines[3].startswith("| d2 | 0.7875±0.0854 | 0.7925±")  # a tie: no mark
-    assert "●" not in lines[3].split("|")[3]
-    assert lines[4] == "| win/tie/loss | – | 1/1/0 | 1/0/1 |"
-    assert win_tie_loss(two_results) == {"svm": (1, 1, 0), "mamc": (1, 0, 1)}
-
-
-def test_csv_layout(two_results):
-    rows = list(csv.reader(io.StringIO(to_csv(two_results))))
-    assert rows[0] == ["dataset", "MSVMAv_mean", "MSVMAv_std", "SVM_mean", "SVM_std",
-                       "SVM_vs_MSVMAv", "MAMC_mean", "MAMC_std", "MAMC_vs_MSVMAv"]
-    assert rows[1][:6] == ["d1", "0.9075", "0.0096", "0.8550", "0.0058",
-                           "MSVMAv_significantly_better"]
-    assert rows[1][8] == "MSVMAv_significantly_worse"
-    assert rows[2][5] == "tie"
-    assert rows[3] == ["win/tie/loss", "", "", "", "", "1/1/0", "", "", "1/0/1"]
 
 
 def test_run_experiment_small():

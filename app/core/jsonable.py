@@ -1,6 +1,7 @@
-"""The one JSON conversion policy of the package and the service: numpy values become plain
-Python ones and NaN/inf become null (strict JSON has no NaN, nor has PostgreSQL's JSON type).
-Used for persisted models (``MarginClassifier.to_dict``), experiment results, model summaries,
+"""The service's one JSON conversion policy: numpy values become plain Python ones and NaN/inf
+become null (strict JSON has no NaN, nor has PostgreSQL's JSON type). Applied to what the
+service stores and answers: persisted models' metadata (``MarginClassifier.to_dict``'s, which
+the solver gives as plain values, ``solver.plain_values``), experiment results, model summaries,
 job results and the fields of problem+json answers."""
 
 from __future__ import annotations
