@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from .errors import IngestError
 
 # Spellings of "no value" accepted in CSV cells (ARFF uses "?"; empty is missing everywhere).
@@ -84,11 +82,6 @@ def parse_number(token: str) -> float | None:
 
 def is_number(token: str) -> bool:
     return parse_number(token) is not None
-
-
-def is_finite_number(token: str) -> bool:
-    x = parse_number(token)
-    return x is not None and math.isfinite(x)
 
 
 def preview(names: list[str], limit: int = 20) -> str:

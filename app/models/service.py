@@ -322,18 +322,25 @@ def load(session: Session, model: Model) -> LoadedModel:
     )
 
 
+def registered_versions(session: Session, model_id: int) -> list[tuple[str, int]]:
+    """The (registered model, version) pairs that stored model ``model_id`` is, by name and
+    version (a model that is a version cannot be deleted; the web interface links them)."""
+    rows = session.execute(
+        select(RegisteredModel.name, ModelVersion.version)
+        .join(RegisteredModel, RegisteredModel.id == ModelVersion.registered_model_id)
+        .where(ModelVersion.model_id == model_id)
+        .order_by(RegisteredModel.name, ModelVersion.version)
+    )
+    return [(name, version) for name, version in rows]
+
+
 def delete(session: Session, model_id: int) -> None:
     """Delete the model; 409 while it is a version of a registered model. The row is locked
     first, so a version being added at the same time either is seen here or fails."""
     model = session.scalars(select(Model).where(Model.id == model_id).with_for_update()).first()
     if model is None:
         raise not_found("model", model_id)
-    versions = session.execute(
-        select(RegisteredModel.name, ModelVersion.version)
-        .join(RegisteredModel, RegisteredModel.id == ModelVersion.registered_model_id)
-        .where(ModelVersion.model_id == model_id)
-        .order_by(RegisteredModel.name, ModelVersion.version)
-    ).all()
+    versions = registered_versions(session, model_id)
     if versions:
         named = ", ".join(f"version {v} of registered model {n!r}" for n, v in versions)
         raise conflict(

@@ -204,19 +204,6 @@ def versions_of(session: Session, registered: RegisteredModel) -> list[dict[str,
     ]
 
 
-def versions_of_model(session: Session, model_id: int) -> list[tuple[str, int]]:
-    """(registered model, version) pairs that stored model ``model_id`` is."""
-    return [
-        (name, version)
-        for name, version in session.execute(
-            select(RegisteredModel.name, ModelVersion.version)
-            .join(RegisteredModel, RegisteredModel.id == ModelVersion.registered_model_id)
-            .where(ModelVersion.model_id == model_id)
-            .order_by(RegisteredModel.name, ModelVersion.version)
-        )
-    ]
-
-
 # --- aliases ------------------------------------------------------------------------------------
 
 

@@ -66,11 +66,8 @@ SCALE_NOTE = (
 
 def estimator_params(job: TrainJob) -> dict[str, Any]:
     """The estimator's keyword arguments from a job's params (without ``random_state``): the
-    ``estimator_params`` resolved at submission, or — jobs queued before algorithms existed —
-    the top-level MSVMAv fields."""
-    if job.estimator_params is not None:
-        return dict(job.estimator_params)
-    return {k: getattr(job, k) for k in HYPER_PARAMETERS if k in job.model_fields_set}
+    ``estimator_params`` resolved at submission."""
+    return dict(job.estimator_params)
 
 
 def plan_of(job: TrainJob) -> protocol.Plan:

@@ -191,14 +191,13 @@ class TrainJob(TrainRequest):
 
     The request's fields as given, without the top-level hyper-parameters that do not apply
     to the algorithm (or that the search sets), plus what submission resolved: the estimator's
-    keyword arguments and the search's grid. Jobs queued before algorithms existed have no
-    ``estimator_params`` (their top-level fields are MSVMAv's)."""
+    keyword arguments and the search's grid."""
 
     model_config = ConfigDict(strict=False, json_schema_extra=None)
 
     search: SearchJob | None = None  # type: ignore[assignment]
-    estimator_params: dict[str, Any] | None = Field(
-        None, description="The estimator's keyword arguments besides random_state"
+    estimator_params: dict[str, Any] = Field(
+        description="The estimator's keyword arguments besides random_state"
     )
     estimate: dict[str, Any] | None = Field(
         None,

@@ -22,7 +22,6 @@ from app.auth.security import require
 from app.core.deps import SessionDep, SettingsDep
 from app.core.problems import problem_responses
 from app.models import service as models
-from app.registry import service as registry
 from app.ui import overview as overview_service
 from app.ui.pages import BY_SLUG, PAGES
 from app.ui.schemas import ModelVersions, OverviewOut, SessionOut
@@ -125,5 +124,5 @@ def overview(session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
 def model_versions(session: SessionDep, model_id: int) -> dict[str, Any]:
     """For the model page's links to its registered versions (none: an empty list)."""
     models.get_or_raise(session, model_id)
-    pairs = registry.versions_of_model(session, model_id)
+    pairs = models.registered_versions(session, model_id)
     return {"versions": [{"name": n, "version": v} for n, v in pairs]}

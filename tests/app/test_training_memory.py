@@ -57,10 +57,10 @@ def test_split_rows_moves_rows_a_block_at_a_time(monkeypatch):
 
 
 @pytest.mark.parametrize("params", [
-    {"max_iter": 20, "test_fraction": 0.3, "seed": 4},
-    {"max_iter": 20, "test_fraction": None, "seed": 4},
-    {"max_iter": 20, "test_fraction": 0.3, "seed": 4, "scaling": "none"},
-    {"algorithm": "svm", "test_fraction": 0.3, "seed": 4},
+    {"estimator_params": {"max_iter": 20}, "test_fraction": 0.3, "seed": 4},
+    {"estimator_params": {"max_iter": 20}, "test_fraction": None, "seed": 4},
+    {"estimator_params": {"max_iter": 20}, "test_fraction": 0.3, "seed": 4, "scaling": "none"},
+    {"algorithm": "svm", "estimator_params": {}, "test_fraction": 0.3, "seed": 4},
 ])
 def test_training_in_place_equals_the_copying_path(params):
     X, y = _binary_data(600, 6)
