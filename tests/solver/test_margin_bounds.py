@@ -109,7 +109,7 @@ def test_the_last_summary_never_rebuilds_the_gram_matrix(max_iter):
     X, y = planted()
     m = MSVMAv(max_iter=max_iter, tol=0.0).fit(X, y)
     assert m.linear_solver_ == "gram" and m.n_iter_ == max_iter
-    assert m.fit_info_["refactorisations"] == max_iter
+    assert m.fit_info_["gram_builds"] == max_iter
     dense = MSVMAv(max_iter=max_iter, tol=0.0, linear_solver="dense").fit(X, y)
     assert np.allclose([h["semivariance"] for h in m.history_],
                        [h["semivariance"] for h in dense.history_], rtol=1e-9, atol=0)
