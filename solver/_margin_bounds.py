@@ -18,8 +18,8 @@ the new A:
 n sv = sum_A (theta - m_i)^2 = |A| theta^2 - 2 theta s_A . w + w^T G_A w. The set A is the one
 a pass would give; theta and sv agree with a pass's to rounding. On bench/wide.py's 100k x 2,000,
 9 passes over X instead of 101, and rows worth a third of a pass computed one by one; the fit
-takes 0.86x the time of the same path with a pass each iteration (bench/linear_step.py, on a
-loaded 2-core host).
+takes 0.86x (and under heavier load 0.76x) the time of the same path with a pass each
+iteration (bench/linear_step.py, on a loaded 2-core host).
 """
 
 from __future__ import annotations
@@ -32,8 +32,10 @@ from scipy import sparse
 from ._footprint import FLOAT
 from ._row_blocks import RowBlocks
 
-# (w^T G_M w, s_M . w) for a set M and coef w, or None where they would cost a pass over X
-Moments = Callable[[np.ndarray, np.ndarray], "tuple[float, float] | None"]
+# (w^T G_M w, s_M . w, G_M w) for a set M and coef w, or None where they would cost a pass
+# over X
+Moments = Callable[[np.ndarray, np.ndarray], "tuple[float, float, np.ndarray] | None"]
+Summary = tuple[float, np.ndarray, float]
 
 # The iterates (with their X c) kept as the basis of the bounds.
 BASIS = 3
@@ -96,10 +98,11 @@ class MarginBounds:
         self.passes = 0
         self.exact_rows = 0  # rows computed one by one
 
-    def summary(self, w: np.ndarray, moments: Moments) -> tuple[float, np.ndarray, float]:
-        """(theta, the mask of A = {i : m_i < theta}, the semi-variance) for coef w. Where the
-        bounds decide A, ``moments(A, w)`` gives w^T G_A w and s_A . w for sv; where they do
-        not, or ``moments`` declines (None: G would have to be built for A), a pass over X."""
+    def summary(self, w: np.ndarray, moments: Moments) -> tuple[Summary, np.ndarray | None]:
+        """((theta, the mask of A = {i : m_i < theta}, the semi-variance), G_A w or None) for
+        coef w. Where the bounds decide A, ``moments(A, w)`` gives w^T G_A w and s_A . w for sv
+        (and G_A w, returned for the caller to hand to the step); where they do not, or
+        ``moments`` declines (None: G would have to be built for A), a pass over X."""
         n = self.y.size
         theta = float(self.shift @ w) / n
         mask = self._bounded_mask(w, theta)
@@ -108,11 +111,11 @@ class MarginBounds:
             # a pass over X: the margins (w joins the basis)
             m = self.y * self.rows.matvec(w)
             self._keep(w, m)
-            return (theta, *below(m, theta))
-        squares, signed = found
+            return (theta, *below(m, theta)), None
+        squares, signed, product = found
         count = int(np.count_nonzero(mask))
         sv = (count * theta * theta - 2.0 * theta * signed + squares) / n
-        return theta, mask, max(sv, 0.0)
+        return (theta, mask, max(sv, 0.0)), product
 
     def _keep(self, w: np.ndarray, margins: np.ndarray) -> None:
         self.basis = np.vstack([self.basis[-(BASIS - 1):], w[None, :]])

@@ -69,6 +69,7 @@ class PrimalSpace:
     formed: ``MarginBounds`` summarises the margins from few passes over X (f is None)."""
 
     bounds: MarginBounds | None = None
+    known: tuple[np.ndarray, np.ndarray] | None = None  # (coef, G_A coef) from the summary
 
     def __init__(self, X, y: np.ndarray, beta: float, *, shift: np.ndarray,
                  base_extra: np.ndarray | None = None, mu: np.ndarray | None = None,
@@ -119,15 +120,20 @@ class PrimalSpace:
         return float(self.y @ f) if f is not None else float(self.shift @ coef)
 
     def summary(self, coef: np.ndarray, f: np.ndarray | None) -> tuple[float, np.ndarray, float]:
-        if self.bounds:
-            return self.bounds.summary(coef, self.system.moments)
-        return summarise(self.y, f)
+        if not self.bounds:
+            return summarise(self.y, f)
+        found, product = self.bounds.summary(coef, self.system.moments)
+        # G_A coef, handed to the step from this coef on this A (passed, not shared)
+        self.known = None if product is None else (coef, product)
+        return found
 
     def prox_step(self, coef, f, mask, theta):
         self.system.set_active(mask)
         if not mask.any():
             return coef.copy(), None if f is None else f.copy()
-        new = coef + self.system.step(coef, theta, f)
+        known, self.known = self.known, None
+        gram_w = known[1] if known is not None and known[0] is coef else None
+        new = coef + self.system.step(coef, theta, f, gram_w)
         self.steps += 1
         if self.bounds:
             return new, None

@@ -56,9 +56,12 @@ class LinearStep(Protocol):
     def set_active(self, mask: np.ndarray) -> None:
         """Make A = {i : mask_i} the active set of the next steps."""
 
-    def step(self, w: np.ndarray, theta: float, f: np.ndarray | None) -> np.ndarray:
+    def step(self, w: np.ndarray, theta: float, f: np.ndarray | None,
+             gram_w: np.ndarray | None = None) -> np.ndarray:
         """delta for the iterate w, its margins' mean theta and its decisions f = X w (None
-        where the space summarises the margins without them)."""
+        where the space summarises the margins without them); ``gram_w``: X_A^T X_A w where
+        the caller already has it for this A (the "gram" step then skips that product; the
+        others ignore it)."""
 
     def followed(self) -> np.ndarray | None:
         """X delta of the last step where the step followed it (the space then updates f

@@ -156,7 +156,8 @@ class ConjugateGradientSystem:
         out += self.c * v
         return out
 
-    def step(self, w: np.ndarray, theta: float, f: np.ndarray) -> np.ndarray:
+    def step(self, w: np.ndarray, theta: float, f: np.ndarray,
+             gram_w: np.ndarray | None = None) -> np.ndarray:
         """Solve for X_A^T e_A, e = theta y - f, from the warm start x: r = X_A^T (e - X x)_A
         - c x takes one pass over X^T (and one over X where X x is not known), and
         b = r + c x + X_A^T X_A x none where X_A^T X_A x is known (``WarmStart.guess``); else

@@ -143,7 +143,8 @@ class PrimalSystem:
         self.M *= 0.5
         self.counters["inverse_updates"] += 1
 
-    def step(self, w: np.ndarray, theta: float, f: np.ndarray | None = None) -> np.ndarray:
+    def step(self, w: np.ndarray, theta: float, f: np.ndarray | None = None,
+             gram_w: np.ndarray | None = None) -> np.ndarray:
         """delta solving (diag(base) + G) delta = X_A^T (theta y_A - X_A w) = theta s_A - G w
         (``f`` = X w is not needed here; the other linear steps take it)."""
         return self.solve(theta * self.sA - self.G @ w)

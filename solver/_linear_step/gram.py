@@ -161,10 +161,11 @@ class GramSystem(ConjugateGradientSystem):
             out += np.asarray(rows.UT @ (rows.sign * np.asarray(rows.U @ v).ravel())).ravel()
         return out
 
-    def moments(self, mask: np.ndarray, w: np.ndarray) -> tuple[float, float] | None:
-        """(w^T G_M w, s_M . w) for a set M (``mask``) without changing the system: from G_R
-        and the rows where M and R differ; None when G is not built yet or M is one that
-        set_active would build G for (a pass over X is cheaper then)."""
+    def moments(self, mask: np.ndarray, w: np.ndarray
+                ) -> tuple[float, float, np.ndarray] | None:
+        """(w^T G_M w, s_M . w, G_M w) for a set M (``mask``) without changing the system:
+        from G_R and the rows where M and R differ; None when G is not built yet or M is one
+        that set_active would build G for (a pass over X is cheaper then)."""
         if self._rebuilds(mask):
             return None
         differ = np.flatnonzero(mask != self.ref.mask)
@@ -175,25 +176,30 @@ class GramSystem(ConjugateGradientSystem):
             U = self.Xa[differ]
             gw += np.asarray(U.T @ (sign * np.asarray(U @ w).ravel())).ravel()
             s = s + np.asarray(U.T @ (sign * self.y[differ])).ravel()
-        return float(w @ gw), float(s @ w)
+        return float(w @ gw), float(s @ w), gw
 
     def _apply(self, v: np.ndarray) -> np.ndarray:
         out = self._gram(v)
         out += self.c * v
         return out
 
-    def step(self, w: np.ndarray, theta: float, f: np.ndarray | None) -> np.ndarray:
+    def step(self, w: np.ndarray, theta: float, f: np.ndarray | None,
+             gram_w: np.ndarray | None = None) -> np.ndarray:
         """As ConjugateGradientSystem.step, with X_A^T e_A = theta s_A - G_A w.
 
         From the warm start x, r = theta s_A - c x - G_A (w + x) is one product, and
-        b = r + c x + G_A x needs none where G_A x is known (``WarmStart.guess``)."""
+        b = r + c x + G_A x needs none where G_A x is known (``WarmStart.guess``). Where the
+        caller gives G_A w (``gram_w``: the margins' summary formed it for this A), r needs
+        none either: G_A w + G_A x, the latter followed, as X x is on "cg" (and taken afresh
+        every X_REFRESH solves)."""
         x, gx, _ = self.warm.guess()
+        gw = None if gram_w is None or self.warm.fresh else gram_w
         if gx is None:
-            b = theta * self.sA - self._gram(w)
+            b = theta * self.sA - (self._gram(w) if gw is None else gw)
             r = b - self._apply(x)
             return self._solve_warm(x, b, r)
-        r = theta * self.sA - self.c * x - self._gram(w + x)
+        r = theta * self.sA - self.c * x - (self._gram(w + x) if gw is None else gw + gx)
         b = r + self.c * x + gx
         if not np.linalg.norm(r) < np.linalg.norm(b):
-            b = theta * self.sA - self._gram(w)
+            b = theta * self.sA - (self._gram(w) if gw is None else gw)
         return self._solve_warm(x, b, r)

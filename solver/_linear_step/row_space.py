@@ -57,7 +57,8 @@ class RowSpaceSystem:
         self.factor = linalg.cho_factor(H, lower=True, check_finite=False)
         self.counters["cholesky_factorisations"] += 1
 
-    def step(self, w: np.ndarray, theta: float, f: np.ndarray) -> np.ndarray:
+    def step(self, w: np.ndarray, theta: float, f: np.ndarray,
+             gram_w: np.ndarray | None = None) -> np.ndarray:
         e = theta * self.y[self.idx] - f[self.idx]
         z = linalg.cho_solve(self.factor, e, check_finite=False)
         # one step of iterative refinement against K_AA (cheap: |A|^2)

@@ -103,8 +103,9 @@ def test_margin_estimate_never_sets_the_steps_active_set(monkeypatch):
     other = mask.copy()
     other[:20] = ~other[:20]
     w = rng.normal(size=X.shape[1])
-    squares, signed = system.moments(other, w)
+    squares, signed, product = system.moments(other, w)
     XM = X[other].toarray()
+    assert np.allclose(product, XM.T @ (XM @ w), rtol=1e-10, atol=1e-10)
     assert squares == pytest.approx(float(np.sum((XM @ w) ** 2)), rel=1e-10)
     assert signed == pytest.approx(float((XM.T @ np.where(y > 0, 1.0, -1.0)[other]) @ w),
                                    rel=1e-10)
