@@ -15,6 +15,7 @@ from solver._linear_step import (
     linear_system_bytes,
     make_linear_step,
 )
+from solver._msvmav_core import PrimalSpace
 from solver.memory import estimate_fit
 from solver.params import InvalidParameterError
 from tests.solver.test_margin_bounds import planted
@@ -57,6 +58,9 @@ def test_the_table_is_the_one_list_of_names():
     lambda: choose_linear_solver("qr", 100, 10),
     lambda: linear_system_bytes("qr", 100, 10, None),
     lambda: make_linear_step("qr", np.ones((4, 2)), np.ones(4), np.ones(2)),
+    # the space once turned any name it did not know into "woodbury"
+    lambda: PrimalSpace(np.eye(4), np.array([1.0, -1.0, 1.0, 1.0]), 0.25,
+                        shift=np.ones(4), solver="qr"),
 ])
 def test_an_unknown_linear_step_is_an_error_not_woodbury(call):
     with pytest.raises(ValueError, match="linear_solver: unknown linear step 'qr'"):
