@@ -1,14 +1,9 @@
-"""The active-set linear systems of MSVMAv's semi-variance step, kept current across iterations.
+"""The exact kernel's active-set system, kept current across iterations (the linear step's
+systems are in ``solver._linear_step``; this module also holds the residual and refactoring
+thresholds they share).
 
-Linear (msvmav.md 1.2-1.4): the step is w' = w + delta with
-    (c I + X_A^T X_A) delta = X_A^T e_A,   c = n beta,   e_i = theta y_i - f_i  (i in A).
-``PrimalSystem`` keeps G = X_A^T X_A and M = (c I + G)^{-1} (D x D; c I generalised to a
-diagonal for the low-rank kernel path) and applies the rows that
-enter or leave A as one mixed-sign Woodbury update (BLAS-3), refactoring from scratch when the
-change is large or the residual check fails.
-
-Kernel (msvmav.md 1.5): with B = I + K and P = K B^{-1} K = K - I + B^{-1}, Woodbury turns the
-n x n system of the paper into one of size |A|:
+Kernel (docs/algorithm.md, "Kernels"): with B = I + K and P = K B^{-1} K = K - I + B^{-1},
+Woodbury turns the n x n system of the paper into one of size |A|:
     (c I + P_AA) z = e_A,   delta = B^{-1} K_{:,A} z = z - B^{-1} z,   K delta = P z = K z - delta.
 ``DualSystem`` keeps S_A^{-1} = (c I + P_AA)^{-1} and edits it by bordering (rows entering A) and
 Schur-complement deletion (rows leaving A), again refactoring when needed.
@@ -19,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy import sparse
 from scipy.linalg import blas
 
 from ._linalg import spd_inverse, spd_inverse_blocked, spd_inverse_checked
@@ -29,133 +23,12 @@ from ._linalg import spd_inverse, spd_inverse_blocked, spd_inverse_checked
 RESIDUAL_TOL = 1e-11
 # Refactor instead of updating when more than this share of the dimension changes at once.
 REFACTOR_SHARE = 0.25
-# Above this many changed rows per dimension, a sparse X's rows update G as a sparse product.
-SPARSE_ROWS = 16
 # Free slots added to the kernel system's inverse whenever it has to grow (each growth is a copy).
 SLACK = 32
 # Above this share of n rows in A, the kernel system stops packing the rows of A (memory bound);
 # it packs them again below UNPACK_HYSTERESIS times that share.
 PACK_SHARE = 0.6
 UNPACK_HYSTERESIS = 0.8
-
-
-def _gram(rows) -> np.ndarray:
-    g = rows.T @ rows
-    return g.toarray() if sparse.issparse(g) else np.asarray(g)
-
-
-def _dense_rows(X, idx: np.ndarray) -> np.ndarray:
-    """X[idx] as a dense (len(idx), d) array; for CSR without scipy's per-call overhead
-    (this runs every iteration with a handful of rows)."""
-    if not sparse.issparse(X):
-        return X[idx]
-    if idx.size <= 16:  # a Python loop over a few rows beats ten vectorised set-up calls
-        out = np.zeros((idx.size, X.shape[1]))
-        indptr, indices, data = X.indptr, X.indices, X.data
-        for r, i in enumerate(idx.tolist()):
-            lo, hi = indptr[i], indptr[i + 1]
-            out[r, indices[lo:hi]] = data[lo:hi]
-        return out
-    starts = X.indptr[idx]
-    lengths = X.indptr[idx + 1] - starts
-    total = int(lengths.sum())
-    first = np.cumsum(lengths) - lengths
-    pos = np.arange(total) + np.repeat(starts - first, lengths)
-    out = np.zeros((idx.size, X.shape[1]))
-    out[np.repeat(np.arange(idx.size), lengths), X.indices[pos]] = X.data[pos]
-    return out
-
-
-class PrimalSystem:
-    """(diag(base) + X_A^T X_A)^{-1}: base = c for linear MSVMAv, c (1 + sigma^2) for the
-    low-rank (Nystroem) kernel path in its rotated coordinates.
-
-    Also keeps s_A = X_A^T y_A, so the step's right-hand side
-    X_A^T e_A = theta s_A - G w costs O(D^2) instead of a pass over the data."""
-
-    def __init__(self, Xa, y: np.ndarray, base: np.ndarray, *, update: str = "woodbury") -> None:
-        self.Xa, self.y, self.base, self.update = Xa, y, base, update
-        n, D = Xa.shape
-        self.D = D
-        self.mask = np.zeros(n, dtype=bool)
-        self.G = np.zeros((D, D))
-        self.sA = np.zeros(D)
-        self.M = np.diag(1.0 / base)
-        self.n_refactor = 0
-        self.n_updates = 0
-
-    def _invert(self) -> None:
-        H = self.G.copy()
-        H[np.diag_indices_from(H)] += self.base
-        self.M = spd_inverse(H, overwrite=True)
-        self.n_refactor += 1
-
-    def _rebuild(self) -> None:
-        """G and s_A from scratch, then invert: the reference path, and the cure for drift."""
-        rows = self.Xa[self.mask]
-        self.G = _gram(rows)
-        self.sA = np.asarray(rows.T @ self.y[self.mask]).ravel()
-        self._invert()
-
-    def set_active(self, mask: np.ndarray) -> None:
-        if self.update == "direct":
-            self.mask = mask.copy()
-            self._rebuild()
-            return
-        changed = np.flatnonzero(mask != self.mask)  # rows that entered or left
-        p = changed.size
-        if p == 0:
-            return
-        np.copyto(self.mask, mask)
-        sign = np.where(mask[changed], 1.0, -1.0)
-        signed_y = sign * self.y[changed]
-        if p > REFACTOR_SHARE * self.D:
-            # G and s_A change by the rows that entered minus the rows that left (exact sums)
-            if sparse.issparse(self.Xa) and p > SPARSE_ROWS * self.D:
-                for part, op in ((changed[sign > 0], np.add), (changed[sign < 0], np.subtract)):
-                    if part.size:
-                        rows = self.Xa[part]
-                        op(self.sA, np.asarray(rows.T @ self.y[part]).ravel(), out=self.sA)
-                        op(self.G, (rows.T @ rows).toarray(), out=self.G)
-            else:  # a few hundred rows: dense BLAS beats a sparse product's set-up
-                U = _dense_rows(self.Xa, changed)  # p x D
-                self.sA += signed_y @ U
-                self.G += U.T @ (U * sign[:, None])
-            self._invert()
-            return
-        U = _dense_rows(self.Xa, changed).T  # D x p
-        self.sA += U @ signed_y
-        self.G += (U * sign) @ U.T
-        # mixed-sign Woodbury: M <- M - M U (S + U^T M U)^{-1} U^T M, S = diag(+-1) = S^{-1}
-        MU = self.M @ U
-        inner = U.T @ MU
-        inner.flat[:: p + 1] += sign
-        self.M -= MU @ np.linalg.solve(inner, MU.T)
-        self.M += self.M.T
-        self.M *= 0.5
-        self.n_updates += 1
-
-    def step(self, w: np.ndarray, theta: float, f: np.ndarray | None = None) -> np.ndarray:
-        """delta solving (diag(base) + G) delta = X_A^T (theta y_A - X_A w) = theta s_A - G w
-        (``f`` = X w is not needed here; the other linear systems take it)."""
-        return self.solve(theta * self.sA - self.G @ w)
-
-    def _residual(self, rhs: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return rhs - (self.base * x + self.G @ x)
-
-    def solve(self, rhs: np.ndarray) -> np.ndarray:
-        x = self.M @ rhs
-        if self.update == "direct":
-            return x
-        scale = np.linalg.norm(rhs)
-        r = self._residual(rhs, x)
-        if np.linalg.norm(r) <= RESIDUAL_TOL * scale:
-            return x
-        x = x + self.M @ r  # one step of iterative refinement
-        if np.linalg.norm(self._residual(rhs, x)) <= RESIDUAL_TOL * scale:
-            return x
-        self._rebuild()
-        return self.M @ rhs
 
 
 class DualSystem:
@@ -189,8 +62,7 @@ class DualSystem:
         self.packed = False
         self._pack(True)
         self.S = np.zeros((0, 0))
-        self.n_refactor = 0
-        self.n_updates = 0
+        self.counters = {"inverse_builds": 0, "inverse_updates": 0}
 
     # -- layout -----------------------------------------------------------------------------
     @property
@@ -201,11 +73,6 @@ class DualSystem:
     def idx(self) -> np.ndarray:
         """Members of A in slot order."""
         return self.slot_idx[self.slot_idx >= 0]
-
-    @property
-    def Sinv(self) -> np.ndarray:  # noqa: N802 - the matrix's name in the derivation
-        used = self.used
-        return self.S[np.ix_(used, used)]
 
     def _pack(self, packed: bool) -> None:
         """Keep (or stop keeping) the packed rows R of the members of A.
@@ -264,7 +131,7 @@ class DualSystem:
         if m:
             self._store_rows(np.arange(m), idx)
             self.S[:m, :m] = spd_inverse_checked(self._s_block(idx))
-        self.n_refactor += 1
+        self.counters["inverse_builds"] += 1
 
     # -- updates ----------------------------------------------------------------------------
     def set_active(self, mask: np.ndarray) -> None:
@@ -287,7 +154,7 @@ class DualSystem:
             self._refactor(np.flatnonzero(mask))
             return
         self._replace(drop, new)
-        self.n_updates += 1
+        self.counters["inverse_updates"] += 1
         if self.S.shape[0] - m_new > REFACTOR_SHARE * self.S.shape[0] + SLACK:
             self._compact()
 

@@ -1,5 +1,5 @@
 """The margins' summary (theta, A, the semi-variance) for the "gram" path without a pass over X
-at every iteration (``_msvmav_core.PrimalSpace``, msvmav.md 1.3).
+at every iteration (``_msvmav_core.PrimalSpace``; docs/algorithm.md, "The iteration").
 
 MSVMAv's iterates move in a nearly fixed low-dimensional subspace: on bench/wide.py's
 100k x 2,000 each step lies within 5e-4 (relative) of the span of the two steps before it.
@@ -13,19 +13,29 @@ so row i is below theta for certain when g_i plus that bound is below it, and ab
 minus it is not; only the rows in between are computed exactly, from their stored values. A
 pass over X is made (and w joins the basis) when more than n / BAND_ROWS rows are uncertain.
 theta = s . w / n exactly (s = X^T y, the average-margin shift), and the semi-variance comes
-from G_A (``GramSystem.active_moments``) for the new A:
+from G_A (``GramSystem.moments``, which reads the step's Gram matrix and changes nothing) for
+the new A:
 n sv = sum_A (theta - m_i)^2 = |A| theta^2 - 2 theta s_A . w + w^T G_A w. The set A is the one
 a pass would give; theta and sv agree with a pass's to rounding. On bench/wide.py's 100k x 2,000,
-9 passes over X instead of 101, and rows worth a third of a pass computed one by one.
+9 passes over X instead of 101, and rows worth a third of a pass computed one by one; the fit
+takes 0.86x (and under heavier load 0.76x) the time of the same path with a pass each
+iteration (bench/linear_step.py, on a loaded 2-core host).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 from scipy import sparse
 
 from ._footprint import FLOAT
 from ._row_blocks import RowBlocks
+
+# (w^T G_M w, s_M . w, G_M w) for a set M and coef w, or None where they would cost a pass
+# over X
+Moments = Callable[[np.ndarray, np.ndarray], "tuple[float, float, np.ndarray] | None"]
+Summary = tuple[float, np.ndarray, float]
 
 # The iterates (with their X c) kept as the basis of the bounds.
 BASIS = 3
@@ -88,23 +98,24 @@ class MarginBounds:
         self.passes = 0
         self.exact_rows = 0  # rows computed one by one
 
-    def summary(self, w: np.ndarray, system) -> tuple[float, np.ndarray, float]:
-        """(theta, the mask of A = {i : m_i < theta}, the semi-variance) for coef w. Where the
-        bounds decide A, ``system`` (a GramSystem) is set to it and gives G_A for sv."""
+    def summary(self, w: np.ndarray, moments: Moments) -> tuple[Summary, np.ndarray | None]:
+        """((theta, the mask of A = {i : m_i < theta}, the semi-variance), G_A w or None) for
+        coef w. Where the bounds decide A, ``moments(A, w)`` gives w^T G_A w and s_A . w for sv
+        (and G_A w, returned for the caller to hand to the step); where they do not, or
+        ``moments`` declines (None: G would have to be built for A), a pass over X."""
         n = self.y.size
         theta = float(self.shift @ w) / n
         mask = self._bounded_mask(w, theta)
-        if mask is None or system.would_rebuild(mask):
-            # a pass over X: the margins (w joins the basis); the system is set to A by the
-            # next step, if there is one (a rebuild of G only for sv would cost more)
+        found = None if mask is None else moments(mask, w)
+        if found is None:
+            # a pass over X: the margins (w joins the basis)
             m = self.y * self.rows.matvec(w)
             self._keep(w, m)
-            return (theta, *below(m, theta))
-        system.set_active(mask)
-        squares, signed = system.active_moments(w)
+            return (theta, *below(m, theta)), None
+        squares, signed, product = found
         count = int(np.count_nonzero(mask))
         sv = (count * theta * theta - 2.0 * theta * signed + squares) / n
-        return theta, mask, max(sv, 0.0)
+        return (theta, mask, max(sv, 0.0)), product
 
     def _keep(self, w: np.ndarray, margins: np.ndarray) -> None:
         self.basis = np.vstack([self.basis[-(BASIS - 1):], w[None, :]])

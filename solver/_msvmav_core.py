@@ -1,4 +1,5 @@
-"""MSVMAv's alternating iteration (msvmav.md 1.3 and 1.5), written once for every representation.
+"""MSVMAv's alternating iteration (docs/algorithm.md, "The iteration" and "Kernels"), written
+once for every representation.
 
 A *space* supplies the representation-specific linear algebra; ``iterate`` is the algorithm:
 
@@ -10,9 +11,14 @@ A *space* supplies the representation-specific linear algebra; ``iterate`` is th
         coef, f = coef / ||coef||, f / ||coef||                     (unit norm)
         stop when ||coef_k - coef_{k-1}|| / sqrt(dim) < tol
 
+The space interface ``iterate`` uses: ``initial()``, ``margins_of(coef)``, ``summary(coef, f)``,
+``prox_step(coef, f, mask, theta)``, ``signed_sum(coef, f)``, ``norm(coef, f)``,
+``distance(a, b)``, ``shift``, ``shift_f``, and ``decision(coef)``; the estimator also reads
+``counters()`` (the linear step's named counters).
+
 Spaces:
 * ``PrimalSpace`` — linear MSVMAv on augmented rows (coef = w, metric I, shift s = X^T y; the
-  step solved by one of ``_linear_step.LINEAR_SOLVERS``), and
+  step solved by one of ``_linear_step.LINEAR_STEPS``), and
   the low-rank (Nystroem) kernel path in rotated coordinates (coef = u, f = X u with
   X = U Sigma^2, RKHS norm ||Sigma u||, prox metric I + Sigma^2, shift U^T y).
 * ``DualSpace`` — exact kernel MSVMAv in coefficient space
@@ -25,15 +31,30 @@ import math
 
 import numpy as np
 
-from ._active_set import DualSystem, PrimalSystem
+from ._active_set import DualSystem
 from ._base import Callback, FitStopped, report
-from ._linear_step import ConjugateGradientSystem, GramSystem, RowSpaceSystem
+from ._linear_step import make_linear_step
 from ._margin_bounds import MarginBounds, below
 from ._row_blocks import RowBlocks
 
 # Recompute f = K a (kernel path) or f = X w ("cg" path) from scratch this often: both are
 # otherwise updated incrementally.
 F_REFRESH = 50
+
+
+def undefined_direction() -> ValueError:
+    """The error of a zero signed class sum s = X^T y (the start s / ||s|| is undefined)."""
+    return ValueError("X, y: the signed class sum X^T y is zero, so the average-margin "
+                      "direction is undefined (perfectly balanced, symmetric data)")
+
+
+def safeguard(coef: np.ndarray, signed_sum) -> tuple[np.ndarray, np.ndarray | bool]:
+    """The sign safeguard: -coef where the average margin of coef, y . f (``signed_sum``, a
+    number or one per row of a stack of coefficients), is negative; and whether it flipped."""
+    flipped = np.asarray(signed_sum) < 0
+    if flipped.ndim == 0:
+        return (-coef if flipped else coef), bool(flipped)
+    return np.where(flipped[:, None], -coef, coef), flipped
 
 
 def summarise(y: np.ndarray, f: np.ndarray) -> tuple[float, np.ndarray, float]:
@@ -48,10 +69,11 @@ class PrimalSpace:
     formed: ``MarginBounds`` summarises the margins from few passes over X (f is None)."""
 
     bounds: MarginBounds | None = None
+    known: tuple[np.ndarray, np.ndarray] | None = None  # (coef, G_A coef) from the summary
 
     def __init__(self, X, y: np.ndarray, beta: float, *, shift: np.ndarray,
                  base_extra: np.ndarray | None = None, mu: np.ndarray | None = None,
-                 update: str = "woodbury", solver: str = "dense", threads: int = 1,
+                 update: str = "incremental", solver: str = "dense", threads: int = 1,
                  bias: bool = False) -> None:
         n, D = X.shape
         c = n * beta
@@ -63,18 +85,19 @@ class PrimalSpace:
         self.steps = 0
         self.rows = RowBlocks(X, threads)
         self.shift_f = self.rows.matvec(shift)
-        if solver == "dense":
-            self.system = PrimalSystem(X, y, base, update=update)
-        elif solver == "cg":
-            self.system = ConjugateGradientSystem(X, y, base, self.rows, bias)
-        elif solver == "gram":
-            self.system = GramSystem(X, y, base, self.rows, bias)
-            if base_extra is None:  # shift = X^T y: theta and the flip test need no margins
-                self.bounds = MarginBounds(X, y, self.rows, shift)
-        elif base_extra is not None:
-            raise ValueError(f"linear_solver: {solver!r} needs the identity metric")
-        else:
-            self.system = RowSpaceSystem(X, y, c)
+        self.system = make_linear_step(solver, X, y, base, rows=self.rows, bias=bias,
+                                       update=update)
+        if solver == "gram" and base_extra is None:
+            # shift = X^T y: theta and the flip test need no margins
+            self.bounds = MarginBounds(X, y, self.rows, shift)
+
+    def counters(self) -> dict[str, int]:
+        """The linear step's named counters, and with ``bounds`` the margins' passes over X
+        (``margin_passes``) and rows computed one by one (``margin_rows_exact``)."""
+        if self.bounds is None:
+            return self.system.counters
+        return {**self.system.counters, "margin_passes": self.bounds.passes,
+                "margin_rows_exact": self.bounds.exact_rows}
 
     def norm(self, coef: np.ndarray, f: np.ndarray) -> float:
         return float(np.sqrt(coef @ (self.mu * coef)))
@@ -82,8 +105,7 @@ class PrimalSpace:
     def initial(self) -> np.ndarray:
         nrm = self.norm(self.shift, self.shift_f)
         if not nrm > 0:
-            raise ValueError("X, y: the signed class sum X^T y is zero, so the average-margin "
-                             "direction is undefined (perfectly balanced, symmetric data)")
+            raise undefined_direction()
         return self.shift / nrm
 
     def decision(self, coef: np.ndarray) -> np.ndarray:
@@ -98,19 +120,24 @@ class PrimalSpace:
         return float(self.y @ f) if f is not None else float(self.shift @ coef)
 
     def summary(self, coef: np.ndarray, f: np.ndarray | None) -> tuple[float, np.ndarray, float]:
-        if self.bounds:
-            return self.bounds.summary(coef, self.system)
-        return summarise(self.y, f)
+        if not self.bounds:
+            return summarise(self.y, f)
+        found, product = self.bounds.summary(coef, self.system.moments)
+        # G_A coef, handed to the step from this coef on this A (passed, not shared)
+        self.known = None if product is None else (coef, product)
+        return found
 
     def prox_step(self, coef, f, mask, theta):
         self.system.set_active(mask)
         if not mask.any():
             return coef.copy(), None if f is None else f.copy()
-        new = coef + self.system.step(coef, theta, f)
+        known, self.known = self.known, None
+        gram_w = known[1] if known is not None and known[0] is coef else None
+        new = coef + self.system.step(coef, theta, f, gram_w)
         self.steps += 1
         if self.bounds:
             return new, None
-        moved = getattr(self.system, "moved", None)  # X delta, followed by the "cg" path's CG
+        moved = self.system.followed()  # X delta, where the step followed it
         if moved is None or self.steps % F_REFRESH == 0:
             return new, self.decision(new)
         return new, f + moved
@@ -130,6 +157,10 @@ class DualSpace:
         self.shift_f = K @ y
         self.system = DualSystem(pair, n * beta)
         self.steps = 0
+
+    def counters(self) -> dict[str, int]:
+        """The kernel step's named counters."""
+        return self.system.counters
 
     def norm(self, coef: np.ndarray, f: np.ndarray) -> float:
         sq = float(coef @ f)
@@ -181,9 +212,7 @@ def iterate(space, y: np.ndarray, *, alpha: float, max_iter: int, tol: float,
     for k in range(1, max_iter + 1):
         n_active = int(np.count_nonzero(mask))
         cp, f = space.prox_step(coef, f, mask, theta)  # f is a fresh array: updated in place
-        flipped = space.signed_sum(cp, f) < 0
-        if flipped:
-            cp = -cp
+        cp, flipped = safeguard(cp, space.signed_sum(cp, f))
         cn = cp + shift_c
         f = _shifted(f, flipped, shift_f)
         nrm = space.norm(cn, f)

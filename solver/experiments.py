@@ -2,7 +2,7 @@
 CSV and Markdown escaping, are ``app.experiments.tables``; the command line is the service's:
 ``msvmav experiment``, ``app.cli.experiment``).
 
-Protocol (msvmav.md section 0, with the project's choices for the ambiguities):
+Protocol (docs/algorithm.md, "Conventions", with the project's choices for the ambiguities):
 
 1. ``splits`` seeded random train/test partitions (plain, unstratified; ``test_size`` = 0.2);
 2. min-max scaling to [0, 1] fitted on each training part, the test part scaled with the same

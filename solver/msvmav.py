@@ -17,7 +17,14 @@ from ._active_set import DualSystem
 from ._base import Callback, MarginClassifier, to_dense_rows
 from ._footprint import FLOAT, FitEstimate, copy_bytes, dense_rows_bytes, labels_bytes
 from ._linalg import inverse_checks
-from ._linear_step import DENSE_MAX_DIM, LINEAR_SOLVERS, choose_linear_solver, linear_system_bytes
+from ._linear_step import (
+    DENSE_MAX_DIM,
+    DENSE_UPDATES,
+    LINEAR_SOLVERS,
+    choose_linear_solver,
+    linear_step_class,
+    linear_system_bytes,
+)
 from ._msvmav_core import DualSpace, PrimalSpace, iterate
 from ._row_blocks import fit_threads
 from .fit_cost import RankChooser
@@ -201,10 +208,11 @@ class MSVMAv(MarginClassifier):
         ``SVC(probability=False)``).
     fit_intercept : bool
         Linear kernel: append the constant-1 feature (paper's protocol). Kernels have no bias.
-    update : {"woodbury", "direct"}
-        The dense linear step (``linear_solver="dense"``): keep the D x D active-set system
-        current by low-rank updates, or rebuild and refactor it every iteration (reference
-        path; same result).
+    update : {"incremental", "rebuild"}
+        How the dense linear step (``linear_solver="dense"`` only) follows the active set:
+        "incremental" edits its D x D inverse by Woodbury updates for the rows that entered
+        and left A; "rebuild" forms and inverts it afresh every iteration (the reference
+        path; the same result). Not a ``linear_solver``.
     linear_solver : {"auto", "dense", "woodbury", "cg", "gram"}
         How the linear step (I + X_A^T X_A / (n beta)) w = r is solved (same iterates up to
         rounding): "dense" keeps the D x D system (16 D^2 bytes, D = features + 1); "woodbury"
@@ -270,7 +278,7 @@ class MSVMAv(MarginClassifier):
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "fit_intercept": ["boolean"],
-        "update": [StrOptions({"woodbury", "direct"})],
+        "update": [StrOptions(set(DENSE_UPDATES))],
         "linear_solver": [StrOptions({"auto", *LINEAR_SOLVERS})],
         "approximation": [StrOptions({"auto", *KERNEL_APPROXIMATIONS})],
         "kernel_tol": [Interval(Real, 0, 1, closed="left")],
@@ -285,7 +293,7 @@ class MSVMAv(MarginClassifier):
     def __init__(self, alpha: float = 16.0, beta: float = 0.25, *, kernel: str = "linear",
                  gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
                  max_iter: int = 100, tol: float = 1e-8, fit_intercept: bool = True,
-                 update: str = "woodbury", linear_solver: str = "auto",
+                 update: str = "incremental", linear_solver: str = "auto",
                  approximation: str = "auto",
                  kernel_tol: float = 1e-6, n_components: int = 1000,
                  kernel_memory_mb: float = 8192, random_state: int | None = None,
@@ -448,19 +456,17 @@ class MSVMAv(MarginClassifier):
             copy_bytes(n, D, stored) + (0 if stored is None else stored))
         system = linear_system_bytes(path, n, D, stored)
         peak = copy + system + FLOAT * 8 * D + fixed
-        advice = {"dense": "use linear_solver='cg' (memory O(nnz + n + D)) or fewer features",
-                  "woodbury": "use linear_solver='cg' (memory O(nnz + n + D)) or fewer rows",
-                  "cg": "use fewer rows or features (the copy of X is most of it)",
-                  "gram": "use linear_solver='cg' (memory O(nnz + n + D)) or fewer features"}[path]
+        advice = linear_step_class(path).advice
         return FitEstimate(int(peak), path, advice)
 
     def _run_tasks(self, Y: np.ndarray, callback, make_space, dim: int,
                    info: dict | None = None) -> tuple[np.ndarray, dict]:
         """Run ``iterate`` on each one-vs-rest target; returns the (dim, T) coefficients and
-        the systems' update counts. Stops after a task the callback stopped."""
+        ``info``: the step's named counters summed over the tasks, besides the given entries.
+        Stops after a task the callback stopped."""
         T = Y.shape[1]
         coefs = np.zeros((dim, T))
-        info = {"refactorisations": 0, "low_rank_updates": 0, **(info or {})}
+        info = dict(info or {})
         last: list[float | None] = []  # each task's last relative change
         for t in range(T):
             y = Y[:, t]
@@ -471,11 +477,8 @@ class MSVMAv(MarginClassifier):
             self.history_.extend(history)
             last.append(history[-1]["step"] if history else None)
             self.n_iter_ = max(self.n_iter_, n_iter) if t else n_iter
-            info["refactorisations"] += space.system.n_refactor
-            info["low_rank_updates"] += space.system.n_updates
-            for key, attribute in (("cg_iterations", "cg_iterations"), ("folds", "n_folds")):
-                if hasattr(space.system, attribute):
-                    info[key] = info.get(key, 0) + getattr(space.system, attribute)
+            for key, count in space.counters().items():
+                info[key] = info.get(key, 0) + count
             del space  # one task's system at a time
             if stopped:
                 self.stopped_early_ = True

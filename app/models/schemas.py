@@ -139,8 +139,12 @@ class FitPath(BaseModel):
         description="Kernels: the kernel matrix used (null for linear)"
     )
     fit_info: dict[str, Any] = Field(
-        description="The fit's counters (`refactorisations`, `low_rank_updates`, "
-        "`cg_iterations`, `folds`, `pivots`, `n_components`), kernel `auto`'s "
+        description="The fit's counters, each named for what it counts (the linear step's: "
+        "`inverse_builds`, `inverse_updates`, `cholesky_factorisations`, "
+        "`preconditioner_rebuilds`, `preconditioner_updates`, `gram_builds`, `gram_folds`, "
+        "`unfolded_changes`, `cg_iterations`, `margin_passes`, `margin_rows_exact`; the "
+        "kernel's `pivots`, `n_components`), "
+        "kernel `auto`'s "
         "`rank_choice` (`tol`, `fixed_rank`, `exact`, `capped`) and `rank_reason`, and, "
         "where a low-rank fit ended exact, the `fallback` reason"
     )
@@ -191,7 +195,7 @@ class ModelDetail(ModelSummary):
                     "fit_path": {
                         "linear_solver": "dense",
                         "kernel_approximation": None,
-                        "fit_info": {"refactorisations": 26, "low_rank_updates": 17},
+                        "fit_info": {"inverse_builds": 26, "inverse_updates": 17},
                     },
                 }
             ]

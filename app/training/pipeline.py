@@ -236,7 +236,7 @@ def _summary(
 def fit_path(est: Any) -> dict[str, Any] | None:
     """How an MSVMAv fit was computed: the linear step's solver (linear kernel) or the kernel
     matrix's approximation, as "auto" chose them or the request set them, and the fit's
-    counters (``fit_info_``: refactorisations, CG iterations, a fallback's reason, ...). None
+    counters (``fit_info_``: inverse builds, CG iterations, a fallback's reason, ...). None
     for the other algorithms, which have one path each."""
     if not hasattr(est, "linear_solver_"):
         return None

@@ -1,4 +1,5 @@
-"""The six comparators of the MSVMAv paper (msvmav.md sections 2-7), with MSVMAv's API.
+"""The six comparators of the MSVMAv paper (docs/algorithm.md, "The comparators"), with
+MSVMAv's API.
 
 * ``SVM`` — LIBLINEAR (linear, regularised bias) / LIBSVM (kernels, free bias) via scikit-learn.
 * ``SVR`` — epsilon-SVR on the +-1 labels, same libraries.

@@ -8,8 +8,8 @@ are written once and ``to_dict`` only ever holds numpy arrays and JSON:
 * linear kernel:  f(x) = x @ coef_.T + intercept_              coef_ (T, d), intercept_ (T,)
 * other kernels:  f(x) = k(x, X_fit_) @ dual_coef_ + intercept_  dual_coef_ (m,) or (m, T)
 
-T = 1 for two classes, T = k (one-vs-rest) otherwise. Kernel models without a bias (msvmav.md
-section 8) store intercept_ = 0.
+T = 1 for two classes, T = k (one-vs-rest) otherwise. Kernel models without a bias
+(docs/algorithm.md, "Bias by method") store intercept_ = 0.
 """
 
 from __future__ import annotations

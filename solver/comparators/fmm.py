@@ -1,5 +1,5 @@
 """Fast margin maximisation via dual acceleration (Ji, Srebro, Telgarsky, ICML 2021;
-msvmav.md section 7): normalised gradient descent with momentum on ln sum_i exp(-<z_i, w>)."""
+docs/algorithm.md, "FMM"): normalised gradient descent with momentum on ln sum_i exp(-<z_i, w>)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
-"""Hyper-parameter grids of the paper's protocol (msvmav.md section 0) and small "quick" grids.
+"""Hyper-parameter grids of the paper's protocol (docs/algorithm.md, "Conventions") and small
+"quick" grids.
 
-The paper writes C in {2^-10, ..., 2^10}; msvmav.md's configuration counts (SVM 11 linear / 121
-kernel, ODM 176 = 11 x 4 x 4, MSVMAv 121 = 11 x 11) fix the exponent step at 2, i.e. 11 values,
+The paper writes C in {2^-10, ..., 2^10}; the configuration counts of its grids table (SVM 11
+linear / 121 kernel, ODM 176 = 11 x 4 x 4, MSVMAv 121 = 11 x 11) fix the exponent step at 2,
+i.e. 11 values,
 as for alpha, beta, eta and gamma. The kernel width grid is separate because it depends on the
 feature count: ``gamma_grid(d)`` = {2^j / d : j = -10, -8, ..., 10}.
 

@@ -1,4 +1,4 @@
-"""Least-squares SVM (msvmav.md section 4): closed form, free unregularised bias."""
+"""Least-squares SVM (docs/algorithm.md, "LSSVM"): closed form, free unregularised bias."""
 
 from __future__ import annotations
 

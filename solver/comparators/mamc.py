@@ -1,4 +1,5 @@
-"""Maximal average margin classifier (msvmav.md section 5): closed form, no hyper-parameter."""
+"""Maximal average margin classifier (docs/algorithm.md, "MAMC"): closed form, no
+hyper-parameter."""
 
 from __future__ import annotations
 

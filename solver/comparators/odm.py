@@ -1,4 +1,4 @@
-"""Optimal margin Distribution Machine (msvmav.md section 6), solved by dual coordinate descent
+"""Optimal margin Distribution Machine (docs/algorithm.md, "ODM"), solved by dual coordinate descent
 as in libodm (Zhang & Zhou, TKDE 2020)."""
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ def dual_coordinate_descent(margin_of: Callable[[int], float], move: Callable[[i
                             tol: float, max_iter: int, rng: np.random.RandomState,
                             on_epoch: Callable[[int, float, list, list], None],
                             u_out: np.ndarray, v_out: np.ndarray) -> tuple[int, bool]:
-    """ODM's dual CD (msvmav.md section 6.2) from u = v = 0.
+    """ODM's dual CD (docs/algorithm.md, "ODM") from u = v = 0.
 
     ``margin_of(i)`` returns <w, x_i> (without y_i) for the current model and ``move(i, a)``
     adds a * x_i to it, x_i being the i-th feature row (linear) or kernel column. Coordinates

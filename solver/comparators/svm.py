@@ -1,4 +1,4 @@
-"""Soft-margin SVM (msvmav.md section 2): LIBLINEAR for the linear kernel, LIBSVM otherwise,
+"""Soft-margin SVM (docs/algorithm.md, "SVM"): LIBLINEAR for the linear kernel, LIBSVM otherwise,
 both through scikit-learn, with the fitted model copied into plain arrays."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ._library import LIBRARY_CONSTRAINTS, LibraryClassifier
 
 
 class SVM(LibraryClassifier):
-    """Support vector machine; bias as in msvmav.md section 8.
+    """Support vector machine; bias as in docs/algorithm.md, "Bias by method".
 
     Linear kernel: scikit-learn ``LinearSVC`` (LIBLINEAR) with ``fit_intercept=True,
     intercept_scaling=1``, i.e. LIBLINEAR ``-B 1``: the bias is the weight of a constant-1

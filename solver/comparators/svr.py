@@ -1,4 +1,4 @@
-"""Support vector regression on +-1 targets used as a classifier (msvmav.md section 3)."""
+"""Support vector regression on +-1 targets used as a classifier (docs/algorithm.md, "SVR")."""
 
 from __future__ import annotations
 

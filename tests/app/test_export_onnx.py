@@ -197,7 +197,7 @@ def test_onnx_of_a_categorical_model_takes_one_input_per_column(client, worker, 
 
 def test_onnx_label_rule_breaks_ties_like_the_solver():
     """Decision exactly 0 predicts classes[0]; equal one-vs-rest scores predict the first
-    (msvmav.md section 0; numpy's argmax): checked on hand-made expansions."""
+    (docs/algorithm.md, "Conventions"; numpy's argmax): checked on hand-made expansions."""
     from app.export.expansion import Expansion
     from app.export.onnx_graph import build_onnx
 

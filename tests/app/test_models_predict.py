@@ -334,7 +334,7 @@ def test_model_detail_names_the_path_the_fit_took(client, worker):
     assert small["fit_path"]["linear_solver"] == choose_linear_solver(
         "auto", small["n_train"], small["n_features"] + 1) == "dense"
     assert small["fit_path"]["kernel_approximation"] is None
-    assert small["fit_path"]["fit_info"]["refactorisations"] >= 1
+    assert small["fit_path"]["fit_info"]["inverse_builds"] >= 1
 
     X, y = blobs(n=60, d=600, seed=4)  # n < D: the row space
     wide = trained_model(client, worker, to_csv(X, y))

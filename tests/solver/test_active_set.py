@@ -4,7 +4,8 @@ import numpy as np
 from scipy import sparse
 from sklearn.metrics.pairwise import rbf_kernel
 
-from solver._active_set import DualSystem, PrimalSystem
+from solver._active_set import DualSystem
+from solver._linear_step import PrimalSystem
 
 
 def random_masks(n, steps, rng, start_share=0.4):
@@ -24,7 +25,8 @@ def check_dual(system, mask, K, Binv, c):
     assert sorted(idx.tolist()) == np.flatnonzero(mask).tolist()
     P = K - np.eye(K.shape[0]) + Binv
     direct = np.linalg.inv(c * np.eye(idx.size) + P[np.ix_(idx, idx)])
-    assert np.allclose(system.Sinv, direct, rtol=1e-9, atol=1e-12)
+    used = system.used  # S_A^{-1}: S's rows and columns of the used slots
+    assert np.allclose(system.S[np.ix_(used, used)], direct, rtol=1e-9, atol=1e-12)
     free = system.slot_idx < 0  # free slots take no part in any product
     assert not system.S[free].any() and not system.S[:, free].any()
     if system.packed:  # each used slot packs its row of [K | (I + K)^{-1}]
@@ -61,7 +63,8 @@ def test_dual_system_inverse_tracks_direct_inverse():
     for mask in random_masks(120, 60, rng):
         system.set_active(mask)
         check_dual(system, mask, K, Binv, c)
-    assert system.n_updates > 40  # the update path, not refactorisation, did the work
+    # the update path, not refactorisation, did the work
+    assert system.counters["inverse_updates"] > 40
 
 
 def test_primal_system_inverse_tracks_direct_inverse():
@@ -70,7 +73,7 @@ def test_primal_system_inverse_tracks_direct_inverse():
     for mask in random_masks(300, 60, rng):
         system.set_active(mask)
         check_primal(system, mask, X, y, base)
-    assert system.n_updates > 40
+    assert system.counters["inverse_updates"] > 40
 
 
 def test_dual_system_frees_slots_and_compacts_as_the_active_set_shrinks():
@@ -96,7 +99,7 @@ def test_dual_system_frees_slots_and_compacts_as_the_active_set_shrinks():
         mask[i] = True
         system.set_active(mask)
         check_dual(system, mask, K, Binv, c)
-    assert system.n_refactor == 1 and system.n_updates > 100
+    assert system.counters["inverse_builds"] == 1 and system.counters["inverse_updates"] > 100
 
 
 def test_primal_system_large_sparse_changes_match_direct():
@@ -134,4 +137,4 @@ def test_dual_system_steps_agree_when_most_rows_are_active_and_rows_stop_being_p
         assert np.allclose(delta, direct, rtol=1e-9, atol=1e-12)
         assert np.allclose(Kdelta, K @ direct, rtol=1e-9, atol=1e-12)
     assert modes == {True, False}  # above 60 % of the rows, the rows of A are not packed
-    assert system.n_updates > 20
+    assert system.counters["inverse_updates"] > 20

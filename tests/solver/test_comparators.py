@@ -57,7 +57,8 @@ def pm1(y):
 # ODM
 # ---------------------------------------------------------------------------------------------
 def odm_primal(Z, lam, mu, theta, scale=1.0):
-    """F(w) of msvmav.md 6.1 (libodm convention; scale=0.5 for the paper's) and its gradient,
+    """F(w) of docs/algorithm.md, "ODM" (libodm convention; scale=0.5 for the paper's) and its
+    gradient,
     for z_i = y_i x~_i."""
     m = Z.shape[0]
     c = scale * lam / (m * (1 - theta) ** 2)
@@ -125,7 +126,8 @@ def test_kernel_odm_with_linear_gram_equals_linear_odm(fit_intercept):
 
 
 def test_odm_theta0_mu_to_0_is_squared_hinge_svm():
-    # msvmav.md 6.5: theta = 0, mu -> 0 is the L2-loss SVM with C = lambda / m (libodm convention)
+    # docs/algorithm.md, "ODM": theta = 0, mu -> 0 is the L2-loss SVM with C = lambda / m
+    # (libodm convention)
     X, y = make_data(n=100, d=5, seed=6)
     lam = 8.0
     odm = ODM(C=lam, mu=1e-10, theta=0.0, tol=1e-10, random_state=0).fit(X, y)
@@ -259,7 +261,7 @@ def test_fmm_kernel_form_with_linear_gram_equals_linear_form(fit_intercept):
 
 
 def test_fmm_matches_the_specification_loop_per_target():
-    # msvmav.md 7.2 transcribed literally, one one-vs-rest target at a time
+    # docs/algorithm.md, "FMM", transcribed literally, one one-vs-rest target at a time
     X, y = make_data(n=50, d=4, classes=3, seed=34)
     eta, T = 0.3, 40
     est = FMM(eta=eta, n_iter=T).fit(X, y)
@@ -536,7 +538,7 @@ def test_registry_and_paper_grid_sizes():
     assert "msvmav" in PAPER_GRIDS and "msvmav" not in ALGORITHMS
     # the one table is in the paper's Table 1 column order
     assert PAPER_ORDER == ("msvmav", "svm", "svr", "lssvm", "odm", "mamc", "fmm")
-    # msvmav.md section 0: number of configurations, linear / kernel
+    # docs/algorithm.md, "Conventions": number of configurations, linear / kernel
     counts = {"msvmav": (121, 1331), "svm": (11, 121), "svr": (11, 121), "lssvm": (11, 121),
               "odm": (176, 1936), "mamc": (1, 11), "fmm": (36, 396)}
     for name, (lin, ker) in counts.items():
