@@ -6,9 +6,12 @@ both, so that a task never fetches one from another worker), and the one-vs-rest
 ``positive`` label
 (targets t_i = +1 where y_i == positive, -1 elsewhere, as ``MarginClassifier.fit`` builds them),
 and returns sums over the block's rows; ``add`` (and ``merge_summaries``) combine two blocks'
-sums. Nothing here keeps state between calls: the active set of a block is a function of
-(w, theta) and of the block, so a lost block is recomputed from its source and the same
-arguments (``_cluster``).
+sums. The active set of a block is a function of (w, theta) and of the block, so a lost block is
+recomputed from its source and the same arguments (``_cluster``). The one thing kept between
+calls is a cache: each worker's last mask of A for each block it served (``_LAST``), keyed by
+the exact (w, theta) it came from, so that the next pass finds the rows that changed without
+recomputing the previous margins; a miss (another worker, a lost one) recomputes them, with
+the same result.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ import numpy as np
 from scipy import sparse
 
 from ..msvmav import augment
+
+# (fit, block, positive label) -> (w, theta, mask of A): this worker's last set of each block
+_LAST: dict = {}
 
 
 def prepare(X, y, bias: bool) -> tuple:
@@ -93,20 +99,37 @@ def _signed_gram(X, rows: np.ndarray, sign: np.ndarray) -> np.ndarray:
     return U.T @ (U * sign[:, None])
 
 
-def gram_stats(part: tuple, positive, w: np.ndarray, theta: float,
+def _previous(key: tuple, X, t: np.ndarray, w: np.ndarray, theta: float) -> np.ndarray:
+    """The block's mask of A for (w, theta): cached on this worker, or recomputed."""
+    kept = _LAST.get(key)
+    if kept is not None and kept[1] == theta and np.array_equal(kept[0], w):
+        return kept[2]
+    return _active(X, t, w, theta)[0]
+
+
+def forget(fit: str) -> None:
+    """Drop this worker's cached masks of a fit (at its end)."""
+    for key in [key for key in _LAST if key[0] == fit]:
+        del _LAST[key]
+
+
+def gram_stats(part: tuple, block: tuple, positive, w: np.ndarray, theta: float,
                before: tuple[np.ndarray, float] | None = None) -> dict:
     """The block's |A|, sum_A (theta - m_i)^2, and G_A = X_A^T X_A, s_A = X_A^T t_A for
     A = {i : m_i < theta}; or, given ``before`` = (w', theta') of the previous set A', the
-    changes G_A - G_A' and s_A - s_A' (summed over the rows that entered or left)."""
+    changes G_A - G_A' and s_A - s_A' (summed over the rows that entered or left).
+    ``block`` = (fit, index) names the block for the cache of masks."""
     X, y = part
     t = targets(y, positive)
     mask, sv = _active(X, t, w, theta)
+    key = (*block, positive)
     if before is None:
         rows, sign = np.flatnonzero(mask), np.ones(int(mask.sum()))
     else:
-        old, _ = _active(X, t, *before)
+        old = _previous(key, X, t, *before)
         rows = np.flatnonzero(mask != old)
         sign = np.where(mask[rows], 1.0, -1.0)
+    _LAST[key] = (w, theta, mask)
     s = np.asarray(X[rows].T @ (sign * t[rows]), dtype=np.float64).ravel()
     return {"count": int(mask.sum()), "sv": sv, "G": _signed_gram(X, rows, sign), "s": s}
 

@@ -13,6 +13,7 @@ the exception propagates.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,8 @@ class ClusterRows:
         self.pending: list = []  # the futures of the pass running now
         self.held: list = []  # futures kept between passes (the blocks' masks of A)
         self.passes = 0
+        self.fit = uuid.uuid4().hex
+        self.names = [(self.fit, index) for index in range(len(parts))]  # for _blocks' cache
 
     @classmethod
     def load(cls, client: Any, X: Any, y: Any, bias: bool) -> ClusterRows:
@@ -141,6 +144,8 @@ class ClusterRows:
         (released, not cancelled: the caller may hold the same keys)."""
         self.cancel()
         self.hold([])
+        if self.parts:
+            self.client.run(_blocks.forget, self.fit, on_error="ignore")
         for future in self.parts:
             future.release()
         self.parts = []

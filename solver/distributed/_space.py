@@ -109,7 +109,8 @@ class GramSpace(ClusterSpace):
         theta = self.theta(coef)
         full = self.direct or self.before is None or self.passes % F_REFRESH == 0
         w = self.rows.put(coef)
-        stats = self.rows.reduce(_blocks.gram_stats, positive=self.positive, w=w, theta=theta,
+        stats = self.rows.reduce(_blocks.gram_stats, blocks=self.rows.names,
+                                 positive=self.positive, w=w, theta=theta,
                                  before=None if full else self.before)
         if full:
             self.G, self.sA = stats["G"], stats["s"]
