@@ -18,26 +18,13 @@ import scipy.sparse as sp
 from app.ingest.imputation import apply_fills, fit_fills, needs_fit
 from app.models.evaluating import baseline_warning, metrics_of
 from app.models.schemas import TrainOutcome
+from app.training.msvmav_fields import HYPER_PARAMETERS
 from app.training.schemas import SearchJob, TrainJob
 from solver import protocol
 from solver.jsonable import jsonable
 from solver.model_selection import SearchResult
 from solver.scaling import MinMaxScaling
 
-HYPER_PARAMETERS = (
-    "kernel",
-    "alpha",
-    "beta",
-    "gamma",
-    "degree",
-    "coef0",
-    "max_iter",
-    "tol",
-    "fit_intercept",
-    "approximation",
-    "kernel_tol",
-    "n_components",
-)
 HISTORY_POINTS = 50
 
 Matrix = np.ndarray | sp.csr_matrix
