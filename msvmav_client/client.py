@@ -13,6 +13,7 @@ import httpx
 
 from msvmav_client.errors import JobFailed, NotFound, raise_for_problem
 from msvmav_client.types import (
+    Alias,
     Dataset,
     Evaluation,
     JobInfo,
@@ -21,6 +22,7 @@ from msvmav_client.types import (
     Page,
     PredictResult,
     RegisteredModel,
+    VersionCreated,
 )
 
 #: A model: a stored model's id, or a registry reference (``credit@production``,
@@ -211,16 +213,18 @@ class Client:
 
     # --- registry ------------------------------------------------------------------------------
 
-    def register(self, name: str, model_id: int) -> dict[str, Any]:
+    def register(self, name: str, model_id: int) -> VersionCreated:
         """Register the stored model as the next version of ``name`` (created if new)."""
         path = f"/registered-models/{quote(name, safe='')}"
         try:
-            return self._json("POST", path + "/versions", json={"model_id": model_id})
+            return cast(VersionCreated, self._json("POST", path + "/versions",
+                                                   json={"model_id": model_id}))
         except NotFound:
             if self._exists(path):
                 raise
         self._json("POST", "/registered-models", json={"name": name})
-        return self._json("POST", path + "/versions", json={"model_id": model_id})
+        return cast(VersionCreated, self._json("POST", path + "/versions",
+                                               json={"model_id": model_id}))
 
     def _exists(self, path: str) -> bool:
         return self.http.get(path).status_code != 404
@@ -233,18 +237,18 @@ class Client:
             RegisteredModel, self._json("GET", f"/registered-models/{quote(name, safe='')}")
         )
 
-    def set_alias(self, name: str, alias: str, version: int) -> dict[str, Any]:
+    def set_alias(self, name: str, alias: str, version: int) -> Alias:
         path = f"/registered-models/{quote(name, safe='')}/aliases/{quote(alias, safe='')}"
-        return self._json("PUT", path, json={"version": version})
+        return cast(Alias, self._json("PUT", path, json={"version": version}))
 
     def delete_alias(self, name: str, alias: str) -> None:
         path = f"/registered-models/{quote(name, safe='')}/aliases/{quote(alias, safe='')}"
         self._request("DELETE", path)
 
-    def rollback(self, name: str, alias: str) -> dict[str, Any]:
+    def rollback(self, name: str, alias: str) -> Alias:
         """Move the alias back to the version it pointed at before its last move."""
         path = f"/registered-models/{quote(name, safe='')}/aliases/{quote(alias, safe='')}"
-        return self._json("POST", path + "/rollback")
+        return cast(Alias, self._json("POST", path + "/rollback"))
 
     def history(self, name: str, limit: int = 50, cursor: str | None = None) -> Page:
         path = f"/registered-models/{quote(name, safe='')}/history"

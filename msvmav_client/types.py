@@ -1,33 +1,55 @@
-"""The shapes of the service's answers, as TypedDicts (the JSON as the service sends it)."""
+"""The shapes of the service's answers, as TypedDicts (the JSON as the service sends it).
+
+Each mirrors a response schema of the service's OpenAPI document (named beside it); the test
+``tests/test_client_contract.py`` fails when a field is on one side only. Timestamps are ISO
+8601 strings."""
 
 from __future__ import annotations
 
 from typing import Any, TypedDict
 
 
-class Dataset(TypedDict, total=False):
+class Dataset(TypedDict, total=False):  # DatasetDetail
     id: int
     name: str
+    filename: str
     format: str
     n_rows: int
+    n_rows_dropped: int  # rows dropped for missing values (missing=drop)
     n_features: int
     feature_names: list[str]
     classes: list[Any]
     class_counts: list[int]
+    sparse: bool  # stored as a CSR matrix
+    sha256: str  # of the uploaded bytes
+    size_bytes: int
+    created_at: str
+    encoding: dict[str, Any]  # how raw values become features (applied again at prediction)
+    options: dict[str, Any]  # the parsing options used at upload
 
 
-class JobInfo(TypedDict, total=False):
+class JobInfo(TypedDict, total=False):  # JobDetail (/train and cancel answer its JobOut part)
     id: int
     kind: str
     status: str  # queued, running, succeeded, failed, cancelled
     progress: float  # 0-1
     message: str
+    params: dict[str, Any]  # as submitted (train: the resolved estimator_params too)
+    dataset_id: int | None
     model_id: int | None
     result: dict[str, Any] | None
     error: str | None
+    cancel_requested: bool
+    attempts: int  # how many times a worker claimed it
+    worker_id: str | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    heartbeat_at: str | None
+    attempt_history: list[dict[str, Any]]  # each claim by a worker, oldest first
 
 
-class ModelInfo(TypedDict, total=False):
+class ModelInfo(TypedDict, total=False):  # ModelDetail
     id: int
     job_id: int
     dataset_id: int | None
@@ -36,8 +58,23 @@ class ModelInfo(TypedDict, total=False):
     classes: list[Any]
     n_features: int
     feature_names: list[str]
+    scaling: str  # minmax or none
+    n_train: int
+    n_test: int
+    fit_seconds: float
+    n_iter: int
+    created_at: str
     holdout_accuracy: float | None
+    train_accuracy: float | None
     weights: dict[str, Any] | None
+    kernel_summary: dict[str, Any] | None  # rbf/poly: expansion terms, gamma, rank, error
+    scaling_ranges: dict[str, Any]
+    train_margins: dict[str, Any]
+    holdout: dict[str, Any] | None
+    history: dict[str, Any]  # iteration count, stop reason, sampled trace
+    search: dict[str, Any] | None  # the cross-validated grid search, when asked for
+    fit_path: dict[str, Any] | None  # MSVMAv: linear_solver, kernel_approximation, fit_info
+    columns: list[dict[str, Any]]  # categorical and imputed feature columns
     calibration: str  # sigmoid, isotonic or none (no probabilities)
     converged: bool | None  # MSVMAv: the stopping rule met before max_iter
     last_relative_change: float | None
@@ -46,14 +83,14 @@ class ModelInfo(TypedDict, total=False):
     warnings: list[str]
 
 
-class RowExplanation(TypedDict):
+class RowExplanation(TypedDict):  # RowExplanation
     baseline_decision: float
     contributions: dict[str, float]  # per raw input column; they add up to decision_value
 
 
-class Prediction(TypedDict, total=False):
-    id: str | int
-    clipped: bool
+class Prediction(TypedDict, total=False):  # Prediction
+    id: str | int  # the one given in ids, else "{X-Request-ID}:{row}"
+    clipped: bool  # some feature fell outside the training range (clipped by the scaling)
     label: Any
     decision_value: float  # binary: f(x); multi-class: the predicted class's score
     decision_values: list[float] | None  # multi-class: one per class
@@ -62,7 +99,7 @@ class Prediction(TypedDict, total=False):
     explanation: RowExplanation | None  # with explain=True
 
 
-class PredictResult(TypedDict, total=False):
+class PredictResult(TypedDict, total=False):  # PredictResponse
     model_id: int
     model: str | None  # the registered model, for a reference
     version: int | None
@@ -73,18 +110,23 @@ class PredictResult(TypedDict, total=False):
     accuracy: float | None  # with true labels
     margins: dict[str, Any] | None  # with true labels
     explanation: dict[str, Any] | None  # with explain=True: method, baseline
+    skipped: dict[str, Any] | None  # predict_file with on_error="skip": n and the errors
 
 
-class Evaluation(TypedDict, total=False):
+class Evaluation(TypedDict, total=False):  # EvaluationOut
     model_id: int
+    model: str | None  # the registered model, for a name reference
+    version: int | None
+    alias: str | None
     source: str  # dataset or file
     dataset_id: int | None
     n: int
     metrics: dict[str, Any]  # as the model detail's evaluation
     curves: dict[str, Any]  # roc, pr, reliability
+    importance: dict[str, Any] | None  # permutation importance per raw column, when asked
 
 
-class Margins(TypedDict, total=False):
+class Margins(TypedDict, total=False):  # MarginsOut
     model_id: int
     source: str
     dataset_id: int | None
@@ -92,14 +134,39 @@ class Margins(TypedDict, total=False):
     statistics: dict[str, Any]
 
 
-class RegisteredModel(TypedDict, total=False):
+class ModelVersion(TypedDict, total=False):  # VersionOut
+    version: int
+    model_id: int
+    algorithm: str
+    holdout_accuracy: float | None
+    created_at: str
+
+
+class RegisteredModel(TypedDict, total=False):  # RegisteredModelDetail
     name: str
     description: str
     tags: dict[str, str]
-    versions: list[dict[str, Any]]
+    latest_version: int  # the highest version number given so far (0: none)
+    versions: list[ModelVersion]  # newest first
     aliases: dict[str, int]
+    created_at: str
+    updated_at: str
 
 
-class Page(TypedDict):
+class VersionCreated(TypedDict, total=False):  # VersionCreated
+    name: str
+    version: int
+    model_id: int
+
+
+class Alias(TypedDict, total=False):  # AliasOut
+    name: str
+    alias: str
+    version: int
+    model_id: int
+    previous_version: int | None
+
+
+class Page(TypedDict):  # DatasetPage, JobPage, ModelPage, ...
     items: list[dict[str, Any]]
     next_cursor: str | None

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import math
 import warnings
-from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg, sparse
 from sklearn.kernel_approximation import Nystroem
 from threadpoolctl import ThreadpoolController
 
-from solver.params import Interval, StrOptions
+from solver.params import constraints_of, parameters_section
 
 from ._active_set import DualSystem
 from ._base import Callback, MarginClassifier, to_dense_rows
@@ -19,8 +18,6 @@ from ._footprint import FLOAT, FitEstimate, copy_bytes, dense_rows_bytes, labels
 from ._linalg import inverse_checks
 from ._linear_step import (
     DENSE_MAX_DIM,
-    DENSE_UPDATES,
-    LINEAR_SOLVERS,
     choose_linear_solver,
     linear_step_class,
     linear_system_bytes,
@@ -28,25 +25,17 @@ from ._linear_step import (
 from ._msvmav_core import DualSpace, PrimalSpace, iterate
 from ._row_blocks import fit_threads
 from .fit_cost import RankChooser
-from .kernels import KERNELS, gram_matrix, kernel_diagonal, kernel_matrix, resolve_gamma
+from .kernels import gram_matrix, kernel_diagonal, kernel_matrix, resolve_gamma
 from .low_rank import MAX_BLOCK, pivoted_cholesky
 from .margins import kernel_rademacher_terms, linear_rademacher_terms
+from .msvmav_parameters import AUTO_EXACT_ROWS, LOW_RANK_SHARE, PARAMETERS
 
-# The kernel matrices a kernel fit may use (kernel_approximation_), "auto" choosing among them.
-KERNEL_APPROXIMATIONS = ("exact", "low_rank", "nystroem")
 # Exact kernel MSVMAv holds about four n x n float64 arrays at its peak.
 EXACT_KERNEL_ARRAYS = 4
 # Below this dimension the linear path's BLAS calls are too small to gain from threads.
 SMALL_SYSTEM = 512
 # Below this many training rows the exact kernel iterations run on one BLAS thread.
 SMALL_KERNEL = 8192
-# approximation="auto": the exact kernel up to this many training rows, the adaptive low-rank
-# path above it. Measured on magic subsets (gamma = 1/d): exact 0.023 s / low-rank 0.039 s at
-# 500 rows, 0.21 s / 0.031 s at 1,000, 2.4 s / 0.061 s at 4,000 (docs/performance.md).
-AUTO_EXACT_ROWS = 1024
-# A low-rank path whose rank would reach this share of n is slower than the exact kernel (its
-# O(n r^2) work passes the exact path's O(n^3 / 3)): fall back to the exact kernel when it fits.
-LOW_RANK_SHARE = 0.25
 # Floats per training row and unit of rank the low-rank path holds (factor, rotated features).
 LOW_RANK_ARRAYS = 3
 # "Far outside [0, 1]": the fit warns when some |x_ij| exceeds this (see FeatureScaleWarning).
@@ -183,68 +172,7 @@ class MSVMAv(MarginClassifier):
         clf = make_pipeline(MinMaxScaler(), MSVMAv()).fit(X_train, y_train)
         clf.score(X_test, y_test)
 
-    Parameters
-    ----------
-    alpha : float > 0, default 16
-        Weight of the proximal term of the average-margin step (large alpha = small step).
-        The defaults (16, 0.25) are the authors' demo values, on the paper's grid.
-    beta : float > 0, default 0.25
-        Weight of the proximal term of the semi-variance step (large beta = small step;
-        beta -> inf keeps the initial MAMC direction).
-    kernel : {"linear", "rbf", "poly", "precomputed"}
-    gamma : float > 0 or None
-        Kernel width for "rbf"/"poly"; None means 1 / n_features.
-    degree, coef0 : polynomial kernel (gamma <x, z> + coef0) ** degree.
-    max_iter : int >= 0
-        Iteration cap T (the paper uses 100). max_iter=0 returns the MAMC initialisation.
-    tol : float >= 0
-        Stop when ||w_k - w_{k-1}|| / sqrt(dim) < tol. The paper runs a fixed T = 100
-        iterations; with the default tol = 1e-8 most fits run all of them and end with
-        ``converged_`` False: the model is then the paper's T-th iterate, not a failure.
-    calibration : {"none", "sigmoid", "isotonic"}, default "none"
-        "sigmoid" (Platt) or "isotonic": also fit ``calibrator_`` on 5-fold cross-validated
-        decision values of the training rows (``solver.calibration``; five more fits) and
-        offer ``predict_proba``. "none": no probabilities, no extra fits (as scikit-learn's
-        ``SVC(probability=False)``).
-    fit_intercept : bool
-        Linear kernel: append the constant-1 feature (paper's protocol). Kernels have no bias.
-    update : {"incremental", "rebuild"}
-        How the dense linear step (``linear_solver="dense"`` only) follows the active set:
-        "incremental" edits its D x D inverse by Woodbury updates for the rows that entered
-        and left A; "rebuild" forms and inverts it afresh every iteration (the reference
-        path; the same result). Not a ``linear_solver``.
-    linear_solver : {"auto", "dense", "woodbury", "cg", "gram"}
-        How the linear step (I + X_A^T X_A / (n beta)) w = r is solved (same iterates up to
-        rounding): "dense" keeps the D x D system (16 D^2 bytes, D = features + 1); "woodbury"
-        solves the |A| x |A| system (c I + X_A X_A^T) from the n x n row Gram matrix; "cg" is
-        matrix-free preconditioned conjugate gradients, O(nnz + n + D) memory; "gram" runs the
-        same conjugate gradients on the Gram matrix X_A^T X_A kept current (8 D^2 bytes).
-        "auto": dense up to D = 512, woodbury for at most 256 rows and fewer rows than D, gram
-        up to D = 4096 where X holds at least D^2 / 4 values, cg otherwise
-        (``solver._linear_step.choose_linear_solver``).
-    approximation : {"auto", "exact", "low_rank", "nystroem"}
-        Kernels only. "exact": the n x n Gram matrix. "low_rank": K ~ L L^T by randomly pivoted
-        Cholesky, the rank chosen so that the relative trace error
-        trace(K - L L^T) / trace(K) <= ``kernel_tol``, then the same iteration on the rank-r
-        features (the model is an expansion over the r pivot rows). "auto" (default): exact up
-        to 1,024 training rows, low-rank above, never exact above 1,024 rows: the rank grows
-        until ``kernel_tol`` is met, capped only by the memory budget ``kernel_memory_mb``
-        (a warning when that cap binds). "low_rank": the rank is capped by ``n_components``,
-        n / 4 and the memory budget; at the cap it falls back to exact when the Gram matrix
-        fits ``kernel_memory_mb`` (else it warns and reports the error). Above rank 512 the
-        low-rank step is solved by conjugate gradients instead of an r x r system.
-        "nystroem": ``n_components`` uniformly sampled landmarks (exact instead when they are
-        n / 4 or more of the rows and the Gram matrix fits).
-    kernel_tol : float in [0, 1), default 1e-6
-        Relative trace error the low-rank factor must meet (approximation "auto"/"low_rank").
-    n_components : int, default 1000
-        Nystroem landmarks (uniformly sampled training rows); for approximation="low_rank",
-        the largest rank (its cost grows as n r^2). "auto" does not use it.
-    kernel_memory_mb : float
-        Memory budget: the exact kernel path needs about four n x n float64 arrays; the
-        low-rank path's rank is capped so that its n x r arrays fit.
-    random_state : int or None
-        Seed for the pivot or landmark sample.
+    {parameters}
 
     Attributes
     ----------
@@ -268,24 +196,7 @@ class MSVMAv(MarginClassifier):
     feature_means_ : (d,) the training rows' column means (None for "precomputed")
     """
 
-    _parameter_constraints: dict = {
-        "alpha": [Interval(Real, 0, None, closed="neither")],
-        "beta": [Interval(Real, 0, None, closed="neither")],
-        "kernel": [StrOptions(set(KERNELS))],
-        "gamma": [None, Interval(Real, 0, None, closed="neither")],
-        "degree": [Interval(Integral, 0, None, closed="left")],
-        "coef0": [Real],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
-        "fit_intercept": ["boolean"],
-        "update": [StrOptions(set(DENSE_UPDATES))],
-        "linear_solver": [StrOptions({"auto", *LINEAR_SOLVERS})],
-        "approximation": [StrOptions({"auto", *KERNEL_APPROXIMATIONS})],
-        "kernel_tol": [Interval(Real, 0, 1, closed="left")],
-        "n_components": [Interval(Integral, 1, None, closed="left")],
-        "kernel_memory_mb": [Interval(Real, 0, None, closed="neither")],
-        "random_state": ["random_state"],
-    }
+    _parameter_constraints: dict = constraints_of(PARAMETERS)
     _array_attrs = ("coef_", "intercept_", "dual_coef_", "X_fit_")
     _json_attrs = ("n_iter_", "history_", "kernel_approximation_", "gamma_", "fit_info_",
                    "rank_", "kernel_error_", "linear_solver_", "converged_")
@@ -623,3 +534,9 @@ class MSVMAv(MarginClassifier):
         if self.kernel == "precomputed":
             return {}
         return kernel_rademacher_terms(kernel_diagonal(X, **self._kernel_args()))
+
+
+# The Parameters section of the docstring is the declaration's (solver.msvmav_parameters).
+MSVMAv.__doc__ = MSVMAv.__doc__.replace(
+    "{parameters}",
+    parameters_section(PARAMETERS, MSVMAv().get_params()).replace("\n", "\n    "))

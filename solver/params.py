@@ -11,6 +11,9 @@ None), ``"boolean"`` or ``"random_state"`` (None, an int in [0, 2^32 - 1] or a
 from __future__ import annotations
 
 import math
+import textwrap
+from collections.abc import Iterable
+from dataclasses import dataclass
 from numbers import Integral
 from typing import Any
 
@@ -51,10 +54,11 @@ class Interval:
 
 
 class StrOptions:
-    """One of a set of strings."""
+    """One of a set of strings (``values``: them in the order given, for schemas and docs)."""
 
-    def __init__(self, options: set[str]) -> None:
-        self.options = set(options)
+    def __init__(self, options: Iterable[str]) -> None:
+        self.values = tuple(dict.fromkeys(options))
+        self.options = set(self.values)
 
     def is_satisfied_by(self, value: Any) -> bool:
         return isinstance(value, str) and value in self.options
@@ -110,6 +114,34 @@ def check_estimator_param(cls: type, name: str, value: Any) -> None:
         check_param(cls.__name__, name, value, constraints[name])
 
 
+@dataclass(frozen=True)
+class Param:
+    """One hyper-parameter's declaration: the values it takes (``constraints``, as above) and
+    what it means (``doc``: the text of the estimator's docstring and of the service's
+    request field). ``knob``: an implementation choice (how the same model is computed, or
+    within what memory) rather than a hyper-parameter of the method."""
+
+    constraints: list[Any]
+    doc: str
+    knob: bool = False
+
+
+def constraints_of(declared: dict[str, Param]) -> dict[str, list[Any]]:
+    """``_parameter_constraints`` of a declaration."""
+    return {name: p.constraints for name, p in declared.items()}
+
+
+def parameters_section(declared: dict[str, Param], defaults: dict[str, Any]) -> str:
+    """The numpydoc Parameters section of a declaration (the estimator's docstring)."""
+    lines = ["Parameters", "----------"]
+    for name, p in declared.items():
+        kinds = " or ".join(_describe(c) for c in p.constraints)
+        lines.append(f"{name} : {kinds}, default {defaults[name]!r}")
+        lines.extend(textwrap.wrap(p.doc + ".", 92, initial_indent="    ",
+                                   subsequent_indent="    "))
+    return "\n".join(lines)
+
+
 def validate_params(estimator: Any) -> None:
     """Check every hyper-parameter of ``estimator`` against its class's constraints."""
     constraints = type(estimator)._parameter_constraints
@@ -118,5 +150,5 @@ def validate_params(estimator: Any) -> None:
             check_param(type(estimator).__name__, name, value, constraints[name])
 
 
-__all__ = ["Interval", "InvalidParameterError", "StrOptions", "check_estimator_param",
-           "check_param", "validate_params"]
+__all__ = ["Interval", "InvalidParameterError", "Param", "StrOptions", "check_estimator_param",
+           "check_param", "constraints_of", "parameters_section", "validate_params"]

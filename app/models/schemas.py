@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.core.pagination import Page
 from app.ingest.imputation import imputation_summary
 from solver.algorithms import PAPER_ORDER
-from solver.msvmav import KERNEL_APPROXIMATIONS, LINEAR_SOLVERS
+from solver.msvmav_parameters import KERNEL_APPROXIMATIONS, LINEAR_SOLVERS
 from solver.scaling import MinMaxScaling
 
 #: an algorithm's short name, in the paper's order (solver.algorithms)

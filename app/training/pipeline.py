@@ -24,20 +24,6 @@ from solver import protocol
 from solver.model_selection import SearchResult
 from solver.scaling import MinMaxScaling
 
-HYPER_PARAMETERS = (
-    "kernel",
-    "alpha",
-    "beta",
-    "gamma",
-    "degree",
-    "coef0",
-    "max_iter",
-    "tol",
-    "fit_intercept",
-    "approximation",
-    "kernel_tol",
-    "n_components",
-)
 HISTORY_POINTS = 50
 
 Matrix = np.ndarray | sp.csr_matrix

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from app.core.ids import DbId
 from app.jobs.schemas import TRAIN_PARAMS_EXAMPLE
 from app.models.schemas import AlgorithmName
 from app.registry.schemas import Name
-from app.training.parameters import MAX_MAGNITUDE, MIN_MAGNITUDE
-from solver import MSVMAv
+from app.training.msvmav_fields import hyper_parameter_fields
 from solver.algorithms import PAPER_ORDER
 from solver.calibration import CALIBRATION_FOLDS, CALIBRATIONS
-
-# The API's defaults are the estimator's, so the two never drift apart.
-_D = MSVMAv().get_params()
 
 _TRAIN_EXAMPLE = TRAIN_PARAMS_EXAMPLE
 
@@ -51,21 +47,10 @@ class SearchSpec(BaseModel):
     )
 
 
-class TrainRequest(BaseModel):
-    """One fit of any algorithm (``algorithm``: a key of ``solver.ALGORITHMS``), optionally
-    after a cross-validated grid search, plus data handling.
+class _TrainHead(BaseModel):
+    """TrainRequest's first fields (a base, so that the derived ones follow them)."""
 
-    The top-level hyper-parameters (``kernel`` … ``n_components``) are MSVMAv's, with its
-    defaults; other algorithms take those of them that they have (``kernel``, ``gamma``,
-    ``degree``, ``coef0``, and ``max_iter``/``tol``/``fit_intercept`` where they exist) when
-    given explicitly, and everything else through ``params``."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        strict=True,
-        allow_inf_nan=False,
-        json_schema_extra={"examples": [_TRAIN_EXAMPLE]},
-    )
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     dataset_id: DbId = Field(description="Dataset to train on")
     algorithm: AlgorithmName = Field(
@@ -84,60 +69,29 @@ class TrainRequest(BaseModel):
         description="Choose hyper-parameters by k-fold cross-validation on the training part "
         "(after scaling), then fit the best configuration on the whole training part",
     )
-    kernel: Literal["linear", "rbf", "poly"] = Field("linear", description="Kernel")
-    alpha: float = Field(
-        _D["alpha"],
-        ge=MIN_MAGNITUDE,
-        le=MAX_MAGNITUDE,
-        description="α > 0: weight of the margin mean term",
+
+# MSVMAv's hyper-parameters, derived from the solver's declaration (app.training.msvmav_fields)
+_WithHyperParameters = create_model(
+    "_WithHyperParameters", __base__=_TrainHead, **hyper_parameter_fields()
+)
+
+
+class TrainRequest(_WithHyperParameters):  # type: ignore[misc, valid-type]
+    """One fit of any algorithm (``algorithm``: a key of ``solver.ALGORITHMS``), optionally
+    after a cross-validated grid search, plus data handling.
+
+    The top-level hyper-parameters (``kernel`` … ``n_components``) are MSVMAv's, with its
+    defaults; other algorithms take those of them that they have (``kernel``, ``gamma``,
+    ``degree``, ``coef0``, and ``max_iter``/``tol``/``fit_intercept`` where they exist) when
+    given explicitly, and everything else through ``params``."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        allow_inf_nan=False,
+        json_schema_extra={"examples": [_TRAIN_EXAMPLE]},
     )
-    beta: float = Field(
-        _D["beta"],
-        ge=MIN_MAGNITUDE,
-        le=MAX_MAGNITUDE,
-        description="β > 0: weight of the margin semi-variance term",
-    )
-    gamma: float | None = Field(
-        None,
-        ge=MIN_MAGNITUDE,
-        le=MAX_MAGNITUDE,
-        description="rbf/poly kernel width; null → 1 / n_features",
-    )
-    degree: int = Field(_D["degree"], ge=1, le=20, description="poly kernel degree")
-    coef0: float = Field(
-        _D["coef0"], ge=-MAX_MAGNITUDE, le=MAX_MAGNITUDE, description="poly kernel constant term"
-    )
-    max_iter: int = Field(
-        _D["max_iter"], ge=1, le=1_000_000, description="Most iterations per task"
-    )
-    tol: float = Field(
-        _D["tol"],
-        ge=0,
-        le=MAX_MAGNITUDE,
-        description="Stop when a step's relative change ||Δw||/√dim falls below this (the "
-        "model detail's `converged` and `last_relative_change`)",
-    )
-    fit_intercept: bool = Field(_D["fit_intercept"], description="Learn a bias term")
-    approximation: Literal["auto", "exact", "low_rank", "nystroem"] = Field(
-        _D["approximation"],
-        description="rbf/poly: auto (exact kernel up to 1,024 rows, above that a low-rank "
-        "factor whose rank meets kernel_tol, exact again if that rank would be large), exact, "
-        "low_rank, or Nyström features",
-    )
-    kernel_tol: float = Field(
-        _D["kernel_tol"],
-        ge=0,
-        lt=1,
-        description="Low-rank path: largest relative trace error of the kernel factor "
-        "(the model reports the rank and error reached)",
-    )
-    n_components: int = Field(
-        _D["n_components"],
-        ge=1,
-        le=100_000,
-        description="Nyström components (approximation=nystroem); the low-rank path's "
-        "largest rank",
-    )
+
     scaling: Literal["minmax", "none"] = Field(
         "minmax",
         description="minmax: fit [0, 1] scaling on the training part, apply (clipped) at "

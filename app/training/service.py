@@ -17,8 +17,8 @@ from app.jobs.kinds import read_params
 from app.jobs.orm import Job
 from app.training import parameters
 from app.training.admission import check_fit_limits, estimate_training
+from app.training.msvmav_fields import HYPER_PARAMETERS
 from app.training.parameters import check_grid, check_name, check_params
-from app.training.pipeline import HYPER_PARAMETERS
 from app.training.schemas import TrainJob, TrainRequest
 from solver.protocol import holdout_sizes, split_indices
 
