@@ -12,6 +12,8 @@ naming the rule it broke:
   (``/data/in2`` is not under ``/data/in``);
 * a URL must name a root's scheme and host exactly (``s3://other-bucket/...``,
   ``http://elsewhere/...``: 403);
+* a directory is searched for Parquet files, leaving out parts starting with ``_`` or ``.``
+  (batch outputs ``_scores-<job>/``, temporary files);
 * every local file a directory or glob matches is resolved (``realpath``) and must still lie
   under a root's resolved path: a symlink (of the file or of any directory above it) out of
   the root is refused (403), not followed.
@@ -143,6 +145,12 @@ def resolved_under(path: str, roots: list[Location]) -> bool:
     return any(r.local and under(real, os.path.realpath(r.path)) for r in roots)
 
 
+def hidden(relative: str) -> bool:
+    """A path below a directory that a directory's search skips: one with a part starting
+    with ``_`` or ``.`` (Hive's convention: ``_SUCCESS``, ``_scores-7/``, temporary files)."""
+    return any(part[:1] in ("_", ".") for part in relative.split("/") if part)
+
+
 def local_files(where: Location, roots: list[Location], loc: list[str | int]) -> list[str]:
     """The Parquet files a local directory (recursively), file or glob names, sorted; each
     one's real path checked against the roots (403 naming the first that escapes)."""
@@ -150,7 +158,8 @@ def local_files(where: Location, roots: list[Location], loc: list[str | int]) ->
         found = glob.glob(where.path, recursive=True)
     elif os.path.isdir(where.path):
         found = glob.glob(os.path.join(where.path, "**", "*"), recursive=True)
-        found = [f for f in found if f.lower().endswith(PARQUET_SUFFIXES)]
+        found = [f for f in found if f.lower().endswith(PARQUET_SUFFIXES)
+                 and not hidden(f[len(where.path):])]
     else:
         found = [where.path] if os.path.lexists(where.path) else []
     files = sorted(f for f in found if not os.path.isdir(f))
@@ -171,7 +180,8 @@ def remote_files(where: Location, roots: list[Location], loc: list[str | int]) -
     if where.is_glob:
         found = fs.glob(base)
     elif fs.isdir(base):
-        found = [f for f in fs.find(base) if f.lower().endswith(PARQUET_SUFFIXES)]
+        found = [f for f in fs.find(base) if f.lower().endswith(PARQUET_SUFFIXES)
+                 and not hidden(f.lstrip("/")[len(base.lstrip("/")):])]
     else:
         found = [base] if fs.exists(base) else []
     urls = []

@@ -6,16 +6,21 @@ classes and, fitted locally, the same model."""
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 
 import fsspec
 import numpy as np
 import pandas as pd
 import pytest
+from sqlalchemy.orm import Session
 
+from app.batch import partitions
 from app.core.config import Settings
+from app.core.orm import Dataset
 from app.core.problems import Problem
 from app.datasets import locations
+from app.models import service as models_service
 from tests.app.support import assert_problem, run_jobs, submit, upload
 
 
@@ -180,3 +185,73 @@ def test_registering_refuses_escapes_and_bad_files_through_the_api(client, root:
                                                              "label": "nope"}), 422, "label")
     assert_problem(client.post("/datasets/references", json={"uri": str(root / "d"),
                                                              "drop": ["nope"]}), 422, "drop")
+
+
+# --- batch scoring where the partitions lie ---------------------------------------------------
+
+
+def _registered_and_trained(client, worker, root: Path) -> tuple[dict, int, pd.DataFrame]:
+    df = frame()
+    write_parts(df, root / "clicks")
+    r = client.post("/datasets/references", json={"uri": str(root / "clicks"), "label": "label"})
+    assert r.status_code == 201, r.text
+    job = submit(client, r.json()["id"], max_iter=40)
+    assert run_jobs(worker) == ["succeeded"], client.get(f"/jobs/{job['id']}").json()
+    return r.json(), client.get(f"/jobs/{job['id']}").json()["model_id"], df
+
+
+def test_batch_scoring_writes_each_partition_once_beside_the_dataset(client, worker, engine,
+                                                                     root: Path):
+    dataset, model_id, df = _registered_and_trained(client, worker, root)
+    form = {"dataset_id": dataset["id"], "model_id": model_id, "output": "parquet",
+            "id_column": "id", "passthrough": "colour"}
+    r = client.post("/batch-predictions", data=form)
+    assert r.status_code == 202, r.text
+    assert run_jobs(worker) == ["succeeded"], client.get(f"/jobs/{r.json()['id']}").json()
+    job = client.get(f"/jobs/{r.json()['id']}").json()
+    out = Path(job["result"]["output_uri"])
+    assert out == root / "clicks" / f"_scores-{job['id']}"
+    assert sorted(p.name for p in out.iterdir()) == [f"part-{k:05d}.parquet" for k in range(3)]
+    assert job["result"]["n_rows"] == 120 and job["result"]["written"] == 3
+    scored = pd.concat([pd.read_parquet(out / f"part-{k:05d}.parquet") for k in range(3)])
+    assert scored["id"].tolist() == list(range(120))
+    assert scored["colour"].tolist() == df["colour"].tolist()
+    rows = df.drop(columns=["label"]).to_dict("records")
+    expected = client.post("/predict", json={"model_id": model_id, "instances": rows}).json()
+    np.testing.assert_allclose(scored["decision_value"],
+                               [p["decision_value"] for p in expected["predictions"]],
+                               rtol=1e-12)
+    # a retried partition (the same task again, or a resumed job) writes nothing twice
+    stamps = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    (out / "part-00001.parquet").unlink()
+    files = [f["path"] for f in dataset["reference"]["files"]]
+    with Session(engine) as session:
+        loaded = models_service.load(session, models_service.get(session, model_id))
+        encoding = session.get(Dataset, dataset["id"]).encoding
+    task = partial(partitions.score_partition, loaded=loaded, encoding=encoding,
+                   columns=job["params"]["columns"], id_column="id", passthrough=["colour"],
+                   out_dir=str(out))
+    again = partitions.run_partitions(files, [0, 40, 80], task, None, lambda d, n: None)
+    assert [p["written"] for p in again] == [False, True, False]
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir() if p.name != "part-00001.parquet"
+            } == {k: v for k, v in stamps.items() if k != "part-00001.parquet"}
+    assert sorted(p.name for p in out.iterdir()) == sorted(stamps)  # no temporary file left
+    assert pd.read_parquet(out / "part-00001.parquet")["id"].tolist() == list(range(40, 80))
+    # the output directory is not part of the dataset if the directory is registered again
+    r = client.post("/datasets/references", json={"uri": str(root / "clicks"), "label": "label"})
+    assert len(r.json()["reference"]["files"]) == 3
+
+
+def test_batch_output_root_and_its_rules(client, worker, root: Path, settings: Settings,
+                                         tmp_path: Path):
+    dataset, model_id, _ = _registered_and_trained(client, worker, root)
+    form = {"dataset_id": dataset["id"], "model_id": model_id}
+    assert_problem(client.post("/batch-predictions", data=form), 422, "output")
+    settings.output_root = str(tmp_path / "scores")
+    r = client.post("/batch-predictions", data={**form, "output": "parquet"})
+    assert r.status_code == 202, r.text
+    assert run_jobs(worker) == ["succeeded"]
+    job = client.get(f"/jobs/{r.json()['id']}").json()
+    assert job["result"]["output_uri"] == str(
+        tmp_path / "scores" / f"dataset-{dataset['id']}" / f"_scores-{job['id']}")
+    assert_problem(client.get(f"/batch-predictions/{job['id']}/result"), 409)
