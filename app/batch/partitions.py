@@ -120,7 +120,7 @@ def run_partitions(files: list[str], starts: list[int], task: Callable[..., dict
 
     futures = client.map(task, files, list(range(n)), starts, pure=False)
     try:
-        for done, _ in enumerate(as_completed(futures), start=1):
+        for done, _ in enumerate(as_completed(futures, loop=client.loop), start=1):
             on_done(done, n)
         return client.gather(futures)
     finally:
