@@ -1,0 +1,148 @@
+"""The training rows in a Dask cluster's memory, and map-reduce passes over them.
+
+``ClusterRows.load`` turns the row-chunked dask arrays X and y into one future per block
+(``_blocks.prepare``d: float64, the intercept's column appended), computed from the caller's
+graph: a block lost with its worker is recomputed by the scheduler from that graph (so pass a
+reader or generator graph, not data scattered from the client). ``reduce`` maps a
+``_blocks`` function over the blocks and sums the results in a tree of fixed shape (so the
+result does not depend on where or in which order the tasks ran); while it waits, ``tick`` is
+called every POLL seconds after the first, and if anything raises (the fit's callback, an
+interrupt, a task's error) every future of the pass is cancelled before the exception
+propagates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import _blocks
+
+#: seconds between two progress ticks while a pass runs
+POLL = 0.5
+#: blocks' results summed by one task of the reduction tree
+FAN_IN = 8
+
+
+class DistributedFitError(RuntimeError):
+    """The cluster could not complete the fit (a task failed, or a block could not be
+    recomputed after its workers were lost); the message says which."""
+
+
+class ClusterRows:
+    """One future per row block of X (prepared) and of the labels y, and passes over them."""
+
+    def __init__(self, client: Any, X: list, y: list, n: int, D: int,
+                 tick: Callable[[int, int], None] | None = None) -> None:
+        self.client, self.X, self.y, self.n, self.D = client, X, y, n, D
+        self.tick = tick
+        self.pending: list = []  # the futures of the pass running now
+        self.held: list = []  # futures kept between passes (the blocks' masks of A)
+        self.passes = 0
+
+    @classmethod
+    def load(cls, client: Any, X: Any, y: Any, bias: bool) -> ClusterRows:
+        """Persist X's blocks (prepared) and y's in the cluster: one future each, in row order."""
+        if X.ndim != 2 or len(X.chunks[1]) != 1:
+            raise ValueError("X: must be a 2-D dask array chunked along rows only "
+                             f"(one chunk across its {X.shape[1]} columns)")
+        if y.ndim != 1 or tuple(y.chunks[0]) != tuple(X.chunks[0]):
+            raise ValueError("y: must be a 1-D dask array with the same row chunks as X")
+        d = int(X.shape[1])
+        D = d + (1 if bias else 0)
+        prepared = X.map_blocks(_blocks.prepare, bias, dtype=np.float64,
+                                chunks=(X.chunks[0], (D,)), meta=X._meta)
+        Xf = client.compute(prepared.to_delayed(optimize_graph=False).ravel().tolist(),
+                            optimize_graph=False)
+        yf = client.compute(y.to_delayed(optimize_graph=False).ravel().tolist(),
+                            optimize_graph=False)
+        rows = cls(client, Xf, yf, 0, D)
+        try:
+            rows.wait(Xf + yf)
+        except BaseException:
+            rows.release()
+            raise
+        return rows
+
+    def put(self, value: np.ndarray) -> Any:
+        """A future holding ``value`` for the blocks' tasks (``_blocks.identity``)."""
+        future = self.client.submit(_blocks.identity, value, pure=False)
+        self.pending.append(future)
+        return future
+
+    def map(self, fn: Callable, *, labels: bool = True, blocks: list | None = None,
+            **kwargs: Any) -> list:
+        """fn(X_b[, y_b][, block_b], **kwargs) for every block b: futures, in row order."""
+        args = [self.X] + ([self.y] if labels else []) + ([blocks] if blocks else [])
+        futures = self.client.map(fn, *args, pure=False, **kwargs)
+        self.pending.extend(futures)
+        return futures
+
+    def reduce(self, fn: Callable, *, combine: Callable = _blocks.add, labels: bool = True,
+               blocks: list | None = None, **kwargs: Any) -> Any:
+        """The sum (``combine``) over the blocks of fn(X_b[, y_b][, block_b], **kwargs)."""
+        try:
+            return self.total(self.map(fn, labels=labels, blocks=blocks, **kwargs), combine)
+        finally:
+            self.pending.clear()
+
+    def total(self, parts: list, combine: Callable = _blocks.add) -> Any:
+        """The parts' sum by a tree of FAN_IN-way ``combine`` tasks, waited for."""
+        self.pending.extend(parts)
+        while len(parts) > 1:
+            parts = [self.client.submit(combine, *parts[i:i + FAN_IN], pure=False)
+                     for i in range(0, len(parts), FAN_IN)]
+            self.pending.extend(parts)
+        self.passes += 1
+        self.wait(parts)
+        return parts[0].result()
+
+    def wait(self, futures: list) -> None:
+        """Wait for the futures, ticking; on any exception cancel the pass, then raise
+        (a task's own error as DistributedFitError)."""
+        from distributed import wait
+
+        try:
+            while True:
+                try:
+                    wait(futures, timeout=POLL)
+                    break
+                except TimeoutError:
+                    # (not before the first POLL: a cancel sent before the scheduler has
+                    # registered the pass's graph would miss its tasks)
+                    if self.tick is not None:
+                        self.tick(sum(future.done() for future in futures), len(futures))
+            failed = [future for future in futures if future.status != "finished"]
+            if failed:
+                first = failed[0]
+                why = repr(first.exception()) if first.status == "error" else first.status
+                raise DistributedFitError(f"the cluster failed a task of the fit: {why}")
+        except BaseException:
+            self.cancel()
+            raise
+
+    def cancel(self) -> None:
+        """Cancel every future of the pass now running (queued tasks are dropped; a running
+        one finishes on its worker and its result is discarded)."""
+        running = [future for future in self.pending if not future.done()]
+        if running:  # (finished ones are released: cancelling a finished task whose
+            self.client.cancel(running)  # dependents were released trips the scheduler)
+        self.pending = []
+
+    def hold(self, futures: list) -> None:
+        """Keep these futures between passes instead of those held so far (dropped)."""
+        for future in self.held:
+            future.release()
+        self.held = list(futures)
+
+    def release(self) -> None:
+        """Cancel the running pass and the held futures; let go of the persisted blocks
+        (released, not cancelled: the caller may hold the same keys)."""
+        self.cancel()
+        self.hold([])
+        for future in self.X + self.y:
+            future.release()
+        self.X, self.y = [], []
+

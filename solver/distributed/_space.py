@@ -1,0 +1,202 @@
+"""The cluster-backed *spaces* of ``solver._msvmav_core.iterate`` (linear MSVMAv, coef = w in
+R^D, the identity metric): the iteration itself is the shared one; only its sums over rows run
+on the cluster (``_cluster.ClusterRows``), and the D-sized solve runs here.
+
+As on the local "gram" path (``_msvmav_core.PrimalSpace`` with ``MarginBounds``), the margins
+f = X w are never formed here: theta = s . w / n exactly (s = X^T t, the average-margin shift),
+the sign test is s . w' < 0, and one pass over the blocks gives A's size, the semi-variance and
+what the step needs. The active set stays on the cluster: ``summary`` returns an ``ActiveSet``
+holding only |A| (``np.count_nonzero`` of it is |A|, the one use ``iterate`` makes of a mask).
+
+* ``GramSpace`` (D x D, the local "dense" path's system): each pass returns, summed over the
+  blocks, the change of G_A = X_A^T X_A and s_A = X_A^T t_A over the rows that entered or left
+  A since the previous pass (all of A on the first pass, every F_REFRESH passes, and on every
+  pass with update="direct"): one D x D reduce an iteration. The step solves
+  (c I + G_A) delta = theta s_A - G_A w here by Cholesky, c = n beta.
+* ``MatrixFreeSpace`` (the local "cg" path): each pass leaves the blocks' masks of A on their
+  workers and returns s_A, diag(G_A) and (with the intercept) X_A^T 1_A, D-vectors; the step is
+  preconditioned conjugate gradients (scipy's) whose every product X_A^T X_A v is one more
+  pass (a D-vector each way). The preconditioner is the local path's: Jacobi's, the bias
+  column eliminated exactly (``_linear_step.ConjugateGradientSystem``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import linalg
+from scipy.sparse.linalg import LinearOperator, cg
+
+from . import _blocks
+from ._cluster import ClusterRows
+
+# G_A from all of A's rows (not from the rows that changed) every this many passes.
+F_REFRESH = 50
+# The conjugate gradients' tolerance and cap, as on the local "cg" path.
+CG_RTOL = 1e-10
+CG_MAX_ITER = 5000
+
+
+class ActiveSet:
+    """A = {i : m_i < theta} of one pass, kept on the cluster; here only its size."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __array_function__(self, func, types, args, kwargs):
+        if func is np.count_nonzero:
+            return self.count
+        return NotImplemented
+
+
+class StepCounts:
+    """What ``MSVMAv._run_tasks`` reads of a space's system for ``fit_info_``."""
+
+    def __init__(self) -> None:
+        self.n_refactor = 0
+        self.n_updates = 0
+
+
+class ClusterSpace:
+    """What both cluster spaces share: w's norm, the initial direction, theta and the sign."""
+
+    def __init__(self, rows: ClusterRows, positive: Any, beta: float) -> None:
+        self.rows, self.positive = rows, positive
+        self.dim = rows.D
+        self.c = rows.n * beta
+        self.shift = rows.reduce(_blocks.shift, positive=positive)
+        self.shift_f = 0.0  # f is never formed (margins_of is None)
+        self.system = StepCounts()
+
+    def norm(self, coef: np.ndarray, f: None) -> float:
+        return float(np.sqrt(coef @ coef))
+
+    def initial(self) -> np.ndarray:
+        nrm = self.norm(self.shift, None)
+        if not nrm > 0:
+            raise ValueError("X, y: the signed class sum X^T y is zero, so the average-margin "
+                             "direction is undefined (perfectly balanced, symmetric data)")
+        return self.shift / nrm
+
+    def margins_of(self, coef: np.ndarray) -> None:
+        return None
+
+    def signed_sum(self, coef: np.ndarray, f: None) -> float:
+        return float(self.shift @ coef)
+
+    def theta(self, coef: np.ndarray) -> float:
+        return float(self.shift @ coef) / self.rows.n
+
+    def distance(self, a: np.ndarray, b: np.ndarray) -> float:
+        return float(np.linalg.norm(a - b) / math.sqrt(self.dim))
+
+
+class GramSpace(ClusterSpace):
+    """One D x D reduce an iteration; the step by Cholesky of c I + G_A."""
+
+    def __init__(self, rows: ClusterRows, positive: Any, beta: float, *,
+                 direct: bool = False) -> None:
+        super().__init__(rows, positive, beta)
+        self.direct = direct
+        self.G = np.zeros((self.dim, self.dim))
+        self.sA = np.zeros(self.dim)
+        self.before: tuple[np.ndarray, float] | None = None
+        self.passes = 0
+
+    def summary(self, coef: np.ndarray, f: None) -> tuple[float, ActiveSet, float]:
+        theta = self.theta(coef)
+        full = self.direct or self.before is None or self.passes % F_REFRESH == 0
+        w = self.rows.put(coef)
+        stats = self.rows.reduce(_blocks.gram_stats, positive=self.positive, w=w, theta=theta,
+                                 before=None if full else self.before)
+        if full:
+            self.G, self.sA = stats["G"], stats["s"]
+            self.system.n_refactor += 1
+        else:
+            self.G += stats["G"]
+            self.sA += stats["s"]
+            self.system.n_updates += 1
+        self.before = (coef.copy(), theta)
+        self.passes += 1
+        return theta, ActiveSet(stats["count"]), stats["sv"] / self.rows.n
+
+    def prox_step(self, coef: np.ndarray, f: None, mask: ActiveSet, theta: float):
+        if mask.count == 0:
+            return coef.copy(), None
+        H = self.G.copy()
+        H[np.diag_indices_from(H)] += self.c
+        factor = linalg.cho_factor(H, lower=True, check_finite=False)
+        rhs = theta * self.sA - self.G @ coef
+        delta = linalg.cho_solve(factor, rhs, check_finite=False)
+        delta += linalg.cho_solve(factor, rhs - H @ delta, check_finite=False)  # refinement
+        return coef + delta, None
+
+
+class MatrixFreeSpace(ClusterSpace):
+    """Masks of A on the workers; the step by conjugate gradients, one pass a product."""
+
+    def __init__(self, rows: ClusterRows, positive: Any, beta: float, *, bias: bool) -> None:
+        super().__init__(rows, positive, beta)
+        self.bias = bias
+        self.masks: list = []
+        self.stats: dict = {}
+        self.previous = np.zeros(self.dim)  # the last step, the next solve's start
+        self.system.cg_iterations = 0
+
+    def summary(self, coef: np.ndarray, f: None) -> tuple[float, ActiveSet, float]:
+        theta = self.theta(coef)
+        w = self.rows.put(coef)
+        pairs = self.rows.map(_blocks.active_stats, positive=self.positive, w=w, theta=theta,
+                              bias=self.bias)
+        client = self.rows.client
+        masks = [client.submit(_item, pair, 0, pure=False) for pair in pairs]
+        self.rows.pending.extend(masks)
+        stats = self.rows.total([client.submit(_item, pair, 1, pure=False) for pair in pairs])
+        self.rows.pending.clear()
+        self.rows.hold(masks)  # (the previous set's masks are no longer read: dropped)
+        self.masks, self.stats = masks, stats
+        self.system.n_refactor += 1
+        return theta, ActiveSet(stats["count"]), stats["sv"] / self.rows.n
+
+    def _gram(self, v: np.ndarray) -> np.ndarray:
+        """G_A v, one pass."""
+        return self.rows.reduce(_blocks.product, labels=False, blocks=self.masks,
+                                v=self.rows.put(v))
+
+    def _product(self, v: np.ndarray) -> np.ndarray:
+        """(c I + G_A) v."""
+        out = self._gram(v)
+        out += self.c * v
+        return out
+
+    def prox_step(self, coef: np.ndarray, f: None, mask: ActiveSet, theta: float):
+        if mask.count == 0:
+            return coef.copy(), None
+        D = self.dim
+        rhs = theta * self.stats["s"] - self._gram(coef)
+        operator = LinearOperator((D, D), matvec=self._product, dtype=np.float64)
+        preconditioner = LinearOperator((D, D), matvec=self._preconditioned, dtype=np.float64)
+        counter = [0]
+        delta, info = cg(operator, rhs, x0=self.previous, rtol=CG_RTOL, atol=0.0,
+                         maxiter=CG_MAX_ITER, M=preconditioner,
+                         callback=lambda _: counter.__setitem__(0, counter[0] + 1))
+        self.system.cg_iterations += counter[0]
+        self.previous = delta
+        return coef + delta, None
+
+    def _preconditioned(self, r: np.ndarray) -> np.ndarray:
+        """P^{-1} r: Jacobi's on c I + G_A, with ``bias`` its bias column eliminated exactly
+        (P = L diag(d_S, m) L^T, z = X_A^T 1_A, m = c + |A|, d_S = diag - z^2 / m)."""
+        diag = self.c + self.stats["squares"]
+        if not self.bias:
+            return r / diag
+        z, m = self.stats["ones"][:-1], diag[-1]
+        schur = np.maximum(diag[:-1] - z * z / m, self.c)
+        head = (r[:-1] - z * (r[-1] / m)) / schur
+        return np.append(head, (r[-1] - float(z @ head)) / m)
+
+
+def _item(pair: tuple, index: int) -> Any:
+    return pair[index]
