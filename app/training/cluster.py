@@ -44,21 +44,38 @@ def on_cluster(dataset: Dataset, settings: Settings) -> bool:
     return limit is not None and dataset.n_rows * dataset.n_features * 8 > limit
 
 
+def cluster_params(request: TrainRequest, estimator_params: dict[str, Any]) -> dict[str, Any]:
+    """The estimator's parameters for a fit on the cluster: without probabilities unless the
+    request asked for them (calibration needs cross-validated fits on one machine, which the
+    cluster fit does not do: an explicit calibration is refused by ``check_request``)."""
+    params = dict(estimator_params)
+    if "calibration" not in request.model_fields_set:
+        params["calibration"] = "none"
+    return params
+
+
 def check_request(request: TrainRequest, estimator_params: dict[str, Any]) -> None:
-    """422 for what the cluster fit cannot do, naming the field."""
+    """422 for what the cluster fit cannot do, naming the field
+    (``solver.distributed.check_cluster_params`` says what it cannot honour)."""
+    from solver.distributed import check_cluster_params
+
     why = "the fit on the Dask cluster (MSVMAV_DASK_SCHEDULER, dataset by reference) is"
     if request.algorithm != "msvmav":
         raise invalid(["body", "algorithm"], f"{why} MSVMAv's only; {request.algorithm!r} "
                       "cannot run there (train it on an uploaded dataset)")
-    kernel = estimator_params.get("kernel", "linear")
-    if kernel != "linear":
-        raise invalid(["body", "kernel"], f"{why} linear only; kernel {kernel!r} cannot run "
-                      "there")
     if request.search is not None:
         raise invalid(["body", "search"], f"{why} one fit; a search cannot run there")
     if request.test_fraction is not None:
         raise invalid(["body", "test_fraction"], f"{why} on every row; register the held-out "
                       "rows as their own dataset and score them with a batch job")
+    params = dict(estimator_params)
+    kernel = params.pop("kernel", "linear")
+    try:
+        check_cluster_params(estimator_class("msvmav")(kernel=kernel, **params))
+    except ValueError as exc:
+        field, _, message = str(exc).partition(": ")
+        raise invalid(["body", field if field in TrainRequest.model_fields else "algorithm"],
+                      f"{why} limited: {message}") from None
 
 
 def _scaled_partition(path: str, encoding: dict, lo: Any, hi: Any, y_dtype: Any
@@ -118,7 +135,10 @@ def fit(X: Any, y: Any, job: TrainJob, scaling: MinMaxScaling | None, client: An
     plan = pipeline.plan_of(job)
     est = estimator_class(plan.algorithm)(kernel=plan.kernel, **plan.estimator_params())
     start = time.perf_counter()
-    est = fit_on_cluster(est, X, y, client=client, callback=callback)
+    # the service's client is not the process's default one (solver.parallel.dask_cluster):
+    # made current here, for the distributed calls that look for a default client
+    with client.as_current():
+        est = fit_on_cluster(est, X, y, client=client, callback=callback)
     seconds = time.perf_counter() - start
     after_fit()
     summary = _summary(est, X, y, client, scaling)

@@ -66,7 +66,9 @@ def submit_train(
             params.pop(name, None)
     params["estimator_params"] = fixed
     if settings is not None and cluster.on_cluster(dataset, settings):
+        fixed = cluster.cluster_params(request, fixed)
         cluster.check_request(request, fixed)
+        params["estimator_params"] = fixed
         job = read_params(TrainJob, params)
         return jobs.enqueue(session, kind="train", params=job.stored(), dataset_id=dataset.id)
     admission = estimate_training(

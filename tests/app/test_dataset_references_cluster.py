@@ -88,10 +88,13 @@ def test_a_fit_on_the_cluster_equals_the_local_fit_of_the_same_rows(client, work
     a, b = ([p["decision_value"] for p in client.post(
         "/predict", json={"model_id": i, "instances": rows}).json()["predictions"]] for i in ids)
     np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * np.max(np.abs(a)))
-    sl, sr = m_local["summary"], m_remote["summary"]
-    assert sr["train_accuracy"] == pytest.approx(sl["train_accuracy"], abs=1e-12)
-    assert sr["scaling"]["data_min"] == pytest.approx(sl["scaling"]["data_min"], rel=1e-12)
-    assert sr["scaling"]["data_max"] == pytest.approx(sl["scaling"]["data_max"], rel=1e-12)
+    assert m_remote["train_accuracy"] == pytest.approx(m_local["train_accuracy"], abs=1e-12)
+    for key in ("data_min", "data_max"):
+        assert m_remote["scaling_ranges"][key] == pytest.approx(
+            m_local["scaling_ranges"][key], rel=1e-12)
+    for key in ("mean", "variance"):
+        assert m_remote["train_margins"][key] == pytest.approx(
+            m_local["train_margins"][key], rel=1e-9)
 
 
 def test_what_the_cluster_fit_cannot_do_is_refused_at_train(client, settings, cluster,
