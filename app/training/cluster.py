@@ -126,10 +126,8 @@ def reference_scaling(dataset: Dataset, job: TrainJob) -> MinMaxScaling | None:
 
 
 def fit(X: Any, y: Any, job: TrainJob, scaling: MinMaxScaling | None, client: Any,
-        callback: Callable[[dict[str, Any]], Any] | None,
-        after_fit: Callable[[], None] = lambda: None) -> TrainOutcome:
-    """Fit the job's MSVMAv on the cluster and describe it as ``pipeline.train`` does
-    (``after_fit()`` runs between the two: it raises when the job was stopped meanwhile)."""
+        callback: Callable[[dict[str, Any]], Any] | None) -> TrainOutcome:
+    """Fit the job's MSVMAv on the cluster and describe it as ``pipeline.train`` does."""
     from solver.distributed import fit_on_cluster
 
     plan = pipeline.plan_of(job)
@@ -140,7 +138,6 @@ def fit(X: Any, y: Any, job: TrainJob, scaling: MinMaxScaling | None, client: An
     with client.as_current():
         est = fit_on_cluster(est, X, y, client=client, callback=callback)
     seconds = time.perf_counter() - start
-    after_fit()
     summary = _summary(est, X, y, client, scaling)
     used = jsonable(est.get_params(deep=False))
     used.pop("random_state", None)

@@ -13,22 +13,13 @@ from app.core.orm import Dataset
 from app.datasets import service as datasets
 from app.ingest.encoding import with_handle_unknown
 from app.jobs.kinds import JobKind
-from app.jobs.runtime import (
-    JobCancelledError,
-    JobContext,
-    JobLostError,
-    JobResult,
-    WorkerStoppingError,
-    describe_iteration,
-    running_progress,
-)
+from app.jobs.runtime import JobContext, JobResult, describe_iteration, running_progress
 from app.models import service as models
 from app.models.schemas import TrainOutcome
 from app.registry import service as registry
 from app.training import cluster
 from app.training.pipeline import train
 from app.training.schemas import TrainJob
-from solver._base import FitStopped
 from solver.algorithms import appends_ones
 from solver.model_selection import n_cells
 from solver.parallel import dask_cluster
@@ -93,31 +84,14 @@ def _callbacks(ctx: JobContext, job: TrainJob, dataset: Dataset) -> Callbacks:
     return refit_callback, search_callback
 
 
-def _stoppable(callback: Callable[[dict[str, Any]], Any], stopped: list[BaseException]
-               ) -> Callable[[dict[str, Any]], Any]:
-    """The callback for the cluster fit: a cancel (or the worker stopping) becomes the
-    solver's FitStopped, which makes the fit cancel its tasks on the cluster; the job's own
-    exception is kept in ``stopped`` and raised once the fit has returned."""
-    def wrapped(info: dict[str, Any]) -> Any:
-        try:
-            return callback(info)
-        except (JobCancelledError, WorkerStoppingError, JobLostError) as exc:
-            stopped.append(exc)
-            raise FitStopped from None
-    return wrapped
-
-
 def _train_on_cluster(ctx: JobContext, job: TrainJob, dataset: Dataset) -> TrainOutcome:
     """The fit on the Dask cluster (app.training.cluster): a dataset by reference read where
     its partitions lie, or a large uploaded one sent there in blocks."""
     ctx.reporter.report(0.0, f"fitting {job.algorithm} on the Dask cluster: "
                              f"{dataset.n_rows} rows × {dataset.n_features} features")
-    stopped: list[BaseException] = []
-    callback = _stoppable(_fit_callback(ctx, describe_iteration), stopped)
-
-    def after_fit() -> None:  # a stopped fit is not summarised: the job ends as it must
-        if stopped:
-            raise stopped[0]
+    # A cancel (or the worker stopping) raises in the callback, as in a local fit; the cluster
+    # fit cancels its pass's tasks and lets its blocks go before the exception propagates.
+    callback = _fit_callback(ctx, describe_iteration)
 
     with dask_cluster(ctx.settings.dask_scheduler) as client:
         if dataset.reference is not None:
@@ -128,11 +102,7 @@ def _train_on_cluster(ctx: JobContext, job: TrainJob, dataset: Dataset) -> Train
                 X_local, y_local = datasets.load_arrays(session, dataset)
             scaling = MinMaxScaling.fit(X_local) if job.scaling == "minmax" else None
             X, y = cluster.uploaded_arrays(X_local, y_local, scaling)
-        try:
-            return cluster.fit(X, y, job, scaling, client, callback, after_fit)
-        except FitStopped:
-            after_fit()
-            raise
+        return cluster.fit(X, y, job, scaling, client, callback)
 
 
 def run_train_job(ctx: JobContext, job: TrainJob) -> JobResult:

@@ -51,7 +51,7 @@ def _register(client, uri: Path, **body) -> dict:
 def _tasks_seen(address: str) -> int:
     with distributed.Client(address) as observer:
         return observer.run_on_scheduler(
-            lambda dask_scheduler: len(dask_scheduler.transition_log))
+            lambda dask_scheduler: dask_scheduler.transition_counter)
 
 
 def test_the_first_pass_on_the_cluster_equals_the_local_one(client, settings, cluster,
