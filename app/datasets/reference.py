@@ -138,6 +138,18 @@ def partitions(dataset: Dataset) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         yield parquet.read_partition(f, dataset.encoding)
 
 
+def load_head(dataset: Dataset, max_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``max_rows`` rows (or fewer), reading only the files that hold them."""
+    blocks, ys, n = [], [], 0
+    for block, y in partitions(dataset):
+        blocks.append(block[: max_rows - n])
+        ys.append(y[: max_rows - n])
+        n += len(blocks[-1])
+        if n >= max_rows:
+            break
+    return np.concatenate(blocks), np.concatenate(ys)
+
+
 def load_local(dataset: Dataset, *, intercept_room: bool = False
                ) -> tuple[np.ndarray, np.ndarray]:
     """Every row of a dataset by reference in this process's memory (the local paths:

@@ -271,7 +271,10 @@ def get_dataset(session: SessionDep, dataset_id: int) -> DatasetDetail:
 )
 def get_dataset_profile(session: SessionDep, dataset_id: int) -> dict[str, Any]:
     dataset = service.get_or_raise(session, dataset_id)
-    X, y = service.load_arrays(session, dataset)
+    if dataset.reference is not None:  # only the files holding the rows profiled are read
+        X, y = reference.load_head(dataset, profile.PROFILE_ROWS)
+    else:
+        X, y = service.load_arrays(session, dataset)
     return profile.profile(dataset, X, y)
 
 

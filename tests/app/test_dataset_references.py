@@ -255,3 +255,20 @@ def test_batch_output_root_and_its_rules(client, worker, root: Path, settings: S
     assert job["result"]["output_uri"] == str(
         tmp_path / "scores" / f"dataset-{dataset['id']}" / f"_scores-{job['id']}")
     assert_problem(client.get(f"/batch-predictions/{job['id']}/result"), 409)
+
+
+def test_profile_reads_the_first_rows_and_delete_keeps_the_files(client, root: Path,
+                                                                 monkeypatch):
+    from app.datasets import profile
+
+    paths = write_parts(frame(), root / "d")
+    ref = client.post("/datasets/references", json={"uri": str(root / "d"), "label": "label"})
+    assert ref.status_code == 201, ref.text
+    dataset_id = ref.json()["id"]
+    monkeypatch.setattr(profile, "PROFILE_ROWS", 50)
+    body = client.get(f"/datasets/{dataset_id}/profile").json()
+    assert (body["rows_profiled"], body["n_rows"]) == (50, 120)
+    assert body["preview"]["labels"] == frame()["label"].head(10).tolist()
+    assert client.delete(f"/datasets/{dataset_id}").status_code == 204
+    assert client.get(f"/datasets/{dataset_id}").status_code == 404
+    assert all(p.exists() for p in paths)  # the rows were never the service's to delete

@@ -159,3 +159,23 @@ def test_batch_on_the_cluster_writes_each_partition_once(client, worker, setting
         tables.append(pd.concat([pd.read_parquet(p) for p in sorted(out.iterdir())]))
     assert tables[1]["row"].tolist() == list(range(300))
     pd.testing.assert_frame_equal(tables[0], tables[1])
+
+
+def test_an_uploaded_dataset_over_the_size_threshold_is_fitted_on_the_cluster(
+        client, worker, settings, cluster):
+    df = frame(n=300, seed=6).drop(columns=["id"])
+    up = upload(client, df.to_csv(index=False).encode(), label="label")
+    params = {"max_iter": 40, "calibration": "none"}
+    local = submit(client, up["id"], **params)
+    assert run_jobs(worker) == ["succeeded"]
+    settings.dask_scheduler = cluster.scheduler_address
+    settings.dask_fit_min_bytes = 1000  # 300 rows × 5 features × 8 bytes is more
+    before = _tasks_seen(cluster.scheduler_address)
+    remote = submit(client, up["id"], **params)
+    assert run_jobs(worker) == ["succeeded"], client.get(f"/jobs/{remote['id']}").json()
+    assert _tasks_seen(cluster.scheduler_address) > before
+    ids = [client.get(f"/jobs/{j['id']}").json()["model_id"] for j in (local, remote)]
+    rows = df.drop(columns=["label"]).to_dict("records")
+    a, b = ([p["decision_value"] for p in client.post(
+        "/predict", json={"model_id": i, "instances": rows}).json()["predictions"]] for i in ids)
+    np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * np.max(np.abs(a)))
