@@ -1,7 +1,9 @@
 """What runs on the Dask workers: functions of one row block (a partition) of the training data.
 
-Each takes the block's augmented rows ``X`` (dense float64 or CSR, the constant-1 column last
-when the fit has an intercept), its labels ``y`` and the one-vs-rest task's ``positive`` label
+Each takes a block ``part`` = (X, y): its augmented rows ``X`` (dense float64 or CSR, the
+constant-1 column last when the fit has an intercept) and its labels ``y`` (one future holds
+both, so that a task never fetches one from another worker), and the one-vs-rest task's
+``positive`` label
 (targets t_i = +1 where y_i == positive, -1 elsewhere, as ``MarginClassifier.fit`` builds them),
 and returns sums over the block's rows; ``add`` (and ``merge_summaries``) combine two blocks'
 sums. Nothing here keeps state between calls: the active set of a block is a function of
@@ -17,20 +19,21 @@ from scipy import sparse
 from ..msvmav import augment
 
 
-def prepare(X, bias: bool):
-    """The block as the fit reads it: float64, CSR with duplicates summed, the constant-1
-    column appended with ``bias`` (``msvmav.augment``)."""
+def prepare(X, y, bias: bool) -> tuple:
+    """The block as the fit reads it: (X as float64, CSR with duplicates summed, the
+    constant-1 column appended with ``bias`` (``msvmav.augment``); y as an array)."""
     if sparse.issparse(X):
         X = sparse.csr_matrix(X, dtype=np.float64, copy=True)
         X.sum_duplicates()
     else:
         X = np.asarray(X, dtype=np.float64)
-    return augment(X) if bias else X
+    return (augment(X) if bias else X), np.asarray(y)
 
 
-def summarise_block(X, y: np.ndarray, d: int) -> dict:
+def summarise_block(part: tuple, d: int) -> dict:
     """Rows, column sums of the first d columns, largest |x|, whether all are finite, labels,
     whether the block is sparse and its stored values (of the d columns)."""
+    X, y = part
     is_sparse = sparse.issparse(X)
     values = X.data if is_sparse else X
     finite = bool(np.isfinite(values).all())
@@ -67,8 +70,9 @@ def targets(y: np.ndarray, positive) -> np.ndarray:
     return np.where(np.asarray(y) == positive, 1.0, -1.0)
 
 
-def shift(X, y: np.ndarray, positive) -> np.ndarray:
+def shift(part: tuple, positive) -> np.ndarray:
     """X^T t, the block's share of the average-margin direction s."""
+    X, y = part
     return np.asarray(X.T @ targets(y, positive), dtype=np.float64).ravel()
 
 
@@ -89,11 +93,12 @@ def _signed_gram(X, rows: np.ndarray, sign: np.ndarray) -> np.ndarray:
     return U.T @ (U * sign[:, None])
 
 
-def gram_stats(X, y: np.ndarray, positive, w: np.ndarray, theta: float,
+def gram_stats(part: tuple, positive, w: np.ndarray, theta: float,
                before: tuple[np.ndarray, float] | None = None) -> dict:
     """The block's |A|, sum_A (theta - m_i)^2, and G_A = X_A^T X_A, s_A = X_A^T t_A for
     A = {i : m_i < theta}; or, given ``before`` = (w', theta') of the previous set A', the
     changes G_A - G_A' and s_A - s_A' (summed over the rows that entered or left)."""
+    X, y = part
     t = targets(y, positive)
     mask, sv = _active(X, t, w, theta)
     if before is None:
@@ -106,10 +111,11 @@ def gram_stats(X, y: np.ndarray, positive, w: np.ndarray, theta: float,
     return {"count": int(mask.sum()), "sv": sv, "G": _signed_gram(X, rows, sign), "s": s}
 
 
-def active_stats(X, y: np.ndarray, positive, w: np.ndarray, theta: float,
+def active_stats(part: tuple, positive, w: np.ndarray, theta: float,
                  bias: bool) -> tuple[np.ndarray, dict]:
     """(the block's mask of A, kept on its worker for the products), and its |A|,
     sum_A (theta - m_i)^2, s_A = X_A^T t_A, diag(X_A^T X_A) and, with ``bias``, X_A^T 1_A."""
+    X, y = part
     t = targets(y, positive)
     mask, sv = _active(X, t, w, theta)
     weights = mask.astype(np.float64)
@@ -122,8 +128,9 @@ def active_stats(X, y: np.ndarray, positive, w: np.ndarray, theta: float,
     return mask, stats
 
 
-def product(X, mask: np.ndarray, v: np.ndarray) -> np.ndarray:
+def product(part: tuple, mask: np.ndarray, v: np.ndarray) -> np.ndarray:
     """X_A^T X_A v over the block's rows of A."""
+    X = part[0]
     Xv = np.asarray(X @ v).ravel()
     Xv *= mask
     return np.asarray(X.T @ Xv, dtype=np.float64).ravel()

@@ -1,14 +1,14 @@
 """The training rows in a Dask cluster's memory, and map-reduce passes over them.
 
 ``ClusterRows.load`` turns the row-chunked dask arrays X and y into one future per block
-(``_blocks.prepare``d: float64, the intercept's column appended), computed from the caller's
-graph: a block lost with its worker is recomputed by the scheduler from that graph (so pass a
-reader or generator graph, not data scattered from the client). ``reduce`` maps a
-``_blocks`` function over the blocks and sums the results in a tree of fixed shape (so the
-result does not depend on where or in which order the tasks ran); while it waits, ``tick`` is
-called every POLL seconds after the first, and if anything raises (the fit's callback, an
-interrupt, a task's error) every future of the pass is cancelled before the exception
-propagates.
+holding its rows and labels (``_blocks.prepare``d: float64, the intercept's column appended),
+computed from the caller's graph: a block lost with its worker is recomputed by the scheduler
+from that graph (so pass a reader or generator graph, not data scattered from the client).
+``reduce`` maps a ``_blocks`` function over the blocks and sums the results in a tree of fixed
+shape (so the result does not depend on where or in which order the tasks ran); while it
+waits, ``tick`` is called every POLL seconds after the first, and if anything raises (the
+fit's callback, an interrupt, a task's error) every future of the pass is cancelled before
+the exception propagates.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ class DistributedFitError(RuntimeError):
 
 
 class ClusterRows:
-    """One future per row block of X (prepared) and of the labels y, and passes over them."""
+    """One future per row block, holding its prepared rows and labels, and passes over them."""
 
-    def __init__(self, client: Any, X: list, y: list, n: int, D: int,
+    def __init__(self, client: Any, parts: list, n: int, D: int,
                  tick: Callable[[int, int], None] | None = None) -> None:
-        self.client, self.X, self.y, self.n, self.D = client, X, y, n, D
+        self.client, self.parts, self.n, self.D = client, parts, n, D
         self.tick = tick
         self.pending: list = []  # the futures of the pass running now
         self.held: list = []  # futures kept between passes (the blocks' masks of A)
@@ -44,23 +44,23 @@ class ClusterRows:
 
     @classmethod
     def load(cls, client: Any, X: Any, y: Any, bias: bool) -> ClusterRows:
-        """Persist X's blocks (prepared) and y's in the cluster: one future each, in row order."""
+        """Compute the blocks (X_b, y_b) (``_blocks.prepare``) into the cluster's memory: one
+        future each, in row order, under keys of their own."""
+        import dask
+
         if X.ndim != 2 or len(X.chunks[1]) != 1:
             raise ValueError("X: must be a 2-D dask array chunked along rows only "
                              f"(one chunk across its {X.shape[1]} columns)")
         if y.ndim != 1 or tuple(y.chunks[0]) != tuple(X.chunks[0]):
             raise ValueError("y: must be a 1-D dask array with the same row chunks as X")
-        d = int(X.shape[1])
-        D = d + (1 if bias else 0)
-        prepared = X.map_blocks(_blocks.prepare, bias, dtype=np.float64,
-                                chunks=(X.chunks[0], (D,)), meta=X._meta)
-        Xf = client.compute(prepared.to_delayed(optimize_graph=False).ravel().tolist(),
-                            optimize_graph=False)
-        yf = client.compute(y.to_delayed(optimize_graph=False).ravel().tolist(),
-                            optimize_graph=False)
-        rows = cls(client, Xf, yf, 0, D)
+        prepare = dask.delayed(_blocks.prepare, pure=True)
+        blocks = [prepare(xb, yb, bias) for xb, yb in zip(
+            X.to_delayed(optimize_graph=False).ravel().tolist(),
+            y.to_delayed(optimize_graph=False).ravel().tolist(), strict=True)]
+        rows = cls(client, client.compute(blocks, optimize_graph=False), 0,
+                   int(X.shape[1]) + (1 if bias else 0))
         try:
-            rows.wait(Xf + yf)
+            rows.wait(rows.parts)
         except BaseException:
             rows.release()
             raise
@@ -72,19 +72,18 @@ class ClusterRows:
         self.pending.append(future)
         return future
 
-    def map(self, fn: Callable, *, labels: bool = True, blocks: list | None = None,
-            **kwargs: Any) -> list:
-        """fn(X_b[, y_b][, block_b], **kwargs) for every block b: futures, in row order."""
-        args = [self.X] + ([self.y] if labels else []) + ([blocks] if blocks else [])
+    def map(self, fn: Callable, *, blocks: list | None = None, **kwargs: Any) -> list:
+        """fn((X_b, y_b)[, blocks_b], **kwargs) for every block b: futures, in row order."""
+        args = [self.parts] + ([blocks] if blocks else [])
         futures = self.client.map(fn, *args, pure=False, **kwargs)
         self.pending.extend(futures)
         return futures
 
-    def reduce(self, fn: Callable, *, combine: Callable = _blocks.add, labels: bool = True,
+    def reduce(self, fn: Callable, *, combine: Callable = _blocks.add,
                blocks: list | None = None, **kwargs: Any) -> Any:
-        """The sum (``combine``) over the blocks of fn(X_b[, y_b][, block_b], **kwargs)."""
+        """The sum (``combine``) over the blocks of fn((X_b, y_b)[, blocks_b], **kwargs)."""
         try:
-            return self.total(self.map(fn, labels=labels, blocks=blocks, **kwargs), combine)
+            return self.total(self.map(fn, blocks=blocks, **kwargs), combine)
         finally:
             self.pending.clear()
 
@@ -142,7 +141,7 @@ class ClusterRows:
         (released, not cancelled: the caller may hold the same keys)."""
         self.cancel()
         self.hold([])
-        for future in self.X + self.y:
+        for future in self.parts:
             future.release()
-        self.X, self.y = [], []
+        self.parts = []
 

@@ -152,7 +152,7 @@ def _fit_tasks(estimator: MSVMAv, rows: ClusterRows, summary: dict,
                          direct=estimator.update == "direct")
 
     W, info = estimator._run_tasks(_Targets(n, positives), relay, make_space, rows.D)
-    info["cluster"] = {"blocks": len(rows.X), "passes": rows.passes,
+    info["cluster"] = {"blocks": len(rows.parts), "passes": rows.passes,
                        "space": "gram" if path != "cg" else "matrix_free"}
     estimator.fit_info_ = info
     estimator.coef_ = W[:d].T.copy()

@@ -162,7 +162,7 @@ class MatrixFreeSpace(ClusterSpace):
 
     def _gram(self, v: np.ndarray) -> np.ndarray:
         """G_A v, one pass."""
-        return self.rows.reduce(_blocks.product, labels=False, blocks=self.masks,
+        return self.rows.reduce(_blocks.product, blocks=self.masks,
                                 v=self.rows.put(v))
 
     def _product(self, v: np.ndarray) -> np.ndarray:
