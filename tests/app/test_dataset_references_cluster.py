@@ -179,3 +179,44 @@ def test_an_uploaded_dataset_over_the_size_threshold_is_fitted_on_the_cluster(
     a, b = ([p["decision_value"] for p in client.post(
         "/predict", json={"model_id": i, "instances": rows}).json()["predictions"]] for i in ids)
     np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * np.max(np.abs(a)))
+
+
+def test_a_dask_worker_killed_mid_fit_still_gives_the_same_model(client, worker, engine,
+                                                                  settings, cluster, root: Path):
+    """The dataset's blocks are a reader graph: the scheduler recomputes the lost worker's
+    partitions from their Parquet files and the job's model is the local fit's."""
+    import os
+    import signal
+
+    df = frame(n=400, seed=7)
+    write_parts(df, root / "clicks", parts=4)
+    up = upload(client, df.to_csv(index=False, float_format="%.17g").encode(), label="label",
+                drop="id")
+    params = {"max_iter": 150, "tol": 0, "calibration": "none"}
+    local = submit(client, up["id"], **params)
+    assert run_jobs(worker) == ["succeeded"]
+    settings.dask_scheduler = cluster.scheduler_address
+    ref = _register(client, root / "clicks", drop=["id"])
+    remote = submit(client, ref["id"], **params)
+    with distributed.Client(cluster.scheduler_address) as observer:
+        pids = observer.run(os.getpid)
+        victim = next(iter(pids))
+        with running_job(engine, worker) as (job_id, statuses):
+            wait_for(lambda: "iteration" in client.get(f"/jobs/{job_id}").json()["message"],
+                     timeout=60)
+            os.kill(pids[victim], signal.SIGKILL)
+            killed_at = client.get(f"/jobs/{job_id}").json()
+        assert statuses == ["succeeded"], client.get(f"/jobs/{job_id}").json()
+        assert killed_at["status"] == "running"
+        removed = observer.run_on_scheduler(
+            lambda dask_scheduler: [e for e in dask_scheduler.get_events("all")
+                                    if isinstance(e[1], dict)
+                                    and e[1].get("action") == "remove-worker"
+                                    and e[1].get("worker") == victim])
+        assert removed
+        observer.wait_for_workers(2, timeout=60)
+    ids = [client.get(f"/jobs/{j['id']}").json()["model_id"] for j in (local, remote)]
+    rows = df.drop(columns=["label"]).to_dict("records")
+    a, b = ([p["decision_value"] for p in client.post(
+        "/predict", json={"model_id": i, "instances": rows}).json()["predictions"]] for i in ids)
+    np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * np.max(np.abs(a)))
