@@ -173,17 +173,23 @@ def local_files(where: Location, roots: list[Location], loc: list[str | int]) ->
 def remote_files(where: Location, roots: list[Location], loc: list[str | int]) -> list[str]:
     """The Parquet files under a URL (directory listing or glob, through fsspec), as URLs;
     each listed name checked against the roots again."""
-    import fsspec
-
-    fs = fsspec.filesystem(where.scheme)
     base = f"{where.host}{where.path}"
-    if where.is_glob:
-        found = fs.glob(base)
-    elif fs.isdir(base):
-        found = [f for f in fs.find(base) if f.lower().endswith(PARQUET_SUFFIXES)
-                 and not hidden(f.lstrip("/")[len(base.lstrip("/")):])]
-    else:
-        found = [base] if fs.exists(base) else []
+    try:
+        import fsspec
+
+        fs = fsspec.filesystem(where.scheme)
+        if where.is_glob:
+            found = fs.glob(base)
+        elif fs.isdir(base):
+            found = [f for f in fs.find(base) if f.lower().endswith(PARQUET_SUFFIXES)
+                     and not hidden(f.lstrip("/")[len(base.lstrip("/")):])]
+        else:
+            found = [base] if fs.exists(base) else []
+    except ImportError as exc:  # fsspec, or the scheme's filesystem (s3fs, gcsfs, ...)
+        raise invalid(loc, f"{where.scheme}:// cannot be read here: {exc}") from None
+    except OSError as exc:  # no credentials, no such bucket, no permission ...
+        raise invalid(loc, f"{where.url!r} cannot be listed ({type(exc).__name__}: "
+                      f"{str(exc)[:200]})") from None
     urls = []
     for name in sorted(found):
         name = name.lstrip("/")

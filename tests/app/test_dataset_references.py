@@ -126,6 +126,9 @@ def test_an_fsspec_url_is_listed_and_each_listed_file_checked():
     files = locations.files_of("memory://team/data/", roots, ["uri"])
     assert files == ["memory://team/data/part-0.parquet", "memory://team/data/part-1.parquet"]
     refused("memory://team/other/", ["memory://team/data"])
+    # a scheme whose filesystem is not installed (or a bucket that cannot be listed): a 422
+    assert "cannot be" in refused("hdfs://namenode/data/x.parquet", ["hdfs://namenode/data"],
+                                  status=422)
 
 
 # --- registering, and behaving like an upload ------------------------------------------------
