@@ -64,6 +64,9 @@ def test_the_first_pass_on_the_cluster_equals_the_local_one(client, settings, cl
     assert _tasks_seen(cluster.scheduler_address) > before  # the passes went through it
     for key in ("encoding", "classes", "class_counts", "n_rows", "feature_names", "reference"):
         assert remote[key] == local[key], key
+    # an error raised in a task on the cluster is the same 422 as here
+    r = client.post("/datasets/references", json={"uri": str(root / "clicks"), "label": "nope"})
+    assert_problem(r, 422, "label")
 
 
 def test_a_fit_on_the_cluster_equals_the_local_fit_of_the_same_rows(client, worker, settings,
