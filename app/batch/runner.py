@@ -8,21 +8,24 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from sqlalchemy.orm import Session
 
-from app.batch import store
+from app.batch import partitions, store
 from app.batch.formats import Chunk, read_chunks
 from app.batch.schemas import ERRORS_SHOWN, BatchJob
 from app.batch.scoring import RowErrors, encode_chunk, output_frame, score
+from app.datasets import reference
 from app.datasets import service as datasets
 from app.ingest import Encoder
 from app.jobs.kinds import JobKind
 from app.jobs.runtime import JobContext, JobResult
 from app.models import service as models
+from solver.parallel import dask_cluster
 
 
 class BadRowError(ValueError):
@@ -109,8 +112,43 @@ def _score_chunk(loaded: models.LoadedModel, encoder: Encoder, job: BatchJob, ch
     return out, (_error_bytes(chunk, errors) if errors.positions else None)
 
 
+def _run_reference(ctx: JobContext, job: BatchJob, loaded: models.LoadedModel) -> JobResult:
+    """A dataset by reference: each partition scored where it lies (on the cluster when one is
+    configured) into a Parquet part of the output directory, exactly once."""
+    with ctx.sessions() as session:
+        dataset = datasets.get(session, job.dataset_id) if job.dataset_id else None
+        if dataset is None or dataset.reference is None:
+            raise ValueError(f"dataset {job.dataset_id} no longer exists")
+        files = reference.checked_files(dataset, ctx.settings)
+        rows = [int(f["n_rows"]) for f in dataset.reference.files]
+        encoding = dataset.encoding
+    starts = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(int).tolist()
+    assert job.output_base is not None
+    out_dir = partitions.output_dir(job.output_base, ctx.job_id)
+    task = partial(partitions.score_partition, loaded=loaded, encoding=encoding,
+                   columns=job.columns, id_column=job.id_column, passthrough=job.passthrough,
+                   out_dir=out_dir)
+    ctx.reporter.report(0.0, f"scoring {len(files)} partitions with model {job.model_id}")
+
+    def on_done(done: int, n: int) -> None:
+        if ctx.reporter.due():
+            ctx.reporter.report(min(done / n, 0.99), f"{done}/{n} partitions scored")
+
+    with dask_cluster(ctx.settings.dask_scheduler) as client:
+        parts = partitions.run_partitions(files, starts, task, client, on_done)
+    n_rows = sum(p["n_rows"] for p in parts)
+    result = {"model_id": job.model_id, "chunks": len(parts), "n_rows": n_rows, "n_errors": 0,
+              "errors": [], "columns": job.columns, "output": "parquet", "output_uri": out_dir,
+              "parts": [p["part"] for p in parts],
+              "written": sum(bool(p["written"]) for p in parts)}
+    return JobResult(write=lambda session: {"result": result},
+                     message=f"scored {n_rows} rows in {len(parts)} partitions into {out_dir}")
+
+
 def run_batch_job(ctx: JobContext, job: BatchJob) -> JobResult:
     loaded = _load_model(ctx, job)
+    if job.source == "reference":
+        return _run_reference(ctx, job, loaded)
     encoder = Encoder.from_dict(loaded.encoding)
     done = store.done_chunks(ctx.engine, ctx.job_id)
     ctx.reporter.report(0.0, f"scoring with model {job.model_id}"

@@ -19,11 +19,13 @@ class BatchJob(BaseModel):
 
     model_id: int
     model: str | None = None  # the registry reference the request named, if any
-    source: Literal["upload", "dataset"]
+    source: Literal["upload", "dataset", "reference"]
     dataset_id: int | None = None
     filename: str = ""
     size: int = 0
     format: Literal["csv", "tsv", "whitespace", "parquet", "jsonl", "arff", "dataset"]
+    # source "reference": the directory the job's parts go under (app.batch.partitions)
+    output_base: str | None = None
     delimiter: str | None = None
     header: bool = True
     names: list[str] | None = None  # a headerless file's columns (the training file's; ARFF's)

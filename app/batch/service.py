@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -20,7 +21,9 @@ from app.batch.scoring import output_columns
 from app.core.config import Settings
 from app.core.orm import utcnow
 from app.core.problems import Problem, conflict, invalid, missing, too_large
+from app.datasets import locations
 from app.datasets import service as datasets
+from app.datasets.orm import Dataset
 from app.ingest import Encoder, IngestError
 from app.ingest.arff import arff_header
 from app.ingest.column_specs import same_layout
@@ -162,16 +165,58 @@ def _check_columns(present: list[str], encoder: Encoder, options: BatchOptions) 
                           f"{preview(present)}")
 
 
-def _dataset_source(session: Session, options: BatchOptions, model: Model) -> dict[str, Any]:
+def _dataset_source(session: Session, options: BatchOptions, model: Model,
+                    settings: Settings) -> dict[str, Any]:
     (dataset,) = datasets.lock_or_raise(session, [options.dataset_id], [_body("dataset_id")])
     if not same_layout(dataset.encoding, model.encoding):
         raise invalid(_body("dataset_id"), f"dataset {dataset.id} is not encoded as model "
                       f"{model.id}'s training data; upload its file instead")
+    if dataset.reference is not None:
+        return _reference_source(dataset, options, settings)
     if options.id_column or options.passthrough:
         raise invalid(_body("id_column" if options.id_column else "passthrough"),
                       "a stored dataset keeps only its encoded features: its rows are "
                       "numbered; upload the file to name an id or pass-through column")
     return {"source": "dataset", "dataset_id": dataset.id, "format": "dataset"}
+
+
+def _reference_source(dataset: Dataset, options: BatchOptions, settings: Settings
+                      ) -> dict[str, Any]:
+    """A dataset by reference is scored where it lies, into partitioned Parquet: beside its
+    files (``_scores-<job id>/`` in their directory) or under MSVMAV_OUTPUT_ROOT, a location
+    the path rules accept (403 otherwise)."""
+    if options.output != "parquet":
+        raise invalid(_body("output"), f"dataset {dataset.id} is a dataset by reference: it is "
+                      "scored into partitioned Parquet files; give output=parquet")
+    present = list(dataset.encoding.get("input_columns") or [])
+    for field, wanted in (("id_column", [options.id_column]),
+                          ("passthrough", options.passthrough or [])):
+        lacking = [c for c in wanted if c and c not in present]
+        if lacking:
+            raise invalid(_body(field), f"no column {lacking[0]!r} in dataset {dataset.id}; it "
+                          f"has {preview(present)}")
+    assert dataset.reference is not None
+    loc = _body("dataset_id")
+    if settings.output_root:
+        roots = locations.roots_of([settings.output_root])
+        base = locations.check(f"{settings.output_root.rstrip('/')}/dataset-{dataset.id}",
+                               roots, loc, "MSVMAV_OUTPUT_ROOT")
+    else:
+        roots = locations.roots_of(settings.data_roots)
+        base = locations.check(_folder([f["path"] for f in dataset.reference.files]), roots,
+                               loc)
+    if base.local and not locations.resolved_under(base.path, roots):
+        raise locations.forbidden(f"{base.path!r} resolves outside the configured roots", loc)
+    return {"source": "reference", "dataset_id": dataset.id, "format": "parquet",
+            "output_base": base.url}
+
+
+def _folder(paths: list[str]) -> str:
+    """The deepest directory holding every file (local paths or URLs of one scheme)."""
+    scheme, _, _ = paths[0].rpartition("://")
+    prefix = f"{scheme}://" if scheme else ""
+    dirs = [p.split("://", 1)[-1].rsplit("/", 1)[0] for p in paths]
+    return prefix + os.path.commonpath(dirs)
 
 
 def submit(session: Session, options: BatchOptions, file: IO[bytes] | None, filename: str,
@@ -192,7 +237,7 @@ def submit(session: Session, options: BatchOptions, file: IO[bytes] | None, file
         source = {"source": "upload", "filename": filename, "size": size,
                   **_file_layout(file, filename, options, encoder)}
     else:
-        source = _dataset_source(session, options, model)
+        source = _dataset_source(session, options, model, settings)
     loaded = models.load(session, model)
     passthrough = list(options.passthrough or [])
     columns = output_columns(loaded, options.id_column, passthrough)
@@ -242,6 +287,11 @@ def finished_job(session: Session, job_id: int, settings: Settings) -> Job:
     job = session.get(Job, job_id)
     if job is None or job.kind != store.BATCH_KIND:  # (the id is a batch job's id)
         raise missing(f"batch job {job_id} not found")
+    if job.params.get("source") == "reference" and job.status == "succeeded":
+        where = (job.result or {}).get("output_uri")
+        raise conflict(f"batch job {job_id} scored a dataset by reference: its result is the "
+                       f"partitioned Parquet it wrote to {where} (the job's result lists the "
+                       "parts)")
     if job.status != "succeeded":
         raise conflict(f"batch job {job_id} is {job.status}; its result exists once it "
                        "succeeded")

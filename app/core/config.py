@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
@@ -159,6 +159,25 @@ class Settings(BaseSettings):
         "their cells on that cluster (pip install 'msvmav[dask]'); unset: on this machine, in "
         "search_jobs processes. An unreachable scheduler fails the job",
     )
+    data_roots: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Where datasets by reference may be read from: comma-separated absolute "
+        "local directories and/or URL prefixes (s3://bucket/prefix); unset: registering a "
+        "dataset by reference is refused (403)",
+    )
+    output_root: str | None = Field(
+        None,
+        description="Where batch jobs over a dataset by reference write their Parquet output "
+        "(a local directory or URL prefix, under the same rules); unset: beside the dataset, "
+        "in a directory `<dataset dir>/scores-<job id>`",
+    )
+    dask_fit_min_bytes: int | None = Field(
+        None,
+        gt=0,
+        description="With MSVMAV_DASK_SCHEDULER set, uploaded datasets whose feature matrix "
+        "is larger than this are fitted on the cluster too (datasets by reference always "
+        "are); unset: only datasets by reference",
+    )
     log_level: str = Field("INFO", description="Python logging level")
     auth: Literal["auto", "on", "off"] = Field(
         "auto",
@@ -202,6 +221,13 @@ class Settings(BaseSettings):
         description="Retry-After of a 503 answered because the database is away, busy or "
         "locked",
     )
+
+    @field_validator("data_roots", mode="before")
+    @classmethod
+    def _split_roots(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @model_validator(mode="after")
     def _lease_outlasts_heartbeats(self) -> Settings:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Integer, LargeBinary, String
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Integer, LargeBinary, String, Text
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.core.orm import Base, UTCDateTime, utcnow
 
@@ -33,6 +33,27 @@ class Dataset(Base):
     sha256: Mapped[str] = mapped_column(String(64), index=True)
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # A dataset by reference (POST /datasets/references) has its row in dataset_references;
+    # None for an uploaded one (its rows are in dataset_arrays).
+    reference: Mapped[DatasetReference | None] = relationship(
+        lazy="selectin", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class DatasetReference(Base):
+    """Where a dataset by reference lies: its rows stay in the Parquet files at ``uri`` (read
+    where they lie by every job); ``files`` holds each file's path, rows and bytes, and
+    ``data_min``/``data_max`` the encoded features' ranges from the first pass."""
+
+    __tablename__ = "dataset_references"
+
+    dataset_id: Mapped[int] = mapped_column(
+        ForeignKey("datasets.id", ondelete="CASCADE"), primary_key=True
+    )
+    uri: Mapped[str] = mapped_column(Text)
+    files: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    data_min: Mapped[list[float]] = mapped_column(JSON)
+    data_max: Mapped[list[float]] = mapped_column(JSON)
 
 
 class DatasetArray(Base):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, File, Form, Request, Response, UploadFile, status
+from fastapi import APIRouter, Body, File, Form, Request, Response, UploadFile, status
 from fastapi.responses import JSONResponse
 
 from app.core.deps import SessionDep, SettingsDep
@@ -19,12 +19,13 @@ from app.core.idempotency import (
 from app.core.pagination import PageDep
 from app.core.problems import invalid, problem_responses
 from app.core.validation import Text, check_text
-from app.datasets import profile, service
+from app.datasets import profile, reference, service
 from app.datasets.schemas import (
     MAX_NAME_LENGTH,
     DatasetDetail,
     DatasetPage,
     DatasetProfile,
+    DatasetReferenceIn,
     DatasetSummary,
 )
 
@@ -175,6 +176,66 @@ def create_dataset(
     return create_once(session, request, idempotency_key, payload, create)
 
 
+_REFERENCE_EXAMPLES = {
+    "directory": {
+        "summary": "A directory of Parquet files",
+        "value": {"name": "clicks", "uri": "/srv/msvmav-data/clicks/", "label": "clicked",
+                  "drop": ["session_id"]},
+    },
+    "s3": {
+        "summary": "A glob under an S3 prefix",
+        "value": {"uri": "s3://team-data/clicks/2026-11-*.parquet", "label": "clicked"},
+    },
+}
+
+
+@router.post(
+    "/references",
+    status_code=status.HTTP_201_CREATED,
+    summary="Register a Parquet dataset by reference",
+    description=(
+        "Registers Parquet files (a directory, a file or a glob; a local path or an fsspec "
+        "URL such as `s3://bucket/prefix/`) as a dataset without copying its rows: the service "
+        "reads the schema and a first pass (rows, label classes, categories, min/max) — on the "
+        "Dask cluster when MSVMAV_DASK_SCHEDULER is set — and stores the metadata, encoding "
+        "and reference. Jobs (train, batch scoring) read the files where they lie. Only "
+        "locations under MSVMAV_DATA_ROOTS are accepted: anything else (another path, `..`, "
+        "a symbolic link out of a root, another host) answers 403 naming the rule; 403 too "
+        "when MSVMAV_DATA_ROOTS is unset."
+    ),
+    response_model=DatasetDetail,
+    responses={
+        201: {
+            "description": "Dataset registered",
+            "headers": {
+                "Location": {"description": "/datasets/{id}", "schema": {"type": "string"}},
+                **REPLAYED_RESPONSE_HEADER,
+            },
+        },
+        **problem_responses(403, 422),
+    },
+)
+def register_dataset_reference(
+    session: SessionDep,
+    settings: SettingsDep,
+    request: Request,
+    body: Annotated[DatasetReferenceIn, Body(openapi_examples=_REFERENCE_EXAMPLES)],
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> JSONResponse:
+    check_text(["body", "uri"], body.uri)
+    options = reference.ReferenceOptions(
+        uri=body.uri.strip(), name=body.name or None, label=(body.label or "").strip() or None,
+        drop=tuple(d.strip() for d in body.drop if d.strip()),
+    )
+
+    def create() -> Created:
+        dataset = reference.register(session, options, settings)
+        out = DatasetDetail.model_validate(dataset).model_dump(mode="json")
+        return Created(status.HTTP_201_CREATED, out, f"/datasets/{dataset.id}")
+
+    return create_once(session, request, idempotency_key, body.model_dump(), create)
+
+
 @router.get(
     "",
     summary="List datasets",
@@ -210,7 +271,10 @@ def get_dataset(session: SessionDep, dataset_id: int) -> DatasetDetail:
 )
 def get_dataset_profile(session: SessionDep, dataset_id: int) -> dict[str, Any]:
     dataset = service.get_or_raise(session, dataset_id)
-    X, y = service.load_arrays(session, dataset)
+    if dataset.reference is not None:  # only the files holding the rows profiled are read
+        X, y = reference.load_head(dataset, profile.PROFILE_ROWS)
+    else:
+        X, y = service.load_arrays(session, dataset)
     return profile.profile(dataset, X, y)
 
 

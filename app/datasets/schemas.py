@@ -51,6 +51,61 @@ class DatasetSummary(BaseModel):
     created_at: datetime
 
 
+class ReferenceFile(BaseModel):
+    """One Parquet file (partition) of a dataset by reference."""
+
+    path: str = Field(description="Local path or URL of the file")
+    n_rows: int = Field(description="Rows it held at registration")
+    size_bytes: int
+
+
+class ReferenceOut(BaseModel):
+    """Where a dataset by reference lies (its rows are read there by every job)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    uri: str = Field(description="The location as registered: a directory, file or glob")
+    files: list[ReferenceFile] = Field(description="Its Parquet files, in row order")
+
+
+_REFERENCE_EXAMPLE = {
+    "uri": "/srv/msvmav-data/clicks/",
+    "files": [
+        {"path": "/srv/msvmav-data/clicks/part-0.parquet", "n_rows": 250000,
+         "size_bytes": 4123456},
+        {"path": "/srv/msvmav-data/clicks/part-1.parquet", "n_rows": 250000,
+         "size_bytes": 4120981},
+    ],
+}
+
+
+class DatasetReferenceIn(BaseModel):
+    """POST /datasets/references: a Parquet dataset registered where it lies."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"name": "clicks", "uri": "/srv/msvmav-data/clicks/", "label": "clicked",
+                 "drop": ["session_id"]}
+            ]
+        },
+    )
+
+    uri: str = Field(
+        min_length=1, max_length=4096,
+        description="A directory (searched for *.parquet files), a file or a glob, as an "
+        "absolute path, file:// URL or fsspec URL (s3://bucket/prefix/) under one of "
+        "MSVMAV_DATA_ROOTS",
+    )
+    name: str | None = Field(None, max_length=MAX_NAME_LENGTH,
+                             description="Display name (default: the location's last part)")
+    label: str | None = Field(None, max_length=MAX_NAME_LENGTH,
+                              description="Label column (default: the last column)")
+    drop: list[str] = Field(default_factory=list, max_length=10_000,
+                            description="Columns that are not features (ids, timestamps)")
+
+
 class DatasetDetail(DatasetSummary):
     """A stored dataset with its feature names, the encoding used for predictions, and the
     options it was read with."""
@@ -64,7 +119,19 @@ class DatasetDetail(DatasetSummary):
                     "feature_names": ["radius_mean", "texture_mean", "…"],
                     "encoding": {"columns": "…"},
                     "options": {"label": "Class", "missing": "error"},
-                }
+                    "reference": None,
+                },
+                {
+                    **_SUMMARY_EXAMPLE,
+                    "name": "clicks",
+                    "filename": "/srv/msvmav-data/clicks/",
+                    "format": "parquet",
+                    "n_rows": 500000,
+                    "feature_names": ["hour", "device=mobile", "…"],
+                    "encoding": {"columns": "…"},
+                    "options": {"label": "clicked", "drop": ["session_id"]},
+                    "reference": _REFERENCE_EXAMPLE,
+                },
             ]
         },
     )
@@ -74,6 +141,10 @@ class DatasetDetail(DatasetSummary):
         description="How raw values become features (applied again at prediction)"
     )
     options: dict[str, Any] = Field(description="Parsing options used at upload")
+    reference: ReferenceOut | None = Field(
+        None, description="A dataset by reference: its location and files (its rows are not "
+        "stored; jobs read them there); null for an uploaded dataset"
+    )
 
 
 class DatasetPage(Page[DatasetSummary]):

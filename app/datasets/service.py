@@ -262,7 +262,12 @@ def load_arrays(
     """The stored feature matrix (n_rows, n_features; float64, also when it is stored narrower)
     and raw labels (n_rows,). ``intercept_room``: a dense matrix comes as the first columns of
     one with a last column of ones, which a linear fit then uses as its intercept column
-    instead of copying the rows (``solver.msvmav.augment``)."""
+    instead of copying the rows (``solver.msvmav.augment``). A dataset by reference is read
+    from its files, one after the other (``app.datasets.reference``)."""
+    if dataset.reference is not None:
+        from app.datasets import reference
+
+        return reference.load_local(dataset, intercept_room=intercept_room)
     arrays = storage.read_arrays(session, DatasetArray, dataset.id, dtypes={"X": np.float64},
                                  pads={"X": 1.0} if intercept_room else None)
     X = storage.arrays_to_matrix("X", arrays)

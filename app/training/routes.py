@@ -108,6 +108,7 @@ def create_train_job(
             request,
             max_fit_bytes=settings.max_fit_bytes,
             max_fit_seconds=settings.max_fit_seconds,
+            settings=settings,
         )
         body = JobOut.model_validate(job).model_dump(mode="json")
         return Created(status.HTTP_202_ACCEPTED, body, f"/jobs/{job.id}")

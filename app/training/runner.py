@@ -17,12 +17,14 @@ from app.jobs.runtime import JobContext, JobResult, describe_iteration, running_
 from app.models import service as models
 from app.models.schemas import TrainOutcome
 from app.registry import service as registry
+from app.training import cluster
 from app.training.pipeline import train
 from app.training.schemas import TrainJob
 from solver.algorithms import appends_ones
 from solver.model_selection import n_cells
 from solver.parallel import dask_cluster
 from solver.protocol import holdout_sizes
+from solver.scaling import MinMaxScaling
 
 Callbacks = tuple[Callable[[dict[str, Any]], Any], Callable[[int, int], None] | None]
 
@@ -82,11 +84,41 @@ def _callbacks(ctx: JobContext, job: TrainJob, dataset: Dataset) -> Callbacks:
     return refit_callback, search_callback
 
 
+def _train_on_cluster(ctx: JobContext, job: TrainJob, dataset: Dataset) -> TrainOutcome:
+    """The fit on the Dask cluster (app.training.cluster): a dataset by reference read where
+    its partitions lie, or a large uploaded one sent there in blocks."""
+    ctx.reporter.report(0.0, f"fitting {job.algorithm} on the Dask cluster: "
+                             f"{dataset.n_rows} rows × {dataset.n_features} features")
+    # A cancel (or the worker stopping) raises in the callback, as in a local fit; the cluster
+    # fit cancels its pass's tasks and lets its blocks go before the exception propagates.
+    callback = _fit_callback(ctx, describe_iteration)
+
+    with dask_cluster(ctx.settings.dask_scheduler) as client:
+        if dataset.reference is not None:
+            scaling = cluster.reference_scaling(dataset, job)
+            X, y = cluster.cluster_arrays(dataset, scaling)
+        else:
+            with ctx.sessions() as session:
+                X_local, y_local = datasets.load_arrays(session, dataset)
+            scaling = MinMaxScaling.fit(X_local) if job.scaling == "minmax" else None
+            X, y = cluster.uploaded_arrays(X_local, y_local, scaling)
+        return cluster.fit(X, y, job, scaling, client, callback)
+
+
 def run_train_job(ctx: JobContext, job: TrainJob) -> JobResult:
     with ctx.sessions() as session:
         dataset = datasets.get(session, ctx.dataset_id) if ctx.dataset_id is not None else None
         if dataset is None:
             raise ValueError(f"dataset {ctx.dataset_id} no longer exists")
+    if cluster.on_cluster(dataset, ctx.settings):
+        outcome = _train_on_cluster(ctx, job, dataset)
+    else:
+        outcome = _train_here(ctx, job, dataset)
+    return _persist(ctx, job, dataset, outcome)
+
+
+def _train_here(ctx: JobContext, job: TrainJob, dataset: Dataset) -> TrainOutcome:
+    with ctx.sessions() as session:
         # rows beside a column of ones for the fits that append one: it is not copied then
         X, y = datasets.load_arrays(
             session, dataset, intercept_room=appends_ones(job.algorithm, job.kernel))
@@ -97,7 +129,12 @@ def run_train_job(ctx: JobContext, job: TrainJob) -> JobResult:
         outcome = train(X, y, job, callback=callback, search_callback=search_callback,
                         n_jobs=ctx.settings.search_jobs, overwrite_X=True,
                         encoding=encoding)
+    return outcome
 
+
+def _persist(ctx: JobContext, job: TrainJob, dataset: Dataset, outcome: TrainOutcome
+             ) -> JobResult:
+    """The model row (and registry version) the job writes with its success."""
     register_as = ctx.params.get("register_as")
 
     def write(session: Session) -> dict[str, Any]:

@@ -9,13 +9,14 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from app.core.config import Settings
 from app.core.problems import invalid
 from app.datasets import service as datasets
 from app.datasets.orm import Dataset
 from app.jobs import service as jobs
 from app.jobs.kinds import read_params
 from app.jobs.orm import Job
-from app.training import parameters
+from app.training import cluster, parameters
 from app.training.admission import check_fit_limits, estimate_training
 from app.training.msvmav_fields import HYPER_PARAMETERS
 from app.training.parameters import check_grid, check_name, check_params
@@ -29,9 +30,12 @@ def submit_train(
     *,
     max_fit_bytes: int | None = None,
     max_fit_seconds: float | None = None,
+    settings: Settings | None = None,
 ) -> Job:
     """Queue a training job after checking what can be checked without fitting; the job's
-    params keep admission's ``estimate`` (peak bytes, path, seconds)."""
+    params keep admission's ``estimate`` (peak bytes, path, seconds). With ``settings``, a
+    job the Dask cluster will fit (``app.training.cluster.on_cluster``) is checked against
+    what the cluster fit can do (422) instead of this machine's memory and time limits."""
     # Locked until the job is committed: a concurrent DELETE /datasets/{id} waits, then sees it.
     (dataset,) = datasets.lock_or_raise(session, [request.dataset_id], [["body", "dataset_id"]])
     if len(dataset.classes) < 2:
@@ -62,6 +66,12 @@ def submit_train(
         if name != "kernel" and name not in fixed:
             params.pop(name, None)
     params["estimator_params"] = fixed
+    if settings is not None and cluster.on_cluster(dataset, settings):
+        fixed = cluster.cluster_params(request, fixed)
+        cluster.check_request(request, fixed)
+        params["estimator_params"] = fixed
+        job = read_params(TrainJob, params)
+        return jobs.enqueue(session, kind="train", params=job.stored(), dataset_id=dataset.id)
     admission = estimate_training(
         session, dataset, request.algorithm, fixed, params.get("search"), n_train
     )

@@ -1,0 +1,187 @@
+"""Train jobs on the Dask cluster (issue 32): when ``MSVMAV_DASK_SCHEDULER`` is set and the
+dataset is by reference (or its feature matrix is larger than ``MSVMAV_DASK_FIT_MIN_BYTES``),
+the job builds dask arrays from the dataset's partitions — each Parquet file read and encoded
+by the one ``Encoder`` and min-max scaled on the worker that holds it — and fits a linear
+MSVMAv with ``solver.distributed.fit_on_cluster``. The model is persisted as any other.
+
+What the cluster fit cannot do is refused at /train (422): another algorithm, a non-linear
+kernel, a search, a hold-out split. The training summary's margins come from one more pass
+over the partitions (decision values and row norms, O(rows) numbers gathered here).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from app.core.config import Settings
+from app.core.jsonable import jsonable
+from app.core.problems import invalid
+from app.datasets import reference
+from app.datasets.orm import Dataset
+from app.datasets.parquet import read_partition
+from app.models.schemas import TrainOutcome
+from app.training import pipeline
+from app.training.schemas import TrainJob, TrainRequest
+from solver.algorithms import estimator_class
+from solver.margins import linear_rademacher_terms, margin_statistics
+from solver.scaling import MinMaxScaling
+
+#: rows per block of an uploaded dataset sent to the cluster
+UPLOADED_BLOCK_ROWS = 100_000
+
+
+def on_cluster(dataset: Dataset, settings: Settings) -> bool:
+    """Is this dataset fitted on the cluster?"""
+    if not settings.dask_scheduler:
+        return False
+    if dataset.reference is not None:
+        return True
+    limit = settings.dask_fit_min_bytes
+    return limit is not None and dataset.n_rows * dataset.n_features * 8 > limit
+
+
+def cluster_params(request: TrainRequest, estimator_params: dict[str, Any]) -> dict[str, Any]:
+    """The estimator's parameters for a fit on the cluster: without probabilities unless the
+    request asked for them (calibration needs cross-validated fits on one machine, which the
+    cluster fit does not do: an explicit calibration is refused by ``check_request``)."""
+    params = dict(estimator_params)
+    if "calibration" not in request.model_fields_set:
+        params["calibration"] = "none"
+    return params
+
+
+def check_request(request: TrainRequest, estimator_params: dict[str, Any]) -> None:
+    """422 for what the cluster fit cannot do, naming the field
+    (``solver.distributed.check_cluster_params`` says what it cannot honour)."""
+    from solver.distributed import check_cluster_params
+
+    why = "the fit on the Dask cluster (MSVMAV_DASK_SCHEDULER, dataset by reference) is"
+    if request.algorithm != "msvmav":
+        raise invalid(["body", "algorithm"], f"{why} MSVMAv's only; {request.algorithm!r} "
+                      "cannot run there (train it on an uploaded dataset)")
+    if request.search is not None:
+        raise invalid(["body", "search"], f"{why} one fit; a search cannot run there")
+    if request.test_fraction is not None:
+        raise invalid(["body", "test_fraction"], f"{why} on every row; register the held-out "
+                      "rows as their own dataset and score them with a batch job")
+    params = dict(estimator_params)
+    kernel = params.pop("kernel", "linear")
+    try:
+        check_cluster_params(estimator_class("msvmav")(kernel=kernel, **params))
+    except ValueError as exc:
+        field, _, message = str(exc).partition(": ")
+        raise invalid(["body", field if field in TrainRequest.model_fields else "algorithm"],
+                      f"{why} limited: {message}") from None
+
+
+def _scaled_partition(path: str, encoding: dict, lo: Any, hi: Any, y_dtype: Any
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    X, y = read_partition(path, encoding)
+    if lo is not None:
+        X = MinMaxScaling(data_min=lo, data_max=hi).transform(X, copy=False)
+    return X, y.astype(y_dtype)
+
+
+def cluster_arrays(dataset: Dataset, scaling: MinMaxScaling | None) -> tuple[Any, Any]:
+    """The dataset's rows as dask arrays (X scaled, y labels), one row block per file: a
+    reader graph the scheduler can recompute a lost partition from."""
+    import dask
+    import dask.array as da
+
+    assert dataset.reference is not None
+    y_dtype = np.asarray(dataset.classes).dtype
+    lo = None if scaling is None else scaling.data_min
+    hi = None if scaling is None else scaling.data_max
+    xs, ys = [], []
+    for f, path in zip(dataset.reference.files, reference.checked_files(dataset), strict=True):
+        part = dask.delayed(_scaled_partition, pure=True, nout=2)(
+            path, dataset.encoding, lo, hi, y_dtype)
+        xs.append(da.from_delayed(part[0], shape=(f["n_rows"], dataset.n_features),
+                                  dtype=np.float64))
+        ys.append(da.from_delayed(part[1], shape=(f["n_rows"],), dtype=y_dtype))
+    return da.concatenate(xs), da.concatenate(ys)
+
+
+def uploaded_arrays(X: np.ndarray, y: np.ndarray, scaling: MinMaxScaling | None
+                    ) -> tuple[Any, Any]:
+    """An uploaded dataset's rows (read here) as dask arrays of UPLOADED_BLOCK_ROWS rows."""
+    import dask.array as da
+
+    if scaling is not None:
+        X = scaling.transform(X, copy=False)
+    return (da.from_array(X, chunks=(UPLOADED_BLOCK_ROWS, -1)),
+            da.from_array(y, chunks=UPLOADED_BLOCK_ROWS))
+
+
+def reference_scaling(dataset: Dataset, job: TrainJob) -> MinMaxScaling | None:
+    """The min-max scaling of every row, from the first pass's ranges (no pass over rows)."""
+    if job.scaling != "minmax" or dataset.reference is None:
+        return None
+    return MinMaxScaling(data_min=np.asarray(dataset.reference.data_min, dtype=np.float64),
+                         data_max=np.asarray(dataset.reference.data_max, dtype=np.float64))
+
+
+def fit(X: Any, y: Any, job: TrainJob, scaling: MinMaxScaling | None, client: Any,
+        callback: Callable[[dict[str, Any]], Any] | None) -> TrainOutcome:
+    """Fit the job's MSVMAv on the cluster and describe it as ``pipeline.train`` does."""
+    from solver.distributed import fit_on_cluster
+
+    plan = pipeline.plan_of(job)
+    est = estimator_class(plan.algorithm)(kernel=plan.kernel, **plan.estimator_params())
+    start = time.perf_counter()
+    # the service's client is not the process's default one (solver.parallel.dask_cluster):
+    # made current here, for the distributed calls that look for a default client
+    with client.as_current():
+        est = fit_on_cluster(est, X, y, client=client, callback=callback)
+    seconds = time.perf_counter() - start
+    summary = _summary(est, X, y, client, scaling)
+    used = jsonable(est.get_params(deep=False))
+    used.pop("random_state", None)
+    n_iter = getattr(est, "n_iter_", None)
+    return TrainOutcome(
+        estimator=est, scaling=scaling, classes=jsonable(est.classes_.tolist()),
+        n_train=int(X.shape[0]), n_test=0, holdout_accuracy=None, fit_seconds=seconds,
+        n_iter=int(np.max(n_iter)) if n_iter is not None and np.size(n_iter) else 0,
+        summary=summary, algorithm=plan.algorithm, params=used, search=None, encoding=None,
+    )
+
+
+def _decisions_and_norms(est: Any, X: Any, client: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Every row's decision value(s) and squared norm (with the intercept's 1), computed on
+    the workers and gathered here."""
+    n_cols = len(est.classes_) if len(est.classes_) > 2 else 1
+    D = X.map_blocks(lambda b: est.decision_function(b).reshape(len(b), -1),
+                     chunks=(X.chunks[0], (n_cols,)), dtype=np.float64)
+    extra = 1.0 if est.fit_intercept else 0.0
+    sq = X.map_blocks(lambda b: np.einsum("ij,ij->i", b, b) + extra, drop_axis=1,
+                      dtype=np.float64)
+    D, sq = client.compute([D, sq], sync=True)
+    return (D[:, 0] if n_cols == 1 else D), sq
+
+
+def _summary(est: Any, X: Any, y: Any, client: Any, scaling: MinMaxScaling | None
+             ) -> dict[str, Any]:
+    """The model's summary as ``pipeline`` writes it: training margins (with Theorem 1's
+    terms from the row norms), history, scaling, path, convergence, weights."""
+    D, sq = _decisions_and_norms(est, X, client)
+    y_local = client.compute(y, sync=True)
+    margins = margin_statistics(est._margins_of(D, y_local))
+    margins["accuracy"] = float(np.mean(est.classes_[est.predicted_index(D)] == y_local))
+    margins.update(linear_rademacher_terms(np.sqrt(sq), len(sq)))
+    return {
+        "train_margins": jsonable(margins),
+        "train_accuracy": margins["accuracy"],
+        "history": pipeline.history_summary(list(getattr(est, "history_", None) or ()), est),
+        "scaling": pipeline.scaling_summary(scaling),
+        "search": None,
+        "warnings": [],
+        "fit_path": pipeline.fit_path(est),
+        "convergence": pipeline.convergence(est),
+        "holdout": None,
+        "evaluation": None,
+        **pipeline.describe_estimator(est, {"kernel": est.kernel}),
+    }

@@ -1,0 +1,225 @@
+"""Datasets by reference on a real Dask cluster (distributed.LocalCluster: 2 worker processes on
+127.0.0.1): the first pass runs there and gives what a local one gives; a train job fits a
+linear MSVMAv there (solver.distributed.fit_on_cluster) equal to the local fit of the same rows
+uploaded as CSV within 1e-9; cancel stops the cluster's tasks; batch scoring writes each
+partition once; what the cluster fit cannot do is a 422 at /train."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from app.core.config import Settings
+from tests.app.support import assert_problem, run_jobs, running_job, submit, upload, wait_for
+from tests.app.test_dataset_references import frame, write_parts
+
+distributed = pytest.importorskip("distributed")
+pytestmark = pytest.mark.process
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                                  host="127.0.0.1", dashboard_address=":0") as c:
+        yield c
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    out = tmp_path / "root"
+    out.mkdir()
+    return out
+
+
+@pytest.fixture
+def settings(database_url: str, root: Path) -> Settings:
+    return Settings(database_url=database_url, data_roots=[str(root)], worker_poll_interval=0.05,
+                    heartbeat_interval=0.5, lease_seconds=30.0, cancel_check_interval=0.05,
+                    _env_file=None)
+
+
+def _register(client, uri: Path, **body) -> dict:
+    r = client.post("/datasets/references", json={"uri": str(uri), "label": "label", **body})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def _tasks_seen(address: str) -> int:
+    with distributed.Client(address) as observer:
+        return observer.run_on_scheduler(
+            lambda dask_scheduler: dask_scheduler.transition_counter)
+
+
+def test_the_first_pass_on_the_cluster_equals_the_local_one(client, settings, cluster,
+                                                             root: Path):
+    write_parts(frame(), root / "clicks", parts=4)
+    local = _register(client, root / "clicks", drop=["id"])
+    settings.dask_scheduler = cluster.scheduler_address
+    before = _tasks_seen(cluster.scheduler_address)
+    remote = _register(client, root / "clicks", drop=["id"])
+    assert _tasks_seen(cluster.scheduler_address) > before  # the passes went through it
+    for key in ("encoding", "classes", "class_counts", "n_rows", "feature_names", "reference"):
+        assert remote[key] == local[key], key
+    # an error raised in a task on the cluster is the same 422 as here
+    r = client.post("/datasets/references", json={"uri": str(root / "clicks"), "label": "nope"})
+    assert_problem(r, 422, "label")
+
+
+def test_a_fit_on_the_cluster_equals_the_local_fit_of_the_same_rows(client, worker, settings,
+                                                                     cluster, root: Path):
+    df = frame(n=400, seed=4)
+    write_parts(df, root / "clicks", parts=4)
+    up = upload(client, df.to_csv(index=False, float_format="%.17g").encode(), label="label",
+                drop="id")
+    params = {"max_iter": 30, "calibration": "none"}
+    local = submit(client, up["id"], **params)
+    assert run_jobs(worker) == ["succeeded"]
+    settings.dask_scheduler = cluster.scheduler_address
+    ref = _register(client, root / "clicks", drop=["id"])
+    before = _tasks_seen(cluster.scheduler_address)
+    remote = submit(client, ref["id"], **params)
+    assert run_jobs(worker) == ["succeeded"], client.get(f"/jobs/{remote['id']}").json()
+    assert _tasks_seen(cluster.scheduler_address) > before
+    ids = [client.get(f"/jobs/{j['id']}").json()["model_id"] for j in (local, remote)]
+    m_local, m_remote = (client.get(f"/models/{i}").json() for i in ids)
+    assert m_remote["n_train"] == m_local["n_train"] == 400
+    rows = df.drop(columns=["label"]).to_dict("records")
+    a, b = ([p["decision_value"] for p in client.post(
+        "/predict", json={"model_id": i, "instances": rows}).json()["predictions"]] for i in ids)
+    np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * np.max(np.abs(a)))
+    assert m_remote["train_accuracy"] == pytest.approx(m_local["train_accuracy"], abs=1e-12)
+    for key in ("data_min", "data_max"):
+        assert m_remote["scaling_ranges"][key] == pytest.approx(
+            m_local["scaling_ranges"][key], rel=1e-12)
+    for key in ("mean", "variance"):
+        assert m_remote["train_margins"][key] == pytest.approx(
+            m_local["train_margins"][key], rel=1e-9)
+
+
+def test_what_the_cluster_fit_cannot_do_is_refused_at_train(client, settings, cluster,
+                                                            root: Path):
+    write_parts(frame(), root / "clicks")
+    settings.dask_scheduler = cluster.scheduler_address
+    ref = _register(client, root / "clicks", drop=["id"])
+    for body, field in (({"algorithm": "svm"}, "algorithm"), ({"kernel": "rbf"}, "kernel"),
+                        ({"search": {"grid": "quick"}}, "search"),
+                        ({"test_fraction": 0.2}, "test_fraction")):
+        r = client.post("/train", json={"dataset_id": ref["id"], **body})
+        problem = assert_problem(r, 422, field)
+        assert "Dask cluster" in problem["detail"], problem
+
+
+def test_cancel_stops_the_fit_and_its_tasks_on_the_cluster(client, worker, engine, settings,
+                                                            cluster, root: Path):
+    df = frame(n=6000, seed=1)
+    write_parts(df, root / "big", parts=6)
+    settings.dask_scheduler = cluster.scheduler_address
+    ref = _register(client, root / "big", drop=["id"])
+    submit(client, ref["id"], max_iter=100_000, tol=0, calibration="none")
+    with distributed.Client(cluster.scheduler_address) as observer:
+
+        def tasks() -> int:
+            return observer.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
+
+        with running_job(engine, worker) as (job_id, statuses):
+            wait_for(lambda: "iteration" in client.get(f"/jobs/{job_id}").json()["message"],
+                     timeout=60)
+            assert client.post(f"/jobs/{job_id}/cancel").status_code == 202
+            asked = time.monotonic()
+        assert statuses == ["cancelled"]
+        assert time.monotonic() - asked < 10
+        wait_for(lambda: tasks() == 0, timeout=10)  # nothing left running or held there
+    assert client.get(f"/jobs/{job_id}").json()["status"] == "cancelled"
+
+
+def test_batch_on_the_cluster_writes_each_partition_once(client, worker, settings, cluster,
+                                                         root: Path):
+    df = frame(n=300, seed=2)
+    write_parts(df, root / "clicks", parts=5)
+    ref = _register(client, root / "clicks")
+    job = submit(client, ref["id"], max_iter=30)  # fitted here (no scheduler yet)
+    assert run_jobs(worker) == ["succeeded"]
+    model_id = client.get(f"/jobs/{job['id']}").json()["model_id"]
+    local = client.post("/batch-predictions", data={"dataset_id": ref["id"],
+                                                    "model_id": model_id, "output": "parquet"})
+    assert run_jobs(worker) == ["succeeded"]
+    settings.dask_scheduler = cluster.scheduler_address
+    before = _tasks_seen(cluster.scheduler_address)
+    remote = client.post("/batch-predictions", data={"dataset_id": ref["id"],
+                                                     "model_id": model_id, "output": "parquet"})
+    assert run_jobs(worker) == ["succeeded"]
+    assert _tasks_seen(cluster.scheduler_address) > before
+    outs = [Path(client.get(f"/jobs/{r.json()['id']}").json()["result"]["output_uri"])
+            for r in (local, remote)]
+    tables = []
+    for out in outs:
+        assert sorted(p.name for p in out.iterdir()) == [f"part-{k:05d}.parquet"
+                                                         for k in range(5)]
+        tables.append(pd.concat([pd.read_parquet(p) for p in sorted(out.iterdir())]))
+    assert tables[1]["row"].tolist() == list(range(300))
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+
+
+def test_an_uploaded_dataset_over_the_size_threshold_is_fitted_on_the_cluster(
+        client, worker, settings, cluster):
+    df = frame(n=300, seed=6).drop(columns=["id"])
+    up = upload(client, df.to_csv(index=False).encode(), label="label")
+    params = {"max_iter": 40, "calibration": "none"}
+    local = submit(client, up["id"], **params)
+    assert run_jobs(worker) == ["succeeded"]
+    settings.dask_scheduler = cluster.scheduler_address
+    settings.dask_fit_min_bytes = 1000  # 300 rows × 5 features × 8 bytes is more
+    before = _tasks_seen(cluster.scheduler_address)
+    remote = submit(client, up["id"], **params)
+    assert run_jobs(worker) == ["succeeded"], client.get(f"/jobs/{remote['id']}").json()
+    assert _tasks_seen(cluster.scheduler_address) > before
+    ids = [client.get(f"/jobs/{j['id']}").json()["model_id"] for j in (local, remote)]
+    rows = df.drop(columns=["label"]).to_dict("records")
+    a, b = ([p["decision_value"] for p in client.post(
+        "/predict", json={"model_id": i, "instances": rows}).json()["predictions"]] for i in ids)
+    np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * np.max(np.abs(a)))
+
+
+def test_a_dask_worker_killed_mid_fit_still_gives_the_same_model(client, worker, engine,
+                                                                  settings, cluster, root: Path):
+    """The dataset's blocks are a reader graph: the scheduler recomputes the lost worker's
+    partitions from their Parquet files and the job's model is the local fit's."""
+    import os
+    import signal
+
+    df = frame(n=400, seed=7)
+    write_parts(df, root / "clicks", parts=4)
+    up = upload(client, df.to_csv(index=False, float_format="%.17g").encode(), label="label",
+                drop="id")
+    params = {"max_iter": 150, "tol": 0, "calibration": "none"}
+    local = submit(client, up["id"], **params)
+    assert run_jobs(worker) == ["succeeded"]
+    settings.dask_scheduler = cluster.scheduler_address
+    ref = _register(client, root / "clicks", drop=["id"])
+    remote = submit(client, ref["id"], **params)
+    with distributed.Client(cluster.scheduler_address) as observer:
+        pids = observer.run(os.getpid)
+        victim = next(iter(pids))
+        with running_job(engine, worker) as (job_id, statuses):
+            wait_for(lambda: "iteration" in client.get(f"/jobs/{job_id}").json()["message"],
+                     timeout=60)
+            os.kill(pids[victim], signal.SIGKILL)
+            killed_at = client.get(f"/jobs/{job_id}").json()
+        assert statuses == ["succeeded"], client.get(f"/jobs/{job_id}").json()
+        assert killed_at["status"] == "running"
+        removed = observer.run_on_scheduler(
+            lambda dask_scheduler: [e for e in dask_scheduler.get_events("all")
+                                    if isinstance(e[1], dict)
+                                    and e[1].get("action") == "remove-worker"
+                                    and e[1].get("worker") == victim])
+        assert removed
+        observer.wait_for_workers(2, timeout=60)
+    ids = [client.get(f"/jobs/{j['id']}").json()["model_id"] for j in (local, remote)]
+    rows = df.drop(columns=["label"]).to_dict("records")
+    a, b = ([p["decision_value"] for p in client.post(
+        "/predict", json={"model_id": i, "instances": rows}).json()["predictions"]] for i in ids)
+    np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * np.max(np.abs(a)))
