@@ -62,8 +62,7 @@ def _annotation_and_bounds(name: str, p: Param) -> tuple[Any, dict[str, Any]]:
     rest = [c for c in p.constraints if c is not None]
     (constraint,) = rest  # every top-level parameter declares one kind of value
     if isinstance(constraint, StrOptions):
-        values = tuple(v for v in constraint.values if v not in NOT_OFFERED.get(name, ()))
-        annotation: Any = Literal[values]  # type: ignore[valid-type]
+        annotation: Any = Literal[offered(name)]  # type: ignore[valid-type]
         bounds: dict[str, Any] = {}
     elif constraint == "boolean":
         annotation, bounds = bool, {}
@@ -76,6 +75,13 @@ def _annotation_and_bounds(name: str, p: Param) -> tuple[Any, dict[str, Any]]:
     else:
         raise TypeError(f"{name}: no request field for the constraint {constraint!r}")
     return (annotation | None if nullable else annotation), bounds
+
+
+def offered(name: str) -> tuple[str, ...]:
+    """The values a request may give a string hyper-parameter (``kernel``, ``approximation``),
+    in the declaration's order: for forms that list them (the web interface's)."""
+    (options,) = [c for c in PARAMETERS[name].constraints if isinstance(c, StrOptions)]
+    return tuple(v for v in options.values if v not in NOT_OFFERED.get(name, ()))
 
 
 def hyper_parameter_fields() -> dict[str, tuple[Any, Any]]:

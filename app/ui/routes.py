@@ -22,6 +22,7 @@ from app.auth.security import require
 from app.core.deps import SessionDep, SettingsDep
 from app.core.problems import problem_responses
 from app.models import service as models
+from app.training.msvmav_fields import offered
 from app.ui import overview as overview_service
 from app.ui.pages import BY_SLUG, PAGES
 from app.ui.schemas import ModelVersions, OverviewOut, SessionOut
@@ -65,6 +66,7 @@ def _shell(request: Request, slug: str, ident: str | None) -> HTMLResponse:
         "static": STATIC_PREFIX,
         "version": ASSET_VERSION,
         "algorithms": " ".join(PAPER_ORDER),
+        "kernels": " ".join(offered("kernel")),  # /train's, as its request schema lists them
     }
     response = templates.TemplateResponse(request, "page.html", context)
     response.headers.update(HEADERS)

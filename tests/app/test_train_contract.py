@@ -4,8 +4,12 @@ declaration offers is accepted while one outside it answers 422 naming the field
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
+import app.ui
 from app.training.msvmav_fields import HYPER_PARAMETERS, NOT_OFFERED
 from solver import MSVMAv
 from solver.msvmav_parameters import APPROXIMATIONS, PARAMETERS
@@ -78,3 +82,13 @@ def test_a_value_outside_the_declaration_names_the_field(client):
         r = client.post("/train", json={"dataset_id": ds["id"], field: value})
         assert r.status_code == 422, (field, r.text)
         assert field in r.text
+
+
+def test_the_web_form_offers_the_request_schemas_kernels(client, train_schema):
+    """The interface's train form lists the kernels /train's schema does (no copy of its own)."""
+    page = client.get("/ui/datasets/1")
+    assert page.status_code == 200
+    kernels = re.search(r'data-kernels="([^"]*)"', page.text).group(1).split()
+    assert kernels == train_schema["properties"]["kernel"]["enum"]
+    script = (Path(app.ui.__file__).parent / "static" / "pages" / "datasets.js").read_text()
+    assert "dataset.kernels" in script and '"rbf"' not in script

@@ -47,7 +47,7 @@
 
   function trainForm(dataset) {
     const algorithm = UI.select("algorithm", document.body.dataset.algorithms.split(" "), "msvmav");
-    const kernel = UI.select("kernel", ["linear", "rbf", "poly"], "linear");
+    const kernel = UI.select("kernel", document.body.dataset.kernels.split(" "), "linear");
     const test = el("input", { name: "test_fraction", type: "number", min: "0", max: "0.9", step: "0.05", value: "0.2" });
     const registerAs = el("input", { name: "register_as", placeholder: "optional" });
     const params = el("input", { name: "params", placeholder: '{"C": 1}', size: 24 });
