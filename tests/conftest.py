@@ -148,8 +148,9 @@ def _functions(path: Path) -> dict[str, str]:
         tree = ast.parse(text)
     except (OSError, SyntaxError):
         return {}
+    lines = text.splitlines()
     return {
-        node.name: ast.get_source_segment(text, node) or ""
+        node.name: "\n".join(lines[node.lineno - 1 : node.end_lineno])
         for node in tree.body
         if isinstance(node, ast.FunctionDef) and not node.name.startswith("test_")
     }
