@@ -23,6 +23,9 @@ import ast
 import functools
 import inspect
 import re
+import subprocess
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -95,6 +98,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
+class UnmarkedProcessWarning(UserWarning):
+    """A test outside the process tier started a process: mark it ``@pytest.mark.process``."""
+
+
+@pytest.fixture(autouse=True)
+def _process_tier_check(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Warn (UnmarkedProcessWarning) when a test not in the process tier starts a process
+    with subprocess: the tier's markers are found by reading sources, this sees what ran."""
+    if request.node.get_closest_marker("process") is not None:
+        yield
+        return
+    started: list[object] = []
+    popen_init = subprocess.Popen.__init__
+
+    def recorded(self: subprocess.Popen, args: object, *more: object, **kw: object) -> None:
+        started.append(args)
+        popen_init(self, args, *more, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", recorded)
+    yield
+    if started:
+        warnings.warn(
+            UnmarkedProcessWarning(
+                f"{request.node.nodeid} started {started[0]!r} but is not marked process "
+                "(docs/testing.md)"
+            ),
+            stacklevel=1,
+        )
+
+
 def _on_postgres(item: pytest.Item) -> bool:
     callspec = getattr(item, "callspec", None)
     values = callspec.params.values() if callspec is not None else ()
@@ -118,7 +153,7 @@ def _starts_a_process(item: pytest.Item) -> bool:
     sources = [_source(getattr(item, "function", None))]
     info = getattr(item, "_fixtureinfo", None)
     for defs in (info.name2fixturedefs.values() if info else ()):
-        sources += [_source(d.func) for d in defs]
+        sources += [_source(d.func) for d in defs if d.func.__module__ != __name__]
     calls = _calls_of(_starters(item.path))
     return any(_starts(text, calls) for text in sources)
 
