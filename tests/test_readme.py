@@ -184,6 +184,17 @@ def test_readme_parsing_finds_commands_and_outputs() -> None:
     assert not any("shared/datasets" in b.body for b in blocks)  # only files of the repository
 
 
+def test_readme_and_docs_show_the_pytest_command_of_ci() -> None:
+    """The suite's command shown in README.md and docs/testing.md is the one .ci/run runs."""
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    line = next(x for x in ci if x.startswith(".venv/bin/pytest "))
+    command = line.replace('"$@"', "").strip()
+    assert "-n " in command and "--durations=" in command, command
+    for doc in (README, ROOT / "docs" / "testing.md"):
+        shown = [c.text for b in parse_blocks(doc.read_text()) for c in b.commands]
+        assert command in shown, (doc.name, command, shown)
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[LiveServer]:
     """``msvmav serve`` on a fresh SQLite database with the prediction log on (as the README's

@@ -28,8 +28,10 @@ SHARED_DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datas
 
 
 def create_postgres_database(admin_url: str) -> str:
-    """CREATE DATABASE msvmav_t_<random> next to ``admin_url``'s; returns its URL."""
-    name = f"msvmav_t_{uuid.uuid4().hex[:12]}"
+    """CREATE DATABASE msvmav_t_<xdist worker>_<random> next to ``admin_url``'s; returns its
+    URL. Each test process (pytest-xdist worker) makes its own: none shares a database."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    name = f"msvmav_t_{worker}_{uuid.uuid4().hex[:12]}"
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))

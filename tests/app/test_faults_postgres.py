@@ -27,9 +27,12 @@ from app.models.orm import Model
 from tests.app.faults_support import have_postgres_binaries, postgres_server, serve_api
 from tests.app.support import blobs, start_worker_process, stop_workers, to_csv, wait_for
 
-pytestmark = pytest.mark.skipif(
-    not have_postgres_binaries(), reason="PostgreSQL 15 binaries (initdb, pg_ctl) not installed"
-)
+pytestmark = [
+    pytest.mark.postgres,  # a PostgreSQL server of its own (initdb, pg_ctl)
+    pytest.mark.skipif(
+        not have_postgres_binaries(), reason="PostgreSQL 15 binaries (initdb, pg_ctl) not installed"
+    ),
+]
 
 OUTAGES, OUTAGE_SECONDS = 3, 2.0
 WORKER_ENV = {

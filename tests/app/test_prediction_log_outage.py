@@ -23,9 +23,12 @@ from app.monitoring.orm import PredictionLog
 from tests.app.faults_support import have_postgres_binaries, postgres_server, serve_api
 from tests.app.support import blobs, start_worker_process, stop_workers, to_csv, wait_for
 
-pytestmark = pytest.mark.skipif(
-    not have_postgres_binaries(), reason="PostgreSQL 15 binaries (initdb, pg_ctl) not installed"
-)
+pytestmark = [
+    pytest.mark.postgres,  # a PostgreSQL server of its own (initdb, pg_ctl)
+    pytest.mark.skipif(
+        not have_postgres_binaries(), reason="PostgreSQL 15 binaries (initdb, pg_ctl) not installed"
+    ),
+]
 
 CLIENTS, ROWS = 3, 500
 BEFORE, OUTAGE, AFTER = 3.0, 6.0, 3.0  # seconds of load before, during and after the outage

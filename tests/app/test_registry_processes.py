@@ -130,13 +130,14 @@ def _commit_blocked(database_url: str) -> Iterator[None]:
 
 
 def _waiting_for_a_lock(engine) -> bool:
-    """PostgreSQL: one backend waits for a lock on registered_models."""
+    """PostgreSQL: one backend of this database waits for a lock on registered_models (not
+    one of another test process's database on the same server)."""
     with engine.connect() as conn:
         return bool(
             conn.execute(
                 text(
                     "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                    "AND query LIKE '%registered_models%'"
+                    "AND datname = current_database() AND query LIKE '%registered_models%'"
                 )
             ).scalar()
         )

@@ -4,7 +4,6 @@ to the served rows, compared with predicting the same rows with each version dir
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -171,7 +170,10 @@ def test_another_process_scores_and_a_restart_reports(client, worker, settings):
         # The other process stops within its refresh; a row it queued before is not written.
         wait_for(lambda: (predict_ref(other, PROD, rows[:1], ["x"]), not scorer.runs)[1])
         predict_ref(other, PROD, rows, [f"late-{i}" for i in range(12)])
-        time.sleep(3 * shadow.FLUSH_SECONDS)
+        # flush() scores and writes every queued row now (after any batch the thread is
+        # writing): a late row queued by the other process would be written by its return.
+        scorer.flush()
+        assert scorer.pending() == 0
         assert client.get(SHADOW).json()["n"] == n
     labels1, *_ = direct(client, v1, rows)
     labels2, *_ = direct(client, v2, rows)

@@ -94,6 +94,7 @@ def test_sigkilled_workers_job_is_requeued_and_completed_by_another(
     job = long_job(client)
     a = start_worker(database_url, tmp_path)
     procs = [a]
+    outputs: list[str] = []
     try:
         wait_for(lambda: running_under(client, job["id"], a.pid), timeout=60, interval=0.05)
         b = start_worker(database_url, tmp_path)
@@ -146,6 +147,7 @@ def test_frozen_worker_that_resumes_writes_nothing(client, engine, database_url,
     job = long_job(client)
     a = start_worker(database_url, tmp_path)
     procs = [a]
+    outputs: list[str] = []
     try:
         wait_for(lambda: running_under(client, job["id"], a.pid), timeout=60, interval=0.05)
         b = start_worker(database_url, tmp_path)
@@ -169,10 +171,13 @@ def test_frozen_worker_that_resumes_writes_nothing(client, engine, database_url,
             ),
             timeout=10,
         )
-        time.sleep(1.0)  # give a every chance to write something
+        # a's exit ends everything it could write: the job is read once a has exited (its
+        # output, checked below, says it discarded the result: the job was taken from it)
+        outputs += stop_workers([a])
+        procs.remove(a)
         after = client.get(f"/jobs/{job['id']}").json()
     finally:
-        outputs = stop_workers(procs)
+        outputs += stop_workers(procs)
     assert f":{b.pid}:" in body["worker_id"]
     assert after == {**body, "attempt_history": history}  # nothing changed since it succeeded
     assert [h["outcome"] for h in history] == ["lost", "succeeded"]

@@ -53,6 +53,12 @@ def _scheduler_tasks(client) -> int:
     return client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
 
 
+def _cluster_tasks(client) -> int:
+    """Tasks the scheduler and the workers hold (queued, running, or cancelled but running)."""
+    on_workers = client.run(lambda dask_worker: len(dask_worker.state.tasks))
+    return _scheduler_tasks(client) + sum(on_workers.values())
+
+
 @pytest.mark.parametrize("algorithm,kernel", [("msvmav", "linear"), ("lssvm", "rbf"),
                                               ("svm", "linear")])
 def test_search_on_dask_equals_local(cluster, data, algorithm, kernel):
@@ -128,10 +134,12 @@ def test_stopping_drops_queued_tasks_and_lets_running_ones_finish(cluster, tmp_p
                 break
         gen.close()
         assert not marked("done")  # closed while the started ones run
+        # Once neither the scheduler nor any worker holds a task (a running one is held, as
+        # cancelled, until it ends), none can start any more: the marks are final.
         deadline = time.monotonic() + 30
-        while marked("done") != marked("started") and time.monotonic() < deadline:
+        while _cluster_tasks(client) and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(2)  # longer than a task: one started after the close would show
+        assert _cluster_tasks(client) == 0
         started = marked("started")
         assert marked("done") == started  # every task that was running finished
         assert 1 <= len(started) < n  # the queued ones were dropped
