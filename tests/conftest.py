@@ -37,6 +37,7 @@ POSTGRES_TWIN = frozenset({
     "test_auth_serving.py",  # row locks on api_keys, background stamps
     "test_batch_worker.py",  # chunks written once across worker processes
     "test_datasets.py",  # CRUD and cascades
+    "test_dataset_references.py",  # the dataset_references table (migration 0013), cascades
     "test_export_bundle_hostile.py",  # a NUL is refused by PostgreSQL, stored by SQLite
     "test_faults_inputs.py",  # NUL characters
     "test_faults_load.py",  # the pool under concurrent requests
