@@ -264,14 +264,13 @@ def run(args) -> None:
     if "local" not in args.skip:
         with cluster(args, data_bytes("dense", args.local_rows, d, 0)) as client:
             overhead(client, args, args.workers)
+    if "dense" not in args.skip:
+        with cluster(args, data_bytes("dense", args.dense_rows, d, 0)) as client:
+            run_shape(client, args, "dense", args.dense_rows, d, args.workers)
     if "sparse" not in args.skip:
         D, n = args.sparse_features, args.sparse_rows
         with cluster(args, data_bytes("sparse", n, D, args.nnz)) as client:
             run_shape(client, args, "sparse", n, D, args.workers)
-    if "dense" not in args.skip:
-        with cluster(args, data_bytes("dense", args.dense_rows, d, 0)) as client:
-            run_shape(client, args, "dense", args.dense_rows, d, args.workers)
-
 
 if __name__ == "__main__":
     main()

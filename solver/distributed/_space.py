@@ -108,9 +108,8 @@ class GramSpace(ClusterSpace):
     def summary(self, coef: np.ndarray, f: None) -> tuple[float, ActiveSet, float]:
         theta = self.theta(coef)
         full = self.direct or self.before is None or self.passes % F_REFRESH == 0
-        w = self.rows.put(coef)
         stats = self.rows.reduce(_blocks.gram_stats, blocks=self.rows.names,
-                                 positive=self.positive, w=w, theta=theta,
+                                 positive=self.positive, w=coef, theta=theta,
                                  before=None if full else self.before)
         if full:
             self.G, self.sA = stats["G"], stats["s"]
@@ -148,23 +147,25 @@ class MatrixFreeSpace(ClusterSpace):
 
     def summary(self, coef: np.ndarray, f: None) -> tuple[float, ActiveSet, float]:
         theta = self.theta(coef)
-        w = self.rows.put(coef)
-        pairs = self.rows.map(_blocks.active_stats, positive=self.positive, w=w, theta=theta,
-                              bias=self.bias)
-        client = self.rows.client
-        masks = [client.submit(_item, pair, 0, pure=False) for pair in pairs]
-        self.rows.pending.extend(masks)
-        stats = self.rows.total([client.submit(_item, pair, 1, pure=False) for pair in pairs])
-        self.rows.pending.clear()
+        masks, stats = self.rows.again(lambda: self._pass(coef, theta))
         self.rows.hold(masks)  # (the previous set's masks are no longer read: dropped)
         self.masks, self.stats = masks, stats
         self.system.n_refactor += 1
         return theta, ActiveSet(stats["count"]), stats["sv"] / self.rows.n
 
+    def _pass(self, coef: np.ndarray, theta: float) -> tuple[list, dict]:
+        """The blocks' masks of A (futures, left on their workers) and A's sums."""
+        client = self.rows.client
+        pairs = self.rows.map(_blocks.active_stats, positive=self.positive, w=coef,
+                              theta=theta, bias=self.bias)
+        masks = [client.submit(_item, pair, 0, pure=False) for pair in pairs]
+        self.rows.pending.extend(masks)
+        stats = self.rows.total([client.submit(_item, pair, 1, pure=False) for pair in pairs])
+        return masks, stats
+
     def _gram(self, v: np.ndarray) -> np.ndarray:
         """G_A v, one pass."""
-        return self.rows.reduce(_blocks.product, blocks=self.masks,
-                                v=self.rows.put(v))
+        return self.rows.reduce(_blocks.product, blocks=self.masks, v=v)
 
     def _product(self, v: np.ndarray) -> np.ndarray:
         """(c I + G_A) v."""
