@@ -149,7 +149,7 @@ def _fit_tasks(estimator: MSVMAv, rows: ClusterRows, summary: dict,
         if path == "cg":
             return MatrixFreeSpace(rows, target.positive, estimator.beta, bias=bias)
         return GramSpace(rows, target.positive, estimator.beta,
-                         direct=estimator.update == "direct")
+                         direct=estimator.update == "rebuild")
 
     W, info = estimator._run_tasks(_Targets(n, positives), relay, make_space, rows.D)
     info["cluster"] = {"blocks": len(rows.parts), "passes": rows.passes,

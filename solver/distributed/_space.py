@@ -11,7 +11,7 @@ holding only |A| (``np.count_nonzero`` of it is |A|, the one use ``iterate`` mak
 * ``GramSpace`` (D x D, the local "dense" path's system): each pass returns, summed over the
   blocks, the change of G_A = X_A^T X_A and s_A = X_A^T t_A over the rows that entered or left
   A since the previous pass (all of A on the first pass, every F_REFRESH passes, and on every
-  pass with update="direct"): one D x D reduce an iteration. The step solves
+  pass with update="rebuild"): one D x D reduce an iteration. The step solves
   (c I + G_A) delta = theta s_A - G_A w here by Cholesky, c = n beta.
 * ``MatrixFreeSpace`` (the local "cg" path): each pass leaves the blocks' masks of A on their
   workers and returns s_A, diag(G_A) and (with the intercept) X_A^T 1_A, D-vectors; the step is
@@ -51,14 +51,6 @@ class ActiveSet:
         return NotImplemented
 
 
-class StepCounts:
-    """What ``MSVMAv._run_tasks`` reads of a space's system for ``fit_info_``."""
-
-    def __init__(self) -> None:
-        self.n_refactor = 0
-        self.n_updates = 0
-
-
 class ClusterSpace:
     """What both cluster spaces share: w's norm, the initial direction, theta and the sign."""
 
@@ -68,7 +60,17 @@ class ClusterSpace:
         self.c = rows.n * beta
         self.shift = rows.reduce(_blocks.shift, positive=positive)
         self.shift_f = 0.0  # f is never formed (margins_of is None)
-        self.system = StepCounts()
+        # named counters for fit_info_ (read by MSVMAv._run_tasks through counters())
+        self.counts: dict[str, int] = {}
+
+    def counters(self) -> dict[str, int]:
+        """The step's named counters: full Gram reduces (``gram_builds``) and reduces of the
+        rows that entered or left A (``gram_updates``), or the matrix-free path's passes over
+        the rows for A (``active_set_passes``) and its ``cg_iterations``."""
+        return dict(self.counts)
+
+    def _count(self, name: str, by: int = 1) -> None:
+        self.counts[name] = self.counts.get(name, 0) + by
 
     def norm(self, coef: np.ndarray, f: None) -> float:
         return float(np.sqrt(coef @ coef))
@@ -113,11 +115,11 @@ class GramSpace(ClusterSpace):
                                  before=None if full else self.before)
         if full:
             self.G, self.sA = stats["G"], stats["s"]
-            self.system.n_refactor += 1
+            self._count("gram_builds")
         else:
             self.G += stats["G"]
             self.sA += stats["s"]
-            self.system.n_updates += 1
+            self._count("gram_updates")
         self.before = (coef.copy(), theta)
         self.passes += 1
         return theta, ActiveSet(stats["count"]), stats["sv"] / self.rows.n
@@ -143,14 +145,14 @@ class MatrixFreeSpace(ClusterSpace):
         self.masks: list = []
         self.stats: dict = {}
         self.previous = np.zeros(self.dim)  # the last step, the next solve's start
-        self.system.cg_iterations = 0
+        self.counts["cg_iterations"] = 0
 
     def summary(self, coef: np.ndarray, f: None) -> tuple[float, ActiveSet, float]:
         theta = self.theta(coef)
         masks, stats = self.rows.again(lambda: self._pass(coef, theta))
         self.rows.hold(masks)  # (the previous set's masks are no longer read: dropped)
         self.masks, self.stats = masks, stats
-        self.system.n_refactor += 1
+        self._count("active_set_passes")
         return theta, ActiveSet(stats["count"]), stats["sv"] / self.rows.n
 
     def _pass(self, coef: np.ndarray, theta: float) -> tuple[list, dict]:
@@ -184,7 +186,7 @@ class MatrixFreeSpace(ClusterSpace):
         delta, info = cg(operator, rhs, x0=self.previous, rtol=CG_RTOL, atol=0.0,
                          maxiter=CG_MAX_ITER, M=preconditioner,
                          callback=lambda _: counter.__setitem__(0, counter[0] + 1))
-        self.system.cg_iterations += counter[0]
+        self._count("cg_iterations", counter[0])
         self.previous = delta
         return coef + delta, None
 
