@@ -60,8 +60,9 @@ class GramSystem(ConjugateGradientSystem):
     iteration is one symmetric D x D product (and a pass over U) instead of two passes over
     X. The differing rows are added into G_R (R becomes A) when that adds to at most D^2 / 2
     entries (sparse rows entering and leaving: every outer iteration) or when they hold more
-    than GRAM_FOLD D^2 values; when more than n / GRAM_REBUILD rows differ at once, G_R is
-    rebuilt from A's rows (``_gram_matrix.rows_gram``, on the threads of ``rows``). Never
+    than GRAM_FOLD D^2 values; when more than n / GRAM_REBUILD rows differ at once, they are
+    folded too, unless their pairs times FOLD_COST exceed A's: then G_R is rebuilt from A's
+    rows (``_gram_matrix.rows_gram``, on the threads of ``rows``). Never
     factorises; 8 D^2 bytes besides X and the build's temporaries.
 
     Counters: ``gram_builds`` (G_R built from A's rows), ``gram_folds`` (differing rows added
