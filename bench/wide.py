@@ -4,6 +4,7 @@
     .venv/bin/python bench/wide.py --quick      # 20k rows, sweep up to 100k features
     .venv/bin/python bench/wide.py --rows 50000 --no-sweep --no-direct
     .venv/bin/python bench/wide.py --widths 2000 --repeat 3 --with-cg --no-sweep
+    .venv/bin/python bench/wide.py --widths 2000 --repeat 3 --no-sweep --no-direct --no-floor
 
 Data: synthetic CSR, 50 stored values per row (uniform in [0, 1), random columns), labels from
 a planted linear rule y = sign(x . w* - median) with 5% of the labels flipped. Each fit runs in a
@@ -72,7 +73,8 @@ def _median(results: list[dict]) -> dict:
             "peak_bytes": max(r["peak_bytes"] for r in ok)}
 
 
-def compare(n: int, d: int, tmp: Path, direct: bool, repeat: int, with_cg: bool) -> None:
+def compare(n: int, d: int, tmp: Path, direct: bool, repeat: int, with_cg: bool,
+            floor: bool = True) -> None:
     X, y = planted(n, d)
     path = tmp / f"wide-{n}-{d}.npz"
     _fitrun.save(path, X, y)
@@ -102,7 +104,7 @@ def compare(n: int, d: int, tmp: Path, direct: bool, repeat: int, with_cg: bool)
               f"{', '.join(f'{x:.1f}' for x in ratios)}); peak = "
               f"{subject['peak_bytes'] / MB:.0f} MB, goal 3 x data + 300 MB = {goal / MB:.0f} "
               f"MB ({'met' if subject['peak_bytes'] <= goal else 'missed'})")
-    if results["MSVMAv auto"][0].get("path") == "gram" and "error" not in anchor:
+    if floor and results["MSVMAv auto"][0].get("path") == "gram" and "error" not in anchor:
         floor = _median([_fitrun.run(path, "gram-floor", {}) for _ in range(repeat)])
         print(f"  gram floor (bias column, X_A^T X_A once, 100 products with it; no solve): "
               f"{floor['seconds']:.2f} s = {floor['seconds'] / anchor['seconds']:.1f} x "
@@ -149,12 +151,15 @@ def main() -> None:
                    help="alternate LinearSVC and MSVMAv this many times (medians reported)")
     p.add_argument("--with-cg", action="store_true",
                    help="also time linear_solver='cg' where auto takes another path")
+    p.add_argument("--no-floor", action="store_true",
+                   help="skip the gram path's lower bound (its three extra fits)")
     args = p.parse_args()
     n = args.rows or (20_000 if args.quick else 100_000)
     widths = [1_000, 10_000, 100_000] + ([] if args.quick else [1_000_000])
     with _fitrun.scratch() as tmp:
         for d in args.widths or (100_000, 2_000):
-            compare(n, d, Path(tmp), not args.no_direct, args.repeat, args.with_cg)
+            compare(n, d, Path(tmp), not args.no_direct, args.repeat, args.with_cg,
+                    not args.no_floor)
         if not args.no_sweep:
             sweep(n, widths, Path(tmp))
 

@@ -24,6 +24,8 @@ DENSE_ROW = 16
 CHUNK_BYTES = 16 * 2**20
 # A sparse build's output rows are formed this many bytes (values and column indices) at a time.
 OUTPUT_BYTES = 2 * 2**20
+# A sparse build multiplies G's upper triangle in this many bands of rows (see _sparse_gram).
+UPPER_BANDS = 8
 # Bytes a pair of values costs in a sparse fold: its flat index and its product, and the
 # temporaries they are formed from.
 PAIR_BYTES = 40
@@ -67,9 +69,13 @@ def rows_gram(X, mask: np.ndarray, threads: int = 1) -> np.ndarray:
 
 
 def _sparse_gram(X, rows: np.ndarray, threads: int) -> np.ndarray:
-    """X_A^T X_A for sparse rows: B = X_A (CSR) and A^T = X_A^T (its CSC arrays, read as CSR);
-    G's rows are cut into ``threads`` ranges of about equal stored values of A^T, each
-    computed into its own rows of G."""
+    """X_A^T X_A for sparse rows: B = X_A (CSR) and A^T = X_A^T (its CSC arrays, read as CSR).
+    Only the upper triangle is multiplied, then copied onto the lower one: G's rows are cut
+    into UPPER_BANDS bands of equal height, and a band's rows [lo, hi) are the product of A^T's
+    rows with X_A's columns from lo on (converted from A^T's arrays once a band; X_A itself is
+    then freed): about (k + 1) / (2 k) of the products of the whole matrix. A band's rows
+    are cut into ``threads`` ranges of about equal stored values of A^T, each computed into
+    its own rows of G."""
     D = X.shape[1]
     G = np.zeros((D, D))
     if rows.size == 0:
@@ -77,29 +83,46 @@ def _sparse_gram(X, rows: np.ndarray, threads: int) -> np.ndarray:
     B = sparse.csr_matrix(X[rows])
     AT = B.tocsc()  # its (indptr, indices, data) are those of X_A^T in CSR
     parts = threads if B.nnz >= PARALLEL_MIN_NNZ else 1
-    ranges = split_rows(AT.indptr, parts)
+    edges = np.linspace(0, D, min(UPPER_BANDS, D) + 1).astype(int)
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        right = B if lo == 0 else _columns_from(AT, lo)  # X_A's columns from lo on, as CSR
+        B = None  # after the first band, only A^T and one band's columns are alive
+        ranges = [(lo + a, lo + b) for a, b in split_rows(AT.indptr[lo:hi + 1], parts)]
 
-    def one(span: tuple[int, int]) -> None:
-        _product_rows(AT, B, span, G)
+        def one(span: tuple[int, int], right=right, lo=lo) -> None:
+            _product_rows(AT, right, span, G, lo)
 
-    run_parallel(one, ranges)
-    return G
+        run_parallel(one, ranges)
+        del right, one
+    return symmetrize_from_upper(G)
 
 
-def _product_rows(AT, B, span: tuple[int, int], G: np.ndarray) -> None:
-    """G[lo:hi] = (A^T B)[lo:hi] for A^T given by AT's CSC arrays (as CSR), OUTPUT_BYTES of
-    output rows at a time: each part's sparse product is small enough to stay in the cache
-    until it is added into G."""
+def _columns_from(AT, lo: int) -> sparse.csr_matrix:
+    """X_A[:, lo:] as CSR, from X_A's CSC form AT: a view of its columns from lo on,
+    converted."""
+    a = AT.indptr[lo]
+    view = sparse_view(sparse.csc_matrix, (AT.shape[0], AT.shape[1] - lo),
+                       (AT.indptr[lo:] - a, AT.indices[a:], AT.data[a:]))
+    return view.tocsr()
+
+
+def _product_rows(AT, B, span: tuple[int, int], G: np.ndarray, first: int) -> None:
+    """G[lo:hi, first:] = (A^T B)[lo:hi] for A^T given by AT's CSC arrays (as CSR) and B the
+    columns of X_A from ``first`` on, OUTPUT_BYTES of output rows at a time: each part's sparse
+    product is small enough to stay in the cache until it is copied into G."""
     lo, hi = span
-    D = G.shape[1]
-    step = max(1, OUTPUT_BYTES // (CSR_VALUE * D))
+    width = B.shape[1]
+    step = max(1, OUTPUT_BYTES // (CSR_VALUE * width))
+    block = np.zeros((min(step, hi - lo), width))
     for start in range(lo, hi, step):
         end = min(start + step, hi)
         a, b = AT.indptr[start], AT.indptr[end]
         part = sparse_view(sparse.csr_matrix, (end - start, B.shape[0]),
                            (AT.indptr[start:end + 1] - a, AT.indices[a:b], AT.data[a:b]))
-        # G's rows are zero, so they hold the product whether toarray adds into them or writes
-        (part @ B).toarray(out=G[start:end])
+        out = block[:end - start]
+        out[:] = 0.0  # toarray adds into ``out`` on some scipy versions: start from zero
+        (part @ B).toarray(out=out)
+        G[start:end, first:] = out
 
 
 def fold(G: np.ndarray, U, sign: np.ndarray) -> None:
@@ -166,5 +189,7 @@ def build_bytes(n: int, D: int, nnz: int | None) -> int:
     chunks = 2 * min(CHUNK_BYTES, FLOAT * n * D)
     if nnz is None or (nnz / max(n, 1)) * DENSE_ROW > D:
         return chunks
-    # X_A and its transpose; each thread's output rows (values and column indices)
-    return 2 * CSR_VALUE * nnz + MAX_THREADS * (OUTPUT_BYTES + CSR_VALUE * D)
+    # X_A's transpose and X_A (or one band's columns of it); each thread's output rows (values
+    # and column indices) and their dense block
+    block = FLOAT * OUTPUT_BYTES // CSR_VALUE
+    return 2 * CSR_VALUE * nnz + MAX_THREADS * (OUTPUT_BYTES + block + CSR_VALUE * D)

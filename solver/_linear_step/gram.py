@@ -15,9 +15,15 @@ from .._margin_bounds import margin_bounds_bytes
 from .._row_blocks import RowBlocks
 from .conjugate_gradients import CHUNK_BYTES, ConjugateGradientSystem
 
-# G is rebuilt for the current active set when more than n / GRAM_REBUILD rows differ from the
-# set it was built for (each product then passes over those rows).
+# When more than n / GRAM_REBUILD rows differ from the set G was built for (each product then
+# passes over those rows), they are folded into G, or G is rebuilt from A's rows where that is
+# cheaper: where the differing rows' upper-triangle pairs times FOLD_COST exceed A's. A fold's
+# pair costs about 3x a build's (np.add.at against a sparse product) and a build forms both
+# triangles: measured on bench/wide.py's data (50k x 2,000), a fold of 5,000 rows took 0.39 s,
+# a build from 25,000 rows 1.32 s. After the first build, A's changes are folded (9,551 and
+# 3,199 rows at 50k x 2,000 instead of two builds of 1.47 s each).
 GRAM_REBUILD = 16
+FOLD_COST = 1.5
 # The differing rows are added into G (and R becomes A) when a fold adds to at most D^2 / 2
 # entries (as many as a product reads), or when they hold more than GRAM_FOLD D^2 values
 # (GRAM_FOLD D dense rows): each CG product passes over them, as over the D^2 / 2 values of
@@ -54,8 +60,9 @@ class GramSystem(ConjugateGradientSystem):
     iteration is one symmetric D x D product (and a pass over U) instead of two passes over
     X. The differing rows are added into G_R (R becomes A) when that adds to at most D^2 / 2
     entries (sparse rows entering and leaving: every outer iteration) or when they hold more
-    than GRAM_FOLD D^2 values; when more than n / GRAM_REBUILD rows differ at once, G_R is
-    rebuilt from A's rows (``_gram_matrix.rows_gram``, on the threads of ``rows``). Never
+    than GRAM_FOLD D^2 values; when more than n / GRAM_REBUILD rows differ at once, they are
+    folded too, unless their pairs times FOLD_COST exceed A's: then G_R is rebuilt from A's
+    rows (``_gram_matrix.rows_gram``, on the threads of ``rows``). Never
     factorises; 8 D^2 bytes besides X and the build's temporaries.
 
     Counters: ``gram_builds`` (G_R built from A's rows), ``gram_folds`` (differing rows added
@@ -90,10 +97,21 @@ class GramSystem(ConjugateGradientSystem):
         """X delta is not followed on this path (its products are with G, not X)."""
         return None
 
-    def _rebuilds(self, mask: np.ndarray) -> bool:
-        """Whether the set ``mask`` calls for G to be built from its rows."""
+    def _many_differ(self, mask: np.ndarray) -> bool:
+        """Whether G must change for the set ``mask``: not built yet, or more than
+        n / GRAM_REBUILD rows differ from its reference set."""
         return not self.counters["gram_builds"] or (
             np.count_nonzero(mask != self.ref.mask) > mask.size // GRAM_REBUILD)
+
+    def _rebuilds(self, mask: np.ndarray) -> bool:
+        """Whether the set ``mask`` calls for G to be built from its rows: G must change and
+        folding the differing rows would cost more than the build (FOLD_COST)."""
+        if not self._many_differ(mask):
+            return False
+        if not self.counters["gram_builds"]:
+            return True
+        differ = np.flatnonzero(mask != self.ref.mask)
+        return fold_pairs(self.Xa, differ) * FOLD_COST > fold_pairs(self.Xa, np.flatnonzero(mask))
 
     def set_active(self, mask: np.ndarray) -> None:
         if np.array_equal(mask, self.mask) and self.counters["gram_builds"]:
@@ -109,7 +127,8 @@ class GramSystem(ConjugateGradientSystem):
             differ = self._new_reference(mask)
             self.counters["gram_builds"] += 1
         elif differ.size and (fold_pairs(self.Xa, differ) <= self.ref.G.size // 2
-                              or stored(self.Xa, differ) > GRAM_FOLD * self.ref.G.size):
+                              or stored(self.Xa, differ) > GRAM_FOLD * self.ref.G.size
+                              or self._many_differ(mask)):
             # fold the differing rows into G: the reference set becomes A
             sign = np.where(mask[differ], 1.0, -1.0)
             U = self.Xa[differ]
@@ -164,9 +183,9 @@ class GramSystem(ConjugateGradientSystem):
     def moments(self, mask: np.ndarray, w: np.ndarray
                 ) -> tuple[float, float, np.ndarray] | None:
         """(w^T G_M w, s_M . w, G_M w) for a set M (``mask``) without changing the system:
-        from G_R and the rows where M and R differ; None when G is not built yet or M is one
-        that set_active would build G for (a pass over X is cheaper then)."""
-        if self._rebuilds(mask):
+        from G_R and the rows where M and R differ; None when G is not built yet or more than
+        n / GRAM_REBUILD rows differ (a pass over X is cheaper then)."""
+        if self._many_differ(mask):
             return None
         differ = np.flatnonzero(mask != self.ref.mask)
         gw = blas.dsymv(1.0, self.ref.G.T, w, lower=1)

@@ -1,5 +1,6 @@
 """The "gram" path's kernels (solver/_gram_matrix.py) against X_A^T X_A formed densely: the build
-(its output rows split between threads, and formed a few at a time), and folds of rows
+(its upper triangle in bands, output rows split between threads, and formed a few at a time;
+copied onto the lower triangle), and folds of rows
 entering and leaving A into G's upper triangle."""
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ def mixed_rows(n: int = 400, d: int = 64, seed: int = 0) -> sparse.csr_matrix:
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("rows_at_once", [7, None])  # output rows formed a few at a time
-def test_build_equals_the_dense_product(threads, rows_at_once, monkeypatch):
+@pytest.mark.parametrize("bands", [1, 3, 8, 80])  # the upper triangle's bands; 80 > D: D bands
+def test_build_equals_the_dense_product(threads, rows_at_once, bands, monkeypatch):
     monkeypatch.setattr(gram_matrix, "PARALLEL_MIN_NNZ", 0)
+    monkeypatch.setattr(gram_matrix, "UPPER_BANDS", bands)
     if rows_at_once:
         monkeypatch.setattr(gram_matrix, "OUTPUT_BYTES", 12 * 50 * rows_at_once)
     X = sparse.random(900, 50, density=0.08, format="csr", random_state=3)
