@@ -9,6 +9,17 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 
+class ReferenceFile(TypedDict, total=False):  # ReferenceFile
+    path: str  # local path or URL of one Parquet file (partition)
+    n_rows: int
+    size_bytes: int
+
+
+class Reference(TypedDict, total=False):  # ReferenceOut
+    uri: str  # the location as registered: a directory, file or glob
+    files: list[ReferenceFile]
+
+
 class Dataset(TypedDict, total=False):  # DatasetDetail
     id: int
     name: str
@@ -26,6 +37,7 @@ class Dataset(TypedDict, total=False):  # DatasetDetail
     created_at: str
     encoding: dict[str, Any]  # how raw values become features (applied again at prediction)
     options: dict[str, Any]  # the parsing options used at upload
+    reference: Reference | None  # a dataset by reference: where its rows lie (None: uploaded)
 
 
 class JobInfo(TypedDict, total=False):  # JobDetail (/train and cancel answer its JobOut part)
