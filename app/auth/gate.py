@@ -21,14 +21,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
-from sqlalchemy import Engine
+import anyio
 
 from app.auth import service
 from app.auth.keys import MAX_TOKEN_CHARS, Principal, Scope, hash_key
 from app.core import recheck
 from app.core.config import Settings
-from app.core.db import make_session_factory, with_retries
+from app.core.db import with_retries
 from app.core.problems import TYPE_BASE, Problem
+from app.core.runtime import Runtime
 
 # How long "no key exists yet" is trusted before the database is asked again (auth=auto).
 OPEN_RECHECK_SECONDS = 1.0
@@ -78,13 +79,24 @@ def bearer_token(authorization: str | None) -> str | None:
     return token.strip() or None
 
 
+# Threads for the key checks, apart from the thread pool of the routes: a check never waits
+# for a thread that a route holds (while that route waits for a database connection, say).
+AUTH_THREADS = 8
+
+
 class AuthGate:
-    def __init__(self, settings: Settings, engine: Engine) -> None:
+    """The app's key checks and what they remember (app.main makes one per app, on its
+    runtime)."""
+
+    def __init__(self, settings: Settings, runtime: Runtime) -> None:
         self.mode = settings.auth
-        self.engine = engine
+        self.reader = runtime.reader  # fetch_one's pool: never one the requests' sessions use
         # a local file database: its key reads may run on the event loop (security.check_async)
-        self.local = engine.dialect.name == "sqlite"
-        self.session_factory = make_session_factory(engine)
+        self.local = runtime.local
+        self.session_factory = runtime.sessions
+        # the key checks' threads (security.check_async); anyio's asyncio limiter binds to no
+        # event loop, so one per gate serves whichever loop runs the app
+        self.threads = anyio.CapacityLimiter(AUTH_THREADS)
         secret = settings.admin_key.get_secret_value() if settings.admin_key else None
         self.admin_hash = hash_key(secret) if secret else None
         self._lock = threading.Lock()
@@ -95,7 +107,7 @@ class AuthGate:
         self._stamper: ThreadPoolExecutor | None = None  # writes last_used_at (stamp_later)
         # Keys found usable, by hash: (owner, recheck.now() before the read), trusted for
         # ``window`` seconds (app.core.recheck; 0 on SQLite by default: every request reads).
-        self.window = recheck.window(engine, settings)
+        self.window = recheck.window(runtime.engine, settings)
         self._keys: dict[str, tuple[Principal, float]] = {}
 
     def known_open(self) -> bool:
@@ -114,7 +126,7 @@ class AuthGate:
             return False
         if not self._required and time.monotonic() >= self._open_until:
             # On the key lookups' own pool (fetch_one), never one the requests' sessions use.
-            if service.any_key_exists_now(self.engine):
+            if service.any_key_exists_now(self.reader):
                 self.key_created()
             else:
                 self._open_until = time.monotonic() + OPEN_RECHECK_SECONDS
@@ -139,7 +151,7 @@ class AuthGate:
             return principal
         checked_at = recheck.now()
         try:
-            principal = service.lookup(self.engine, token, self.admin_hash)
+            principal = service.lookup(self.reader, token, self.admin_hash)
         except service.KeyExpiredError as exc:
             raise unauthorized(str(exc), error="invalid_token") from None
         if principal is None:

@@ -6,21 +6,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.orm import Model, PredictionLog
 from app.core.problems import invalid, missing, too_large
+from app.core.runtime import Runtime, runtime_of
 from app.models import service as models
 from app.monitoring import log as prediction_log
 from app.monitoring.schemas import FeedbackRequest
 from app.registry.references import (
     InvalidReference,
     UnknownReference,
-    engine_reader,
     lookup,
     parse,
+    runtime_reader,
 )
 
 # Ids per SELECT ... IN (...) and per UPDATE (well under SQLite's 32,766 parameters).
@@ -41,9 +42,8 @@ def model_of(session: Session, model_id: int | None, reference: str | None) -> M
 def resolve_reference(session: Session, reference: str, loc: list[str | int]) -> int:
     """The stored model id a registry reference names now; 422 naming ``loc`` when malformed,
     404 saying what is missing."""
-    bind = session.get_bind()
     try:
-        resolved, _ = lookup(engine_reader(getattr(bind, "engine", bind)), parse(reference))
+        resolved, _ = lookup(runtime_reader(runtime_of(session)), parse(reference))
     except InvalidReference as exc:
         raise invalid(loc, str(exc)) from None
     except UnknownReference as exc:
@@ -52,7 +52,7 @@ def resolve_reference(session: Session, reference: str, loc: list[str | int]) ->
 
 
 def record_feedback(
-    session: Session, engine: Engine, request: FeedbackRequest, settings: Settings
+    session: Session, runtime: Runtime, request: FeedbackRequest, settings: Settings
 ) -> dict[str, Any]:
     """Set the true class of the logged rows of the request's ids (all rows of an id the log
     holds twice); ``{"matched", "unknown_ids", "log"}`` (the log's state the ids were matched
@@ -68,7 +68,7 @@ def record_feedback(
         raise invalid(["body", "labels"], f"{len(request.labels)} labels for {n} ids")
     # This process's rows queued before now: waited for a bounded time, never for the writer
     # (others' are written within their flush interval); the answer says how many still wait.
-    writer = prediction_log.writer(engine, settings)
+    writer = prediction_log.writer(runtime)
     state = writer.state() if writer is not None else None
     model = model_of(session, request.model_id, request.model)
     true = models.match_labels(np.asarray(model.classes), request.labels, ["body", "labels"])

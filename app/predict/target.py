@@ -12,20 +12,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine
-
 from app.core import recheck
 from app.core.problems import invalid, missing
+from app.core.runtime import Runtime
 from app.registry.references import (
     InvalidReference,
     ResolvedModel,
     Stamp,
     UnknownReference,
-    engine_reader,
     lookup,
     parse,
     recalled,
     remember,
+    runtime_reader,
 )
 
 
@@ -53,7 +52,7 @@ def target_of(model_id: int | None, model: str | None, loc: list[str | int]) -> 
 
 
 def resolve_target(
-    engine: Engine, target: Target, loc: list[str | int], seconds: float = 0.0
+    runtime: Runtime, target: Target, loc: list[str | int], seconds: float = 0.0
 ) -> Target:
     """``target`` with its model id (a reference: read now, with the stamp, unless a read of
     it is younger than ``seconds``: app.core.recheck); a malformed reference is a 422 naming
@@ -61,17 +60,17 @@ def resolve_target(
     if not target.pending:
         return target
     assert target.reference is not None
-    memo = recalled(engine, target.reference, seconds)
+    memo = recalled(runtime, target.reference, seconds)
     if memo is not None:
         return Target(memo[0].model_id, target.reference, memo[0], memo[1])
     checked_at = recheck.now()
     try:
-        resolved, stamp = lookup(engine_reader(engine), parse(target.reference))
+        resolved, stamp = lookup(runtime_reader(runtime), parse(target.reference))
     except InvalidReference as exc:
         raise invalid(loc, str(exc)) from None
     except UnknownReference as exc:
         raise missing(str(exc)) from None
-    remember(engine, target.reference, resolved, stamp, checked_at)
+    remember(runtime, target.reference, resolved, stamp, checked_at)
     return Target(resolved.model_id, target.reference, resolved, stamp)
 
 

@@ -6,17 +6,18 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.orm import Session
 
+from app.core.runtime import Runtime
 from app.models.service import model_stamp
 from app.registry import service as registry
 from app.registry.references import (
     InvalidReference,
     ResolvedModel,
     UnknownReference,
-    engine_reader,
     lookup,
     parse,
     resolve,
     resolve_serving,
+    runtime_reader,
 )
 from tests.app.support import trained_model
 
@@ -45,11 +46,12 @@ def test_references_resolve_to_the_named_model(engine, two_versions):
         assert resolve(s, str(first)) == ResolvedModel(first)
 
 
-def test_lookup_returns_the_stamp_load_cached_compares(engine, two_versions):
+def test_lookup_returns_the_stamp_load_cached_compares(engine, settings, two_versions):
     first, _ = two_versions
-    resolved, stamp = lookup(engine_reader(engine), parse("credit@staging"))
+    runtime = Runtime(engine, settings)
+    resolved, stamp = lookup(runtime_reader(runtime), parse("credit@staging"))
     assert resolved.model_id == first
-    assert stamp == model_stamp(engine, first)
+    assert stamp == model_stamp(runtime, first)
 
 
 def test_resolve_serving_prefers_production_then_newest(engine, two_versions):

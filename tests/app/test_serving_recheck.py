@@ -87,7 +87,7 @@ def test_model_deleted_elsewhere_is_served_at_most_the_window(
     model = trained_model(served, worker)
     first = _predict(served, model_id=model["id"])
     app = served.app
-    held = predict_service.held_target(app.state.engine, Target(model_id=model["id"]), windowed)
+    held = predict_service.held_target(app.state.runtime, Target(model_id=model["id"]))
     assert held is not None and held.stamp is not None  # the next answer needs no read
     assert elsewhere.delete(f"/models/{model['id']}").status_code == 204
     clock.t += WINDOW - 0.001  # within the window: the documented staleness
@@ -95,7 +95,7 @@ def test_model_deleted_elsewhere_is_served_at_most_the_window(
     clock.t += 0.002  # the window passed since the last check: read again, and refused
     r = served.post("/predict", json={"model_id": model["id"], "instances": ROW})
     assert assert_problem(r, 422, "model_id")["detail"].endswith(f"model {model['id']} not found")
-    assert models_service.engine_cache(app.state.engine).get(model["id"]) is None
+    assert app.state.runtime.get(models_service.MODEL_CACHE).get(model["id"]) is None
 
 
 def test_model_deleted_by_this_process_is_refused_at_once(served, worker, clock):
@@ -201,7 +201,7 @@ def test_window_zero_reads_every_request(settings, engine, worker, clock):
         model = trained_model(a, worker)
         _predict(a, model_id=model["id"])
         target = Target(model_id=model["id"])
-        assert predict_service.held_target(a.app.state.engine, target, strict) is None
+        assert predict_service.held_target(a.app.state.runtime, target) is None
         assert b.delete(f"/models/{model['id']}").status_code == 204
         r = a.post("/predict", json={"model_id": model["id"], "instances": ROW})
         assert_problem(r, 422, "model_id")
