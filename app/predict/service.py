@@ -30,11 +30,12 @@ from app.models.explaining import check_explain_cost
 from app.models.scoring import Scores, check_rows, row_ids, score
 from app.monitoring import log as prediction_log
 from app.monitoring import shadow
+from app.predict import refresh
 from app.predict.fastjson import gc_paused
 from app.predict.numeric_rows import NumericRows
 from app.predict.schemas import IDS_ADAPTER
 from app.predict.target import Target, reference_fields, resolve_target
-from app.registry.references import Stamp, recalled
+from app.registry.references import Stamp, recalled, recalled_at
 from solver.jsonable import jsonable
 
 #: Skipped rows /predict/file lists with ``on_error="skip"`` (it counts them all).
@@ -118,7 +119,11 @@ def held_target(runtime: Runtime, target: Target) -> Target | None:
         return None
     if not target.pending:
         hit = models.held_fresh(runtime, target.model_id, seconds)
-        return None if hit is None else replace(target, stamp=hit.stamp)
+        if hit is None:
+            return None
+        if refresh.due(hit.checked_at, seconds):  # renewed off the request path
+            runtime.get(refresh.REFRESHER).ahead(target)
+        return replace(target, stamp=hit.stamp)
     assert target.reference is not None
     memo = recalled(runtime, target.reference, seconds)
     if memo is None:
@@ -126,6 +131,8 @@ def held_target(runtime: Runtime, target: Target) -> Target | None:
     resolved, stamp = memo
     if runtime.get(models.MODEL_CACHE).current(resolved.model_id, stamp) is None:
         return None
+    if refresh.due(recalled_at(runtime, target.reference), seconds):
+        runtime.get(refresh.REFRESHER).ahead(target)
     return Target(resolved.model_id, target.reference, resolved, stamp)
 
 

@@ -223,6 +223,12 @@ def recalled(runtime: Runtime, text: str, seconds: float) -> tuple[ResolvedModel
     return entry[0], entry[1]
 
 
+def recalled_at(runtime: Runtime, text: str) -> float | None:
+    """When the read behind ``text``'s remembered resolution began (recheck.now()), or None."""
+    entry = runtime.get(REFERENCE_MEMORY).get(text)
+    return None if entry is None else entry[2]
+
+
 def forget(session_or_runtime: Session | Runtime) -> None:
     """Forget every remembered resolution of the database (a version or alias changed). A
     session no runtime made (a command's) has none to forget: other runtimes see the change

@@ -21,6 +21,7 @@ from app.core.config import Settings
 from app.core.db import is_sqlite, make_engine
 from app.main import create_app
 from app.models import service as models_service
+from app.predict import refresh
 from app.predict import service as predict_service
 from app.predict.target import Target
 from tests.app.support import assert_problem, blobs, trained_model
@@ -96,6 +97,31 @@ def test_model_deleted_elsewhere_is_served_at_most_the_window(
     r = served.post("/predict", json={"model_id": model["id"], "instances": ROW})
     assert assert_problem(r, 422, "model_id")["detail"].endswith(f"model {model['id']} not found")
     assert app.state.runtime.get(models_service.MODEL_CACHE).get(model["id"]) is None
+
+
+def test_checks_are_renewed_ahead_off_the_request_path(served, worker, clock):
+    """A request finding its checks older than half the window is answered from what the
+    process holds, and they are read again in the background (app.predict.refresh): a window
+    after the first check, the next request still needs no read on its own path."""
+    ids = _two_versions(served, worker)
+    runtime = served.app.state.runtime
+    by_id, by_alias = Target(model_id=ids[0]), Target(reference="credit@production")
+    _predict(served, model_id=ids[0])
+    _predict(served, model="credit@production")  # both checked now
+    refresher = runtime.get(refresh.REFRESHER)
+    renewed = refresher.renewed
+    clock.t += WINDOW * 0.4  # younger than half the window: nothing asked
+    assert predict_service.held_target(runtime, by_id) is not None
+    refresher.wait()
+    assert refresher.renewed == renewed
+    clock.t += WINDOW * 0.2  # older than half: held, and renewed in the background
+    assert predict_service.held_target(runtime, by_id) is not None
+    assert predict_service.held_target(runtime, by_alias) is not None
+    refresher.wait()
+    assert refresher.renewed == renewed + 2
+    clock.t += WINDOW * 0.6  # 1.2 windows after the first checks, 0.6 after the renewals
+    assert predict_service.held_target(runtime, by_id) is not None
+    assert predict_service.held_target(runtime, by_alias).model_id == ids[0]
 
 
 def test_model_deleted_by_this_process_is_refused_at_once(served, worker, clock):
