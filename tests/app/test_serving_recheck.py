@@ -7,6 +7,7 @@ both)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +16,7 @@ from pydantic import SecretStr
 from sqlalchemy.orm import Session
 
 from app.auth import service as keys_service
+from app.auth.gate import OPEN_RECHECK_SECONDS
 from app.auth.keys import Scope
 from app.core import recheck
 from app.core.config import Settings
@@ -200,6 +202,50 @@ def test_key_revoked_elsewhere_works_at_most_the_window(keyed, settings, clock):
         assert_problem(keyed.get("/datasets", headers=auth), 401)
     finally:
         other.dispose()
+
+
+def test_a_key_check_is_renewed_ahead_and_a_revocation_seen_by_it(keyed, engine, clock):
+    """A request finding its key's check older than half the window is admitted from memory
+    and the key read again in the background: a window after the first read the key needs no
+    read on the request path; revoked elsewhere, the renewal forgets it (the next request
+    reads, and is refused, before the window has passed)."""
+    key_id, secret = _key(engine)
+    auth = {"Authorization": f"Bearer {secret}"}
+    gate = keyed.app.state.auth
+    assert keyed.get("/datasets", headers=auth).status_code == 200  # read at t0
+    clock.t += WINDOW * 0.6
+    assert keyed.get("/datasets", headers=auth).status_code == 200  # held; renewal asked
+    gate.settle()
+    clock.t += WINDOW * 0.6  # 1.2 windows after the first read, 0.6 after the renewal
+    assert gate.held(auth["Authorization"]) is not None  # (and renewed again)
+    gate.settle()
+    with Session(engine) as session:
+        keys_service.revoke(session, key_id)
+    clock.t += WINDOW * 0.6  # held once more, renewal asked: it reads the revocation
+    assert keyed.get("/datasets", headers=auth).status_code == 200
+    gate.settle()
+    assert gate.held(auth["Authorization"]) is None  # the renewal read the revocation
+    assert_problem(keyed.get("/datasets", headers=auth), 401)
+
+
+def test_the_open_state_is_renewed_ahead_and_a_new_key_closes_it(served, engine):
+    """Keys off (none exists): past half OPEN_RECHECK_SECONDS the question is asked again in
+    the background, so no request asks it itself; a key created elsewhere meanwhile closes
+    the service through that renewal."""
+    gate = served.app.state.auth
+    assert served.get("/datasets").status_code == 200  # read: open for OPEN_RECHECK_SECONDS
+    assert not gate.known_required()
+    near = time.monotonic() + OPEN_RECHECK_SECONDS * 0.4  # as if asked 0.6 of it ago
+    gate._open_until = near
+    assert gate.known_open()  # still open: renewal asked
+    gate.settle()
+    assert gate._open_until > near  # renewed from before its read, no request waited
+    _key(engine)
+    gate._open_until = time.monotonic() + OPEN_RECHECK_SECONDS * 0.4
+    assert gate.known_open()
+    gate.settle()
+    assert gate.known_required()  # the renewal found the key
+    assert_problem(served.get("/datasets"), 401)
 
 
 def test_key_revoked_over_this_process_is_refused_at_once(keyed, engine, clock):
