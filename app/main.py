@@ -137,9 +137,8 @@ def shut_down(app: FastAPI) -> None:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
-    # The app's runtime state (app.core.runtime): its pools, sessions, model cache, log
-    # writer, shadow scorer, remembered references and lanes; made here (a TestClient used
-    # without ``with`` runs no lifespan), closed at the lifespan's end.
+    # The app's runtime state (app.core.runtime), made here (a TestClient used without ``with``
+    # runs no lifespan) and closed at the lifespan's end (shut_down).
     runtime = Runtime(make_engine(settings.database_url, api_limits(settings)), settings)
     reserve.ensure(settings.database_url)  # room to delete at a full disk (SQLite)
 
@@ -168,17 +167,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_redoc(app, REDOC_URL, STATIC_DOCS_URL)
     relative_slash_redirects(app.router)  # no Location built from the request's Host
-    app.state.settings = settings
-    app.state.runtime = runtime  # reached through app.core.deps.RuntimeDep
-    # (the runtime's own, by their former names: app.state.engine and the session factories)
-    app.state.engine = runtime.engine
-    app.state.session_factory = runtime.sessions
-    app.state.read_session_factory = runtime.read_sessions  # GET, HEAD
-    app.state.migration_heads = script_heads(settings.database_url)
-    app.state.metrics = RequestMetrics()
-    # More /metrics lines: per-model predictions, the process's memory, CPU and fds.
-    app.state.metric_sources = [lambda: prediction_log.metric_lines(runtime)]
-    app.state.auth = AuthGate(settings, runtime)
+    set_state(app, settings, runtime)
 
     problems.install(app)
     # innermost: a static path's wrong method is a 405 before a parametrised route matches it
@@ -200,6 +189,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     include_routers(app)
     app.openapi = lambda: custom_openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def set_state(app: FastAPI, settings: Settings, runtime: Runtime) -> None:
+    """``app.state``: the settings, the runtime (app.core.deps.RuntimeDep) and, by their
+    former names, its engine and session factories; the metrics and the key gate."""
+    app.state.settings = settings
+    app.state.runtime = runtime
+    app.state.engine = runtime.engine
+    app.state.session_factory = runtime.sessions
+    app.state.read_session_factory = runtime.read_sessions  # GET, HEAD
+    app.state.migration_heads = script_heads(settings.database_url)
+    app.state.metrics = RequestMetrics()
+    # More /metrics lines: per-model predictions, the process's memory, CPU and fds.
+    app.state.metric_sources = [lambda: prediction_log.metric_lines(runtime)]
+    app.state.auth = AuthGate(settings, runtime)
 
 
 def open_paths(app: FastAPI) -> set[str]:

@@ -136,9 +136,7 @@ def _feedback(session: Session, run_id: int) -> tuple[int, float | None, float |
     return len(rows), float(np.mean(table[:, 1] == true)), float(np.mean(table[:, 0] == true))
 
 
-def shadow_report(
-    session: Session, runtime: Runtime, name: str
-) -> dict[str, Any]:
+def shadow_report(session: Session, runtime: Runtime, name: str) -> dict[str, Any]:
     """The registered model's latest shadow (running or stopped) and its scored rows."""
     # This process's queued rows (scored, logged): waited for a bounded time, never for the
     # threads; the answer says how many still wait.
