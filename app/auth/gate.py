@@ -159,8 +159,9 @@ class AuthGate:
         def run() -> None:
             try:
                 renew()
-            except Exception:  # (a database away: the next request past the time reads)
-                log.info("key check not renewed ahead", exc_info=True)
+            except Exception as exc:  # (a database away: the next request past the time reads)
+                # one line, no traceback: a database blip is no program error (as app.core.db)
+                log.info("key check not renewed ahead: %s", type(exc).__name__)
             finally:
                 with self._lock:
                     self._renewing.discard(what)
