@@ -15,14 +15,7 @@ from app.auth.keys import Scope
 from app.auth.security import AuthMiddleware, admitted
 from app.core import problems, reserve
 from app.core.config import Settings, get_settings
-from app.core.db import (
-    api_limits,
-    is_sqlite,
-    make_engine,
-    make_session_factory,
-    read_only,
-    script_heads,
-)
+from app.core.db import api_limits, make_engine, script_heads
 from app.core.ids import check_ids
 from app.core.middleware import (
     BodySizeLimitMiddleware,
@@ -32,9 +25,9 @@ from app.core.middleware import (
 )
 from app.core.query_params import reject_unknown_query
 from app.core.request_metrics import RequestMetrics
+from app.core.runtime import Runtime
 from app.core.validation import check_request
 from app.monitoring import log as prediction_log
-from app.monitoring import shadow
 from app.openapi import custom_openapi
 from app.predict.fast_path import PredictFastPath
 from app.routers import OPEN_PATHS, include_routers
@@ -135,23 +128,23 @@ def operation_id(route: APIRoute) -> str:
 
 
 def shut_down(app: FastAPI) -> None:
-    """The app's shutdown (its lifespan's end): background writers drained and stopped, the
-    pool closed. Idempotent."""
-    engine = app.state.engine
+    """The app's shutdown (its lifespan's end): background writers drained and stopped (the
+    runtime's parts: the prediction log's rows still queued, the shadow's), the pools closed.
+    Idempotent."""
     app.state.auth.close()  # the last keys' last_used_at, before the pool goes
-    prediction_log.close(engine)  # the rows still queued, too
-    shadow.close(engine)  # and the shadow's
-    engine.dispose()
+    app.state.runtime.close()
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
-    engine = make_engine(settings.database_url, api_limits(settings))
+    # The app's runtime state (app.core.runtime), made here (a TestClient used without ``with``
+    # runs no lifespan) and closed at the lifespan's end (shut_down).
+    runtime = Runtime(make_engine(settings.database_url, api_limits(settings)), settings)
     reserve.ensure(settings.database_url)  # room to delete at a full disk (SQLite)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        prediction_log.start(engine, settings)  # adopts a stopped writer's spool file
+        prediction_log.start(runtime)  # adopts a stopped writer's spool file
         yield
         shut_down(app)
 
@@ -174,16 +167,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_redoc(app, REDOC_URL, STATIC_DOCS_URL)
     relative_slash_redirects(app.router)  # no Location built from the request's Host
-    app.state.settings = settings
-    app.state.engine = engine
-    app.state.session_factory = make_session_factory(engine)
-    app.state.read_session_factory = make_session_factory(read_only(engine))  # GET, HEAD
-    app.state.local_database = is_sqlite(settings.database_url)  # no network round trips
-    app.state.migration_heads = script_heads(settings.database_url)
-    app.state.metrics = RequestMetrics()
-    # More /metrics lines: per-model predictions, the process's memory, CPU and fds.
-    app.state.metric_sources = [lambda: prediction_log.metric_lines(engine, settings)]
-    app.state.auth = AuthGate(settings, engine)
+    set_state(app, settings, runtime)
 
     problems.install(app)
     # innermost: a static path's wrong method is a 405 before a parametrised route matches it
@@ -205,6 +189,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     include_routers(app)
     app.openapi = lambda: custom_openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def set_state(app: FastAPI, settings: Settings, runtime: Runtime) -> None:
+    """``app.state``: the settings, the runtime (app.core.deps.RuntimeDep) and, by their
+    former names, its engine and session factories; the metrics and the key gate."""
+    app.state.settings = settings
+    app.state.runtime = runtime
+    app.state.engine = runtime.engine
+    app.state.session_factory = runtime.sessions
+    app.state.read_session_factory = runtime.read_sessions  # GET, HEAD
+    app.state.migration_heads = script_heads(settings.database_url)
+    app.state.metrics = RequestMetrics()
+    # More /metrics lines: per-model predictions, the process's memory, CPU and fds.
+    app.state.metric_sources = [lambda: prediction_log.metric_lines(runtime)]
+    app.state.auth = AuthGate(settings, runtime)
 
 
 def open_paths(app: FastAPI) -> set[str]:

@@ -105,22 +105,23 @@ def _reads_once(c: httpx.Client, load: Load, model_id: int, out: dict[str, list]
 def _report_in_process(url: str, model_id: int) -> list[tuple[float, int]]:
     """The same report computed in this process (``model_report``, no HTTP, no load) on the
     window the load left: (seconds, rows in the window), five times after a warm-up."""
-    from app.core.db import make_engine, make_session_factory
+    from app.core.config import Settings
+    from app.core.db import make_engine
+    from app.core.runtime import Runtime
     from app.monitoring.report import model_report
 
-    engine = make_engine(url)
+    runtime = Runtime(make_engine(url), Settings(database_url=url))
     try:
-        sessions = make_session_factory(engine)
         out = []
         for i in range(6):
-            with sessions() as session:
+            with runtime.sessions() as session:
                 t = time.perf_counter()
                 body = model_report(session, model_id, None, None)
                 if i:
                     out.append((time.perf_counter() - t, body["live"]["n"]))
         return out
     finally:
-        engine.dispose()
+        runtime.close()
 
 
 def _pending(r: httpx.Response) -> int | None:

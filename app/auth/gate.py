@@ -18,17 +18,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
-from sqlalchemy import Engine
+import anyio
 
 from app.auth import service
 from app.auth.keys import MAX_TOKEN_CHARS, Principal, Scope, hash_key
 from app.core import recheck
 from app.core.config import Settings
-from app.core.db import make_session_factory, with_retries
+from app.core.db import with_retries
 from app.core.problems import TYPE_BASE, Problem
+from app.core.runtime import Runtime
 
 # How long "no key exists yet" is trusted before the database is asked again (auth=auto).
 OPEN_RECHECK_SECONDS = 1.0
@@ -78,13 +80,24 @@ def bearer_token(authorization: str | None) -> str | None:
     return token.strip() or None
 
 
+# Threads for the key checks, apart from the thread pool of the routes: a check never waits
+# for a thread that a route holds (while that route waits for a database connection, say).
+AUTH_THREADS = 8
+
+
 class AuthGate:
-    def __init__(self, settings: Settings, engine: Engine) -> None:
+    """The app's key checks and what they remember (app.main makes one per app, on its
+    runtime)."""
+
+    def __init__(self, settings: Settings, runtime: Runtime) -> None:
         self.mode = settings.auth
-        self.engine = engine
+        self.reader = runtime.reader  # fetch_one's pool: never one the requests' sessions use
         # a local file database: its key reads may run on the event loop (security.check_async)
-        self.local = engine.dialect.name == "sqlite"
-        self.session_factory = make_session_factory(engine)
+        self.local = runtime.local
+        self.session_factory = runtime.sessions
+        # the key checks' threads (security.check_async); anyio's asyncio limiter binds to no
+        # event loop, so one per gate serves whichever loop runs the app
+        self.threads = anyio.CapacityLimiter(AUTH_THREADS)
         secret = settings.admin_key.get_secret_value() if settings.admin_key else None
         self.admin_hash = hash_key(secret) if secret else None
         self._lock = threading.Lock()
@@ -93,17 +106,67 @@ class AuthGate:
         self._stamped: dict[int, float] = {}  # key id -> monotonic time of its last stamp
         self._stamp_every = service.LAST_USED_RESOLUTION.total_seconds()
         self._stamper: ThreadPoolExecutor | None = None  # writes last_used_at (stamp_later)
+        self._renewer: ThreadPoolExecutor | None = None  # renews the open state (known_open)
+        self._renewing: set[tuple[str, ...]] = set()  # checks being renewed (``_submit``)
+        self._closed = False
+        self._generation = 0  # forget_keys' count: a renewal begun before one is dropped
         # Keys found usable, by hash: (owner, recheck.now() before the read), trusted for
         # ``window`` seconds (app.core.recheck; 0 on SQLite by default: every request reads).
-        self.window = recheck.window(engine, settings)
+        self.window = recheck.window(runtime.engine, settings)
         self._keys: dict[str, tuple[Principal, float]] = {}
 
     def known_open(self) -> bool:
         """True when no key is needed and that was checked less than OPEN_RECHECK_SECONDS ago:
-        the request needs neither a database query nor a thread (the quick start's hot path)."""
-        return self.mode == "off" or (
-            not self._required and time.monotonic() < self._open_until
-        )
+        the request needs neither a database query nor a thread (the quick start's hot path).
+        Past half that time the check is made again in the background (``_renew_open``), so
+        that requests in steady state never make it themselves: without it every request in
+        flight when the time ran out made the read, each in a thread (bench/serve.py on
+        PostgreSQL: hops of up to a second under load)."""
+        if self.mode == "off":
+            return True
+        if self._required:
+            return False
+        now = time.monotonic()
+        if now >= self._open_until:
+            return False
+        if now >= self._open_until - OPEN_RECHECK_SECONDS / 2:
+            self._renew_open_ahead()
+        return True
+
+    def _renew_open_ahead(self) -> None:
+        self._submit(("open",), self._renew_open)
+
+    def _renew_open(self) -> None:
+        """Ask whether a key exists; still none: open for OPEN_RECHECK_SECONDS from before
+        the read (so the bound of ``required`` holds)."""
+        started = time.monotonic()
+        if service.any_key_exists_now(self.reader):
+            self.key_created()
+        else:
+            self._open_until = max(self._open_until, started + OPEN_RECHECK_SECONDS)
+
+    def _submit(self, what: tuple[str, ...], renew: Callable[[], None]) -> None:
+        """Run ``renew`` on the gate's one renewal thread unless ``what`` is under way. A
+        failed read is the requests' to make again when the check's time runs out."""
+        with self._lock:
+            if what in self._renewing or self._closed:
+                return
+            self._renewing.add(what)
+            if self._renewer is None:
+                self._renewer = ThreadPoolExecutor(1, thread_name_prefix="msvmav-key-check")
+            renewer = self._renewer
+
+        def run() -> None:
+            try:
+                renew()
+            except Exception as exc:  # (a database away: the next request past the time reads)
+                # one line, no traceback: a database blip is no program error (as app.core.db)
+                log.info("key check not renewed ahead: %s", type(exc).__name__)
+            finally:
+                with self._lock:
+                    self._renewing.discard(what)
+
+        renewer.submit(run)
 
     def required(self) -> bool:
         """Does a request need a key now? Once true, true for the life of the process. While
@@ -114,7 +177,7 @@ class AuthGate:
             return False
         if not self._required and time.monotonic() >= self._open_until:
             # On the key lookups' own pool (fetch_one), never one the requests' sessions use.
-            if service.any_key_exists_now(self.engine):
+            if service.any_key_exists_now(self.reader):
                 self.key_created()
             else:
                 self._open_until = time.monotonic() + OPEN_RECHECK_SECONDS
@@ -139,7 +202,7 @@ class AuthGate:
             return principal
         checked_at = recheck.now()
         try:
-            principal = service.lookup(self.engine, token, self.admin_hash)
+            principal = service.lookup(self.reader, token, self.admin_hash)
         except service.KeyExpiredError as exc:
             raise unauthorized(str(exc), error="invalid_token") from None
         if principal is None:
@@ -161,7 +224,25 @@ class AuthGate:
         expires_at = entry[0].expires_at
         if expires_at is not None and expires_at <= datetime.now(UTC):
             return None  # looked up again: the read answers 401 naming the expiry
+        if recheck.now() - entry[1] >= self.window / 2:  # read again in the background
+            self._submit(("key", hash_key(token)), lambda: self._renew_key(token))
         return entry[0]
+
+    def _renew_key(self, token: str) -> None:
+        """Look the key up again off the request path (``_recalled``): found usable, it is
+        trusted for ``window`` from before this read; otherwise it is forgotten, and the next
+        request reads (and answers 401). Age counted as ``authenticate`` counts it."""
+        generation, checked_at = self._generation, recheck.now()
+        try:
+            principal = service.lookup(self.reader, token, self.admin_hash)
+        except service.KeyExpiredError:
+            principal = None
+        digest = hash_key(token)
+        with self._lock:
+            if principal is None:
+                self._keys.pop(digest, None)
+            elif generation == self._generation:  # no key revoked here since the read began
+                self._keys[digest] = (principal, checked_at)
 
     def held(self, authorization: str | None) -> Principal | None:
         """The key's owner when keys are required and this request's key was found usable
@@ -172,8 +253,11 @@ class AuthGate:
         return None if token is None else self._recalled(token)
 
     def forget_keys(self) -> None:
-        """Trust no remembered key any more (one was revoked in this process)."""
-        self._keys.clear()
+        """Trust no remembered key any more (one was revoked in this process), nor what a
+        renewal under way reads."""
+        with self._lock:
+            self._generation += 1
+            self._keys.clear()
 
     def known_required(self) -> bool:
         """True when keys are required and that is settled (it never changes back): deciding
@@ -202,12 +286,21 @@ class AuthGate:
             stamper = self._stamper
         stamper.submit(self._stamp, principal.key_id)
 
+    def settle(self) -> None:
+        """Until the renewals asked so far have ended (tests)."""
+        renewer = self._renewer
+        if renewer is not None:
+            renewer.submit(lambda: None).result()
+
     def close(self) -> None:
-        """Finish the stamps under way (at shutdown)."""
+        """Finish the stamps and the renewal under way (at shutdown)."""
         with self._lock:
+            self._closed = True
             stamper, self._stamper = self._stamper, None
-        if stamper is not None:
-            stamper.shutdown(wait=True)
+            renewer, self._renewer = self._renewer, None
+        for executor in (stamper, renewer):
+            if executor is not None:
+                executor.shutdown(wait=True)
 
     def _stamp(self, key_id: int) -> None:
         def write() -> None:

@@ -8,8 +8,6 @@ valid key before their body is read.
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -82,11 +80,6 @@ def _admitted(gate: AuthGate, principal: Principal) -> AuthResult:
     return AuthResult(required=True, principal=principal)
 
 
-# Threads for the key checks, apart from the thread pool of the routes: a check never waits
-# for a thread that a route holds (while that route waits for a database connection, say).
-AUTH_THREADS = 8
-
-
 async def check_async(gate: AuthGate, authorization: str | None) -> AuthResult:
     """``check`` from the event loop: on it while the service is known to be open or the key
     was found usable within app.core.recheck's window (no I/O: ``AuthGate.held``), and
@@ -95,7 +88,7 @@ async def check_async(gate: AuthGate, authorization: str | None) -> AuthResult:
     the loop cannot wait for a connection that needs the loop) — a thread hop would cost more
     than the read (bench/serve.py --auth: 0.47x the bare route through a thread); otherwise
     (a server database, a network round trip) in a thread of the key checks' own limiter
-    (``AUTH_THREADS``), on a connection of ``fetch_one``'s own pool: a key check needs neither
+    (``AuthGate.threads``), on a connection of ``fetch_one``'s own pool: a key check needs neither
     a thread nor a connection that a request could be holding. A database
     that is away or busy answers 503 (``app.core.problems.database_problem``)."""
     if gate.known_open():
@@ -107,27 +100,13 @@ async def check_async(gate: AuthGate, authorization: str | None) -> AuthResult:
         if gate.local:
             return check(gate, authorization)
         return await anyio.to_thread.run_sync(
-            check, gate, authorization, limiter=_auth_limiter()
+            check, gate, authorization, limiter=gate.threads
         )
     except SQLAlchemyError as exc:
         problem = database_problem(exc)
         if problem is None:
             raise
         raise problem from None
-
-
-_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _auth_limiter() -> anyio.CapacityLimiter:
-    """The key checks' limiter of the running event loop (a limiter belongs to one loop)."""
-    loop = asyncio.get_running_loop()
-    limiter = _limiters.get(loop)
-    if limiter is None:
-        limiter = _limiters[loop] = anyio.CapacityLimiter(AUTH_THREADS)
-    return limiter
 
 
 async def authorize(request: Request, needed: Scope) -> Principal | None:

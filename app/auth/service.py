@@ -94,9 +94,10 @@ def any_key_exists(session: Session) -> bool:
     return session.scalar(select(ApiKey.id).limit(1)) is not None
 
 
-def any_key_exists_now(engine: Engine) -> bool:
-    """``any_key_exists`` on a connection of ``fetch_one``'s pool (the per-request check)."""
-    return fetch_one(engine, _ANY_KEY_SQL, ()) is not None
+def any_key_exists_now(reader: Engine) -> bool:
+    """``any_key_exists`` on a connection of ``fetch_one``'s pool ``reader`` (a runtime's
+    ``reader``; the per-request check)."""
+    return fetch_one(reader, _ANY_KEY_SQL, ()) is not None
 
 
 def usable_key_exists(session: Session) -> bool:
@@ -106,17 +107,17 @@ def usable_key_exists(session: Session) -> bool:
     return session.scalar(stmt) is not None
 
 
-def lookup(engine: Engine, token: str, admin_hash: str | None) -> Principal | None:
+def lookup(reader: Engine, token: str, admin_hash: str | None) -> Principal | None:
     """The owner of ``token``, or None for an unknown, revoked or malformed one;
     KeyExpiredError for a known, unrevoked key past its ``expires_at``. One indexed read on a
-    pooled connection (``fetch_one``: no ORM session, about 15 µs on SQLite instead of 240), so
-    that it can run on every request; writes nothing (see ``mark_used``)."""
+    pooled connection of ``reader`` (``fetch_one``: no ORM session, about 15 µs on SQLite
+    instead of 240), so that it can run on every request; writes nothing (see ``mark_used``)."""
     if not token or len(token) > MAX_TOKEN_CHARS:
         return None
     digest = hash_key(token)
     if admin_hash is not None and same_hash(digest, admin_hash):
         return Principal(key_id=None, name="MSVMAV_ADMIN_KEY", scope=Scope.admin)
-    row = fetch_one(engine, _LOOKUP_SQL, (digest,))
+    row = fetch_one(reader, _LOOKUP_SQL, (digest,))
     if row is None:
         return None
     key_id, name, scope, key_hash, usable, expires_at = row

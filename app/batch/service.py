@@ -21,6 +21,7 @@ from app.batch.scoring import output_columns
 from app.core.config import Settings
 from app.core.orm import utcnow
 from app.core.problems import Problem, conflict, invalid, missing, too_large
+from app.core.runtime import runtime_of
 from app.datasets import locations
 from app.datasets import service as datasets
 from app.datasets.orm import Dataset
@@ -62,8 +63,7 @@ def _body(name: str) -> list[str | int]:
 
 def _model(session: Session, options: BatchOptions) -> tuple[Model, str | None]:
     target = target_of(options.model_id, options.model, _body("model"))
-    bind = session.get_bind()
-    target = resolve_target(getattr(bind, "engine", bind), target, _body("model"))
+    target = resolve_target(runtime_of(session), target, _body("model"))
     assert target.model_id is not None
     model = models.get_or_raise(session, target.model_id, _body("model_id"))
     if model.encoding.get("format") == "svmlight":

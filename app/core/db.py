@@ -16,7 +16,6 @@ import logging
 import sqlite3
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,6 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import Pool
 
 import migrations
 
@@ -150,9 +148,6 @@ def begin_read(session: Session) -> None:
 
 # DBAPI placeholder of the drivers we ship: sqlite3 (qmark) and psycopg (pyformat).
 _PLACEHOLDERS = {"qmark": "?", "pyformat": "%s"}
-# The per-request reads' own engine for each server database (see _reader), by main pool.
-_readers: weakref.WeakKeyDictionary[Pool, Engine] = weakref.WeakKeyDictionary()
-_readers_lock = threading.Lock()
 
 
 def placeholders(engine: Engine, sql: str) -> str:
@@ -161,19 +156,19 @@ def placeholders(engine: Engine, sql: str) -> str:
     return sql.replace("?", _PLACEHOLDERS[engine.dialect.paramstyle])
 
 
-def fetch_one(engine: Engine, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+def fetch_one(reader: Engine, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """The first row of a read-only ``sql`` (positional placeholders written ``?``) as the
     driver returns it, or None: for the per-request checks (a model's row, an API key).
 
-    Runs on a DBAPI connection of the reader pool (``_reader``), without SQLAlchemy's statement
+    Runs on a DBAPI connection of ``reader``, the reader pool (``reader_engine``; a
+    runtime's ``app.core.runtime.Runtime.reader``), without SQLAlchemy's statement
     machinery, which cost most of a warm /predict's time: never on a connection of the pool the
     requests' sessions use, so a key check cannot wait for one of them. Connections are in
     autocommit mode (the SELECT is its own read transaction and never takes SQLite's write
     lock) and not pinged when taken: one round trip per call. A connection the server dropped
     (a restart) fails here: the reader pool is then emptied, every connection in it being as
     old, and the read is tried once more on a new connection."""
-    reader = _reader(engine)
-    statement = placeholders(engine, sql)
+    statement = placeholders(reader, sql)
     dbapi_error = reader.dialect.loaded_dbapi.Error
     for attempt in (1, 2):
         try:
@@ -215,27 +210,24 @@ def _wrapped(
     )
 
 
-def _reader(engine: Engine) -> Engine:
-    """A small second pool on ``engine``'s URL for ``fetch_one`` (one per main pool): SQLite
-    connections with our pragmas, in autocommit mode (see make_engine); server connections in
-    autocommit mode (no transaction to roll back when one returns to the pool)."""
-    with _readers_lock:
-        reader = _readers.get(engine.pool)
-        if reader is None:
-            url = engine.url.render_as_string(hide_password=False)
-            reader = _readers[engine.pool] = (
-                make_engine(url)
-                if engine.dialect.name == "sqlite"
-                else create_engine(
-                    engine.url,
-                    isolation_level="AUTOCOMMIT",
-                    pool_size=READER_POOL_SIZE,
-                    max_overflow=READER_POOL_OVERFLOW,
-                )
-            )
-            # Closed with the main pool (Engine.dispose, e.g. at the API's shutdown).
-            event.listen(engine, "engine_disposed", lambda _engine: reader.dispose())
-        return reader
+def reader_engine(engine: Engine) -> Engine:
+    """A small second pool on ``engine``'s URL for ``fetch_one``: SQLite connections with our
+    pragmas, in autocommit mode (see make_engine); server connections in autocommit mode (no
+    transaction to roll back when one returns to the pool). Disposed with ``engine``
+    (Engine.dispose); its owner (app.core.runtime.Runtime) makes one per database."""
+    url = engine.url.render_as_string(hide_password=False)
+    reader = (
+        make_engine(url)
+        if engine.dialect.name == "sqlite"
+        else create_engine(
+            engine.url,
+            isolation_level="AUTOCOMMIT",
+            pool_size=READER_POOL_SIZE,
+            max_overflow=READER_POOL_OVERFLOW,
+        )
+    )
+    event.listen(engine, "engine_disposed", lambda _engine: reader.dispose())
+    return reader
 
 
 # --- faults -------------------------------------------------------------------------------------

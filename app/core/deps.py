@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
+from app.core.runtime import Runtime
 
 #: The methods that only read: their requests get a read-only session, and a ``read`` key may
 #: use them on the routers that decide by method (``app.auth.security.require_by_method``). No
@@ -33,9 +34,9 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
     of a transaction still open runs in a thread, of a limiter of its own (as FastAPI does for
     the exit of a sync dependency): a session holding a connection never waits for a thread
     of the routes' pool, whose routes may be waiting for that connection."""
-    state = request.app.state
+    runtime: Runtime = request.app.state.runtime
     read = request.method in READ_METHODS
-    session = (state.read_session_factory if read else state.session_factory)()
+    session = (runtime.read_sessions if read else runtime.sessions)()
     try:
         yield session
     finally:
@@ -49,5 +50,12 @@ async def get_app_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
+async def get_runtime(request: Request) -> Runtime:
+    """The app's runtime state (app.core.runtime): made by ``create_app``, closed at the end
+    of its lifespan. The domains' dependencies on one of its parts start from it."""
+    return request.app.state.runtime
+
+
 SessionDep = Annotated[Session, Depends(get_session)]
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

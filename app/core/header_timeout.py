@@ -7,6 +7,13 @@ protocol with one timer more: armed when a connection opens and when a response 
 next request's head may follow), cancelled once h11 has the whole head, and never moved by the
 bytes that trickle in. When it fires with a partial head, the client gets a 408 problem+json and
 the connection is closed; an idle connection is just closed.
+
+uvicorn offers no public hook for this, so this module is the one place that relies on its
+internals: ``H11Protocol`` (uvicorn.protocols.http.h11_impl) subclassed, its ``conn`` (the h11
+connection), ``transport``, ``loop`` and its ``connection_made`` / ``data_received`` /
+``on_response_complete`` / ``connection_lost`` methods (``UVICORN_INTERNALS``). Written against
+uvicorn 0.54; tests/app/test_vendor_internals.py runs this protocol in process on
+the installed uvicorn and fails on a version that changes any of them.
 """
 
 from __future__ import annotations
@@ -18,6 +25,16 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 DEFAULT_HEADER_TIMEOUT = 10.0
+#: What of uvicorn's H11Protocol this module uses (see the module's docstring).
+UVICORN_INTERNALS = (
+    "conn",
+    "transport",
+    "loop",
+    "connection_made",
+    "data_received",
+    "on_response_complete",
+    "connection_lost",
+)
 
 
 def _timeout_response(seconds: float) -> bytes:

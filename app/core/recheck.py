@@ -8,6 +8,10 @@ cost a one-row /predict more than half its throughput (bench/serve.py). There a 
 most ``serve_recheck_seconds`` ago (MSVMAV_SERVE_RECHECK_SECONDS, default 1 s) is trusted: a
 request needs no read while its checks are that fresh, and is answered on the event loop.
 
+Past half the window a request still answered from its checks asks for them to be made again in
+the background (app.predict.refresh for the model and the reference, app.auth.gate.AuthGate for
+the key and the open state): in steady state no request makes the reads itself.
+
 The bound: a model deleted, an alias moved or a key revoked in **another** process stops being
 served by this one at most ``serve_recheck_seconds`` after the change committed (a check's age
 is counted from before its read began). The process that makes the change forgets the entries

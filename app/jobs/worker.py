@@ -51,13 +51,13 @@ from app.core.config import Settings
 from app.core.db import (
     is_transient,
     make_engine,
-    make_session_factory,
     schema_behind,
     schema_refusal,
     with_retries,
     worker_limits,
 )
 from app.core.orm import utcnow
+from app.core.runtime import Runtime
 from app.jobs.orm import Job
 from app.jobs.queue import Heartbeat, claim_next_job, end_attempt, reap_expired_jobs
 from app.jobs.registry import get_runner
@@ -178,7 +178,7 @@ def _schema_check(settings: Settings) -> list[str]:
 
 
 def run_job(
-    engine: Engine,
+    runtime: Runtime,
     job_id: int,
     worker_id: str,
     settings: Settings,
@@ -194,7 +194,7 @@ def run_job(
     soon as it is back: a database blip is not a lost worker. A runner stopped by the database
     being away puts its job back in the queue (not a lost attempt)."""
     stop = stop or threading.Event()
-    sessions = make_session_factory(engine)
+    engine, sessions = runtime.engine, runtime.sessions
     patience = settings.lease_seconds
 
     def read() -> tuple[str, dict[str, Any], int | None]:
@@ -341,7 +341,11 @@ class Worker:
     ) -> None:
         self.settings = settings
         self.parent_pid = parent_pid
-        self.engine = engine or make_engine(settings.database_url, worker_limits(settings))
+        # the worker's runtime state (app.core.runtime): its sessions carry it to the runners
+        self.runtime = Runtime(
+            engine or make_engine(settings.database_url, worker_limits(settings)), settings
+        )
+        self.engine = self.runtime.engine
         self.worker_id = new_worker_id()
         self.stop_event = threading.Event()
         self.alive = AliveStamp(alive_path(settings))
@@ -369,7 +373,7 @@ class Worker:
         if job_id is None:
             return None
         return run_job(
-            self.engine, job_id, self.worker_id, self.settings, self.stop_event, self.alive
+            self.runtime, job_id, self.worker_id, self.settings, self.stop_event, self.alive
         )
 
     def run_forever(self) -> None:
@@ -422,4 +426,4 @@ def run_worker(
         worker.run_forever()
     finally:
         worker.alive.remove()
-        worker.engine.dispose()
+        worker.runtime.close()

@@ -1,7 +1,8 @@
 """Model data functions: save a training outcome, read, list, delete, load the estimator;
 the margin statistics of a model (stored, or on a dataset) and their plots.
 
-Loaded models are cached per engine (``ModelCache``), keyed by model id and bounded by memory.
+Loaded models are cached per database (``ModelCache``, a part of the process's
+``app.core.runtime.Runtime``: ``MODEL_CACHE``), keyed by model id and bounded by memory.
 Models are immutable once written and their ids are never reused (AUTOINCREMENT on SQLite, a
 sequence on PostgreSQL), so a cached entry cannot go stale; deletion is what matters.
 ``load_cached`` therefore still asks the database, on every call, whether the row exists (one
@@ -15,24 +16,23 @@ from __future__ import annotations
 
 import json
 import threading
-import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sqlalchemy import Engine, select
 from sqlalchemy import delete as sql_delete
+from sqlalchemy import select
 from sqlalchemy.orm import Session
-from sqlalchemy.pool import Pool
 
 from app.core import recheck, storage
-from app.core.db import begin_read, fetch_one
+from app.core.db import begin_read
 from app.core.jsonable import jsonable
 from app.core.pagination import PageParams, paginate
 from app.core.plotting import render_margin_cdf
 from app.core.problems import conflict, invalid, not_found
+from app.core.runtime import Part, Runtime, runtime_of, session_runtime
 from app.datasets import service as datasets
 from app.datasets.orm import Dataset
 from app.ingest.imputation import apply_fills
@@ -133,30 +133,19 @@ class ModelCache:
 
 # The per-request existence check, on the driver's own connection (see model_stamp).
 _STAMP_SQL = "SELECT job_id, created_at FROM models WHERE id = ?"
-# One cache per connection pool: an engine and its execution_options() copies (the read-only
-# sessions' engine, app.core.db.read_only) share their pool, and so their cache.
-_caches: weakref.WeakKeyDictionary[Pool, ModelCache] = weakref.WeakKeyDictionary()
-_caches_lock = threading.Lock()
+MODEL_CACHE: Part[ModelCache] = Part("model cache", lambda _runtime: ModelCache())
 
 
-def model_cache(session: Session) -> ModelCache:
-    """The cache of the database ``session`` is bound to."""
-    bind = session.get_bind()
-    return engine_cache(getattr(bind, "engine", bind))  # a Connection bind: its Engine
+def model_cache(session: Session) -> ModelCache | None:
+    """The model cache of the runtime whose factories made ``session``; None for a session
+    no runtime made (it has no cache)."""
+    runtime = session_runtime(session)
+    return None if runtime is None else runtime.get(MODEL_CACHE)
 
 
-def engine_cache(engine: Engine) -> ModelCache:
-    """The model cache of ``engine``'s database in this process."""
-    with _caches_lock:
-        cache = _caches.get(engine.pool)
-        if cache is None:
-            cache = _caches[engine.pool] = ModelCache()
-        return cache
-
-
-def model_cache_holds(engine: Engine, model_id: int) -> bool:
+def model_cache_holds(runtime: Runtime, model_id: int) -> bool:
     """Does this process's cache hold the model (whether still current or not)? No I/O."""
-    return engine_cache(engine).get(model_id) is not None
+    return runtime.get(MODEL_CACHE).get(model_id) is not None
 
 
 def get(session: Session, model_id: int) -> Model | None:
@@ -243,10 +232,10 @@ def save(
     return model
 
 
-def model_stamp(engine: Engine, model_id: int) -> tuple[Any, ...] | None:
+def model_stamp(runtime: Runtime, model_id: int) -> tuple[Any, ...] | None:
     """(job_id, created_at) of the model's row as the driver returns them, or None if there is
     no such row: one primary-key read (``fetch_one``), no ORM session."""
-    return fetch_one(engine, _STAMP_SQL, (model_id,))
+    return runtime.fetch_one(_STAMP_SQL, (model_id,))
 
 
 def load_cached(
@@ -265,12 +254,11 @@ def load_cached(
     that read, which makes the entry fresh for ``held_fresh``); a cache miss then reads the
     model in ``session``, in a read-only transaction when the session has none yet. Nothing
     is written."""
-    bind = session.get_bind()
-    engine = getattr(bind, "engine", bind)
+    runtime = runtime_of(session)
     if stamp is None:
         checked_at = recheck.now()
-        stamp = model_stamp(engine, model_id)
-    cache = engine_cache(engine)
+        stamp = model_stamp(runtime, model_id)
+    cache = runtime.get(MODEL_CACHE)
     if stamp is None:
         cache.drop(model_id)
         raise not_found("model", model_id, loc)
@@ -287,10 +275,10 @@ def load_cached(
     return loaded
 
 
-def held_fresh(engine: Engine, model_id: int, seconds: float) -> LoadedModel | None:
+def held_fresh(runtime: Runtime, model_id: int, seconds: float) -> LoadedModel | None:
     """The cached model when its existence was checked less than ``seconds`` ago
     (app.core.recheck); None otherwise. No I/O."""
-    hit = engine_cache(engine).get(model_id)
+    hit = runtime.get(MODEL_CACHE).get(model_id)
     if hit is not None and recheck.fresh(hit.checked_at, seconds):
         return hit
     return None
@@ -350,7 +338,9 @@ def delete(session: Session, model_id: int) -> None:
     session.execute(sql_delete(ModelArray).where(ModelArray.model_id == model.id))
     session.delete(model)
     session.commit()
-    model_cache(session).drop(model_id)
+    cache = model_cache(session)
+    if cache is not None:
+        cache.drop(model_id)
 
 
 # -- margins -----------------------------------------------------------------------------------

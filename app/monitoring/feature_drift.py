@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -96,17 +95,15 @@ class _State:
         return self.admitted - self.released
 
 
-_states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
-_states_lock = threading.Lock()
+def new_state() -> _State:
+    """The counts and feature budget a new prediction log writer starts with (it keeps them
+    as its ``drift``)."""
+    return _State(next_write=time.monotonic() + WRITE_SECONDS)
 
 
 def state(writer: Any) -> _State:
     """``writer``'s counts not yet written, and its queue's feature budget."""
-    found = _states.get(writer)
-    if found is None:
-        with _states_lock:
-            found = _states.setdefault(writer, _State(next_write=time.monotonic() + WRITE_SECONDS))
-    return found
+    return writer.drift
 
 
 def admit(writer: Any, entry: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -6,11 +6,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.problems import invalid, too_large
+from app.core.runtime import Runtime, runtime_of
 from app.models import service as models
 from app.models.orm import Model
 from app.monitoring import log as prediction_log
@@ -36,12 +37,11 @@ def model_of(session: Session, model_id: int | None, reference: str | None) -> M
 def resolve_reference(session: Session, reference: str, loc: list[str | int]) -> int:
     """The stored model id a registry reference names now; 422 naming ``loc`` when malformed,
     404 saying what is missing."""
-    bind = session.get_bind()
-    return resolve_request(getattr(bind, "engine", bind), reference, loc)[0].model_id
+    return resolve_request(runtime_of(session), reference, loc)[0].model_id
 
 
 def record_feedback(
-    session: Session, engine: Engine, request: FeedbackRequest, settings: Settings
+    session: Session, runtime: Runtime, request: FeedbackRequest, settings: Settings
 ) -> dict[str, Any]:
     """Set the true class of the logged rows of the request's ids (all rows of an id the log
     holds twice); ``{"matched", "unknown_ids", "log"}`` (the log's state the ids were matched
@@ -57,7 +57,7 @@ def record_feedback(
         raise invalid(["body", "labels"], f"{len(request.labels)} labels for {n} ids")
     # This process's rows queued before now: waited for a bounded time, never for the writer
     # (others' are written within their flush interval); the answer says how many still wait.
-    writer = prediction_log.writer(engine, settings)
+    writer = prediction_log.writer(runtime)
     state = writer.state() if writer is not None else None
     model = model_of(session, request.model_id, request.model)
     true = models.match_labels(np.asarray(model.classes), request.labels, ["body", "labels"])

@@ -34,20 +34,21 @@ import logging
 import tempfile
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from fastapi import Depends
 from sqlalchemy import Engine
-from sqlalchemy.pool import Pool
 
 from app.core.config import Settings
-from app.core.db import classify_fault, fetch_one, placeholders
+from app.core.db import classify_fault, placeholders
+from app.core.deps import RuntimeDep
+from app.core.runtime import Part, Runtime
 from app.monitoring import feature_drift
 from app.monitoring.background import BatchQueue
 from app.monitoring.metrics import PredictionMetrics, WriterMetrics, process_lines
@@ -108,9 +109,12 @@ class PredictionLogWriter(BatchQueue[Entry]):
 
     label = "prediction log"
 
-    def __init__(self, engine: Engine, settings: Settings) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         super().__init__()
+        engine, settings = runtime.engine, runtime.settings
         self.engine = engine
+        self.fetch_one = runtime.fetch_one  # reads on the runtime's reader pool: no lock
+        self.drift = feature_drift.new_state()  # app.monitoring.feature_drift's counts
         self.days = settings.prediction_log_days
         self.max_rows = settings.prediction_log_max_rows
         self.sqlite = engine.dialect.name == "sqlite"
@@ -511,10 +515,10 @@ class PredictionLogWriter(BatchQueue[Entry]):
 
     def _nth_newest(self, n: int) -> int | None:
         """The id of the (n+1)-th newest row (delete up to it), None when at most n rows."""
-        low, high = fetch_one(self.engine, _ID_RANGE, ()) or (None, None)  # reads: no lock
+        low, high = self.fetch_one(_ID_RANGE, ()) or (None, None)  # reads: no lock
         if low is None or int(high) - int(low) + 1 <= n:
             return None
-        row = fetch_one(self.engine, _NTH_NEWEST, (n,))
+        row = self.fetch_one(_NTH_NEWEST, (n,))
         return None if row is None else int(row[0])
 
     def metric_lines(self) -> list[str]:
@@ -568,47 +572,43 @@ def _interleaved(columns: list[list[Any]], start: int, stop: int) -> tuple[Any, 
     return tuple(flat)
 
 
-# One writer per connection pool (an engine and its execution_options() copies share one).
-_writers: weakref.WeakKeyDictionary[Pool, PredictionLogWriter] = weakref.WeakKeyDictionary()
-_writers_lock = threading.Lock()
+def _made(runtime: Runtime) -> PredictionLogWriter | None:
+    return PredictionLogWriter(runtime) if runtime.settings.prediction_log else None
 
 
-def writer(engine: Engine, settings: Settings) -> PredictionLogWriter | None:
-    """The log writer of ``engine``'s database in this process; None when the log is off."""
-    if not settings.prediction_log:
-        return None
-    found = _writers.get(engine.pool)
-    if found is not None:
-        return found
-    with _writers_lock:
-        found = _writers.get(engine.pool)
-        if found is None:
-            found = _writers[engine.pool] = PredictionLogWriter(engine, settings)
-        return found
+#: The runtime's prediction log writer (None when the log is off: MSVMAV_PREDICTION_LOG).
+PREDICTION_LOG: Part[PredictionLogWriter | None] = Part(
+    "prediction log writer", _made, PredictionLogWriter.close
+)
 
 
-def start(engine: Engine, settings: Settings) -> None:
+def writer(runtime: Runtime) -> PredictionLogWriter | None:
+    """The log writer of ``runtime``'s database in this process; None when the log is off."""
+    return runtime.get(PREDICTION_LOG)
+
+
+def get_prediction_log(runtime: RuntimeDep) -> PredictionLogWriter | None:
+    """The app's prediction log writer (None when the log is off): a typed dependency."""
+    return writer(runtime)
+
+
+PredictionLogDep = Annotated[PredictionLogWriter | None, Depends(get_prediction_log)]
+
+
+def start(runtime: Runtime) -> None:
     """The app's start: when a stopped writer of this database left a spool file, this
     process's writer starts at once and adopts it (else on the first prediction)."""
-    found = writer(engine, settings)
+    found = writer(runtime)
     if found is not None and found.spool.orphans():
         with found._lock:
             if found._thread is None:
                 found._start()
 
 
-def close(engine: Engine) -> None:
-    """Stop and flush ``engine``'s writer, if it has one (the app's shutdown)."""
-    with _writers_lock:
-        found = _writers.pop(engine.pool, None)
-    if found is not None:
-        found.close()
-
-
-def metric_lines(engine: Engine, settings: Settings) -> list[str]:
+def metric_lines(runtime: Runtime) -> list[str]:
     """/metrics' lines of this process: per-model prediction counts and decision histogram
     (rows taken off the log's queue: none when the log is off), the log writer's own, and the
     process's."""
-    found = writer(engine, settings)
+    found = writer(runtime)
     lines = found.metrics.render() + found.metric_lines() if found is not None else []
     return lines + process_lines()

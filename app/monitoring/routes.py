@@ -5,15 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, NamedTuple
 
-from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response, status
+from fastapi import APIRouter, Body, Depends, Path, Query, Response, status
 from sqlalchemy.orm import Session
 
-from app.core.deps import SessionDep, SettingsDep
+from app.core.deps import RuntimeDep, SessionDep, SettingsDep
 from app.core.plotting import image_response_doc
 from app.core.problems import invalid, problem_responses
 from app.core.timestamps import TIMESTAMP_FORMAT, Timestamp
 from app.monitoring import feedback, report, shadow_service
 from app.monitoring import log as prediction_log
+from app.monitoring.log import PredictionLogDep
 from app.monitoring.schemas import (
     FeedbackOut,
     FeedbackRequest,
@@ -45,12 +46,12 @@ _FEEDBACK_EXAMPLES = {
     responses=problem_responses(404, 413, 422),
 )
 def post_feedback(
-    http: Request,
+    runtime: RuntimeDep,
     session: SessionDep,
     settings: SettingsDep,
     body: Annotated[FeedbackRequest, Body(openapi_examples=_FEEDBACK_EXAMPLES)],
 ) -> dict[str, Any]:
-    return feedback.record_feedback(session, http.app.state.engine, body, settings)
+    return feedback.record_feedback(session, runtime, body, settings)
 
 
 Since = Annotated[
@@ -94,21 +95,18 @@ class Window(NamedTuple):
 
 
 def _model_window(
-    http: Request,
+    writer: PredictionLogDep,
     session: SessionDep,
-    settings: SettingsDep,
     model_id: int,  # (checked by app.core.ids.check_ids, as every path id)
     since: Since = None,
     until: Until = None,
 ) -> Window:
-    writer = prediction_log.writer(http.app.state.engine, settings)
     return Window(session, model_id, since, until, writer)
 
 
 def _registered_window(
-    http: Request,
+    writer: PredictionLogDep,
     session: SessionDep,
-    settings: SettingsDep,
     name: str,
     alias: Alias = None,
     version: Version = None,
@@ -116,7 +114,6 @@ def _registered_window(
     until: Until = None,
 ) -> Window:
     model_id = _registered(session, name, alias, version)
-    writer = prediction_log.writer(http.app.state.engine, settings)
     return Window(session, model_id, since, until, writer)
 
 
@@ -203,15 +200,13 @@ _SHADOW_EXAMPLES = {
     responses=problem_responses(404, 422),
 )
 def put_shadow(
-    http: Request,
+    runtime: RuntimeDep,
     session: SessionDep,
-    settings: SettingsDep,
     name: NamePath,
     body: Annotated[ShadowUpdate, Body(openapi_examples=_SHADOW_EXAMPLES)],
 ) -> dict[str, Any]:
-    engine = http.app.state.engine
-    shadow_service.start(session, engine, name, body.alias)
-    return shadow_service.shadow_report(session, engine, name, settings)
+    shadow_service.start(session, runtime, name, body.alias)
+    return shadow_service.shadow_report(session, runtime, name)
 
 
 @router.get(
@@ -226,9 +221,9 @@ def put_shadow(
     responses=problem_responses(404),
 )
 def get_shadow(
-    http: Request, session: SessionDep, settings: SettingsDep, name: NamePath
+    runtime: RuntimeDep, session: SessionDep, name: NamePath
 ) -> dict[str, Any]:
-    return shadow_service.shadow_report(session, http.app.state.engine, name, settings)
+    return shadow_service.shadow_report(session, runtime, name)
 
 
 @router.delete(
@@ -239,6 +234,6 @@ def get_shadow(
     "GET. 404 when no shadow runs.",
     responses=problem_responses(404),
 )
-def delete_shadow(http: Request, session: SessionDep, name: NamePath) -> Response:
-    shadow_service.stop(session, http.app.state.engine, name)
+def delete_shadow(runtime: RuntimeDep, session: SessionDep, name: NamePath) -> Response:
+    shadow_service.stop(session, runtime, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -17,20 +17,16 @@ or whose challenger no longer fits (``mismatch``), are skipped and counted.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine
-from sqlalchemy.orm import Session
-from sqlalchemy.pool import Pool
 
 from app.core.db import placeholders
+from app.core.runtime import Part, Runtime
 from app.ingest.column_specs import feature_specs
 from app.models import service as models
 from app.models.scoring import score
@@ -40,9 +36,9 @@ from app.registry.references import (
     InvalidReference,
     Reference,
     UnknownReference,
-    engine_reader,
     lookup,
     parse,
+    runtime_reader,
 )
 
 log = logging.getLogger("app.monitoring.shadow")
@@ -141,8 +137,9 @@ class ShadowScorer(BatchQueue[Entry]):
 
     label = "shadow scoring"
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        engine = self.engine = runtime.engine
         self.sqlite = engine.dialect.name == "sqlite"
         self.runs: dict[str, Run] = {}
         super().__init__()
@@ -222,7 +219,7 @@ class ShadowScorer(BatchQueue[Entry]):
         self._guarded(self.flush)
 
     def _loaded(self, model_id: int, stamp: Any = None) -> models.LoadedModel:
-        with Session(self.engine) as session:
+        with self.runtime.sessions() as session:
             loaded = models.load_cached(session, model_id, None, stamp)
             session.commit()
         return loaded
@@ -231,7 +228,7 @@ class ShadowScorer(BatchQueue[Entry]):
         text = f"{run.name}@{run.alias}"
         try:
             resolved, stamp = lookup(
-                engine_reader(self.engine), Reference(text, name=run.name, alias=run.alias)
+                runtime_reader(self.runtime), Reference(text, name=run.name, alias=run.alias)
             )
         except UnknownReference:
             return None
@@ -295,33 +292,18 @@ class ShadowScorer(BatchQueue[Entry]):
         return at
 
 
-# One scorer per connection pool (an engine and its execution_options() copies share one).
-_scorers: weakref.WeakKeyDictionary[Pool, ShadowScorer] = weakref.WeakKeyDictionary()
-_scorers_lock = threading.Lock()
+#: The runtime's scorer (its thread started when made: on first use).
+SHADOW_SCORER: Part[ShadowScorer] = Part("shadow scorer", ShadowScorer, ShadowScorer.close)
 
 
-def scorer(engine: Engine) -> ShadowScorer:
-    """``engine``'s database's scorer in this process (started on first use)."""
-    engine = getattr(engine, "engine", engine)
-    found = _scorers.get(engine.pool)
-    if found is not None:
-        return found
-    with _scorers_lock:
-        found = _scorers.get(engine.pool)
-        if found is None:
-            found = _scorers[engine.pool] = ShadowScorer(engine)
-        return found
+def scorer(runtime: Runtime) -> ShadowScorer:
+    """``runtime``'s database's scorer in this process (started on first use)."""
+    return runtime.get(SHADOW_SCORER)
 
 
-def sink(engine: Any, model_id: int | None, name: str | None, reference: str | None) -> Sink | None:
+def sink(
+    runtime: Runtime, model_id: int | None, name: str | None, reference: str | None
+) -> Sink | None:
     """The request path's one call: where its rows go when its registered model has a running
     shadow and the request named it by its default or ``production`` reference; else None."""
-    return scorer(engine).sink(model_id, name, reference)
-
-
-def close(engine: Engine) -> None:
-    """Stop ``engine``'s scorer and score what is queued (the app's shutdown)."""
-    with _scorers_lock:
-        found = _scorers.pop(getattr(engine, "engine", engine).pool, None)
-    if found is not None:
-        found.close()
+    return scorer(runtime).sink(model_id, name, reference)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, and_, select
+from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
-from app.core.config import Settings
 from app.core.orm import utcnow
 from app.core.problems import Problem, invalid, missing
+from app.core.runtime import Runtime
 from app.models import service as models
 from app.monitoring import log as prediction_log
 from app.monitoring import report
@@ -72,7 +72,7 @@ def _check_challenger(session: Session, name: str, alias: str) -> None:
         )
 
 
-def start(session: Session, engine: Engine, name: str, alias: str) -> ShadowRun:
+def start(session: Session, runtime: Runtime, name: str, alias: str) -> ShadowRun:
     """Start scoring the served rows with ``alias`` (a running shadow of another alias is
     stopped first; of the same alias, kept); committed."""
     _check_challenger(session, name, alias)
@@ -85,11 +85,11 @@ def start(session: Session, engine: Engine, name: str, alias: str) -> ShadowRun:
         run = ShadowRun(registered_model_id=registered.id, alias=alias, started_at=utcnow())
         session.add(run)
     session.commit()
-    scoring.scorer(engine).refresh()
+    scoring.scorer(runtime).refresh()
     return run
 
 
-def stop(session: Session, engine: Engine, name: str) -> None:
+def stop(session: Session, runtime: Runtime, name: str) -> None:
     """Stop the running shadow (its scored rows stay for GET); 404 when none runs."""
     registered = registry.get_or_raise(session, name, lock=True)
     run = _latest_run(session, registered.id)
@@ -98,7 +98,7 @@ def stop(session: Session, engine: Engine, name: str) -> None:
     run.stopped_at = utcnow()
     run_id = run.id
     session.commit()
-    scorer = scoring.scorer(engine)
+    scorer = scoring.scorer(runtime)
     scorer.forget(run_id)
     scorer.refresh()
 
@@ -131,15 +131,13 @@ def _feedback(session: Session, run_id: int) -> tuple[int, float | None, float |
     return len(rows), float(np.mean(table[:, 1] == true)), float(np.mean(table[:, 0] == true))
 
 
-def shadow_report(
-    session: Session, engine: Engine, name: str, settings: Settings
-) -> dict[str, Any]:
+def shadow_report(session: Session, runtime: Runtime, name: str) -> dict[str, Any]:
     """The registered model's latest shadow (running or stopped) and its scored rows."""
     # This process's queued rows (scored, logged): waited for a bounded time, never for the
     # threads; the answer says how many still wait.
-    scorer = scoring.scorer(engine)
+    scorer = scoring.scorer(runtime)
     shadow_pending = scorer.catch_up(prediction_log.READ_WAIT_SECONDS)
-    writer = prediction_log.writer(engine, settings)
+    writer = prediction_log.writer(runtime)
     state = writer.state() if writer is not None else None
     registered = registry.get_or_raise(session, name)
     run = _latest_run(session, registered.id)

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.problems import ingest_problem, invalid
+from app.core.runtime import runtime_of
 from app.datasets import service as datasets
 from app.datasets.service import check_has_rows, check_not_blank, check_upload_size
 from app.ingest import IngestError, Limits, parse_feature_file
@@ -88,8 +89,7 @@ def evaluate_model(
     (as the model detail's ``evaluation``) and ``curves`` (ROC, PR, reliability)."""
     if (dataset_id is None) == (upload is None):
         raise invalid(["body", "dataset_id"], "give exactly one of dataset_id and file")
-    bind = session.get_bind()
-    target = resolve_target(getattr(bind, "engine", bind), Target(reference=ref), _REF)
+    target = resolve_target(runtime_of(session), Target(reference=ref), _REF)
     assert target.model_id is not None
     loaded = models.load_cached(session, target.model_id, None, target.stamp)
     if session.in_transaction():  # a cache miss read the model

@@ -72,8 +72,8 @@ class PredictFastPath:
             request = PredictRequest.model_validate(orjson.loads(body))
         except (orjson.JSONDecodeError, ValidationError):
             return None
-        state = scope["app"].state
-        return await inline.inline_answer(state, request, inline.request_target(request))
+        runtime = scope["app"].state.runtime
+        return await inline.inline_answer(runtime, request, inline.request_target(request))
 
     def _predict_route(self, scope: Scope) -> Any:
         if self._route is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -47,21 +47,28 @@ def loads(body: bytes) -> Any:
 
 
 class OrjsonRequest(Request):
+    """Starlette's Request with ``body``, ``stream`` and ``json`` overridden (public methods
+    only: the buffered body and the parsed value are this class's own attributes, not
+    Starlette's private caches)."""
+
     # A parser tried first (a subclass's): the body's JSON value, or None to parse it whole.
     parse_first: Callable[[bytes], Any] | None = None
+    _buffered: bytearray | None = None  # the body read by ``body`` into one buffer
+    _parsed: Any = None
+    _has_parsed = False
 
     async def body(self) -> bytes:
         """The body, read into one buffer of its declared length (the size limit middleware
         has checked it) instead of chunks joined at the end: the body is held once, not twice.
         Without a Content-Length (or a body that is not that long): Starlette's way."""
-        if hasattr(self, "_body"):
-            return self._body
+        if self._buffered is not None:
+            return self._buffered
         length = self.headers.get("content-length", "")
         if not length.isdigit() or int(length) < PREALLOCATE_BYTES:
             return await super().body()
         buffer = bytearray(int(length))
         view, filled = memoryview(buffer), 0
-        async for chunk in self.stream():
+        async for chunk in super().stream():
             if filled + len(chunk) > len(buffer):
                 raise ValueError("the body is longer than its Content-Length")  # h11 refuses it
             view[filled : filled + len(chunk)] = chunk
@@ -69,15 +76,26 @@ class OrjsonRequest(Request):
         view.release()
         if filled != len(buffer):
             del buffer[filled:]
-        self._body = buffer  # a bytearray: every reader here takes any bytes-like object
-        return self._body
+        self._buffered = buffer  # a bytearray: every reader here takes any bytes-like object
+        return buffer
+
+    async def stream(self) -> AsyncIterator[bytes]:
+        """The body's chunks; once ``body`` has buffered it, that buffer (as Starlette replays
+        a body it has read)."""
+        if self._buffered is not None:
+            yield self._buffered
+            yield b""
+            return
+        async for chunk in super().stream():
+            yield chunk
 
     async def json(self) -> Any:
-        if not hasattr(self, "_json"):
+        if not self._has_parsed:
             body = await self.body()
             parsed = type(self).parse_first(body) if type(self).parse_first else None
-            self._json = parsed if parsed is not None else loads(body)
-        return self._json
+            self._parsed = parsed if parsed is not None else loads(body)
+            self._has_parsed = True
+        return self._parsed
 
 
 class OrjsonRoute(APIRoute):

@@ -18,13 +18,10 @@ others.
 
 from __future__ import annotations
 
-import asyncio
-import weakref
-from typing import Any
-
 import anyio
 from fastapi import Response
 
+from app.core.runtime import Part, Runtime
 from app.models.service import model_cache_holds
 from app.predict import service
 from app.predict.fastjson import json_response
@@ -36,19 +33,11 @@ from app.predict.target import Target, resolve_target, target_of
 INLINE_ROWS = 16
 # Threads of the one-row fast lane (PostgreSQL).
 FAST_LANE_THREADS = 1
-_lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
-    weakref.WeakKeyDictionary()
+#: The fast lane's limiter (anyio's asyncio limiter binds to no loop: one per runtime).
+FAST_LANE: Part[anyio.CapacityLimiter] = Part(
+    "one-row fast lane", lambda _runtime: anyio.CapacityLimiter(FAST_LANE_THREADS)
 )
 _MODEL_LOC: list[str | int] = ["body", "model"]
-
-
-def _fast_lane() -> anyio.CapacityLimiter:
-    """The fast lane's limiter of the running event loop (a limiter belongs to one loop)."""
-    loop = asyncio.get_running_loop()
-    lane = _lanes.get(loop)
-    if lane is None:
-        lane = _lanes[loop] = anyio.CapacityLimiter(FAST_LANE_THREADS)
-    return lane
 
 
 def request_target(request: PredictRequest) -> Target:
@@ -56,36 +45,38 @@ def request_target(request: PredictRequest) -> Target:
     return target_of(request.model_id, request.model, _MODEL_LOC)
 
 
-def answer(state: Any, request: PredictRequest, target: Target) -> Response:
+def answer(runtime: Runtime, request: PredictRequest, target: Target) -> Response:
     """The answer to ``request`` (synchronous: a batch or a cache miss runs it in a thread)."""
     return json_response(
         service.predict_rows(
-            state.session_factory,
+            runtime,
             target=target,
             instances=request.instances,
             labels=request.labels,
-            settings=state.settings,
+            settings=runtime.settings,
             ids=request.ids,
             explain=request.explain,
         )
     )
 
 
-async def inline_answer(state: Any, request: PredictRequest, target: Target) -> Response | None:
+async def inline_answer(
+    runtime: Runtime, request: PredictRequest, target: Target
+) -> Response | None:
     """The answer when the request has at most INLINE_ROWS rows and this process holds its
     model (see the module's docstring); None otherwise (the caller answers in a thread)."""
     if request.explain or row_count(request.instances) > INLINE_ROWS:
         return None  # explaining costs up to MSVMAV_MAX_EXPLAIN_WORK: never on the loop
 
     def fast() -> Response | None:
-        resolved = resolve_target(state.engine, target, _MODEL_LOC)
-        if not model_cache_holds(state.engine, resolved.model_id):
+        resolved = resolve_target(runtime, target, _MODEL_LOC)
+        if not model_cache_holds(runtime, resolved.model_id):
             return None
-        return answer(state, request, resolved)
+        return answer(runtime, request, resolved)
 
-    held = service.held_target(state.engine, target, state.settings)
+    held = service.held_target(runtime, target)
     if held is not None:  # every check fresh (app.core.recheck): no read left, on the loop
-        return answer(state, request, held)
-    if state.local_database:
+        return answer(runtime, request, held)
+    if runtime.local:
         return fast()
-    return await anyio.to_thread.run_sync(fast, limiter=_fast_lane())
+    return await anyio.to_thread.run_sync(fast, limiter=runtime.get(FAST_LANE))

@@ -78,12 +78,12 @@ async def predict(
     # existence is checked on a pooled connection; see app.models.service.load_cached), and
     # each dependency costs FastAPI's solver a measurable share of a one-row request. A valid
     # one-row request usually never gets here: app.predict.fast_path answers it first.
-    state = http.app.state
+    runtime = http.app.state.runtime
     target = inline.request_target(request)
-    fast_answer = await inline.inline_answer(state, request, target)
+    fast_answer = await inline.inline_answer(runtime, request, target)
     if fast_answer is not None:
         return fast_answer
-    return await run_in_threadpool(inline.answer, state, request, target)
+    return await run_in_threadpool(inline.answer, runtime, request, target)
 
 
 @router.post(
@@ -258,7 +258,7 @@ def explain_rows(http: Request, model_ref: str, request: ExplainRequest) -> Resp
     state = http.app.state
     return json_response(
         service.predict_rows(
-            state.session_factory,
+            state.runtime,
             target=target_of(None, model_ref, ["path", "model_ref"]),
             instances=request.instances,
             labels=None,

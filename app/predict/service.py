@@ -10,12 +10,13 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from pydantic import ValidationError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from app.core import recheck
 from app.core.config import Settings
 from app.core.jsonable import jsonable
 from app.core.problems import ingest_problem, invalid
+from app.core.runtime import Runtime, runtime_of
 from app.datasets.service import check_has_rows, check_not_blank, check_upload_size
 from app.ingest import (
     Encoder,
@@ -30,11 +31,12 @@ from app.models.orm import Model
 from app.models.scoring import Scores, check_rows, row_ids, score
 from app.monitoring import log as prediction_log
 from app.monitoring import shadow
+from app.predict import refresh
 from app.predict.fastjson import gc_paused
 from app.predict.numeric_rows import NumericRows
 from app.predict.schemas import IDS_ADAPTER
 from app.predict.target import Target, reference_fields, resolve_target
-from app.registry.references import Stamp, recalled
+from app.registry.references import Stamp, recalled, recalled_at
 
 #: Skipped rows /predict/file lists with ``on_error="skip"`` (it counts them all).
 SKIPPED_SHOWN = 100
@@ -77,56 +79,60 @@ def _target_loaded(
 ) -> tuple[models.LoadedModel, Target]:
     """The target's model, resolving a reference first (one read, which also checks the
     stored model); ``loc`` names the request's ``model_id``/``model`` field."""
-    bind = session.get_bind()
-    target = resolve_target(getattr(bind, "engine", bind), target, [*loc[:-1], "model"])
+    target = resolve_target(runtime_of(session), target, [*loc[:-1], "model"])
     assert target.model_id is not None
     return _loaded(session, target.model_id, loc, target.stamp), target
 
 
 def _rows_model(
-    sessions: sessionmaker[Session], target: Target, loc: list[str | int], settings: Settings
+    runtime: Runtime, target: Target, loc: list[str | int]
 ) -> tuple[models.LoadedModel, Target]:
     """``_target_loaded`` without an ORM session while the cache holds the current model (the
     stamp read on a pooled connection, as ``models.load_cached`` does): opening and closing
     a session cost a one-row /predict about 5% of its time. No read at all while the last one
     is younger than app.core.recheck's window. A miss reads the model in a session."""
-    engine = sessions.kw["bind"]
-    seconds = recheck.window(engine, settings)
-    target = resolve_target(engine, target, [*loc[:-1], "model"], seconds)
+    seconds = recheck.window(runtime.engine, runtime.settings)
+    target = resolve_target(runtime, target, [*loc[:-1], "model"], seconds)
     assert target.model_id is not None
     stamp, checked_at = target.stamp, None
     if stamp is None:
-        held = models.held_fresh(engine, target.model_id, seconds)
+        held = models.held_fresh(runtime, target.model_id, seconds)
         if held is not None:
             return held, target
         checked_at = recheck.now()
-        stamp = models.model_stamp(engine, target.model_id)
-    hit = models.engine_cache(engine).current(target.model_id, stamp)
+        stamp = models.model_stamp(runtime, target.model_id)
+    hit = runtime.get(models.MODEL_CACHE).current(target.model_id, stamp)
     if hit is not None:
         if checked_at is not None:
             hit.checked_at = checked_at
         return hit, target
-    with sessions() as session:
+    with runtime.sessions() as session:
         return _loaded(session, target.model_id, loc, stamp, checked_at), target
 
 
-def held_target(engine: Any, target: Target, settings: Settings) -> Target | None:
+def held_target(runtime: Runtime, target: Target) -> Target | None:
     """``target`` resolved, with its model's stamp, when this process holds that model and
     every check the request needs is younger than app.core.recheck's window: its answer
     needs no read (it may be given on the event loop). None otherwise. No I/O."""
-    seconds = recheck.window(engine, settings)
+    seconds = recheck.window(runtime.engine, runtime.settings)
     if seconds <= 0:
         return None
     if not target.pending:
-        hit = models.held_fresh(engine, target.model_id, seconds)
-        return None if hit is None else replace(target, stamp=hit.stamp)
+        hit = models.held_fresh(runtime, target.model_id, seconds)
+        if hit is None:
+            return None
+        if refresh.due(hit.checked_at, seconds):  # renewed off the request path
+            runtime.get(refresh.REFRESHER).ahead(target)
+        return replace(target, stamp=hit.stamp)
     assert target.reference is not None
-    memo = recalled(engine, target.reference, seconds)
+    memo = recalled(runtime, target.reference, seconds)
     if memo is None:
         return None
     resolved, stamp = memo
-    if models.engine_cache(engine).current(resolved.model_id, stamp) is None:
+    if runtime.get(models.MODEL_CACHE).current(resolved.model_id, stamp) is None:
         return None
+    if refresh.due(recalled_at(runtime, target.reference), seconds):
+        runtime.get(refresh.REFRESHER).ahead(target)
     return Target(resolved.model_id, target.reference, resolved, stamp)
 
 
@@ -140,10 +146,10 @@ def _row_encoder(loaded: models.LoadedModel) -> Encoder:
 LogSink = Callable[[list[Any], np.ndarray, np.ndarray, np.ndarray, Any], Any]
 
 
-def _log_sink(engine: Any, settings: Settings, target: Target) -> LogSink | None:
+def _log_sink(runtime: Runtime, target: Target) -> LogSink | None:
     """Where this request's scored rows go: the prediction log's queue (one tuple appended;
     app.monitoring.log), or None when the log is off."""
-    writer = prediction_log.writer(getattr(engine, "engine", engine), settings)
+    writer = prediction_log.writer(runtime)
     if writer is None:
         return None
     resolved = target.resolved
@@ -159,13 +165,13 @@ def _log_sink(engine: Any, settings: Settings, target: Target) -> LogSink | None
     )
 
 
-def _shadow_sink(engine: Any, target: Target) -> shadow.Sink | None:
+def _shadow_sink(runtime: Runtime, target: Target) -> shadow.Sink | None:
     """A running shadow's queue when the request named its registered model by the default or
     ``production`` reference (a cached look-up, no I/O); else None."""
     resolved = target.resolved
     if resolved is None:
         return None
-    return shadow.sink(engine, target.model_id, resolved.name, target.reference)
+    return shadow.sink(runtime, target.model_id, resolved.name, target.reference)
 
 
 @dataclass(frozen=True)
@@ -177,9 +183,9 @@ class Sinks:
     shadow: shadow.Sink | None = None
 
 
-def sinks_for(engine: Any, settings: Settings, target: Target) -> Sinks:
-    """The sinks of a request for ``target`` (resolved) on ``engine``'s database."""
-    return Sinks(_log_sink(engine, settings, target), _shadow_sink(engine, target))
+def sinks_for(runtime: Runtime, target: Target) -> Sinks:
+    """The sinks of a request for ``target`` (resolved) on ``runtime``'s database."""
+    return Sinks(_log_sink(runtime, target), _shadow_sink(runtime, target))
 
 
 def form_ids(text: str | None) -> list[Any] | None:
@@ -293,7 +299,7 @@ def _respond(
 
 
 def predict_rows(
-    sessions: sessionmaker[Session],
+    runtime: Runtime,
     *,
     target: Target,
     instances: list[Any],
@@ -310,11 +316,11 @@ def predict_rows(
     elif block.n_rows > settings.max_predict_instances:  # (an upper bound: count them exactly)
         instances, block = block.rows_list(), None
     check_rows(block.n_rows if block else len(instances), settings, "instances")
-    loaded, target = _rows_model(sessions, target, ["body", "model_id"], settings)
+    loaded, target = _rows_model(runtime, target, ["body", "model_id"])
     if explain:  # its cost bounded before anything is encoded
         n = block.n_rows if block else len(instances)
         check_explain_cost(loaded, n, settings, ["body", "explain"])
-    sinks = sinks_for(sessions.kw["bind"], settings, target)
+    sinks = sinks_for(runtime, target)
     X = encode_rows(loaded, instances, ["body", "instances"])
     answer = _respond(loaded, X, labels, ["body", "labels"], ids, sinks, explain)
     return answer | reference_fields(target)
@@ -392,7 +398,7 @@ def predict_file(
     if explain:
         check_explain_cost(loaded, X.shape[0], settings, ["body", "explain"])
     labels = None if y is None else list(np.asarray(y).tolist())
-    sinks = sinks_for(session.get_bind(), settings, target)
+    sinks = sinks_for(runtime_of(session), target)
     answer = _respond(loaded, X, labels, ["body", "label"], ids, sinks, explain)
     if skipped is not None:
         answer["skipped"] = skipped

@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine
-
 from app.core.problems import invalid
+from app.core.runtime import Runtime
 from app.registry.references import ResolvedModel, Stamp, resolve_request
 
 
@@ -43,7 +42,7 @@ def target_of(model_id: int | None, model: str | None, loc: list[str | int]) -> 
 
 
 def resolve_target(
-    engine: Engine, target: Target, loc: list[str | int], seconds: float = 0.0
+    runtime: Runtime, target: Target, loc: list[str | int], seconds: float = 0.0
 ) -> Target:
     """``target`` with its model id (a reference: read now, with the stamp, unless a read of
     it is younger than ``seconds``: app.core.recheck); a malformed reference is a 422 naming
@@ -51,7 +50,7 @@ def resolve_target(
     if not target.pending:
         return target
     assert target.reference is not None
-    resolved, stamp = resolve_request(engine, target.reference, loc, seconds)
+    resolved, stamp = resolve_request(runtime, target.reference, loc, seconds)
     return Target(resolved.model_id, target.reference, resolved, stamp)
 
 

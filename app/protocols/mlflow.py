@@ -67,7 +67,7 @@ def _from_json(request: Request, model: ResolvedModel, ref: str, body: bytes) ->
     key, rows, ids, method = mlflow_inputs.instances(payload, state.settings)
     try:
         answer = predict.predict_rows(
-            state.session_factory,
+            state.runtime,
             target=Target(model.model_id, ref, model),
             instances=rows,
             labels=None,

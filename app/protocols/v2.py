@@ -114,7 +114,7 @@ def _infer_sync(
     state = request.app.state
     parsed = parse_request(body, request.headers.get(HEADER_LENGTH))
     model = _served(request, model_name, model_version)
-    head, outputs = v2_service.infer(state.session_factory, model, parsed, state.settings)
+    head, outputs = v2_service.infer(state.runtime, model, parsed, state.settings)
     content, header_length = encode_response(head, outputs)
     if header_length is None:
         return Response(content, media_type="application/json")

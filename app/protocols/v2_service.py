@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.problems import Problem
+from app.core.runtime import Runtime
 from app.ingest.column_specs import feature_specs
 from app.models import service as models
 from app.models.scoring import Scores, check_rows, class_values
@@ -221,7 +222,7 @@ def _outputs(scores: Scores, ids: list[Any]) -> dict[str, OutputTensor]:
 
 
 def infer(
-    sessions: sessionmaker[Session],
+    runtime: Runtime,
     model: ServedModel,
     request: InferRequest,
     settings: Settings,
@@ -243,7 +244,7 @@ def infer(
     target = Target(resolved.model_id, model.reference, resolved)
     try:
         X = _features(inputs, model)
-        sinks = predict.sinks_for(sessions.kw["bind"], settings, target)
+        sinks = predict.sinks_for(runtime, target)
         scores, ids = predict.score_batch(model.loaded, X, ids, [IDS], sinks)
     except Problem as problem:
         raise as_client_error(problem, "inputs", v2=True) from None

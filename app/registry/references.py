@@ -23,21 +23,18 @@ registered model's versions or aliases forgets what it remembered (``forget``) a
 from __future__ import annotations
 
 import re
-import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Engine
 from sqlalchemy.orm import Session
-from sqlalchemy.pool import Pool
 
 from app.core import recheck
-from app.core.db import fetch_one, placeholders
+from app.core.db import placeholders
 from app.core.ids import in_range
 from app.core.problems import invalid, missing
+from app.core.runtime import Part, Runtime, session_runtime
 
 #: Names of registered models and aliases: 1–100 characters, letters, digits, ``.``, ``_``,
 #: ``-``, starting with a letter or digit.
@@ -174,9 +171,9 @@ def _missing(read: Reader, ref: Reference) -> str:
     return f"registered model {name!r} has no versions"
 
 
-def engine_reader(engine: Engine) -> Reader:
+def runtime_reader(runtime: Runtime) -> Reader:
     """Reads on a pooled connection outside any session (``fetch_one``): the predict path."""
-    return lambda sql, params: fetch_one(engine, sql, params)
+    return runtime.fetch_one
 
 
 def session_reader(session: Session) -> Reader:
@@ -226,22 +223,22 @@ def resolve_path(session: Session, name: str, version: str | None) -> ResolvedMo
 
 
 def resolve_request(
-    engine: Engine, text: str, loc: list[str | int], seconds: float = 0.0
+    runtime: Runtime, text: str, loc: list[str | int], seconds: float = 0.0
 ) -> tuple[ResolvedModel, Stamp]:
     """The model a request's reference ``text`` names and its stamp: read now (outside any
     session), unless a read of it is younger than ``seconds`` (app.core.recheck). A malformed
     reference is a 422 naming ``loc``, an unknown one a 404 naming what is missing."""
-    memo = recalled(engine, text, seconds)
+    memo = recalled(runtime, text, seconds)
     if memo is not None:
         return memo
     checked_at = recheck.now()
     try:
-        resolved, stamp = lookup(engine_reader(engine), parse(text))
+        resolved, stamp = lookup(runtime_reader(runtime), parse(text))
     except InvalidReference as exc:
         raise invalid(loc, str(exc)) from None
     except UnknownReference as exc:
         raise missing(str(exc)) from None
-    remember(engine, text, resolved, stamp, checked_at)
+    remember(runtime, text, resolved, stamp, checked_at)
     return resolved, stamp
 
 
@@ -249,45 +246,45 @@ def resolve_request(
 
 # Most references remembered per database; beyond it the memory starts again empty.
 REMEMBERED_REFERENCES = 4096
-# reference text -> (the model, its stamp, recheck.now() before the read), per connection pool
-_remembered: weakref.WeakKeyDictionary[
-    Pool, dict[str, tuple[ResolvedModel, Stamp, float]]
-] = weakref.WeakKeyDictionary()
-_remembered_lock = threading.Lock()
-
-
-def _memory(engine: Engine) -> dict[str, tuple[ResolvedModel, Stamp, float]]:
-    with _remembered_lock:
-        memory = _remembered.get(engine.pool)
-        if memory is None:
-            memory = _remembered[engine.pool] = {}
-        return memory
+# reference text -> (the model, its stamp, recheck.now() before the read)
+Memory = dict[str, tuple[ResolvedModel, Stamp, float]]
+#: The remembered resolutions of a runtime's database (app.core.runtime).
+REFERENCE_MEMORY: Part[Memory] = Part("remembered registry references", lambda _runtime: {})
 
 
 def remember(
-    engine: Engine, text: str, resolved: ResolvedModel, stamp: Stamp, checked_at: float
+    runtime: Runtime, text: str, resolved: ResolvedModel, stamp: Stamp, checked_at: float
 ) -> None:
     """Keep what ``text`` resolved to in a read that began at ``checked_at``."""
-    memory = _memory(engine)
+    memory = runtime.get(REFERENCE_MEMORY)
     if len(memory) >= REMEMBERED_REFERENCES and text not in memory:
         memory.clear()
     memory[text] = (resolved, stamp, checked_at)
 
 
-def recalled(engine: Engine, text: str, seconds: float) -> tuple[ResolvedModel, Stamp] | None:
+def recalled(runtime: Runtime, text: str, seconds: float) -> tuple[ResolvedModel, Stamp] | None:
     """What ``text`` resolved to when that read is younger than ``seconds``; else None. No
     I/O."""
-    entry = _memory(engine).get(text)
+    entry = runtime.get(REFERENCE_MEMORY).get(text)
     if entry is None or not recheck.fresh(entry[2], seconds):
         return None
     return entry[0], entry[1]
 
 
-def forget(session_or_engine: Session | Engine) -> None:
-    """Forget every remembered resolution of the database (a version or alias changed)."""
-    bind = (
-        session_or_engine.get_bind()
-        if isinstance(session_or_engine, Session)
-        else session_or_engine
+def recalled_at(runtime: Runtime, text: str) -> float | None:
+    """When the read behind ``text``'s remembered resolution began (recheck.now()), or None."""
+    entry = runtime.get(REFERENCE_MEMORY).get(text)
+    return None if entry is None else entry[2]
+
+
+def forget(session_or_runtime: Session | Runtime) -> None:
+    """Forget every remembered resolution of the database (a version or alias changed). A
+    session no runtime made (a command's) has none to forget: other runtimes see the change
+    within their recheck window, as other processes do."""
+    runtime = (
+        session_runtime(session_or_runtime)
+        if isinstance(session_or_runtime, Session)
+        else session_or_runtime
     )
-    _memory(getattr(bind, "engine", bind)).clear()
+    if runtime is not None:
+        runtime.get(REFERENCE_MEMORY).clear()

@@ -64,8 +64,9 @@ def running_job(engine: Engine, worker: Worker) -> Iterator[tuple[int, list[str]
     job_id = claim_next_job(engine, worker.worker_id)
     assert job_id is not None, "no queued job"
     statuses: list[str] = []
+    w = worker
     t = threading.Thread(
-        target=lambda: statuses.append(run_job(engine, job_id, worker.worker_id, worker.settings))
+        target=lambda: statuses.append(run_job(w.runtime, job_id, w.worker_id, w.settings))
     )
     t.start()
     try:

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from app.auth import service
 from app.auth.keys import Scope
 from app.auth.orm import ApiKey
-from app.core.db import fetch_one, is_sqlite, read_only
+from app.core.db import fetch_one, is_sqlite, read_only, reader_engine
 from app.main import create_app
 from tests.app.support import (
     assert_problem,
@@ -119,7 +119,15 @@ def test_first_use_of_a_key_does_not_wait_for_a_writer(keyed_client, engine, set
         wait_for(lambda: last_used(engine, key_id) is not None, timeout=15)
 
 
-def test_fetch_one_reads_what_the_orm_reads(engine):
+@pytest.fixture
+def reader(engine):
+    """fetch_one's own pool on the test database (as a Runtime keeps one)."""
+    reader = reader_engine(engine)
+    yield reader
+    reader.dispose()
+
+
+def test_fetch_one_reads_what_the_orm_reads(engine, reader):
     """The raw per-request read (driver placeholders) agrees with an ORM query."""
     key_id, secret = make_key(engine, "admin")
     with Session(engine) as session:
@@ -127,21 +135,21 @@ def test_fetch_one_reads_what_the_orm_reads(engine):
         expected = (row.id, row.name, row.scope)
     sql = "SELECT id, name, scope FROM api_keys WHERE key_hash = ? AND id = ?"
     params = (row.key_hash, key_id)
-    assert fetch_one(engine, sql, params) == expected
-    assert fetch_one(engine, sql, ("0" * 64, key_id)) is None
-    principal = service.lookup(engine, secret, None)
+    assert fetch_one(reader, sql, params) == expected
+    assert fetch_one(reader, sql, ("0" * 64, key_id)) is None
+    principal = service.lookup(reader, secret, None)
     assert principal is not None
     assert (principal.key_id, principal.scope) == (key_id, Scope.admin)
 
 
-def test_fetch_one_survives_connections_the_server_dropped(engine, settings):
+def test_fetch_one_survives_connections_the_server_dropped(engine, reader, settings):
     """PostgreSQL: the per-request reads' pool does not ping its connections when taking them;
     one the server closed (a restart, an idle timeout) is replaced on the spot."""
     if is_sqlite(settings.database_url):
         pytest.skip("a server database")
     key_id, secret = make_key(engine, "read")
     for _ in range(3):  # the reader pool now holds a connection
-        assert service.lookup(engine, secret, None).key_id == key_id
+        assert service.lookup(reader, secret, None).key_id == key_id
     admin = create_engine(settings.database_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         killed = conn.execute(text(
@@ -150,5 +158,5 @@ def test_fetch_one_survives_connections_the_server_dropped(engine, settings):
         )).scalar()
     admin.dispose()
     assert killed >= 1
-    assert service.lookup(engine, secret, None).key_id == key_id
-    assert fetch_one(engine, "SELECT id FROM api_keys WHERE id = ?", (key_id,)) == (key_id,)
+    assert service.lookup(reader, secret, None).key_id == key_id
+    assert fetch_one(reader, "SELECT id FROM api_keys WHERE id = ?", (key_id,)) == (key_id,)

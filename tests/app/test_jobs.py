@@ -231,7 +231,7 @@ def test_worker_shutdown_puts_running_job_back_in_queue(client, worker, engine):
     job_id = claim_next_job(engine, worker.worker_id)
     stop = threading.Event()
     stop.set()  # as after SIGTERM: the first iteration callback aborts the fit
-    assert run_job(engine, job_id, worker.worker_id, worker.settings, stop) == "queued"
+    assert run_job(worker.runtime, job_id, worker.worker_id, worker.settings, stop) == "queued"
     body = client.get(f"/jobs/{job['id']}").json()
     assert body["status"] == "queued" and body["worker_id"] is None
     # Another worker then runs it to completion.

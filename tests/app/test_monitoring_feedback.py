@@ -14,7 +14,7 @@ from tests.app.support import assert_problem, blobs, trained_model
 
 
 def _rows(app) -> dict[str, PredictionLog]:
-    prediction_log.writer(app.state.engine, app.state.settings).flush()
+    prediction_log.writer(app.state.runtime).flush()
     with app.state.session_factory() as session:
         return {r.prediction_id: r for r in session.scalars(select(PredictionLog))}
 

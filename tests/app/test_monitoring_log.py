@@ -19,7 +19,7 @@ from tests.app.support import blobs, to_csv, trained_model, wait_for
 
 
 def _writer(app) -> prediction_log.PredictionLogWriter:
-    found = prediction_log.writer(app.state.engine, app.state.settings)
+    found = prediction_log.writer(app.state.runtime)
     assert found is not None
     return found
 
@@ -89,7 +89,7 @@ def test_log_off_writes_nothing(settings, engine, worker):
         model = trained_model(client, worker)
         r = client.post("/predict", json={"model_id": model["id"], "instances": [[0, 0, 0]]})
         assert r.status_code == 200, r.text
-        assert prediction_log.writer(app.state.engine, app.state.settings) is None
+        assert prediction_log.writer(app.state.runtime) is None
     with engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(PredictionLog)) == 0
 

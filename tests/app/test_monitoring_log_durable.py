@@ -35,7 +35,7 @@ from tests.app.test_shadow import register
 
 
 def _writer(app) -> prediction_log.PredictionLogWriter:
-    found = prediction_log.writer(app.state.engine, app.state.settings)
+    found = prediction_log.writer(app.state.runtime)
     assert found is not None
     return found
 

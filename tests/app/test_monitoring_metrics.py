@@ -33,7 +33,7 @@ def test_prediction_metrics_per_model(client, worker, app):
         decisions += [p["decision_value"] for p in r.json()["predictions"]]
         clipped += sum(p["clipped"] for p in r.json()["predictions"])
     client.post("/predict", json={"model_id": second["id"], "instances": X[:3].tolist()})
-    prediction_log.writer(app.state.engine, app.state.settings).flush()
+    prediction_log.writer(app.state.runtime).flush()
     got = _samples(client.get("/metrics").text)
     m = f'model="{first["id"]}"'
     assert got[f"msvmav_predictions_total{{{m}}}"] == 60

@@ -133,7 +133,7 @@ def test_report_errors_and_deleted_dataset(client, worker, app):
     assert_problem(client.get(f"/models/{model['id']}/monitoring", params={"since": "x"}), 422)
     # Without its dataset the model has no reference (nor drift), the rest stays.
     with app.state.session_factory() as session:
-        models_service.engine_cache(app.state.engine).drop(model["id"])
+        app.state.runtime.get(models_service.MODEL_CACHE).drop(model["id"])
         assert session.get(Model, model["id"]) is not None
     assert client.delete(f"/datasets/{model['dataset_id']}").status_code == 204
     _predict(client, model["id"], blobs(n=5, seed=1)[0])

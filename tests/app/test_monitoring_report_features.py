@@ -14,6 +14,7 @@ from scipy.stats import ks_2samp
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.core.runtime import Runtime
 from app.monitoring import feature_drift
 from app.monitoring import log as prediction_log
 from app.monitoring.orm import FeatureCounts
@@ -132,7 +133,7 @@ def test_wide_models_are_skipped_and_say_why():
 
 
 def test_queue_budget_drops_features_not_rows(settings, engine, monkeypatch):
-    writer = prediction_log.PredictionLogWriter(engine, settings)
+    writer = prediction_log.PredictionLogWriter(Runtime(engine, settings))
     monkeypatch.setattr(feature_drift, "QUEUE_CELLS", 10)
     now = datetime.now(UTC)
 
@@ -162,7 +163,8 @@ def test_counts_older_than_the_retention_are_deleted(settings, engine):
             session.add(FeatureCounts(model_id=1, minute=minute, n_rows=0, n_features=1,
                                       bins=20, counts=blob))  # fmt: skip
         session.commit()
-    writer = prediction_log.PredictionLogWriter(engine, settings)
+    runtime = Runtime(engine, settings)
+    writer = prediction_log.PredictionLogWriter(runtime)
     feature_drift.write(writer)  # the first write applies the retention
     with Session(engine) as session:
         left = session.scalars(select(FeatureCounts.minute)).all()

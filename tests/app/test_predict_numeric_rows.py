@@ -153,7 +153,8 @@ def test_a_bad_shape_gets_the_answer_of_the_whole_parse(client, monkeypatch, mod
 
 
 def test_too_many_rows_is_413_before_they_are_read(client, monkeypatch, model, app):
-    app.state.settings = app.state.settings.model_copy(update={"max_predict_instances": 1000})
+    settings = app.state.settings.model_copy(update={"max_predict_instances": 1000})
+    app.state.settings = app.state.runtime.settings = settings  # (/predict reads the runtime's)
     body = json.dumps({"model_id": model["id"], "instances": _rows()}).encode()
     fast, slow = _both(client, monkeypatch, body)
     problem = _same(fast, slow)

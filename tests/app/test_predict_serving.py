@@ -26,7 +26,7 @@ from tests.app.support import (
 
 
 def _cache(app):
-    return models_service.engine_cache(app.state.engine)
+    return app.state.runtime.get(models_service.MODEL_CACHE)
 
 
 def _predict(client, model_id, X, **extra):

@@ -7,19 +7,20 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.core.problems import Problem
+from app.core.runtime import Runtime
 from app.models.service import model_stamp
 from app.registry import service as registry
 from app.registry.references import (
     InvalidReference,
     ResolvedModel,
     UnknownReference,
-    engine_reader,
     lookup,
     parse,
     resolve,
     resolve_path,
     resolve_request,
     resolve_serving,
+    runtime_reader,
 )
 from tests.app.support import trained_model
 
@@ -48,11 +49,12 @@ def test_references_resolve_to_the_named_model(engine, two_versions):
         assert resolve(s, str(first)) == ResolvedModel(first)
 
 
-def test_lookup_returns_the_stamp_load_cached_compares(engine, two_versions):
+def test_lookup_returns_the_stamp_load_cached_compares(engine, settings, two_versions):
     first, _ = two_versions
-    resolved, stamp = lookup(engine_reader(engine), parse("credit@staging"))
+    runtime = Runtime(engine, settings)
+    resolved, stamp = lookup(runtime_reader(runtime), parse("credit@staging"))
     assert resolved.model_id == first
-    assert stamp == model_stamp(engine, first)
+    assert stamp == model_stamp(runtime, first)
 
 
 def test_resolve_serving_prefers_production_then_newest(engine, two_versions):
@@ -68,11 +70,12 @@ def test_resolve_serving_prefers_production_then_newest(engine, two_versions):
             resolve_serving(s, "nope")
 
 
-def test_every_door_of_the_resolver_reads_a_bare_name_alike(engine, two_versions):
+def test_every_door_of_the_resolver_reads_a_bare_name_alike(engine, settings, two_versions):
     """resolve (invocations), resolve_path (/v2), resolve_request (/predict, batch, feedback)
     and resolve_serving (monitoring, shadow): production's version while it is set, else the
     newest."""
     first, second = two_versions
+    runtime = Runtime(engine, settings)
     for alias, expected in (("production", first), (None, second)):
         with Session(engine) as s:
             if alias:
@@ -83,10 +86,11 @@ def test_every_door_of_the_resolver_reads_a_bare_name_alike(engine, two_versions
                 "resolve": resolve(s, "credit"),
                 "resolve_path": resolve_path(s, "credit", None),
                 "resolve_serving": resolve_serving(s, "credit"),
-                "resolve_request": resolve_request(engine, "credit", ["body", "model"])[0],
+                "resolve_request": resolve_request(runtime, "credit", ["body", "model"])[0],
             }
         for door, resolved in answers.items():
             assert (resolved.model_id, resolved.alias) == (expected, alias), door
+    runtime.close()
     with Session(engine) as s:
         assert resolve_path(s, "credit", "1") == ResolvedModel(first, "credit", 1, None)
         with pytest.raises(UnknownReference, match="is not a version number"):
@@ -94,14 +98,16 @@ def test_every_door_of_the_resolver_reads_a_bare_name_alike(engine, two_versions
 
 
 def test_resolve_request_answers_422_naming_the_field_and_404_naming_what_is_missing(
-    engine, two_versions
+    engine, settings, two_versions
 ):
+    runtime = Runtime(engine, settings)
     with pytest.raises(Problem) as info:
-        resolve_request(engine, "not a reference!", ["body", "model"])
+        resolve_request(runtime, "not a reference!", ["body", "model"])
     assert info.value.status == 422 and "body" in str(info.value.errors)
     with pytest.raises(Problem) as info:
-        resolve_request(engine, "credit@nope", ["body", "model"])
+        resolve_request(runtime, "credit@nope", ["body", "model"])
     assert info.value.status == 404 and "has no alias 'nope'" in info.value.detail
+    runtime.close()
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ both)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -15,12 +16,14 @@ from pydantic import SecretStr
 from sqlalchemy.orm import Session
 
 from app.auth import service as keys_service
+from app.auth.gate import OPEN_RECHECK_SECONDS
 from app.auth.keys import Scope
 from app.core import recheck
 from app.core.config import Settings
 from app.core.db import is_sqlite, make_engine
 from app.main import create_app
 from app.models import service as models_service
+from app.predict import refresh
 from app.predict import service as predict_service
 from app.predict.target import Target
 from tests.app.support import assert_problem, blobs, trained_model
@@ -87,7 +90,7 @@ def test_model_deleted_elsewhere_is_served_at_most_the_window(
     model = trained_model(served, worker)
     first = _predict(served, model_id=model["id"])
     app = served.app
-    held = predict_service.held_target(app.state.engine, Target(model_id=model["id"]), windowed)
+    held = predict_service.held_target(app.state.runtime, Target(model_id=model["id"]))
     assert held is not None and held.stamp is not None  # the next answer needs no read
     assert elsewhere.delete(f"/models/{model['id']}").status_code == 204
     clock.t += WINDOW - 0.001  # within the window: the documented staleness
@@ -95,7 +98,32 @@ def test_model_deleted_elsewhere_is_served_at_most_the_window(
     clock.t += 0.002  # the window passed since the last check: read again, and refused
     r = served.post("/predict", json={"model_id": model["id"], "instances": ROW})
     assert assert_problem(r, 422, "model_id")["detail"].endswith(f"model {model['id']} not found")
-    assert models_service.engine_cache(app.state.engine).get(model["id"]) is None
+    assert app.state.runtime.get(models_service.MODEL_CACHE).get(model["id"]) is None
+
+
+def test_checks_are_renewed_ahead_off_the_request_path(served, worker, clock):
+    """A request finding its checks older than half the window is answered from what the
+    process holds, and they are read again in the background (app.predict.refresh): a window
+    after the first check, the next request still needs no read on its own path."""
+    ids = _two_versions(served, worker)
+    runtime = served.app.state.runtime
+    by_id, by_alias = Target(model_id=ids[0]), Target(reference="credit@production")
+    _predict(served, model_id=ids[0])
+    _predict(served, model="credit@production")  # both checked now
+    refresher = runtime.get(refresh.REFRESHER)
+    renewed = refresher.renewed
+    clock.t += WINDOW * 0.4  # younger than half the window: nothing asked
+    assert predict_service.held_target(runtime, by_id) is not None
+    refresher.wait()
+    assert refresher.renewed == renewed
+    clock.t += WINDOW * 0.2  # older than half: held, and renewed in the background
+    assert predict_service.held_target(runtime, by_id) is not None
+    assert predict_service.held_target(runtime, by_alias) is not None
+    refresher.wait()
+    assert refresher.renewed == renewed + 2
+    clock.t += WINDOW * 0.6  # 1.2 windows after the first checks, 0.6 after the renewals
+    assert predict_service.held_target(runtime, by_id) is not None
+    assert predict_service.held_target(runtime, by_alias).model_id == ids[0]
 
 
 def test_model_deleted_by_this_process_is_refused_at_once(served, worker, clock):
@@ -176,6 +204,50 @@ def test_key_revoked_elsewhere_works_at_most_the_window(keyed, settings, clock):
         other.dispose()
 
 
+def test_a_key_check_is_renewed_ahead_and_a_revocation_seen_by_it(keyed, engine, clock):
+    """A request finding its key's check older than half the window is admitted from memory
+    and the key read again in the background: a window after the first read the key needs no
+    read on the request path; revoked elsewhere, the renewal forgets it (the next request
+    reads, and is refused, before the window has passed)."""
+    key_id, secret = _key(engine)
+    auth = {"Authorization": f"Bearer {secret}"}
+    gate = keyed.app.state.auth
+    assert keyed.get("/datasets", headers=auth).status_code == 200  # read at t0
+    clock.t += WINDOW * 0.6
+    assert keyed.get("/datasets", headers=auth).status_code == 200  # held; renewal asked
+    gate.settle()
+    clock.t += WINDOW * 0.6  # 1.2 windows after the first read, 0.6 after the renewal
+    assert gate.held(auth["Authorization"]) is not None  # (and renewed again)
+    gate.settle()
+    with Session(engine) as session:
+        keys_service.revoke(session, key_id)
+    clock.t += WINDOW * 0.6  # held once more, renewal asked: it reads the revocation
+    assert keyed.get("/datasets", headers=auth).status_code == 200
+    gate.settle()
+    assert gate.held(auth["Authorization"]) is None  # the renewal read the revocation
+    assert_problem(keyed.get("/datasets", headers=auth), 401)
+
+
+def test_the_open_state_is_renewed_ahead_and_a_new_key_closes_it(served, engine):
+    """Keys off (none exists): past half OPEN_RECHECK_SECONDS the question is asked again in
+    the background, so no request asks it itself; a key created elsewhere meanwhile closes
+    the service through that renewal."""
+    gate = served.app.state.auth
+    assert served.get("/datasets").status_code == 200  # read: open for OPEN_RECHECK_SECONDS
+    assert not gate.known_required()
+    near = time.monotonic() + OPEN_RECHECK_SECONDS * 0.4  # as if asked 0.6 of it ago
+    gate._open_until = near
+    assert gate.known_open()  # still open: renewal asked
+    gate.settle()
+    assert gate._open_until > near  # renewed from before its read, no request waited
+    _key(engine)
+    gate._open_until = time.monotonic() + OPEN_RECHECK_SECONDS * 0.4
+    assert gate.known_open()
+    gate.settle()
+    assert gate.known_required()  # the renewal found the key
+    assert_problem(served.get("/datasets"), 401)
+
+
 def test_key_revoked_over_this_process_is_refused_at_once(keyed, engine, clock):
     key_id, secret = _key(engine)
     auth = {"Authorization": f"Bearer {secret}"}
@@ -201,7 +273,7 @@ def test_window_zero_reads_every_request(settings, engine, worker, clock):
         model = trained_model(a, worker)
         _predict(a, model_id=model["id"])
         target = Target(model_id=model["id"])
-        assert predict_service.held_target(a.app.state.engine, target, strict) is None
+        assert predict_service.held_target(a.app.state.runtime, target) is None
         assert b.delete(f"/models/{model['id']}").status_code == 204
         r = a.post("/predict", json={"model_id": model["id"], "instances": ROW})
         assert_problem(r, 422, "model_id")

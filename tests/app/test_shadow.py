@@ -158,8 +158,8 @@ def test_another_process_scores_and_a_restart_reports(client, worker, settings):
     with TestClient(create_app(settings)) as other:  # its own engine and scorer: a process
         predict_ref(other, PROD, rows[:1], ["warm"])  # its scorer starts, with no shadow
         assert client.put(SHADOW, json={"alias": "challenger"}).status_code == 200
-        scorer = shadow.scorer(other.app.state.engine)
-        assert scorer is not shadow.scorer(client.app.state.engine)
+        scorer = shadow.scorer(other.app.state.runtime)
+        assert scorer is not shadow.scorer(client.app.state.runtime)
         wait_for(lambda: (predict_ref(other, PROD, rows[:1], ["probe"]), scorer.runs)[1])
         predict_ref(other, PROD, rows, [f"o-{i}" for i in range(12)])
         # written by the other process's thread within its interval (the probes scored, if
@@ -221,7 +221,7 @@ def test_refused_shadows(client, worker):
     # production moved onto the challenger's version: its rows are not scored (same model)
     r = client.put(f"/registered-models/{NAME}/aliases/production", json={"version": 2})
     assert r.status_code == 200
-    shadow.scorer(client.app.state.engine).refresh()
+    shadow.scorer(client.app.state.runtime).refresh()
     predict_ref(client, PROD, X[:4].tolist(), ["s0", "s1", "s2", "s3"])
     assert client.get(SHADOW).json()["n"] == 0
 
