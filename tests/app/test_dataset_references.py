@@ -21,43 +21,18 @@ from app.core.problems import Problem
 from app.datasets import locations
 from app.datasets.orm import Dataset
 from app.models import service as models_service
+from tests.app.reference_support import data_root, frame, root_settings, write_parts
 from tests.app.support import assert_problem, run_jobs, submit, upload
-
-
-def frame(n: int = 120, seed: int = 0) -> pd.DataFrame:
-    """Two numeric columns, a categorical one that matters, an id to drop, a string label."""
-    rng = np.random.default_rng(seed)
-    colour = rng.choice(["red", "green", "blue"], size=n)
-    x1 = rng.normal(size=n) * 3 + 10
-    x2 = rng.uniform(-5, 5, size=n)
-    score = x1 / 3 - 3.3 + (colour == "red") * 1.5 - (colour == "blue") + 0.3 * x2
-    label = np.where(score + rng.normal(scale=0.3, size=n) > 0, "yes", "no")
-    return pd.DataFrame({"id": np.arange(n), "x1": x1, "colour": colour, "x2": x2,
-                         "label": label})
-
-
-def write_parts(df: pd.DataFrame, directory: Path, parts: int = 3) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for k, part in enumerate(np.array_split(np.arange(len(df)), parts)):
-        path = directory / f"part-{k}.parquet"
-        df.iloc[part].to_parquet(path, index=False, row_group_size=17)
-        paths.append(path)
-    return paths
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    out = tmp_path / "root"
-    out.mkdir()
-    return out
+    return data_root(tmp_path)
 
 
 @pytest.fixture
 def settings(database_url: str, root: Path) -> Settings:
-    return Settings(database_url=database_url, data_roots=[str(root)], worker_poll_interval=0.05,
-                    heartbeat_interval=0.5, lease_seconds=30.0, cancel_check_interval=0.05,
-                    _env_file=None)
+    return root_settings(database_url, root)
 
 
 def refused(text: str, roots: list[str], status: int = 403) -> str:

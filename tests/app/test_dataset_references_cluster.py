@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from app.core.config import Settings
+from tests.app.reference_support import data_root, frame, root_settings, write_parts
 from tests.app.support import assert_problem, run_jobs, running_job, submit, upload, wait_for
-from tests.app.test_dataset_references import frame, write_parts
 
 distributed = pytest.importorskip("distributed")
 pytestmark = pytest.mark.process
@@ -30,16 +30,12 @@ def cluster():
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    out = tmp_path / "root"
-    out.mkdir()
-    return out
+    return data_root(tmp_path)
 
 
 @pytest.fixture
 def settings(database_url: str, root: Path) -> Settings:
-    return Settings(database_url=database_url, data_roots=[str(root)], worker_poll_interval=0.05,
-                    heartbeat_interval=0.5, lease_seconds=30.0, cancel_check_interval=0.05,
-                    _env_file=None)
+    return root_settings(database_url, root)
 
 
 def _register(client, uri: Path, **body) -> dict:
