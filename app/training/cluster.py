@@ -27,6 +27,7 @@ from app.models.schemas import TrainOutcome
 from app.training import pipeline
 from app.training.schemas import TrainJob, TrainRequest
 from solver.algorithms import estimator_class
+from solver.kernels import kernel_diagonal
 from solver.margins import linear_rademacher_terms, margin_statistics
 from solver.scaling import MinMaxScaling
 
@@ -154,11 +155,12 @@ def _decisions_and_norms(est: Any, X: Any, client: Any) -> tuple[np.ndarray, np.
     """Every row's decision value(s) and squared norm (with the intercept's 1), computed on
     the workers and gathered here."""
     n_cols = len(est.classes_) if len(est.classes_) > 2 else 1
-    D = X.map_blocks(lambda b: est.decision_function(b).reshape(len(b), -1),
+    D = X.map_blocks(lambda b: est.decision_function(b).reshape(b.shape[0], -1),
                      chunks=(X.chunks[0], (n_cols,)), dtype=np.float64)
     extra = 1.0 if est.fit_intercept else 0.0
-    sq = X.map_blocks(lambda b: np.einsum("ij,ij->i", b, b) + extra, drop_axis=1,
-                      dtype=np.float64)
+    # ||x_i||^2 as the local fit's Theorem 1 terms take it (kernel_diagonal: dense or CSR blocks)
+    sq = X.map_blocks(lambda b: kernel_diagonal(b, kernel="linear", gamma=1.0) + extra,
+                      drop_axis=1, dtype=np.float64)
     D, sq = client.compute([D, sq], sync=True)
     return (D[:, 0] if n_cols == 1 else D), sq
 

@@ -225,3 +225,34 @@ def test_a_dask_worker_killed_mid_fit_still_gives_the_same_model(client, worker,
     a, b = ([p["decision_value"] for p in client.post(
         "/predict", json={"model_id": i, "instances": rows}).json()["predictions"]] for i in ids)
     np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * np.max(np.abs(a)))
+
+
+def test_a_sparse_upload_over_the_size_threshold_is_fitted_on_the_cluster(
+        client, worker, settings, cluster):
+    """An svmlight upload is stored as CSR: its row blocks reach the cluster fit and the
+    summary's row norms as CSR blocks, and the model equals the local fit's."""
+    rng = np.random.default_rng(7)
+    lines = []
+    for _ in range(300):
+        cols = sorted(rng.choice(40, size=5, replace=False) + 1)
+        vals = rng.uniform(0.1, 1.0, size=5)
+        label = 1 if vals[0] + (cols[0] < 10) > 1.0 else -1
+        lines.append(f"{label} " + " ".join(f"{c}:{v:.4f}" for c, v in zip(cols, vals,
+                                                                        strict=True)))
+    up = upload(client, ("\n".join(lines) + "\n").encode(), filename="sparse.svm")
+    assert up["sparse"], up
+    params = {"max_iter": 40, "calibration": "none", "scaling": "none"}
+    local = submit(client, up["id"], **params)
+    assert run_jobs(worker) == ["succeeded"]
+    settings.dask_scheduler = cluster.scheduler_address
+    settings.dask_fit_min_bytes = 1000
+    remote = submit(client, up["id"], **params)
+    assert run_jobs(worker) == ["succeeded"], client.get(f"/jobs/{remote['id']}").json()
+    ids = [client.get(f"/jobs/{j['id']}").json()["model_id"] for j in (local, remote)]
+    # the training margins' statistics and Theorem 1's terms (from the rows' norms): every
+    # row's decision value and norm, on the cluster against the local fit
+    a, b = (client.get(f"/models/{i}").json()["train_margins"] for i in ids)
+    keys = [k for k, v in a.items() if isinstance(v, float)]
+    assert {"mean", "semivariance", "min", "max"} <= set(keys), a
+    np.testing.assert_allclose([b[k] for k in keys], [a[k] for k in keys], rtol=1e-9,
+                               atol=1e-12)
