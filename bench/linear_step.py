@@ -4,12 +4,14 @@
     PYTHONPATH=. .venv/bin/python bench/linear_step.py --part batch --settings 30
     PYTHONPATH=. .venv/bin/python bench/linear_step.py --part bounds --rows 50000
 
-* ``batch``: the lockstep batch of (alpha, beta) settings (``solver._batched_msvmav``, what
-  cross-validation of linear MSVMAv used) against the plain path it replaces, one
+* ``batch``: the lockstep batches of (alpha, beta) settings (``solver._batched_msvmav``, what
+  cross-validation of linear MSVMAv uses) against the plain path they replace, one
   ``MSVMAv(alpha, beta).fit`` per setting, on the first of a9a's 5 folds (the shape
   docs/performance.md's model-selection section names), the paper's 11 x 11 grid (or its first
-  ``--settings``), both on one BLAS thread in this process. Printed: each side's time, their
-  ratio, and the largest difference between the two sides' weights.
+  ``--settings``), both on one BLAS thread in this process, alternating ``--repeat`` times. The
+  settings are cut into batches as ``model_selection._plan`` cuts a fold's (at most
+  ``LINEAR_BATCH`` a batch, interleaved). Printed: each side's median time, their ratio, and
+  the largest difference between the two sides' weights.
 * ``bounds``: the "gram" path with its margins from bounds (``solver._margin_bounds``) against
   the same path with a pass over X for the margins each iteration, on bench/wide.py's planted
   100k x 2,000 (50 values a row), alternating ``--repeat`` times. Printed: each side's median
@@ -37,6 +39,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 from wide import planted  # noqa: E402
 
 import solver._msvmav_core as core  # noqa: E402
+from solver.model_selection import LINEAR_BATCH, _chunks  # noqa: E402
 from solver.msvmav import MSVMAv  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
@@ -51,29 +54,49 @@ def first_fold(cv: int = 5):
     return X[train], np.where(y[train] > 0, 1.0, -1.0)
 
 
-def bench_batch(n_settings: int) -> None:
+def _batched(X, y, settings: list[tuple[float, float]]) -> tuple[float, np.ndarray]:
+    """Seconds and weights (one row a setting) of the lockstep batches, cut as
+    cross-validation cuts a fold's settings (``model_selection._plan``)."""
+    from solver._batched_msvmav import fit_linear_batch
+
+    t = time.perf_counter()
+    W = np.zeros((len(settings), X.shape[1] + 1))
+    for idx in _chunks(list(range(len(settings))), -(-len(settings) // LINEAR_BATCH)):
+        W[idx] = fit_linear_batch(X, y, [settings[i][0] for i in idx],
+                                  [settings[i][1] for i in idx])[0]
+    return time.perf_counter() - t, W
+
+
+def _plain(X, y, settings: list[tuple[float, float]]) -> tuple[float, np.ndarray]:
+    """Seconds and weights of one ``MSVMAv(alpha, beta).fit`` per setting."""
+    t = time.perf_counter()
+    W = [np.r_[m.coef_[0], m.intercept_]
+         for m in (MSVMAv(alpha=a, beta=b).fit(X, y) for a, b in settings)]
+    return time.perf_counter() - t, np.vstack(W)
+
+
+def bench_batch(n_settings: int, repeat: int) -> None:
     try:
-        from solver._batched_msvmav import fit_linear_batch
+        import solver._batched_msvmav  # noqa: F401
     except ImportError:
         print("batch: solver._batched_msvmav is gone (it did not pay: see docs/solver.md)")
         return
     X, y = first_fold()
     settings = [(a, b) for a in GRID for b in GRID][:n_settings]
-    print(f"batch: a9a fold 1 of 5, {X.shape[0]} x {X.shape[1]}, {len(settings)} settings")
+    print(f"batch: a9a fold 1 of 5, {X.shape[0]} x {X.shape[1]}, {len(settings)} settings, "
+          f"batches of at most {LINEAR_BATCH} as cross-validation cuts them")
+    times: dict[str, list[float]] = {"plain": [], "batch": []}
+    weights: dict[str, np.ndarray] = {}
     with threadpool_limits(1):
-        t = time.perf_counter()
-        W = np.vstack([fit_linear_batch(X, y, [a for a, _ in settings[i:i + 32]],
-                                        [b for _, b in settings[i:i + 32]])[0]
-                       for i in range(0, len(settings), 32)])
-        batched = time.perf_counter() - t
-        t = time.perf_counter()
-        plain = []
-        for a, b in settings:
-            m = MSVMAv(alpha=a, beta=b).fit(X, y)
-            plain.append(np.r_[m.coef_[0], m.intercept_])
-        single = time.perf_counter() - t
-    gap = float(np.max(np.abs(W - np.vstack(plain))))
-    print(f"  plain fits {single:.2f} s, lockstep batch {batched:.2f} s: "
+        for _ in range(repeat):
+            for side, run in (("plain", _plain), ("batch", _batched)):
+                seconds, W = run(X, y, settings)
+                times[side].append(seconds)
+                weights[side] = W
+                print(f"  {side} {seconds:.2f} s", flush=True)
+    single, batched = statistics.median(times["plain"]), statistics.median(times["batch"])
+    gap = float(np.max(np.abs(weights["batch"] - weights["plain"])))
+    print(f"  plain fits {single:.2f} s, lockstep batches {batched:.2f} s (medians of {repeat}): "
           f"speed-up x{single / batched:.2f}; max |w_batch - w_plain| = {gap:.1e}")
 
 
@@ -117,7 +140,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     if args.part in ("batch", "both"):
-        bench_batch(args.settings)
+        bench_batch(args.settings, args.repeat)
     if args.part in ("bounds", "both"):
         bench_bounds(args.rows, args.width, args.repeat)
 

@@ -1,8 +1,10 @@
 """Linear MSVMAv for many (alpha, beta) settings at once, on one training set (for model selection).
 
-The iteration is ``solver._msvmav_core.iterate`` with ``PrimalSpace`` (docs/algorithm.md, "The
-iteration"), run in lockstep for a batch of B settings that share the data (its sign safeguard
-and its error for a zero class sum are ``_msvmav_core``'s own):
+The iteration is ``solver._msvmav_core.iterate`` itself (docs/algorithm.md, "The iteration"),
+run on a *space* of a stack of B settings that share the data (``StackSpace``): theta, the
+strict active sets, the sign safeguard, the average-margin step, the normalisation, the
+stopping rule and the error for a zero class sum are the core's; a setting whose step falls
+below tol leaves the stack. What the space does for the stack:
 
 * everything that does not depend on (alpha, beta) is computed once: the augmented rows, the
   signed class sum s = X^T y, the start w0 = s / ||s||, its margins and active set, and the
@@ -18,17 +20,15 @@ and its error for a zero class sum are ``_msvmav_core``'s own):
 * the semi-variance step (n beta I + G_b) delta = theta s_A - G_b w is solved afresh for all
   settings by one batched LAPACK call (no maintained inverse, so nothing drifts).
 
-The algorithm is ``MSVMAv(kernel="linear")`` step by step: the same start, strict active sets
-m_i < theta, sign safeguard (flip w' when its average margin y^T X w' / n = s^T w' / n is
-negative), average-margin step, normalisation, stopping rule ||w_k - w_{k-1}|| / sqrt(D) < tol and
-iteration cap. Only the rounding differs (the linear systems are factorised rather than updated,
-the margins are recomputed from w_k rather than propagated), so the weights agree with single
-fits to 1e-9 on 120 of the paper's 121 settings on a9a's first fold, and to 1.2e-5 on the
-121st (alpha = 16, beta = 2^-10: an ill-conditioned step; the predictions on every training
-row are the same).
+Only the rounding differs from ``MSVMAv(kernel="linear")`` (the linear systems are factorised
+rather than updated, the margins are recomputed from w_k rather than propagated): on a9a's
+first fold the weights agree with single fits to 1e-9 on 118 of the paper's 121 settings, to
+1.4e-9 on two more, and to 3.8e-5 on alpha = 16, beta = 2^-10 (an ill-conditioned step; the
+predictions on every training row are the same).
 
-It pays for itself: on a9a's first fold the 121 settings run x2.0 faster in lockstep than
-fitted one by one (bench/linear_step.py --part batch, same run, one BLAS thread).
+It pays for itself: on a9a's first fold the 121 settings, in model selection's batches of at
+most 32, run x1.5 faster in lockstep than fitted one by one (bench/linear_step.py --part batch,
+same run, alternately, one BLAS thread; docs/performance.md).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import numpy as np
 from scipy import sparse
 
 from ._base import canonical
-from ._msvmav_core import safeguard, undefined_direction
+from ._msvmav_core import iterate, undefined_direction
 from .msvmav import augment
 
 # Build the packed outer-product matrix Z when it has at most this many stored values.
@@ -134,19 +134,84 @@ class _Data:
         return G.reshape(B, D, D)
 
 
-def _semivariance_step(data: _Data, W: np.ndarray, P: np.ndarray, masks: np.ndarray,
-                       thetas: np.ndarray, c: np.ndarray, L: np.ndarray) -> np.ndarray:
-    """The settings ``L``'s proximal semi-variance step w' (sign safeguard applied)."""
-    nt, diag = data.nt, np.arange(data.D)
-    CP = W[L].copy()
-    nonempty = masks[L].any(axis=1)
-    if nonempty.any():
-        sel = L[nonempty]
-        G = data.gram(P[sel])
-        rhs = thetas[sel, None] * P[sel, nt:] - np.einsum("bij,bj->bi", G, W[sel])
-        G[:, diag, diag] += c[sel, None]
-        CP[nonempty] += np.linalg.solve(G, rhs[:, :, None])[:, :, 0]
-    return safeguard(CP, CP @ data.s)[0]  # y^T X w' = s . w
+class StackSpace:
+    """The *space* of ``_msvmav_core.iterate`` for a stack of linear settings on shared data:
+    coef (L, D) the live settings' weight vectors, f never formed (``margins_of`` is None), the
+    identity metric, the shift s = X^T y. ``summary`` takes every live setting's margins from
+    one product diag(y) X W^T and edits its packed sums P_b; ``prox_step`` solves the live
+    settings' systems in one batched LAPACK call; ``keep(rows)`` drops the settings that
+    stopped. A stack's summaries give no semi-variance (None: it would cost more passes over the
+    n x L margins, and nothing reads it)."""
+
+    def __init__(self, data: _Data, betas: np.ndarray) -> None:
+        self.data, self.dim = data, data.D
+        self.shift = data.s
+        self.shift_f = 0.0  # f is never formed
+        self.c = data.n * betas  # per live setting
+        self.P: np.ndarray | None = None  # (L, nt + D) packed [upper(G_A), X_A^T y_A]
+        # recent (active set, packed sums) pairs per live setting: the sets often oscillate,
+        # so an older state can be much closer to the new one than the last
+        self.history: list[list] = []
+
+    def initial(self) -> np.ndarray:
+        nrm = float(np.sqrt(self.shift @ self.shift))
+        if not nrm > 0:
+            raise undefined_direction()
+        return np.tile(self.shift / nrm, (self.c.size, 1))
+
+    def margins_of(self, coef: np.ndarray) -> None:
+        return None
+
+    def signed_sum(self, coef: np.ndarray, f: None) -> np.ndarray:
+        """y^T X w' = s . w', one per setting."""
+        return coef @ self.shift
+
+    def norm(self, coef: np.ndarray, f: None) -> np.ndarray:
+        """||w_b|| as a column (L, 1)."""
+        return np.sqrt(np.einsum("bi,bi->b", coef, coef))[:, None]
+
+    def distance(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        diff = a - b
+        return np.sqrt(np.einsum("bi,bi->b", diff, diff)) / math.sqrt(self.dim)
+
+    def keep(self, rows: np.ndarray) -> None:
+        """Keep the live settings where ``rows`` (a mask over them) is True."""
+        if not rows.all():
+            self.c, self.P = self.c[rows], self.P[rows]
+            self.history = [h for h, kept in zip(self.history, rows, strict=True) if kept]
+
+    def summary(self, coef: np.ndarray, f: None) -> tuple[np.ndarray, np.ndarray, None]:
+        """(theta (L,), the masks of A (L, n), None), the packed sums P moved to the new A."""
+        data = self.data
+        if self.P is None:  # the start is the same for every setting: its A once
+            m0 = np.asarray(data.Xy @ coef[0]).ravel() if coef.size else np.zeros(data.n)
+            theta0 = float(m0.mean())
+            mask0 = m0 < theta0
+            L = coef.shape[0]
+            self.P = np.tile(data.rows_sum(np.flatnonzero(mask0), None), (L, 1))
+            self.history = [[(mask0, self.P[0].copy())] for _ in range(L)]
+            return np.full(L, theta0), np.tile(mask0, (L, 1)), None
+        M = np.asarray(data.Xy @ coef.T)  # n x L: every live setting's margins, one pass
+        thetas = M.mean(axis=0)
+        masks = np.ascontiguousarray((thetas[None, :] > M).T)  # L x n
+        for j, new in enumerate(masks):
+            self.P[j] = _move_active(data, self.history[j], new)
+        return thetas, masks, None
+
+    def prox_step(self, coef: np.ndarray, f: None, mask: np.ndarray, thetas: np.ndarray
+                  ) -> tuple[np.ndarray, None]:
+        """w' = w + delta, (n beta I + G_A) delta = theta s_A - G_A w, for every setting whose
+        A is not empty (the others keep w)."""
+        nt, diag = self.data.nt, np.arange(self.dim)
+        CP = coef.copy()
+        nonempty = mask.any(axis=1)
+        if nonempty.any():
+            P = self.P[nonempty]
+            G = self.data.gram(P)
+            rhs = thetas[nonempty, None] * P[:, nt:] - np.einsum("bij,bj->bi", G, coef[nonempty])
+            G[:, diag, diag] += self.c[nonempty, None]
+            CP[nonempty] += np.linalg.solve(G, rhs[:, :, None])[:, :, 0]
+        return CP, None
 
 
 def fit_linear_batch(X, y: np.ndarray, alphas, betas, *, max_iter: int = 100,
@@ -162,52 +227,13 @@ def fit_linear_batch(X, y: np.ndarray, alphas, betas, *, max_iter: int = 100,
     data = _Data(X, y, fit_intercept)
     alphas = np.asarray(alphas, dtype=np.float64).ravel()
     betas = np.asarray(betas, dtype=np.float64).ravel()
-    B, n, D = alphas.size, data.n, data.D
-    nrm0 = float(np.sqrt(data.s @ data.s))
-    if not nrm0 > 0:
-        raise undefined_direction()
-    w0 = data.s / nrm0
-    W = np.tile(w0, (B, 1))
-    n_iter = np.zeros(B, dtype=np.int64)
-    if B == 0 or max_iter == 0:
-        return W, n_iter
-    m0 = np.asarray(data.Xy @ w0).ravel()
-    th0 = float(m0.mean())
-    mask0 = m0 < th0
-    P = np.tile(data.rows_sum(np.flatnonzero(mask0), None), (B, 1))
-    masks = np.tile(mask0, (B, 1))  # B x n
-    # recent (active set, packed sums) pairs per setting: the sets often oscillate, so an
-    # older state can be much closer to the new one than the last
-    history = [[(mask0, P[0].copy())] for _ in range(B)]
-    thetas = np.full(B, th0)
-    c = n * betas
-    shift_c = data.s[None, :] / (2.0 * alphas[:, None] * n)
-    live = np.arange(B)
-    for k in range(1, max_iter + 1):
-        L = live
-        Wl = W[L]
-        CP = _semivariance_step(data, W, P, masks, thetas, c, L)
-        CN = CP + shift_c[L]
-        CN /= np.sqrt(np.einsum("bi,bi->b", CN, CN))[:, None]
-        diff = CN - Wl
-        steps = np.sqrt(np.einsum("bi,bi->b", diff, diff)) / math.sqrt(D)
-        W[L] = CN
-        n_iter[L] = k
-        done = (steps < tol) | (k == max_iter)
+
+    def each(record: dict) -> None:  # its return value is not a stop request
         if callback is not None:
-            callback(k)
-        go = L[~done]
-        if go.size == 0:
-            break
-        # margins, thresholds and active sets of the settings that go on: one pass over X
-        M = np.asarray(data.Xy @ CN[~done].T)  # n x |go|
-        th = M.mean(axis=0)
-        thetas[go] = th
-        new = np.ascontiguousarray((th[None, :] > M).T)  # |go| x n
-        for j, b in enumerate(go):
-            P[b] = _move_active(data, history[b], new[j])
-            masks[b] = new[j]
-        live = go
+            callback(record["iteration"])
+
+    W, n_iter, _, _ = iterate(StackSpace(data, betas), data.y, alpha=alphas[:, None],
+                              max_iter=max_iter, tol=tol, callback=each)
     return W, n_iter
 
 

@@ -16,6 +16,11 @@ The space interface ``iterate`` uses: ``initial()``, ``margins_of(coef)``, ``sum
 ``distance(a, b)``, ``shift``, ``shift_f``, and ``decision(coef)``; the estimator also reads
 ``counters()`` (the linear step's named counters).
 
+The same loop runs a *stack* of B settings in lockstep where ``initial()`` returns B rows
+(``alpha`` then has shape (B, 1)): the space's methods take and return one row, number or mask
+per live setting, ``keep(rows)`` drops the settings that stopped, and ``iterate`` keeps each
+setting's last iterate and iteration count.
+
 Spaces:
 * ``PrimalSpace`` — linear MSVMAv on augmented rows (coef = w, metric I, shift s = X^T y; the
   step solved by one of ``_linear_step.LINEAR_STEPS``), and
@@ -23,6 +28,8 @@ Spaces:
   X = U Sigma^2, RKHS norm ||Sigma u||, prox metric I + Sigma^2, shift U^T y).
 * ``DualSpace`` — exact kernel MSVMAv in coefficient space
   (coef = a, f = K a, ||f|| = sqrt(a^T K a)).
+* ``_batched_msvmav.StackSpace`` — linear MSVMAv for a stack of (alpha, beta) settings
+  (model selection); the cluster's spaces are in ``solver.distributed._space``.
 """
 
 from __future__ import annotations
@@ -197,11 +204,18 @@ class DualSpace:
         return float(np.linalg.norm(a - b) / math.sqrt(self.dim))
 
 
-def iterate(space, y: np.ndarray, *, alpha: float, max_iter: int, tol: float,
+def iterate(space, y: np.ndarray, *, alpha: float | np.ndarray, max_iter: int, tol: float,
             callback: Callback | None = None, task: int = 0, n_tasks: int = 1):
-    """Run MSVMAv on one +-1 target. Returns (coef, n_iter, history, stopped_by_callback)."""
+    """Run MSVMAv on one +-1 target. Returns (coef, n_iter, history, stopped_by_callback).
+
+    A space whose ``initial()`` is a stack of B coefficient vectors (B, dim), with ``alpha`` of
+    shape (B, 1), runs B settings in lockstep: theta, |A|, the flips and the steps are then
+    (B,) arrays, a setting leaves the stack once its step is below ``tol`` or it reached
+    ``max_iter`` (``space.keep(rows)`` drops it from the space's state), the loop ends when
+    none is left, and coef (B, dim) and n_iter (B,) hold each setting's last iterate."""
     n = y.size
     coef = space.initial()
+    stack = _Stack(coef) if coef.ndim == 2 else None
     f = space.margins_of(coef)  # None where the space summarises the margins itself
     theta, mask, _ = space.summary(coef, f)
     history: list[dict] = []
@@ -210,7 +224,7 @@ def iterate(space, y: np.ndarray, *, alpha: float, max_iter: int, tol: float,
     k = 0
     stopped = False
     for k in range(1, max_iter + 1):
-        n_active = int(np.count_nonzero(mask))
+        n_active = _active(mask, stack)
         cp, f = space.prox_step(coef, f, mask, theta)  # f is a fresh array: updated in place
         cp, flipped = safeguard(cp, space.signed_sum(cp, f))
         cn = cp + shift_c
@@ -221,10 +235,13 @@ def iterate(space, y: np.ndarray, *, alpha: float, max_iter: int, tol: float,
             f /= nrm
         step = space.distance(cn, coef)
         coef = cn
+        if stack is not None:  # the settings that stopped leave before their next summary
+            rows = stack.leave(coef, (step < tol) | (k == max_iter), k)
+            coef, shift_c = coef[rows], shift_c[rows]
+            space.keep(rows)
         theta, mask, sv = space.summary(coef, f)
         record = {"iteration": k, "max_iter": max_iter, "task": task, "n_tasks": n_tasks,
-                  "theta": theta, "semivariance": sv,
-                  "objective": sv / theta**2 if theta > 0 else None,
+                  "theta": theta, "semivariance": sv, "objective": _objective(sv, theta),
                   "active": n_active, "flipped": flipped, "step": step}
         history.append(record)
         try:
@@ -232,9 +249,43 @@ def iterate(space, y: np.ndarray, *, alpha: float, max_iter: int, tol: float,
         except FitStopped:
             stopped = True
             break
-        if step < tol:
+        if np.all(step < tol):
             break
+    if stack is not None:
+        return stack.coef, stack.n_iter, history, stopped
     return coef, k, history, stopped
+
+
+class _Stack:
+    """A lockstep stack's results: each setting's last coefficients (``coef``, (B, dim)) and
+    iterations (``n_iter``); ``live`` the settings (rows) still iterating, in stack order."""
+
+    def __init__(self, coef: np.ndarray) -> None:
+        self.coef = coef.copy()
+        self.n_iter = np.zeros(coef.shape[0], dtype=np.int64)
+        self.live = np.arange(coef.shape[0])
+
+    def leave(self, coef: np.ndarray, done: np.ndarray, k: int) -> np.ndarray:
+        """Record iteration k's coef of the live settings; the mask of those that go on."""
+        self.coef[self.live] = coef
+        self.n_iter[self.live] = k
+        rows = ~done
+        self.live = self.live[rows]
+        return rows
+
+
+def _active(mask, stack: _Stack | None):
+    """|A| (an int; for a stack, one per setting)."""
+    if stack is not None:
+        return np.count_nonzero(mask, axis=1)
+    return int(np.count_nonzero(mask))
+
+
+def _objective(sv: float | None, theta: float) -> float | None:
+    """The semi-variance over theta^2 (None where theta <= 0, or with no semi-variance)."""
+    if sv is None:
+        return None
+    return sv / theta**2 if theta > 0 else None
 
 
 def _shifted(f: np.ndarray | None, flipped: bool, shift_f: np.ndarray) -> np.ndarray | None:
