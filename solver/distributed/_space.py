@@ -29,6 +29,7 @@ import numpy as np
 from scipy import linalg
 from scipy.sparse.linalg import LinearOperator, cg
 
+from .._msvmav_core import undefined_direction
 from . import _blocks
 from ._cluster import ClusterRows
 
@@ -78,8 +79,7 @@ class ClusterSpace:
     def initial(self) -> np.ndarray:
         nrm = self.norm(self.shift, None)
         if not nrm > 0:
-            raise ValueError("X, y: the signed class sum X^T y is zero, so the average-margin "
-                             "direction is undefined (perfectly balanced, symmetric data)")
+            raise undefined_direction()
         return self.shift / nrm
 
     def margins_of(self, coef: np.ndarray) -> None:
