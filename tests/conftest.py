@@ -25,6 +25,7 @@ import inspect
 import re
 import subprocess
 import warnings
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,6 +73,19 @@ STARTS_A_PROCESS = re.compile(
 )
 
 
+# What a test of each tier costs, roughly (seconds on the 2-core CI machine): a file's weight is
+# the sum over its tests, and the files run heaviest first (``_heaviest_files_first``).
+TIER_SECONDS = {"process": 6.0, "postgres": 0.8, "service": 0.4, "unit": 0.05}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist's --dist loadfile hands out files in the collection's order only when its
+    # own reordering (by number of tests, on by default) is off: this suite orders them by
+    # weight instead, so that no long file of few tests starts last and runs alone.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--postgres-twin",
@@ -96,7 +110,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         kept.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
+    items[:] = _heaviest_files_first(kept)
+
+
+def _heaviest_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items, files ordered by their weight (TIER_SECONDS summed over their tests),
+    heaviest first (longest first: the two processes end close together); the tests of a file
+    stay together and in their order."""
+    weight: dict[str, float] = defaultdict(float)
+    for item in items:
+        tier = "process" if item.get_closest_marker("process") else (
+            "postgres" if item.get_closest_marker("postgres") else
+            "service" if item.get_closest_marker("service") else "unit")
+        weight[item.nodeid.split("::")[0]] += TIER_SECONDS[tier]
+    return sorted(items, key=lambda item: -weight[item.nodeid.split("::")[0]])
 
 
 class UnmarkedProcessWarning(UserWarning):

@@ -1,14 +1,12 @@
 """An evaluation's curves drawn: ROC, precision-recall and reliability side by side, as PNG or
 SVG bytes. matplotlib's object API on a figure of its own (no pyplot, so no global state
-shared between the route handlers' threads)."""
+shared between the route handlers' threads). matplotlib is imported on the first figure drawn, not
+with the app: it is a quarter of a second of every process's start (the server, each worker)."""
 
 from __future__ import annotations
 
 import io
 from typing import Any
-
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 
 def _roc(ax: Any, roc: list[dict[str, Any]]) -> None:
@@ -39,6 +37,9 @@ def _reliability(ax: Any, reliability: list[dict[str, Any]]) -> None:
 
 def render_curves(curves: dict[str, Any], *, title: str, fmt: str) -> bytes:
     """``curves`` (solver.evaluation.curves' JSON) as one PNG or SVG figure of three panels."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(13.5, 4.2), dpi=110)
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, 3)
