@@ -3,11 +3,11 @@ errors and 1 for a file's contents or the environment; defaults in --help; comma
 --algorithms; progress lines or a bar on a terminal.
 
 The real command (a subprocess) where the process is the point: its exit status through
-``sys.exit``, a real database connection, Dask, the experiment's progress output and the
-terminal. The checks of arguments, settings and a file's contents call ``app.cli.main.main``
-in this process (``in_process``: the same function the command runs, with this process's
-stdout and stderr replaced and the logging it configures put back): each new process costs
-~2 s of imports, and these checks are about what ``main`` answers, not about the process."""
+``sys.exit``, Dask, the experiment's progress output and the terminal. The checks of
+arguments, settings, a database URL and a file's contents call ``app.cli.main.main`` in this
+process (``in_process``: the same function the command runs, with this process's stdout and
+stderr replaced and the logging it configures put back): each new process costs ~2 s of
+imports, and these checks are about what ``main`` answers, not about the process."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def test_malformed_database_url(url):
 
 def test_unreachable_database():
     line = assert_user_error(
-        msvmav("--database-url", "postgresql+psycopg://postgres@127.0.0.1:1/none", "migrate"),
+        in_process("--database-url", "postgresql+psycopg://postgres@127.0.0.1:1/none", "migrate"),
         1, "cannot use the database", "127.0.0.1")
     assert "SELECT" not in line and "sqlalche.me" not in line
 
@@ -172,8 +172,8 @@ def _table(out: subprocess.CompletedProcess) -> list[dict]:
 def test_comma_separated_algorithms_equal_space_separated(data_file):
     comma = msvmav("experiment", "--dataset", str(data_file), "--algorithms", "msvmav,svm",
                    "mamc", *SMALL)
-    space = msvmav("experiment", "--dataset", str(data_file), "--algorithms", "msvmav", "svm",
-                   "mamc", *SMALL)
+    space = in_process("experiment", "--dataset", str(data_file), "--algorithms", "msvmav", "svm",
+                       "mamc", *SMALL)
     rows = _table(comma)
     assert rows == _table(space)
     assert {"MSVMAv_mean", "SVM_mean", "MAMC_mean"} <= set(rows[0])
