@@ -24,7 +24,9 @@ from tests.app.faults_support import serve_api
 from tests.app.support import trained_model
 
 CLIENTS = 50
-SECONDS_PER_ROUTE = 1.5
+# Each route: its 50 clients' first requests overlap (several times the pool's connections;
+# the loop froze at a dozen before the fix), and they go on for this long.
+SECONDS_PER_ROUTE = 0.3
 REQUESTS_PER_CLIENT = 2  # at least, however slow the machine
 # Seconds. The issue asks for 100 ms; on the shared 2-core test machine (load average 15-20
 # while these tests were written) /livez's p95 under this load was ~450 ms with the fix, so the
@@ -62,7 +64,9 @@ def _hammer(url: str, path: str, headers: dict[str, str]) -> Counter:
     end = time.monotonic() + SECONDS_PER_ROUTE
 
     def client() -> None:
-        with httpx.Client(base_url=url, headers=headers, timeout=60) as c:
+        # verify=False: plain http, and no CA bundle loaded per client (~17 ms of CPU each,
+        # 550 clients a test)
+        with httpx.Client(base_url=url, headers=headers, timeout=60, verify=False) as c:
             for n in itertools.count():
                 if n >= REQUESTS_PER_CLIENT and time.monotonic() > end:
                     break
@@ -118,6 +122,7 @@ def test_concurrent_keyed_gets_answer_and_livez_stays_fast(
         assert sum(statuses.values()) >= CLIENTS * REQUESTS_PER_CLIENT, (path, statuses)
     assert int(failures) == 0 and int(probes) > 20, (failures, probes)
     p95_ms, worst_ms = float(p95) * 1000, float(worst) * 1000
-    print(f"/livez: {probes} answers, p95 {p95_ms:.0f} ms, max {worst_ms:.0f} ms")
+    print(f"/livez: {probes} answers, p95 {p95_ms:.0f} ms, max {worst_ms:.0f} ms; GETs "
+          f"{sum(sum(s.values()) for s in results.values())}")
     assert worst_ms < LIVEZ_BUDGET * 1000, f"/livez took {worst_ms:.0f} ms"
     assert "QueuePool limit" not in log and "Traceback" not in log, log[-3000:]

@@ -27,8 +27,10 @@ from tests.app.support import (
 )
 
 LEASE = {"MSVMAV_HEARTBEAT_INTERVAL": "0.5", "MSVMAV_LEASE_SECONDS": "3"}
-# A fit of a few seconds: long enough to be interrupted, short enough to be run twice.
-LONG_FIT = {"max_iter": 12_000, "tol": 0}
+# A fit of about two seconds: long enough to be interrupted, short enough to be run twice. No
+# calibration: its five cross-validated folds would make the fit that runs to the end ~5x
+# dearer, and what is interrupted (the fit loop, its callback and heartbeats) is the same.
+LONG_FIT = {"max_iter": 30_000, "tol": 0, "calibration": "none"}
 
 
 def start_worker(database_url: str, tmp_path, **env: str) -> subprocess.Popen:
@@ -102,7 +104,8 @@ def test_sigkilled_workers_job_is_requeued_and_completed_by_another(
         a.kill()  # SIGKILL: no clean-up, no re-queue by the worker itself
         a.wait()
         killed = time.monotonic()
-        wait_for(lambda: client.get(f"/jobs/{job['id']}").json()["attempts"] == 2, timeout=30)
+        wait_for(lambda: client.get(f"/jobs/{job['id']}").json()["attempts"] == 2, timeout=30,
+                 interval=0.05)
         requeued_after = time.monotonic() - killed
         body = job_finished(client, job["id"])
     finally:
@@ -120,19 +123,21 @@ def test_job_that_kills_every_worker_fails_after_max_attempts(
     client, engine, database_url, tmp_path
 ):
     job = long_job(client)
-    procs: list[subprocess.Popen] = []
+    procs = [start_worker(database_url, tmp_path, MSVMAV_MAX_ATTEMPTS="2")]
     try:
         for _ in range(2):
-            p = start_worker(database_url, tmp_path, MSVMAV_MAX_ATTEMPTS="2")
-            procs.append(p)
-            wait_for(lambda p=p: running_under(client, job["id"], p.pid), timeout=60)
-            p.kill()
-            p.wait()
-        reaper = start_worker(database_url, tmp_path, MSVMAV_MAX_ATTEMPTS="2")
-        procs.append(reaper)
+            running = procs[-1]
+            wait_for(lambda p=running: running_under(client, job["id"], p.pid), timeout=60)
+            # the next worker starts while this one runs (it cannot take a job under a live
+            # lease): it takes the job over once the lease expires, or after the second kill
+            # it is the reaper that fails the job
+            procs.append(start_worker(database_url, tmp_path, MSVMAV_MAX_ATTEMPTS="2"))
+            running.kill()
+            running.wait()
         body = wait_for(
             lambda: (b := client.get(f"/jobs/{job['id']}").json())["status"] != "running" and b,
             timeout=30,
+            interval=0.1,
         )
     finally:
         stop_workers(procs)
@@ -157,11 +162,12 @@ def test_frozen_worker_that_resumes_writes_nothing(client, engine, database_url,
         body = wait_for(
             lambda: (j := client.get(f"/jobs/{job['id']}").json())["status"] == "succeeded" and j,
             timeout=120,
+            interval=0.1,
         )
         resumed = time.time()
         os.kill(a.pid, signal.SIGCONT)
         # a's fit callback moves again (it touches its alive file), then finds the job gone
-        wait_for(lambda: a.alive_file.stat().st_mtime >= resumed, timeout=30)
+        wait_for(lambda: a.alive_file.stat().st_mtime >= resumed, timeout=30, interval=0.05)
         # a resumes mid-fit: its next progress write finds the job no longer its own
         history = wait_for(
             lambda: (
@@ -170,6 +176,7 @@ def test_frozen_worker_that_resumes_writes_nothing(client, engine, database_url,
                 and h
             ),
             timeout=10,
+            interval=0.05,
         )
         # a's exit ends everything it could write: the job is read once a has exited (its
         # output, checked below, says it discarded the result: the job was taken from it)

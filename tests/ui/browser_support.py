@@ -86,26 +86,43 @@ def browser(server: LiveServer) -> Iterator[Browser]:
     with sync_api.sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
         try:
-            context = chromium.new_context(viewport={"width": 1280, "height": 900})
-            context.set_default_timeout(TIMEOUT_MS)
-            b = Browser(context.new_page(), context, server)
-
-            def only_local(route) -> None:
-                if route.request.url.startswith(server.url + "/"):
-                    route.continue_()
-                else:
-                    b.outside.append((route.request.resource_type, route.request.url))
-                    route.abort()
-
-            context.route("**/*", only_local)
-            b.page.on(
-                "console",
-                lambda m: b.console_errors.append(m.text) if m.type == "error" else None,
-            )
-            b.page.on("pageerror", lambda e: b.console_errors.append(str(e)))
-            yield b
+            yield session(chromium, server)
         finally:
             chromium.close()
+
+
+@contextmanager
+def another_session(b: Browser) -> Iterator[Browser]:
+    """A second, separate browser session (its own context: no key entered, its own records of
+    outside requests and console errors) in ``b``'s Chromium; closed at the block's end."""
+    other = session(b.context.browser, b.server)
+    try:
+        yield other
+    finally:
+        other.context.close()
+
+
+def session(chromium: Any, server: LiveServer) -> Browser:
+    """A new context and page in ``chromium``: requests outside ``server`` aborted and
+    recorded, console errors recorded."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    b = Browser(context.new_page(), context, server)
+
+    def only_local(route) -> None:
+        if route.request.url.startswith(server.url + "/"):
+            route.continue_()
+        else:
+            b.outside.append((route.request.resource_type, route.request.url))
+            route.abort()
+
+    context.route("**/*", only_local)
+    b.page.on(
+        "console",
+        lambda m: b.console_errors.append(m.text) if m.type == "error" else None,
+    )
+    b.page.on("pageerror", lambda e: b.console_errors.append(str(e)))
+    return b
 
 
 def image_width(img: Any, timeout: float = 20.0) -> int:

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.live_server import LiveServer
 from tests.ui.browser_support import (
     ADMIN_KEY,
     Browser,
+    another_session,
     api,
     browser,
     image_width,
@@ -87,6 +90,19 @@ def seed(server, tmp_path: Path) -> dict[str, str]:
     return {"read_key": read_key, **{"page:" + k: v for k, v in pages.items()}}
 
 
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, dict, Browser]]:
+    """One seeded service and one admin's browser session for the module's tests (a server, a
+    seeding and a Chromium each cost seconds). None changes what another sees: they read pages,
+    or draw into the page they are on; each test starts by opening its page."""
+    tmp_path = tmp_path_factory.mktemp("ui-pages")
+    with ui_server(tmp_path, "sqlite") as server:
+        seeded = seed(server, tmp_path)
+        with browser(server) as b:
+            b.sign_in(ADMIN_KEY)
+            yield server, seeded, b
+
+
 def rendered(b: Browser, path: str) -> None:
     """Open ``path`` and wait until its script has drawn it and every image has loaded."""
     b.goto(path)
@@ -106,80 +122,75 @@ def controls(b: Browser) -> list[str]:
     return names
 
 
-def test_every_page_renders_offline_accessibly_and_read_keys_see_no_write_control(tmp_path):
-    with ui_server(tmp_path, "sqlite") as server:
-        seeded = seed(server, tmp_path)
-        pages = {k.removeprefix("page:"): v for k, v in seeded.items() if k.startswith("page:")}
-        with browser(server) as b:
-            b.sign_in(ADMIN_KEY)
-            admin_writes: set[str] = set()
-            for name, path in pages.items():
-                rendered(b, path)
-                violations = b.axe()
-                assert violations == [], (path, violations)
-                b.screenshot(name)
-                admin_writes |= {c for c in controls(b) if WRITE_CONTROL.match(c)}
-                if name == "dataset":  # the upload form is on the list page
-                    assert b.page.get_by_role("button", name="Train").count() == 1
-            assert b.outside == [], b.outside
-            assert [e for e in b.console_errors if "Content Security Policy" in e] == []
-            # the check below is not vacuous: an admin's pages hold each kind of write control
-            assert {"Upload", "Train", "Register", "Move alias", "Roll back production",
-                    "Create key", "Revoke viewer"} <= admin_writes, admin_writes
+def test_every_page_renders_offline_accessibly_and_read_keys_see_no_write_control(site):
+    _server, seeded, b = site
+    pages = {k.removeprefix("page:"): v for k, v in seeded.items() if k.startswith("page:")}
+    admin_writes: set[str] = set()
+    for name, path in pages.items():  # the admin's walk, in the module's admin session
+        rendered(b, path)
+        violations = b.axe()
+        assert violations == [], (path, violations)
+        b.screenshot(name)
+        admin_writes |= {c for c in controls(b) if WRITE_CONTROL.match(c)}
+        if name == "dataset":  # the upload form is on the list page
+            assert b.page.get_by_role("button", name="Train").count() == 1
+    assert b.outside == [], b.outside
+    assert [e for e in b.console_errors if "Content Security Policy" in e] == []
+    # the check below is not vacuous: an admin's pages hold each kind of write control
+    assert {"Upload", "Train", "Register", "Move alias", "Roll back production",
+            "Create key", "Revoke viewer"} <= admin_writes, admin_writes
 
-        with browser(server) as b:
-            b.sign_in(seeded["read_key"])
-            assert b.page.get_by_role("link", name="Keys").count() == 0  # admin only
-            for path in pages.values():
-                rendered(b, path)
-                found = [c for c in controls(b) if WRITE_CONTROL.match(c) or c == "file input"]
-                assert found == [], (path, found)
-                assert b.axe() == [], path
+    with another_session(b) as reader:
+        reader.sign_in(seeded["read_key"])
+        assert reader.page.get_by_role("link", name="Keys").count() == 0  # admin only
+        for name, path in pages.items():
+            rendered(reader, path)
+            found = [c for c in controls(reader) if WRITE_CONTROL.match(c) or c == "file input"]
+            assert found == [], (path, found)
+            assert reader.axe() == [], path
             # what a read key may do is there: predict (POST /predict reads) and export
-            rendered(b, pages["model"])
-            assert b.page.get_by_role("button", name="Predict").count() == 1
-            assert b.page.get_by_role("button", name="Export ONNX").count() == 1
-            rendered(b, pages["keys"])
-            assert "scope admin" in b.page.locator("#app").inner_text()
-            assert b.outside == [], b.outside
+            if name == "model":
+                assert reader.page.get_by_role("button", name="Predict").count() == 1
+                assert reader.page.get_by_role("button", name="Export ONNX").count() == 1
+            elif name == "keys":
+                assert "scope admin" in reader.page.locator("#app").inner_text()
+        assert reader.outside == [], reader.outside
 
 
-def test_keyboard_reaches_every_page_from_the_navigation(tmp_path):
-    with ui_server(tmp_path, "sqlite") as server, browser(server) as b:
-        b.sign_in(ADMIN_KEY)
-        page = b.page
-        titles = []
-        for name in ("Datasets", "Jobs", "Models", "Registry", "Monitoring", "Experiments",
-                     "Keys"):
-            b.goto("/ui")
-            page.keyboard.press("Tab")  # the skip link first
-            assert page.evaluate("document.activeElement.textContent") == "Skip to content"
-            for _ in range(12):  # then the brand and the navigation's links, in order
-                page.keyboard.press("Tab")
-                if page.evaluate("document.activeElement.textContent") == name:
-                    break
-            page.keyboard.press("Enter")
-            page.wait_for_url(f"**/ui/{name.lower()}")
-            titles.append(page.locator("h1").inner_text())
-        assert titles == ["Datasets", "Jobs", "Models", "Registry", "Monitoring", "Experiments",
-                          "Keys"]
+def test_keyboard_reaches_every_page_from_the_navigation(site):
+    _server, _seeded, b = site
+    page = b.page
+    titles = []
+    for name in ("Datasets", "Jobs", "Models", "Registry", "Monitoring", "Experiments", "Keys"):
+        b.goto("/ui")
+        page.keyboard.press("Tab")  # the skip link first
+        assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+        for _ in range(12):  # then the brand and the navigation's links, in order
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.textContent") == name:
+                break
+        page.keyboard.press("Enter")
+        page.wait_for_url(f"**/ui/{name.lower()}")
+        titles.append(page.locator("h1").inner_text())
+    assert titles == ["Datasets", "Jobs", "Models", "Registry", "Monitoring", "Experiments",
+                      "Keys"]
 
 
-def test_line_chart_draws_the_curves_it_is_given(tmp_path):
+def test_line_chart_draws_the_curves_it_is_given(site):
     """The model page's ROC/PR/reliability charts (drawn when the model detail carries the
     hold-out evaluation's curves): points land where the axes say, in the page's own script."""
-    with ui_server(tmp_path, "sqlite") as server, browser(server) as b:
-        b.sign_in(ADMIN_KEY)
-        got = b.page.evaluate("""() => {
-            const fig = UI.lineChart("ROC", [{label: "a", x: [0, 0.5, 1], y: [0, 0.8, 1]},
-                                             {label: "b", x: [0, null, 1], y: [0, 0.3, 1]}],
-                                     "fpr", "tpr", true);
-            document.body.append(fig);
-            const lines = [...fig.querySelectorAll("polyline")].map(p => p.getAttribute("points"));
-            return {lines, label: fig.querySelector("svg").getAttribute("aria-label"),
-                    legend: [...fig.querySelectorAll(".legend li")].map(li => li.textContent)};
-        }""")
-        # x: 42 + x * 248; y: 204 - y * 194 (viewBox 300 x 240, margins 42/10/10/36)
-        assert got["lines"] == ["42.0,204.0 166.0,48.8 290.0,10.0", "42.0,204.0 290.0,10.0"]
-        assert got["label"] == "ROC" and got["legend"] == ["a", "b"]
-        assert b.axe() == []
+    _server, _seeded, b = site
+    b.goto("/ui")
+    got = b.page.evaluate("""() => {
+        const fig = UI.lineChart("ROC", [{label: "a", x: [0, 0.5, 1], y: [0, 0.8, 1]},
+                                         {label: "b", x: [0, null, 1], y: [0, 0.3, 1]}],
+                                 "fpr", "tpr", true);
+        document.body.append(fig);
+        const lines = [...fig.querySelectorAll("polyline")].map(p => p.getAttribute("points"));
+        return {lines, label: fig.querySelector("svg").getAttribute("aria-label"),
+                legend: [...fig.querySelectorAll(".legend li")].map(li => li.textContent)};
+    }""")
+    # x: 42 + x * 248; y: 204 - y * 194 (viewBox 300 x 240, margins 42/10/10/36)
+    assert got["lines"] == ["42.0,204.0 166.0,48.8 290.0,10.0", "42.0,204.0 290.0,10.0"]
+    assert got["label"] == "ROC" and got["legend"] == ["a", "b"]
+    assert b.axe() == []
