@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -120,6 +121,25 @@ def _outstanding(dask_scheduler) -> int:
                for key, ts in dask_scheduler.tasks.items() if not str(key).startswith("hold"))
 
 
+def _outstanding_tasks(dask_scheduler) -> list[tuple[str, str]]:
+    """(key, state) of the tasks ``_outstanding`` counts."""
+    return [(str(key), ts.state) for key, ts in dask_scheduler.tasks.items()
+            if ts.state in ("processing", "queued", "waiting", "no-worker")
+            and not str(key).startswith("hold")]
+
+
+def _settled(client, timeout: float = 30.0) -> list[tuple[str, str]]:
+    """The outstanding tasks once there are none, or when ``timeout`` has passed. A cancel
+    travels on the client's batched stream, a run_on_scheduler on a comm of its own: asked at
+    once, the scheduler may not have read the cancel yet."""
+    deadline = time.monotonic() + timeout
+    left = client.run_on_scheduler(_outstanding_tasks)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = client.run_on_scheduler(_outstanding_tasks)
+    return left
+
+
 def _hold(name: str) -> None:
     distributed.Event(name).wait(60)
 
@@ -145,12 +165,12 @@ def test_fit_stopped_mid_pass_cancels_the_clusters_tasks(client):
         with pytest.raises(FitStopped):
             fit_on_cluster(MSVMAv(max_iter=10), *_dask(X, y), client=client,
                            callback=stop_mid_pass)
-        after = client.run_on_scheduler(_outstanding)
+        after = _settled(client)  # before the holds go: a pass not cancelled would wait
     finally:
         release.set()
         distributed.wait(holds)
     assert seen["outstanding"] > 0  # the pass was still to run when the callback raised
-    assert after == 0
+    assert after == []
 
 
 def test_fit_stopped_at_an_iteration_stops_as_a_local_fit(client):
@@ -164,7 +184,7 @@ def test_fit_stopped_at_an_iteration_stops_as_a_local_fit(client):
                             callback=stop_at_3)
     assert remote.stopped_early_ and local.stopped_early_ and remote.n_iter_ == 3
     np.testing.assert_allclose(remote.coef_, local.coef_, rtol=1e-9, atol=1e-12)
-    assert client.run_on_scheduler(_outstanding) == 0
+    assert _settled(client) == []
 
 
 @pytest.mark.parametrize(("params", "name"), [
