@@ -27,6 +27,7 @@ from unittest import mock
 import pytest
 
 from app.cli.main import main
+from solver import parallel
 from tests.app.support import blobs, to_csv
 
 RUN = {"timeout": 180, "capture_output": True, "text": True}
@@ -145,10 +146,12 @@ def test_unknown_command():
     assert_user_error(msvmav("train"), 2, "invalid choice")
 
 
-def test_unreachable_dask_scheduler(data_file):
-    out = msvmav("experiment", "--dataset", str(data_file), *SMALL,
-                 env={"MSVMAV_DASK_SCHEDULER": "tcp://127.0.0.1:9"})
-    assert_user_error(out, 1, "Dask scheduler tcp://127.0.0.1:9 cannot be reached")
+def test_unreachable_dask_scheduler(data_file, monkeypatch):
+    # in process, with a 1 s connect timeout instead of CONNECT_TIMEOUT's 10 (idle wall time)
+    monkeypatch.setattr(parallel, "CONNECT_TIMEOUT", 1.0)
+    out = in_process("experiment", "--dataset", str(data_file), *SMALL,
+                     env={"MSVMAV_DASK_SCHEDULER": "tcp://127.0.0.1:9"})
+    assert_user_error(out, 1, "Dask scheduler tcp://127.0.0.1:9 cannot be reached within 1 s")
 
 
 def test_help_shows_defaults():
