@@ -16,6 +16,7 @@ from app.auth.routes import router as keys_router
 from app.auth.security import AUTH_RESPONSES, require, require_by_method
 from app.batch.routes import router as batch_router
 from app.core.deps import READ_METHODS
+from app.core.routing import record_included
 from app.datasets.routes import router as datasets_router
 from app.experiments.routes import router as experiments_router
 from app.export.routes import router as export_router
@@ -87,6 +88,7 @@ def include_routers(app: FastAPI) -> None:
     app.mount(STATIC_PREFIX, StaticFiles(directory=STATIC_DIR), name="ui-static")
     for router in OPEN_ROUTERS:
         app.include_router(router)
+    record_included(app.router, [*(router for router, _ in ROUTERS), *OPEN_ROUTERS])
 
 
 _CONVERTER = re.compile(r"\{(\w+):\w+\}")
