@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import json
 import re
 import subprocess
 import warnings
@@ -73,9 +74,14 @@ STARTS_A_PROCESS = re.compile(
 )
 
 
-# What a test of each tier costs, roughly (seconds on the 2-core CI machine): a file's weight is
-# the sum over its tests, and the files run heaviest first (``_heaviest_files_first``).
-TIER_SECONDS = {"process": 6.0, "postgres": 0.8, "service": 0.4, "unit": 0.05}
+# The seconds each test took (those of 0.5 s or more; written by ``--write-test-seconds``): the
+# files run heaviest first (``_heaviest_files_first``). A test not listed counts as
+# UNLISTED_SECONDS, or PROCESS_SECONDS in the process tier; a stale entry only moves a file in
+# the order.
+TEST_SECONDS = Path(__file__).with_name("test_seconds.json")
+UNLISTED_SECONDS = 0.1
+PROCESS_SECONDS = 6.0
+_measured: dict[str, float] = defaultdict(float)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -87,6 +93,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--write-test-seconds",
+        action="store_true",
+        help=f"record the seconds of the tests that ran in {TEST_SECONDS.name} (those of 0.5 s or "
+        "more; the order the files run in)",
+    )
     parser.addoption(
         "--postgres-twin",
         choices=("database", "all"),
@@ -114,16 +126,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _heaviest_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The items, files ordered by their weight (TIER_SECONDS summed over their tests),
-    heaviest first (longest first: the two processes end close together); the tests of a file
-    stay together and in their order."""
+    """The items, files ordered by their weight (their tests' seconds summed), heaviest first
+    (longest first: the processes end close together); the tests of a file stay together and in
+    their order."""
+    try:
+        seconds = json.loads(TEST_SECONDS.read_text())
+    except (OSError, ValueError):
+        seconds = {}
     weight: dict[str, float] = defaultdict(float)
     for item in items:
-        tier = "process" if item.get_closest_marker("process") else (
-            "postgres" if item.get_closest_marker("postgres") else
-            "service" if item.get_closest_marker("service") else "unit")
-        weight[item.nodeid.split("::")[0]] += TIER_SECONDS[tier]
+        default = PROCESS_SECONDS if item.get_closest_marker("process") else UNLISTED_SECONDS
+        weight[item.nodeid.split("::")[0]] += seconds.get(item.nodeid, default)
     return sorted(items, key=lambda item: -weight[item.nodeid.split("::")[0]])
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _measured[report.nodeid] += report.duration  # (setup, call and teardown; under xdist in
+    # the controlling process too, which gets every worker's reports)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if config.getoption("--write-test-seconds") and not hasattr(config, "workerinput"):
+        # the tests that ran replace their entries; the others' stay
+        try:
+            kept = json.loads(TEST_SECONDS.read_text())
+        except (OSError, ValueError):
+            kept = {}
+        for nodeid, spent in _measured.items():
+            kept.pop(nodeid, None)
+            if spent >= 0.5:
+                kept[nodeid] = round(spent, 1)
+        TEST_SECONDS.write_text(json.dumps(kept, indent=0, sort_keys=True) + "\n")
 
 
 class UnmarkedProcessWarning(UserWarning):
