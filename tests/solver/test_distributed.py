@@ -128,16 +128,24 @@ def _outstanding_tasks(dask_scheduler) -> list[tuple[str, str]]:
             and not str(key).startswith("hold")]
 
 
-def _settled(client, timeout: float = 30.0) -> list[tuple[str, str]]:
-    """The outstanding tasks once there are none, or when ``timeout`` has passed. A cancel
-    travels on the client's batched stream, a run_on_scheduler on a comm of its own: asked at
-    once, the scheduler may not have read the cancel yet."""
+def _settled(client, before: set[str], timeout: float = 30.0) -> list[tuple[str, str]]:
+    """The outstanding tasks not in ``before`` (those of an earlier test: see the module's
+    known leak below) once there are none, or when ``timeout`` has passed. A cancel travels on
+    the client's batched stream, a run_on_scheduler on a comm of its own: asked at once, the
+    scheduler may not have read the cancel yet."""
     deadline = time.monotonic() + timeout
-    left = client.run_on_scheduler(_outstanding_tasks)
+    left = [t for t in client.run_on_scheduler(_outstanding_tasks) if t[0] not in before]
     while left and time.monotonic() < deadline:
         time.sleep(0.05)
-        left = client.run_on_scheduler(_outstanding_tasks)
+        left = [t for t in client.run_on_scheduler(_outstanding_tasks) if t[0] not in before]
     return left
+
+
+def _keys_outstanding(client) -> set[str]:
+    """Known leak: a worker killed mid-pass can leave that pass's gram_stats tasks in the
+    scheduler ("no-worker", "waiting"), seen after test_a_worker_killed... on two of five
+    fresh-clone runs; the tests below count only their own fit's tasks."""
+    return {key for key, _ in client.run_on_scheduler(_outstanding_tasks)}
 
 
 def _hold(name: str) -> None:
@@ -149,6 +157,7 @@ def test_fit_stopped_mid_pass_cancels_the_clusters_tasks(client):
     event, so the next pass's tasks are still to run when the callback raises FitStopped at
     that pass's first progress record."""
     X, y = _data(seed=4)
+    before = _keys_outstanding(client)
     seen: dict = {}
     release = distributed.Event("hold-release", client=client)
     holds = []
@@ -165,7 +174,7 @@ def test_fit_stopped_mid_pass_cancels_the_clusters_tasks(client):
         with pytest.raises(FitStopped):
             fit_on_cluster(MSVMAv(max_iter=10), *_dask(X, y), client=client,
                            callback=stop_mid_pass)
-        after = _settled(client)  # before the holds go: a pass not cancelled would wait
+        after = _settled(client, before)  # before the holds go: a pass not cancelled would wait
     finally:
         release.set()
         distributed.wait(holds)
@@ -175,6 +184,7 @@ def test_fit_stopped_mid_pass_cancels_the_clusters_tasks(client):
 
 def test_fit_stopped_at_an_iteration_stops_as_a_local_fit(client):
     X, y = _data(seed=5)
+    before = _keys_outstanding(client)
 
     def stop_at_3(info):
         return info.get("stage") is None and info["iteration"] == 3
@@ -184,7 +194,7 @@ def test_fit_stopped_at_an_iteration_stops_as_a_local_fit(client):
                             callback=stop_at_3)
     assert remote.stopped_early_ and local.stopped_early_ and remote.n_iter_ == 3
     np.testing.assert_allclose(remote.coef_, local.coef_, rtol=1e-9, atol=1e-12)
-    assert _settled(client) == []
+    assert _settled(client, before) == []
 
 
 @pytest.mark.parametrize(("params", "name"), [
