@@ -29,9 +29,12 @@ def peak_kib(pid: int) -> int:
 
 
 @contextmanager
-def live_api(settings: dict[str, str], timeout: float) -> Iterator[tuple[httpx.Client, int]]:
-    """A client of a new API process (MSVMAV_* ``settings`` added to the environment) and the
-    process's pid; the process is stopped, and its database removed, on exit."""
+def live_api(settings: dict[str, str], timeout: float,
+             serve_args: tuple[str, ...] = ()) -> Iterator[tuple[httpx.Client, int]]:
+    """A client of a new API process (MSVMAV_* ``settings`` added to the environment: a
+    ``MSVMAV_DATABASE_URL`` there replaces the scratch SQLite file; ``serve_args`` added to
+    ``msvmav serve``'s, e.g. ``--workers 1``) and the process's pid; the process is stopped,
+    and its scratch database removed, on exit."""
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         env = {**os.environ, "MSVMAV_DATABASE_URL": f"sqlite:///{tmp}/bench.db",
@@ -40,7 +43,7 @@ def live_api(settings: dict[str, str], timeout: float) -> Iterator[tuple[httpx.C
                        check=True, capture_output=True)
         server = subprocess.Popen(
             [sys.executable, "-m", "app.cli.main", "serve", "--host", "127.0.0.1",
-             "--port", str(port)],
+             "--port", str(port), *serve_args],
             env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         try:

@@ -7,10 +7,11 @@
 
 Data: dense synthetic rows of 28 uniform features on a 4-decimal grid (HIGGS's shape) and a 0/1
 label from a noisy linear rule, written once as CSV (``--csv``; about 198 bytes a row, so 1M rows
-stay under the default 200 MiB upload limit). Per database, ``msvmav serve --workers 1 --migrate``
-runs on a fresh database (a temporary SQLite file, or a scratch PostgreSQL database
-``msvmav_trainbench_<random>`` created next to ``--postgres-url`` and dropped at the end), the
-CSV is uploaded once (POST /datasets, not timed), then ``--repeat`` rounds alternate:
+stay under the default 200 MiB upload limit). Per database, ``msvmav migrate`` then
+``msvmav serve --workers 1`` run on a fresh database (a temporary SQLite file, or a scratch
+PostgreSQL database ``msvmav_t_main_<random>`` created next to ``--postgres-url`` and dropped
+at the end), the CSV is uploaded once (POST /datasets, not timed), then ``--repeat`` rounds
+alternate:
 
 * **job**: POST /train (``{"dataset_id": …}`` plus ``--calibration``/``--test-fraction`` when
   given: the service's defaults otherwise — linear MSVMAv, min-max scaling, sigmoid calibration,
@@ -38,13 +39,10 @@ largest difference between the job's weights (GET /models/{id}) and the anchor's
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -60,7 +58,8 @@ sys.path[:] = [str(ROOT)] + [
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 
-from tests.live_server import free_port  # noqa: E402
+from bench._api import live_api  # noqa: E402
+from tests.app.support import create_postgres_database, drop_postgres_database  # noqa: E402
 
 N_FEATURES = 28
 GOAL = 1.3
@@ -90,27 +89,6 @@ def write_csv(path: Path, n_rows: int, seed: int = 0) -> None:
             out.write(np.concatenate([line.reshape(n, -1), tail], axis=1).tobytes())
 
 
-def create_scratch(admin_url: str) -> str:
-    """CREATE DATABASE msvmav_trainbench_<random> next to ``admin_url``'s; its URL."""
-    from sqlalchemy import create_engine, make_url, text
-
-    name = f"msvmav_trainbench_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-
-
-def drop_scratch(admin_url: str, url: str) -> None:
-    from sqlalchemy import create_engine, make_url, text
-
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)'))
-    admin.dispose()
-
-
 @contextmanager
 def database(kind: str, admin_url: str, tmp: Path) -> Iterator[str]:
     """A fresh database's URL: a SQLite file in ``tmp``, or a scratch PostgreSQL database next
@@ -118,43 +96,20 @@ def database(kind: str, admin_url: str, tmp: Path) -> Iterator[str]:
     if kind == "sqlite":
         yield f"sqlite:///{tmp / 'bench.db'}"
         return
-    url = create_scratch(admin_url)
+    url = create_postgres_database(admin_url)
     try:
         yield url
     finally:
-        drop_scratch(admin_url, url)
+        drop_postgres_database(admin_url, url)
 
 
 @contextmanager
-def service(database_url: str, tmp: Path) -> Iterator[httpx.Client]:
-    """A client of ``msvmav serve --workers 1 --migrate`` on ``database_url``; stopped on exit."""
-    port = free_port()
-    env = {**os.environ, "MSVMAV_DATABASE_URL": database_url, "MSVMAV_LOG_LEVEL": "WARNING",
-           "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli.main", "serve", "--host", "127.0.0.1", "--port",
-         str(port), "--workers", "1", "--migrate"],
-        env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=3600) as client:
-            deadline = time.monotonic() + 180  # a loaded machine starts it slowly
-            while True:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("msvmav serve did not become ready")
-                try:
-                    if client.get("/readyz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.2)
-            yield client
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def service(database_url: str) -> Iterator[httpx.Client]:
+    """A client of ``msvmav serve --workers 1`` on ``database_url`` (migrated first); stopped
+    on exit."""
+    with live_api({"MSVMAV_DATABASE_URL": database_url, "MSVMAV_LOG_LEVEL": "WARNING"}, 3600,
+                  ("--workers", "1")) as (client, _pid):
+        yield client
 
 
 def upload(client: httpx.Client, path: Path) -> dict[str, Any]:
@@ -257,7 +212,7 @@ def bench_database(args: argparse.Namespace, kind: str) -> dict[str, Any]:
     ``args.repeat`` times; every round's figures."""
     with tempfile.TemporaryDirectory(prefix="msvmav-bench-train-") as name:
         tmp = Path(name)
-        with database(kind, args.postgres_url, tmp) as url, service(url, tmp) as client:
+        with database(kind, args.postgres_url, tmp) as url, service(url) as client:
             t0 = time.perf_counter()
             dataset = upload(client, args.csv)
             print(f"\n{kind}: uploaded {dataset['n_rows']} x {dataset['n_features']} in "
