@@ -13,6 +13,14 @@ import numpy as np
 from scipy import sparse
 from scipy.linalg import blas
 
+# scipy's sparse kernels, called directly by _RowProduct: the one private API the house takes
+# (tests/test_structure.py says why). P @ B where they are missing or take other arguments.
+try:
+    from scipy.sparse._sparsetools import csr_matmat as _csr_matmat
+    from scipy.sparse._sparsetools import csr_todense as _csr_todense
+except ImportError:  # pragma: no cover - a scipy that moved them
+    _csr_matmat = _csr_todense = None
+
 from ._footprint import CSR_VALUE, FLOAT
 from ._linalg import symmetrize_from_upper
 from ._row_blocks import MAX_THREADS, PARALLEL_MIN_NNZ, run_parallel, sparse_view, split_rows
@@ -24,8 +32,11 @@ DENSE_ROW = 16
 CHUNK_BYTES = 16 * 2**20
 # A sparse build's output rows are formed this many bytes (values and column indices) at a time.
 OUTPUT_BYTES = 2 * 2**20
-# A sparse build multiplies G's upper triangle in this many bands of rows (see _sparse_gram).
-UPPER_BANDS = 8
+# A sparse build multiplies G's upper triangle in this many bands of rows (see _sparse_gram):
+# k bands multiply (k + 1) / (2 k) of the whole product's pairs and convert (k - 1) / 2 of X_A's
+# values to CSR. Measured on bench/wide.py's 100k x 2,000 (50k active rows, one core): 8 bands
+# 0.49 s, 4 0.46 s, 3 0.41 s, 2 0.43 s, 1 0.52 s.
+UPPER_BANDS = 3
 # Bytes a pair of values costs in a sparse fold: its flat index and its product, and the
 # temporaries they are formed from.
 PAIR_BYTES = 40
@@ -113,16 +124,55 @@ def _product_rows(AT, B, span: tuple[int, int], G: np.ndarray, first: int) -> No
     lo, hi = span
     width = B.shape[1]
     step = max(1, OUTPUT_BYTES // (CSR_VALUE * width))
-    block = np.zeros((min(step, hi - lo), width))
+    product = _RowProduct(B, min(step, hi - lo))
     for start in range(lo, hi, step):
         end = min(start + step, hi)
         a, b = AT.indptr[start], AT.indptr[end]
-        part = sparse_view(sparse.csr_matrix, (end - start, B.shape[0]),
-                           (AT.indptr[start:end + 1] - a, AT.indices[a:b], AT.data[a:b]))
-        out = block[:end - start]
-        out[:] = 0.0  # toarray adds into ``out`` on some scipy versions: start from zero
-        (part @ B).toarray(out=out)
-        G[start:end, first:] = out
+        G[start:end, first:] = product.dense(AT.indptr[start:end + 1] - a, AT.indices[a:b],
+                                             AT.data[a:b])
+
+
+class _RowProduct:
+    """Dense blocks of (P B) for CSR row blocks P of at most ``rows`` rows and a fixed CSR B.
+
+    scipy's kernels (``_sparsetools``: the ones ``P @ B`` and ``.toarray()`` run) are called
+    directly: the product's output arrays are allocated once at their bound (``rows`` x B's
+    width: a dense block's values), so the symbolic pass ``P @ B`` makes first to size them
+    (``csr_matmat_maxnnz``, half the multiply's time here) and the sparse matrices around each
+    part are not needed. Where those kernels are not there (another scipy), ``P @ B``."""
+
+    def __init__(self, B, rows: int) -> None:
+        self.B, self.width = B, B.shape[1]
+        self.index = np.promote_types(B.indptr.dtype, B.indices.dtype)
+        self.Bp = B.indptr.astype(self.index, copy=False)
+        self.Bj = B.indices.astype(self.index, copy=False)
+        self.direct = _csr_matmat is not None and B.data.dtype == np.float64
+        self.block = np.zeros((rows, self.width))
+        if self.direct:
+            self.Cp = np.empty(rows + 1, self.index)
+            self.Cj = np.empty(rows * self.width, self.index)
+            self.Cx = np.empty(rows * self.width)
+
+    def dense(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> np.ndarray:
+        """(P B) as a dense (rows, width) view of this object's block (valid until the next
+        call), for P = (indptr, indices, data)."""
+        rows = indptr.size - 1
+        out = self.block[:rows]
+        out[:] = 0.0  # both kernels add into ``out`` (toarray on some scipy versions)
+        if self.direct and data.dtype == np.float64:
+            index = self.index
+            try:
+                _csr_matmat(rows, self.width, indptr.astype(index, copy=False),
+                            indices.astype(index, copy=False), data, self.Bp, self.Bj,
+                            self.B.data, self.Cp, self.Cj, self.Cx)
+                _csr_todense(rows, self.width, self.Cp, self.Cj, self.Cx, out)
+                return out
+            except (TypeError, ValueError):  # a scipy whose kernel takes other arguments
+                self.direct = False
+                out[:] = 0.0
+        part = sparse_view(sparse.csr_matrix, (rows, self.B.shape[0]), (indptr, indices, data))
+        (part @ self.B).toarray(out=out)
+        return out
 
 
 def fold(G: np.ndarray, U, sign: np.ndarray) -> None:

@@ -64,9 +64,10 @@ def run_parallel(fn, items: list) -> list:
 
 
 def split_rows(indptr: np.ndarray, parts: int) -> list[tuple[int, int]]:
-    """Contiguous row ranges [lo, hi) holding about equal numbers of stored values."""
+    """Contiguous row ranges [lo, hi) holding about equal numbers of stored values (``indptr``
+    may be a slice of a larger matrix's: it need not start at 0)."""
     n = indptr.size - 1
-    targets = np.linspace(0, indptr[-1], parts + 1)[1:-1]
+    targets = np.linspace(indptr[0], indptr[-1], parts + 1)[1:-1]
     cuts = np.r_[0, np.searchsorted(indptr, targets), n]
     return [(int(lo), int(hi)) for lo, hi in zip(cuts[:-1], cuts[1:], strict=True) if hi > lo]
 

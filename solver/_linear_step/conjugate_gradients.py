@@ -110,7 +110,7 @@ class ConjugateGradientSystem:
             return
         rebuild = changed.size > mask.size // 4
         sign = np.where(mask[changed], 1.0, -1.0)
-        self.warm.follow(self.Xa, changed, None if rebuild else sign)
+        self.warm.follow(lambda: self.Xa[changed], None if rebuild else sign)
         if rebuild:  # exact sums, no drift
             rows = np.flatnonzero(mask)
             squares, sums = column_sums(self.Xa, rows, np.ones(rows.size), self.bias)

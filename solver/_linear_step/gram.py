@@ -82,6 +82,7 @@ class GramSystem(ConjugateGradientSystem):
         self.sA = np.zeros(D)
         self.counters = {"gram_builds": 0, "gram_folds": 0, "unfolded_changes": 0,
                          "cg_iterations": 0}
+        self._taken: tuple[np.ndarray, object] | None = None  # (index, X[index]): _rows
 
     @staticmethod
     def footprint(n: int, D: int, nnz: int | None) -> int:
@@ -119,8 +120,8 @@ class GramSystem(ConjugateGradientSystem):
         rebuild = self._rebuilds(mask)
         differ = np.flatnonzero(mask != self.ref.mask)
         changed = np.flatnonzero(mask != self.mask)
-        self.warm.follow(self.Xa, changed, None if rebuild else np.where(mask[changed], 1.0,
-                                                                         -1.0))
+        self.warm.follow(lambda: self._rows(changed),
+                         None if rebuild else np.where(mask[changed], 1.0, -1.0))
         if rebuild:
             self.ref.G = rows_gram(self.Xa, mask, self.rows.threads)
             self.ref.s = self.rows.rmatvec(np.where(mask, self.y, 0.0))
@@ -131,7 +132,7 @@ class GramSystem(ConjugateGradientSystem):
                               or self._many_differ(mask)):
             # fold the differing rows into G: the reference set becomes A
             sign = np.where(mask[differ], 1.0, -1.0)
-            U = self.Xa[differ]
+            U = self._rows(differ)
             fold(self.ref.G, U, sign)
             self.ref.s += np.asarray(U.T @ (sign * self.y[differ])).ravel()
             differ = self._new_reference(mask)
@@ -153,7 +154,7 @@ class GramSystem(ConjugateGradientSystem):
                 self.ones = ref.G[:, -1].copy()
             return
         sign = np.where(mask[differ], 1.0, -1.0)
-        U = self.Xa[differ]
+        U = self._rows(differ)
         self.differing = Differing(U, U.T, sign)
         self.sA = ref.s + np.asarray(U.T @ (sign * self.y[differ])).ravel()
         if sparse.issparse(U):
@@ -163,6 +164,15 @@ class GramSystem(ConjugateGradientSystem):
             self.diag = ref.diag + sign @ (U * U)
         if self.bias:
             self.ones = ref.G[:, -1] + np.asarray(U.T @ sign).ravel()
+
+    def _rows(self, index: np.ndarray):
+        """X_A's rows ``index`` (X[index]). The last rows taken are kept: an outer iteration
+        takes the same rows up to three times (the summary's ``moments``, the warm start's
+        ``follow`` and the fold), each a copy of their values."""
+        taken = self._taken
+        if taken is None or not np.array_equal(taken[0], index):
+            taken = self._taken = (index.copy(), self.Xa[index])
+        return taken[1]
 
     def _new_reference(self, mask: np.ndarray) -> np.ndarray:
         """R = A (G and s_R are already those of A); returns the (empty) differing rows."""
@@ -192,7 +202,7 @@ class GramSystem(ConjugateGradientSystem):
         s = self.ref.s
         if differ.size:
             sign = np.where(mask[differ], 1.0, -1.0)
-            U = self.Xa[differ]
+            U = self._rows(differ)
             gw += np.asarray(U.T @ (sign * np.asarray(U @ w).ravel())).ravel()
             s = s + np.asarray(U.T @ (sign * self.y[differ])).ravel()
         return float(w @ gw), float(s @ w), gw

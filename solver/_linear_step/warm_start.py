@@ -3,7 +3,9 @@ of its products without computing them: one small explicit state object, ``WarmS
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -56,14 +58,14 @@ class WarmStart:
             Xx -= self.X_before
         return x, gx, Xx
 
-    def follow(self, X, changed: np.ndarray, sign: np.ndarray | None) -> None:
+    def follow(self, rows: Callable[[], Any], sign: np.ndarray | None) -> None:
         """X_A^T X_A x for the new set: X_A'^T X_A' x = X_A^T X_A x + U^T S U x over the rows
-        U = X[changed] (S = diag(sign): +1 entered, -1 left); ``sign`` None: unknown (after G
-        or the preconditioner is rebuilt)."""
+        U = ``rows()`` that changed (S = diag(sign): +1 entered, -1 left); ``sign`` None:
+        unknown (after G or the preconditioner is rebuilt; the rows are not taken then)."""
         if sign is None or self.g_previous is None:
             self.g_previous = self.g_before = None
             return
-        U = X[changed]
+        U = rows()
         kept = [self.previous] + ([] if self.g_before is None else [self.before])
         signed = np.asarray(U @ np.stack(kept, axis=1))
         signed *= sign[:, None]

@@ -29,7 +29,17 @@ def mixed_rows(n: int = 400, d: int = 64, seed: int = 0) -> sparse.csr_matrix:
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("rows_at_once", [7, None])  # output rows formed a few at a time
 @pytest.mark.parametrize("bands", [1, 3, 8, 80])  # the upper triangle's bands; 80 > D: D bands
-def test_build_equals_the_dense_product(threads, rows_at_once, bands, monkeypatch):
+# scipy's kernels called directly; missing (P @ B); or refusing their arguments (P @ B)
+@pytest.mark.parametrize("direct", ["called", "missing", "refused"])
+def test_build_equals_the_dense_product(threads, rows_at_once, bands, direct, monkeypatch):
+    assert gram_matrix._csr_matmat is not None  # this scipy has them: every way is tested
+    if direct == "missing":
+        monkeypatch.setattr(gram_matrix, "_csr_matmat", None)
+    if direct == "refused":
+        def refuse(*args):
+            raise TypeError("another signature")
+
+        monkeypatch.setattr(gram_matrix, "_csr_matmat", refuse)
     monkeypatch.setattr(gram_matrix, "PARALLEL_MIN_NNZ", 0)
     monkeypatch.setattr(gram_matrix, "UPPER_BANDS", bands)
     if rows_at_once:

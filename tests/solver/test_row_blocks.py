@@ -67,6 +67,15 @@ def test_split_rows_balances_stored_values():
     assert parts[0][1] > 250
 
 
+def test_split_rows_of_a_slice_of_indptr():
+    """A slice of a larger matrix's indptr (a band of the Gram build's rows) starts above 0:
+    its rows are still split in parts of about equal stored values (they were one part: the
+    later bands of the build ran on one thread)."""
+    indptr = np.arange(0, 1001, 10)[50:]  # rows 50..99 of a matrix of 10 values a row
+    assert split_rows(indptr, 2) == [(0, 25), (25, 50)]
+    assert split_rows(indptr, 3) == [(0, 17), (17, 34), (34, 50)]
+
+
 def test_threads_follow_the_blas_limit_in_force():
     with threadpool_limits(1, user_api="blas"):
         assert fit_threads() == 1
