@@ -14,8 +14,8 @@ memory (``MEMORY_ROWS`` rows), then in the spool file (``app.monitoring.spool``,
 ``MSVMAV_PREDICTION_LOG_SPOOL_MB``), oldest first; only a chunk the spool cannot hold is dropped
 (counted, logged once). A chunk refused for its contents (a row the database cannot store) is
 split in halves until the row is found; that row is dropped, counted and logged. The same
-happens when the writer falls behind the traffic: the queue is taken into chunks as soon as it
-holds half its bound, so the API's memory stays bounded whatever the backlog.
+happens when the writer falls behind the traffic: while chunks wait, the queue is taken into
+chunks a batch's worth at a time, so the API's memory stays bounded whatever the backlog.
 
 Reads (feedback, the reports) never wait for the writer: they wait at most
 ``READ_WAIT_SECONDS`` for the rows queued before them (``state``) and say how many rows were
@@ -226,10 +226,11 @@ class PredictionLogWriter(BatchQueue[Entry]):
         return max(0.01, min(FLUSH_SECONDS, self._retry_at - time.monotonic()))
 
     def _round(self) -> None:
-        """Take the queue into chunks (all of it while the database fails or the queue holds
-        half its bound), write the oldest chunk unless waiting out a backoff, then the feature
-        counts a read asked for."""
-        self._move(everything=self._failing_since is not None)
+        """Take the queue into chunks (all of it while the database fails or a read asked for
+        the feature counts; else see ``_move``), write the oldest chunk unless waiting out a
+        backoff, then the feature counts a read asked for."""
+        counts_asked = self._counts_asked > self._counts_done  # (rows queued are counted)
+        self._move(everything=self._failing_since is not None or counts_asked)
         if time.monotonic() >= self._retry_at:
             self._write_oldest()
         if self._counts_asked > self._counts_done:
@@ -265,11 +266,17 @@ class PredictionLogWriter(BatchQueue[Entry]):
     # --- the chunks ---------------------------------------------------------------------------
 
     def _move(self, everything: bool) -> None:
-        """Queued entries into chunks (counted in the metrics and feature counts): a batch
-        when fewer than BATCH_ROWS rows wait in memory, else only while ``everything`` or
-        while the queue holds more than half its bound."""
+        """Queued entries into chunks (counted in the metrics and feature counts): all of them
+        with ``everything``; else a batch when no chunk waits (in memory or the spool), and
+        more only while a batch's worth is queued. Rows queued while a chunk waits stay queued
+        until it is written: taken at once, the few rows that arrived during a round made a
+        chunk of their own, the next round wrote one chunk and left that one waiting, and the
+        thread never slept again (bench/serve.py on PostgreSQL: ~130 COPY transactions a
+        second of ~12 rows each, ~80 µs of the writer's CPU per one-row request)."""
         while self._queued_rows and (
-            everything or self._memory_rows < BATCH_ROWS or self._queued_rows > QUEUE_ROWS // 2
+            everything
+            or self._queued_rows >= BATCH_ROWS
+            or not (self._memory or len(self.spool))
         ):
             batch = self._take()
             if not batch:

@@ -209,6 +209,23 @@ def _copied_in_batches(app, writer, n: int) -> None:
         assert conn.scalar(select(func.count()).select_from(PredictionLog)) == n
 
 
+def test_rows_queued_while_a_chunk_waits_stay_queued(app):
+    """A round writes the waiting chunk and leaves the rows queued meanwhile in the queue (they
+    are a batch of the next flush): made a chunk of their own, they were left waiting by every
+    round, and the thread wrote a few rows a transaction back to back instead of sleeping."""
+    writer = _writer(app)
+    now = datetime.now(UTC)
+    with writer._write_lock:  # (the thread's rounds wait: this test makes them)
+        writer.record(_entry(3, now, 2))
+        writer._move(everything=False)
+        assert [len(chunk[0]) for chunk in writer._memory] == [2]
+        writer.record(_entry(3, now, 1, first=2))  # queued while that chunk waits
+        writer._round()
+        assert writer.written == 2 and not writer._memory and writer._queued_rows == 1
+        assert not writer._busy()
+    assert writer.flush() == 0 and writer.written == 3
+
+
 def test_mlflow_invocations_logged_with_default_ids(client, worker, app):
     model = trained_model(client, worker)
     assert client.post("/registered-models", json={"name": "ml"}).status_code == 201
