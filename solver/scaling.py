@@ -4,6 +4,7 @@ clipped to [0, 1]) to everything predicted later. The service stores it with eac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -19,8 +20,10 @@ class MinMaxScaling:
     data_min: np.ndarray  # (n_features,)
     data_max: np.ndarray  # (n_features,)
 
-    @property
+    @cached_property
     def scale(self) -> np.ndarray:
+        """Computed on first use, then kept (the arrays are not changed once fitted or loaded:
+        a served model's scaling scales every request's rows with it)."""
         span = self.data_max - self.data_min
         return np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 1.0)
 
