@@ -372,9 +372,19 @@ def number_table(table: Sequence[Any], ndim: int = 2) -> np.ndarray | None:
     return A
 
 
+# Tables of at most this many cells are looked through in Python (a one-row request: ~1 µs
+# for 30 cells, against ~4 µs for the vectorised comparison's NumPy calls).
+SCAN_CELLS = 64
+
+
 def has_boolean(cells: Sequence[Any], A: np.ndarray) -> bool:
-    """Did JSON true/false hide among numbers (numpy turns them into 1/0)? Only cells equal to
-    0 or 1 are looked at in Python, so real-valued batches cost one vectorised comparison."""
+    """Did JSON true/false hide among numbers (numpy turns them into 1/0)? In a larger table
+    only cells equal to 0 or 1 are looked at in Python, so real-valued batches cost one
+    vectorised comparison; a small one (SCAN_CELLS) is looked through cell by cell."""
+    if A.size <= SCAN_CELLS:
+        if A.ndim == 1:
+            return any(type(cell) is bool for cell in cells)
+        return any(type(cell) is bool for row in cells for cell in row)
     where = np.nonzero((A == 0) | (A == 1))
     if A.ndim == 1:
         return any(type(cells[i]) is bool for i in where[0].tolist())

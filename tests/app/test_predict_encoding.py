@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from app.ingest import Encoder, IngestError, encode_rows, parse_dataset
+from app.ingest.encoder import SCAN_CELLS, number_table
 
 MIXED_CSV = (
     "a,colour,note,b,y\n"
@@ -157,3 +158,17 @@ def test_encoder_round_trips_through_json_and_encodes_every_input_kind_alike():
     A = np.array([[1.0, 2.0], [3.0, 4.0]])
     np.testing.assert_array_equal(numeric.transform_matrix(A), A)
     assert encoder.transform_matrix(A) is None  # categories: not a float matrix's to encode
+
+
+@pytest.mark.parametrize("width", [3, 200])  # looked through cell by cell, and vectorised
+def test_booleans_among_numbers_found_in_small_and_large_tables(width):
+    assert (2 * width <= SCAN_CELLS) == (width == 3)
+    rows = [[0.5 * j for j in range(width)], [1.0] * width]
+    assert number_table(rows) is not None
+    assert number_table([1, 0, 2.5], ndim=1) is not None
+    assert number_table([1, False, 2.5], ndim=1) is None
+    for value in (True, False):
+        for i, j in ((0, 0), (1, width - 1), (0, 2)):
+            hidden = [list(row) for row in rows]
+            hidden[i][j] = value
+            assert number_table(hidden) is None, (i, j, value)
