@@ -214,3 +214,18 @@ def test_progress_bar_on_a_terminal(data_file):
     shown = b"".join(chunks).decode()
     assert "\r" in shown and "fit/s" in shown and "100%" in shown  # tqdm's bar, redrawn
     assert "blobs: " in shown
+
+
+def test_the_api_process_hands_the_gil_over_every_millisecond(monkeypatch):
+    """While uvicorn serves, the switch interval is SWITCH_INTERVAL (the event loop waits at most
+    that long for the GIL while the prediction log's writer runs Python code); restored after."""
+    import uvicorn
+
+    from app.cli.main import SWITCH_INTERVAL, _run_http
+
+    seen = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: seen.append(sys.getswitchinterval()))
+    before = sys.getswitchinterval()
+    assert before != SWITCH_INTERVAL
+    _run_http(object(), "127.0.0.1", 0, 5.0)
+    assert seen == [SWITCH_INTERVAL] and sys.getswitchinterval() == before
