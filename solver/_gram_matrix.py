@@ -124,7 +124,10 @@ def _product_rows(AT, B, span: tuple[int, int], G: np.ndarray, first: int) -> No
     lo, hi = span
     width = B.shape[1]
     step = max(1, OUTPUT_BYTES // (CSR_VALUE * width))
-    product = _RowProduct(B, min(step, hi - lo))
+    # one index type for both operands (a band's columns of X_A may have narrower indices
+    # than A^T's: the kernel takes one type, and a narrowing cast would wrap)
+    index = np.result_type(AT.indptr, AT.indices, B.indptr, B.indices)
+    product = _RowProduct(B, min(step, hi - lo), index)
     for start in range(lo, hi, step):
         end = min(start + step, hi)
         a, b = AT.indptr[start], AT.indptr[end]
@@ -133,7 +136,8 @@ def _product_rows(AT, B, span: tuple[int, int], G: np.ndarray, first: int) -> No
 
 
 class _RowProduct:
-    """Dense blocks of (P B) for CSR row blocks P of at most ``rows`` rows and a fixed CSR B.
+    """Dense blocks of (P B) for CSR row blocks P of at most ``rows`` rows and a fixed CSR B,
+    every index array of both of type ``index``.
 
     scipy's kernels (``_sparsetools``: the ones ``P @ B`` and ``.toarray()`` run) are called
     directly: the product's output arrays are allocated once at their bound (``rows`` x B's
@@ -141,9 +145,8 @@ class _RowProduct:
     (``csr_matmat_maxnnz``, half the multiply's time here) and the sparse matrices around each
     part are not needed. Where those kernels are not there (another scipy), ``P @ B``."""
 
-    def __init__(self, B, rows: int) -> None:
-        self.B, self.width = B, B.shape[1]
-        self.index = np.promote_types(B.indptr.dtype, B.indices.dtype)
+    def __init__(self, B, rows: int, index: np.dtype) -> None:
+        self.B, self.width, self.index = B, B.shape[1], index
         self.Bp = B.indptr.astype(self.index, copy=False)
         self.Bj = B.indices.astype(self.index, copy=False)
         self.direct = _csr_matmat is not None and B.data.dtype == np.float64

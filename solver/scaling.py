@@ -25,7 +25,9 @@ class MinMaxScaling:
         """Computed on first use, then kept (the arrays are not changed once fitted or loaded:
         a served model's scaling scales every request's rows with it)."""
         span = self.data_max - self.data_min
-        return np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 1.0)
+        scale = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 1.0)
+        scale.flags.writeable = False  # shared by every transform: never changed in place
+        return scale
 
     @classmethod
     def fit(cls, X: Matrix) -> MinMaxScaling:

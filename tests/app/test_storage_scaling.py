@@ -43,6 +43,10 @@ def test_minmax_maps_training_data_to_unit_interval_and_clips_new_data():
     np.testing.assert_allclose(s.transform(np.array([[-2.0, 30.0, 5.5]])), [[0, 1, 0.5]])
     again = MinMaxScaling.from_arrays(s.to_arrays())
     np.testing.assert_array_equal(again.transform(X), s.transform(X))
+    # the scale is computed once and shared by every transform: it cannot be changed in place
+    assert s.scale is s.scale
+    with pytest.raises(ValueError, match="read-only"):
+        s.scale[0] = 2.0
 
 
 def test_minmax_on_sparse_keeps_sparsity_when_minimum_is_zero():

@@ -32,7 +32,15 @@ def mixed_rows(n: int = 400, d: int = 64, seed: int = 0) -> sparse.csr_matrix:
 # scipy's kernels called directly; missing (P @ B); or refusing their arguments (P @ B)
 @pytest.mark.parametrize("direct", ["called", "missing", "refused"])
 def test_build_equals_the_dense_product(threads, rows_at_once, bands, direct, monkeypatch):
-    assert gram_matrix._csr_matmat is not None  # this scipy has them: every way is tested
+    kernel = gram_matrix._csr_matmat
+    assert kernel is not None  # this scipy has them: every way is tested
+    calls = []
+    if direct == "called":
+        def counted(*args):
+            calls.append(args[0])
+            return kernel(*args)
+
+        monkeypatch.setattr(gram_matrix, "_csr_matmat", counted)
     if direct == "missing":
         monkeypatch.setattr(gram_matrix, "_csr_matmat", None)
     if direct == "refused":
@@ -42,14 +50,21 @@ def test_build_equals_the_dense_product(threads, rows_at_once, bands, direct, mo
         monkeypatch.setattr(gram_matrix, "_csr_matmat", refuse)
     monkeypatch.setattr(gram_matrix, "PARALLEL_MIN_NNZ", 0)
     monkeypatch.setattr(gram_matrix, "UPPER_BANDS", bands)
+    D = 120
     if rows_at_once:
-        monkeypatch.setattr(gram_matrix, "OUTPUT_BYTES", 12 * 50 * rows_at_once)
-    X = sparse.random(900, 50, density=0.08, format="csr", random_state=3)
+        monkeypatch.setattr(gram_matrix, "OUTPUT_BYTES", 12 * D * rows_at_once)
+    # ~3.6 values a row: sparse rows (at most D / DENSE_ROW), so the sparse product builds G
+    # (with 4 values a row of 50 columns it was the densified rows' dsyrk, and the bands,
+    # threads and output blocks here went untested)
+    X = sparse.random(900, D, density=0.03, format="csr", random_state=3)
     mask = np.random.default_rng(4).random(900) < 0.6
+    assert gram_matrix.stored(X, np.flatnonzero(mask)) * gram_matrix.DENSE_ROW <= mask.sum() * D
     G = rows_gram(X, mask, threads)
     XA = X[mask].toarray()
-    assert G.flags.c_contiguous and G.shape == (50, 50)
+    assert G.flags.c_contiguous and G.shape == (D, D)
     assert np.allclose(G, XA.T @ XA, rtol=1e-13, atol=1e-13)
+    # the kernel formed every output row (each of G's D rows, in its band's upper part)
+    assert (sum(calls) == D) == (direct == "called")
     assert not rows_gram(X, np.zeros(900, dtype=bool), threads).any()
 
 
