@@ -129,15 +129,20 @@ def _heaviest_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
     """The items, files ordered by their weight (their tests' seconds summed), heaviest first
     (longest first: the processes end close together); the tests of a file stay together and in
     their order."""
-    try:
-        seconds = json.loads(TEST_SECONDS.read_text())
-    except (OSError, ValueError):
-        seconds = {}
+    seconds = _recorded_seconds()
     weight: dict[str, float] = defaultdict(float)
     for item in items:
         default = PROCESS_SECONDS if item.get_closest_marker("process") else UNLISTED_SECONDS
         weight[item.nodeid.split("::")[0]] += seconds.get(item.nodeid, default)
     return sorted(items, key=lambda item: -weight[item.nodeid.split("::")[0]])
+
+
+def _recorded_seconds() -> dict[str, float]:
+    """TEST_SECONDS' entries (none when the file is missing or unreadable)."""
+    try:
+        return json.loads(TEST_SECONDS.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -148,11 +153,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if config.getoption("--write-test-seconds") and not hasattr(config, "workerinput"):
-        # the tests that ran replace their entries; the others' stay
-        try:
-            kept = json.loads(TEST_SECONDS.read_text())
-        except (OSError, ValueError):
-            kept = {}
+        kept = _recorded_seconds()  # the tests that ran replace their entries; the others stay
         for nodeid, spent in _measured.items():
             kept.pop(nodeid, None)
             if spent >= 0.5:
