@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import sparse
-from scipy.linalg import blas
 
 from .._footprint import FLOAT
 from .._gram_matrix import build_bytes, fold, fold_pairs, rows_gram, stored
 from .._margin_bounds import margin_bounds_bytes
 from .._row_blocks import RowBlocks
+from .._symmetric_product import SymmetricProduct
 from .conjugate_gradients import CHUNK_BYTES, ConjugateGradientSystem
 
 # When more than n / GRAM_REBUILD rows differ from the set G was built for (each product then
@@ -67,7 +67,8 @@ class GramSystem(ConjugateGradientSystem):
 
     Counters: ``gram_builds`` (G_R built from A's rows), ``gram_folds`` (differing rows added
     into G_R), ``unfolded_changes`` (new sets whose differing rows stay beside G_R),
-    ``cg_iterations``."""
+    ``cg_iterations``, ``threaded_products`` (products with G_R made on more than one BLAS
+    thread: ``_symmetric_product``)."""
 
     advice = "use linear_solver='cg' (memory O(nnz + n + D)) or fewer features"
 
@@ -81,7 +82,8 @@ class GramSystem(ConjugateGradientSystem):
         self.differing = Differing()
         self.sA = np.zeros(D)
         self.counters = {"gram_builds": 0, "gram_folds": 0, "unfolded_changes": 0,
-                         "cg_iterations": 0}
+                         "cg_iterations": 0, "threaded_products": 0}
+        self.product = SymmetricProduct(self.rows.threads)  # G v, on the faster thread count
         self._taken: tuple[np.ndarray, object] | None = None  # (index, X[index]): _rows
 
     @staticmethod
@@ -182,12 +184,16 @@ class GramSystem(ConjugateGradientSystem):
 
     def _gram(self, v: np.ndarray) -> np.ndarray:
         """G_A v."""
-        # G's upper triangle is current (a fold writes only it): it is the lower triangle of
-        # G.T, the Fortran-ordered view of the C-contiguous G (no copy)
-        out = blas.dsymv(1.0, self.ref.G.T, v, lower=1)
+        out = self._symmetric(v)  # G's upper triangle is current: a fold writes only it
         rows = self.differing
         if rows.sign.size:
             out += np.asarray(rows.UT @ (rows.sign * np.asarray(rows.U @ v).ravel())).ravel()
+        return out
+
+    def _symmetric(self, v: np.ndarray) -> np.ndarray:
+        """G_R v (``SymmetricProduct``), counted."""
+        out = self.product(self.ref.G, v)
+        self.counters["threaded_products"] = self.product.threaded
         return out
 
     def moments(self, mask: np.ndarray, w: np.ndarray
@@ -198,7 +204,7 @@ class GramSystem(ConjugateGradientSystem):
         if self._many_differ(mask):
             return None
         differ = np.flatnonzero(mask != self.ref.mask)
-        gw = blas.dsymv(1.0, self.ref.G.T, w, lower=1)
+        gw = self._symmetric(w)
         s = self.ref.s
         if differ.size:
             sign = np.where(mask[differ], 1.0, -1.0)
