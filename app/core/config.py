@@ -114,7 +114,10 @@ class Settings(BaseSettings):
         "is closed",
     )
     worker_poll_interval: float = Field(
-        1.0, gt=0, description="Seconds an idle worker waits before looking for queued jobs again"
+        1.0,
+        gt=0,
+        description="Seconds an idle worker waits before looking for queued jobs again (on "
+        "PostgreSQL a newly queued job wakes it at once: NOTIFY)",
     )
     heartbeat_interval: float = Field(
         2.5, gt=0, description="Seconds between heartbeats of a worker running a job"

@@ -20,6 +20,7 @@ from app.core.db import is_transient
 from app.core.orm import utcnow
 from app.jobs.orm import Job, JobAttempt
 from app.jobs.runtime import failure_message, owned
+from app.jobs.wakeup import announce
 
 log = logging.getLogger("app.jobs.queue")
 
@@ -133,6 +134,8 @@ def reap_expired_jobs(engine: Engine, lease_seconds: float, max_attempts: int) -
             if done:
                 end_attempt(conn, job.id, job.worker_id, "lost")
                 taken += 1
+                if values["status"] == "queued":
+                    announce(conn)
                 log.warning(
                     "job %s lost its worker %s (no heartbeat for %g s): %s",
                     job.id,

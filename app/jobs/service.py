@@ -13,6 +13,7 @@ from app.core.orm import utcnow
 from app.core.pagination import PageParams, paginate
 from app.core.problems import conflict, not_found
 from app.jobs.orm import Job, JobAttempt
+from app.jobs.wakeup import announce
 
 
 def get_or_raise(session: Session, job_id: int) -> Job:
@@ -44,7 +45,8 @@ def enqueue(session: Session, *, kind: str, params: dict[str, Any], dataset_id: 
             ) -> Job:
     """Add a new queued job of ``kind``, flushed, not committed (the commit rule:
     ``app.core.deps.get_session``); ``params`` is the JSON of the kind's params model (see
-    app.jobs.kinds), validated by the caller, as are dataset locks."""
+    app.jobs.kinds), validated by the caller, as are dataset locks. Idle workers are told at
+    the commit (``app.jobs.wakeup``)."""
     job = Job(
         kind=kind,
         status="queued",
@@ -57,6 +59,7 @@ def enqueue(session: Session, *, kind: str, params: dict[str, Any], dataset_id: 
     )
     session.add(job)
     session.flush()
+    announce(session)
     return job
 
 

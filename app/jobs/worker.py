@@ -71,6 +71,7 @@ from app.jobs.runtime import (
     failure_message,
     owned,
 )
+from app.jobs.wakeup import Wakeup, announce
 
 log = logging.getLogger("app.jobs.worker")
 
@@ -325,6 +326,7 @@ def _requeue(
         ).rowcount
         if done:
             end_attempt(conn, job_id, worker_id, "requeued")
+            announce(conn)
     if not done:
         log.warning("job %s was no longer ours when this worker stopped", job_id)
         return "lost"
@@ -349,6 +351,7 @@ class Worker:
         self.worker_id = new_worker_id()
         self.stop_event = threading.Event()
         self.alive = AliveStamp(alive_path(settings))
+        self.wakeup = Wakeup(self.engine.url)  # idle: until a job is announced, or the poll
         self._last_reap = float("-inf")
 
     def reap(self) -> int:
@@ -397,7 +400,8 @@ class Worker:
                 log.exception("worker loop error")
                 status = None
             if status is None:
-                self.stop_event.wait(backoff)
+                self.wakeup.wait(backoff, self.stop_event)
+        self.wakeup.close()
         log.info("worker %s stopped", self.worker_id)
 
     def stop(self, *_: object) -> None:
