@@ -17,7 +17,8 @@ alternate:
   given: the service's defaults otherwise — linear MSVMAv, min-max scaling, sigmoid calibration,
   no hold-out) until GET /jobs/{id} reads ``succeeded``: this process's wall time, polling every
   0.1 s (the record's created_at -> finished_at is printed beside it). It includes the queue
-  wait (an idle worker looks every ``MSVMAV_WORKER_POLL_INTERVAL``, 1 s), the worker's load of
+  wait (an idle worker looks every ``MSVMAV_WORKER_POLL_INTERVAL``, 1 s, and on PostgreSQL is
+  woken by the job's NOTIFY at once), the worker's load of
   the stored arrays, the split, the scaling, the fit, the model's summary and its save. Before
   the rounds one untimed job on the first 2,000 rows warms the worker up (its first job imports
   the solver), as a long-lived worker is.
