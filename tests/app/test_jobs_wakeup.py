@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import select, text
@@ -22,6 +23,16 @@ from app.jobs.worker import Worker
 def postgresql_only(engine) -> None:
     if engine.dialect.name != "postgresql":
         pytest.skip("notifications are PostgreSQL's")
+
+
+@pytest.fixture
+def listening(engine) -> Iterator[tuple[Wakeup, threading.Event]]:
+    """A Wakeup already listening (PostgreSQL only) and its stop event; closed afterwards."""
+    postgresql_only(engine)
+    wakeup, stop = Wakeup(engine.url), threading.Event()
+    assert wakeup.wait(0.05, stop) is False  # now listening
+    yield wakeup, stop
+    wakeup.close()
 
 
 def queue_job(engine, *, commit: bool = True) -> int:
@@ -70,50 +81,35 @@ def test_a_queued_job_wakes_an_idle_worker_long_before_its_poll(settings, engine
     assert worker.wakeup.conn is None  # closed when the worker stopped
 
 
-def test_a_rolled_back_enqueue_wakes_nobody(engine):
-    postgresql_only(engine)
-    wakeup, stop = Wakeup(engine.url), threading.Event()
-    try:
-        assert wakeup.wait(0.05, stop) is False  # now listening
-        queue_job(engine, commit=False)
-        assert wakeup.wait(0.5, stop) is False
-        queue_job(engine)
-        assert wakeup.wait(5, stop) is True
-        assert wakeup.woken == 1
-    finally:
-        wakeup.close()
+def test_a_rolled_back_enqueue_wakes_nobody(engine, listening):
+    wakeup, stop = listening
+    queue_job(engine, commit=False)
+    assert wakeup.wait(0.5, stop) is False
+    queue_job(engine)
+    assert wakeup.wait(5, stop) is True
+    assert wakeup.woken == 1
 
 
-def test_a_listening_connection_the_server_drops_is_opened_again(engine):
-    postgresql_only(engine)
-    wakeup, stop = Wakeup(engine.url), threading.Event()
-    try:
-        wakeup.wait(0.05, stop)
-        pid = wakeup.conn.info.backend_pid
-        with engine.begin() as conn:
-            conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
-        start = time.monotonic()
-        assert wakeup.wait(0.5, stop) is False  # the broken connection: the plain wait
-        assert time.monotonic() - start < 2
-        wakeup.wait(0.05, stop)  # listening again, on a new connection
-        assert wakeup.conn is not None and wakeup.conn.info.backend_pid != pid
-        queue_job(engine)
-        assert wakeup.wait(5, stop) is True
-    finally:
-        wakeup.close()
+def test_a_listening_connection_the_server_drops_is_opened_again(engine, listening):
+    wakeup, stop = listening
+    pid = wakeup.conn.info.backend_pid
+    with engine.begin() as conn:
+        conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    start = time.monotonic()
+    assert wakeup.wait(0.5, stop) is False  # the broken connection: the plain wait
+    assert time.monotonic() - start < 2
+    wakeup.wait(0.05, stop)  # listening again, on a new connection
+    assert wakeup.conn is not None and wakeup.conn.info.backend_pid != pid
+    queue_job(engine)
+    assert wakeup.wait(5, stop) is True
 
 
-def test_a_stop_ends_a_listening_wait(engine):
-    postgresql_only(engine)
-    wakeup, stop = Wakeup(engine.url), threading.Event()
-    try:
-        wakeup.wait(0.05, stop)
-        threading.Timer(0.2, stop.set).start()
-        start = time.monotonic()
-        assert wakeup.wait(30, stop) is False
-        assert time.monotonic() - start < 0.2 + 2 * STOP_CHECK + 0.5
-    finally:
-        wakeup.close()
+def test_a_stop_ends_a_listening_wait(listening):
+    wakeup, stop = listening
+    threading.Timer(0.2, stop.set).start()
+    start = time.monotonic()
+    assert wakeup.wait(30, stop) is False
+    assert time.monotonic() - start < 0.2 + 2 * STOP_CHECK + 0.5
 
 
 def test_no_server_and_sqlite_wait_the_plain_poll(engine):
