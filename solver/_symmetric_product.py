@@ -18,7 +18,10 @@ for a while after each product, and where another process wants the second core 
 from that process and from this fit's other work. With a process busy on the second core, a fit
 that timed only ~10 threaded products still took 1.03 s against 0.84 s on one thread (medians
 of 5). So threads are tried only where a core is idle when the fit starts: where
-/proc/loadavg counts fewer runnable threads than there are cores (``spare_cores``).
+/proc/loadavg counts fewer runnable threads of other processes than there are cores less one
+(``spare_cores``). This process's own running threads are not counted: OpenBLAS's threads may
+still be spinning after an earlier fit's products, and would otherwise cost the next fit its
+threads.
 """
 
 from __future__ import annotations
@@ -43,26 +46,57 @@ RECHECK_MAX = 800
 # The settings are compared by the mean of their last WINDOW timings.
 WINDOW = 5
 
-# /proc/loadavg is read this many times and the fewest runnable threads taken (a daemon's
-# wake-up should not cost a fit its threads).
-SAMPLES = 3
+# /proc/loadavg is read this many times, SAMPLE_GAP seconds apart, and the fewest runnable
+# threads taken: on the idle 2-core machine one reading in ~70 counted a thread of another
+# process (a daemon's wake-up), and back-to-back readings see the same one.
+SAMPLES = 5
+SAMPLE_GAP = 0.001
+# Products with a smaller G stay on one thread (a fit this small would pay the samples' few
+# milliseconds for little: a product of D = 800 took 0.035 ms on one thread).
+THREADED_MIN_DIM = 1024
 LOADAVG = "/proc/loadavg"
+# This process's threads: those running are not "other" threads (the reader itself, and
+# OpenBLAS's threads still spinning after an earlier fit's products).
+TASKS = "/proc/self/task"
 
 _controller = ThreadpoolController()
 
 
-def spare_cores(path: str = LOADAVG) -> int:
-    """Cores no other thread wants now: the cores less the threads the kernel counts runnable
-    (/proc/loadavg's fourth field, which counts this one, so an idle machine has cores - 1 spare),
-    the fewest of SAMPLES readings; 0 where the file cannot be read."""
+def spare_cores(path: str = LOADAVG, tasks: str = TASKS) -> int:
+    """Cores no other process's thread wants now: the cores, less one for this thread, less
+    the threads the kernel counts runnable (/proc/loadavg's fourth field) that are not this
+    process's running ones (``tasks``: /proc/self/task/*/stat in state R); the fewest of
+    SAMPLES readings SAMPLE_GAP apart. 0 where /proc/loadavg cannot be read."""
     try:
-        runnable = []
-        for _ in range(SAMPLES):
+        others = []
+        for k in range(SAMPLES):
+            if k:
+                time.sleep(SAMPLE_GAP)
             with open(path, encoding="ascii") as stream:
-                runnable.append(int(stream.read().split()[3].split("/")[0]))
+                runnable = int(stream.read().split()[3].split("/")[0])
+            others.append(runnable - _running_here(tasks))
     except (OSError, ValueError, IndexError):
         return 0
-    return max(0, (os.cpu_count() or 1) - min(runnable))
+    return max(0, (os.cpu_count() or 1) - 1 - max(0, min(others)))
+
+
+def _running_here(tasks: str) -> int:
+    """Threads of this process in state R (running or runnable); 1 (the reader) where
+    ``tasks`` cannot be read."""
+    try:
+        names = os.listdir(tasks)
+    except OSError:
+        return 1
+    running = 0
+    for name in names:
+        try:
+            with open(os.path.join(tasks, name, "stat"), encoding="ascii",
+                      errors="replace") as stream:
+                # "tid (comm) S ...": the state follows the last ")" (comm may hold any)
+                running += stream.read().rpartition(")")[2].split()[:1] == ["R"]
+        except OSError:  # the thread ended meanwhile
+            continue
+    return max(running, 1)
 
 
 def scipy_blas() -> list:
@@ -79,15 +113,17 @@ def scipy_blas() -> list:
 class SymmetricProduct:
     """``product(G, v)`` = G v for a C-contiguous symmetric G whose upper triangle is current,
     by ``dsymv`` on 1 or on ``threads`` BLAS threads, the faster as measured (module
-    docstring); ``threads`` is cut to 1 + the cores idle when it is made
-    (``spare_cores``). With ``threads`` 1 it never changes the BLAS libraries' thread counts;
-    else it sets them for the product and restores the counts it found after it.
+    docstring); ``threads`` is cut to 1 + the cores idle when it is made (``spare_cores``),
+    and to 1 for a G of fewer than THREADED_MIN_DIM rows (``dim``). With ``threads`` 1 it
+    never changes the BLAS libraries' thread counts; else it sets them for the product and
+    restores the counts it found after it.
 
     ``threaded`` counts the products made on more than one thread, ``current`` is the last
     product's thread count; ``clock`` is the timer."""
 
-    def __init__(self, threads: int, clock: Callable[[], float] = time.perf_counter) -> None:
-        threads = max(1, int(threads))
+    def __init__(self, threads: int, dim: int = THREADED_MIN_DIM,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        threads = max(1, int(threads)) if dim >= THREADED_MIN_DIM else 1
         self.threads = 1 if threads == 1 else min(threads, 1 + spare_cores())
         self.clock = clock
         self.libs = scipy_blas() if self.threads > 1 else []

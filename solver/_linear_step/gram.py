@@ -83,7 +83,7 @@ class GramSystem(ConjugateGradientSystem):
         self.sA = np.zeros(D)
         self.counters = {"gram_builds": 0, "gram_folds": 0, "unfolded_changes": 0,
                          "cg_iterations": 0, "threaded_products": 0}
-        self.product = SymmetricProduct(self.rows.threads)  # G v, on the faster thread count
+        self.product = SymmetricProduct(self.rows.threads, D)  # G v, on the faster threads
         self._taken: tuple[np.ndarray, object] | None = None  # (index, X[index]): _rows
 
     @staticmethod

@@ -115,18 +115,34 @@ def test_no_idle_core_means_one_thread(monkeypatch):
     assert SymmetricProduct(4).threads == 1
     monkeypatch.setattr(product_module, "spare_cores", lambda: 1)
     assert SymmetricProduct(4).threads == 2
+    assert SymmetricProduct(4, product_module.THREADED_MIN_DIM - 1).threads == 1  # a small G
 
 
-def test_spare_cores_reads_the_runnable_threads(tmp_path):
+def fake_tasks(root, states: list[str]):
+    """A /proc/self/task of threads in the given states (one with a comm holding ") R (")."""
+    root.mkdir(exist_ok=True)
+    for tid, state in enumerate(states, start=100):
+        (root / str(tid)).mkdir()
+        (root / str(tid) / "stat").write_text(f"{tid} (odd) R (name) {state} 1 2 3\n")
+    return str(root)
+
+
+def test_spare_cores_counts_other_processes_runnable_threads(tmp_path):
     path = tmp_path / "loadavg"
     cores = os.cpu_count() or 1
+    alone = fake_tasks(tmp_path / "alone", ["R"])  # the reader
+    spinning = fake_tasks(tmp_path / "spinning", ["R", "R", "R", "S"])  # + 2 BLAS threads
     path.write_text("0.50 0.40 0.30 1/200 1234\n")
-    assert spare_cores(str(path)) == cores - 1
+    assert spare_cores(str(path), alone) == cores - 1
+    path.write_text("0.50 0.40 0.30 3/200 1234\n")
+    assert spare_cores(str(path), spinning) == cores - 1  # all three running are ours
+    assert spare_cores(str(path), alone) == max(0, cores - 3)  # two are another process's
+    assert spare_cores(str(path), str(tmp_path / "no-tasks")) == max(0, cores - 3)
     path.write_text(f"9.00 9.00 9.00 {cores + 3}/200 1234\n")
-    assert spare_cores(str(path)) == 0
+    assert spare_cores(str(path), alone) == 0
     path.write_text("garbled\n")
-    assert spare_cores(str(path)) == 0
-    assert spare_cores(str(tmp_path / "missing")) == 0
+    assert spare_cores(str(path), alone) == 0
+    assert spare_cores(str(tmp_path / "missing"), alone) == 0
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="needs /proc/loadavg")
@@ -146,6 +162,7 @@ def test_busy_cores_leave_no_spare_one():
 
 
 def test_gram_fits_agree_on_one_thread_and_on_two(monkeypatch):
+    monkeypatch.setattr(product_module, "THREADED_MIN_DIM", 1)
     """The fit's decisions do not depend on the products' threads (their sums are ordered
     differently: rounding apart); under a one-thread limit no product is threaded."""
     monkeypatch.setattr(product_module, "spare_cores", lambda: 1)
@@ -155,4 +172,5 @@ def test_gram_fits_agree_on_one_thread_and_on_two(monkeypatch):
         one = MSVMAv(linear_solver="gram", max_iter=30).fit(X, y)
     two = MSVMAv(linear_solver="gram", max_iter=30).fit(X, y)
     assert one.fit_info_["threaded_products"] == 0
+    assert two.fit_info_["threaded_products"] >= PROBES  # at least its first timings
     assert np.allclose(one.decision_function(X), two.decision_function(X), rtol=0, atol=1e-10)
