@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import sparse
 from sklearn.base import clone
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.datasets import make_classification
@@ -207,6 +208,11 @@ def test_callback_sees_the_calibration_fits_and_can_stop_them():
 def test_feature_means_are_the_training_column_means():
     X, y = make_data()
     np.testing.assert_allclose(MSVMAv().fit(X, y).feature_means_, X.mean(axis=0))
+    # sparse X: its column sums over n (no copy of its values), the same means, zeros counted
+    values = np.asarray(X)
+    Xs = sparse.csr_matrix(np.where(values > np.median(values), values, 0.0))
+    means = MSVMAv().fit(Xs, y).feature_means_
+    np.testing.assert_allclose(means, Xs.toarray().mean(axis=0), rtol=1e-13, atol=1e-15)
 
 
 # -- convergence ----------------------------------------------------------------------------
