@@ -56,20 +56,20 @@ class GramFloor:
     """What linear MSVMAv's "gram" path cannot avoid, timed as a fit: appending the bias
     column, X_A^T X_A for the first active set (the paper's w_0 = X^T y / ||X^T y||) and its
     margins, and one product with that D x D matrix for each of T = 100 iterations (a step's
-    exact residual needs one), on the threads the fit uses. No solve, no margins after the
-    start, no active-set bookkeeping: a lower bound on the fit's time."""
+    exact residual needs one), on the threads the fit uses (the products as the fit makes them:
+    ``SymmetricProduct``, on one or two BLAS threads). No solve, no margins after the start,
+    no active-set bookkeeping: a lower bound on the fit's time."""
 
     def __init__(self) -> None:  # the imports outside the timed fit, as for the estimators
-        from scipy.linalg import blas
-
         from solver._gram_matrix import rows_gram as _rows_gram
         from solver._row_blocks import RowBlocks, fit_threads
+        from solver._symmetric_product import SymmetricProduct
         from solver.msvmav import augment
 
-        self.parts = (_rows_gram, RowBlocks, fit_threads, augment, blas.dsymv)
+        self.parts = (_rows_gram, RowBlocks, fit_threads, augment, SymmetricProduct)
 
     def fit(self, X, y: np.ndarray) -> GramFloor:
-        _rows_gram, RowBlocks, fit_threads, augment, dsymv = self.parts  # noqa: N806
+        _rows_gram, RowBlocks, fit_threads, augment, Product = self.parts  # noqa: N806
         threads = fit_threads()
         Xa = augment(X)
         signed = np.where(y == y.max(), 1.0, -1.0)
@@ -78,8 +78,9 @@ class GramFloor:
         w /= np.linalg.norm(w)
         margins = signed * rows.matvec(w)
         G = _rows_gram(Xa, margins < margins.mean(), threads)
+        product = Product(threads, G.shape[0])
         for _ in range(100):
-            dsymv(1.0, G.T, w, lower=1)
+            product(G, w)
         return self
 
 
