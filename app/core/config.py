@@ -116,8 +116,9 @@ class Settings(BaseSettings):
     worker_poll_interval: float = Field(
         1.0,
         gt=0,
-        description="Seconds an idle worker waits before looking for queued jobs again (on "
-        "PostgreSQL a newly queued job wakes it at once: NOTIFY)",
+        description="Seconds an idle worker waits before looking for queued jobs again (a newly "
+        "queued job wakes it sooner: on PostgreSQL at once, by NOTIFY; on SQLite within 0.1 s, "
+        "by a read of the queue)",
     )
     heartbeat_interval: float = Field(
         2.5, gt=0, description="Seconds between heartbeats of a worker running a job"

@@ -6,12 +6,14 @@ transaction, which the server delivers when that transaction commits. An idle wo
 (``Wakeup``) listens on that channel on a connection of its own and looks for a job as soon as
 one is announced; it still looks every ``worker_poll_interval`` seconds, so a notification lost
 with its connection delays a job by at most that (the listening connection is opened again at
-the next wait). On SQLite, which has no notifications, an idle worker looks every
-``worker_poll_interval`` seconds, as before.
+the next wait). SQLite has no notifications: there an idle worker reads whether a job is
+queued every PEEK_INTERVAL seconds (one lookup in the jobs' status index, in WAL mode a read
+that takes no lock a writer waits for) and claims it when one is; the claim itself, a write
+transaction, is still made once per ``worker_poll_interval`` at most when nothing is queued.
 
-Measured with ``bench/train_job.py --databases postgresql`` (one worker, 1,000,000 x 28): a job
-waited 0.01-0.97 s in the queue before (the poll's phase), 0.00 s in every round after; see
-docs/performance.md.
+Measured with ``bench/train_job.py`` (one worker, 1,000,000 x 28, 3 rounds): a job waited
+0.01-0.97 s in the queue before (the poll's phase); after, 0.00 s on PostgreSQL and 0.02-0.08 s
+on SQLite; see docs/performance.md.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ import threading
 import time
 
 import psycopg
-from sqlalchemy import Connection, func
+from sqlalchemy import Connection, Engine, func
 from sqlalchemy import select as sql_select
-from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
+
+from app.jobs.orm import Job
 
 log = logging.getLogger("app.jobs.wakeup")
 
@@ -35,6 +39,8 @@ CHANNEL = "msvmav_jobs"
 STOP_CHECK = 0.25
 # Seconds to open the listening connection before falling back to the plain wait.
 CONNECT_TIMEOUT = 2
+# SQLite: an idle worker reads whether a job is queued this often (seconds).
+PEEK_INTERVAL = 0.1
 
 
 def announce(db: Session | Connection) -> None:
@@ -46,10 +52,13 @@ def announce(db: Session | Connection) -> None:
 
 
 class Wakeup:
-    """An idle worker's wait: until a job is announced (PostgreSQL), its stop event is set, or
-    the given seconds have passed. ``woken`` counts the waits an announcement ended."""
+    """An idle worker's wait on ``engine``'s database: until a job is announced (PostgreSQL)
+    or seen queued (SQLite, every PEEK_INTERVAL), its stop event is set, or the given seconds
+    have passed. ``woken`` counts the waits a queued job ended."""
 
-    def __init__(self, url: URL) -> None:
+    def __init__(self, engine: Engine) -> None:
+        url = engine.url
+        self.engine = engine
         self.conninfo = (url.set(drivername="postgresql").render_as_string(hide_password=False)
                          if url.get_backend_name() == "postgresql" else None)
         self.conn: psycopg.Connection | None = None
@@ -57,11 +66,12 @@ class Wakeup:
         self.woken = 0
 
     def wait(self, seconds: float, stop: threading.Event) -> bool:
-        """Wait; True when an announcement ended the wait."""
-        if self.conninfo is None:
-            stop.wait(seconds)
-            return False
+        """Wait; True when a queued job ended the wait."""
         deadline = time.monotonic() + seconds
+        if self.conninfo is None:
+            woken = self._peek_until(deadline, stop)
+            self.woken += woken
+            return woken
         try:
             woken = self._listen_until(deadline, stop)
         except (psycopg.Error, OSError) as exc:  # the server went away: wait out the rest
@@ -71,6 +81,24 @@ class Wakeup:
             return False
         self.woken += woken
         return woken
+
+    def _peek_until(self, deadline: float, stop: threading.Event) -> bool:
+        while not stop.wait(max(0.0, min(PEEK_INTERVAL, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                return False
+            if self._queued():
+                return True
+        return False
+
+    def _queued(self) -> bool:
+        """Whether a job is queued (False when the database cannot say: the worker's own
+        claim reports an outage)."""
+        try:
+            with self.engine.connect() as conn:
+                return conn.scalar(
+                    sql_select(Job.id).where(Job.status == "queued").limit(1)) is not None
+        except SQLAlchemyError:
+            return False
 
     def _listen_until(self, deadline: float, stop: threading.Event) -> bool:
         conn = self._listening()

@@ -351,7 +351,7 @@ class Worker:
         self.worker_id = new_worker_id()
         self.stop_event = threading.Event()
         self.alive = AliveStamp(alive_path(settings))
-        self.wakeup = Wakeup(self.engine.url)  # idle: until a job is announced, or the poll
+        self.wakeup = Wakeup(self.engine)  # idle: until a job is queued, or the poll
         self._last_reap = float("-inf")
 
     def reap(self) -> int:
@@ -386,9 +386,10 @@ class Worker:
             if self.parent_pid is not None and os.getppid() != self.parent_pid:
                 log.warning("parent process %s is gone; stopping", self.parent_pid)
                 break
+            failed = True  # a failed look waits out its backoff: no wake-up, no log flood
             try:
                 status = self.run_once()
-                backoff = self.settings.worker_poll_interval
+                backoff, failed = self.settings.worker_poll_interval, False
             except SQLAlchemyError as exc:
                 status = None
                 if is_transient(exc):  # away: one line per try, tries further apart (to 5 s)
@@ -399,7 +400,9 @@ class Worker:
             except Exception:  # log, back off, keep serving
                 log.exception("worker loop error")
                 status = None
-            if status is None:
+            if status is None and failed:
+                self.stop_event.wait(backoff)
+            elif status is None:
                 self.wakeup.wait(backoff, self.stop_event)
         self.wakeup.close()
         log.info("worker %s stopped", self.worker_id)

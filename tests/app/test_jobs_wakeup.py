@@ -1,7 +1,8 @@
-"""Idle workers woken by PostgreSQL's NOTIFY when a job is queued (app/jobs/wakeup.py), against
-the real server: a worker whose poll interval is 30 s claims a new job within a second; a
-rolled-back enqueue wakes nobody; a listening connection the server drops is opened again; on
-SQLite (no notifications) and without a server, the wait is the plain poll."""
+"""Idle workers woken when a job is queued (app/jobs/wakeup.py), against the real databases: on
+PostgreSQL by NOTIFY, on SQLite by a read of the queue every PEEK_INTERVAL. A worker whose poll
+interval is 30 s claims a new job within a second; a rolled-back enqueue wakes nobody; a stop
+ends a wait; a listening connection the server drops is opened again; without a server the
+wait is the plain poll."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import select, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
+from app.core.db import make_engine
 from app.jobs.orm import Job
 from app.jobs.service import enqueue
-from app.jobs.wakeup import STOP_CHECK, Wakeup, announce
+from app.jobs.wakeup import PEEK_INTERVAL, STOP_CHECK, Wakeup, announce
 from app.jobs.worker import Worker
 
 
@@ -26,11 +27,11 @@ def postgresql_only(engine) -> None:
 
 
 @pytest.fixture
-def listening(engine) -> Iterator[tuple[Wakeup, threading.Event]]:
-    """A Wakeup already listening (PostgreSQL only) and its stop event; closed afterwards."""
-    postgresql_only(engine)
-    wakeup, stop = Wakeup(engine.url), threading.Event()
-    assert wakeup.wait(0.05, stop) is False  # now listening
+def waiting(engine) -> Iterator[tuple[Wakeup, threading.Event]]:
+    """A Wakeup that has waited once (on PostgreSQL: it is listening) and its stop event;
+    closed afterwards."""
+    wakeup, stop = Wakeup(engine), threading.Event()
+    assert wakeup.wait(0.05, stop) is False  # nothing queued
     yield wakeup, stop
     wakeup.close()
 
@@ -61,18 +62,18 @@ def wait_for(predicate, seconds: float) -> bool:
 
 
 def test_a_queued_job_wakes_an_idle_worker_long_before_its_poll(settings, engine):
-    postgresql_only(engine)
     worker = Worker(settings.model_copy(update={"worker_poll_interval": 30.0}), engine=engine)
     thread = threading.Thread(target=worker.run_forever)
     thread.start()
     try:
-        # listening, and idle in its 30 s wait
-        assert wait_for(lambda: worker.wakeup.conn is not None, 10)
+        # idle in its 30 s wait (on PostgreSQL, listening)
+        assert wait_for(lambda: engine.dialect.name != "postgresql"
+                        or worker.wakeup.conn is not None, 10)
         time.sleep(0.3)
         start = time.monotonic()
         job_id = queue_job(engine)
         assert wait_for(lambda: status(engine, job_id) != "queued", 5)
-        assert time.monotonic() - start < 5  # without the notification: 30 s
+        assert time.monotonic() - start < 5  # without the wake-up: 30 s
         assert worker.wakeup.woken >= 1
     finally:
         worker.stop()
@@ -81,17 +82,20 @@ def test_a_queued_job_wakes_an_idle_worker_long_before_its_poll(settings, engine
     assert worker.wakeup.conn is None  # closed when the worker stopped
 
 
-def test_a_rolled_back_enqueue_wakes_nobody(engine, listening):
-    wakeup, stop = listening
+def test_a_rolled_back_enqueue_wakes_nobody(engine, waiting):
+    wakeup, stop = waiting
     queue_job(engine, commit=False)
     assert wakeup.wait(0.5, stop) is False
     queue_job(engine)
+    start = time.monotonic()
     assert wakeup.wait(5, stop) is True
+    assert time.monotonic() - start < 1 + PEEK_INTERVAL
     assert wakeup.woken == 1
 
 
-def test_a_listening_connection_the_server_drops_is_opened_again(engine, listening):
-    wakeup, stop = listening
+def test_a_listening_connection_the_server_drops_is_opened_again(engine, waiting):
+    postgresql_only(engine)
+    wakeup, stop = waiting
     pid = wakeup.conn.info.backend_pid
     with engine.begin() as conn:
         conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
@@ -104,26 +108,25 @@ def test_a_listening_connection_the_server_drops_is_opened_again(engine, listeni
     assert wakeup.wait(5, stop) is True
 
 
-def test_a_stop_ends_a_listening_wait(listening):
-    wakeup, stop = listening
+def test_a_stop_ends_a_wait(waiting):
+    wakeup, stop = waiting
     threading.Timer(0.2, stop.set).start()
     start = time.monotonic()
     assert wakeup.wait(30, stop) is False
-    assert time.monotonic() - start < 0.2 + 2 * STOP_CHECK + 0.5
+    assert time.monotonic() - start < 0.2 + 2 * max(STOP_CHECK, PEEK_INTERVAL) + 0.5
 
 
-def test_no_server_and_sqlite_wait_the_plain_poll(engine):
-    unreachable = Wakeup(make_url("postgresql+psycopg://postgres@127.0.0.1:9/none"))
+def test_an_unreachable_database_waits_the_plain_poll(engine, tmp_path):
     stop = threading.Event()
-    for wakeup in (unreachable, Wakeup(make_url("sqlite:///unused.db"))):
+    for url in ("postgresql+psycopg://postgres@127.0.0.1:9/none",
+                f"sqlite:///{tmp_path}/missing/dir/jobs.db"):
+        unreachable = make_engine(url)
+        wakeup = Wakeup(unreachable)
         start = time.monotonic()
         assert wakeup.wait(0.3, stop) is False
         assert 0.25 < time.monotonic() - start < 3
         assert wakeup.conn is None
-    stop.set()
-    start = time.monotonic()
-    assert Wakeup(make_url("sqlite:///unused.db")).wait(30, stop) is False
-    assert time.monotonic() - start < 1
+        unreachable.dispose()
     if engine.dialect.name == "sqlite":  # announcing sends nothing there
         with Session(engine) as session:
             announce(session)
