@@ -15,6 +15,7 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from app.core.db import make_engine
+from app.jobs import worker as worker_module
 from app.jobs.orm import Job
 from app.jobs.service import enqueue
 from app.jobs.wakeup import PEEK_INTERVAL, STOP_CHECK, Wakeup, announce
@@ -130,3 +131,25 @@ def test_an_unreachable_database_waits_the_plain_poll(engine, tmp_path):
     if engine.dialect.name == "sqlite":  # announcing sends nothing there
         with Session(engine) as session:
             announce(session)
+
+
+def test_a_failing_claim_waits_out_its_backoff_though_a_job_is_queued(settings, engine,
+                                                                       monkeypatch):
+    """A queued job would end every wait at once; a worker whose claim fails (a bug, say) still
+    tries once per poll interval, not at the wake-up's pace."""
+    calls = []
+
+    def failing(*_args):
+        calls.append(time.monotonic())
+        raise RuntimeError("claim failed")
+
+    monkeypatch.setattr(worker_module, "claim_next_job", failing)
+    queue_job(engine)
+    worker = Worker(settings.model_copy(update={"worker_poll_interval": 0.5}), engine=engine)
+    thread = threading.Thread(target=worker.run_forever)
+    thread.start()
+    time.sleep(1.3)
+    worker.stop()
+    thread.join(10)
+    assert 2 <= len(calls) <= 4  # ~every 0.5 s; with the wake-ups it was every 0.1 s or less
+    assert worker.wakeup.woken == 0
