@@ -106,7 +106,9 @@ def child(spec_json: str) -> None:
     peak = _status("VmHWM") - before
     out = {"seconds": seconds, "peak_bytes": peak,
            "path": getattr(est, "linear_solver_", None) or getattr(
-               est, "kernel_approximation_", None)}
+               est, "kernel_approximation_", None),
+           "fit_info": {key: value for key, value in (getattr(est, "fit_info_", None) or {}).items()
+                        if isinstance(value, int | float)}}
     if spec.get("holdout"):
         Xt, yt = load(Path(spec["holdout"]))
         out["accuracy"] = float(np.mean(est.predict(Xt) == yt))

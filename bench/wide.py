@@ -61,7 +61,10 @@ def planted(n: int, d: int, seed: int = 0):
 def fmt(result: dict) -> str:
     if "error" in result:
         return f"FAILED ({result['error']})"
-    return f"{result['seconds']:8.2f} s {result['peak_bytes'] / MB:8.0f} MB"
+    info = result.get("fit_info") or {}
+    threads = (f"  ({info['threaded_products']} products on two threads)"
+               if "threaded_products" in info else "")
+    return f"{result['seconds']:8.2f} s {result['peak_bytes'] / MB:8.0f} MB{threads}"
 
 
 def _median(results: list[dict]) -> dict:
