@@ -20,6 +20,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import scipy
 from scipy import sparse
 from threadpoolctl import ThreadpoolController
 
@@ -29,7 +30,9 @@ PARALLEL_MIN_NNZ = 2**20
 # array while it is summed.
 MAX_THREADS = 4
 
-_controller = ThreadpoolController()
+# The process's one view of its thread pools (BLAS, OpenMP): inspecting the loaded libraries
+# costs ~20 ms, so every module of the solver asks this one.
+THREADPOOLS = ThreadpoolController()
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -46,9 +49,20 @@ os.register_at_fork(after_in_child=_forget_pool)
 def fit_threads() -> int:
     """Threads a fit may use here: the BLAS limit in force (threadpoolctl's, or the one joblib
     sets in its workers), at most MAX_THREADS and the cores."""
-    counts = [lib.num_threads for lib in _controller.select(user_api="blas").lib_controllers]
+    counts = [lib.num_threads for lib in THREADPOOLS.select(user_api="blas").lib_controllers]
     limit = max(counts) if counts else 1
     return max(1, min(limit, MAX_THREADS, os.cpu_count() or 1))
+
+
+def scipy_blas() -> list:
+    """threadpoolctl's controllers of the BLAS ``scipy.linalg.blas`` calls: the libraries
+    installed with scipy (a wheel's own OpenBLAS), or every BLAS loaded where scipy brought none
+    (one system BLAS shared with numpy)."""
+    libs = THREADPOOLS.select(user_api="blas").lib_controllers
+    home = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(scipy.__file__))),
+                        "scipy")
+    own = [lib for lib in libs if os.path.realpath(lib.filepath or "").startswith(home)]
+    return own or libs
 
 
 def run_parallel(fn, items: list) -> list:

@@ -27,15 +27,14 @@ threads.
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from collections import deque
 from collections.abc import Callable
 
 import numpy as np
-import scipy
 from scipy.linalg import blas
-from threadpoolctl import ThreadpoolController
+
+from ._row_blocks import scipy_blas
 
 # Products timed on each setting, alternating, before the faster is taken.
 PROBES = 3
@@ -58,9 +57,6 @@ LOADAVG = "/proc/loadavg"
 # This process's threads: those running are not "other" threads (the reader itself, and
 # OpenBLAS's threads still spinning after an earlier fit's products).
 TASKS = "/proc/self/task"
-
-_controller = ThreadpoolController()
-
 
 def spare_cores(path: str = LOADAVG, tasks: str = TASKS) -> int:
     """Cores no other process's thread wants now: the cores, less one for this thread, less
@@ -99,17 +95,6 @@ def _running_here(tasks: str) -> int:
     return max(running, 1)
 
 
-def scipy_blas() -> list:
-    """threadpoolctl's controllers of the BLAS ``scipy.linalg.blas`` calls: the libraries
-    installed with scipy (a wheel's own OpenBLAS), or every BLAS loaded where scipy brought none
-    (one system BLAS shared with numpy)."""
-    libs = _controller.select(user_api="blas").lib_controllers
-    home = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(scipy.__file__))),
-                        "scipy")
-    own = [lib for lib in libs if os.path.realpath(lib.filepath or "").startswith(home)]
-    return own or libs
-
-
 class SymmetricProduct:
     """``product(G, v)`` = G v for a C-contiguous symmetric G whose upper triangle is current,
     by ``dsymv`` on 1 or on ``threads`` BLAS threads, the faster as measured (module
@@ -133,12 +118,12 @@ class SymmetricProduct:
         self.taken, self.gap, self.due = 1, RECHECK, 2 * PROBES + RECHECK
 
     def __call__(self, G: np.ndarray, v: np.ndarray) -> np.ndarray:
+        if self.threads == 1:  # nothing to choose: nothing timed
+            self.calls += 1
+            return self._dsymv(G, v)
         self.current = setting = self._choose()
         start = self.clock()
-        if setting == 1 and not self.libs:
-            out = self._dsymv(G, v)
-        else:
-            out = self._on_threads(setting, G, v)
+        out = self._on_threads(setting, G, v)
         self.times[setting].append(self.clock() - start)
         self.calls += 1
         self.threaded += setting > 1
@@ -146,12 +131,10 @@ class SymmetricProduct:
 
     def _choose(self) -> int:
         """The thread count this product runs on (``current`` while it runs)."""
-        if self.threads == 1:
-            return 1
         k = self.calls
         if k < 2 * PROBES:
             return 1 if k % 2 == 0 else self.threads
-        faster = min(self.times, key=lambda s: statistics.fmean(self.times[s]))
+        faster = min(self.times, key=lambda s: sum(self.times[s]) / len(self.times[s]))
         if faster != self.taken:  # the choice moved: look again soon
             self.taken, self.gap, self.due = faster, RECHECK, k + RECHECK
         if k < self.due:

@@ -8,7 +8,6 @@ import warnings
 import numpy as np
 from scipy import linalg, sparse
 from sklearn.kernel_approximation import Nystroem
-from threadpoolctl import ThreadpoolController
 
 from solver.params import constraints_of, parameters_section
 
@@ -23,7 +22,7 @@ from ._linear_step import (
     linear_system_bytes,
 )
 from ._msvmav_core import DualSpace, PrimalSpace, iterate
-from ._row_blocks import fit_threads
+from ._row_blocks import THREADPOOLS, fit_threads
 from .fit_cost import RankChooser
 from .kernels import gram_matrix, kernel_diagonal, kernel_matrix, resolve_gamma
 from .low_rank import MAX_BLOCK, pivoted_cholesky
@@ -40,7 +39,6 @@ SMALL_KERNEL = 8192
 LOW_RANK_ARRAYS = 3
 # "Far outside [0, 1]": the fit warns when some |x_ij| exceeds this (see FeatureScaleWarning).
 FEATURE_SCALE_LIMIT = 10.0
-_THREADPOOLS = ThreadpoolController()  # inspecting the loaded libraries once costs ~20 ms
 
 
 def kernel_threads(n: int):
@@ -51,7 +49,7 @@ def kernel_threads(n: int):
     gains (numpy and scipy load separate OpenBLAS pools, and a pool's idle threads keep
     spinning, slowing the other pool's work). Only the inverse of I + K, outside this
     context, uses two."""
-    return _THREADPOOLS.limit(limits=1 if n < SMALL_KERNEL else None, user_api="blas")
+    return THREADPOOLS.limit(limits=1 if n < SMALL_KERNEL else None, user_api="blas")
 
 
 class FeatureScaleWarning(UserWarning):
@@ -86,7 +84,7 @@ def low_rank_threads():
     and its systems r x r, too small to gain from a second thread, and an idle pool's spinning
     threads (or another process's) cost more than they give (measured: a 179 x 179 inverse
     took 0.36 s with threads on a busy two-core machine, milliseconds on one)."""
-    return _THREADPOOLS.limit(limits=1, user_api="blas")
+    return THREADPOOLS.limit(limits=1, user_api="blas")
 
 
 def low_rank_solver(rank: int) -> str:
@@ -424,7 +422,7 @@ class MSVMAv(MarginClassifier):
         # D x D systems this small run faster on one BLAS thread than on several, and the
         # matrix-free paths make no BLAS calls worth a second thread
         small = Xa.shape[1] < SMALL_SYSTEM or path != "dense"
-        with _THREADPOOLS.limit(limits=1 if small else None, user_api="blas"):
+        with THREADPOOLS.limit(limits=1 if small else None, user_api="blas"):
             W, self.fit_info_ = self._run_tasks(
                 Y, callback, lambda y: PrimalSpace(Xa, y, self.beta,
                                                    shift=np.asarray(Xa.T @ y).ravel(),

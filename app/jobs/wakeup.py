@@ -70,15 +70,8 @@ class Wakeup:
         deadline = time.monotonic() + seconds
         if self.conninfo is None:
             woken = self._peek_until(deadline, stop)
-            self.woken += woken
-            return woken
-        try:
+        else:
             woken = self._listen_until(deadline, stop)
-        except (psycopg.Error, OSError) as exc:  # the server went away: wait out the rest
-            log.debug("job notifications unavailable (%s); polling", type(exc).__name__)
-            self.close()
-            stop.wait(max(0.0, deadline - time.monotonic()))
-            return False
         self.woken += woken
         return woken
 
@@ -101,6 +94,15 @@ class Wakeup:
             return False
 
     def _listen_until(self, deadline: float, stop: threading.Event) -> bool:
+        try:
+            return self._notified_before(deadline, stop)
+        except (psycopg.Error, OSError) as exc:  # the server went away: wait out the rest
+            log.debug("job notifications unavailable (%s); polling", type(exc).__name__)
+            self.close()
+            stop.wait(max(0.0, deadline - time.monotonic()))
+            return False
+
+    def _notified_before(self, deadline: float, stop: threading.Event) -> bool:
         conn = self._listening()
         while not stop.is_set():
             if self.announced.is_set():
