@@ -5,13 +5,13 @@
     .venv/bin/python bench/serve_inprocess.py --requests 6000 --concurrency 8
 
 No HTTP server and no wrk: the ASGI app is called directly by ``--concurrency`` coroutines on
-one event loop (keys off, the prediction log on, the default recheck window: 1 s on
-PostgreSQL), after a warm-up, then the same for a bare FastAPI app whose one POST route
-validates the same body (``PredictRequest``). Prints, per side, the process CPU per request
-and the latency quantiles (p50, p99, p99.9, max), their ratios, and how many of the service's
-requests went to a thread for a check (``fast``: the model or reference; ``check``: the key or
-open state): a hop is a network round trip on PostgreSQL, and under load a thread waits for
-the interpreter while the loop is busy. The PostgreSQL database given is emptied first.
+one event loop (keys off, the prediction log on, the default recheck window: 1 s), after a
+warm-up, then the same for a bare FastAPI app whose one POST route validates the same body
+(``PredictRequest``). Prints, per side, the process CPU per request and the latency quantiles
+(p50, p99, p99.9, max), their ratios, and how many of the service's requests went to a thread
+for a check (``fast``: the model or reference; ``check``: the key or open state): a hop is a
+network round trip on PostgreSQL, and under load a thread waits for the interpreter while the
+loop is busy. The PostgreSQL database given is emptied first.
 """
 
 from __future__ import annotations

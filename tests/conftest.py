@@ -61,7 +61,7 @@ POSTGRES_TWIN = frozenset({
     "test_registry.py",  # aliases and versions under concurrency
     "test_registry_processes.py",
     "test_registry_resolve.py",  # references resolved in one read
-    "test_serving_recheck.py",  # the recheck window applies to PostgreSQL
+    "test_serving_recheck.py",  # the recheck window, on both databases
     "test_shadow.py",  # a second scorer on the same database
     "test_storage_chunks.py",  # array chunks (bytea / BLOB)
     "test_worker_leases.py",

@@ -7,7 +7,7 @@ keeps requiring one even if the table were emptied behind its back. ``msvmav ser
 non-loopback address turns ``auto`` into ``on`` (``app.auth.serving``).
 
 A key found usable is trusted without reading its row again for app.core.recheck's window
-(MSVMAV_SERVE_RECHECK_SECONDS: 0 on SQLite, 1 s on PostgreSQL by default): a key revoked by
+(MSVMAV_SERVE_RECHECK_SECONDS: 1 s by default, on either database): a key revoked by
 another process (``msvmav keys revoke``, another API process) stops working here within that
 time; one revoked over this process's ``DELETE /keys/{id}`` at once. An unknown or revoked key
 is never remembered: each such request reads.
@@ -111,8 +111,8 @@ class AuthGate:
         self._closed = False
         self._generation = 0  # forget_keys' count: a renewal begun before one is dropped
         # Keys found usable, by hash: (owner, recheck.now() before the read), trusted for
-        # ``window`` seconds (app.core.recheck; 0 on SQLite by default: every request reads).
-        self.window = recheck.window(runtime.engine, settings)
+        # ``window`` seconds (app.core.recheck; 1 s by default; 0: every request reads).
+        self.window = recheck.window(settings)
         self._keys: dict[str, tuple[Principal, float]] = {}
 
     def known_open(self) -> bool:

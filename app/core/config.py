@@ -217,7 +217,7 @@ class Settings(BaseSettings):
         "reference still points there, its API key is not revoked) are trusted before the "
         "database is asked again; a model deleted, an alias moved or a key revoked by another "
         "process stops serving within that time (at once in the process that made the change). "
-        "Unset: 0 on SQLite (every request asks), 1.0 on PostgreSQL (app.core.recheck)",
+        "Unset: 1.0 on SQLite and PostgreSQL; 0: every request asks (app.core.recheck)",
     )
     retry_after_seconds: int = Field(
         2,

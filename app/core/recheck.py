@@ -1,12 +1,15 @@
 """How old a serving request's checks may be: that its model still exists, that its registry
 reference still points there, that its API key is not revoked.
 
-Each of those is one indexed read. On SQLite it is a read of a local file (~15 µs) and every
-request makes it: a change by any process is seen by the next request. On a server database
-(PostgreSQL) it is a network round trip, and the thread hop it needs to keep the event loop free
-cost a one-row /predict more than half its throughput (bench/serve.py). There a check made at
-most ``serve_recheck_seconds`` ago (MSVMAV_SERVE_RECHECK_SECONDS, default 1 s) is trusted: a
-request needs no read while its checks are that fresh, and is answered on the event loop.
+Each of those is one indexed read. On a server database (PostgreSQL) it is a network round
+trip, and the thread hop it needs to keep the event loop free cost a one-row /predict more than
+half its throughput (bench/serve.py). On SQLite it is a read of a local file (~20 µs alone), but
+under load it cost more: the driver lets go of the GIL for the read, the prediction log's writer
+takes it, and the loop waits to get it back (~85 µs a key check under ``wrk -c8``; with keys,
+0.69-0.74x the bare route against 0.94-1.0x without the reads; bench/serve.py, Intel Xeon). So on
+both databases a check made at most ``serve_recheck_seconds`` ago (MSVMAV_SERVE_RECHECK_SECONDS,
+default 1 s) is trusted: a request needs no read while its checks are that fresh, and is
+answered on the event loop.
 
 Past half the window a request still answered from its checks asks for them to be made again in
 the background (app.predict.refresh for the model and the reference, app.auth.gate.AuthGate for
@@ -15,7 +18,8 @@ the key and the open state): in steady state no request makes the reads itself.
 The bound: a model deleted, an alias moved or a key revoked in **another** process stops being
 served by this one at most ``serve_recheck_seconds`` after the change committed (a check's age
 is counted from before its read began). The process that makes the change forgets the entries
-at once. 0 makes every request read, as on SQLite; setting it on SQLite applies it there too.
+at once. 0 makes every request read (what SQLite did by default before: a change by any
+process seen by the next request).
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-# The window of a server database when MSVMAV_SERVE_RECHECK_SECONDS is not set (seconds).
-SERVER_DEFAULT_SECONDS = 1.0
+# The window when MSVMAV_SERVE_RECHECK_SECONDS is not set (seconds), on either database.
+DEFAULT_SECONDS = 1.0
 
 
 def now() -> float:
@@ -32,14 +36,13 @@ def now() -> float:
     return time.monotonic()
 
 
-def window(engine: Any, settings: Any) -> float:
-    """Seconds a check stays trusted for ``engine``'s database (``settings``:
-    app.core.config.Settings): ``serve_recheck_seconds`` when set, else 0 on SQLite (every
-    request reads) and SERVER_DEFAULT_SECONDS on a server database."""
+def window(settings: Any) -> float:
+    """Seconds a check stays trusted (``settings``: app.core.config.Settings):
+    ``serve_recheck_seconds`` when set, else DEFAULT_SECONDS, whatever the database."""
     configured = getattr(settings, "serve_recheck_seconds", None)
     if configured is not None:
         return float(configured)
-    return 0.0 if engine.dialect.name == "sqlite" else SERVER_DEFAULT_SECONDS
+    return DEFAULT_SECONDS
 
 
 def fresh(checked_at: float | None, seconds: float) -> bool:

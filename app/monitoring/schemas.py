@@ -48,7 +48,7 @@ class LogState(BaseModel):
     pending_rows: int = Field(
         description="Rows this API process had answered and not yet written to the log then "
         "(the answer did not count them; a read waits at most 0.5 s for them). Rows of other "
-        "API processes are written within their own 0.5 s interval"
+        "API processes are written within their own 0.1 s interval"
     )
 
 

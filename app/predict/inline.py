@@ -11,7 +11,8 @@ than the answer (bench/serve.py: 0.45x the bare route through a thread, 0.9x on 
 PostgreSQL the read is a network round trip that must not stall the loop (and its probes) when
 the server is slow or away: the rows go to a thread of their own (FAST_LANE_THREADS), unless
 the request needs no read, its checks being younger than app.core.recheck's window (1 s by
-default there): then they are answered on the loop too (``service.held_target``). Batches
+default, on SQLite too): then they are answered on the loop with no read at all
+(``service.held_target``). Batches
 and cache misses (reading and rebuilding a model) go to the pool, so they never hold up the
 others.
 """

@@ -15,8 +15,8 @@ A reference resolves in **one** indexed read that also returns the stored model'
 predicting by reference costs no more round trips than predicting by id. One request uses the
 one model it resolved. Each resolution read is remembered per database (``remember``), and the
 predict path may use it instead of reading again while it is younger than app.core.recheck's
-window (``recalled``; 0 on SQLite by default: every request reads the alias afresh, and an alias
-moved by any process is seen by the next request of every process). A process that changes a
+window (``recalled``; 1 s by default: an alias moved by another process is seen within it;
+with a window of 0 every request reads the alias afresh). A process that changes a
 registered model's versions or aliases forgets what it remembered (``forget``) at once.
 """
 
