@@ -47,7 +47,7 @@ class LogState(BaseModel):
     as_of: datetime = Field(description="When the answer read the log")
     pending_rows: int = Field(
         description="Rows this API process had answered and not yet written to the log then "
-        "(the answer did not count them; a read waits at most 0.5 s for them). Rows of other "
+        "(the answer did not count them; a read waits at most 0.25 s for them). Rows of other "
         "API processes are written within their own 0.1 s interval"
     )
 
