@@ -74,8 +74,8 @@ def get_key(session: SessionDep, key_id: int) -> KeyOut:
     "/{key_id}",
     status_code=status.HTTP_204_NO_CONTENT,
     summary="Revoke an API key",
-    description="Takes effect at once in the process that answers; other API processes on "
-    "PostgreSQL stop accepting the key within MSVMAV_SERVE_RECHECK_SECONDS (1 s by default). "
+    description="Takes effect at once in the process that answers; other API processes stop "
+    "accepting the key within MSVMAV_SERVE_RECHECK_SECONDS (1 s by default). "
     "The row stays (listed with `revoked_at`).",
     responses=problem_responses(404),
 )

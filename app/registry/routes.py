@@ -175,8 +175,9 @@ def delete_model_version(session: SessionDep, name: NamePath, version: VersionPa
 @router.put(
     "/{name}/aliases/{alias}",
     summary="Point an alias at a version",
-    description="Creates the alias or moves it; the move is recorded in the history. Every "
-    "API process predicts with the new version from the next request on.",
+    description="Creates the alias or moves it; the move is recorded in the history. The API "
+    "process that answers predicts with the new version from its next request on, every other "
+    "within MSVMAV_SERVE_RECHECK_SECONDS (1 s by default).",
     response_model=AliasOut,
     responses=problem_responses(404, 422),
 )
