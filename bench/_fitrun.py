@@ -58,17 +58,24 @@ class GramFloor:
     margins, and one product with that D x D matrix for each of T = 100 iterations (a step's
     exact residual needs one), on the threads the fit uses (the products as the fit makes them:
     ``SymmetricProduct``, on one or two BLAS threads). No solve, no margins after the start,
-    no active-set bookkeeping: a lower bound on the fit's time."""
+    no active-set bookkeeping: a lower bound on the fit's time. On small pages, as a fit
+    allocates (``solver._huge_pages``)."""
 
     def __init__(self) -> None:  # the imports outside the timed fit, as for the estimators
         from solver._gram_matrix import rows_gram as _rows_gram
+        from solver._huge_pages import small_pages
         from solver._row_blocks import RowBlocks, fit_threads
         from solver._symmetric_product import SymmetricProduct
         from solver.msvmav import augment
 
         self.parts = (_rows_gram, RowBlocks, fit_threads, augment, SymmetricProduct)
+        self.small_pages = small_pages
 
     def fit(self, X, y: np.ndarray) -> GramFloor:
+        with self.small_pages():
+            return self._fit(X, y)
+
+    def _fit(self, X, y: np.ndarray) -> GramFloor:
         _rows_gram, RowBlocks, fit_threads, augment, Product = self.parts  # noqa: N806
         threads = fit_threads()
         Xa = augment(X)

@@ -31,7 +31,6 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._footprint import FitEstimate, FitTooLarge, fit_memory_limit
-from ._huge_pages import small_pages
 from .calibration import CALIBRATIONS, Calibrator, cross_validated_decisions, fit_calibrator
 from .margins import margin_statistics
 from .params import StrOptions, validate_params
@@ -114,31 +113,30 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         value stops the fit and keeps the current iterate (``stopped_early_`` is then True).
         An exception raised by the callback propagates.
         """
-        with small_pages():  # see solver._huge_pages
-            validate_params(self)
-            X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
-                                 y_numeric=False, ensure_min_samples=2)
-            check_classification_targets(y)
-            X = canonical(X)
-            classes, y_idx = np.unique(y, return_inverse=True)
-            if classes.size < 2:
-                raise ValueError(
-                    f"y: needs at least two classes, got a single class {classes.tolist()!r}")
-            self.check_fit_memory(X.shape[0], X.shape[1], X.nnz if sparse.issparse(X) else None,
-                                  classes.size)
-            self.classes_ = classes
-            if classes.size == 2:
-                Y = (2.0 * y_idx - 1.0)[:, None]
-            else:
-                Y = np.where(y_idx[:, None] == np.arange(classes.size)[None, :], 1.0, -1.0)
-            self.stopped_early_ = False
-            self.calibrator_ = None
-            self.feature_means_ = (None if getattr(self, "kernel", None) == "precomputed"
-                                   else column_means(X))
-            self._fit_targets(X, np.ascontiguousarray(Y), callback)
-            method = getattr(self, "calibration", "none")
-            if method != "none" and not self.stopped_early_:
-                self._fit_calibrator(X, y, method, callback)
+        validate_params(self)
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
+                             y_numeric=False, ensure_min_samples=2)
+        check_classification_targets(y)
+        X = canonical(X)
+        classes, y_idx = np.unique(y, return_inverse=True)
+        if classes.size < 2:
+            raise ValueError(
+                f"y: needs at least two classes, got a single class {classes.tolist()!r}")
+        self.check_fit_memory(X.shape[0], X.shape[1], X.nnz if sparse.issparse(X) else None,
+                              classes.size)
+        self.classes_ = classes
+        if classes.size == 2:
+            Y = (2.0 * y_idx - 1.0)[:, None]
+        else:
+            Y = np.where(y_idx[:, None] == np.arange(classes.size)[None, :], 1.0, -1.0)
+        self.stopped_early_ = False
+        self.calibrator_ = None
+        self.feature_means_ = (None if getattr(self, "kernel", None) == "precomputed"
+                               else column_means(X))
+        self._fit_targets(X, np.ascontiguousarray(Y), callback)
+        method = getattr(self, "calibration", "none")
+        if method != "none" and not self.stopped_early_:
+            self._fit_calibrator(X, y, method, callback)
         return self
 
     def _fit_calibrator(self, X, y: np.ndarray, method: str, callback: Callback | None) -> None:

@@ -1,4 +1,4 @@
-"""Fits allocate their arrays on the kernel's ordinary 4 KiB pages, not on huge pages.
+"""Linear and exact-kernel fits allocate their arrays on the kernel's ordinary 4 KiB pages.
 
 numpy asks Linux for transparent huge pages (``madvise(MADV_HUGEPAGE)``) for every array of
 4 MiB or more. The first write to such an array then faults in 2 MiB at a time, and the kernel
@@ -9,19 +9,24 @@ page fault tends to land on a block the host must back again, 4 KiB by 4 KiB. Or
 come from the guest's recently freed small pages, which the host still backs.
 
 Measured on a 2-core AMD EPYC VM with free page reporting on (``/sys/module/page_reporting``,
-order 9), each fit in a fresh process, 10 or 3 alternating pairs (docs/performance.md):
+order 9), each fit in a fresh process, alternating with the same fit on huge pages
+(docs/performance.md, "Huge pages"):
 
 - a 256 MiB array's first write: 0.4-2 GB/s on huge pages, 2.7 GB/s on small ones;
-- linear MSVMAv on 100,000 x 2,000 sparse ("gram"): 0.99 s -> 0.80 s (medians), system time
+- linear, 100,000 x 2,000 sparse ("gram"): 0.99 s -> 0.80 s (medians of 10), system time
   0.18-0.35 s -> 0.06-0.10 s;
-- on 800,000 x 28 dense ("dense"): 2.25-2.35 s -> 1.70-1.75 s, system time 0.82 s -> 0.20 s;
-- exact RBF on 4,800 rows: 5.4-6.0 s -> 4.6-4.7 s.
+- linear, 800,000 x 28 dense ("dense"): 2.4 s -> 1.9 s, system time 0.87 s -> 0.21 s;
+- exact RBF on 4,800 rows: 6.3 s -> 5.0 s, system time 1.9 s -> 0.5 s.
 
-LIBLINEAR and LIBSVM (the comparators) allocate with ``malloc`` and never ask for huge pages.
+The low-rank and Nystrom kernel paths keep numpy's default: their arrays are smaller and freed
+and taken again within the fit, where a resident huge page is cheaper than 512 small faults
+(in-process fits on 10,000 x 28: 0.26 s on huge pages, 0.34 s on small ones; fresh processes:
+no difference beyond the noise). LIBLINEAR and LIBSVM (the comparators) allocate with
+``malloc`` and never ask for huge pages.
 
 numpy's switch is process-wide (``_set_madvise_hugepage``, a private function of numpy's,
 guarded: where it is missing nothing changes). ``small_pages`` turns it off while at least one
-fit runs in the process (fits nest: calibration fits folds; and run in threads: model
+such fit runs in the process (fits nest: calibration fits folds; and run in threads: model
 selection) and puts back what was set before when the last one ends. Arrays allocated
 meanwhile by other threads get small pages too, which changes their speed, never their values.
 """

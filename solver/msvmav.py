@@ -14,6 +14,7 @@ from solver.params import constraints_of, parameters_section
 from ._active_set import DualSystem
 from ._base import Callback, MarginClassifier, to_dense_rows
 from ._footprint import FLOAT, FitEstimate, copy_bytes, dense_rows_bytes, labels_bytes
+from ._huge_pages import small_pages
 from ._linalg import inverse_checks
 from ._linear_step import (
     DENSE_MAX_DIM,
@@ -237,7 +238,8 @@ class MSVMAv(MarginClassifier):
         self.rank_ = self.kernel_error_ = self.linear_solver_ = None
         self.converged_ = False
         if self.kernel == "linear":
-            self._fit_linear(X, Y, callback)
+            with small_pages():  # see solver._huge_pages
+                self._fit_linear(X, Y, callback)
             return
         self.gamma_ = resolve_gamma(self.gamma, X.shape[1])
         n = X.shape[0]
@@ -248,7 +250,8 @@ class MSVMAv(MarginClassifier):
         elif method == "nystroem":
             self._fit_nystroem(X, Y, callback)
         if method == "exact":
-            self._fit_exact_kernel(X, Y, callback)
+            with small_pages():
+                self._fit_exact_kernel(X, Y, callback)
             if reason:
                 self.fit_info_["fallback"] = reason
         if choice is not None:

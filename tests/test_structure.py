@@ -151,9 +151,9 @@ PRIVATE_ALLOWED = {
     # tests/solver/test_gram_matrix.py runs the build both ways.
     ("solver._gram_matrix", "scipy.sparse._sparsetools"),
     # solver/_huge_pages.py: numpy's switch for asking huge pages for large arrays, off while a
-    # fit runs (on a VM that hands free memory back to its host, a fit's huge page faults cost
-    # 0.2-0.8 s of system time: 100k x 2,000 sparse 0.99 -> 0.80 s, 800k x 28 dense 2.3 ->
-    # 1.7 s). Guarded: nothing changes where the function is missing;
+    # linear or exact-kernel fit runs (on a VM that hands free memory back to its host, such a
+    # fit's huge page faults cost 0.2-1.9 s of system time: 100k x 2,000 sparse 0.99 -> 0.80 s,
+    # 800k x 28 dense 2.4 -> 1.9 s). Guarded: nothing changes where the function is missing;
     # tests/solver/test_huge_pages.py checks the switch is off inside a fit and restored after.
     ("solver._huge_pages", "numpy._core.multiarray"),
 }

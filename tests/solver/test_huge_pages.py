@@ -1,6 +1,7 @@
-"""Fits allocate on small pages (solver/_huge_pages.py): numpy's huge-page switch is off while
-any fit runs, as the kernel sees it (no ``hg`` flag on a large array's mapping), and is put
-back after, also when fits nest or run in threads."""
+"""Linear and exact-kernel fits allocate on small pages (solver/_huge_pages.py): numpy's
+huge-page switch is off while such a fit runs, as the kernel sees it (no ``hg`` flag on a large
+array's mapping), and is put back after, also when fits nest or run in threads; the low-rank
+kernel path keeps numpy's default."""
 
 from __future__ import annotations
 
@@ -119,6 +120,18 @@ def test_fits_in_threads_restore_it_once_the_last_one_ends():
     assert states == [False, False]
     for thread in threads:
         thread.join(timeout=30)
+    assert huge_pages_enabled() is True
+
+
+def test_the_exact_kernel_fit_is_on_small_pages_and_the_low_rank_one_is_not():
+    X, y = _data(600, d=2)  # a fast-decaying spectrum: the low-rank path keeps its factor
+    seen: dict[str, list[bool | None]] = {"exact": [], "low_rank": []}
+    for path in seen:
+        model = MSVMAv(kernel="rbf", approximation=path, max_iter=3).fit(
+            X, y, callback=lambda info, path=path: seen[path].append(huge_pages_enabled()))
+        assert model.kernel_approximation_ == path
+    assert seen["exact"] and not any(seen["exact"])
+    assert seen["low_rank"] and all(seen["low_rank"])
     assert huge_pages_enabled() is True
 
 
