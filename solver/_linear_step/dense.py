@@ -16,12 +16,15 @@ from scipy import sparse
 from .._active_set import REFACTOR_SHARE, RESIDUAL_TOL
 from .._footprint import FLOAT
 from .._linalg import spd_inverse
+from .._margin_bounds import margin_bounds_bytes
 from .._row_blocks import RowBlocks
 
 # Above this many changed rows per dimension, a sparse X's rows update G as a sparse product.
 SPARSE_ROWS = 16
 # How the dense system follows A: edited by Woodbury updates, or inverted afresh each time.
 DENSE_UPDATES = ("incremental", "rebuild")
+# ``moments`` declines (a pass over X instead) when more than n / MOMENTS_ROWS rows differ.
+MOMENTS_ROWS = 16
 
 
 def _gram(rows) -> np.ndarray:
@@ -79,13 +82,32 @@ class PrimalSystem:
     @staticmethod
     def footprint(n: int, D: int, nnz: int | None) -> int:
         """Peak bytes: G, M and the matrix being inverted; rows entering A densified (at most
-        16 D of them for CSR input, all n for dense input), and their signed copy."""
+        16 D of them for CSR input, all n for dense input), and their signed copy; the
+        margins' bounds (``_margin_bounds``: linear MSVMAv summarises its margins from them)."""
         rows = n if nnz is None else min(n, 16 * D)
-        return FLOAT * (3 * D * D + 2 * rows * D)
+        return FLOAT * (3 * D * D + 2 * rows * D) + margin_bounds_bytes(n, D)
 
     def followed(self) -> None:
         """X delta is not followed on this path: the margins are formed afresh."""
         return None
+
+    def moments(self, mask: np.ndarray, w: np.ndarray
+                ) -> tuple[float, float, np.ndarray] | None:
+        """(w^T G_M w, s_M . w, G_M w) for a set M (``mask``) without changing the system: from
+        G and s_A of the current A and the rows where M and A differ
+        (``_margin_bounds.Moments``); None where more than n / MOMENTS_ROWS rows differ (a pass
+        over X is cheaper then)."""
+        differ = np.flatnonzero(mask != self.mask)
+        if differ.size * MOMENTS_ROWS > mask.size:
+            return None
+        gw = self.G @ w
+        s = self.sA
+        if differ.size:
+            sign = np.where(mask[differ], 1.0, -1.0)
+            U = dense_rows(self.Xa, differ)
+            gw += (sign * (U @ w)) @ U
+            s = s + (sign * self.y[differ]) @ U
+        return float(w @ gw), float(s @ w), gw
 
     def _invert(self) -> None:
         H = self.G.copy()

@@ -113,3 +113,73 @@ def test_the_last_summary_never_rebuilds_the_gram_matrix(max_iter):
     dense = MSVMAv(max_iter=max_iter, tol=0.0, linear_solver="dense").fit(X, y)
     assert np.allclose([h["semivariance"] for h in m.history_],
                        [h["semivariance"] for h in dense.history_], rtol=1e-9, atol=0)
+
+
+def tall(n: int = 6000, d: int = 8, seed: int = 1):
+    """Dense rows in [0, 1) on a 4-decimal grid, few features (the training job's kind of
+    data, smaller): "auto" takes the "dense" step."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 10_000, size=(n, d)) / 10_000
+    y = np.where((X - 0.5) @ rng.normal(size=d) + rng.normal(scale=0.5, size=n) > 0, 1, -1)
+    return X, y
+
+
+def test_dense_path_summaries_equal_a_pass_and_it_passes_over_x_a_few_times(monkeypatch):
+    """On "dense" too, every iteration's A, theta and semi-variance are a pass's, while the
+    fit's passes over X (RowBlocks.matvec) are a fraction of its 100 iterations (before, one an
+    iteration); the model is the naive iteration's and the reference "rebuild" path's."""
+    seen = []
+    original = margin_bounds.MarginBounds.summary
+
+    def checked(self, w, moments):
+        (theta, mask, sv), product = original(self, w, moments)
+        m = self.y * (self.X @ w)
+        assert np.array_equal(mask, m < m.mean())
+        assert theta == pytest.approx(m.mean(), rel=1e-12)
+        assert sv == pytest.approx(np.sum(np.maximum(m.mean() - m, 0) ** 2) / m.size, rel=1e-9)
+        seen.append(self.exact_rows)
+        return (theta, mask, sv), product
+
+    monkeypatch.setattr(margin_bounds.MarginBounds, "summary", checked)
+    passes = []
+    matvec = row_blocks.RowBlocks.matvec
+    monkeypatch.setattr(row_blocks.RowBlocks, "matvec",
+                        lambda self, v: passes.append(1) or matvec(self, v))
+    X, y = tall()
+    m = MSVMAv(max_iter=100, tol=0.0).fit(X, y)
+    assert m.linear_solver_ == "dense" and m.n_iter_ == 100 and len(seen) == 101
+    assert len(passes) <= 30 and m.fit_info_["margin_passes"] <= 30 and seen[-1] > 0
+    monkeypatch.undo()
+    reference = MSVMAv(max_iter=100, tol=0.0, update="rebuild").fit(X, y)
+    assert [h["active"] for h in m.history_] == [h["active"] for h in reference.history_]
+    with threadpool_limits(1):
+        w, _, _, thetas = naive_linear(X, y.astype(float), 16.0, 0.25, T=100, tol=0.0)
+    assert rel(np.r_[m.coef_[0], m.intercept_], w) < 1e-8
+    assert np.max(np.abs(m.decision_function(X) - (X @ w[:-1] + w[-1]))) <= 1e-8
+    assert np.allclose([h["theta"] for h in m.history_], thetas, rtol=1e-8)
+
+
+@pytest.mark.parametrize("sparse_rows", [False, True])
+def test_dense_moments_are_those_of_the_set_asked_and_leave_the_system_as_it_was(sparse_rows):
+    from solver._linear_step.dense import MOMENTS_ROWS, PrimalSystem
+
+    rng = np.random.default_rng(2)
+    X, y = tall(n=640, d=6)
+    X = np.hstack([X, np.ones((X.shape[0], 1))])
+    Xs = sparse.csr_matrix(X) if sparse_rows else X
+    system = PrimalSystem(Xs, y.astype(float), np.full(X.shape[1], 5.0))
+    A = rng.random(640) < 0.5
+    system.set_active(A)
+    G, sA, mask = system.G.copy(), system.sA.copy(), system.mask.copy()
+    w = rng.normal(size=X.shape[1])
+    M = A.copy()
+    M[rng.choice(640, size=640 // MOMENTS_ROWS, replace=False)] ^= True  # at the limit
+    squares, signed, product = system.moments(M, w)
+    XM = X[M]
+    assert product == pytest.approx(XM.T @ (XM @ w), rel=1e-12)
+    assert squares == pytest.approx(float(np.sum((XM @ w) ** 2)), rel=1e-12)
+    assert signed == pytest.approx(float(y[M] @ (XM @ w)), rel=1e-12)
+    assert np.array_equal(system.G, G) and np.array_equal(system.sA, sA)
+    assert np.array_equal(system.mask, mask)
+    M[np.flatnonzero(M == A)[0]] ^= True  # one row more than n / MOMENTS_ROWS differs
+    assert system.moments(M, w) is None
