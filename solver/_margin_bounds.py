@@ -22,7 +22,8 @@ a pass would give; theta and sv agree with a pass's to rounding. On bench/wide.p
 takes 0.86x (and under heavier load 0.76x) the time of the same path with a pass each
 iteration (bench/linear_step.py, on a loaded 2-core host). On "dense" (800,000 x 29, the
 training job's shape), 6 passes instead of 101 and a third of a pass row by row: the fit took
-1.0 s instead of 1.9 s (docs/performance.md, "Margins from bounds on the dense path").
+1.0 s instead of 2.0 s (docs/performance.md, "Margins from bounds on the dense path"); below
+``_msvmav_core.DENSE_BOUNDS_VALUES`` values of X, "dense" keeps a pass each iteration.
 """
 
 from __future__ import annotations

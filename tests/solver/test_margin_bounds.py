@@ -1,6 +1,6 @@
-"""The "gram" path's margins from bounds (solver/_margin_bounds.py): at every iteration the set A,
-theta and the semi-variance equal those of a pass over X, while the fit passes over X a few
-times instead of once an iteration; the model is the naive iteration's."""
+"""The "gram" and "dense" paths' margins from bounds (solver/_margin_bounds.py): at every
+iteration the set A, theta and the semi-variance equal those of a pass over X, while the fit
+passes over X a few times instead of once an iteration; the model is the naive iteration's."""
 
 import numpy as np
 import pytest
@@ -10,6 +10,7 @@ from threadpoolctl import threadpool_limits
 from solver import MSVMAv
 from solver import _linear_step as linear_step
 from solver import _margin_bounds as margin_bounds
+from solver import _msvmav_core as msvmav_core
 from solver import _row_blocks as row_blocks
 from tests.solver.test_msvmav_exact import naive_linear, rel
 
@@ -141,6 +142,7 @@ def test_dense_path_summaries_equal_a_pass_and_it_passes_over_x_a_few_times(monk
         return (theta, mask, sv), product
 
     monkeypatch.setattr(margin_bounds.MarginBounds, "summary", checked)
+    monkeypatch.setattr(msvmav_core, "DENSE_BOUNDS_VALUES", 0)  # this data is small
     passes = []
     matvec = row_blocks.RowBlocks.matvec
     monkeypatch.setattr(row_blocks.RowBlocks, "matvec",
@@ -183,3 +185,14 @@ def test_dense_moments_are_those_of_the_set_asked_and_leave_the_system_as_it_was
     assert np.array_equal(system.mask, mask)
     M[np.flatnonzero(M == A)[0]] ^= True  # one row more than n / MOMENTS_ROWS differs
     assert system.moments(M, w) is None
+
+
+def test_small_dense_data_takes_a_pass_each_iteration_and_larger_the_bounds():
+    """Below DENSE_BOUNDS_VALUES values a pass costs less than the bounds' bookkeeping."""
+    X, y = tall(n=2000, d=8)
+    assert X.shape[0] * (X.shape[1] + 1) < msvmav_core.DENSE_BOUNDS_VALUES
+    small = MSVMAv(max_iter=20, tol=0.0).fit(X, y)
+    assert small.linear_solver_ == "dense" and "margin_passes" not in small.fit_info_
+    X, y = tall(n=msvmav_core.DENSE_BOUNDS_VALUES // 9 + 1, d=8)
+    large = MSVMAv(max_iter=20, tol=0.0).fit(X, y)
+    assert large.linear_solver_ == "dense" and large.fit_info_["margin_passes"] < 21
