@@ -66,15 +66,22 @@ def test_every_iteration_summary_equals_a_pass_over_x(dense, monkeypatch):
     assert exact_rows > 0
 
 
+def _count_passes(monkeypatch) -> list:
+    """One entry per pass over X (``RowBlocks.matvec``) from here on."""
+    passes = []
+    matvec = row_blocks.RowBlocks.matvec
+    monkeypatch.setattr(row_blocks.RowBlocks, "matvec",
+                        lambda self, v: passes.append(1) or matvec(self, v))
+    return passes
+
+
 def test_gram_fit_passes_over_x_a_few_times_and_is_the_naive_model(monkeypatch):
     """A 100-iteration fit: its passes over X (RowBlocks.matvec: the shift's margins, the
     bounds' passes) are a fraction of its iterations, and its products with G about one an
     iteration besides the CG's; the model, theta and the semi-variance
     are those of the naive iteration and of the dense path (margins from a pass each step)."""
-    passes = []
     original = row_blocks.RowBlocks.matvec
-    monkeypatch.setattr(row_blocks.RowBlocks, "matvec",
-                        lambda self, v: passes.append(1) or original(self, v))
+    passes = _count_passes(monkeypatch)
     products = []
     gram = linear_step.GramSystem._gram
     monkeypatch.setattr(linear_step.GramSystem, "_gram",
@@ -143,10 +150,7 @@ def test_dense_path_summaries_equal_a_pass_and_it_passes_over_x_a_few_times(monk
 
     monkeypatch.setattr(margin_bounds.MarginBounds, "summary", checked)
     monkeypatch.setattr(msvmav_core, "DENSE_BOUNDS_VALUES", 0)  # this data is small
-    passes = []
-    matvec = row_blocks.RowBlocks.matvec
-    monkeypatch.setattr(row_blocks.RowBlocks, "matvec",
-                        lambda self, v: passes.append(1) or matvec(self, v))
+    passes = _count_passes(monkeypatch)
     X, y = tall()
     m = MSVMAv(max_iter=100, tol=0.0).fit(X, y)
     assert m.linear_solver_ == "dense" and m.n_iter_ == 100 and len(seen) == 101
