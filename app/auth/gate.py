@@ -112,7 +112,7 @@ class AuthGate:
         self._generation = 0  # forget_keys' count: a renewal begun before one is dropped
         # Keys found usable, by hash: (owner, recheck.now() before the read), trusted for
         # ``window`` seconds (app.core.recheck; 1 s by default; 0: every request reads).
-        self.window = recheck.window(settings)
+        self.window = settings.serve_recheck_seconds
         self._keys: dict[str, tuple[Principal, float]] = {}
 
     def known_open(self) -> bool:

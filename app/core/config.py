@@ -209,15 +209,15 @@ class Settings(BaseSettings):
         description="PostgreSQL: longest statement, and longest idle open transaction, of the "
         "API; beyond it the request answers 503",
     )
-    serve_recheck_seconds: float | None = Field(
-        None,
+    serve_recheck_seconds: float = Field(
+        1.0,
         ge=0,
         le=60,
         description="Seconds a serving request's checks (its model still exists, its registry "
         "reference still points there, its API key is not revoked) are trusted before the "
         "database is asked again; a model deleted, an alias moved or a key revoked by another "
-        "process stops serving within that time (at once in the process that made the change). "
-        "Unset: 1.0 on SQLite and PostgreSQL; 0: every request asks (app.core.recheck)",
+        "process stops serving within that time (at once in the process that made the change), "
+        "on either database; 0: every request asks (app.core.recheck)",
     )
     retry_after_seconds: int = Field(
         2,

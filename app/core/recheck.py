@@ -25,24 +25,11 @@ process seen by the next request).
 from __future__ import annotations
 
 import time
-from typing import Any
-
-# The window when MSVMAV_SERVE_RECHECK_SECONDS is not set (seconds), on either database.
-DEFAULT_SECONDS = 1.0
 
 
 def now() -> float:
     """The clock of the checks' ages (monotonic seconds)."""
     return time.monotonic()
-
-
-def window(settings: Any) -> float:
-    """Seconds a check stays trusted (``settings``: app.core.config.Settings):
-    ``serve_recheck_seconds`` when set, else DEFAULT_SECONDS, whatever the database."""
-    configured = getattr(settings, "serve_recheck_seconds", None)
-    if configured is not None:
-        return float(configured)
-    return DEFAULT_SECONDS
 
 
 def fresh(checked_at: float | None, seconds: float) -> bool:

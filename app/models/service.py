@@ -9,7 +9,7 @@ sequence on PostgreSQL), so a cached entry cannot go stale; deletion is what mat
 primary-key lookup of two small columns, no JSON, no blobs): a model deleted by any API process
 is not found at once, even where another process still holds it in its cache. The process that
 deletes a model also drops it from its own cache. The predict path may skip that read while the
-last one is younger than app.core.recheck's window (``held_fresh``; 0 on SQLite by default).
+last one is younger than app.core.recheck's window (``held_fresh``; 1 s by default).
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ def _rows_model(
     stamp read on a pooled connection, as ``models.load_cached`` does): opening and closing
     a session cost a one-row /predict about 5% of its time. No read at all while the last one
     is younger than app.core.recheck's window. A miss reads the model in a session."""
-    seconds = recheck.window(runtime.settings)
+    seconds = runtime.settings.serve_recheck_seconds
     target = resolve_target(runtime, target, [*loc[:-1], "model"], seconds)
     assert target.model_id is not None
     stamp, checked_at = target.stamp, None
@@ -114,7 +114,7 @@ def held_target(runtime: Runtime, target: Target) -> Target | None:
     """``target`` resolved, with its model's stamp, when this process holds that model and
     every check the request needs is younger than app.core.recheck's window: its answer
     needs no read (it may be given on the event loop). None otherwise. No I/O."""
-    seconds = recheck.window(runtime.settings)
+    seconds = runtime.settings.serve_recheck_seconds
     if seconds <= 0:
         return None
     if not target.pending:

@@ -5,7 +5,7 @@ A reference is resolved by the one resolver (app.registry.references.resolve_req
 stored model's stamp in one read,
 so ``load_cached`` needs no second one, and the request uses that one model throughout: an alias
 moved meanwhile changes the next request, never half of this one. A resolution younger than
-app.core.recheck's window is used without reading again (0 on SQLite by default).
+app.core.recheck's window is used without reading again (1 s by default).
 """
 
 from __future__ import annotations
