@@ -48,14 +48,21 @@ from ._row_blocks import RowBlocks
 # Recompute f = K a (kernel path) or f = X w ("cg" path) from scratch this often: both are
 # otherwise updated incrementally.
 F_REFRESH = 50
-# The linear steps whose margins are summarised from bounds (``_margin_bounds``) rather than a
-# pass over X every iteration: both keep G_A, from which the semi-variance follows. On "dense"
-# (tall data, few features) a pass over X is the fit's main cost: 800,000 x 29 read from memory
-# each iteration. Below DENSE_BOUNDS_VALUES values of X a pass is cheaper than the bounds'
-# bookkeeping: in-process fits of 500 x 10 took 4.0 ms with a pass, 6.1 ms with the bounds;
-# 5,000 x 20 9.3 and 10.7 ms; 50,000 x 28 65 and 45 ms.
-BOUNDED_SOLVERS = ("gram", "dense")
+# "dense" summarises its margins from bounds from this many values of X on (``bounded``).
 DENSE_BOUNDS_VALUES = 2**18
+
+
+def bounded(solver: str, X) -> bool:
+    """Whether linear MSVMAv on the step ``solver`` summarises its margins from bounds
+    (``_margin_bounds``) rather than from a pass over X every iteration. "gram" and "dense"
+    keep G_A, from which the semi-variance follows. On "dense" (tall data, few features) a
+    pass is the fit's main cost (800,000 x 29 read from memory each iteration), but below
+    DENSE_BOUNDS_VALUES values of X it is cheaper than the bounds' bookkeeping: in-process fits
+    of 500 x 10 took 4.0 ms with a pass and 6.1 ms with the bounds; 5,000 x 20 9.3 and
+    10.7 ms; 50,000 x 28 65 and 45 ms."""
+    if solver == "dense":
+        return (X.nnz if sparse.issparse(X) else X.size) >= DENSE_BOUNDS_VALUES
+    return solver == "gram"
 
 
 def undefined_direction() -> ValueError:
@@ -104,9 +111,7 @@ class PrimalSpace:
         self.shift_f = self.rows.matvec(shift)
         self.system = make_linear_step(solver, X, y, base, rows=self.rows, bias=bias,
                                        update=update)
-        if base_extra is None and solver in BOUNDED_SOLVERS and (
-                solver != "dense" or (X.nnz if sparse.issparse(X) else X.size)
-                >= DENSE_BOUNDS_VALUES):
+        if base_extra is None and bounded(solver, X):
             # shift = X^T y: theta and the flip test need no margins
             self.bounds = MarginBounds(X, y, self.rows, shift)
 
