@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - a scipy that moved them
 
 from ._footprint import CSR_VALUE, FLOAT
 from ._linalg import symmetrize_from_upper
-from ._row_blocks import MAX_THREADS, PARALLEL_MIN_NNZ, run_parallel, sparse_view, split_rows
+from ._row_blocks import PARALLEL_MIN_NNZ, run_parallel, sparse_view, split_rows
 
 # Building X_A^T X_A: rows with more than D / DENSE_ROW values are multiplied densified; a fold
 # densifies such rows too.
@@ -37,6 +37,9 @@ OUTPUT_BYTES = 2 * 2**20
 # values to CSR. Measured on bench/wide.py's 100k x 2,000 (50k active rows, one core): 8 bands
 # 0.49 s, 4 0.46 s, 3 0.41 s, 2 0.43 s, 1 0.52 s.
 UPPER_BANDS = 3
+# A sparse build's rows are cut into at most this many pieces, one a thread, each summed into
+# a D x D array of its own (all but the first: extra memory of 8 D^2 bytes a piece).
+BUILD_PARTS = 2
 # Bytes a pair of values costs in a sparse fold: its flat index and its product, and the
 # temporaries they are formed from.
 PAIR_BYTES = 40
@@ -80,32 +83,43 @@ def rows_gram(X, mask: np.ndarray, threads: int = 1) -> np.ndarray:
 
 
 def _sparse_gram(X, rows: np.ndarray, threads: int) -> np.ndarray:
-    """X_A^T X_A for sparse rows: B = X_A (CSR) and A^T = X_A^T (its CSC arrays, read as CSR).
-    Only the upper triangle is multiplied, then copied onto the lower one: G's rows are cut
-    into UPPER_BANDS bands of equal height, and a band's rows [lo, hi) are the product of A^T's
-    rows with X_A's columns from lo on (converted from A^T's arrays once a band; X_A itself is
-    then freed): about (k + 1) / (2 k) of the products of the whole matrix. A band's rows
-    are cut into ``threads`` ranges of about equal stored values of A^T, each computed into
-    its own rows of G."""
+    """X_A^T X_A for sparse rows: A's rows cut into ``threads`` pieces of about equal stored
+    values (one where they hold fewer than PARALLEL_MIN_NNZ), each piece's Gram matrix's upper
+    triangle formed by one thread (``_upper_gram``), the first into G and each other into a
+    D x D array of its own, added into G; then the upper triangle copied onto the lower one.
+    Every thread converts its own rows (a third of the build's time on one thread: X_A's
+    transpose and its bands' columns), and no thread waits for another until the sum."""
     D = X.shape[1]
     G = np.zeros((D, D))
     if rows.size == 0:
         return G
+    counts = X.indptr[rows + 1] - X.indptr[rows]
+    total = int(counts.sum())
+    parts = min(threads, BUILD_PARTS) if total >= PARALLEL_MIN_NNZ else 1
+    bounds = np.r_[0, np.cumsum(counts)]
+    pieces = [rows[lo:hi] for lo, hi in split_rows(bounds, parts)]
+    targets = [G] + [np.zeros((D, D)) for _ in pieces[1:]]
+    run_parallel(lambda k: _upper_gram(X, pieces[k], targets[k]), list(range(len(pieces))))
+    for extra in targets[1:]:
+        G += extra
+    return symmetrize_from_upper(G)
+
+
+def _upper_gram(X, rows: np.ndarray, G: np.ndarray) -> None:
+    """G's upper triangle = X_R^T X_R for the rows R, on this thread: B = X_R (CSR) and
+    A^T = X_R^T (its CSC arrays, read as CSR). G's rows are cut into UPPER_BANDS bands of equal
+    height, and a band's rows [lo, hi) are the product of A^T's rows with X_R's columns from lo
+    on (converted from A^T's arrays once a band; X_R itself is then freed): about
+    (k + 1) / (2 k) of the products of the whole matrix."""
+    D = X.shape[1]
     B = sparse.csr_matrix(X[rows])
-    AT = B.tocsc()  # its (indptr, indices, data) are those of X_A^T in CSR
-    parts = threads if B.nnz >= PARALLEL_MIN_NNZ else 1
+    AT = B.tocsc()  # its (indptr, indices, data) are those of X_R^T in CSR
     edges = np.linspace(0, D, min(UPPER_BANDS, D) + 1).astype(int)
     for lo, hi in zip(edges[:-1], edges[1:], strict=True):
-        right = B if lo == 0 else _columns_from(AT, lo)  # X_A's columns from lo on, as CSR
+        right = B if lo == 0 else _columns_from(AT, lo)  # X_R's columns from lo on, as CSR
         B = None  # after the first band, only A^T and one band's columns are alive
-        ranges = [(lo + a, lo + b) for a, b in split_rows(AT.indptr[lo:hi + 1], parts)]
-
-        def one(span: tuple[int, int], right=right, lo=lo) -> None:
-            _product_rows(AT, right, span, G, lo)
-
-        run_parallel(one, ranges)
-        del right, one
-    return symmetrize_from_upper(G)
+        _product_rows(AT, right, (lo, hi), G, lo)
+        del right
 
 
 def _columns_from(AT, lo: int) -> sparse.csr_matrix:
@@ -242,7 +256,9 @@ def build_bytes(n: int, D: int, nnz: int | None) -> int:
     chunks = 2 * min(CHUNK_BYTES, FLOAT * n * D)
     if nnz is None or (nnz / max(n, 1)) * DENSE_ROW > D:
         return chunks
-    # X_A's transpose and X_A (or one band's columns of it); each thread's output rows (values
-    # and column indices) and their dense block
+    # X_A's transpose and X_A (or one band's columns of it), over all pieces; each piece's
+    # output rows (values and column indices) and their dense block; each piece's D x D array
+    # but the first (where the rows are cut into pieces)
     block = FLOAT * OUTPUT_BYTES // CSR_VALUE
-    return 2 * CSR_VALUE * nnz + MAX_THREADS * (OUTPUT_BYTES + block + CSR_VALUE * D)
+    pieces = FLOAT * D * D * (BUILD_PARTS - 1) if nnz >= PARALLEL_MIN_NNZ else 0
+    return 2 * CSR_VALUE * nnz + BUILD_PARTS * (OUTPUT_BYTES + block + CSR_VALUE * D) + pieces

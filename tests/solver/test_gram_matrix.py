@@ -1,6 +1,6 @@
 """The "gram" path's kernels (solver/_gram_matrix.py) against X_A^T X_A formed densely: the build
-(its upper triangle in bands, output rows split between threads, and formed a few at a time;
-copied onto the lower triangle), and folds of rows
+(A's rows cut into pieces, one a thread, each piece's upper triangle in bands, formed a few
+output rows at a time, summed and copied onto the lower triangle), and folds of rows
 entering and leaving A into G's upper triangle."""
 
 from __future__ import annotations
@@ -63,8 +63,10 @@ def test_build_equals_the_dense_product(threads, rows_at_once, bands, direct, mo
     XA = X[mask].toarray()
     assert G.flags.c_contiguous and G.shape == (D, D)
     assert np.allclose(G, XA.T @ XA, rtol=1e-13, atol=1e-13)
-    # the kernel formed every output row (each of G's D rows, in its band's upper part)
-    assert (sum(calls) == D) == (direct == "called")
+    # the kernel formed every output row (each of G's D rows, in its band's upper part) once
+    # for each piece of A's rows: one a thread, at most BUILD_PARTS
+    pieces = min(threads, gram_matrix.BUILD_PARTS)
+    assert (sum(calls) == D * pieces) == (direct == "called")
     assert not rows_gram(X, np.zeros(900, dtype=bool), threads).any()
 
 
