@@ -32,7 +32,7 @@ DENSE_ROW = 16
 CHUNK_BYTES = 16 * 2**20
 # A sparse build's output rows are formed this many bytes (values and column indices) at a time.
 OUTPUT_BYTES = 2 * 2**20
-# A sparse build multiplies G's upper triangle in this many bands of rows (see _sparse_gram):
+# A sparse build multiplies G's upper triangle in this many bands of rows (see _upper_gram):
 # k bands multiply (k + 1) / (2 k) of the whole product's pairs and convert (k - 1) / 2 of X_A's
 # values to CSR. Measured on bench/wide.py's 100k x 2,000 (50k active rows, one core): 8 bands
 # 0.49 s, 4 0.46 s, 3 0.41 s, 2 0.43 s, 1 0.52 s.
@@ -83,12 +83,13 @@ def rows_gram(X, mask: np.ndarray, threads: int = 1) -> np.ndarray:
 
 
 def _sparse_gram(X, rows: np.ndarray, threads: int) -> np.ndarray:
-    """X_A^T X_A for sparse rows: A's rows cut into ``threads`` pieces of about equal stored
-    values (one where they hold fewer than PARALLEL_MIN_NNZ), each piece's Gram matrix's upper
-    triangle formed by one thread (``_upper_gram``), the first into G and each other into a
-    D x D array of its own, added into G; then the upper triangle copied onto the lower one.
-    Every thread converts its own rows (a third of the build's time on one thread: X_A's
-    transpose and its bands' columns), and no thread waits for another until the sum."""
+    """X_A^T X_A for sparse rows: A's rows cut into ``threads`` pieces (at most BUILD_PARTS) of
+    about equal stored values (one where they hold fewer than PARALLEL_MIN_NNZ), each piece's
+    Gram matrix's upper triangle formed by one thread (``_upper_gram``), the first into G and
+    each other into a D x D array of its own, added into G; then the upper triangle copied onto
+    the lower one. Every thread converts its own rows (a third of the build's time on one
+    thread: X_A's transpose and its bands' columns), and no thread waits for another until the
+    sum."""
     D = X.shape[1]
     G = np.zeros((D, D))
     if rows.size == 0:
