@@ -87,7 +87,7 @@ CASES = [
     ("msvmav", {}, 30, 12000, None),  # woodbury: the 30 x 12,000 CSV of issue 20
     ("msvmav", {}, 1000, 20000, 50),  # cg
     ("msvmav", {}, 20000, 1000, 50),  # gram, G built by one sparse product
-    ("msvmav", {}, 30000, 1000, 50),  # gram, G built by a sparse product per thread
+    ("msvmav", {}, 50000, 1000, 50),  # gram, G built in one piece a thread (A: > 2^20 values)
     ("msvmav", {}, 3000, 800, None),  # gram, G built from densified blocks
     ("msvmav", {"linear_solver": "dense"}, 200, 1000, None),
     ("msvmav", {"linear_solver": "woodbury"}, 300, 5000, 50),
