@@ -4,8 +4,9 @@
 Accepted: ``YYYY-MM-DD`` (midnight), or ``YYYY-MM-DDTHH:MM[:SS[.ffffff]]`` optionally followed
 by ``Z`` or an offset ``±HH:MM``; without an offset the time is UTC. Refused with a 422 naming
 the field: numbers (pydantic would take ``until=0.5`` as 0.5 s after the Unix epoch), text
-with a space for ``T``, week or ordinal dates, more than 6 decimals of a second. The value is a
-timezone-aware UTC ``datetime``."""
+with a space for ``T``, week or ordinal dates, more than 6 decimals of a second, and an instant
+whose offset carries it out of years 1-9999 once in UTC (``9999-12-31T23:59:59-23:59``). The
+value is a timezone-aware UTC ``datetime``."""
 
 from __future__ import annotations
 
@@ -36,7 +37,15 @@ def _text_only(value: Any) -> Any:
 
 
 def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # not a ValueError: pydantic would let it out as a 500
+        raise PydanticCustomError(
+            "timestamp_range", "is out of range: {shown} is not within years 1-9999 in UTC",
+            {"shown": value.isoformat()},
+        ) from None
 
 
 Timestamp = Annotated[datetime, BeforeValidator(_text_only), AfterValidator(_utc)]
