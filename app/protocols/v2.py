@@ -63,9 +63,11 @@ def server_metadata(request: Request) -> ServerMetadata:
     return ServerMetadata(name="msvmav", version=request.app.version, extensions=EXTENSIONS)
 
 
-def _served(request: Request, name: str, version: str | None) -> v2_service.ServedModel:
+def _served(
+    request: Request, name: str, version: str | None, *, with_versions: bool = False
+) -> v2_service.ServedModel:
     with request.app.state.read_session_factory() as session:
-        return v2_service.served_model(session, name, version)
+        return v2_service.served_model(session, name, version, with_versions=with_versions)
 
 
 _MODEL_DOC = (
@@ -90,12 +92,12 @@ _READY = {
 
 @router.get(_MODEL, **_METADATA)
 def model_metadata(request: Request, model_name: str) -> dict[str, Any]:
-    return v2_service.metadata(_served(request, model_name, None))
+    return v2_service.metadata(_served(request, model_name, None, with_versions=True))
 
 
 @router.get(_VERSION, **_METADATA)
 def model_version_metadata(request: Request, model_name: str, model_version: str) -> dict[str, Any]:
-    return v2_service.metadata(_served(request, model_name, model_version))
+    return v2_service.metadata(_served(request, model_name, model_version, with_versions=True))
 
 
 @router.get(_MODEL + "/ready", **_READY)

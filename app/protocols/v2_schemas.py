@@ -68,7 +68,10 @@ class ModelMetadata(BaseModel):
     )
 
     name: str
-    versions: list[str] = Field(description="The registered version served, if any")
+    versions: list[str] = Field(
+        description="Every version of the registered model, ascending (each one can be "
+        "requested at `/v2/models/{name}/versions/{v}`); empty for a stored model's id"
+    )
     platform: str = Field(description="`msvmav/<algorithm>`")
     inputs: list[TensorMetadata]
     outputs: list[TensorMetadata]

@@ -31,6 +31,7 @@ from app.predict.target import Target
 from app.protocols.errors import as_client_error, v2_error
 from app.protocols.ids import check_ids
 from app.protocols.tensors import BYTES, NUMERIC, InferRequest, OutputTensor, Tensor
+from app.registry import service as registry
 from app.registry.references import ResolvedModel, UnknownReference, resolve_path
 
 MATRIX_INPUT = "input"
@@ -52,6 +53,7 @@ class ServedModel:
     classes: list[Any]
     loaded: models.LoadedModel
     reference: str | None = None  # as the request named it: `name`, `name/3`, `name@alias`
+    versions: tuple[int, ...] = ()  # the registered model's versions (metadata only), ascending
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -63,9 +65,12 @@ class ServedModel:
         return all(spec["kind"] != "categorical" for spec in self.features)
 
 
-def served_model(session: Session, name: str, version: str | None) -> ServedModel:
+def served_model(
+    session: Session, name: str, version: str | None, *, with_versions: bool = False
+) -> ServedModel:
     """The model ``/v2/models/{name}[/versions/{version}]`` names, loaded (and cached) as
-    /predict loads it; 404 when there is none."""
+    /predict loads it; 404 when there is none. ``with_versions``: with every version of its
+    registered model (what the metadata lists), read in the same session."""
     try:
         resolved = resolve_path(session, name, version)
     except UnknownReference as exc:
@@ -75,6 +80,7 @@ def served_model(session: Session, name: str, version: str | None) -> ServedMode
     except Problem:  # deleted since it was resolved
         raise v2_error(404, f"model {name!r} not found") from None
     model = models.get(session, resolved.model_id)
+    versions = _versions(session, resolved.name) if with_versions else ()
     if session.in_transaction():
         session.commit()
     return ServedModel(
@@ -85,7 +91,17 @@ def served_model(session: Session, name: str, version: str | None) -> ServedMode
         classes=class_values(loaded),
         loaded=loaded,
         reference=name if version is None else f"{name}/{version}",
+        versions=versions,
     )
+
+
+def _versions(session: Session, registered_name: str | None) -> tuple[int, ...]:
+    """Every version of the registered model, ascending: each one a client may request at
+    ``/versions/{v}`` (none for a stored model's id)."""
+    registered = registry.get(session, registered_name) if registered_name else None
+    if registered is None:
+        return ()
+    return tuple(sorted(v["version"] for v in registry.versions_of(session, registered)))
 
 
 def _label_datatype(classes: list[Any]) -> str:
@@ -97,7 +113,8 @@ def _label_datatype(classes: list[Any]) -> str:
 
 
 def metadata(model: ServedModel) -> dict[str, Any]:
-    """The model metadata response: name, versions, platform, inputs, outputs."""
+    """The model metadata response: name, versions (every version of the registered model,
+    as the protocol's text), platform, inputs, outputs."""
     if model.numeric_only:
         inputs = [{"name": MATRIX_INPUT, "datatype": "FP64", "shape": [-1, len(model.features)]}]
     else:
@@ -110,10 +127,9 @@ def metadata(model: ServedModel) -> dict[str, Any]:
             for spec in model.features
         ]
     k = len(model.classes)
-    version = model.resolved.version
     return {
         "name": model.name,
-        "versions": [str(version)] if version is not None else [],
+        "versions": [str(v) for v in model.versions],
         "platform": f"{PLATFORM}/{model.algorithm}",
         "inputs": inputs,
         "outputs": [

@@ -249,7 +249,7 @@ def test_registered_names_versions_and_aliases(served, client):
     newest = predict(served.http, served.binary2, X.tolist())
     assert not np.allclose(decisions(production), decisions(newest))  # two different models
     meta = client.get_model_metadata(served.name, headers=key())
-    assert meta["name"] == served.name and meta["versions"] == ["1"]  # production, not the newest
+    assert meta["name"] == served.name and meta["versions"] == ["1", "2"]  # every version
     for name, version, reference in [
         (served.name, "", production),
         (served.name, "2", newest),
