@@ -209,9 +209,11 @@ def delete_model_alias(
 @router.post(
     "/{name}/aliases/{alias}/rollback",
     summary="Move an alias back",
-    description="Back to the version it pointed at before its last move (itself recorded as a "
-    "move, so a second rollback undoes the first). 409 when there is none: the alias was "
-    "created by its last move, or that version was deleted since.",
+    description="Undoes the alias's newest move not undone yet: back to the version it pointed "
+    "at before that move, recorded as a move of its own. Successive rollbacks walk back "
+    "through the history (1 -> 2 -> 3, a rollback -> 2, another -> 1). 409 when there is "
+    "nothing to go back to (that move created the alias, or every move is undone) or that "
+    "version was deleted since.",
     response_model=AliasOut,
     responses=problem_responses(404, 409),
 )

@@ -280,34 +280,67 @@ def delete_alias(session: Session, name: str, alias: str, actor: str | None) -> 
     references.forget(session)
 
 
+def _standing_move(session: Session, registered: RegisteredModel, alias: str) -> AliasMove | None:
+    """The move of ``alias`` a rollback undoes: its newest move not undone yet. The history is
+    a stack: each rollback undid the newest move still standing before it, so walking back
+    from the newest entry, every rollback cancels one standing move further back (1 -> 2 -> 3,
+    a rollback -> 2, another -> 1, not forward to 3 again). None: every move is undone, or the
+    alias never moved."""
+    moves = session.execute(
+        select(AliasMove.id, AliasMove.action)
+        .where(AliasMove.registered_model_id == registered.id, AliasMove.alias == alias)
+        .order_by(AliasMove.id.desc())
+        .execution_options(yield_per=500)
+    )
+    undone = 0
+    for move_id, action in moves:
+        if action == "rollback":
+            undone += 1
+        elif undone:
+            undone -= 1
+        else:
+            moves.close()
+            return session.get(AliasMove, move_id)
+    return None
+
+
 def rollback_alias(
     session: Session, name: str, alias: str, actor: str | None
 ) -> tuple[int, int | None]:
-    """Move ``alias`` back to the version it pointed at before its last move (a removed alias
-    comes back); committed. 409 when there is none (the alias was created by its last move, or
-    never existed) or that version was deleted since. Returns (version, version left)."""
+    """Undo the alias's newest move still standing (``_standing_move``): the alias goes back
+    to the version it pointed at before that move (a removed alias comes back), recorded as a
+    move of its own; so successive rollbacks walk back through the history. Committed. 409
+    when there is nothing to go back to (the standing move created the alias, every move is
+    undone, or it never existed) or that version was deleted since. Returns (version, version
+    left)."""
     registered = get_or_raise(session, name, lock=True)
-    last = session.scalars(
-        select(AliasMove)
-        .where(AliasMove.registered_model_id == registered.id, AliasMove.alias == alias)
-        .order_by(AliasMove.id.desc())
-        .limit(1)
-    ).first()
-    if last is None or last.from_version is None:
+    standing = _standing_move(session, registered, alias)
+    if standing is None or standing.from_version is None:
+        never = standing is None and _never_set(session, registered, alias)
         raise conflict(
             f"alias {alias!r} of registered model {name!r} has no earlier version to go back to"
-            + ("" if last is not None else " (it was never set)")
+            + (" (it was never set)" if never else "")
         )
-    target = last.from_version
+    target = standing.from_version
     if session.get(ModelVersion, (registered.id, target)) is None:
+        moved = "removal" if standing.to_version is None else f"move to {standing.to_version}"
         raise conflict(
             f"alias {alias!r} of registered model {name!r} pointed at version {target} before "
-            "its last move, but that version was deleted"
+            f"its {moved}, but that version was deleted"
         )
     before = _move(session, registered, alias, target, action="rollback", actor=actor)
     session.commit()
     references.forget(session)
     return target, before
+
+
+def _never_set(session: Session, registered: RegisteredModel, alias: str) -> bool:
+    found = session.scalars(
+        select(AliasMove.id)
+        .where(AliasMove.registered_model_id == registered.id, AliasMove.alias == alias)
+        .limit(1)
+    ).first()
+    return found is None
 
 
 def history_page(

@@ -165,17 +165,17 @@ def test_alias_moves_rollback_and_history(client, credit):
     r = client.post("/registered-models/credit/aliases/production/rollback")
     assert r.status_code == 200 and (r.json()["version"], r.json()["previous_version"]) == (1, 2)
     assert client.get("/registered-models/credit").json()["aliases"] == {"production": 1}
-    r = client.post("/registered-models/credit/aliases/production/rollback")  # undoes the undo
-    assert r.json()["version"] == 2
+    # a second rollback goes further back, never forward: here the alias's first move created it
+    body = assert_problem(client.post("/registered-models/credit/aliases/production/rollback"), 409)
+    assert "no earlier version" in body["detail"] and "never set" not in body["detail"]
     assert client.delete("/registered-models/credit/aliases/production").status_code == 204
     assert_problem(client.delete("/registered-models/credit/aliases/production"), 404)
     r = client.post("/registered-models/credit/aliases/production/rollback")  # comes back
-    assert r.json()["version"] == 2 and r.json()["previous_version"] is None
+    assert r.json()["version"] == 1 and r.json()["previous_version"] is None
     history = client.get("/registered-models/credit/history").json()["items"]
     assert [(h["action"], h["from_version"], h["to_version"]) for h in history] == [
-        ("rollback", None, 2),
-        ("delete", 2, None),
-        ("rollback", 1, 2),
+        ("rollback", None, 1),
+        ("delete", 1, None),
         ("rollback", 2, 1),
         ("set", 1, 2),
         ("set", None, 1),
@@ -186,6 +186,32 @@ def test_alias_moves_rollback_and_history(client, credit):
     more = client.get("/registered-models/credit/history", params={"cursor": page["next_cursor"]})
     assert page["items"] + more.json()["items"] == history
     assert_problem(client.get("/registered-models/nope/history"), 404)
+
+
+def test_successive_rollbacks_walk_back_through_the_history(client, credit):
+    """1 -> 2 -> 3, a rollback -> 2, another -> 1 (the issue: the second went forward to 2
+    again); a move made after rollbacks is the first one undone."""
+    assert _register(client, "credit", credit[0]) == 3
+    alias = "/registered-models/credit/aliases/production"
+    for v in (1, 2, 3):
+        assert client.put(alias, json={"version": v}).status_code == 200
+    back = lambda: client.post(alias + "/rollback")  # noqa: E731
+    moves = []
+    for _ in range(2):
+        r = back()
+        assert r.status_code == 200, r.text
+        moves.append((r.json()["previous_version"], r.json()["version"]))
+    assert moves == [(3, 2), (2, 1)]
+    assert client.get("/registered-models/credit").json()["aliases"] == {"production": 1}
+    assert_problem(back(), 409)  # the move to 1 created the alias: nothing before it
+    assert client.put(alias, json={"version": 3}).json()["previous_version"] == 1
+    assert (back().json()["version"], back().status_code) == (1, 409)
+    # a removal is a move too: undone first, then the moves before it
+    assert client.put(alias, json={"version": 2}).status_code == 200
+    assert client.delete(alias).status_code == 204
+    assert [back().json()["version"] for _ in range(2)] == [2, 1]
+    model = client.post("/predict", json={"model": "credit@production", "instances": ROWS})
+    assert model.json()["model_id"] == credit[0] and model.json()["version"] == 1
 
 
 def test_alias_errors(client, credit):
