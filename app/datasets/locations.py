@@ -21,8 +21,10 @@ naming the rule it broke:
 
 from __future__ import annotations
 
-import glob
+import fnmatch
 import os
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -151,35 +153,135 @@ def hidden(relative: str) -> bool:
     return any(part[:1] in ("_", ".") for part in relative.split("/") if part)
 
 
+#: files one reference may name, and directory entries its listing may visit: both bounded
+#: while listing, before anything proportional to a larger count is kept
+MAX_FILES = 10_000
+MAX_VISITED = 1_000_000
+
+
+class _Walk:
+    """One listing's state: the entries visited (bounded), the directories entered (a
+    directory reached twice through ``**`` or a link is walked once), the roots' real paths."""
+
+    def __init__(self, roots: list[Location], loc: list[str | int], skip_private: bool):
+        self.real_roots = [os.path.realpath(r.path) for r in roots if r.local]
+        self.loc = loc
+        self.skip_private = skip_private
+        self.visited = 0
+        self.entered: set[tuple[str, int]] = set()
+
+    def inside(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        return any(under(real, r) for r in self.real_roots)
+
+    def entries(self, directory: str, pattern: str) -> list[os.DirEntry]:
+        try:
+            with os.scandir(directory) as it:
+                found = list(it)
+        except OSError:
+            return []
+        self.visited += len(found)
+        if self.visited > MAX_VISITED:
+            raise invalid(self.loc, f"the location's listing visits more than {MAX_VISITED} "
+                          "directory entries: name a narrower directory or glob")
+        hidden_ok = pattern.startswith(".")
+        return [e for e in found if (hidden_ok or not e.name.startswith("."))
+                and not (self.skip_private and e.name.startswith("_"))]
+
+    def enter(self, entry: os.DirEntry, depth: int) -> bool:
+        """May the walk go into this directory? A link out of the roots is refused, naming
+        the link (which lies inside a root), never a name found beyond it."""
+        if entry.is_symlink() and not self.inside(entry.path):
+            raise forbidden(f"{entry.path!r} is a symbolic link to a place outside the "
+                            "configured roots", self.loc)
+        key = (os.path.realpath(entry.path), depth)
+        if key in self.entered:
+            return False
+        self.entered.add(key)
+        return True
+
+
+def _segments(pattern: str) -> tuple[str, list[str]]:
+    """A glob's directory before its first glob character, and the segments after it, runs
+    of ``**`` collapsed into one (``a/**/**/x`` lists what ``a/**/x`` does, once)."""
+    parts = [p for p in pattern.split("/") if p]
+    static: list[str] = []
+    while parts and not any(c in parts[0] for c in _GLOB_CHARS):
+        static.append(parts.pop(0))
+    segments: list[str] = []
+    for part in parts:
+        if not (part == "**" and segments and segments[-1] == "**"):
+            segments.append(part)
+    return "/" + "/".join(static), segments
+
+
+def _matches(directory: str, segments: list[str], walk: _Walk) -> Iterator[str]:
+    """What ``segments`` match below ``directory``, as ``glob(recursive=True)`` matches them,
+    without entering a link out of the roots."""
+    if not segments:
+        yield directory
+        return
+    head, rest = segments[0], segments[1:]
+    if head == "**":
+        yield from _matches(directory, rest, walk)
+        for entry in walk.entries(directory, head):
+            if entry.is_dir():
+                if walk.enter(entry, len(segments)):
+                    yield from _matches(entry.path, segments, walk)
+            elif not rest:
+                yield entry.path
+        return
+    for entry in walk.entries(directory, head):
+        if not fnmatch.fnmatchcase(entry.name, head):
+            continue
+        if not rest:
+            yield entry.path
+        elif entry.is_dir() and walk.enter(entry, len(rest)):
+            yield from _matches(entry.path, rest, walk)
+
+
 def local_files(where: Location, roots: list[Location], loc: list[str | int]) -> list[str]:
-    """The Parquet files a local directory (recursively), file or glob names, sorted; each
-    one's real path checked against the roots (403 naming the first that escapes)."""
+    """The Parquet files a local directory (recursively), file or glob names, sorted, each
+    once (by its real path) and at most ``MAX_FILES``; each one's real path checked against
+    the roots (403 naming the link that escapes, never a name beyond it)."""
+    walk = _Walk(roots, loc, skip_private=False)
     if where.is_glob:
-        found = glob.glob(where.path, recursive=True)
+        base, segments = _segments(where.path)
     elif os.path.isdir(where.path):
-        found = glob.glob(os.path.join(where.path, "**", "*"), recursive=True)
-        found = [f for f in found if f.lower().endswith(PARQUET_SUFFIXES)
-                 and not hidden(f[len(where.path):])]
+        base, segments = where.path, ["**", "*"]
+        walk.skip_private = True
     else:
-        found = [where.path] if os.path.lexists(where.path) else []
-    files = sorted(f for f in found if not os.path.isdir(f))
-    for f in files:
-        if not resolved_under(f, roots):
-            raise forbidden(f"{f!r} resolves (through a symbolic link) to a place outside the "
-                            "configured roots", loc)
-    return files
+        base, segments = where.path, []
+    if not walk.inside(base):
+        raise forbidden(f"{base!r} resolves (through a symbolic link) to a place outside the "
+                        "configured roots", loc)
+    if not os.path.lexists(base):
+        return []
+    files: dict[str, str] = {}
+    for f in _matches(base, segments, walk):
+        if os.path.isdir(f) or (not where.is_glob and segments
+                                and not f.lower().endswith(PARQUET_SUFFIXES)):
+            continue
+        if not walk.inside(f):
+            raise forbidden(f"{f!r} resolves (through a symbolic link) to a place outside "
+                            "the configured roots", loc)
+        files.setdefault(os.path.realpath(f), f)
+        if len(files) > MAX_FILES:
+            raise invalid(loc, f"the location names more than {MAX_FILES} files: name a "
+                          "narrower directory or glob")
+    return sorted(files.values())
 
 
 def remote_files(where: Location, roots: list[Location], loc: list[str | int]) -> list[str]:
     """The Parquet files under a URL (directory listing or glob, through fsspec), as URLs;
     each listed name checked against the roots again."""
-    base = f"{where.host}{where.path}"
+    base = fs_path(where)
     try:
         import fsspec
 
         fs = fsspec.filesystem(where.scheme)
         if where.is_glob:
-            found = fs.glob(base)
+            found = fs.glob(re.sub(r"(/\*\*)+(?=/|$)", "/**", base))
         elif fs.isdir(base):
             found = [f for f in fs.find(base) if f.lower().endswith(PARQUET_SUFFIXES)
                      and not hidden(f.lstrip("/")[len(base.lstrip("/")):])]
@@ -190,14 +292,27 @@ def remote_files(where: Location, roots: list[Location], loc: list[str | int]) -
     except OSError as exc:  # no credentials, no such bucket, no permission ...
         raise invalid(loc, f"{where.url!r} cannot be listed ({type(exc).__name__}: "
                       f"{str(exc)[:200]})") from None
-    urls = []
-    for name in sorted(found):
-        name = name.lstrip("/")
-        host, _, path = name.partition("/")
-        url = f"{where.scheme}://{host}/{path}"
+    urls: list[str] = []
+    for name in sorted(set(found)):
+        if "://" in name:  # http(s) lists full URLs
+            url = name
+        else:
+            host, _, path = name.lstrip("/").partition("/")
+            url = f"{where.scheme}://{host}/{path}"
         check(url, roots, loc)
         urls.append(url)
+        if len(urls) > MAX_FILES:
+            raise invalid(loc, f"the location names more than {MAX_FILES} files: name a "
+                          "narrower directory or glob")
     return urls
+
+
+def fs_path(where: Location) -> str:
+    """The path fsspec's filesystem of ``where.scheme`` takes: the whole URL for http(s),
+    whose paths are URLs; bucket and key for the object stores."""
+    if where.scheme in ("http", "https"):
+        return where.url
+    return f"{where.host}{where.path}"
 
 
 def files_of(text: str, roots: list[Location], loc: list[str | int]) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.problems import ingest_problem, invalid
+from app.core.problems import Problem, ingest_problem, invalid
 from app.datasets import locations, parquet
 from app.datasets.orm import Dataset, DatasetReference
 from app.ingest.errors import IngestError
@@ -86,9 +87,10 @@ def _register(session: Session, options: ReferenceOptions, settings: Settings) -
     problem = label_problem(meta["classes"], meta["class_counts"], label)
     if problem is not None:
         raise invalid(["body", "label"], problem)
-    sizes = [_size(f) for f in files]
-    listing = [{"path": f, "n_rows": p["n_rows"], "size_bytes": s}
-               for f, p, s in zip(files, passes, sizes, strict=True)]
+    stamps = [stamp(f) for f in files]
+    listing = [{"path": f, "n_rows": p["n_rows"], **s}
+               for f, p, s in zip(files, passes, stamps, strict=True)]
+    sizes = [s["size_bytes"] for s in stamps]
     digest = hashlib.sha256(json.dumps(listing, sort_keys=True).encode()).hexdigest()
     dataset = Dataset(
         name=options.name or options.uri.rstrip("/").rsplit("/", 1)[-1] or "dataset",
@@ -106,36 +108,87 @@ def _register(session: Session, options: ReferenceOptions, settings: Settings) -
     return dataset
 
 
-def _size(path: str) -> int:
-    if "://" not in path:
-        import os
+class ReferenceChangedError(Problem, ValueError):
+    """A file of a dataset by reference changed since it was registered (its size, its
+    modification time or etag, or where it resolves), or is gone: a 409 naming the file (a
+    path under a root), and a job's error as it says."""
 
-        return os.path.getsize(path)
+    def __init__(self, path: str, what: str):
+        super().__init__(409, f"{path}: {what} since the dataset was registered; register "
+                         "it again to use the files as they are now",
+                         type="urn:msvmav:problem:reference-changed", title="Conflict",
+                         errors=[{"loc": LOC_URI, "field": "uri", "message": what}])
+
+
+def stamp(path: str) -> dict[str, Any]:
+    """What identifies a file's contents without reading them: its size and, locally, its
+    modification time (ns) and real path; remotely, its etag or modification time as the
+    store reports them."""
+    if "://" not in path:
+        info = os.stat(path)
+        return {"size_bytes": info.st_size, "mtime_ns": info.st_mtime_ns,
+                "real": os.path.realpath(path)}
     import fsspec
 
     fs, inner = fsspec.core.url_to_fs(path)
-    return int(fs.size(inner))
+    info = fs.info(inner)
+    out: dict[str, Any] = {"size_bytes": int(info.get("size") or 0)}
+    for key in ("ETag", "etag", "md5Hash", "mtime", "LastModified", "last_modified",
+                "Last-Modified", "updated"):
+        if info.get(key) is not None:
+            out["version"] = f"{key}={info[key]}"
+            break
+    return out
+
+
+def _changed(recorded: dict[str, Any], path: str) -> str | None:
+    """What differs between a file now and as registered (None: nothing the stamp shows)."""
+    try:
+        now = stamp(path)
+    except OSError:
+        return "the file is gone or cannot be read"
+    if recorded.get("real") is not None and now.get("real") != recorded["real"]:
+        return "the path resolves to another file (a symbolic link changed)"
+    for key, what in (("size_bytes", "its size"), ("mtime_ns", "its modification time"),
+                      ("version", "its version (etag or modification time)")):
+        if recorded.get(key) is not None and now.get(key) != recorded[key]:
+            return f"{what} changed"
+    return None
 
 
 def checked_files(dataset: Dataset, settings: Settings | None = None) -> list[str]:
-    """The dataset's files, each checked again against the roots when ``settings`` are given
-    (an administrator may have narrowed them since)."""
+    """The dataset's files, each re-resolved and checked again at every read: against the
+    roots when ``settings`` are given (an administrator may have narrowed them since), and
+    against what registration recorded (real path, size, modification time or etag: a
+    change is a ``ReferenceChangedError``, 409)."""
     assert dataset.reference is not None
-    files = [f["path"] for f in dataset.reference.files]
-    if settings is not None:
-        configured = roots(settings)
-        for f in files:
-            locations.check(f, configured, LOC_URI)
-            if "://" not in f and not locations.resolved_under(f, configured):
-                raise locations.forbidden(f"{f!r} now resolves outside the configured roots",
-                                          LOC_URI)
+    configured = roots(settings) if settings is not None else None
+    files = []
+    for f in dataset.reference.files:
+        path = f["path"]
+        if configured is not None:
+            locations.check(path, configured, LOC_URI)
+            if "://" not in path and not locations.resolved_under(path, configured):
+                raise locations.forbidden(f"{path!r} now resolves outside the configured "
+                                          "roots", LOC_URI)
+        what = _changed(f, path)
+        if what is not None:
+            raise ReferenceChangedError(path, what)
+        files.append(path)
     return files
 
 
 def partitions(dataset: Dataset) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Each file's encoded rows and labels, in file order, read here."""
+    import pyarrow as pa
+
     for f in checked_files(dataset):
-        yield parquet.read_partition(f, dataset.encoding)
+        try:
+            part = parquet.read_partition(f, dataset.encoding)
+        except (KeyError, pa.ArrowException) as exc:  # a column gone, or of another type
+            raise ReferenceChangedError(f, f"its columns or their types changed "
+                                        f"({type(exc).__name__})") from None
+        yield part
 
 
 def load_head(dataset: Dataset, max_rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -162,11 +215,11 @@ def load_local(dataset: Dataset, *, intercept_room: bool = False
     for block, y in partitions(dataset):
         stop = start + len(block)
         if stop > dataset.n_rows or block.shape[1] != dataset.n_features:
-            raise ValueError(f"dataset {dataset.id}'s files changed since they were registered")
+            raise ReferenceChangedError(dataset.reference.uri, "the files' rows changed")
         X[start:stop, : dataset.n_features] = block
         ys.append(y)
         start = stop
     if start != dataset.n_rows:
-        raise ValueError(f"dataset {dataset.id}'s files changed since they were registered")
+        raise ReferenceChangedError(dataset.reference.uri, "the files' rows changed")
     # with intercept_room: the (n, d) view of an (n, d + 1) array, as storage.read_arrays pads
     return X[:, : dataset.n_features], np.concatenate(ys)
