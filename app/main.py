@@ -27,6 +27,7 @@ from app.core.query_params import reject_unknown_query
 from app.core.request_metrics import RequestMetrics
 from app.core.runtime import Runtime
 from app.core.validation import check_request
+from app.datasets import locations
 from app.monitoring import log as prediction_log
 from app.openapi import custom_openapi
 from app.predict.fast_path import PredictFastPath
@@ -137,6 +138,7 @@ def shut_down(app: FastAPI) -> None:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    locations.check_roots(settings.data_roots)  # a root no registration could use: refused now
     # The app's runtime state (app.core.runtime), made here (a TestClient used without ``with``
     # runs no lifespan) and closed at the lifespan's end (shut_down).
     runtime = Runtime(make_engine(settings.database_url, api_limits(settings)), settings)

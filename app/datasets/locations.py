@@ -113,6 +113,25 @@ def roots_of(texts: list[str]) -> list[Location]:
     return roots
 
 
+def check_roots(texts: list[str]) -> list[Location]:
+    """The configured roots, refused at start-up (ValueError naming the entry) when one is
+    malformed or its scheme's filesystem cannot be loaded here (``http(s)://`` needs aiohttp,
+    ``s3://`` s3fs, ...): a root that every registration would refuse is the administrator's
+    error, said once, not a 422 on every request."""
+    roots = roots_of(texts)
+    for root in roots:
+        if root.local:
+            continue
+        try:
+            import fsspec
+
+            fsspec.get_filesystem_class(root.scheme)
+        except (ImportError, ValueError) as exc:
+            raise ValueError(f"MSVMAV_DATA_ROOTS entry {root.url!r}: {root.scheme}:// cannot be "
+                             f"read here ({str(exc).splitlines()[0][:200]})") from None
+    return roots
+
+
 def under(path: str, root: str) -> bool:
     """Is ``path`` ``root`` or inside it (segment by segment)?"""
     root = root.rstrip("/") or "/"

@@ -173,3 +173,12 @@ def test_an_http_root_registers_and_profiles(client, settings: Settings, root: P
     frame(n=90, seed=5).to_parquet(root / "web" / "part-1.parquet", index=False)
     body = assert_problem(client.get(f"/datasets/{dataset['id']}/profile"), 409)
     assert "part-1.parquet" in body["detail"]
+
+
+def test_a_root_whose_scheme_cannot_be_read_here_is_refused_at_start_up(database_url: str):
+    from app.main import create_app
+
+    settings = Settings(database_url=database_url, data_roots=["gs://bucket/data"],
+                        _env_file=None)
+    with pytest.raises(ValueError, match=r"MSVMAV_DATA_ROOTS entry 'gs://bucket/data'"):
+        create_app(settings)
