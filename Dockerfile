@@ -1,12 +1,14 @@
 # msvmav: the HTTP API (`msvmav serve`) and the job workers (`msvmav worker`) in one image.
 #
 #   docker build -t msvmav .
-#   docker run --rm -p 8000:8000 msvmav                  # SQLite in /data, one embedded worker
+#   docker run --rm -p 127.0.0.1:8000:8000 msvmav        # SQLite in /data, one embedded worker
 #   docker run --rm -e MSVMAV_DATABASE_URL=... msvmav worker
 #   docker run --rm -e MSVMAV_DATABASE_URL=... msvmav migrate
 #
-# The entrypoint is the `msvmav` command, so the command line is its arguments. The default
-# command runs the migrations (`serve --migrate` upgrades the database to head before it starts
+# The entrypoint (docker/entrypoint.sh) runs the `msvmav` command, so the command line is its
+# arguments; for `serve` without MSVMAV_ADMIN_KEY on a database without keys it first creates an
+# admin key and prints it to the log ("msvmav: admin key: ..."). The default command runs the
+# migrations (`serve --migrate` upgrades the database to head before it starts
 # uvicorn) and then serves on 0.0.0.0:8000. docker-compose.yml runs the API without an embedded
 # worker (`--workers 0`) next to separate worker containers. See docs/docker.md.
 FROM python:3.11-slim
@@ -40,7 +42,9 @@ COPY README.md ./
 COPY solver ./solver
 COPY app ./app
 COPY migrations ./migrations
-RUN pip install --no-cache-dir '.[dask,export]' \
+COPY docker/entrypoint.sh /usr/local/bin/msvmav-entrypoint
+RUN chmod 755 /usr/local/bin/msvmav-entrypoint \
+ && pip install --no-cache-dir '.[dask,export]' \
  && cd / && rm -rf /tmp/src \
  && python -c "import app.cli.main, app.main, solver, migrations, distributed; from app.core.db import MIGRATIONS_DIR; assert (MIGRATIONS_DIR / 'env.py').is_file() and any((MIGRATIONS_DIR / 'versions').glob('*.py')), MIGRATIONS_DIR"
 
@@ -56,5 +60,5 @@ EXPOSE 8000
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/livez', timeout=4).status == 200 else 1)"]
 
-ENTRYPOINT ["msvmav"]
+ENTRYPOINT ["msvmav-entrypoint"]
 CMD ["serve", "--migrate", "--host", "0.0.0.0", "--port", "8000"]
