@@ -18,11 +18,47 @@ from ._linalg import symmetrize_from_upper
 KERNELS = ("linear", "rbf", "poly", "precomputed")
 # Products x_i . x_j per block of a Gram matrix computed with a check between blocks.
 GRAM_BLOCK_WORK = 2e9
+# The named kernel widths (scikit-learn's): "scale" = 1 / (d Var(X)), "auto" = 1 / d.
+GAMMA_NAMES = ("scale", "auto")
+# Rows per block of the variance of dense X (a block's copy, not X's, is the extra memory).
+VARIANCE_BLOCK = 4096
 
 
-def resolve_gamma(gamma: float | None, n_features: int) -> float:
-    """gamma=None means 1/d, the centre of the paper's grid {2^j / d}."""
-    return 1.0 / n_features if gamma is None else float(gamma)
+def resolve_gamma(gamma: float | str | None, X) -> float:
+    """The kernel width a fit on X (n, d; dense or CSR) uses, as scikit-learn's SVC spells it:
+    ``"scale"`` (the default) 1 / (d Var(X)), Var over every entry of X (1.0 when X is
+    constant); ``"auto"`` 1 / d, the centre of the paper's grid {2^j / d}; None the same as
+    ``"auto"`` (the default before "scale": models and requests saved with it keep their
+    width); a number is used as given."""
+    d = max(X.shape[1], 1)
+    if gamma is None or gamma == "auto":
+        return 1.0 / d
+    if gamma == "scale":
+        var = feature_variance(X)
+        return 1.0 / (d * var) if var > 0 else 1.0
+    return float(gamma)
+
+
+def feature_variance(X) -> float:
+    """Var(X) over every entry of X (numpy's ``X.var()``, ddof 0), without a copy of X: dense
+    rows in blocks of VARIANCE_BLOCK, CSR from its stored values."""
+    n, d = X.shape
+    size = n * d
+    if size == 0:
+        return 0.0
+    if sparse.issparse(X):
+        data = X.data
+        mean = float(data.sum()) / size
+        # the zeros contribute mean^2 each
+        return max(float(np.dot(data - mean, data - mean)) + (size - data.size) * mean**2,
+                   0.0) / size
+    X = np.asarray(X)
+    mean = float(X.sum(dtype=np.float64)) / size
+    total = 0.0
+    for i in range(0, n, VARIANCE_BLOCK):
+        block = X[i:i + VARIANCE_BLOCK] - mean
+        total += float(np.einsum("ij,ij->", block, block))
+    return total / size
 
 
 def kernel_matrix(X, Z, *, kernel: str, gamma: float, degree: int = 3,

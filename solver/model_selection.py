@@ -348,13 +348,16 @@ def _prepare(algorithm: str, X, y, kernel: str, grid: str | dict, params: dict |
     # the cells score accuracy from decision values: a calibration would only cost five
     # more fits per cell (the refit on the best configuration calibrates)
     fixed.pop("calibration", None)
+    # a named width ("scale", "auto") is resolved once, on the rows searched
     if kernel != "linear" and "gamma" in fixed:
-        fixed["gamma"] = resolve_gamma(fixed["gamma"], d)
+        fixed["gamma"] = resolve_gamma(fixed["gamma"], X)
     configs = iter_configs(resolve_grid(algorithm, grid, kernel=kernel, n_features=d))
     if kernel != "linear":
         for c in configs:
             if "gamma" not in c:
-                c["gamma"] = resolve_gamma(fixed.get("gamma"), d)
+                c["gamma"] = resolve_gamma(fixed.get("gamma", "scale"), X)
+            elif isinstance(c["gamma"], str):
+                c["gamma"] = resolve_gamma(c["gamma"], X)
         fixed.pop("gamma", None)
     return X, y, fixed, configs
 

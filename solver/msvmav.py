@@ -202,7 +202,7 @@ class MSVMAv(MarginClassifier):
                    "rank_", "kernel_error_", "linear_solver_", "converged_")
 
     def __init__(self, alpha: float = 16.0, beta: float = 0.25, *, kernel: str = "linear",
-                 gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
+                 gamma: float | str | None = "scale", degree: int = 3, coef0: float = 1.0,
                  max_iter: int = 100, tol: float = 1e-8, fit_intercept: bool = True,
                  update: str = "incremental", linear_solver: str = "auto",
                  approximation: str = "auto",
@@ -241,7 +241,7 @@ class MSVMAv(MarginClassifier):
             with small_pages():  # see solver._huge_pages
                 self._fit_linear(X, Y, callback)
             return
-        self.gamma_ = resolve_gamma(self.gamma, X.shape[1])
+        self.gamma_ = resolve_gamma(self.gamma, X)
         n = X.shape[0]
         method = self.kernel_path(n)
         reason = choice = None

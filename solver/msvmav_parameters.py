@@ -13,7 +13,7 @@ from numbers import Integral, Real
 from ._linear_step import DENSE_MAX_DIM, DENSE_UPDATES, LINEAR_SOLVERS
 from .calibration import CALIBRATION_FOLDS, CALIBRATIONS
 from .fit_cost import METRIC_TOL
-from .kernels import KERNELS
+from .kernels import GAMMA_NAMES, KERNELS
 from .params import Interval, Param, StrOptions
 
 # The kernel matrices a kernel fit may use (kernel_approximation_), "auto" choosing among them.
@@ -62,8 +62,13 @@ PARAMETERS: dict[str, Param] = {
     "kernel": Param([StrOptions(KERNELS)], "Kernel: `linear`, `rbf` "
                     "exp(-γ ||x - z||^2), `poly` (γ <x, z> + coef0)^degree, or `precomputed` "
                     "(a kernel matrix in place of the rows; the library only)"),
-    "gamma": Param([None, _POSITIVE], "rbf/poly kernel width γ; null (None) means "
-                   "1 / n_features"),
+    "gamma": Param([None, StrOptions(GAMMA_NAMES), _POSITIVE],
+                   "rbf/poly kernel width γ, as scikit-learn's SVC spells it: `scale` "
+                   "(default) 1 / (n_features · Var(X)), Var over every entry of the training "
+                   "rows (after scaling; 1 when they are constant); `auto` 1 / n_features, the "
+                   "centre of the paper's grid {2^j / d}; null (None) the same as `auto` (the "
+                   "default before `scale`); or a number. The width used is the model's "
+                   "`gamma_`"),
     "degree": Param([Interval(Integral, 0, None, closed="left")], "poly kernel degree"),
     "coef0": Param([Real], "poly kernel constant term"),
     "max_iter": Param([Interval(Integral, 0, None, closed="left")],

@@ -11,7 +11,7 @@ integers have an upper limit, and implementation knobs (``update``, ``linear_sol
 from __future__ import annotations
 
 from numbers import Integral, Real
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -57,10 +57,26 @@ def _real_bounds(interval: Interval | None) -> dict[str, float]:
 
 
 def _annotation_and_bounds(name: str, p: Param) -> tuple[Any, dict[str, Any]]:
-    """The field's type and its pydantic bounds, from the declared constraints."""
+    """The field's type and its pydantic bounds, from the declared constraints: one kind of
+    value, or named values beside a number (``gamma``: "scale", "auto" or a width), whose
+    bounds then go with the number's type."""
     nullable = None in p.constraints
     rest = [c for c in p.constraints if c is not None]
-    (constraint,) = rest  # every top-level parameter declares one kind of value
+    names = [c for c in rest if isinstance(c, StrOptions)]
+    if names and len(rest) == 2:
+        (number,) = [c for c in rest if not isinstance(c, StrOptions)]
+        annotation, bounds = _one_kind(name, Param([number], p.doc))
+        named: Any = Literal[offered(name)]  # type: ignore[valid-type]
+        either = named | Annotated[annotation, Field(**bounds)]
+        return (either | None if nullable else either), {}
+    (constraint,) = rest  # every other top-level parameter declares one kind of value
+    annotation, bounds = _one_kind(name, Param([constraint], p.doc))
+    return (annotation | None if nullable else annotation), bounds
+
+
+def _one_kind(name: str, p: Param) -> tuple[Any, dict[str, Any]]:
+    """The type and bounds of a parameter declaring one kind of value."""
+    (constraint,) = p.constraints
     if isinstance(constraint, StrOptions):
         annotation: Any = Literal[offered(name)]  # type: ignore[valid-type]
         bounds: dict[str, Any] = {}
@@ -74,7 +90,7 @@ def _annotation_and_bounds(name: str, p: Param) -> tuple[Any, dict[str, Any]]:
         bounds = _real_bounds(constraint if isinstance(constraint, Interval) else None)
     else:
         raise TypeError(f"{name}: no request field for the constraint {constraint!r}")
-    return (annotation | None if nullable else annotation), bounds
+    return annotation, {k: v for k, v in bounds.items() if v is not None}
 
 
 def offered(name: str) -> tuple[str, ...]:

@@ -25,11 +25,11 @@ from solver.params import Interval, StrOptions
 
 from .._base import Callback, FitStopped, MarginClassifier, report, to_dense_rows
 from .._linalg import symmetrize_from_upper
-from ..kernels import KERNELS, kernel_matrix
+from ..kernels import GAMMA_NAMES, KERNELS, kernel_matrix
 
 KERNEL_CONSTRAINTS: dict[str, list] = {
     "kernel": [StrOptions(set(KERNELS))],
-    "gamma": [None, Interval(Real, 0, None, closed="neither")],
+    "gamma": [None, StrOptions(GAMMA_NAMES), Interval(Real, 0, None, closed="neither")],
     "degree": [Interval(Integral, 0, None, closed="left")],
     "coef0": [Real],
 }

@@ -31,7 +31,7 @@ class LibraryClassifier(ExpansionClassifier):
     """Base of the library wrappers. Subclasses build the unfitted scikit-learn machines in
     ``_linear_machine()`` and ``_kernel_machine()`` (the latter may use ``gamma_``)."""
 
-    def __init__(self, C: float, *, kernel: str, gamma: float | None, degree: int,
+    def __init__(self, C: float, *, kernel: str, gamma: float | str | None, degree: int,
                  coef0: float, loss: str, tol: float, max_iter: int, dual: bool | str,
                  cache_size: float, random_state: int | None,
                  calibration: str = "none") -> None:
@@ -84,7 +84,7 @@ class LibraryClassifier(ExpansionClassifier):
             self._fit_linear(X, Y, callback)
         else:
             self._check_kernel_params()
-            self.gamma_ = resolve_gamma(self.gamma, X.shape[1])
+            self.gamma_ = resolve_gamma(self.gamma, X)
             self._fit_kernel(X, Y, callback)
 
     def _fitted_machines(self, X, Y: np.ndarray, callback: Callback | None,

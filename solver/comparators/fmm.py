@@ -50,8 +50,9 @@ class FMM(ExpansionClassifier):
     n_iter : int >= 1
         Number of iterations T.
     kernel : {"linear", "rbf", "poly", "precomputed"}
-    gamma : float > 0 or None
-        Kernel width for "rbf"/"poly"; None means 1 / n_features.
+    gamma : float > 0, "scale" (default), "auto" or None
+        Kernel width for "rbf"/"poly", as scikit-learn's SVC: "scale" 1 / (d Var(X)), "auto"
+        (and None, the default before "scale") 1 / d.
     degree, coef0 : polynomial kernel (gamma <x, z> + coef0) ** degree.
     fit_intercept : bool
         Linear kernel: append the constant-1 feature. Kernels have no bias.
@@ -80,7 +81,7 @@ class FMM(ExpansionClassifier):
     _json_attrs = ("gamma_", "n_iter_", "history_")
 
     def __init__(self, eta: float = 1.0, n_iter: int = 100, *, kernel: str = "linear",
-                 gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
+                 gamma: float | str | None = "scale", degree: int = 3, coef0: float = 1.0,
                  fit_intercept: bool = True, calibration: str = "none") -> None:
         self.eta = eta
         self.calibration = calibration
@@ -110,7 +111,7 @@ class FMM(ExpansionClassifier):
             W = self._run_linear(Xa, Y, callback)
             self.coef_, self.intercept_ = split_linear(W.T, X.shape[1], self.fit_intercept)
         else:
-            self.gamma_ = resolve_gamma(self.gamma, X.shape[1])
+            self.gamma_ = resolve_gamma(self.gamma, X)
             K = gram_matrix(X, **self._kernel_args())
             self._set_kernel_model(self._run_kernel(K, Y, callback), X)
 

@@ -36,8 +36,9 @@ class LSSVM(ExpansionClassifier):
     C : float > 0
         Weight of the squared errors (LS-SVMlab ``gam``).
     kernel : {"linear", "rbf", "poly", "precomputed"}
-    gamma : float > 0 or None
-        Kernel width for "rbf"/"poly"; None means 1 / n_features.
+    gamma : float > 0, "scale" (default), "auto" or None
+        Kernel width for "rbf"/"poly", as scikit-learn's SVC: "scale" 1 / (d Var(X)), "auto"
+        (and None, the default before "scale") 1 / d.
     degree, coef0 : polynomial kernel (gamma <x, z> + coef0) ** degree.
 
     Attributes
@@ -58,7 +59,8 @@ class LSSVM(ExpansionClassifier):
     }
     _json_attrs = ("gamma_", "n_iter_", "jitter_", "solver_")
 
-    def __init__(self, C: float = 1.0, *, kernel: str = "linear", gamma: float | None = None,
+    def __init__(self, C: float = 1.0, *, kernel: str = "linear",
+                 gamma: float | str | None = "scale",
                  degree: int = 3, coef0: float = 1.0,
                  calibration: str = "none") -> None:
         self.C = C
@@ -96,7 +98,7 @@ class LSSVM(ExpansionClassifier):
         if self.kernel == "linear":
             K = gram_matrix(X, kernel="linear", gamma=1.0)
         else:
-            self.gamma_ = resolve_gamma(self.gamma, d)
+            self.gamma_ = resolve_gamma(self.gamma, X)
             K = gram_matrix(X, **self._kernel_args())
         A, b, self.jitter_ = solve_kkt(K, Y, self.C)
         if self.kernel == "linear":

@@ -38,8 +38,9 @@ class MAMC(ExpansionClassifier):
     Parameters
     ----------
     kernel : {"linear", "rbf", "poly", "precomputed"}
-    gamma : float > 0 or None
-        Kernel width for "rbf"/"poly"; None means 1 / n_features.
+    gamma : float > 0, "scale" (default), "auto" or None
+        Kernel width for "rbf"/"poly", as scikit-learn's SVC: "scale" 1 / (d Var(X)), "auto"
+        (and None, the default before "scale") 1 / d.
     degree, coef0 : polynomial kernel (gamma <x, z> + coef0) ** degree.
     bias : {"augment", "none"}
         Linear kernel only (kernels never have a bias).
@@ -61,7 +62,8 @@ class MAMC(ExpansionClassifier):
         "bias": [StrOptions({"augment", "none"})],
     }
 
-    def __init__(self, *, kernel: str = "linear", gamma: float | None = None, degree: int = 3,
+    def __init__(self, *, kernel: str = "linear", gamma: float | str | None = "scale",
+                 degree: int = 3,
                  coef0: float = 1.0, bias: str = "augment",
                  calibration: str = "none") -> None:
         self.calibration = calibration
@@ -89,7 +91,7 @@ class MAMC(ExpansionClassifier):
         if self.kernel == "linear":
             self._fit_linear(X, Y)
         else:
-            self.gamma_ = resolve_gamma(self.gamma, X.shape[1])
+            self.gamma_ = resolve_gamma(self.gamma, X)
             self._fit_kernel(X, Y)
 
     def _fit_linear(self, X, Y: np.ndarray) -> None:

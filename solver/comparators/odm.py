@@ -66,8 +66,9 @@ class ODM(ExpansionClassifier):
     theta : float in [0, 1)
         Half-width of the zero-loss band around margin 1.
     kernel : {"linear", "rbf", "poly", "precomputed"}
-    gamma : float > 0 or None
-        Kernel width for "rbf"/"poly"; None means 1 / n_features.
+    gamma : float > 0, "scale" (default), "auto" or None
+        Kernel width for "rbf"/"poly", as scikit-learn's SVC: "scale" 1 / (d Var(X)), "auto"
+        (and None, the default before "scale") 1 / d.
     degree, coef0 : polynomial kernel (gamma <x, z> + coef0) ** degree.
     tol : float >= 0
         Stopping tolerance on max PG - min PG (libodm's demos use 1e-3; its CLI default 1e-2).
@@ -109,7 +110,7 @@ class ODM(ExpansionClassifier):
     _json_attrs = ("gamma_", "n_iter_", "converged_", "history_")
 
     def __init__(self, C: float = 1.0, *, mu: float = 0.8, theta: float = 0.2,
-                 kernel: str = "linear", gamma: float | None = None, degree: int = 3,
+                 kernel: str = "linear", gamma: float | str | None = "scale", degree: int = 3,
                  coef0: float = 1.0, tol: float = 1e-3, max_iter: int = 1000,
                  fit_intercept: bool = True, lambda_convention: str = "libodm",
                  random_state: int | None = None, calibration: str = "none") -> None:
@@ -176,7 +177,7 @@ class ODM(ExpansionClassifier):
                     break
             self.coef_, self.intercept_ = split_linear(W, X.shape[1], self.fit_intercept)
         else:
-            self.gamma_ = resolve_gamma(self.gamma, X.shape[1])
+            self.gamma_ = resolve_gamma(self.gamma, X)
             K = gram_matrix(X, **self._kernel_args())
             for t in range(T):
                 state = _KernelState(K, Y[:, t])

@@ -27,8 +27,9 @@ class SVM(LibraryClassifier):
     C : float > 0
         Penalty of the training loss.
     kernel : {"linear", "rbf", "poly", "precomputed"}
-    gamma : float > 0 or None
-        Kernel width for "rbf"/"poly"; None means 1 / n_features (never scikit-learn's "scale").
+    gamma : float > 0, "scale" (default), "auto" or None
+        Kernel width for "rbf"/"poly", as scikit-learn's SVC: "scale" 1 / (d Var(X)), "auto"
+        (and None, the default before "scale") 1 / d.
     degree, coef0 : polynomial kernel (gamma <x, z> + coef0) ** degree.
     loss : {"squared_hinge", "hinge"}
         Linear kernel only: LIBLINEAR's default L2-loss (``-s 1``/``-s 2``) or the L1-loss
@@ -62,7 +63,8 @@ class SVM(LibraryClassifier):
         **LIBRARY_CONSTRAINTS,
     }
 
-    def __init__(self, C: float = 1.0, *, kernel: str = "linear", gamma: float | None = None,
+    def __init__(self, C: float = 1.0, *, kernel: str = "linear",
+                 gamma: float | str | None = "scale",
                  degree: int = 3, coef0: float = 1.0, loss: str = "squared_hinge",
                  tol: float = 1e-4, max_iter: int = 1000, dual: bool | str = "auto",
                  cache_size: float = 200, random_state: int | None = None,

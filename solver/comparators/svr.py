@@ -27,8 +27,9 @@ class SVR(LibraryClassifier):
     epsilon : float >= 0
         Width of the insensitive tube (not tuned in the paper; library default 0.1).
     kernel : {"linear", "rbf", "poly", "precomputed"}
-    gamma : float > 0 or None
-        Kernel width for "rbf"/"poly"; None means 1 / n_features.
+    gamma : float > 0, "scale" (default), "auto" or None
+        Kernel width for "rbf"/"poly", as scikit-learn's SVC: "scale" 1 / (d Var(X)), "auto"
+        (and None, the default before "scale") 1 / d.
     degree, coef0 : polynomial kernel (gamma <x, z> + coef0) ** degree.
     loss : {"epsilon_insensitive", "squared_epsilon_insensitive"}
         Linear kernel: LIBLINEAR ``-s 13`` (L1, the appendix's loss, default) or the L2 loss
@@ -62,7 +63,7 @@ class SVR(LibraryClassifier):
     }
 
     def __init__(self, C: float = 1.0, *, epsilon: float = 0.1, kernel: str = "linear",
-                 gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
+                 gamma: float | str | None = "scale", degree: int = 3, coef0: float = 1.0,
                  loss: str = "epsilon_insensitive", tol: float = 1e-4, max_iter: int = 1000,
                  dual: bool | str = "auto", cache_size: float = 200,
                  random_state: int | None = None,

@@ -48,7 +48,16 @@ def test_the_request_fields_are_the_declaration(train_schema):
         ]
         if options is not None:
             offered = [v for v in options.values if v not in NOT_OFFERED.get(name, ())]
-            assert props[name]["enum"] == offered, name
+            # a field of names beside a number (gamma: "scale", "auto" or a width) is a union
+            enums = [a["enum"] for a in props[name].get("anyOf", []) if "enum" in a]
+            assert (enums[0] if enums else props[name]["enum"]) == offered, name
+
+
+def test_gamma_takes_scikit_learns_names_or_a_number(train_schema):
+    gamma = train_schema["properties"]["gamma"]
+    assert gamma["default"] == "scale"
+    kinds = {a.get("type") for a in gamma["anyOf"]}
+    assert kinds == {"string", "number", "null"}
 
 
 def test_every_approximation_is_offered(train_schema):

@@ -103,7 +103,7 @@ def test_cross_validated_decisions_are_sklearn_out_of_fold_values():
 def test_precomputed_kernel_folds_cut_the_training_columns():
     X, y = make_data(n=100)
     gamma = 1.0 / X.shape[1]
-    rbf = MSVMAv(kernel="rbf", calibration="sigmoid").fit(X, y)
+    rbf = MSVMAv(kernel="rbf", gamma="auto", calibration="sigmoid").fit(X, y)
     pre = MSVMAv(kernel="precomputed", calibration="sigmoid").fit(rbf_kernel(X, gamma=gamma), y)
     X_new, _ = make_data(n=30, seed=4)
     np.testing.assert_allclose(pre.predict_proba(rbf_kernel(X_new, X, gamma=gamma)),

@@ -69,8 +69,8 @@ def test_auto_above_the_crossover_is_low_rank_within_the_stated_tolerance(data, 
     """Default kernel_tol = 1e-6: decisions within 1e-3 (relative, max norm) of the exact
     model, on the training rows and on rows the model has not seen."""
     X, y, Xt, _ = data
-    exact = MSVMAv(kernel="rbf", approximation="exact").fit(X, y)
-    auto = MSVMAv(kernel="rbf", random_state=0).fit(X, y)
+    exact = MSVMAv(kernel="rbf", gamma="auto", approximation="exact").fit(X, y)
+    auto = MSVMAv(kernel="rbf", gamma="auto", random_state=0).fit(X, y)
     assert auto.kernel_approximation_ == "low_rank"
     assert 0 < auto.rank_ < X.shape[0] / 4 and auto.X_fit_.shape == (auto.rank_, 8)
     assert 0 < auto.kernel_error_ <= 1e-6
@@ -85,10 +85,11 @@ def test_auto_above_the_crossover_is_low_rank_within_the_stated_tolerance(data, 
 
 def test_error_of_decisions_shrinks_with_the_kernel_tolerance(data):
     X, y, Xt, _ = data
-    exact = MSVMAv(kernel="rbf", approximation="exact").fit(X, y).decision_function(Xt)
+    exact = MSVMAv(kernel="rbf", gamma="auto", approximation="exact").fit(X, y)
+    exact = exact.decision_function(Xt)
     errors, ranks = [], []
     for tol in (1e-2, 1e-4, 1e-6):
-        m = MSVMAv(kernel="rbf", approximation="low_rank", kernel_tol=tol,
+        m = MSVMAv(kernel="rbf", gamma="auto", approximation="low_rank", kernel_tol=tol,
                    random_state=0).fit(X, y)
         errors.append(relative(m.decision_function(Xt), exact))
         ranks.append(m.rank_)
@@ -151,19 +152,20 @@ def test_auto_accuracy_is_close_to_the_exact_kernel_on_a_moderate_problem(auto_l
                                random_state=7)
     X = MinMaxScaler().fit_transform(X)
     Xtr, ytr, Xte, yte = X[:2000], y[:2000], X[2000:], y[2000:]
-    exact = MSVMAv(kernel="rbf", approximation="exact").fit(Xtr, ytr)
-    auto = MSVMAv(kernel="rbf", random_state=0).fit(Xtr, ytr)
+    exact = MSVMAv(kernel="rbf", gamma="auto", approximation="exact").fit(Xtr, ytr)
+    auto = MSVMAv(kernel="rbf", gamma="auto", random_state=0).fit(Xtr, ytr)
     assert auto.kernel_approximation_ == "low_rank"
     assert abs(auto.score(Xte, yte) - exact.score(Xte, yte)) <= 0.01
 
 
 def test_small_data_and_many_landmarks_use_the_exact_kernel(data):
     X, y, _, _ = data
-    assert MSVMAv(kernel="rbf", max_iter=5).fit(X, y).kernel_approximation_ == "exact"
-    many = MSVMAv(kernel="rbf", max_iter=5, approximation="nystroem", n_components=200,
+    assert MSVMAv(kernel="rbf", gamma="auto", max_iter=5).fit(X, y).kernel_approximation_ == "exact"
+    many = MSVMAv(kernel="rbf", gamma="auto", max_iter=5, approximation="nystroem",
+                  n_components=200,
                   random_state=0).fit(X, y)
     assert many.kernel_approximation_ == "exact"
-    few = MSVMAv(kernel="rbf", max_iter=5, approximation="nystroem", n_components=50,
+    few = MSVMAv(kernel="rbf", gamma="auto", max_iter=5, approximation="nystroem", n_components=50,
                  random_state=0).fit(X, y)
     assert few.kernel_approximation_ == "nystroem" and few.rank_ <= 50
     K = rbf_kernel(X, gamma=1 / 8)
@@ -175,7 +177,7 @@ def test_small_data_and_many_landmarks_use_the_exact_kernel(data):
 def test_low_rank_multiclass_and_persistence(data, auto_low_rank):
     X, _, Xt, _ = data
     y3 = np.digitize(X[:, 0] + X[:, 1], [0.7, 1.1])
-    m = MSVMAv(kernel="rbf", max_iter=15, random_state=0).fit(X, y3)
+    m = MSVMAv(kernel="rbf", gamma="auto", max_iter=15, random_state=0).fit(X, y3)
     assert m.kernel_approximation_ == "low_rank" and m.dual_coef_.shape == (m.rank_, 3)
     d = m.to_dict()
     assert d["meta"]["attributes"]["rank_"] == m.rank_
