@@ -13,21 +13,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Security
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi import APIRouter, Request, Response, Security
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
+from app.auth.gate import AuthGate
 from app.auth.keys import Principal, Scope
 from app.auth.security import require
 from app.core.deps import SessionDep, SettingsDep
-from app.core.problems import problem_responses
+from app.core.problems import Problem, problem_responses
 from app.models import service as models
+from app.registry.references import NAME_PATTERN
 from app.training.msvmav_fields import offered
 from app.ui import overview as overview_service
 from app.ui.pages import BY_SLUG, PAGES
 from app.ui.schemas import ModelVersions, OverviewOut, SessionOut
 from app.ui.security_headers import HEADERS
 from solver.algorithms import PAPER_ORDER
+from solver.calibration import CALIBRATIONS
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
@@ -51,6 +54,19 @@ def _asset_version() -> str:
 
 ASSET_VERSION = _asset_version()
 
+#: The registry's name rule (NAME_PATTERN, not all digits) as an HTML ``pattern``: browsers
+#: compile patterns with the ``v`` flag, under which a ``-`` inside a class must be escaped
+#: (``[._-]`` is a SyntaxError there: no validation, and a console error).
+HTML_NAME_PATTERN = "(?![0-9]+$)" + NAME_PATTERN.replace("_-]", r"_\-]")
+
+#: The tab's icon (a page without one makes the browser ask for /favicon.ico, a 401 when keys
+#: are required); the shells link it, it is served openly as the shells are.
+FAVICON_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16">'
+    '<rect width="16" height="16" rx="3" fill="#14213d"/>'
+    '<path d="M3 12V4l5 5 5-5v8" fill="none" stroke="#fff" stroke-width="2"/></svg>'
+)
+
 
 @pages_router.get("/")
 def root() -> RedirectResponse:
@@ -67,6 +83,8 @@ def _shell(request: Request, slug: str, ident: str | None) -> HTMLResponse:
         "version": ASSET_VERSION,
         "algorithms": " ".join(PAPER_ORDER),
         "kernels": " ".join(offered("kernel")),  # /train's, as its request schema lists them
+        "calibrations": " ".join(CALIBRATIONS),
+        "name_pattern": HTML_NAME_PATTERN,
     }
     response = templates.TemplateResponse(request, "page.html", context)
     response.headers.update(HEADERS)
@@ -96,6 +114,31 @@ for _page in PAGES:
     if _page.detail:
         pages_router.add_api_route(_path + "/{ident}", _detail_handler(_page.slug),
                                    response_class=HTMLResponse, name=f"ui_{_page.slug}_detail")
+
+
+@pages_router.get(UI_PREFIX + "/favicon.svg")
+def favicon() -> Response:
+    return Response(FAVICON_SVG, media_type="image/svg+xml",
+                    headers={**HEADERS, "Cache-Control": "public, max-age=86400"})
+
+
+@pages_router.get(UI_PREFIX + "/session")
+def session_probe(request: Request) -> JSONResponse:
+    """Open: whether the service needs a key and whether the request's key (if any) is good,
+    always as 200, so that a page asks before signing in without a 401 in the console:
+    ``{"authenticated", "auth_required", "name", "scope", "detail"}``. It says no more than
+    /ui-api/session's 200 or 401 would. A sync route: the key check may read the database."""
+    gate: AuthGate = request.app.state.auth
+    body: dict[str, Any] = {"authenticated": True, "auth_required": False, "name": None,
+                            "scope": Scope.admin.value, "detail": None}
+    if gate.required():
+        try:
+            principal = gate.authenticate(request.headers.get("authorization"))
+        except Problem as exc:
+            body.update(authenticated=False, auth_required=True, scope=None, detail=exc.detail)
+        else:
+            body.update(auth_required=True, name=principal.name, scope=principal.scope.value)
+    return JSONResponse(body, headers={**HEADERS, "Cache-Control": "no-store"})
 
 
 _Principal = Annotated[Principal | None, Security(require(Scope.read))]

@@ -5,6 +5,7 @@ in tests/ui/axe, never fetched) run in the page."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
@@ -49,6 +50,15 @@ class Browser:
     server: LiveServer
     outside: list[tuple[str, str]] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
+    #: every answer of 400 or above the page received (a 401 for /favicon.ico, say)
+    failed: list[tuple[int, str]] = field(default_factory=list)
+
+    def assert_clean(self) -> None:
+        """No console message of type error (a CSP violation, an invalid ``pattern``, a failed
+        load all log one), no request outside the service, no answer of 400 or above."""
+        assert self.console_errors == [], self.console_errors
+        assert self.outside == [], self.outside
+        assert self.failed == [], self.failed
 
     def goto(self, path: str) -> None:
         self.page.goto(self.server.url + path)
@@ -82,11 +92,11 @@ class Browser:
 
 
 @contextmanager
-def browser(server: LiveServer) -> Iterator[Browser]:
+def browser(server: LiveServer, width: int = 1280) -> Iterator[Browser]:
     with sync_api.sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
         try:
-            yield session(chromium, server)
+            yield session(chromium, server, width)
         finally:
             chromium.close()
 
@@ -102,10 +112,10 @@ def another_session(b: Browser) -> Iterator[Browser]:
         other.context.close()
 
 
-def session(chromium: Any, server: LiveServer) -> Browser:
-    """A new context and page in ``chromium``: requests outside ``server`` aborted and
-    recorded, console errors recorded."""
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+def session(chromium: Any, server: LiveServer, width: int = 1280) -> Browser:
+    """A new context and page in ``chromium`` (``width`` px wide): requests outside ``server``
+    aborted and recorded, console errors and answers of 400 or above recorded."""
+    context = chromium.new_context(viewport={"width": width, "height": 900})
     context.set_default_timeout(TIMEOUT_MS)
     b = Browser(context.new_page(), context, server)
 
@@ -122,6 +132,7 @@ def session(chromium: Any, server: LiveServer) -> Browser:
         lambda m: b.console_errors.append(m.text) if m.type == "error" else None,
     )
     b.page.on("pageerror", lambda e: b.console_errors.append(str(e)))
+    b.page.on("response", lambda r: b.failed.append((r.status, r.url)) if r.status >= 400 else None)
     return b
 
 
@@ -157,3 +168,29 @@ def api(server: LiveServer, method: str, path: str, body: Any = None, key: str =
     with urllib.request.urlopen(request, timeout=30) as r:
         text = r.read()
     return json.loads(text) if text else None
+
+
+def many_datasets(server: LiveServer, n: int, csv: Path, label: str = "class") -> None:
+    """``n`` more datasets of ``csv``, stored through the service layer (app.datasets.service)
+    on the server's database, committed a hundred at a time: a thousand uploads over HTTP
+    would take minutes."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session
+
+    from app.core.config import Settings
+    from app.datasets import service
+
+    url = server.env["MSVMAV_DATABASE_URL"]
+    settings = Settings(database_url=url)
+    engine = create_engine(url)
+    data = csv.read_bytes()
+    try:
+        with Session(engine) as s:
+            for i in range(n):
+                service.create(s, file=io.BytesIO(data), filename=f"bulk-{i:04d}.csv",
+                               options=service.UploadOptions(label=label), settings=settings)
+                if i % 100 == 99:
+                    s.commit()
+            s.commit()
+    finally:
+        engine.dispose()

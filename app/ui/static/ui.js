@@ -23,6 +23,9 @@
     return node;
   }
   UI.el = el;
+  /** a table in its own horizontally scrolling box (a narrow screen scrolls the table, not
+      the page); the box takes the focus so that a keyboard scrolls it too */
+  UI.table = (attrs, ...children) => el("div", { class: "scroll", tabindex: "0" }, el("table", attrs, ...children));
   UI.clear = (node) => { while (node.firstChild) node.removeChild(node.firstChild); return node; };
 
   // -- formatting -----------------------------------------------------------------------------
@@ -225,7 +228,7 @@
       }));
       const body = shown.map((r) => el("tr", {}, opts.columns.map((c) =>
         el("td", { class: c.num ? "num" : null }, c.render ? c.render(r) : UI.num(c.value(r))))));
-      tableBox.append(el("table", {}, el("caption", { class: "muted" }, opts.caption || ""), el("thead", {}, head), el("tbody", {}, body)));
+      tableBox.append(UI.table({}, el("caption", { class: "muted" }, opts.caption || ""), el("thead", {}, head), el("tbody", {}, body)));
       if (!shown.length) tableBox.append(UI.empty("No row on this page matches the filter."));
     }
     async function load(c, push) {
@@ -273,13 +276,13 @@
     let session;
     const had = UI.key() !== null;
     try {
-      session = await UI.api("GET", "/ui-api/session", undefined, { quiet: true });
-    } catch (e) {
-      if (e.status === 401) {
-        keyForm(app, had ? "The key was refused: " + e.message : null);
-        sessionStorage.removeItem(KEY); return;
-      }
-      UI.clear(app).append(UI.problem(e)); return;
+      // open, and 200 whatever the key: asking before signing in logs no 401 in the console
+      session = await UI.api("GET", "/ui/session", undefined, { quiet: true });
+    } catch (e) { UI.clear(app).append(UI.problem(e)); return; }
+    if (!session.authenticated) {
+      sessionStorage.removeItem(KEY);
+      keyForm(app, had ? "The key was refused: " + session.detail : null);
+      return;
     }
     const rank = { read: 0, write: 1, admin: 2 };
     const ctx = {

@@ -49,23 +49,36 @@
     const algorithm = UI.select("algorithm", document.body.dataset.algorithms.split(" "), "msvmav");
     const kernel = UI.select("kernel", document.body.dataset.kernels.split(" "), "linear");
     const test = el("input", { name: "test_fraction", type: "number", min: "0", max: "0.9", step: "0.05", value: "0.2" });
-    const registerAs = el("input", { name: "register_as", placeholder: "optional" });
+    const calibration = UI.select("calibration", document.body.dataset.calibrations.split(" "), "sigmoid");
+    const seed = el("input", { name: "seed", type: "number", min: "0", max: "4294967295", step: "1", value: "0", size: 8 });
+    const grid = UI.select("grid", [["", "no search"], ["quick", "quick (3 values each)"], ["paper", "paper's grids"], ["custom", "custom (JSON below)"]], "");
+    const cv = el("input", { name: "cv", type: "number", min: "2", max: "20", step: "1", value: "5", size: 4 });
+    const customGrid = el("input", { name: "custom_grid", placeholder: '{"alpha": [1, 16]}', size: 24 });
+    const registerAs = el("input", { name: "register_as", placeholder: "optional", pattern: document.body.dataset.namePattern, title: "letters, digits, '.', '_' or '-', starting with a letter or digit, not all digits" });
     const params = el("input", { name: "params", placeholder: '{"C": 1}', size: 24 });
     const out = el("div", { "aria-live": "polite" });
+    const searchBox = el("fieldset", { class: "fields" }, el("legend", {}, "Hyper-parameter search (cross-validated on the training part)"),
+      UI.field("Search", grid), UI.field("Folds", cv, "2–20"), UI.field("Custom grid", customGrid, "JSON {parameter: [values]}"));
     const form = el("form", { class: "panel", "aria-label": "Train a model" }, el("h2", {}, "Train a model"),
       el("div", { class: "fields" }, UI.field("Algorithm", algorithm), UI.field("Kernel", kernel),
-        UI.field("Hold-out fraction", test), UI.field("Other parameters", params, "JSON"), UI.field("Register as", registerAs, "registered model name")),
-      el("button", { class: "primary", type: "submit" }, "Train"), out);
+        UI.field("Hold-out fraction", test, "0: none"), UI.field("Calibration", calibration, "probabilities"), UI.field("Seed", seed, "hold-out, search, sampling"),
+        UI.field("Other parameters", params, "JSON"), UI.field("Register as", registerAs, "registered model name")),
+      searchBox, el("button", { class: "primary", type: "submit" }, "Train"), out);
+    const json = (input, what) => {
+      try { return JSON.parse(input.value); } catch (e) { throw new SyntaxError(what + ": not JSON (" + e.message + ")"); }
+    };
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault(); UI.clear(out);
-      const body = { dataset_id: dataset.id, algorithm: algorithm.value, kernel: kernel.value };
-      if (test.value !== "") body.test_fraction = Number(test.value);
+      const body = { dataset_id: dataset.id, algorithm: algorithm.value, kernel: kernel.value, calibration: calibration.value };
+      if (test.value !== "" && Number(test.value) > 0) body.test_fraction = Number(test.value);
+      if (seed.value !== "") body.seed = Number(seed.value);
       if (registerAs.value) body.register_as = registerAs.value;
       try {
-        if (params.value.trim()) body.params = JSON.parse(params.value);
+        if (params.value.trim()) body.params = json(params, "Other parameters");
+        if (grid.value) body.search = { grid: grid.value === "custom" ? json(customGrid, "Custom grid") : grid.value, cv: Number(cv.value || 5) };
         const job = await UI.api("POST", "/train", body);
         location.href = "/ui/jobs/" + job.id;
-      } catch (e) { out.append(e instanceof SyntaxError ? UI.problem({ problem: { detail: "Other parameters: not JSON (" + e.message + ")" } }) : UI.problem(e)); }
+      } catch (e) { out.append(e instanceof SyntaxError ? UI.problem({ problem: { detail: e.message } }) : UI.problem(e)); }
     });
     return form;
   }
@@ -76,16 +89,16 @@
       el("td", { class: "num" }, UI.num(c.distinct)), el("td", { class: "num" }, UI.num(c.min)),
       el("td", { class: "num" }, UI.num(c.max)), el("td", { class: "num" }, UI.num(c.mean)),
       el("td", {}, c.top ? c.top.map((t) => t.value + " (" + t.count + ")").join(", ") : "")));
-    return el("table", {}, el("caption", { class: "muted" }, "Profiled on " + UI.num(p.rows_profiled) + " of " + UI.num(p.n_rows) + " rows, " + p.columns.length + " of " + p.n_columns + " columns"),
+    return UI.table({}, el("caption", { class: "muted" }, "Profiled on " + UI.num(p.rows_profiled) + " of " + UI.num(p.n_rows) + " rows, " + p.columns.length + " of " + p.n_columns + " columns"),
       el("thead", {}, el("tr", {}, ["Column", "Kind", "Missing", "Distinct", "Min", "Max", "Mean", "Top categories"].map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, rows));
   }
 
   function previewTable(p) {
     const names = p.preview.feature_names;
-    return el("div", { class: "scroll" }, el("table", {}, el("caption", { class: "muted" }, "First " + p.preview.rows.length + " rows as stored (encoded features)"),
+    return UI.table({}, el("caption", { class: "muted" }, "First " + p.preview.rows.length + " rows as stored (encoded features)"),
       el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "label"), names.map((n) => el("th", { scope: "col", class: "num" }, n)))),
-      el("tbody", {}, p.preview.rows.map((r, i) => el("tr", {}, el("td", {}, String(p.preview.labels[i])), r.map((v) => el("td", { class: "num" }, UI.num(v))))))));
+      el("tbody", {}, p.preview.rows.map((r, i) => el("tr", {}, el("td", {}, String(p.preview.labels[i])), r.map((v) => el("td", { class: "num" }, UI.num(v)))))));
   }
 
   async function detail(app, ctx) {
@@ -94,7 +107,7 @@
     app.append(UI.kv({ file: d.filename, format: d.format, rows: d.n_rows, features: d.n_features, "rows dropped": d.n_rows_dropped, sparse: d.sparse, "size (bytes)": d.size_bytes, options: d.options }));
     app.append(el("p", {}, "Uploaded ", UI.time(d.created_at), " · ", UI.link("/ui/models#dataset_id=" + d.id, "models trained on it")));
     if (ctx.canWrite) app.append(trainForm(d));
-    const labelCounts = el("table", {}, el("caption", { class: "muted" }, "Label classes"),
+    const labelCounts = UI.table({}, el("caption", { class: "muted" }, "Label classes"),
       el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Class"), el("th", { scope: "col", class: "num" }, "Rows"), el("th", { scope: "col", class: "num" }, "Share"))),
       el("tbody", {}, d.classes.map((c, i) => el("tr", {}, el("td", {}, String(c)), el("td", { class: "num" }, UI.num(d.class_counts[i])), el("td", { class: "num" }, UI.pct(d.class_counts[i] / d.n_rows))))));
     app.append(UI.section("Label", labelCounts));

@@ -20,7 +20,7 @@
 
   function table1(rows) {
     const [head, ...body] = rows;
-    return el("table", { id: "table1" }, el("caption", { class: "muted" }, "Table 1: hold-out accuracy per data set and algorithm (the win/tie/loss row counts MSVMAv against each)"),
+    return UI.table({ id: "table1" }, el("caption", { class: "muted" }, "Table 1: hold-out accuracy per data set and algorithm (the win/tie/loss row counts MSVMAv against each)"),
       el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, body.map((r) => el("tr", {}, r.map((v, i) => (i === 0 ? el("th", { scope: "row" }, v) : el("td", { class: "num" }, v)))))));
   }

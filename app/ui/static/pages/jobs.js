@@ -9,6 +9,32 @@
     return Math.max(0, (elapsed * (1 - job.progress)) / job.progress);
   }
 
+  /** A train job's request as given (data handling, search) apart from the hyper-parameters
+      the fit used: its estimator_params (what submission resolved from the top-level fields
+      and `params`, a name in `params` overriding a top-level default) and, once a search has
+      run, the values it chose. The request's top-level hyper-parameters are not shown beside
+      them: where `params` or the search set one, the top-level value is not what was used. */
+  function parameterSections(job) {
+    const p = job.params || {};
+    if (!p.estimator_params) return [UI.section("Parameters", UI.kv(p))];
+    const searched = (p.search && p.search.grid_values) || {};
+    const chosen = (job.result && job.result.best_params) || null;
+    const used = { ...p.estimator_params };
+    for (const k of Object.keys(searched)) used[k] = chosen && k in chosen ? chosen[k] : "searched: " + searched[k].map((v) => UI.num(v)).join(", ");
+    const hidden = new Set([...Object.keys(p.estimator_params), ...Object.keys(searched), "params", "estimator_params", "estimate"]);
+    const request = Object.fromEntries(Object.entries(p).filter(([k]) => !hidden.has(k) && k !== "search"));
+    if (p.search) {
+      const { grid_values: _values, ...search } = p.search;
+      request.search = { ...search, grid: typeof search.grid === "string" ? search.grid : "custom" };
+    }
+    const sections = [el("div", { class: "cols" },
+      UI.section("Hyper-parameters used", el("div", { id: "job-used" }, UI.kv(used)),
+        chosen ? el("p", { class: "muted" }, "Chosen by the search: " + Object.keys(chosen).join(", ") + ".") : null),
+      UI.section("Request", el("div", { id: "job-request" }, UI.kv(request))))];
+    if (p.estimate) sections.push(el("details", { class: "more" }, el("summary", {}, "Admission's estimate"), UI.kv(p.estimate)));
+    return sections;
+  }
+
   async function detail(app, ctx) {
     const box = el("div");
     const bar = el("progress", { max: "1", value: "0", id: "job-progress", "aria-label": "Progress" });
@@ -42,7 +68,7 @@
       }));
       if (job.dataset_id) box.append(el("p", {}, UI.link("/ui/datasets/" + job.dataset_id, "Dataset #" + job.dataset_id)));
       box.append(el("p", {}, "Created ", UI.time(job.created_at), job.started_at ? [" · started ", UI.time(job.started_at)] : "", job.finished_at ? [" · finished ", UI.time(job.finished_at)] : ""));
-      box.append(UI.section("Parameters", UI.kv(job.params)));
+      box.append(...parameterSections(job));
       if (job.result) box.append(UI.section("Result", UI.kv(job.result)));
       if (job.attempt_history && job.attempt_history.length) {
         box.append(UI.section("Attempts", el("ol", { class: "timeline" }, job.attempt_history.map((a) =>

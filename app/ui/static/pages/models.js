@@ -4,7 +4,7 @@
 
   function confusion(cm) {
     if (!cm || !cm.labels) return UI.nothing();
-    return el("table", {}, el("caption", { class: "muted" }, "Confusion matrix (rows: true class, columns: predicted)"),
+    return UI.table({}, el("caption", { class: "muted" }, "Confusion matrix (rows: true class, columns: predicted)"),
       el("thead", {}, el("tr", {}, el("td", {}), cm.labels.map((l) => el("th", { scope: "col", class: "num" }, String(l))))),
       el("tbody", {}, cm.matrix.map((row, i) => el("tr", {}, el("th", { scope: "row" }, String(cm.labels[i])), row.map((v) => el("td", { class: "num" }, UI.num(v)))))));
   }
@@ -16,26 +16,105 @@
       const { confusion_matrix: cm, per_class: perClass, curves: evCurves, ...scores } = ev;
       box.append(UI.kv(scores), confusion(cm));
       if (Array.isArray(perClass)) {
-        box.append(el("table", {}, el("caption", { class: "muted" }, "Per class"),
+        box.append(UI.table({}, el("caption", { class: "muted" }, "Per class"),
           el("thead", {}, el("tr", {}, ["Class", "Precision", "Recall", "F1", "Support"].map((h) => el("th", { scope: "col" }, h)))),
           el("tbody", {}, perClass.map((c) => el("tr", {}, el("td", {}, String(c.label)), el("td", { class: "num" }, UI.num(c.precision, 3)),
             el("td", { class: "num" }, UI.num(c.recall, 3)), el("td", { class: "num" }, UI.num(c.f1, 3)), el("td", { class: "num" }, UI.num(c.support)))))));
       }
       const c = evCurves || m.curves;
-      if (c) {
-        const charts = el("div", { class: "cols" });
-        const name = (x, kind) => (x.label !== undefined && x.label !== null ? "class " + x.label : kind);
-        if (c.roc && c.roc.length) charts.append(UI.lineChart("ROC curve (hold-out)", c.roc.map((r) => ({ label: name(r, "ROC"), x: r.fpr, y: r.tpr })), "false positive rate", "true positive rate", true));
-        if (c.pr && c.pr.length) charts.append(UI.lineChart("Precision-recall curve (hold-out)", c.pr.map((r) => ({ label: name(r, "PR"), x: r.recall, y: r.precision })), "recall", "precision", false));
-        if (c.reliability && c.reliability.length) charts.append(UI.lineChart("Reliability (hold-out)", c.reliability.map((r) => ({ label: name(r, "reliability"), x: r.mean_predicted, y: r.fraction_positive })), "mean predicted probability", "fraction positive", true));
-        box.append(charts);
-      }
+      if (c) box.append(charts(c, "hold-out"));
     } else if (m.holdout) {
       box.append(UI.kv(m.holdout));
     } else {
       box.append(UI.empty("No hold-out part: train with a hold-out fraction above 0 to see how the model does on rows it has not seen."));
     }
     return box;
+  }
+
+  /** every ``step``-th point, the last kept: a polyline of a few hundred points draws the
+      same curve as one of 100,000 */
+  function thin(xs, ys, max) {
+    if (xs.length <= max) return [xs, ys];
+    const step = Math.ceil(xs.length / max), keep = [];
+    for (let i = 0; i < xs.length; i += step) keep.push(i);
+    if (keep[keep.length - 1] !== xs.length - 1) keep.push(xs.length - 1);
+    return [keep.map((i) => xs[i]), keep.map((i) => ys[i])];
+  }
+
+  /** ROC, precision-recall and reliability charts (SVG) of solver.evaluation.curves' JSON */
+  function charts(c, where) {
+    const box = el("div", { class: "cols", id: "curves" });
+    const name = (x, kind) => (x.label !== undefined && x.label !== null ? "class " + x.label : kind);
+    const series = (list, xk, yk, kind) => list.map((r) => { const [x, y] = thin(r[xk], r[yk], 400); return { label: name(r, kind), x, y }; });
+    if (c.roc && c.roc.length) box.append(UI.lineChart("ROC curve (" + where + ")", series(c.roc, "fpr", "tpr", "ROC"), "false positive rate", "true positive rate", true));
+    if (c.pr && c.pr.length) box.append(UI.lineChart("Precision-recall curve (" + where + ")", series(c.pr, "recall", "precision", "PR"), "recall", "precision", false));
+    if (c.reliability && c.reliability.length) box.append(UI.lineChart("Reliability (" + where + ")", series(c.reliability, "mean_predicted", "fraction_positive", "reliability"), "mean predicted probability", "fraction positive", true));
+    if (!box.childNodes.length) box.append(UI.empty("No curve: every row of " + where + " is of one class."));
+    return box;
+  }
+
+  // Rows up to which the curves are computed when the page opens (POST /models/{id}/evaluate
+  // scores the whole dataset); above, on request.
+  const AUTO_CURVE_ROWS = 100000;
+
+  /** The curves of POST /models/{id}/evaluate on the model's dataset: the stored model detail
+      keeps the hold-out's metrics, not its decision values, so the curves are those of all the
+      dataset's rows (its training part included), and say so. */
+  function datasetCurves(m) {
+    const rows = (m.n_train || 0) + (m.n_test || 0);
+    const where = "dataset #" + m.dataset_id + ", all " + UI.num(rows) + " rows";
+    const holder = el("div", { "aria-live": "polite" });
+    const draw = () => {
+      UI.clear(holder).append(el("p", { class: "muted" }, "Scoring dataset #" + m.dataset_id + "…"));
+      const fd = new FormData();
+      fd.append("dataset_id", String(m.dataset_id));
+      UI.api("POST", "/models/" + m.id + "/evaluate", fd)
+        .then((r) => UI.clear(holder).append(charts(r.curves, where),
+          el("p", { class: "muted" }, "On all the dataset's rows, the training part included: the hold-out's own scores are above.")))
+        .catch((e) => UI.clear(holder).append(UI.problem(e)));
+    };
+    if (rows <= AUTO_CURVE_ROWS) draw();
+    else {
+      const b = el("button", { type: "button" }, "Draw the curves on dataset #" + m.dataset_id);
+      b.addEventListener("click", draw);
+      holder.append(el("p", { class: "muted" }, "Scoring " + UI.num(rows) + " rows takes a while: "), b);
+    }
+    return UI.section("ROC, precision-recall and reliability curves", holder);
+  }
+
+  // Hyper-parameters that only some kernels use (solver/msvmav_parameters.py's descriptions):
+  // the others are folded away on a model of another kernel.
+  const KERNEL_ONLY = {
+    gamma: ["rbf", "poly"], degree: ["poly"], coef0: ["poly"], approximation: ["rbf", "poly"],
+    kernel_tol: ["rbf", "poly"], n_components: ["rbf", "poly"], kernel_memory_mb: ["rbf", "poly"],
+    fit_intercept: ["linear"],
+  };
+  function parameters(m) {
+    const kernel = m.params.kernel;
+    const used = {}, other = {};
+    for (const [k, v] of Object.entries(m.params)) (kernel && KERNEL_ONLY[k] && !KERNEL_ONLY[k].includes(kernel) ? other : used)[k] = v;
+    const names = Object.keys(other);
+    return UI.section("Parameters", el("div", { id: "model-params" }, UI.kv(used)),
+      names.length ? el("details", { class: "more" }, el("summary", {}, names.length + " not used by the " + kernel + " kernel"), UI.kv(other)) : null);
+  }
+
+  /** The search's summary and its cross-validation table: one row per configuration, best
+      mean accuracy first, the chosen one marked */
+  function searchSection(s) {
+    const { table, grid_values: values, fixed_params: fixed, best_params: best, best_index: bestIndex, ...rest } = s;
+    const rows = (table || []).map((r, i) => [r, i]).sort((a, b) => b[0].mean_accuracy - a[0].mean_accuracy || a[1] - b[1]);
+    const names = Object.keys(values || (rows.length ? rows[0][0].params : {}));
+    const head = el("tr", {}, ["Rank", ...names, "Mean accuracy", "Std", "Fold scores", "Fit time (s)"].map((h, i) => el("th", { scope: "col", class: i && i <= names.length ? null : "num" }, h)));
+    const body = rows.map(([r, i], rank) => el("tr", { class: i === bestIndex ? "best" : null },
+      el("td", { class: "num" }, String(rank + 1) + (i === bestIndex ? " (chosen)" : "")), names.map((n) => el("td", { class: "num" }, UI.num(r.params[n]))),
+      el("td", { class: "num" }, UI.num(r.mean_accuracy)), el("td", { class: "num" }, UI.num(r.std)),
+      el("td", { class: "num" }, (r.scores || []).map((v) => UI.num(v, 3)).join(", ")), el("td", { class: "num" }, UI.num(r.fit_seconds, 3))));
+    const summary = { "best parameters": best, "best mean accuracy": s.best_score, ...rest };
+    delete summary.best_score;
+    return UI.section("Search", UI.kv(summary), values ? el("details", { class: "more" }, el("summary", {}, "Grid searched"), UI.kv(values)) : null,
+      fixed ? el("details", { class: "more" }, el("summary", {}, "Fixed during the search"), UI.kv(fixed)) : null,
+      rows.length ? UI.table({ id: "cv-table" }, el("caption", { class: "muted" }, "Cross-validation: " + rows.length + " configurations, " + (s.cv || "") + " folds each, best first"),
+        el("thead", {}, head), el("tbody", {}, body)) : UI.empty("No cross-validation table recorded."));
   }
 
   function predictForm(m) {
@@ -55,7 +134,7 @@
       try {
         const r = await UI.api("POST", "/predict", { model_id: m.id, instances });
         const hasP = r.predictions.some((p) => p.probability !== undefined && p.probability !== null);
-        out.append(el("table", { id: "predictions" }, el("caption", { class: "muted" }, r.n + " predictions by model #" + r.model_id),
+        out.append(UI.table({ id: "predictions" }, el("caption", { class: "muted" }, r.n + " predictions by model #" + r.model_id),
           el("thead", {}, el("tr", {}, ["Row", "Id", "Label", "Decision value", hasP ? "Probability" : null, "Clipped"].filter(Boolean).map((h) => el("th", { scope: "col" }, h)))),
           el("tbody", {}, r.predictions.map((p, i) => el("tr", {}, el("td", { class: "num" }, i + 1), el("td", {}, String(p.id)),
             el("td", {}, String(p.label)), el("td", { class: "num" }, UI.num(p.decision_value)), hasP ? el("td", { class: "num" }, UI.num(p.probability, 3)) : null,
@@ -67,7 +146,7 @@
   }
 
   function registerForm(m) {
-    const name = el("input", { name: "registered_model", required: true, pattern: "[A-Za-z0-9][A-Za-z0-9._-]*", placeholder: "wdbc" });
+    const name = el("input", { name: "registered_model", required: true, pattern: document.body.dataset.namePattern, title: "letters, digits, '.', '_' or '-', starting with a letter or digit, not all digits", placeholder: "wdbc" });
     const out = el("div", { "aria-live": "polite" });
     const form = el("form", { class: "panel", "aria-label": "Register this model" }, el("h2", {}, "Register"),
       el("p", { class: "muted" }, "Adds this model as the next version of a registered model (created if new)."),
@@ -109,20 +188,22 @@
       "train accuracy": m.train_accuracy, "hold-out accuracy": m.holdout_accuracy, "fit time (s)": m.fit_seconds, iterations: m.n_iter, scaling: m.scaling,
     };
     if ("calibration" in m) summary.calibration = m.calibration;
-    app.append(el("div", { class: "cols" }, UI.section("Summary", UI.kv(summary)), UI.section("Parameters", UI.kv(m.params))));
+    app.append(el("div", { class: "cols" }, UI.section("Summary", UI.kv(summary)), parameters(m)));
     const conv = {};
     for (const k of ["converged", "last_relative_change", "tol"]) if (k in m) conv[k] = m[k];
     if (m.history) Object.assign(conv, m.history.stop_reason !== undefined ? { "stop reason": m.history.stop_reason } : {}, m.history.n_iter !== undefined ? { iterations: m.history.n_iter } : {});
     app.append(el("div", { class: "cols" }, UI.section("Fit path", m.fit_path ? UI.kv(m.fit_path) : UI.empty("Not recorded for this algorithm.")),
       UI.section("Convergence", Object.keys(conv).length ? UI.kv(conv) : UI.empty("Not recorded."))));
     app.append(UI.section("Hold-out evaluation", evaluation(m)));
+    const heldCurves = (m.evaluation && m.evaluation.curves) || m.curves;
+    if (!heldCurves && m.dataset_id) app.append(datasetCurves(m));
     app.append(UI.section("Margin distribution", el("div", { class: "cols" },
       UI.figure("/models/" + m.id + "/margins.png", "Cumulative distribution of model " + m.id + "'s training margins", "Training part"),
       m.n_test ? UI.figure("/models/" + m.id + "/margins.png?split=holdout", "Cumulative distribution of model " + m.id + "'s hold-out margins", "Hold-out part") : null),
       UI.kv(m.train_margins)));
     app.append(predictForm(m));
     if (ctx.canWrite) app.append(registerForm(m));
-    if (m.search) app.append(UI.section("Search", UI.kv(m.search)));
+    if (m.search) app.append(searchSection(m.search));
   }
 
   UI.pages.models = async function (app, ctx) {

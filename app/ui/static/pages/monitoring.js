@@ -18,7 +18,7 @@
   function report(r) {
     const out = el("div");
     const rows = [["Reference (training)", r.reference], ["Live (window)", r.live]];
-    out.append(UI.section("Decision values: live against reference", el("table", { id: "live-vs-reference" },
+    out.append(UI.section("Decision values: live against reference", UI.table({ id: "live-vs-reference" },
       el("thead", {}, el("tr", {}, ["", "Rows", "Quantiles", "Inside the margin |f(x)| < θ̂", "Clipped"].map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, rows.map(([label, p]) => el("tr", {}, el("th", { scope: "row" }, label), el("td", { class: "num" }, p ? UI.num(p.n) : "—"),
         el("td", {}, quantiles(p)), el("td", { class: "num" }, p ? UI.pct(p.inside_margin_fraction) : "—"), el("td", { class: "num" }, p && "clipped_fraction" in p ? UI.pct(p.clipped_fraction) : "")))))));
@@ -29,7 +29,7 @@
       drift.append(el("p", {}, "Decision values: KS statistic " + UI.num(d.statistic, 3) + ", p-value " + UI.num(d.p_value, 3) + " — ", el("strong", {}, d.drifted ? "drifted" : "no drift"), " (p < " + d.threshold + ")."));
       const pf = d.per_feature;
       if (pf && pf.features && pf.features.length) {
-        drift.append(el("table", { id: "feature-drift" }, el("caption", { class: "muted" }, (pf.drifted_count ?? 0) + " of " + pf.n_features + " features drifted; the largest gaps first"),
+        drift.append(UI.table({ id: "feature-drift" }, el("caption", { class: "muted" }, (pf.drifted_count ?? 0) + " of " + pf.n_features + " features drifted; the largest gaps first"),
           el("thead", {}, el("tr", {}, ["Feature", "KS statistic", "p-value", "Drifted"].map((h) => el("th", { scope: "col" }, h)))),
           el("tbody", {}, pf.features.map((f) => el("tr", {}, el("td", {}, f.name), el("td", { class: "num" }, UI.num(f.statistic, 3)), el("td", { class: "num" }, UI.num(f.p_value, 3)), el("td", {}, f.drifted ? "yes" : "no"))))));
       } else if (pf && pf.skipped) drift.append(el("p", { class: "muted" }, "Per feature: " + pf.skipped));
@@ -40,7 +40,7 @@
     if (!l || !l.n) acc.append(UI.empty("No feedback yet: send true labels with POST /feedback (by prediction id) to see realised accuracy."));
     else {
       acc.append(el("p", {}, UI.num(l.n) + " rows with feedback · accuracy " + UI.pct(l.accuracy) + " · mean margin θ̂ " + UI.num(l.mean, 3)));
-      acc.append(el("table", {}, el("caption", { class: "muted" }, "Per UTC day"),
+      acc.append(UI.table({}, el("caption", { class: "muted" }, "Per UTC day"),
         el("thead", {}, el("tr", {}, ["Day", "Rows", "Accuracy", "Mean margin"].map((h) => el("th", { scope: "col" }, h)))),
         el("tbody", {}, l.daily.map((x) => el("tr", {}, el("td", {}, x.day), el("td", { class: "num" }, UI.num(x.n)), el("td", { class: "num" }, UI.pct(x.accuracy)), el("td", { class: "num" }, UI.num(x.mean, 3)))))));
     }

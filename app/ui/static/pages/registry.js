@@ -4,7 +4,7 @@
   const path = (name) => "/registered-models/" + encodeURIComponent(name);
 
   function aliasControls(rm, out, reload) {
-    const alias = el("input", { name: "alias", required: true, value: "production", pattern: "[A-Za-z][A-Za-z0-9._-]*" });
+    const alias = el("input", { name: "alias", required: true, value: "production", pattern: document.body.dataset.namePattern, title: "letters, digits, '.', '_' or '-', starting with a letter or digit, not all digits" });
     const version = UI.select("version", rm.versions.map((v) => [v.version, "version " + v.version + " (model #" + v.model_id + ")"]), rm.versions.length ? rm.versions[0].version : "");
     const form = el("form", { class: "panel", "aria-label": "Point an alias" }, el("h3", {}, "Point an alias at a version"),
       el("div", { class: "fields" }, UI.field("Alias", alias), UI.field("Version", version), el("button", { class: "primary", type: "submit" }, "Move alias")));
@@ -13,37 +13,47 @@
       const a = alias.value.trim(), v = Number(version.value);
       const now = rm.aliases[a];
       if (!UI.confirm((now ? "Move " + a + " from version " + now : "Create " + a) + " to version " + v + " of " + rm.name + "?")) return;
-      try { await UI.api("PUT", path(rm.name) + "/aliases/" + encodeURIComponent(a), { version: v }); reload(); } catch (e) { out.append(UI.problem(e)); }
+      try {
+        const r = await UI.api("PUT", path(rm.name) + "/aliases/" + encodeURIComponent(a), { version: v });
+        reload(r.previous_version === r.version ? a + " already points at version " + r.version + "." : a + (r.previous_version === null ? " created at version " : " moved from version " + r.previous_version + " to ") + r.version + ".");
+      } catch (e) { out.append(UI.problem(e)); }
     });
     return form;
   }
 
-  async function detail(app, ctx) {
+  async function detail(app, ctx, notice) {
     const name = ctx.ident;
     const rm = await UI.get(path(name));
     document.getElementById("title").textContent = "Registered model " + rm.name;
-    const out = el("div", { "aria-live": "polite" });
-    const reload = () => { UI.clear(app); detail(app, ctx).catch((e) => app.append(UI.problem(e))); };
+    const out = el("div", { "aria-live": "polite", id: "alias-out" }, notice ? el("div", { class: "success", role: "status" }, notice) : null);
+    const reload = (message) => { UI.clear(app); detail(app, ctx, message).catch((e) => app.append(UI.problem(e))); };
     if (rm.description) app.append(el("p", {}, rm.description));
     app.append(el("p", {}, "Created ", UI.time(rm.created_at), " · updated ", UI.time(rm.updated_at)));
     const aliases = Object.entries(rm.aliases);
-    const aliasTable = aliases.length ? el("table", { id: "aliases" }, el("thead", {}, el("tr", {}, ["Alias", "Version", "Model", "Monitoring", ctx.canWrite ? "Actions" : null].filter(Boolean).map((h) => el("th", { scope: "col" }, h)))),
+    // the rollback buttons sit below the table, not in a column of it: on a narrow screen a
+    // table scrolls sideways in its box, and its last column starts off-screen
+    const rollbacks = el("div", { class: "actions", role: "group", "aria-label": "Roll back" });
+    const aliasTable = aliases.length ? UI.table({ id: "aliases" }, el("thead", {}, el("tr", {}, ["Alias", "Version", "Model", "Monitoring"].map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, aliases.map(([a, v]) => {
         const model = (rm.versions.find((x) => x.version === v) || {}).model_id;
-        const actions = el("td");
         if (ctx.canWrite) {
           const back = el("button", { type: "button" }, "Roll back " + a);
           back.addEventListener("click", async () => {
-            if (!UI.confirm("Roll " + a + " back to the version it pointed at before its last move?")) return;
-            try { await UI.api("POST", path(rm.name) + "/aliases/" + encodeURIComponent(a) + "/rollback"); reload(); } catch (e) { out.append(UI.problem(e)); }
+            // the API undoes the alias's newest move not undone yet: successive rollbacks walk back
+            if (!UI.confirm("Roll " + a + " back from version " + v + " to the version it pointed at before its newest move not yet undone?")) return;
+            UI.clear(out);
+            try {
+              const r = await UI.api("POST", path(rm.name) + "/aliases/" + encodeURIComponent(a) + "/rollback");
+              reload(a + " rolled back from " + (r.previous_version === null ? "removed" : "version " + r.previous_version) + " to version " + r.version + ".");
+            } catch (e) { out.append(UI.problem(e)); }
           });
-          actions.append(back);
+          rollbacks.append(back);
         }
         return el("tr", {}, el("th", { scope: "row" }, a), el("td", { class: "num" }, v), el("td", {}, model ? UI.link("/ui/models/" + model, "#" + model) : "—"),
-          el("td", {}, UI.link("/ui/monitoring/" + encodeURIComponent(rm.name + "@" + a), "monitoring")), ctx.canWrite ? actions : null);
+          el("td", {}, UI.link("/ui/monitoring/" + encodeURIComponent(rm.name + "@" + a), "monitoring")));
       }))) : UI.empty("No alias yet." + (ctx.canWrite ? " Point one (e.g. production) at a version below; clients then predict with \"" + rm.name + "@production\"." : ""));
-    app.append(UI.section("Aliases", aliasTable, out, ctx.canWrite && rm.versions.length ? aliasControls(rm, out, reload) : null));
-    app.append(UI.section("Versions", rm.versions.length ? el("table", {}, el("thead", {}, el("tr", {}, ["Version", "Model", "Algorithm", "Hold-out accuracy", "Registered"].map((h) => el("th", { scope: "col" }, h)))),
+    app.append(UI.section("Aliases", aliasTable, rollbacks.childNodes.length ? rollbacks : null, out, ctx.canWrite && rm.versions.length ? aliasControls(rm, out, reload) : null));
+    app.append(UI.section("Versions", rm.versions.length ? UI.table({}, el("thead", {}, el("tr", {}, ["Version", "Model", "Algorithm", "Hold-out accuracy", "Registered"].map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, rm.versions.map((v) => el("tr", {}, el("td", { class: "num" }, v.version), el("td", {}, UI.link("/ui/models/" + v.model_id, "#" + v.model_id)),
         el("td", {}, v.algorithm), el("td", { class: "num" }, UI.pct(v.holdout_accuracy)), el("td", {}, UI.time(v.created_at)))))) : UI.empty("No version: register a model from its page.")));
     const hist = await UI.get(path(rm.name) + "/history?limit=50");
