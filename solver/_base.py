@@ -31,7 +31,13 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._footprint import FitEstimate, FitTooLarge, fit_memory_limit
-from .calibration import CALIBRATIONS, Calibrator, cross_validated_decisions, fit_calibrator
+from .calibration import (
+    CALIBRATIONS,
+    Calibrator,
+    cross_validated_decisions,
+    fit_calibrator,
+    most_probable,
+)
 from .margins import margin_statistics
 from .params import StrOptions, validate_params
 from .plain_values import plain
@@ -202,14 +208,19 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         D = self._decision(canonical(X))
         return D[:, 0] if D.shape[1] == 1 else D
 
-    def predicted_index(self, D: np.ndarray) -> np.ndarray:
-        """Indices into ``classes_`` of the labels that decision values D predict: D > 0 means
+    def predicted_index(self, D: np.ndarray, proba: np.ndarray | None = None) -> np.ndarray:
+        """Indices into ``classes_`` of the labels that decision values D predict. A calibrated
+        model: the most probable class of ``probabilities(D)`` (``proba`` when the caller has
+        them already), as ``CalibratedClassifierCV.predict``; otherwise D > 0 means
         classes_[1] (two classes, so exactly 0 predicts classes_[0]), else the highest score."""
+        if self.calibrated:
+            return most_probable(self.probabilities(D) if proba is None else proba)
         D = np.asarray(D)
         return (D > 0).astype(np.intp) if D.ndim == 1 else np.argmax(D, axis=1)
 
     def predict(self, X) -> np.ndarray:
-        """Labels from ``classes_``; a decision value of exactly 0 predicts classes_[0]."""
+        """Labels from ``classes_``: a calibrated model's most probable class (the argmax of
+        ``predict_proba``), else the decision's (exactly 0 predicts classes_[0])."""
         D = self.decision_function(X)  # (checks the model is fitted first)
         return self.classes_[self.predicted_index(D)]
 

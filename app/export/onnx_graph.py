@@ -9,11 +9,13 @@ training order, named as the column, shape [n, 1]: DOUBLE for numeric columns, S
 categorical ones (as skl2onnx does for a ColumnTransformer). Otherwise a single DOUBLE input
 ``X`` of shape [n, d].
 Outputs: ``label`` [n] (the class values: STRING, INT64 or DOUBLE as the classes are) and
-``decision`` ([n] for two classes, > 0 meaning classes[1]; [n, k] one-vs-rest scores, the label
-being the first highest) and, for a calibrated model, ``probabilities`` ([n, k] in the order of
-the classes: the model's calibrator (solver.calibration) on the decision values — Platt's
-sigmoid, or the isotonic thresholds interpolated linearly and clipped at their ends as
-``np.interp`` does — one-vs-rest columns normalised to sum 1). ``onnx`` is imported here only
+``decision`` ([n] for two classes, > 0 meaning classes[1]; [n, k] one-vs-rest scores) and, for
+a calibrated model, ``probabilities`` ([n, k] in the order of the classes: the model's
+calibrator (solver.calibration) on the decision values — Platt's sigmoid, or the isotonic
+thresholds interpolated linearly and clipped at their ends as ``np.interp`` does — one-vs-rest
+columns normalised to sum 1). The label is a calibrated model's first most probable class, as
+the service's; an uncalibrated model's is classes[1] where the decision is > 0 (two classes),
+else the first highest score. ``onnx`` is imported here only
 (and this module only when an ONNX export is asked for), so the service runs without it.
 """
 
@@ -160,8 +162,11 @@ def _scores(g: _Graph, X: str, exp: Expansion) -> str:
     return g.op("Add", g.op("MatMul", K, g.const(exp.weights)), g.const(exp.intercept))
 
 
-def _outputs(g: _Graph, scores: str, exp: Expansion) -> list[Any]:
-    """``decision`` and ``label`` from the [n, T] scores: > 0 (two classes), else argmax."""
+def _outputs(g: _Graph, scores: str, exp: Expansion, calibrator: Any) -> list[Any]:
+    """``decision`` and ``label`` (and a calibrated model's ``probabilities``) from the [n, T]
+    scores. The label: calibrated, the first most probable class (``ArgMax`` of the
+    probabilities, as solver.calibration.most_probable); otherwise > 0 (two classes), else the
+    first highest score."""
     classes, label_type = _class_constant(exp.classes)
     if exp.n_tasks == 1:
         decision = g.op("Squeeze", scores, g.const(np.array([1], dtype=np.int64)))
@@ -173,11 +178,19 @@ def _outputs(g: _Graph, scores: str, exp: Expansion) -> list[Any]:
         index = g.op("ArgMax", scores, axis=1, keepdims=0, select_last_index=0)
         shape = [None, exp.n_tasks]
     g.nodes.append(g.h.make_node("Identity", [decision], ["decision"]))
-    g.nodes.append(g.h.make_node("Gather", [g.const(classes), index], ["label"], axis=0))
-    return [
+    outputs = [
         g.h.make_tensor_value_info("label", label_type, [None]),
         g.h.make_tensor_value_info("decision", TensorProto.DOUBLE, shape),
     ]
+    if calibrator is not None:
+        P = _probabilities(g, decision, calibrator, len(exp.classes))
+        g.nodes.append(g.h.make_node("Identity", [P], ["probabilities"]))
+        outputs.append(
+            g.h.make_tensor_value_info("probabilities", TensorProto.DOUBLE, [None, len(classes)])
+        )
+        index = g.op("ArgMax", P, axis=1, keepdims=0, select_last_index=0)
+    g.nodes.append(g.h.make_node("Gather", [g.const(classes), index], ["label"], axis=0))
+    return outputs
 
 
 def _column(g: _Graph, f: str, params: dict[str, Any], method: str) -> str:
@@ -218,9 +231,9 @@ def _column(g: _Graph, f: str, params: dict[str, Any], method: str) -> str:
     return g.op("Add", y_lo, g.op("Mul", t, g.op("Sub", y_hi, y_lo)))
 
 
-def _probabilities(g: _Graph, decision: str, calibrator: Any, k: int) -> Any:
-    """The ``probabilities`` output [n, k] of the decision values, as Calibrator.predict_proba
-    computes them."""
+def _probabilities(g: _Graph, decision: str, calibrator: Any, k: int) -> str:
+    """The probabilities [n, k] of the decision values, as Calibrator.predict_proba computes
+    them."""
     one = g.const(np.array(1.0))
     axis = g.const(np.array([1], np.int64))
     if k == 2:
@@ -246,8 +259,7 @@ def _probabilities(g: _Graph, decision: str, calibrator: Any, k: int) -> Any:
         uniform = g.op("Add", g.op("Mul", raw, g.const(np.array(0.0))), g.const(np.array(1.0 / k)))
         P = g.op("Where", positive, g.op("Div", raw, safe), uniform)
         P = g.op("Clip", P, g.const(np.array(0.0)), one)
-    g.nodes.append(g.h.make_node("Identity", [P], ["probabilities"]))
-    return g.h.make_tensor_value_info("probabilities", TensorProto.DOUBLE, [None, k])
+    return P
 
 
 def build_onnx(
@@ -271,9 +283,7 @@ def build_onnx(
         )
     g = _Graph()
     X, inputs = _features(g, specs)
-    outputs = _outputs(g, _scores(g, _scaled(g, X, scaling), exp), exp)
-    if calibrator is not None:
-        outputs.append(_probabilities(g, "decision", calibrator, len(exp.classes)))
+    outputs = _outputs(g, _scores(g, _scaled(g, X, scaling), exp), exp, calibrator)
     graph = helper.make_graph(g.nodes, name, inputs, outputs, g.initializers)
     model = helper.make_model(
         graph,

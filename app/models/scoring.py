@@ -32,7 +32,7 @@ from app.models.service import LoadedModel
 class Scores:
     """One batch's answers, as arrays aligned with its rows."""
 
-    index: np.ndarray  # (n,) the predicted label's index into ``classes``
+    index: np.ndarray  # (n,) the label's index into ``classes`` (calibrated: most probable)
     decision: np.ndarray  # (n,) binary f(x), positive for classes[1]; (n, k) one-vs-rest
     probabilities: np.ndarray | None  # (n, k) per class, when the model is calibrated
     contributions: RawExplanation | None  # per row and raw input column, when asked
@@ -102,19 +102,22 @@ def probabilities(loaded: LoadedModel, decision: np.ndarray) -> np.ndarray | Non
 
 def score(loaded: LoadedModel, X: Any, *, explain: bool = False) -> Scores:
     """The model's answers for X (see the module's docstring): labels from the decision values
-    (``est.predict`` would compute them, for kernel models the costly part, a second time)."""
+    (``est.predict`` would compute them, for kernel models the costly part, a second time) —
+    a calibrated model's the most probable class of the probabilities it answers with, so
+    ``label`` and ``probabilities`` never contradict each other (``predicted_index``)."""
     est = loaded.estimator
     Xs, clipped = scale(loaded, X)
     # ``decision_values``: X passed the caller's checks, so without scikit-learn's input
     # validation again, which for one row costs more than the prediction itself.
     decision = np.asarray(est.decision_values(Xs), dtype=np.float64)
-    index = est.predicted_index(decision)
+    proba = probabilities(loaded, decision)
+    index = est.predicted_index(decision, proba)
     # (explaining's cost is bounded by the caller first: app.models.explaining)
     contributions = raw_contributions(loaded, Xs, index) if explain else None
     return Scores(
         index=index,
         decision=decision,
-        probabilities=probabilities(loaded, decision),
+        probabilities=proba,
         contributions=contributions,
         clipped=clipped,
         scaled=Xs,
