@@ -13,15 +13,13 @@ from typing import IO, Any, Literal
 import numpy as np
 import pandas as pd
 
-InputFormat = Literal["csv", "tsv", "whitespace", "parquet", "jsonl", "arff"]
-INPUT_FORMATS: tuple[str, ...] = ("csv", "tsv", "whitespace", "parquet", "jsonl", "arff")
-_SUFFIXES = {
-    ".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".dat": "whitespace", ".txt": "whitespace",
-    ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl",
-    ".arff": "arff",
-}
+from app.ingest import formats
+
+InputFormat = Literal["csv", "tsv", "whitespace", "svmlight", "arff", "parquet", "jsonl"]
+# the formats of the one registry (app.ingest.formats): a batch job reads every one
+INPUT_FORMATS: tuple[str, ...] = formats.NAMES
 _SNIFF_BYTES = 64 * 1024
-PARQUET_MAGIC = b"PAR1"
+PARQUET_MAGIC = formats.PARQUET_MAGIC
 
 
 class FormatError(ValueError):
@@ -40,27 +38,11 @@ class Chunk:
 
 
 def detect_format(head: bytes, filename: str, declared: str | None) -> str:
-    """The format named (``declared``), else by the file's suffix, else by its first bytes:
-    Parquet's magic, a JSON object per line, tabs, commas, or white space alone."""
+    """The format named (``declared``), else by the file's suffix, else by its first bytes
+    (``app.ingest.formats.detect``: the registry every door uses)."""
     if declared:
         return declared
-    lower = filename.lower()
-    for suffix, fmt in _SUFFIXES.items():
-        if lower.endswith(suffix) and fmt != "whitespace":
-            return fmt
-    if head.startswith(PARQUET_MAGIC):
-        return "parquet"
-    text = head.decode("utf-8", errors="replace").lstrip()
-    if text[:1] in ("%", "@"):
-        return "arff"
-    if text.startswith("{"):
-        return "jsonl"
-    first = text.split("\n", 1)[0]
-    if "\t" in first:
-        return "tsv"
-    if "," in first or ";" in first:
-        return "csv"
-    return "whitespace" if len(first.split()) > 1 else "csv"
+    return formats.detect(head, filename).name
 
 
 def _delimiter(fmt: str, delimiter: str | None) -> str:

@@ -45,7 +45,8 @@ def _drop(values: list[str] | None) -> list[str] | None:
     dependencies=[KNOWN_FORM_FIELDS],
     summary="Upload a dataset",
     description=(
-        "Multipart upload of a CSV/TSV, LIBSVM/svmlight or ARFF file (field `file`). The file "
+        "Multipart upload of a CSV/TSV, LIBSVM/svmlight, ARFF, Parquet or JSON Lines file "
+        "(field `file`; the one format registry, docs/ingest.md). The file "
         "is parsed, encoded to a numeric matrix and stored with its label column. "
         "Parsing errors answer 422 naming the option, row and column at fault."
     ),
@@ -79,7 +80,8 @@ def create_dataset(
     format: Annotated[
         Text | None,
         Form(
-            description="csv, tsv, libsvm (svmlight) or arff; detected from name/content if absent",
+            description="csv, tsv, whitespace, svmlight (libsvm), arff, parquet or jsonl; "
+            "detected from name/content if absent",
             examples=[""],
         ),
     ] = None,

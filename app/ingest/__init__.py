@@ -14,9 +14,12 @@ missing="error", n_features=None, header=None, delimiter=None, limits=NO_LIMITS)
     values over >= 50 rows is refused as an identifier (field "drop"). CSV is read by pandas'
     C parser when the file has no missing value and no irregular row; anything else goes to
     the careful reader, which gives the same result or the precise line/column error.
-    ``format``: "csv" | "svmlight" | "arff" (aliases tsv, libsvm);
-    None sniffs it (.arff/.csv/.tsv/.svm/.libsvm by extension, else by content: an ARFF
-    "@" header, svmlight "label idx:val" lines, else CSV).
+    ``format``: a name or alias of the one format registry (``formats``: csv, tsv,
+    whitespace, svmlight, arff, parquet, jsonl; libsvm, ndjson, ...); None detects it by
+    extension, else by content (Parquet's PAR1 magic, an ARFF "@"/"%" header, a JSON object
+    per line, svmlight "label idx:val" lines, else delimited text). Parquet and JSON Lines
+    (``columnar``) give the dataset the CSV of the same rows gives (columns by name; only the
+    label and feature columns decoded, after the metadata's rows and columns are checked).
     ``label``: column name or 0-based index (negative from the end; a digit string works);
     default last column (CSV/ARFF); svmlight always uses the first field. A name matches
     exactly, else ignoring case when exactly one column fits; ``encoding["label"]`` is the
@@ -59,12 +62,18 @@ missing="error", n_features=None, header=None, delimiter=None, limits=NO_LIMITS)
     ``transform_rows`` (rows or records, in bulk when it can, else as ``encode_rows``),
     ``transform_matrix`` (rows read as one float array).
 
-``parse_feature_file(encoding, content, filename="", label=None) -> (X, y | None)``
-    Prediction-time file (CSV/TSV, ARFF, or svmlight if trained on svmlight). Columns are
-    matched by name when the file has a header/ARFF attributes (extra columns ignored),
+``parse_feature_file(encoding, content, filename="", label=None, limits) -> (X, y | None)``
+    Prediction-time file in any registry format (CSV/TSV, ARFF, Parquet, JSON Lines, or
+    svmlight if trained on svmlight); ``limits.max_rows`` is checked before the file is
+    parsed (Parquet metadata, the non-blank lines of unquoted text) or as a reader passes
+    it. Columns are matched by name when the file has a header/ARFF attributes (extra
+    columns ignored),
     else by position (full training width, or without the label, or features only). y is
     the label column (training label name, or ``label``) when present and filled, else
     None. Missing feature values are an error (rows are never dropped here).
+
+``formats``: the one format registry (``detect(head, filename, declared) -> Format``,
+    ``lookup``, ``FORMATS``), used by uploads, /predict/file and batch jobs.
 
 ``IngestError(ValueError)`` with ``.field``, ``.row`` (1-based file line), ``.column`` and
     ``.to_dict()``; every problem with an upload or option raises it.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from .errors import IngestError
+from .limits import check_columns, check_rows_at
 from .table import Declared, RawTable
 
 _NUMERIC_TYPES = ("numeric", "real", "integer")
@@ -131,9 +132,12 @@ def _sparse_tokens(raw: str, n_attr: int, line: int) -> dict[int, str | None]:
     return row
 
 
-def _read_header(lines_iter) -> tuple[list[str], list[Declared | None]]:
-    """The attributes of the header, read up to and including its @data line."""
+def _read_header(lines_iter, max_attributes: int | None = None
+                 ) -> tuple[list[str], list[Declared | None]]:
+    """The attributes of the header, read up to and including its @data line; more than
+    ``max_attributes`` of them is refused (413) as the one beyond is reached."""
     names: list[str] = []
+    seen: set[str] = set()  # (a list's ``in`` made the header quadratic: 60,000 attributes 60 s)
     declared: list[Declared | None] = []
     in_data = False
     for lineno, raw in lines_iter:
@@ -148,9 +152,11 @@ def _read_header(lines_iter) -> tuple[list[str], list[Declared | None]]:
             continue
         if low.startswith("@attribute"):
             name, type_text = _unquote_name(s[len("@attribute"):], lineno)
-            if name in names:
+            if name in seen:
                 raise IngestError(f"Line {lineno}: attribute {name!r} is declared twice.",
                                   field="file", row=lineno, column=name)
+            check_columns(len(names) + 1, max_attributes, where="The ARFF header", row=lineno)
+            seen.add(name)
             names.append(name)
             declared.append(_parse_type(type_text, name, lineno))
             continue
@@ -163,7 +169,7 @@ def _read_header(lines_iter) -> tuple[list[str], list[Declared | None]]:
     return names, declared
 
 
-def arff_header(text: str) -> tuple[list[str], int]:
+def arff_header(text: str, max_attributes: int | None = None) -> tuple[list[str], int]:
     """The attribute names of an ARFF file's header (``text``: at least its header) and the
     line number of its @data line (a batch job reads the rows after it in chunks)."""
     at = [0]
@@ -173,13 +179,16 @@ def arff_header(text: str) -> tuple[list[str], int]:
             at[0] = lineno
             yield lineno, raw
 
-    names, _ = _read_header(numbered())
+    names, _ = _read_header(numbered(), max_attributes)
     return names, at[0]
 
 
-def read_arff(text: str) -> RawTable:
+def read_arff(text: str, *, max_attributes: int | None = None,
+              max_rows: int | None = None) -> RawTable:
+    """A whole ARFF file; at most ``max_attributes`` attributes and ``max_rows`` data rows
+    (413 as the one beyond is reached, naming its line)."""
     lines_iter = iter(enumerate(text.split("\n"), start=1))
-    names, declared = _read_header(lines_iter)
+    names, declared = _read_header(lines_iter, max_attributes)
     n_attr = len(names)
     dense: list[list[str | None]] = []
     sparse: list[dict[int, str | None]] = []
@@ -189,6 +198,8 @@ def read_arff(text: str) -> RawTable:
         s = raw.strip()
         if not s or s.startswith("%"):
             continue
+        if max_rows is not None and len(row_lines) >= max_rows:
+            check_rows_at(len(row_lines) + 1, max_rows, lineno)
         if s.startswith("{"):
             any_sparse = True
             sparse.append(_sparse_tokens(s, n_attr, lineno))

@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 from .errors import IngestError
+from .limits import check_rows_at
 from .table import RawTable
 from .text import clean_token, is_number
 
@@ -213,17 +214,18 @@ def sniff_layout(text: str, *, header: bool | None = None, delimiter: str | None
 
 def read_csv(text: str, *, header: bool | None = None, delimiter: str | None = None,
              preferred_delimiter: str | None = None,
-             known_names: set[str] | None = None) -> RawTable:
+             known_names: set[str] | None = None, max_rows: int | None = None) -> RawTable:
     """Read delimited text into a RawTable (tokens stripped, missing spellings -> None).
 
     ``known_names`` (prediction time) marks a first record that uses the training column
-    names as a header even when header sniffing alone would be unsure.
+    names as a header even when header sniffing alone would be unsure. More than ``max_rows``
+    data rows: IngestLimitError naming the first line beyond, the rest not read.
     """
     delim = normalize_delimiter(delimiter) if delimiter else sniff_delimiter(
         text, preferred_delimiter)
     reader = _reader(text, delim)
     try:
-        records, lines = _records(reader)
+        records, lines = _records(reader, None if max_rows is None else max_rows + 2)
     except csv.Error as exc:
         raise IngestError(f"Line {reader.line_num + 1}: cannot read this CSV line ({exc}).",
                           field="file", row=reader.line_num + 1) from None
@@ -233,6 +235,8 @@ def read_csv(text: str, *, header: bool | None = None, delimiter: str | None = N
     body, body_lines = (records[1:], lines[1:]) if header else (records, lines)
     if not body:
         raise IngestError("The file has a header row but no data rows.", field="file")
+    if max_rows is not None and len(body) > max_rows:
+        check_rows_at(len(body), max_rows, body_lines[max_rows])
 
     # A trailing delimiter on every line (header included) is not a column.
     if all(len(r) > 1 and not r[-1].strip() for r in body) and (

@@ -11,6 +11,7 @@ from typing import IO, Any
 import numpy as np
 import scipy.sparse as sp
 
+from . import formats
 from .arff import read_arff
 from .column_specs import (
     ENCODING_VERSION,
@@ -18,6 +19,7 @@ from .column_specs import (
     spec_feature_names,
     spec_width,
 )
+from .columnar import Columns, read_jsonl, read_parquet
 from .columns import resolve_drop, resolve_label
 from .csv_format import (
     is_whitespace_delimiter,
@@ -26,13 +28,20 @@ from .csv_format import (
     read_csv,
     whitespace_to_tabs,
 )
-from .csv_stream import HEAD_BYTES, Scan, encode_chunks, scan
+from .csv_stream import HEAD_BYTES, Scan, encode_chunks, scan, typed_column
 from .encoder import Encoder
 from .errors import MAX_ROWS_NAMED, IngestError, missing_error
 from .imputation import STRATEGIES, check_missing, impute_spec
 from .labels import class_summary, convert_labels
-from .limits import NO_LIMITS, Limits, check_budget, check_identifier, check_rows, choose_sparse
-from .sniff import detect_format, normalize_format
+from .limits import (
+    NO_LIMITS,
+    Limits,
+    check_budget,
+    check_identifier,
+    check_rows,
+    choose_sparse,
+    max_columns,
+)
 from .svmlight import check_values, read_svmlight, to_int32_csr
 from .table import RawTable
 from .text import decode_bytes, is_binary, preview
@@ -299,7 +308,7 @@ def parse_upload_stream(source: IO[bytes], filename: str = "", *, format: str | 
         text = head[: cut + 1 if len(head) == HEAD_BYTES else len(head)].decode("utf-8-sig")
     except UnicodeDecodeError:
         return None
-    fmt = normalize_format(format) if format is not None else detect_format(text, filename)
+    fmt = formats.detect(text, filename, format).reader
     if fmt != "csv" or is_whitespace_delimiter(delimiter) or (
             delimiter is None and looks_whitespace_separated(text)):
         return None  # (whitespace-separated text: parse_dataset reads it)
@@ -365,12 +374,23 @@ def parse_dataset(content: bytes, filename: str = "", *, format: str | None = No
 
     ``limits`` bounds rows, features and the encoded matrix's bytes; they are checked before
     anything proportional to them is allocated (IngestLimitError)."""
+    early = formats.lookup(format) if format is not None else formats.by_extension(filename)
+    if (early.reader == "parquet") if early else content[:4] == formats.PARQUET_MAGIC:
+        _check_options("parquet", missing, n_features, header, delimiter, fill_value)
+        columns = read_parquet(content, max_rows=limits.max_rows,
+                               max_columns=max_columns(limits),
+                               max_bytes=limits.max_encoded_bytes)
+        return parse_columns(columns, "parquet", label, drop, missing, limits, fill_value)
     text = decode_bytes(content)
     if not text.strip():
         raise IngestError("The file is empty.", field="file")
     _refuse_json(text)
-    fmt = normalize_format(format) if format is not None else detect_format(text, filename)
+    fmt = (early or formats.by_content(text)).reader
     _check_options(fmt, missing, n_features, header, delimiter, fill_value)
+    if fmt == "jsonl":
+        raw = content if not content.startswith((b"\xff\xfe", b"\xfe\xff")) else text.encode()
+        columns = read_jsonl(raw, max_rows=limits.max_rows, max_columns=max_columns(limits))
+        return parse_columns(columns, "jsonl", label, drop, missing, limits, fill_value)
     if fmt == "csv" and (is_whitespace_delimiter(delimiter) or (
             delimiter is None and looks_whitespace_separated(text))):
         text, delimiter = whitespace_to_tabs(text), "\t"
@@ -388,19 +408,78 @@ def parse_dataset(content: bytes, filename: str = "", *, format: str | None = No
         delim = normalize_delimiter(delimiter) if delimiter is not None else None
         table = read_csv(text, header=header, delimiter=delim)
     else:
-        table = read_arff(text)
+        table = read_arff(text, max_attributes=max_columns(limits))
     return _from_table(table, fmt, label, drop, missing, limits, fill_value)
+
+
+def parse_columns(columns: Columns, fmt: str, label: str | int | None,
+                  drop: list[str | int] | None, missing: str, limits: Limits = NO_LIMITS,
+                  fill_value: str | None = None) -> ParsedDataset:
+    """A Parquet or JSON Lines file (``columnar``): the dataset the CSV of the same rows gives.
+    Only the label and feature columns are read, after the rows and a lower bound of the
+    encoded size are checked. Columns the pandas CSV reader would type (no missing value) are
+    encoded as training's chunked CSV path encodes them; anything else goes through the
+    careful path (``_from_table``) with the same missing-value rules and errors."""
+    names = columns.names
+    label_idx, dropped, feat_idx = _label_and_features(names, label, drop)
+    check_rows(columns.n_rows, limits)
+    check_budget(columns.n_rows, len(feat_idx), len(feat_idx), False, limits)  # a lower bound
+    used = sorted([label_idx, *feat_idx])
+    series = columns.read(used)
+    parsed = None
+    if missing not in STRATEGIES:
+        typed = dict(zip(used, (typed_column(s) for s in series), strict=True))
+        parsed = _from_typed(typed, columns.n_rows, names, label_idx, dropped, feat_idx, fmt,
+                             limits)
+    if parsed is None:
+        sub = columns.table(used, series)
+        parsed = _from_table(sub, fmt, used.index(label_idx), None, missing, limits, fill_value)
+        parsed.encoding.update(input_columns=list(names), label_index=label_idx,
+                               dropped=[names[j] for j in dropped])
+    parsed.encoding.update(delimiter=None, header=None)
+    return parsed
+
+
+def _from_typed(typed: dict[int, Any], n: int, names: list[str], label_idx: int,
+                dropped: list[int], feat_idx: list[int], fmt: str, limits: Limits
+                ) -> ParsedDataset | None:
+    """``parse_columns``' dataset from columns ``typed_column`` typed; None if one is not."""
+    if any(t is None for t in typed.values()):
+        return None
+    specs: list[dict] = []
+    for j in feat_idx:
+        _, categories = typed[j]
+        if categories is None:
+            specs.append({"name": names[j], "kind": "numeric"})
+        else:
+            check_identifier(names[j], len(categories), n)
+            specs.append({"name": names[j], "kind": "categorical", "categories": categories})
+    sparse = _wide_one_hot(n, specs)
+    check_budget(n, len(feat_idx), sum(spec_width(s) for s in specs), sparse, limits)
+    X = Encoder.from_specs(specs).transform_columns(n, [typed[j][0] for j in feat_idx], sparse)
+    if sparse:
+        X = to_int32_csr(X)
+    values, categories = typed[label_idx]
+    y = (convert_labels(values) if categories is None
+         else np.asarray(categories, dtype=object)[values].astype(str))
+    return _parsed(X, y, specs, names, label_idx, dropped, fmt, 0, None, None)
 
 
 def _refuse_json(text: str) -> None:
     """A JSON document is not a data file (read as CSV it would be a 1-row table)."""
-    head = text.lstrip()[:1]
+    lead = text.lstrip()
+    head = lead[:1]
     if head not in ("{", "["):
         return
+    if head == "{":
+        end = lead.find("\n")
+        if end < 0 or not lead[end + 1:].strip():
+            return  # one object on one line: a JSON Lines file of one row
     try:
         json.loads(text)
     except ValueError:
         return
-    raise IngestError("The file is a JSON document, not a data file; upload CSV/TSV, ARFF or "
-                      "svmlight text (to predict from JSON rows, use POST /predict).",
+    raise IngestError("The file is a JSON document, not a data file; upload CSV/TSV, ARFF, "
+                      "svmlight, Parquet, or JSON Lines (one object per line; to predict from "
+                      "JSON rows, use POST /predict).",
                       field="file")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .errors import IngestError, IngestLimitError
 
 # A one-hot encoded matrix is stored as CSR when it is at least this wide and CSR takes at
@@ -91,3 +93,99 @@ def check_identifier(name: str, n_distinct: int, n_rows: int) -> None:
             f"Column {name!r} looks like an identifier: {n_distinct} of its {n_rows} values "
             "are distinct, so one-hot encoding would add a feature per row and nothing to "
             f"learn from. Add it to drop (drop={name!r}).", field="drop", column=name)
+
+
+#: Columns a file may have beyond its features (the label, dropped and ignored columns).
+EXTRA_COLUMNS = 1024
+
+
+def max_columns(limits: Limits) -> int | None:
+    """The most columns a training file may have: MSVMAV_MAX_FEATURES (each feature column
+    gives at least one feature) and ``EXTRA_COLUMNS`` more (the label, dropped columns)."""
+    return None if limits.max_features is None else limits.max_features + EXTRA_COLUMNS
+
+
+def check_columns(n_columns: int, limit: int | None, *, where: str = "The file",
+                  row: int | None = None) -> None:
+    """413 when a file declares more columns than ``limit`` (before work in proportion)."""
+    if limit is not None and n_columns > limit:
+        raise IngestLimitError(f"{where} has more than {limit} columns (at least "
+                               f"{n_columns}); at most {limit} are accepted "
+                               f"({_env('max_features')} and {EXTRA_COLUMNS} more).",
+                               setting="max_features", row=row)
+
+
+#: The longest field (a run of bytes without a delimiter, a space or a line end) a text file
+#: may hold: longer, it is refused while the upload is first read, before it is parsed.
+MAX_FIELD_BYTES = 1 << 20
+_FIELD_ENDS = (b"\n", b"\r", b",", b";", b"\t", b" ")
+
+
+class FieldScanner:
+    """The longest field of a text file fed a block at a time (``feed``): IngestLimitError
+    naming the line as soon as a field passes ``limit`` bytes. A piece of at most ``limit``
+    bytes cannot hold a longer field by itself, so only the run across pieces is followed:
+    each piece's first and last field end (memchr), ~10 ms for 200 MB of ordinary CSV."""
+
+    def __init__(self, limit: int = MAX_FIELD_BYTES) -> None:
+        self.limit = limit
+        self.run = 0  # bytes of the field still open at the end of the last piece
+        self.line = 1
+
+    def feed(self, block: bytes) -> None:
+        for at in range(0, len(block), self.limit):
+            self._piece(block[at:at + self.limit] if len(block) > self.limit else block)
+
+    def _piece(self, piece: bytes) -> None:
+        firsts = [i for i in (piece.find(e) for e in _FIELD_ENDS) if i >= 0]
+        if not firsts:
+            self.run += len(piece)
+            self._check(piece, len(piece))
+            return
+        self.run += min(firsts)
+        self._check(piece, min(firsts))
+        self.run = len(piece) - 1 - max(piece.rfind(e) for e in _FIELD_ENDS)
+        self.line += piece.count(b"\n")
+
+    def _check(self, piece: bytes, at: int) -> None:
+        if self.run > self.limit:
+            line = self.line + piece.count(b"\n", 0, at)
+            raise IngestLimitError(f"Line {line} holds a field longer than {self.limit} bytes "
+                                   "(a value without a delimiter, space or line end); fields "
+                                   f"are at most {self.limit} bytes.", setting="max_field_bytes",
+                                   row=line)
+
+
+def check_rows_at(n_rows: int, max_rows: int | None, line: int,
+                  setting: str = "max_predict_instances") -> None:
+    """413 as a reader reaches row ``n_rows`` (at ``line``) beyond ``max_rows``: the rest of the
+    file is not read."""
+    if max_rows is not None and n_rows > max_rows:
+        raise IngestLimitError(f"Line {line} is data row {n_rows}; at most {max_rows} rows are "
+                               f"accepted ({_env(setting)}).", setting=setting, row=line)
+
+
+_COUNT_BLOCK = 8 << 20
+
+
+def count_records(content: bytes, comment: bytes | None = None) -> int:
+    """Lines of ``content`` holding something: neither empty (or a lone carriage return) nor,
+    with ``comment``, starting with it. Read 8 MiB at a time with numpy (~0.1 s for 100 MB),
+    so the memory is a block's newline positions."""
+    arr = np.frombuffer(content, dtype=np.uint8)
+    total, start = 0, 0
+    mark = None if comment is None else comment[0]
+    for off in range(0, len(arr), _COUNT_BLOCK):
+        ends = np.flatnonzero(arr[off:off + _COUNT_BLOCK] == 10) + off
+        if not len(ends):
+            continue
+        starts = np.concatenate(([start], ends[:-1] + 1))
+        lengths = ends - starts
+        first = arr[starts]
+        empty = (lengths == 0) | ((lengths == 1) & (first == 13))
+        if mark is not None:
+            empty |= (lengths > 0) & (first == mark)
+        total += len(ends) - int(empty.sum())
+        start = int(ends[-1]) + 1
+    rest = bytes(content[start:]).strip()
+    return total + (1 if rest and (mark is None or rest[0] != mark) else 0)

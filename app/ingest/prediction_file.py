@@ -8,8 +8,10 @@ import io
 import numpy as np
 import scipy.sparse as sp
 
+from . import formats
 from .arff import read_arff
 from .column_specs import BadValueError, ColumnCoder, feature_specs, spec_width
+from .columnar import Columns, column_tokens, read_jsonl, read_parquet
 from .columns import resolve_label
 from .csv_format import (
     _SNIFF_LINES,
@@ -23,10 +25,9 @@ from .csv_format import (
 from .csv_stream import frame_chunks, typed_column
 from .dataset import find_missing, table_missing_error
 from .encoder import Encoder, number_table  # noqa: F401  (number_table: app.predict reads it here)
-from .errors import MAX_ROWS_NAMED, IngestError
+from .errors import MAX_ROWS_NAMED, IngestError, IngestLimitError
 from .labels import convert_labels
-from .limits import NO_LIMITS, Limits, check_budget
-from .sniff import detect_format
+from .limits import NO_LIMITS, Limits, check_budget, count_records
 from .svmlight import check_values, read_svmlight
 from .table import RawTable
 from .text import decode_bytes, is_number, preview
@@ -134,26 +135,142 @@ def parse_feature_file(encoding: dict, content: bytes, filename: str = "",
     imputes (they take its fill). A table whose encoded matrix
     would exceed ``limits.max_encoded_bytes`` (wide one-hot columns) raises IngestLimitError
     before it is built; svmlight and plain numeric CSV give matrices in proportion to the file.
+    More than ``limits.max_rows`` rows: IngestLimitError, counted before the file is parsed
+    (Parquet: its metadata; text without quotes: its lines) or as the reader passes the limit.
     """
-    specs = feature_specs(encoding)
-    check_column_count(encoding, content)
-    text = decode_bytes(content)
-    if not isinstance(content, str) and content.startswith(_UTF16_BOMS):
-        check_column_count(encoding, text)
-    if not text or text.isspace():  # (not text.strip(): no copy of a large upload)
-        raise IngestError("The file is empty.", field="file")
-    fmt = detect_format(text, filename)
+    fmt = file_format(content, filename)
+    if fmt in ("parquet", "jsonl"):
+        columns = read_columns(encoding, content, fmt, limits)
+        fast = _typed_features(encoding, columns, label)
+        if fast is not None:
+            return fast
+        return _table_features(encoding, _columns_table(encoding, columns, label), label,
+                               limits)
+    text = _checked_text(encoding, content, fmt, limits)
     if fmt == "svmlight":
         return _svmlight_features(encoding, text)
     if fmt == "csv" and looks_whitespace_separated(text):
         text = whitespace_to_tabs(text)
     if fmt == "csv" and (fast := _plain_csv_features(encoding, text, label)) is not None:
         return fast
+    return _table_features(encoding, _text_table(encoding, text, fmt, limits), label, limits)
+
+
+def file_format(content: bytes, filename: str = "") -> str:
+    """The reader of a prediction file (``formats``): by extension, else Parquet's magic, else
+    the content (UTF-16 text decoded first)."""
+    found = formats.by_extension(filename)
+    if found is not None:
+        return found.reader
+    head = bytes(content[:formats.SNIFF_BYTES])
+    if head.startswith(_UTF16_BOMS):
+        head = decode_bytes(content)[:formats.SNIFF_BYTES]  # type: ignore[assignment]
+    return formats.by_content(head).reader
+
+
+def _checked_text(encoding: dict, content: bytes, fmt: str, limits: Limits) -> str:
+    """The text of a text file, after the column and row counts it cannot exceed are checked
+    on its bytes (so a refused file is never decoded)."""
+    check_column_count(encoding, content)
+    if limits.max_rows is not None and not content.startswith(_UTF16_BOMS) and (
+            fmt == "svmlight" or (fmt == "csv" and b'"' not in content)):
+        # (quoted fields may span lines: the reader counts those rows as it reads them)
+        header = 1 if fmt == "csv" else 0
+        n = count_records(content, b"#" if fmt == "svmlight" else None) - header
+        check_file_rows(n, limits.max_rows)
+    text = decode_bytes(content)
+    if not isinstance(content, str) and content.startswith(_UTF16_BOMS):
+        check_column_count(encoding, text)
+    if not text or text.isspace():  # (not text.strip(): no copy of a large upload)
+        raise IngestError("The file is empty.", field="file")
+    return text
+
+
+def check_file_rows(n_rows: int, max_rows: int | None) -> None:
+    """413 for a file of more than ``max_rows`` data rows (counted before it is parsed)."""
+    if max_rows is not None and n_rows > max_rows:
+        raise IngestLimitError(f"The file has {n_rows} data rows; at most {max_rows} are "
+                               "accepted (MSVMAV_MAX_PREDICT_INSTANCES).",
+                               setting="max_predict_instances")
+
+
+def _text_table(encoding: dict, text: str, fmt: str, limits: Limits) -> RawTable:
     if fmt == "csv":
-        table = read_csv(text, preferred_delimiter=encoding.get("delimiter"),
-                         known_names={s["name"] for s in specs})
-    else:
-        table = read_arff(text)
+        return read_csv(text, preferred_delimiter=encoding.get("delimiter"),
+                        known_names={s["name"] for s in feature_specs(encoding)},
+                        max_rows=limits.max_rows)
+    return read_arff(text, max_attributes=_column_limit(encoding), max_rows=limits.max_rows)
+
+
+def _column_limit(encoding: dict) -> int:
+    return len(encoding.get("input_columns") or feature_specs(encoding)) + MAX_EXTRA_COLUMNS
+
+
+def read_columns(encoding: dict, content: bytes, fmt: str, limits: Limits) -> Columns:
+    """A Parquet or JSON Lines prediction file's columns, rows and widths checked first."""
+    if fmt == "parquet":
+        return read_parquet(content, max_rows=limits.max_rows,
+                            max_columns=_column_limit(encoding),
+                            max_bytes=limits.max_encoded_bytes,
+                            rows_setting="max_predict_instances")
+    return read_jsonl(content, max_rows=limits.max_rows, max_columns=_column_limit(encoding),
+                      rows_setting="max_predict_instances")
+
+
+def _columns_table(encoding: dict, columns: Columns, label: str | int | None) -> RawTable:
+    """The model's columns (and the label's, if any) of a columnar file as a RawTable; the
+    other columns are not read."""
+    wanted = {s["name"] for s in feature_specs(encoding)}
+    index = {n: j for j, n in enumerate(columns.names)}
+    absent = [n for n in wanted if n not in index]
+    if absent:
+        raise IngestError(f"The file lacks training columns {preview(sorted(absent))}; it has "
+                          f"{preview(columns.names)}.", field="file", column=sorted(absent)[0])
+    label_idx = _label_position(encoding, columns.names, label)
+    used = sorted({index[n] for n in wanted} | ({label_idx} if label_idx is not None else set()))
+    return columns.table(used)
+
+
+def _label_position(encoding: dict, names: list[str], label: str | int | None) -> int | None:
+    if label is not None:
+        return resolve_label(names, label, default=-1)
+    return {n: j for j, n in enumerate(names)}.get(encoding.get("label"))  # type: ignore[arg-type]
+
+
+def _typed_features(encoding: dict, columns: Columns, label: str | int | None
+                    ) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """A columnar file whose model features are all numeric and present in every row: its
+    numbers encoded as they are (``Encoder.transform_columns``); None for anything else."""
+    encoder = Encoder.from_dict(encoding)
+    index = {n: j for j, n in enumerate(columns.names)}
+    if not encoder.names or not encoder.plain_numeric or any(
+            n not in index for n in encoder.names):
+        return None
+    try:
+        label_idx = _label_position(encoding, columns.names, label)
+    except IngestError:
+        return None
+    col_ids = [index[n] for n in encoder.names]
+    if label_idx is not None and label_idx in col_ids:
+        return None
+    series = columns.read(col_ids)
+    typed = [typed_column(s) for s in series]
+    if any(t is None or t[1] is not None for t in typed):
+        return None
+    y = None
+    if label_idx is not None:
+        (label_series,) = columns.read([label_idx])
+        tokens = column_tokens(label_series)
+        if any(t is None for t in tokens):
+            return None  # (an empty label: the careful path says which rows)
+        y = convert_labels(tokens)  # type: ignore[arg-type]
+    return encoder.transform_columns(columns.n_rows, [t[0] for t in typed], sparse=False), y
+
+
+def _table_features(encoding: dict, table: RawTable, label: str | int | None, limits: Limits
+                    ) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray | None]:
+    """``parse_feature_file``'s answer for a file the careful readers parsed."""
+    specs = feature_specs(encoding)
     col_ids, label_idx = _map_columns(encoding, table, label)
     if label_idx is not None and label_idx in col_ids:
         raise IngestError(f"Column {table.names[label_idx]!r} is a feature of this model and "
@@ -280,18 +397,18 @@ def parse_feature_file_skipping(encoding: dict, content: bytes, filename: str = 
     (missing, not a number, an unknown category) are left out. Returns (X, y, the kept rows'
     positions, one error per left-out row: ``row`` (0-based), ``line``, ``column``,
     ``reason``). An svmlight file has no such rows to skip: it is parsed as with "fail"."""
-    text = decode_bytes(content)
-    if not text or text.isspace() or detect_format(text, filename) == "svmlight":
-        X, y = parse_feature_file(encoding, content, filename, label, limits)
-        return X, y, list(range(X.shape[0])), []
-    specs = feature_specs(encoding)
-    if detect_format(text, filename) == "csv":
-        if looks_whitespace_separated(text):
-            text = whitespace_to_tabs(text)
-        table = read_csv(text, preferred_delimiter=encoding.get("delimiter"),
-                         known_names={s["name"] for s in specs})
+    fmt = file_format(content, filename)
+    if fmt in ("parquet", "jsonl"):
+        table = _columns_table(encoding, read_columns(encoding, content, fmt, limits), label)
     else:
-        table = read_arff(text)
+        if fmt == "svmlight" or not content or content.isspace():
+            X, y = parse_feature_file(encoding, content, filename, label, limits)
+            return X, y, list(range(X.shape[0])), []
+        text = _checked_text(encoding, content, fmt, limits)
+        if fmt == "csv" and looks_whitespace_separated(text):
+            text = whitespace_to_tabs(text)
+        table = _text_table(encoding, text, fmt, limits)
+    specs = feature_specs(encoding)
     col_ids, label_idx = _map_columns(encoding, table, label)
     encoder = Encoder.from_dict(encoding)
     bad = _first_bad_cells(table, col_ids, encoder.coders)

@@ -377,7 +377,9 @@ def predict_file(
     check_upload_size(len(content), settings)
     loaded, target = _target_loaded(session, target, ["body", "model_id"])
     check_not_blank(not content or content.isspace())  # (not strip(): no copy of the upload)
-    limits = Limits(max_encoded_bytes=settings.max_encoded_bytes)
+    # the row limit is checked as the file is read (before it is parsed whole)
+    limits = Limits(max_rows=settings.max_predict_instances,
+                    max_encoded_bytes=settings.max_encoded_bytes)
     skipped = None
     try:
         if on_error == "skip":

@@ -1,0 +1,265 @@
+"""Parquet and JSON Lines files as named columns: the readers behind the "parquet" and "jsonl"
+formats of ``formats`` (uploads and /predict/file; batch jobs read them a chunk at a time).
+
+Both give a ``Columns``: the file's column names, its rows, each row's line (JSON Lines) or
+1-based row number (Parquet), and the columns asked for, read only then. A Parquet file's rows
+and columns come from its metadata, checked against the limits before a value is decoded, and
+only the columns asked for are decoded (string columns kept dictionary-encoded: a value
+repeated in every row is one Python string). A JSON Lines file is read a line at a time; its
+rows and every line's keys are counted against the limits as they come (a line with more ``:``
+than the column limit allows is parsed with a hook that stops at the limit).
+
+Values become what the CSV of the same rows would give: numbers stay numbers, text the text
+(stripped; "", "?", "NA", "NaN" missing, as in CSV), true/false the words "True"/"False", null
+or an absent key a missing value.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any
+
+import numpy as np
+
+from .errors import IngestError, IngestLimitError
+from .table import RawTable
+from .text import clean_token
+
+
+@dataclass
+class Columns:
+    """A columnar file: ``names`` in file order, ``n_rows``, the line of each row (``lines``),
+    and ``read(positions)``: those columns as pandas Series (float64 with NaN for missing
+    numbers, or object/categorical text)."""
+
+    names: list[str]
+    n_rows: int
+    lines: list[int]
+    read: Callable[[list[int]], list[Any]]
+
+    def table(self, positions: list[int], series: list[Any] | None = None) -> RawTable:
+        """The columns at ``positions`` (file order; ``series``: those columns already read)
+        as the careful readers' RawTable of tokens (the other columns are not read)."""
+        series = self.read(positions) if series is None else series
+        tokens = [column_tokens(s) for s in series]
+        rows = [list(r) for r in zip(*tokens, strict=True)] if tokens else []
+        return RawTable(names=[self.names[j] for j in positions],
+                        declared=[None] * len(positions), lines=self.lines, rows=rows,
+                        has_header=True)
+
+
+def column_tokens(series: Any) -> list[str | None]:
+    """A column as the tokens its CSV would hold (None: missing)."""
+    import pandas as pd
+
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        # each distinct value tokenised once, every row referring to it
+        cats = [_token(c) for c in series.cat.categories]
+        return [cats[k] if k >= 0 else None for k in series.cat.codes.tolist()]
+    if series.dtype.kind == "f":
+        return [None if math.isnan(v) else repr(v) for v in series.tolist()]
+    return [_token(v) for v in series.tolist()]
+
+
+def _token(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool | np.bool_):
+        return "True" if value else "False"
+    if isinstance(value, float | np.floating):
+        return None if math.isnan(value) else repr(float(value))
+    if isinstance(value, str):
+        return clean_token(value)
+    return str(value)
+
+
+def _check_width(n: int, max_columns: int | None, where: str, row: int | None = None) -> None:
+    if max_columns is not None and n > max_columns:
+        raise IngestLimitError(f"{where} has {n} columns; at most {max_columns} are accepted "
+                               "(MSVMAV_MAX_FEATURES and the columns a file may add).",
+                               setting="max_features", row=row)
+
+
+def _check_rows(n: int, max_rows: int | None, setting: str, row: int | None = None) -> None:
+    if max_rows is not None and n > max_rows:
+        raise IngestLimitError(f"The file has more than {max_rows} data rows"
+                               f"{f' (line {row})' if row else ''}; the limit is {max_rows} "
+                               f"(MSVMAV_{setting.upper()}).", setting=setting, row=row)
+
+
+def read_parquet(source: IO[bytes] | bytes, *, max_rows: int | None = None,
+                 max_columns: int | None = None, max_bytes: int | None = None,
+                 rows_setting: str = "max_rows") -> Columns:
+    """A Parquet file's ``Columns``: its schema and row count read from the metadata and
+    checked (a duplicated column name: 422 naming it); ``read`` decodes the columns asked for,
+    after checking their uncompressed size (from the metadata) against ``max_bytes``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if isinstance(source, bytes | bytearray | memoryview):
+        source = pa.BufferReader(source)
+    try:
+        meta = pq.ParquetFile(source)
+    except (pa.ArrowException, OSError) as exc:
+        raise IngestError(f"The file cannot be read as Parquet: {_first_line(exc)}",
+                          field="file") from None
+    schema = meta.schema_arrow
+    names = [str(n) for n in schema.names]
+    _check_width(len(names), max_columns, "The Parquet file")
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise IngestError(f"The Parquet file has two columns named {name!r}; column names "
+                              "must be unique.", field="file", column=name)
+        seen.add(name)
+    n_rows = meta.metadata.num_rows
+    _check_rows(n_rows, max_rows, rows_setting)
+
+    def read(positions: list[int]) -> list[Any]:
+        wanted = [names[j] for j in positions]
+        for name in wanted:
+            kind = schema.field(name).type
+            if pa.types.is_nested(kind):
+                raise IngestError(f"Parquet column {name!r} holds {kind} values; a feature "
+                                  "must hold numbers or text: add it to drop.", field="file",
+                                  column=name)
+        _check_decoded(meta, positions, names, max_bytes)
+        strings = [n for n in wanted if _is_text(schema.field(n).type)]
+        try:
+            table = pq.ParquetFile(source, read_dictionary=strings).read(columns=wanted)
+        except (pa.ArrowException, OSError) as exc:
+            raise IngestError(f"The file cannot be read as Parquet: {_first_line(exc)}",
+                              field="file") from None
+        return [_series(table.column(i)) for i in range(len(wanted))]
+
+    return Columns(names=names, n_rows=n_rows, lines=list(range(1, n_rows + 1)), read=read)
+
+
+def _is_text(kind: Any) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def _check_decoded(meta: Any, positions: list[int], names: list[str],
+                   max_bytes: int | None) -> None:
+    """413 when the columns to read take more than ``max_bytes`` once decompressed."""
+    if max_bytes is None:
+        return
+    md = meta.metadata
+    paths = {md.schema.column(i).path.split(".")[0]: i for i in range(md.num_columns)}
+    sizes = {names[j]: 0 for j in positions}
+    for g in range(md.num_row_groups):
+        group = md.row_group(g)
+        for name in sizes:
+            if name in paths:
+                sizes[name] += group.column(paths[name]).total_uncompressed_size
+    if sum(sizes.values()) > max_bytes:
+        worst = max(sizes, key=sizes.__getitem__)
+        raise IngestLimitError(f"The Parquet columns to read take {sum(sizes.values())} bytes "
+                               f"decompressed ({worst!r} {sizes[worst]}); the limit is "
+                               f"{max_bytes} (MSVMAV_MAX_ENCODED_BYTES).",
+                               setting="max_encoded_bytes", column=worst)
+
+
+def _series(column: Any) -> Any:
+    """An Arrow column as a pandas Series: numbers as float64 (nulls NaN), dictionary text as
+    a categorical, anything else as objects."""
+    import pandas as pd
+    import pyarrow as pa
+
+    kind = column.type
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        return pd.Series(column.to_numpy(zero_copy_only=False).astype(np.float64, copy=False))
+    if pa.types.is_dictionary(kind):
+        return pd.Series(column.to_pandas())
+    if pa.types.is_boolean(kind):
+        return pd.Series([_token(v) for v in column.to_pylist()], dtype=object)
+    return pd.Series(column.to_pylist(), dtype=object)
+
+
+def read_jsonl(source: IO[bytes] | bytes, *, max_rows: int | None = None,
+               max_columns: int | None = None, rows_setting: str = "max_rows") -> Columns:
+    """A JSON Lines file's ``Columns``: one JSON object per line (blank lines skipped), keyed
+    by column name; the columns are the keys in order of first appearance. 422 naming the line
+    for a line that is not an object or holds a nested value; 413 beyond the limits."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        source = io.BytesIO(source)
+    index: dict[str, int] = {}
+    values: list[list[Any]] = []
+    lines: list[int] = []
+    for lineno, raw in enumerate(source, start=1):
+        if not raw.strip():
+            continue
+        record = _record(raw, lineno, max_columns)
+        _check_rows(len(lines) + 1, max_rows, rows_setting, lineno)
+        n = len(lines)
+        for key, value in record.items():
+            if isinstance(value, dict | list):
+                raise IngestError(f"Line {lineno}: JSON key {key!r} holds a nested value; "
+                                  "a JSON Lines row is a flat object whose values are "
+                                  "numbers, text, true/false or null.",
+                                  field="file", row=lineno, column=key)
+            j = index.get(key)
+            if j is None:
+                j = index[key] = len(values)
+                _check_width(len(index), max_columns, f"Line {lineno}", lineno)
+                values.append([None] * n)
+            values[j].append(value)
+        lines.append(lineno)
+        for column in values:
+            if len(column) == n:
+                column.append(None)  # an absent key: missing
+    if not lines:
+        raise IngestError("The file has no data rows.", field="file")
+    names = list(index)
+
+    def read(positions: list[int]) -> list[Any]:
+        return [_json_series(values[j]) for j in positions]
+
+    return Columns(names=names, n_rows=len(lines), lines=lines, read=read)
+
+
+def _record(raw: bytes, lineno: int, max_columns: int | None) -> dict[str, Any]:
+    """One line's object; an object with more than ``max_columns`` keys is refused before it is
+    parsed: each key is followed by a ':', so fewer colons need no check; each key ends in '":'
+    (a value would need an escaped quote to hold one), so more of those is refused at once;
+    in between, a hook counts the pairs of each object as it is built."""
+    hook = None
+    if max_columns is not None and raw.count(b":") > max_columns:
+        _check_width(raw.count(b'":'), max_columns, f"Line {lineno}", lineno)
+
+        def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+            _check_width(len(pairs), max_columns, f"Line {lineno}", lineno)
+            return dict(pairs)
+    try:
+        record = json.loads(raw, object_pairs_hook=hook)
+    except (ValueError, RecursionError) as exc:
+        raise IngestError(f"Line {lineno} is not a JSON object ({_first_line(exc)}).",
+                          field="file", row=lineno) from None
+    if not isinstance(record, dict):
+        raise IngestError(f"Line {lineno} is not a JSON object (it is {type(record).__name__}"
+                          "); each line must be an object keyed by column name.",
+                          field="file", row=lineno)
+    return record
+
+
+def _json_series(column: list[Any]) -> Any:
+    import pandas as pd
+
+    if all(v is None or (isinstance(v, int | float) and not isinstance(v, bool))
+           for v in column):
+        return pd.Series(np.array([np.nan if v is None else v for v in column],
+                                  dtype=np.float64))
+    # text as the CSV would hold it (integers as written, true/false as words)
+    return pd.Series([str(v) if isinstance(v, int) and not isinstance(v, bool) else _token(v)
+                      for v in column], dtype=object)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().split("\n", 1)[0]
+    return text[:300] or type(exc).__name__
