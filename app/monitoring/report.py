@@ -24,7 +24,7 @@ from app.core.problems import invalid
 from app.datasets import service as datasets
 from app.models import service as models
 from app.models.orm import Model
-from app.monitoring import feature_drift, figure, window
+from app.monitoring import feature_drift, figure, reliability, window
 from app.monitoring import log as prediction_log
 from solver import protocol
 from solver.margins import QUANTILE_LEVELS, margin_statistics
@@ -93,8 +93,31 @@ def reference(session: Session, model: Model) -> dict[str, Any] | None:
     counts = None if skipped else feature_drift.bin_counts(Xs)
     cached = loaded.extras["monitoring_reference"] = {
         "decision": decision, "theta": theta, "feature_counts": counts, "feature_skip": skipped,
+        **_atc_reference(loaded, X, y, params, (scores, true)),
     }  # fmt: skip
     return cached
+
+
+def _atc_reference(loaded: Any, X: Any, y: np.ndarray, params: dict[str, Any],
+                   train: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
+    """ATC's threshold (``reliability.atc_threshold``) on the model's hold-out rows when it
+    kept at least ``ATC_MIN_REFERENCE`` of them, else on its training part (``train``'s
+    decision values and true class indices); none without calibrated probabilities."""
+    est = loaded.estimator
+    if not est.calibrated:
+        return {"atc_threshold": None, "atc_reference": None}
+    _, test_idx = protocol.split_indices(y, params.get("test_fraction"), params.get("seed"))
+    scores, true, source = train[0], train[1], "training"
+    if len(test_idx) >= reliability.ATC_MIN_REFERENCE:
+        scores = np.asarray(est.decision_function(loaded.transform(X[test_idx])),
+                            dtype=np.float64)
+        true = models.match_labels(est.classes_, y[test_idx].tolist(), ["dataset"])
+        source = "hold-out"
+    proba = est.probabilities(scores)
+    predicted = est.predicted_index(scores, proba)
+    confidence = proba[np.arange(len(predicted)), predicted]
+    return {"atc_threshold": reliability.atc_threshold(confidence, predicted == true),
+            "atc_reference": source}
 
 
 def _margin_part(cols: window.Columns, rows: np.ndarray, multiclass: bool) -> dict[str, Any]:
@@ -128,12 +151,14 @@ def labelled(cols: window.Columns, multiclass: bool) -> dict[str, Any]:
     return _margin_part(cols, done, multiclass) | {"daily": daily}
 
 
-def performance_estimate(estimator: Any, cols: window.Columns,
-                         multiclass: bool) -> dict[str, Any] | None:
+def performance_estimate(estimator: Any, cols: window.Columns, multiclass: bool,
+                         ref: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The window's accuracy expected from the model's calibrated probabilities of its logged
     decision values (``solver.performance_estimate``: mean confidence of the predicted class,
-    95 % interval), beside the realised accuracy of its rows with feedback (None without);
-    None when the model has no calibrator or the window no rows."""
+    95 % interval), beside the realised accuracy of its rows with feedback (None without)
+    and their ``gap``; with the model's reference (``ref``), the ATC estimate beside it;
+    the ``reliability`` verdict (``app.monitoring.reliability``). None when the model has no
+    calibrator or the window no rows."""
     if not estimator.calibrated:
         return None
     if multiclass:  # the full one-vs-rest vector, logged with each multi-class row
@@ -144,13 +169,22 @@ def performance_estimate(estimator: Any, cols: window.Columns,
         D = cols.decision
     if not keep.any():
         return None
+    clipped = float(np.mean(cols.clipped)) if len(cols) else None
     predicted = cols.predicted[keep]
     true = cols.true_class[keep]
-    estimate = expected_accuracy(estimator.probabilities(D), predicted)
+    proba = estimator.probabilities(D)
+    estimate = expected_accuracy(proba, predicted)
     done = true != window.NO_CLASS
     realised = float(np.mean(predicted[done] == true[done])) if done.any() else None
-    return {"method": "cbpe", "alpha": 0.05, **estimate, "realised_accuracy": realised,
-            "n_labelled": int(done.sum())}  # fmt: skip
+    out = {"method": "cbpe", "alpha": 0.05, **estimate, "realised_accuracy": realised,
+           "n_labelled": int(done.sum())}  # fmt: skip
+    out["gap"] = None if realised is None else realised - estimate["estimate"]
+    if ref is not None:
+        confidence = proba[np.arange(len(predicted)), predicted]
+        out["atc"] = reliability.atc_estimate(confidence, ref.get("atc_threshold"),
+                                              ref.get("atc_reference") or "training")
+    out["reliability"] = reliability.verdict(out, out.get("atc"), clipped)
+    return out
 
 
 def _drift(ref: np.ndarray | None, live: np.ndarray) -> dict[str, Any] | None:
@@ -240,8 +274,8 @@ def model_report(
     if drift is not None:
         drift["per_feature"] = w.per_feature
     estimator = models.load_cached(session, model_id).estimator
-    estimate = performance_estimate(estimator, w.cols, len(w.model.classes) > 2)
-    return {
+    estimate = performance_estimate(estimator, w.cols, len(w.model.classes) > 2, w.ref)
+    report = {
         "model_id": model_id,
         "since": since,
         "until": until,
@@ -249,9 +283,14 @@ def model_report(
         "live": live_part,
         "performance_estimate": estimate,
         "drift": drift,
+        "margin_density": reliability.margin_density(
+            ref_part["inside_margin_fraction"] if ref_part else None,
+            live_part["inside_margin_fraction"]),
         "labelled": labelled(w.cols, len(w.model.classes) > 2),
         "log": w.log,
     }
+    report["warnings"] = reliability.warnings(report)
+    return report
 
 
 def model_figure(

@@ -92,7 +92,13 @@ _REPORT_EXAMPLE = {
         "n": 1,
         "realised_accuracy": None,
         "n_labelled": 0,
+        "gap": None,
+        "atc": {"method": "atc", "estimate": 1.0, "low": 0.21, "high": 1.0, "n": 1,
+                "threshold": 0.62, "reference": "hold-out"},
+        "reliability": {"verdict": "reliable", "reasons": []},
     },
+    "margin_density": {"method": "md3", "reference": 0.31, "live": 1.0, "change": 0.69,
+                       "threshold": 0.1, "drifted": True},
     "drift": {
         "method": "ks_2samp",
         "statistic": 0.52,
@@ -119,6 +125,9 @@ _REPORT_EXAMPLE = {
         "sv_ratio": None,
         "daily": [],
     },
+    "warnings": [{"code": "margin_density_drift",
+                  "message": "the share of rows inside the margin band moved from 0.310 to "
+                  "1.000"}],
 }
 
 
@@ -144,8 +153,25 @@ class MonitoringReport(BaseModel):
         "class from the model's calibrated probabilities of the logged decision values "
         "(method cbpe, as NannyML's CBPE), with a 95% interval (low, high: where the "
         "realised accuracy falls if the calibration holds on these rows), n rows, and "
-        "realised_accuracy over the n_labelled rows with feedback (null without); null when "
-        "the model has no calibration or the window no rows",
+        "realised_accuracy over the n_labelled rows with feedback (null without) and its gap "
+        "(realised - estimate); atc: average thresholded confidence (Garg et al. 2022), the "
+        "share of rows whose predicted-class probability exceeds the threshold fitted on the "
+        "model's hold-out (or training part), with a Wilson 95% interval; reliability: "
+        "verdict (reliable, unreliable, none) and the reasons the window gives (clipped "
+        "inputs, the two estimates disagreeing, realised accuracy outside the interval); "
+        "null when the model has no calibration or the window no rows",
+    )
+    margin_density: dict[str, Any] | None = Field(
+        None,
+        description="Margin-density drift (MD3): the share of rows inside the training margin "
+        "band |f(x)| < theta, reference and live, their change, threshold (0.1) and drifted; "
+        "null without a reference or live rows",
+    )
+    warnings: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="What the window says to look at, each {code, message}: decision_drift, "
+        "feature_drift, margin_density_drift, clipped_inputs, unreliable_estimate, "
+        "accuracy_below_estimate, log_gap",
     )
     drift: dict[str, Any] | None = Field(
         description="Kolmogorov-Smirnov two-sample test between reference and live decision "

@@ -1,0 +1,127 @@
+"""Whether a window's label-free accuracy estimate can be trusted, a second estimate of another
+family to check it against, the margin-density drift, and the report's warnings.
+
+* **ATC** (average thresholded confidence, Garg et al., ICLR 2022): on the model's own labelled
+  rows (its hold-out when it kept one of at least ``ATC_MIN_REFERENCE`` rows, else its training
+  part) the threshold t is chosen so that the share of rows whose predicted-class probability
+  exceeds t equals their accuracy; a window's estimate is the share of its rows above t, with
+  a Wilson 95 % interval. It assumes what CBPE assumes — that the shift leaves P(y | x) alone —
+  but not that the probabilities stay calibrated, so the two part ways when calibration fails.
+* **Margin density** (MD3, Sethi & Kantardzic 2017): the share of rows inside the training
+  margin band, |f(x)| < θ̂, live against the reference; a change above
+  ``MARGIN_DENSITY_LIMIT`` (absolute) is drift in the rows the margins are least sure of.
+* **Reliability**: the estimate is ``unreliable`` when the window itself shows it cannot hold —
+  more than ``CLIPPED_LIMIT`` of the rows had an input outside the training range (clipped:
+  outside the training support, where neither estimator knows anything), the two estimators
+  disagree by more than ``DISAGREEMENT_LIMIT``, or, with at least ``MIN_LABELLED`` rows of
+  feedback, the realised accuracy falls outside the estimate's interval. Each reason is said.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+ATC_MIN_REFERENCE = 50
+CLIPPED_LIMIT = 0.05
+DISAGREEMENT_LIMIT = 0.05
+MARGIN_DENSITY_LIMIT = 0.10
+MIN_LABELLED = 30
+ACCURACY_WARNING = 0.05  # realised accuracy this far below the estimate is a warning
+
+
+def atc_threshold(confidence: np.ndarray, correct: np.ndarray) -> float | None:
+    """The t for which the share of ``confidence`` above t is the rows' accuracy."""
+    if confidence.size == 0:
+        return None
+    accuracy = float(np.mean(correct))
+    return float(np.quantile(confidence, 1.0 - accuracy))
+
+
+def atc_estimate(confidence: np.ndarray, threshold: float | None, source: str,
+                 alpha: float = 0.05) -> dict[str, Any] | None:
+    """{"method": "atc", estimate, low, high (Wilson interval), n, threshold, reference}."""
+    if threshold is None or confidence.size == 0:
+        return None
+    n = int(confidence.size)
+    k = int(np.sum(confidence > threshold))
+    p = k / n
+    z = float(stats.norm.ppf(1.0 - alpha / 2.0))
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return {"method": "atc", "estimate": p, "low": max(0.0, float(centre - half)),
+            "high": min(1.0, float(centre + half)), "n": n, "threshold": threshold,
+            "reference": source}
+
+
+def margin_density(reference: float | None, live: float | None) -> dict[str, Any] | None:
+    """The share inside the margin band, reference and live, their change, and the verdict."""
+    if reference is None or live is None:
+        return None
+    change = live - reference
+    return {"method": "md3", "reference": reference, "live": live, "change": change,
+            "threshold": MARGIN_DENSITY_LIMIT, "drifted": bool(abs(change) > MARGIN_DENSITY_LIMIT)}
+
+
+def verdict(cbpe: dict[str, Any] | None, atc: dict[str, Any] | None,
+            clipped: float | None) -> dict[str, Any]:
+    """``{"verdict": "reliable" | "unreliable" | "none", "reasons": [...]}`` of the window."""
+    if cbpe is None or cbpe.get("estimate") is None:
+        return {"verdict": "none", "reasons": ["no label-free estimate: the model has no "
+                                               "calibrated probabilities, or the window no rows"]}
+    reasons = []
+    if clipped is not None and clipped > CLIPPED_LIMIT:
+        reasons.append(f"{clipped:.0%} of the rows had an input outside the training range "
+                       f"(more than {CLIPPED_LIMIT:.0%}): the estimate cannot see there")
+    if atc is not None and abs(atc["estimate"] - cbpe["estimate"]) > DISAGREEMENT_LIMIT:
+        reasons.append(f"the confidence-based ({cbpe['estimate']:.3f}) and thresholded "
+                       f"({atc['estimate']:.3f}) estimates differ by more than "
+                       f"{DISAGREEMENT_LIMIT}: the calibration does not hold on these rows")
+    realised, n_labelled = cbpe.get("realised_accuracy"), cbpe.get("n_labelled") or 0
+    if realised is not None and n_labelled >= MIN_LABELLED and not (
+            cbpe["low"] <= realised <= cbpe["high"]):
+        reasons.append(f"the realised accuracy of the {n_labelled} rows with feedback "
+                       f"({realised:.3f}) lies outside the estimate's interval "
+                       f"[{cbpe['low']:.3f}, {cbpe['high']:.3f}]")
+    return {"verdict": "unreliable" if reasons else "reliable", "reasons": reasons}
+
+
+def warnings(report: dict[str, Any]) -> list[dict[str, str]]:
+    """The report's warnings, each ``{"code", "message"}``: drift of the decision values, of
+    features or of the margin density, an unreliable estimate, clipped inputs, realised
+    accuracy below the estimate, rows still waiting to be logged."""
+    out: list[dict[str, str]] = []
+    drift = report.get("drift") or {}
+    if drift.get("drifted"):
+        out.append({"code": "decision_drift", "message": "the decision values drifted "
+                    f"(KS p-value {drift['p_value']:.2g} < {drift['threshold']})"})
+    per_feature = drift.get("per_feature") or {}
+    if per_feature.get("drifted_count"):
+        names = [f["name"] for f in per_feature.get("features", []) if f.get("drifted")][:5]
+        out.append({"code": "feature_drift", "message": f"{per_feature['drifted_count']} "
+                    f"features drifted ({', '.join(names)})"})
+    density = report.get("margin_density")
+    if density and density["drifted"]:
+        out.append({"code": "margin_density_drift", "message": "the share of rows inside the "
+                    f"margin band moved from {density['reference']:.3f} to {density['live']:.3f}"})
+    clipped = (report.get("live") or {}).get("clipped_fraction")
+    if clipped is not None and clipped > CLIPPED_LIMIT:
+        out.append({"code": "clipped_inputs", "message": f"{clipped:.0%} of the rows had an "
+                    "input outside the training range"})
+    estimate = report.get("performance_estimate") or {}
+    reliability = estimate.get("reliability") or {}
+    if reliability.get("verdict") == "unreliable":
+        out.append({"code": "unreliable_estimate", "message": "the label-free accuracy "
+                    "estimate is unreliable: " + "; ".join(reliability["reasons"])})
+    realised = estimate.get("realised_accuracy")
+    if (realised is not None and (estimate.get("n_labelled") or 0) >= MIN_LABELLED
+            and realised < estimate["estimate"] - ACCURACY_WARNING):
+        out.append({"code": "accuracy_below_estimate", "message": f"realised accuracy "
+                    f"{realised:.3f} is below the estimate {estimate['estimate']:.3f}"})
+    log = report.get("log") or {}
+    if log.get("pending_rows"):
+        out.append({"code": "log_gap", "message": f"{log['pending_rows']} rows are still "
+                    "waiting to be written to the log: the window may be incomplete"})
+    return out
