@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 
 from app.monitoring import window
@@ -96,3 +96,50 @@ def test_vectors_of_another_length_are_not_reshaped():
     assert has.tolist() == [i not in (2, 6) for i in range(10)]
     assert np.isnan(got[[2, 6]]).all()
     assert got[has].tolist() == [json.loads(t) for t in rows if t not in (None, "null")]
+
+
+def _statements(engine) -> list[tuple[str, tuple]]:
+    """The SQL statements (and parameters) run on ``engine`` from now on."""
+    seen: list[tuple[str, tuple]] = []
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def record(conn, cursor, statement, parameters, context, executemany):
+        seen.append((statement, parameters))
+
+    return seen
+
+
+def _check_both(engine) -> None:
+    """The whole window with vectors and the newest 150 rows without, against the ORM."""
+    everything, newest = _expected(engine), _expected(engine, limit=150)
+    with Session(engine) as s:
+        _check(window.read(s, 7, None, None, 10**6, True), everything, True)
+        _check(window.read(s, 7, None, None, 150, False), newest, False)
+
+
+def test_a_kept_window_reads_only_the_new_rows_and_follows_feedback_and_deletes(engine):
+    """A second read of a window: the rows written since, the feedback given since (on old rows
+    too) and the oldest rows deleted (retention) are all seen, equal to the ORM's rows; on
+    SQLite only the rows above the kept ones are stepped through again."""
+    rng = np.random.default_rng(5)
+    first = _rows(rng, 200, 3)
+    with Session(engine) as s:
+        s.add_all(first)
+        s.commit()
+    _check_both(engine)
+    more = _rows(rng, 40, 3)
+    with Session(engine) as s:
+        s.add_all(more)
+        oldest = s.scalars(select(PredictionLog).order_by(PredictionLog.id).limit(5)).all()
+        for r in oldest:
+            s.delete(r)
+        relabelled = s.scalars(select(PredictionLog).order_by(PredictionLog.id).offset(20)).first()
+        relabelled.true_class = 2 if relabelled.true_class != 2 else 0
+        newest_kept = s.scalar(select(func.max(PredictionLog.id)).where(
+            PredictionLog.id.not_in([r.id for r in more])))
+        s.commit()
+    seen = _statements(engine)
+    _check_both(engine)
+    if engine.dialect.name == "sqlite":
+        row_reads = [p for q, p in seen if "prediction_log.id > " in q]
+        assert row_reads and all(newest_kept in p for p in row_reads), row_reads
