@@ -15,13 +15,20 @@ from msvmav_client.errors import JobFailed, NotFound, raise_for_problem
 from msvmav_client.types import (
     Alias,
     Dataset,
+    DatasetProfile,
     Evaluation,
+    Experiment,
+    FeedbackResult,
     JobInfo,
+    KeyCreated,
+    KeyInfo,
     Margins,
     ModelInfo,
+    MonitoringReport,
     Page,
     PredictResult,
     RegisteredModel,
+    ShadowReport,
     VersionCreated,
 )
 
@@ -158,6 +165,23 @@ class Client:
     def delete_dataset(self, dataset_id: int) -> None:
         self._request("DELETE", f"/datasets/{dataset_id}")
 
+    def register_reference(
+        self,
+        uri: str,
+        name: str | None = None,
+        label: str | None = None,
+        drop: Sequence[str] = (),
+    ) -> Dataset:
+        """A dataset by reference (``POST /datasets/references``): Parquet files under one of
+        the service's ``MSVMAV_DATA_ROOTS``, read where they lie (a directory, file or glob)."""
+        body = {"uri": uri, "name": name, "label": label, "drop": list(drop)}
+        body = {k: v for k, v in body.items() if v is not None}
+        return cast(Dataset, self._json("POST", "/datasets/references", json=body))
+
+    def profile(self, dataset_id: int) -> DatasetProfile:
+        """Per-column statistics, the label's classes and a preview of the first rows."""
+        return cast(DatasetProfile, self._json("GET", f"/datasets/{dataset_id}/profile"))
+
     # --- training and jobs ---------------------------------------------------------------------
 
     def train(self, dataset_id: int, algorithm: str = "msvmav", **fields: Any) -> Job:
@@ -194,6 +218,20 @@ class Client:
             params["dataset_id"] = dataset_id
         return cast(Margins, self._json("GET", f"/models/{model_id}/margins", params=params))
 
+    def margins_figure(
+        self,
+        model_id: int,
+        format: str = "png",
+        split: str = "train",
+        dataset_id: int | None = None,
+    ) -> bytes:
+        """The margins' cumulative distribution drawn (``format`` png or svg)."""
+        params: dict[str, Any] = {"split": split}
+        if dataset_id is not None:
+            params["dataset_id"] = dataset_id
+        path = f"/models/{model_id}/margins.{_figure(format)}"
+        return self._request("GET", path, params=params).content
+
     def export(
         self, model_id: int, format: str = "bundle", path: str | Path | None = None
     ) -> bytes:
@@ -225,6 +263,28 @@ class Client:
         self._json("POST", "/registered-models", json={"name": name})
         return cast(VersionCreated, self._json("POST", path + "/versions",
                                                json={"model_id": model_id}))
+
+    def create_registered_model(
+        self, name: str, description: str | None = None, tags: dict[str, str] | None = None
+    ) -> RegisteredModel:
+        body = {"name": name, "description": description, "tags": tags}
+        body = {k: v for k, v in body.items() if v is not None}
+        return cast(RegisteredModel, self._json("POST", "/registered-models", json=body))
+
+    def update_registered_model(
+        self, name: str, description: str | None = None, tags: dict[str, str] | None = None
+    ) -> RegisteredModel:
+        """Replace the description and/or all the tags (``None``: left as they are)."""
+        body = {k: v for k, v in {"description": description, "tags": tags}.items()
+                if v is not None}
+        path = f"/registered-models/{quote(name, safe='')}"
+        return cast(RegisteredModel, self._json("PATCH", path, json=body))
+
+    def delete_registered_model(self, name: str) -> None:
+        self._request("DELETE", f"/registered-models/{quote(name, safe='')}")
+
+    def delete_version(self, name: str, version: int) -> None:
+        self._request("DELETE", f"/registered-models/{quote(name, safe='')}/versions/{version}")
 
     def _exists(self, path: str) -> bool:
         return self.http.get(path).status_code != 404
@@ -263,18 +323,18 @@ class Client:
         labels: Sequence[Any] | None = None,
         *,
         explain: bool = False,
+        ids: Sequence[Any] | None = None,
     ) -> PredictResult:
         """Labels, decision values and (calibrated models) probabilities of raw rows: lists in
         training column order, records (dicts by column name) or a pandas DataFrame (its
         columns by name). With true ``labels``, accuracy and the batch's margin statistics
-        too; with ``explain``, each row's contributions per raw column."""
-        if _is_frame(rows):
-            instances = json.loads(rows.to_json(orient="records"))
-        else:
-            instances = [list(r) if isinstance(r, tuple) else r for r in rows]
-        body: dict[str, Any] = {**_model_field(model), "instances": instances}
+        too; with ``explain``, each row's contributions per raw column; ``ids``: each row's id
+        in the prediction log (for ``feedback``; default ``"{request id}:{row}"``)."""
+        body: dict[str, Any] = {**_model_field(model), "instances": _instances(rows)}
         if labels is not None:
             body["labels"] = list(labels)
+        if ids is not None:
+            body["ids"] = list(ids)
         if explain:
             body["explain"] = True
         return cast(PredictResult, self._json("POST", "/predict", json=body))
@@ -325,6 +385,210 @@ class Client:
             PredictResult,
             self._json("POST", "/predict/file", files={"file": (filename, content)}, data=form),
         )
+
+    def explain(
+        self, model: ModelRef, rows: Sequence[Any] | Any, ids: Sequence[Any] | None = None
+    ) -> PredictResult:
+        """``POST /models/{model}/explain``: each row's prediction with its contributions per
+        raw column (they add up to the decision value minus the baseline's)."""
+        body: dict[str, Any] = {"instances": _instances(rows)}
+        if ids is not None:
+            body["ids"] = list(ids)
+        path = f"/models/{model}/explain"
+        return cast(PredictResult, self._json("POST", path, json=body))
+
+    # --- batch predictions ---------------------------------------------------------------------
+
+    def batch_predict(
+        self,
+        model: ModelRef,
+        data: FileLike | None = None,
+        *,
+        dataset_id: int | None = None,
+        passthrough: Sequence[str] = (),
+        **options: Any,
+    ) -> Job:
+        """Queue a batch scoring job (``POST /batch-predictions``) of a file or a stored
+        dataset; ``options`` are its other form fields (``format``, ``id_column``, ``output``,
+        ``on_error``, ``chunk_rows``, ...). ``job.wait()`` follows it; ``batch_result`` and
+        ``batch_errors`` download what it wrote."""
+        fields = {**_model_field(model), "dataset_id": dataset_id, **options}
+        form: dict[str, Any] = {k: _form_value(v) for k, v in fields.items() if v is not None}
+        if passthrough:
+            form["passthrough"] = list(passthrough)  # the field repeated
+        files = None
+        if data is not None:
+            filename, content = _file(data, None)
+            files = {"file": (filename, content)}
+        info = self._json("POST", "/batch-predictions", data=form, files=files)
+        return Job(self, cast(JobInfo, info))
+
+    def batch_result(
+        self, batch_id: int, format: str | None = None, path: str | Path | None = None
+    ) -> bytes | None:
+        """The scored rows (CSV, Parquet or JSON Lines: ``format``, default the job's
+        ``output``). With ``path`` the download is streamed to that file (and None returned):
+        a result that did not arrive whole raises, leaving no file."""
+        params = {"format": format} if format else {}
+        url = f"/batch-predictions/{batch_id}/result"
+        if path is None:
+            return self._request("GET", url, params=params).content
+        target = Path(path)
+        partial = target.with_name(target.name + ".partial")
+        try:
+            with self.http.stream("GET", url, params=params) as response:
+                if response.is_error:
+                    response.read()
+                    raise_for_problem(response)
+                with partial.open("wb") as out:
+                    for piece in response.iter_bytes():
+                        out.write(piece)
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)
+        return None
+
+    def batch_errors(self, batch_id: int) -> str:
+        """Every row the job left out (``on_error="skip"``), as CSV: row, line, column, reason."""
+        return self._request("GET", f"/batch-predictions/{batch_id}/errors").text
+
+    # --- monitoring ----------------------------------------------------------------------------
+
+    def feedback(
+        self, model: ModelRef, ids: Sequence[Any], labels: Sequence[Any]
+    ) -> FeedbackResult:
+        """The true labels of earlier predictions, by their ids (``POST /feedback``)."""
+        body = {**_model_field(model), "ids": list(ids), "labels": list(labels)}
+        return cast(FeedbackResult, self._json("POST", "/feedback", json=body))
+
+    def monitoring(
+        self,
+        model: ModelRef,
+        since: str | None = None,
+        until: str | None = None,
+        *,
+        figure: str | None = None,
+    ) -> MonitoringReport | bytes:
+        """The monitoring report of a stored model (int) or a registered model (``name``,
+        ``name@alias``, ``name/version``): logged decision values against training, drift,
+        the rows with feedback; ``figure="png"``: the same drawn (bytes)."""
+        params: dict[str, Any] = {k: v for k, v in {"since": since, "until": until}.items()
+                                  if v is not None}
+        path = _monitoring_path(model, params) + (f".{figure}" if figure else "")
+        if figure:
+            return self._request("GET", path, params=params).content
+        return cast(MonitoringReport, self._json("GET", path, params=params))
+
+    def start_shadow(self, name: str, alias: str) -> ShadowReport:
+        """Score the traffic of ``name``'s served version with its ``alias`` version too."""
+        path = f"/registered-models/{quote(name, safe='')}/shadow"
+        return cast(ShadowReport, self._json("PUT", path, json={"alias": alias}))
+
+    def shadow(self, name: str) -> ShadowReport:
+        """The shadow's comparison so far: agreement, both sides' decision values, accuracy."""
+        path = f"/registered-models/{quote(name, safe='')}/shadow"
+        return cast(ShadowReport, self._json("GET", path))
+
+    def stop_shadow(self, name: str) -> None:
+        self._request("DELETE", f"/registered-models/{quote(name, safe='')}/shadow")
+
+    # --- experiments ---------------------------------------------------------------------------
+
+    def start_experiment(self, dataset_ids: Sequence[int], **fields: Any) -> Job:
+        """Queue the paper's protocol (``POST /experiments``): ``fields`` are ``algorithms``,
+        ``kernel``, ``splits``, ``test_size``, ``grid``, ``cv``, ``seed``, ``scaling``,
+        ``params``. Returns the Job (its id is the experiment's)."""
+        body = {"dataset_ids": list(dataset_ids), **fields}
+        info = cast(dict, self._json("POST", "/experiments", json=body))
+        return Job(self, cast(JobInfo, info))
+
+    def experiments(self, limit: int = 50, cursor: str | None = None) -> Page:
+        return cast(Page, self._json("GET", "/experiments", params=_page(limit, cursor)))
+
+    def experiment(self, experiment_id: int) -> Experiment:
+        return cast(Experiment, self._json("GET", f"/experiments/{experiment_id}"))
+
+    def experiment_table(self, experiment_id: int, format: str = "md") -> str:
+        """Table 1 of a finished experiment, as Markdown (``md``) or CSV (``csv``)."""
+        if format not in ("md", "csv"):
+            raise ValueError("format must be 'md' or 'csv'")
+        return self._request("GET", f"/experiments/{experiment_id}/table.{format}").text
+
+    def experiment_margins(
+        self, experiment_id: int, format: str = "png", dataset_id: int | None = None
+    ) -> bytes:
+        """Figure 1 of a finished experiment (``format`` png or svg)."""
+        params = {"dataset_id": dataset_id} if dataset_id is not None else {}
+        path = f"/experiments/{experiment_id}/margins.{_figure(format)}"
+        return self._request("GET", path, params=params).content
+
+    # --- keys (an admin key) -------------------------------------------------------------------
+
+    def create_key(self, name: str, scope: str, expires_at: str | None = None) -> KeyCreated:
+        """A new API key of ``scope`` (read, write, admin); its secret (``key``) is shown only
+        in this answer."""
+        body = {"name": name, "scope": scope, "expires_at": expires_at}
+        body = {k: v for k, v in body.items() if v is not None}
+        return cast(KeyCreated, self._json("POST", "/keys", json=body))
+
+    def keys(self, limit: int = 50, cursor: str | None = None) -> Page:
+        return cast(Page, self._json("GET", "/keys", params=_page(limit, cursor)))
+
+    def key(self, key_id: int) -> KeyInfo:
+        return cast(KeyInfo, self._json("GET", f"/keys/{key_id}"))
+
+    def revoke_key(self, key_id: int) -> None:
+        self._request("DELETE", f"/keys/{key_id}")
+
+    # --- operations ----------------------------------------------------------------------------
+
+    def live(self) -> dict[str, Any]:
+        """``GET /livez``: the process is up."""
+        return cast(dict, self._json("GET", "/livez"))
+
+    def ready(self) -> dict[str, Any]:
+        """``GET /readyz``: the database answers and its schema is current (else
+        ``ServiceUnavailable``)."""
+        return cast(dict, self._json("GET", "/readyz"))
+
+    def metrics(self) -> str:
+        """``GET /metrics``: the Prometheus text."""
+        return self._request("GET", "/metrics").text
+
+
+def _instances(rows: Sequence[Any] | Any) -> list[Any]:
+    """Rows as the API takes them: lists, records, or a DataFrame's records."""
+    if _is_frame(rows):
+        return json.loads(rows.to_json(orient="records"))
+    return [list(r) if isinstance(r, tuple) else r for r in rows]
+
+
+def _form_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _figure(format: str) -> str:
+    if format not in ("png", "svg"):
+        raise ValueError("format must be 'png' or 'svg'")
+    return format
+
+
+def _monitoring_path(model: ModelRef, params: dict[str, Any]) -> str:
+    """The report's route for a stored model or a reference; a reference's alias or version
+    goes into ``params``."""
+    if isinstance(model, bool) or not isinstance(model, int | str):
+        raise TypeError("model must be a stored model's id (int) or a reference (str)")
+    if isinstance(model, int):
+        return f"/models/{model}/monitoring"
+    name, alias = model.split("@", 1) if "@" in model else (model, None)
+    name, version = name.split("/", 1) if "/" in name else (name, None)
+    if alias is not None:
+        params["alias"] = alias
+    if version is not None:
+        params["version"] = version
+    return f"/registered-models/{quote(name, safe='')}/monitoring"
 
 
 def _page(limit: int, cursor: str | None) -> dict[str, Any]:

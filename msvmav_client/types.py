@@ -179,6 +179,91 @@ class Alias(TypedDict, total=False):  # AliasOut
     previous_version: int | None
 
 
+class DatasetProfile(TypedDict, total=False):  # DatasetProfile
+    dataset_id: int
+    rows_profiled: int  # at most the first 100,000
+    n_rows: int
+    n_columns: int
+    columns: list[dict[str, Any]]  # one per feature column (at most 200): type, statistics
+    label: dict[str, Any]  # name, classes, counts
+    preview: dict[str, Any]  # the first 10 rows as stored
+
+
+class LogState(TypedDict, total=False):  # LogState
+    as_of: str  # when the answer read the prediction log
+    pending_rows: int  # rows answered by that API process and not yet written to the log
+
+
+class FeedbackResult(TypedDict, total=False):  # FeedbackOut
+    matched: int  # ids found in the prediction log
+    unknown_ids: list[str]  # the first 10 not found
+    log: LogState | None
+
+
+class MonitoringReport(TypedDict, total=False):  # MonitoringReport
+    model_id: int
+    since: str | None
+    until: str | None
+    reference: dict[str, Any] | None  # the training part's decision values
+    live: dict[str, Any]  # the logged decision values of the window
+    performance_estimate: dict[str, Any] | None  # label-free accuracy (calibrated models)
+    drift: dict[str, Any] | None  # Kolmogorov-Smirnov test, per feature too
+    labelled: dict[str, Any]  # rows with feedback: accuracy, margin statistics, per day
+    log: LogState | None
+
+
+class ShadowSide(TypedDict, total=False):  # ShadowSide
+    model_ids: list[int]
+    live: dict[str, Any]
+    accuracy: float | None
+
+
+class ShadowReport(TypedDict, total=False):  # ShadowReport
+    name: str
+    alias: str  # the challenger's alias
+    running: bool
+    started_at: str
+    stopped_at: str | None
+    n: int  # rows scored by both
+    agreement: float | None
+    labelled: int
+    production: ShadowSide
+    challenger: ShadowSide
+    log: LogState | None
+    shadow_pending_rows: int
+
+
+class Experiment(TypedDict, total=False):  # ExperimentOut
+    id: int  # the job id
+    status: str
+    progress: float
+    message: str
+    error: str | None
+    cancel_requested: bool
+    params: dict[str, Any]  # the request
+    summary: dict[str, Any] | None  # once succeeded: mean test accuracy per data set, algorithm
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    links: dict[str, Any]  # the job, the tables and the margin plots
+    results: list[dict[str, Any]] | None
+
+
+class KeyInfo(TypedDict, total=False):  # KeyOut
+    id: int
+    name: str
+    scope: str  # read, write or admin
+    prefix: str  # the key's first characters
+    created_at: str
+    last_used_at: str | None
+    revoked_at: str | None
+    expires_at: str | None
+
+
+class KeyCreated(KeyInfo, total=False):  # KeyCreated
+    key: str  # the secret, shown only in this answer
+
+
 class Page(TypedDict):  # DatasetPage, JobPage, ModelPage, ...
     items: list[dict[str, Any]]
     next_cursor: str | None

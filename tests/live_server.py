@@ -45,7 +45,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_live(server: LiveServer, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+def _wait_live(server: LiveServer, proc: subprocess.Popen, timeout: float = 180.0) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if proc.poll() is not None:

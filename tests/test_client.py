@@ -1,13 +1,18 @@
 """The Python client (``msvmav_client``) against a live ``msvmav serve`` with keys required (not
-mocked): upload, train with wait() and a progress callback, jobs, models, registry, predict by
-reference (rows, records, DataFrame, file), margins, export/import, and problem+json turned into
-typed exceptions. ``import msvmav_client`` loads none of the service's dependencies."""
+mocked): upload, datasets by reference and profiles, train with wait() and a progress callback,
+jobs, models, registry, predict by reference (rows, records, DataFrame, file), explanations,
+margins and their figures, export/import, batch jobs and their downloads, feedback, monitoring
+reports and shadows, experiments, keys, health and metrics, and problem+json turned into typed
+exceptions. ``import msvmav_client`` loads none of the service's dependencies.
+tests/app/test_client_contract.py checks that the client has a method for every route."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +38,13 @@ WDBC = ROOT / "examples" / "wdbc.arff"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with live_server(tmp_path_factory.mktemp("client"), MSVMAV_ADMIN_KEY=ADMIN_KEY) as server:
+    """The service with an admin key and a data root holding wdbc as Parquet."""
+    tmp = tmp_path_factory.mktemp("client")
+    (tmp / "data").mkdir()
+    wdbc_frame().to_parquet(tmp / "data" / "wdbc.parquet", index=False)
+    with live_server(
+        tmp, MSVMAV_ADMIN_KEY=ADMIN_KEY, MSVMAV_DATA_ROOTS=str(tmp / "data")
+    ) as server:
         yield server
 
 
@@ -200,3 +211,164 @@ def test_readme_shows_the_client():
     text = (ROOT / "README.md").read_text()
     assert "from msvmav_client import Client" in text
     assert Path(ROOT / "docs" / "client.md").exists()
+
+
+def eventually(check: Callable[[], dict | None], timeout: float = 30.0) -> dict:
+    """Poll ``check`` until it returns an answer (the prediction log is written off the request
+    path, a few tenths of a second after the answer)."""
+    end = time.monotonic() + timeout
+    while True:
+        answer = check()
+        if answer is not None:
+            return answer
+        assert time.monotonic() < end, "not within the timeout"
+        time.sleep(0.1)
+
+
+def features(n: int) -> list[list[float]]:
+    return wdbc_frame().drop(columns="Class").head(n).to_numpy().tolist()
+
+
+def test_dataset_by_reference_profile_and_delete(server, client, trained):
+    uri = str(server.cwd.parent / "data" / "wdbc.parquet")
+    referenced = client.register_reference(uri, name="wdbc-ref", label="Class")
+    assert (referenced["n_rows"], referenced["n_features"]) == (569, 30)
+    assert referenced["reference"]["uri"] == uri
+    profile = client.profile(referenced["id"])
+    assert (profile["dataset_id"], profile["rows_profiled"], profile["n_columns"]) == (
+        referenced["id"], 569, 30)
+    assert profile["label"]["classes"] == [1, 2]
+    client.delete_dataset(referenced["id"])
+    with pytest.raises(NotFound):
+        client.dataset(referenced["id"])
+
+
+def test_explain_and_margin_figures(client, trained):
+    model_id = trained["model_id"]
+    answer = client.explain(model_id, features(3), ids=["a", "b", "c"])
+    assert [p["id"] for p in answer["predictions"]] == ["a", "b", "c"]
+    for p in answer["predictions"]:
+        e = p["explanation"]
+        assert sum(e["contributions"].values()) == pytest.approx(
+            p["decision_value"] - e["baseline_decision"], abs=1e-9)
+    assert client.margins_figure(model_id)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in client.margins_figure(model_id, format="svg", split="holdout")
+
+
+def test_batch_job_result_and_errors(client, trained, tmp_path):
+    frame = wdbc_frame().head(30).astype({"V1": object})
+    frame.loc[4, "V1"] = "lots"  # one row that cannot be scored
+    job = client.batch_predict(trained["model_id"], frame.to_csv(index=False).encode(),
+                               passthrough=["Class"], on_error="skip", chunk_rows=10)
+    info = job.wait(timeout=120, poll=0.1)
+    assert (info["kind"], info["result"]["n_rows"], info["result"]["n_errors"]) == (
+        "batch_predict", 29, 1)
+    result = pd.read_csv(io.BytesIO(client.batch_result(job.id)))
+    assert list(result["row"]) == [r for r in range(30) if r != 4]
+    expected = client.predict(trained["model_id"], features(30))["predictions"]
+    assert list(result["label"]) == [p["label"] for i, p in enumerate(expected) if i != 4]
+    assert list(result["Class"]) == [c for i, c in enumerate(wdbc_frame()["Class"][:30]) if i != 4]
+    path = tmp_path / "result.parquet"
+    assert client.batch_result(job.id, format="parquet", path=path) is None
+    assert list(pd.read_parquet(path)["row"]) == list(result["row"])
+    errors = client.batch_errors(job.id).splitlines()
+    assert errors[0] == "row,line,column,reason" and errors[1].startswith("4,6,V1,")
+    with pytest.raises(NotFound):
+        client.batch_result(999999, path=tmp_path / "missing.csv")
+    assert not (tmp_path / "missing.csv").exists()
+
+
+def test_feedback_and_monitoring_reports(client, trained):
+    model_id = trained["model_id"]
+    client.register("monitored", model_id)
+    client.set_alias("monitored", "production", 1)
+    ids = [f"m-{i}" for i in range(20)]
+    labels = list(wdbc_frame()["Class"][:20])
+    client.predict("monitored@production", features(20), ids=ids)
+
+    def matched() -> dict | None:
+        answer = client.feedback(model_id, ids, labels)
+        return answer if answer["matched"] == 20 else None
+
+    assert eventually(matched)["unknown_ids"] == []
+    report = client.monitoring(model_id)
+    assert report["model_id"] == model_id and report["labelled"]["n"] >= 20
+    assert report["live"]["n"] >= 20 and report["reference"]["n"] > 0
+    by_alias = client.monitoring("monitored@production", since="2000-01-01T00:00:00Z")
+    assert by_alias["model_id"] == model_id and by_alias["since"].startswith("2000-01-01")
+    assert client.monitoring("monitored/1")["model_id"] == model_id
+    assert client.monitoring(model_id, figure="png")[:4] == b"\x89PNG"
+    assert client.monitoring("monitored", figure="png")[:4] == b"\x89PNG"
+
+
+def test_shadow_of_a_challenger(client, trained):
+    first = trained["model_id"]
+    second = client.train(trained["dataset"]["id"], kernel="linear", alpha=1, beta=1, seed=0)
+    second_id = second.wait(timeout=120, poll=0.1)["model_id"]
+    client.create_registered_model("shadowed", description="a shadow", tags={"team": "t"})
+    client.register("shadowed", first)
+    client.register("shadowed", second_id)
+    client.set_alias("shadowed", "production", 1)
+    client.set_alias("shadowed", "challenger", 2)
+    started = client.start_shadow("shadowed", "challenger")
+    assert (started["alias"], started["running"], started["n"]) == ("challenger", True, 0)
+    client.predict("shadowed@production", features(10))
+    report = eventually(lambda: (r := client.shadow("shadowed"))["n"] >= 10 and r or None)
+    assert report["production"]["model_ids"] == [first]
+    assert report["challenger"]["model_ids"] == [second_id]
+    client.stop_shadow("shadowed")
+    assert client.shadow("shadowed")["running"] is False
+
+
+def test_registered_model_names_and_versions(client, trained):
+    created = client.create_registered_model("named", description="first", tags={"a": "b"})
+    assert (created["name"], created["description"], created["tags"]) == ("named", "first",
+                                                                          {"a": "b"})
+    updated = client.update_registered_model("named", description="second")
+    assert (updated["description"], updated["tags"]) == ("second", {"a": "b"})
+    assert client.register("named", trained["model_id"])["version"] == 1
+    client.set_alias("named", "staging", 1)
+    client.delete_alias("named", "staging")
+    client.delete_version("named", 1)
+    assert client.registered_model("named")["versions"] == []
+    client.delete_registered_model("named")
+    with pytest.raises(NotFound):
+        client.registered_model("named")
+
+
+def test_experiment_tables_and_figures(client, trained):
+    job = client.start_experiment(
+        [trained["dataset"]["id"]], algorithms=["msvmav"], splits=1, cv=2,
+        grid={"msvmav": {"alpha": [16], "beta": [0.25]}},
+    )
+    job.wait(timeout=300, poll=0.2)
+    experiment = client.experiment(job.id)
+    assert experiment["status"] == "succeeded" and len(experiment["results"]) == 1
+    assert job.id in [e["id"] for e in client.experiments()["items"]]
+    assert "msvmav" in client.experiment_table(job.id).lower()
+    assert client.experiment_table(job.id, format="csv").count("\n") >= 1
+    assert client.experiment_margins(job.id)[:4] == b"\x89PNG"
+    assert b"<svg" in client.experiment_margins(job.id, format="svg")
+
+
+def test_keys_health_and_metrics(server, client):
+    created = client.create_key("reader", "read", expires_at="2999-01-01")
+    assert created["key"].startswith("msv_") and created["scope"] == "read"
+    assert client.key(created["id"])["name"] == "reader"
+    assert created["id"] in [k["id"] for k in client.keys()["items"]]
+    with Client(server.url, api_key=created["key"]) as reader:
+        assert reader.ready()["status"] == "ok"
+        client.revoke_key(created["id"])
+        assert client.key(created["id"])["revoked_at"] is not None
+        eventually(lambda: _refused(reader))
+    assert client.live()["status"] == "ok"
+    assert "msvmav_http_requests_total" in client.metrics()
+
+
+def _refused(reader: Client) -> dict | None:
+    """The revoked key is refused once the service rechecks it (within its recheck window)."""
+    try:
+        reader.datasets()
+    except Unauthorized as exc:
+        return {"status": exc.status}
+    return None

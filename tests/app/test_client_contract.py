@@ -1,7 +1,9 @@
-"""The client's types (msvmav_client.types) against the service's OpenAPI document: for every
-route the client wraps, each field the route's response schema carries is in the client's
-TypedDict and each field of the TypedDict is in the schema, nested types included. A field
-added on either side alone fails here."""
+"""The client (msvmav_client) against the service's OpenAPI document: every operation of the
+document is wrapped by a client method (or is one of the few served for other clients: the Open
+Inference Protocol's, MLflow's and the web interface's own), and for every route the client
+wraps, each field the route's response schema carries is in the client's TypedDict and each
+field of the TypedDict is in the schema, nested types included. A route or a field added on one
+side alone fails here."""
 
 from __future__ import annotations
 
@@ -10,7 +12,79 @@ from typing import Any
 
 import pytest
 
+from msvmav_client import Client, Job
 from msvmav_client import types as t
+
+#: (METHOD, route) -> the client method that calls it; tests/test_client.py runs each against a
+#: live server.
+CALLED_BY = {
+    ("POST", "/predict"): "Client.predict",  # and predict_proba
+    ("POST", "/predict/file"): "Client.predict_file",
+    ("POST", "/datasets"): "Client.upload",
+    ("GET", "/datasets"): "Client.datasets",
+    ("POST", "/datasets/references"): "Client.register_reference",
+    ("GET", "/datasets/{dataset_id}"): "Client.dataset",
+    ("DELETE", "/datasets/{dataset_id}"): "Client.delete_dataset",
+    ("GET", "/datasets/{dataset_id}/profile"): "Client.profile",
+    ("POST", "/train"): "Client.train",
+    ("GET", "/jobs"): "Client.jobs",
+    ("GET", "/jobs/{job_id}"): "Client.job",  # and Job.refresh, Job.wait
+    ("POST", "/jobs/{job_id}/cancel"): "Job.cancel",
+    ("POST", "/batch-predictions"): "Client.batch_predict",
+    ("GET", "/batch-predictions/{batch_id}/result"): "Client.batch_result",
+    ("GET", "/batch-predictions/{batch_id}/errors"): "Client.batch_errors",
+    ("GET", "/models"): "Client.models",
+    ("GET", "/models/{model_id}"): "Client.model",
+    ("DELETE", "/models/{model_id}"): "Client.delete_model",
+    ("GET", "/models/{model_id}/margins"): "Client.margins",
+    ("GET", "/models/{model_id}/margins.png"): "Client.margins_figure",
+    ("GET", "/models/{model_id}/margins.svg"): "Client.margins_figure",
+    ("POST", "/registered-models"): "Client.create_registered_model",  # and register
+    ("GET", "/registered-models"): "Client.registered_models",
+    ("GET", "/registered-models/{name}"): "Client.registered_model",
+    ("PATCH", "/registered-models/{name}"): "Client.update_registered_model",
+    ("DELETE", "/registered-models/{name}"): "Client.delete_registered_model",
+    ("POST", "/registered-models/{name}/versions"): "Client.register",
+    ("DELETE", "/registered-models/{name}/versions/{version}"): "Client.delete_version",
+    ("PUT", "/registered-models/{name}/aliases/{alias}"): "Client.set_alias",
+    ("DELETE", "/registered-models/{name}/aliases/{alias}"): "Client.delete_alias",
+    ("POST", "/registered-models/{name}/aliases/{alias}/rollback"): "Client.rollback",
+    ("GET", "/registered-models/{name}/history"): "Client.history",
+    ("POST", "/feedback"): "Client.feedback",
+    ("GET", "/models/{model_id}/monitoring"): "Client.monitoring",
+    ("GET", "/models/{model_id}/monitoring.png"): "Client.monitoring",
+    ("GET", "/registered-models/{name}/monitoring"): "Client.monitoring",
+    ("GET", "/registered-models/{name}/monitoring.png"): "Client.monitoring",
+    ("PUT", "/registered-models/{name}/shadow"): "Client.start_shadow",
+    ("GET", "/registered-models/{name}/shadow"): "Client.shadow",
+    ("DELETE", "/registered-models/{name}/shadow"): "Client.stop_shadow",
+    ("GET", "/models/{model_id}/export"): "Client.export",
+    ("POST", "/models/import"): "Client.import_bundle",
+    ("POST", "/experiments"): "Client.start_experiment",
+    ("GET", "/experiments"): "Client.experiments",
+    ("GET", "/experiments/{experiment_id}"): "Client.experiment",
+    ("GET", "/experiments/{experiment_id}/table.md"): "Client.experiment_table",
+    ("GET", "/experiments/{experiment_id}/table.csv"): "Client.experiment_table",
+    ("GET", "/experiments/{experiment_id}/margins.png"): "Client.experiment_margins",
+    ("GET", "/experiments/{experiment_id}/margins.svg"): "Client.experiment_margins",
+    ("POST", "/keys"): "Client.create_key",
+    ("GET", "/keys"): "Client.keys",
+    ("GET", "/keys/{key_id}"): "Client.key",
+    ("DELETE", "/keys/{key_id}"): "Client.revoke_key",
+    ("GET", "/metrics"): "Client.metrics",
+    ("POST", "/models/{model_ref}/evaluate"): "Client.evaluate",
+    ("POST", "/models/{model_ref}/evaluate.png"): "Client.evaluate",
+    ("POST", "/models/{model_ref}/evaluate.svg"): "Client.evaluate",
+    ("POST", "/models/{model_ref}/explain"): "Client.explain",
+    ("GET", "/livez"): "Client.live",
+    ("GET", "/readyz"): "Client.ready",
+}
+#: Route prefixes served for other clients, with the reason the client does not wrap them.
+FOR_OTHER_CLIENTS = {
+    "/v2": "the Open Inference Protocol: its stock clients (tritonclient), docs/protocols.md",
+    "/ui-api/": "the web interface's own calls (its session and overview)",
+}
+FOR_OTHER_SUFFIXES = {"/invocations": "MLflow's scoring protocol: MLflow's clients"}
 
 # (client type, method, route, exact): the client type of each wrapped route's 2xx answer.
 # exact=False: the route answers a part of the type (JobOut is JobDetail's first fields).
@@ -35,12 +109,48 @@ WRAPPED = [
     (t.VersionCreated, "post", "/registered-models/{name}/versions", True),
     (t.Alias, "put", "/registered-models/{name}/aliases/{alias}", True),
     (t.Alias, "post", "/registered-models/{name}/aliases/{alias}/rollback", True),
+    (t.RegisteredModel, "post", "/registered-models", True),
+    (t.RegisteredModel, "patch", "/registered-models/{name}", True),
+    (t.Dataset, "post", "/datasets/references", True),
+    (t.DatasetProfile, "get", "/datasets/{dataset_id}/profile", True),
+    (t.JobInfo, "post", "/batch-predictions", False),
+    (t.PredictResult, "post", "/models/{model_ref}/explain", True),
+    (t.FeedbackResult, "post", "/feedback", True),
+    (t.MonitoringReport, "get", "/models/{model_id}/monitoring", True),
+    (t.MonitoringReport, "get", "/registered-models/{name}/monitoring", True),
+    (t.ShadowReport, "put", "/registered-models/{name}/shadow", True),
+    (t.ShadowReport, "get", "/registered-models/{name}/shadow", True),
+    (t.Experiment, "post", "/experiments", True),
+    (t.Experiment, "get", "/experiments/{experiment_id}", True),
+    (t.Page, "get", "/experiments", True),
+    (t.KeyCreated, "post", "/keys", True),
+    (t.KeyInfo, "get", "/keys/{key_id}", True),
+    (t.Page, "get", "/keys", True),
 ]
 
 
 @pytest.fixture
 def spec(app) -> dict:
     return app.openapi()
+
+
+def _for_other_clients(path: str) -> bool:
+    return path.startswith(tuple(FOR_OTHER_CLIENTS)) or path.endswith(tuple(FOR_OTHER_SUFFIXES))
+
+
+def test_the_client_wraps_every_route(spec):
+    """Every operation of the OpenAPI document has a client method (the table above names
+    it), but those served for other clients; and the table names no route that is gone."""
+    operations = {(method.upper(), path) for path, ops in spec["paths"].items() for method in ops}
+    ours = {op for op in operations if not _for_other_clients(op[1])}
+    assert sorted(ours - CALLED_BY.keys()) == [], "routes no client method calls"
+    assert sorted(CALLED_BY.keys() - operations) == [], "routes the service no longer has"
+
+
+@pytest.mark.parametrize("name", sorted(set(CALLED_BY.values())))
+def test_each_named_client_method_exists(name):
+    owner, method = name.split(".")
+    assert callable(getattr({"Client": Client, "Job": Job}[owner], method, None)), name
 
 
 def _resolve(spec: dict, schema: dict) -> dict:
