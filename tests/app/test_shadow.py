@@ -37,11 +37,12 @@ def register(client: TestClient, model_ids: list[int], aliases: dict[str, int]) 
 
 def two_versions(client: TestClient, worker) -> tuple[int, int]:
     """Version 1 (production) and version 2 (challenger): the same columns and classes, fitted
-    on differently drawn data, so that they disagree on borderline rows."""
+    on differently drawn data, so that they disagree on borderline rows (uncalibrated: labelled
+    by the sign of their decisions; calibrated, both put these rows on the same side)."""
     X, y = blobs(n=80, seed=0)
-    v1 = trained_model(client, worker, to_csv(X, y))["id"]
+    v1 = trained_model(client, worker, to_csv(X, y), calibration="none")["id"]
     X2, y2 = blobs(n=80, seed=3, shift=1.5)
-    v2 = trained_model(client, worker, to_csv(X2, y2), alpha=1, beta=1)["id"]
+    v2 = trained_model(client, worker, to_csv(X2, y2), alpha=1, beta=1, calibration="none")["id"]
     register(client, [v1, v2], {"production": 1, "challenger": 2})
     return v1, v2
 
