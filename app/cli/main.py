@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import gc
 import multiprocessing
-import os
 import signal
 import sys
 from typing import Any
@@ -83,7 +82,7 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     from app.auth.serving import ServeRefused, serve_settings
-    from app.jobs.worker import run_worker
+    from app.cli.supervisor import WorkerSupervisor
     from app.main import create_app
 
     migrate = args.migrate if args.migrate is not None else is_sqlite(settings.database_url)
@@ -99,24 +98,18 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         return 2
 
     # Training runs in other processes, never in the API's event loop or its threads: numpy
-    # holds the GIL at times, and a crash in a fit must not take the API down.
-    ctx = multiprocessing.get_context("spawn")
-    workers = [
-        ctx.Process(
-            target=run_worker,  # pickled by name: the spawned process imports app.jobs.worker
-            args=(settings.model_dump(), os.getpid()),
-            name=f"msvmav-worker-{i}",
-            daemon=False,
-        )
-        for i in range(args.workers)
-    ]
-    for p in workers:
-        p.start()
+    # holds the GIL at times, and a crash in a fit must not take the API down. A worker that
+    # dies is restarted, its job re-queued (app.cli.supervisor).
+    workers = WorkerSupervisor(settings, args.workers, multiprocessing.get_context("spawn"))
+    workers.start()
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, restores the previous handlers and then
     # re-raises the signal: with these handlers that ends in _Shutdown (exit 0) instead of the
     # process dying before it could stop its workers.
     previous = {sig: signal.signal(sig, _raise_shutdown) for sig in (signal.SIGTERM, signal.SIGINT)}
     app = create_app(settings)
+    if args.workers:  # /readyz and /metrics see the embedded workers
+        app.state.readiness_checks = [workers.health]
+        app.state.metric_sources.append(workers.metric_lines)
     # Everything built so far (the app, NumPy, SciPy, scikit-learn, ...) lives as long as the
     # process: moved out of the cyclic collector's reach, a full collection no longer scans
     # it (it took 0.1-0.4 s on the development machine and was /predict's p99 latency).
@@ -127,14 +120,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     except _Shutdown:
         pass
     finally:
-        for p in workers:
-            if p.is_alive():
-                p.terminate()  # SIGTERM: the worker re-queues its job and exits
-        for p in workers:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.kill()
-                p.join()
+        workers.stop()  # SIGTERM: each worker re-queues its job and exits
         # Not left behind in a process that goes on (a test, or forked children of it).
         for sig, handler in previous.items():
             signal.signal(sig, handler)

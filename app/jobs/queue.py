@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy import Connection, Engine, func, insert, select, text, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.core.db import is_transient
@@ -105,45 +106,76 @@ def reap_expired_jobs(engine: Engine, lease_seconds: float, max_attempts: int) -
     (a job that kills its worker, out of memory say, would otherwise kill them all); a job
     with a cancel request ends cancelled. Returns how many were taken.
 
+    A database outage is not a lost worker: on PostgreSQL nothing is taken while the server
+    has been up for less than ``lease_seconds`` (``pg_postmaster_start_time``). While it was
+    down no worker could renew a lease, so every running job's heartbeat may be older than the
+    lease when it is back; its worker, alive, renews it within ``lease_seconds`` of the start
+    (its heartbeat retries every 0.5 s), and only a worker that does not is lost.
+
     Safe with several reapers: each job is updated only if it is still running under the same
     worker with the same expired heartbeat (and, on PostgreSQL, rows locked by another reaper
     are skipped)."""
     now = utcnow()
     cutoff = now - timedelta(seconds=lease_seconds)
-    taken = 0
+    why = f"stopped heartbeating for more than {lease_seconds:g} s"
     with engine.begin() as conn:
-        stmt = select(Job.id, Job.worker_id, Job.cancel_requested).where(
-            Job.status == "running", Job.heartbeat_at < cutoff
-        )
-        if conn.dialect.name == "postgresql":
-            stmt = stmt.with_for_update(skip_locked=True)
-        for job in conn.execute(stmt).all():
-            lost = 1 + conn.scalar(
-                select(func.count())
-                .select_from(JobAttempt)
-                .where(JobAttempt.job_id == job.id, JobAttempt.outcome == "lost")
-            )
-            values = _reaped_values(
-                job.worker_id, job.cancel_requested, lost, now, lease_seconds, max_attempts
-            )
-            done = conn.execute(
-                update(Job)
-                .where(*owned(job.id, job.worker_id), Job.heartbeat_at < cutoff)
-                .values(**values)
-            ).rowcount
-            if done:
-                end_attempt(conn, job.id, job.worker_id, "lost")
-                taken += 1
-                if values["status"] == "queued":
-                    announce(conn)
-                log.warning(
-                    "job %s lost its worker %s (no heartbeat for %g s): %s",
-                    job.id,
-                    job.worker_id,
-                    lease_seconds,
-                    values["status"],
-                )
-    return taken
+        if _server_started_after(conn, cutoff):
+            return 0
+        expired = Job.heartbeat_at < cutoff
+        jobs = _running(conn, expired)
+        return sum(_take(conn, job, now, why, max_attempts, expired) for job in jobs)
+
+
+def release_dead_worker(engine: Engine, worker_id: str, how: str, max_attempts: int) -> int:
+    """Take the running jobs of ``worker_id``, whose process is known to be gone (``how``: "was
+    killed by SIGKILL", say), at once rather than at its lease's end, as ``reap_expired_jobs``
+    does: re-queued, or failed at its ``max_attempts``-th lost worker. ``msvmav serve`` calls
+    it when an embedded worker dies. Returns how many were taken."""
+    with engine.begin() as conn:
+        jobs = _running(conn, Job.worker_id == worker_id)
+        return sum(_take(conn, job, utcnow(), how, max_attempts) for job in jobs)
+
+
+def _running(conn: Connection, condition: Any) -> list[Any]:
+    """The running jobs that meet ``condition`` (rows locked by another reaper skipped)."""
+    stmt = select(Job.id, Job.worker_id, Job.cancel_requested).where(
+        Job.status == "running", condition
+    )
+    if conn.dialect.name == "postgresql":
+        stmt = stmt.with_for_update(skip_locked=True)
+    return list(conn.execute(stmt).all())
+
+
+def _take(
+    conn: Connection, job: Any, now: datetime, why: str, max_attempts: int, *still: Any
+) -> int:
+    """Take ``job`` from its worker (which ``why``): 1 if it was still that worker's (and met
+    ``still``), 0 otherwise. Its attempt ends ``lost``."""
+    lost = 1 + conn.scalar(
+        select(func.count())
+        .select_from(JobAttempt)
+        .where(JobAttempt.job_id == job.id, JobAttempt.outcome == "lost")
+    )
+    values = _reaped_values(job.worker_id, job.cancel_requested, lost, now, why, max_attempts)
+    done = conn.execute(
+        update(Job).where(*owned(job.id, job.worker_id), *still).values(**values)
+    ).rowcount
+    if not done:
+        return 0
+    end_attempt(conn, job.id, job.worker_id, "lost")
+    if values["status"] == "queued":
+        announce(conn)
+    log.warning("job %s lost its worker %s (%s): %s", job.id, job.worker_id, why, values["status"])
+    return 1
+
+
+def _server_started_after(conn: Connection, moment: datetime) -> bool:
+    """Whether the database server (re)started after ``moment``: PostgreSQL's postmaster start
+    time; never on SQLite (a file: no server to restart, a lock is waited for instead)."""
+    if conn.dialect.name != "postgresql":
+        return False
+    started = conn.scalar(text("SELECT pg_postmaster_start_time()"))
+    return started is not None and started > moment
 
 
 def _reaped_values(
@@ -151,7 +183,7 @@ def _reaped_values(
     cancel_requested: bool,
     lost: int,
     now: datetime,
-    lease_seconds: float,
+    why: str,
     max_attempts: int,
 ) -> dict[str, object]:
     if cancel_requested:
@@ -162,9 +194,9 @@ def _reaped_values(
         }
     if lost >= max_attempts:
         error = (
-            f"the job killed its worker {lost} times (each time the worker stopped "
-            f"heartbeating for more than {lease_seconds:g} s, e.g. killed out of memory); not "
-            f"retried after {max_attempts} attempts (MSVMAV_MAX_ATTEMPTS)"
+            f"the job killed its worker {lost} times (the last time its worker {why}; e.g. "
+            f"killed out of memory); not retried after {max_attempts} attempts "
+            "(MSVMAV_MAX_ATTEMPTS)"
         )
         return {
             "status": "failed",
@@ -178,8 +210,8 @@ def _reaped_values(
         "started_at": None,
         "heartbeat_at": None,
         "progress": 0.0,
-        "message": f"re-queued: worker {worker_id} stopped heartbeating for more than "
-        f"{lease_seconds:g} s (lost {lost} of at most {max_attempts} times)",
+        "message": f"re-queued: worker {worker_id} {why} "
+        f"(lost {lost} of at most {max_attempts} times)",
     }
 
 

@@ -22,8 +22,10 @@ once. Guarantees:
   fails when it is older than ``worker_alive_max_age`` (the loop stopped, hangs, or cannot
   reach the database) or the database's schema is behind the code's;
 * **database outages are not deaths** — while the database is away the worker retries with
-  backoff and keeps its lease (``with_retries``); only a lease that truly expired is a lost
-  attempt. It refuses to start on a schema older than the code's migrations.
+  backoff, for as long as it is away, and keeps its lease (``with_retries``); a reaper takes
+  no lease for ``lease_seconds`` after the server started (``reap_expired_jobs``) or after it
+  could not reach the database itself, so only a lease that truly expired is a lost attempt.
+  It refuses to start on a schema older than the code's migrations.
 
 Which code runs a job of a given ``kind`` is ``app.jobs.registry``'s business: this module
 imports no domain module.
@@ -32,6 +34,7 @@ imports no domain module.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
@@ -78,8 +81,11 @@ log = logging.getLogger("app.jobs.worker")
 __all__ = ["ProgressReporter", "Worker", "claim_next_job", "run_job", "run_worker"]
 
 
-def new_worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+def new_worker_id(token: str | None = None, pid: int | None = None) -> str:
+    """``host:pid:token``: this process's (or ``pid``'s, on this host) worker id; ``token`` a
+    random one by default (``msvmav serve`` gives its embedded workers theirs, so that it knows
+    the id of a worker it started)."""
+    return f"{socket.gethostname()}:{pid or os.getpid()}:{token or uuid.uuid4().hex[:6]}"
 
 
 # --- liveness -----------------------------------------------------------------------------------
@@ -190,13 +196,15 @@ def run_job(
     because the worker is stopping or lost the database, ``lost`` when its lease was taken
     meanwhile).
 
-    While the database is briefly away, every write of the job's outcome is tried again (see
-    ``with_retries``) for up to ``lease_seconds``, the heartbeat thread renewing the lease as
-    soon as it is back: a database blip is not a lost worker. A runner stopped by the database
+    While the database is away, the job's read and every write of its outcome are tried again
+    (see ``with_retries``) until it is back or the worker stops, however long that takes, the
+    heartbeat thread renewing the lease as soon as it is back: an outage is not a lost worker
+    (the reapers give a lease lost to an outage back, ``reap_expired_jobs``; a write that
+    finds the job no longer this worker's writes nothing). A runner stopped by the database
     being away puts its job back in the queue (not a lost attempt)."""
     stop = stop or threading.Event()
     engine, sessions = runtime.engine, runtime.sessions
-    patience = settings.lease_seconds
+    patience = math.inf
 
     def read() -> tuple[str, dict[str, Any], int | None]:
         with sessions() as session:
@@ -339,7 +347,11 @@ def _requeue(
 
 class Worker:
     def __init__(
-        self, settings: Settings, engine: Engine | None = None, parent_pid: int | None = None
+        self,
+        settings: Settings,
+        engine: Engine | None = None,
+        parent_pid: int | None = None,
+        token: str | None = None,
     ) -> None:
         self.settings = settings
         self.parent_pid = parent_pid
@@ -348,17 +360,23 @@ class Worker:
             engine or make_engine(settings.database_url, worker_limits(settings)), settings
         )
         self.engine = self.runtime.engine
-        self.worker_id = new_worker_id()
+        self.worker_id = new_worker_id(token)
         self.stop_event = threading.Event()
         self.alive = AliveStamp(alive_path(settings))
         self.wakeup = Wakeup(self.engine)  # idle: until a job is queued, or the poll
         self._last_reap = float("-inf")
+        # No reaping before this (monotonic seconds): a lease after this worker's own outage
+        self._reap_after = float("-inf")
 
     def reap(self) -> int:
         """Re-queue (or fail) jobs whose lease expired; at most once a second (or once per
         heartbeat interval, if shorter). Idle workers reap: a busy one cannot run the job
-        anyway."""
+        anyway. Not for ``lease_seconds`` after this worker could not reach the database
+        (``database_lost``): the workers running jobs could not renew their leases either, and
+        get a whole lease to do it once it is back."""
         now = time.monotonic()
+        if now < self._reap_after:
+            return 0
         if now - self._last_reap < min(1.0, self.settings.heartbeat_interval):
             return 0
         self._last_reap = now
@@ -394,6 +412,7 @@ class Worker:
                 status = None
                 if is_transient(exc):  # away: one line per try, tries further apart (to 5 s)
                     log.warning("worker loop: database unavailable (%s)", type(exc).__name__)
+                    self.database_lost()
                     backoff = min(2 * backoff, max(5.0, backoff))
                 else:
                     log.exception("worker loop error")
@@ -407,22 +426,29 @@ class Worker:
         self.wakeup.close()
         log.info("worker %s stopped", self.worker_id)
 
+    def database_lost(self) -> None:
+        """This worker could not reach the database just now: no reaping for a lease."""
+        self._reap_after = time.monotonic() + self.settings.lease_seconds
+
     def stop(self, *_: object) -> None:
         self.stop_event.set()
 
 
 def run_worker(
-    settings: Settings | dict[str, Any] | None = None, parent_pid: int | None = None
+    settings: Settings | dict[str, Any] | None = None,
+    parent_pid: int | None = None,
+    token: str | None = None,
 ) -> None:
     """Process entry point (``msvmav worker``, and the workers ``msvmav serve`` spawns, which
-    pass ``parent_pid`` so that they stop if the API process dies without stopping them)."""
+    pass ``parent_pid`` so that they stop if the API process dies without stopping them, and
+    ``token``, the end of their worker id: see ``new_worker_id``)."""
     from app.core.logs import configure_logging
 
     if isinstance(settings, dict):
         settings = Settings(**settings)
     settings = settings or Settings()
     configure_logging(settings.log_level)
-    worker = Worker(settings, parent_pid=parent_pid)
+    worker = Worker(settings, parent_pid=parent_pid, token=token)
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
     try:

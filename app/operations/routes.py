@@ -3,9 +3,11 @@ required)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.core.db import current_heads, ping
@@ -20,12 +22,26 @@ metrics_router = APIRouter(tags=["operations"])
 
 class Health(BaseModel):
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"status": "ok", "database": "ok", "migrations": "0001"}]}
+        json_schema_extra={
+            "examples": [
+                {
+                    "status": "ok",
+                    "database": "ok",
+                    "migrations": "0001",
+                    "workers": "1 of 1 embedded workers running",
+                }
+            ]
+        }
     )
 
     status: str
     database: str | None = None
     migrations: str | None = None
+    workers: str | None = Field(
+        None,
+        description="`msvmav serve --workers N` (N > 0): its embedded workers' state; absent "
+        "when it runs none (the workers are separate processes)",
+    )
 
 
 @router.get("/livez", summary="Liveness: the process is up", response_model=Health)
@@ -36,11 +52,14 @@ async def livez() -> Health:
 
 @router.get(
     "/readyz",
-    summary="Readiness: database reachable and migrated to head",
+    summary="Readiness: database reachable and migrated to head, embedded workers running",
     response_model=Health,
+    response_model_exclude_none=True,
     responses=problem_responses(503),
 )
 def readyz(request: Request) -> Health:
+    """503 while the database is unreachable or behind the code's migrations, or while an
+    embedded worker of ``msvmav serve`` is dead (until its replacement polls the queue)."""
     engine = request.app.state.engine
     expected: set[str] = request.app.state.migration_heads
     try:
@@ -54,7 +73,18 @@ def readyz(request: Request) -> Health:
             f"database schema at {sorted(current) or 'no revision'}, expected "
             f"{sorted(expected)}: run `msvmav migrate`",
         )
-    return Health(status="ok", database="ok", migrations=",".join(sorted(current)))
+    workers = None
+    # (ok, line) of each check msvmav serve adds: its embedded workers (app.cli.supervisor)
+    checks: list[Callable[[], tuple[bool, str]]] = getattr(
+        request.app.state, "readiness_checks", []
+    )
+    for check in checks:
+        ok, workers = check()
+        if not ok:
+            raise Problem(503, workers)
+    return Health(
+        status="ok", database="ok", migrations=",".join(sorted(current)), workers=workers
+    )
 
 
 @metrics_router.get(

@@ -1,0 +1,118 @@
+"""Issue 45: the embedded worker of ``msvmav serve --workers 1`` SIGKILLed mid-job. A live
+``msvmav serve`` process: its worker is restarted, the job it ran is re-queued at once (not at
+the lease's end: the lease here is ten minutes) and succeeds on the new worker, and ``/readyz``
+answers 503 naming the dead worker until the replacement polls the queue, then 200 again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from tests.app.support import blobs, to_csv, wait_for
+from tests.live_server import LiveServer, _wait_live, free_port
+
+FAST = {
+    "MSVMAV_HEARTBEAT_INTERVAL": "0.5",
+    "MSVMAV_LEASE_SECONDS": "600",  # only the supervisor can give the job back in time
+    "MSVMAV_CANCEL_CHECK_INTERVAL": "0.05",
+}
+
+
+@contextmanager
+def serving(tmp_path: Path) -> Iterator[LiveServer]:
+    """``msvmav serve`` as ``tests.live_server.live_server`` starts it (SQLite, one embedded
+    worker), given up to 5 minutes to start: on a machine shared with other test runs, its
+    imports alone took 100 s."""
+    bin_dir = Path(sys.executable).parent
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "MSVMAV_DATABASE_URL": f"sqlite:///{tmp_path / 'live.db'}",
+        "MSVMAV_WORKER_POLL_INTERVAL": "0.1",
+        **FAST,
+    }
+    port = free_port()
+    server = LiveServer(f"http://127.0.0.1:{port}", tmp_path, env, tmp_path / "serve.log")
+    with server.log.open("wb") as log:
+        proc = server.proc = subprocess.Popen(
+            [bin_dir / "msvmav", "serve", "--port", str(port), "--workers", "1"],
+            cwd=tmp_path,
+            env=env,
+            stdout=log,
+            stderr=log,
+        )
+    try:
+        _wait_live(server, proc, timeout=300)
+        yield server
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+# One fit (no calibration folds) of some seconds: killed at its first progress report, run
+# again from the start on the new worker.
+FIT = {"max_iter": 8_000, "tol": 0, "calibration": "none"}
+
+
+def _readiness(c: httpx.Client) -> tuple[int, dict]:
+    r = c.get("/readyz")
+    return r.status_code, r.json()
+
+
+def test_a_killed_embedded_worker_is_restarted_and_its_job_finishes(tmp_path):
+    with (
+        serving(tmp_path) as server,
+        httpx.Client(base_url=server.url, timeout=30) as c,
+    ):
+        ds = c.post("/datasets", files={"file": ("d.csv", to_csv(*blobs(n=120)))})
+        assert ds.status_code == 201, ds.text
+        job = c.post("/train", json={"dataset_id": ds.json()["id"], **FIT})
+        assert job.status_code == 202, job.text
+        job_id = job.json()["id"]
+        running = wait_for(
+            lambda: (b := c.get(f"/jobs/{job_id}").json())["progress"] > 0 and b,
+            timeout=120,
+            interval=0.05,
+        )
+        assert running["status"] == "running", running
+        killed = int(running["worker_id"].split(":")[1])
+        assert _readiness(c)[0] == 200
+        os.kill(killed, signal.SIGKILL)
+
+        status, body = wait_for(
+            lambda: (r := _readiness(c))[0] != 200 and r, timeout=30, interval=0.02
+        )
+        assert status == 503, body
+        assert "embedded worker msvmav-worker-0" in body["detail"], body
+        assert "SIGKILL" in body["detail"], body
+
+        final = wait_for(
+            lambda: (b := c.get(f"/jobs/{job_id}").json())["status"]
+            in ("succeeded", "failed", "cancelled")
+            and b,
+            timeout=240,
+            interval=0.1,
+        )
+        assert final["status"] == "succeeded", (final, server.log.read_text()[-3000:])
+        history = final["attempt_history"]
+        assert [a["outcome"] for a in history] == ["lost", "succeeded"], history
+        assert int(history[1]["worker_id"].split(":")[1]) != killed
+        assert "msvmav-worker-0" in (log := server.log.read_text()), log[-3000:]
+        assert "was killed by SIGKILL" in log, log[-3000:]
+
+        status, body = wait_for(
+            lambda: (r := _readiness(c))[0] == 200 and r, timeout=60, interval=0.05
+        )
+        assert body["workers"] == "1 of 1 embedded workers running", body
+        metrics = c.get("/metrics").text
+        assert "msvmav_worker_restarts_total 1" in metrics, metrics
