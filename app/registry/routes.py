@@ -155,7 +155,7 @@ def create_model_version(
     name: NamePath,
     request: Annotated[VersionCreate, Body(openapi_examples=_VERSION_EXAMPLES)],
 ) -> VersionCreated:
-    version = service.register(session, name, request.model_id)
+    version = service.register(session, name, request.model_id, create_missing=request.create)
     return VersionCreated(name=name, version=version.version, model_id=version.model_id)
 
 

@@ -98,6 +98,11 @@ class VersionCreate(BaseModel):
     )
 
     model_id: DbId = Field(description="The stored model that becomes the next version")
+    create: bool = Field(
+        False,
+        description="Create the registered model when it does not exist yet (as `msvmav "
+        "models register` does), instead of answering 404",
+    )
 
 
 class AliasUpdate(BaseModel):

@@ -20,14 +20,16 @@ from fastapi.templating import Jinja2Templates
 from app.auth.gate import AuthGate
 from app.auth.keys import Principal, Scope
 from app.auth.security import require
-from app.core.deps import SessionDep, SettingsDep
+from app.core.deps import RuntimeDep, SessionDep, SettingsDep
 from app.core.problems import Problem, problem_responses
 from app.models import service as models
+from app.monitoring import shadow_service
+from app.registry import service as registry
 from app.registry.references import NAME_PATTERN
 from app.training.msvmav_fields import offered
 from app.ui import overview as overview_service
 from app.ui.pages import BY_SLUG, PAGES
-from app.ui.schemas import ModelVersions, OverviewOut, SessionOut
+from app.ui.schemas import ModelVersions, OverviewOut, SessionOut, ShadowOrNone
 from app.ui.security_headers import HEADERS
 from solver.algorithms import PAPER_ORDER
 from solver.calibration import CALIBRATIONS
@@ -171,3 +173,22 @@ def model_versions(session: SessionDep, model_id: int) -> dict[str, Any]:
     models.get_or_raise(session, model_id)
     pairs = models.registered_versions(session, model_id)
     return {"versions": [{"name": n, "version": v} for n, v in pairs]}
+
+
+@api_router.get(
+    "/registered-models/{name}/shadow",
+    summary="A registered model's shadow report, or null when it has none",
+    response_model=ShadowOrNone,
+    responses=problem_responses(404),
+)
+def shadow_or_none(runtime: RuntimeDep, session: SessionDep, name: str) -> dict[str, Any]:
+    """As GET /registered-models/{name}/shadow, but 200 with ``{"shadow": null}`` for a
+    registered model without one: the monitoring page asks for every registered model it
+    shows, and a 404 would log an error in the browser's console. 404 for an unknown name."""
+    registry.get_or_raise(session, name)
+    try:
+        return {"shadow": shadow_service.shadow_report(session, runtime, name)}
+    except Problem as exc:
+        if exc.status != 404:
+            raise
+        return {"shadow": None}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -65,3 +67,11 @@ class ModelVersions(BaseModel):
     )
 
     versions: list[ModelVersionRef] = Field(description="By name, then version")
+
+
+class ShadowOrNone(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"shadow": None}]})
+
+    shadow: dict[str, Any] | None = Field(
+        description="GET /registered-models/{name}/shadow's report; null: no shadow"
+    )

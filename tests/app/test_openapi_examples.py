@@ -129,6 +129,10 @@ def readme_registry(client: TestClient) -> None:
         assert r.status_code == 200, r.text
     r = client.post("/registered-models/wdbc/aliases/production/rollback")
     assert r.json()["version"] == 1, r.text
+    # a rollback undoes the newest move not undone yet, and the README's move is undone: move
+    # production 1 -> 2 again, for the rollback example to undo
+    r = client.put("/registered-models/wdbc/aliases/production", json={"version": 2})
+    assert r.json()["previous_version"] == 1, r.text
 
 
 def test_every_request_example_works_as_prefilled(fresh):

@@ -92,6 +92,27 @@ def test_ui_api_needs_a_key_and_names_its_scope(keyed, engine):
     assert r.json()["scope"] == "admin"
 
 
+def test_session_probe_is_open_and_answers_200_whatever_the_key(keyed, engine, client):
+    """/ui/session: a page asks it before signing in, so no 401 lands in the console; it says
+    what /ui-api/session's 200 or 401 says, no more."""
+    assert client.get("/ui/session").json() == {  # an open service (no key exists yet)
+        "authenticated": True, "auth_required": False, "name": None, "scope": "admin",
+        "detail": None}
+    r = keyed.get("/ui/session")
+    assert r.status_code == 200 and r.headers["cache-control"] == "no-store"
+    assert r.json()["authenticated"] is False and r.json()["auth_required"] is True
+    assert r.json()["name"] is None and "key is required" in r.json()["detail"]
+    wrong = keyed.get("/ui/session", headers=bearer("msv_not-a-key-0123456789abcdef"))
+    assert wrong.status_code == 200 and wrong.json()["detail"] == "invalid or revoked API key"
+    key = make_key(engine, "write", name="writer")
+    assert keyed.get("/ui/session", headers=bearer(key)).json() == {
+        "authenticated": True, "auth_required": True, "name": "writer", "scope": "write",
+        "detail": None}
+    icon = keyed.get("/ui/favicon.svg")
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+    assert '<link rel="icon" href="/ui/favicon.svg"' in keyed.get("/ui").text
+
+
 def test_open_service_acts_as_admin(client):
     assert client.get("/ui-api/session").json() == {
         "auth_required": False, "name": None, "scope": "admin"}

@@ -155,8 +155,8 @@
       ev.preventDefault(); UI.clear(out);
       const n = name.value.trim();
       try {
-        try { await UI.api("POST", "/registered-models", { name: n }); } catch (e) { if (e.status !== 409) throw e; }
-        const v = await UI.api("POST", "/registered-models/" + encodeURIComponent(n) + "/versions", { model_id: m.id });
+        // created on first use in the same request (no 409 to swallow: it would log in the console)
+        const v = await UI.api("POST", "/registered-models/" + encodeURIComponent(n) + "/versions", { model_id: m.id, create: true });
         out.append(el("div", { class: "success", role: "status" }, "Registered as ", UI.link("/ui/registry/" + encodeURIComponent(n), n + " version " + v.version), "."));
       } catch (e) { out.append(UI.problem(e)); }
     });
