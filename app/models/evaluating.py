@@ -24,10 +24,9 @@ from solver.explain import explain_work, permutation_importance
 # Shuffles per raw column of the permutation importance.
 IMPORTANCE_REPEATS = 5
 
-BASELINE_WARNING = (
-    "the model does not beat the majority-class baseline on its hold-out part: accuracy "
-    "{accuracy:.4f} against {baseline:.4f} for always predicting {majority!r}"
-)
+# A class whose hold-out rows the model labels correctly fewer than this fraction of the time
+# (its recall) is named in the model's warnings, whatever the model's accuracy.
+MIN_RECALL = 0.1
 
 
 def metrics_of(
@@ -37,15 +36,69 @@ def metrics_of(
     return jsonable(evaluate(y_true, classes[index], decision, proba, classes))
 
 
-def baseline_warning(evaluation: dict[str, Any] | None) -> str | None:
-    """The warning a model gets when it does not beat the majority baseline, else None."""
-    if not evaluation or evaluation.get("beats_baseline", True):
+def _against_baseline(evaluation: dict[str, Any]) -> list[tuple[str, float, float]]:
+    """(metric, the model's value, the majority-class baseline's) for accuracy, balanced
+    accuracy (a constant prediction's is 1 / the number of classes among the true labels) and
+    ROC AUC (a constant score's is 1/2; multi-class: the macro mean), where defined."""
+    present = sum(1 for c in evaluation.get("per_class") or () if c["support"] > 0)
+    auc = evaluation.get("roc_auc")
+    auc = auc.get("macro") if isinstance(auc, dict) else auc
+    rows = [("accuracy", evaluation.get("accuracy"), evaluation.get("majority_baseline")),
+            ("balanced accuracy", evaluation.get("balanced_accuracy"),
+             1.0 / present if present else None),
+            ("ROC AUC", auc, 0.5)]  # fmt: skip
+    return [(name, v, b) for name, v, b in rows if v is not None and b is not None]
+
+
+def _listed(rows: list[tuple[str, float, float]]) -> str:
+    return ", ".join(f"{name} {value:.4f} against {base:.4f}" for name, value, base in rows)
+
+
+def _baseline(evaluation: dict[str, Any]) -> str | None:
+    """The warning of a model that does not beat the majority-class baseline on its hold-out
+    part on accuracy, balanced accuracy or ROC AUC (each where defined), naming the metrics it
+    does not beat and those it does; None when it beats it on every one."""
+    rows = _against_baseline(evaluation)
+    worse = [r for r in rows if not r[1] > r[2]]
+    if not worse:
         return None
-    return BASELINE_WARNING.format(
-        accuracy=evaluation["accuracy"],
-        baseline=evaluation["majority_baseline"],
-        majority=evaluation["majority_class"],
-    )
+    better = [r for r in rows if r[1] > r[2]]
+    text = (f"the model does not beat the majority-class baseline (always predicting "
+            f"{evaluation['majority_class']!r}) on its hold-out part: {_listed(worse)}")
+    return text + (f"; it does beat it on {_listed(better)}" if better else "")
+
+
+def recall_warnings(evaluation: dict[str, Any] | None) -> list[str]:
+    """One warning per class of the hold-out part whose recall is below MIN_RECALL: the
+    classes the model almost never finds, whatever its accuracy."""
+    if not evaluation:
+        return []
+    labels = evaluation["confusion_matrix"]["labels"]
+    matrix = evaluation["confusion_matrix"]["matrix"]
+    out = []
+    for c in evaluation.get("per_class") or ():
+        if c["support"] > 0 and c["recall"] < MIN_RECALL:
+            j = labels.index(c["label"])
+            out.append(f"the model almost never finds class {c['label']!r}: recall "
+                       f"{c['recall']:.4f} on its hold-out part ({matrix[j][j]} of "
+                       f"{c['support']} rows), below {MIN_RECALL}")
+    return out
+
+
+def holdout_warnings(evaluation: dict[str, Any] | None) -> list[str]:
+    """Every warning of a model's hold-out evaluation, on every model whatever its accuracy:
+    the majority-class baseline's (``_baseline``), then one per class it almost never finds
+    (``recall_warnings``)."""
+    if not evaluation:
+        return []
+    warning = _baseline(evaluation)
+    return ([] if warning is None else [warning]) + recall_warnings(evaluation)
+
+
+def baseline_warning(evaluation: dict[str, Any] | None) -> str | None:
+    """``holdout_warnings`` as the one text the training pipeline adds to a model's warnings
+    (and its job's message), joined by "; "; None without any."""
+    return "; ".join(holdout_warnings(evaluation)) or None
 
 
 def check_importance_cost(
