@@ -202,8 +202,39 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
     relative paths work and its outputs land there)."""
     if shutil.which("jq") is None or shutil.which("curl") is None:
         pytest.fail("the README needs curl and jq (apt-get install curl jq)")
-    with live_server(tmp_path) as server:
+    # the quick start's database, ./msvmav.db (and its reserve) in the working directory
+    with live_server(tmp_path, MSVMAV_DATABASE_URL="sqlite:///./msvmav.db") as server:
         yield server
+
+
+def not_ignored(work: Path, written_by_test: set[str]) -> list[str]:
+    """The files the README's commands left in ``work`` (the repository root, for a reader who
+    runs them there) that the repository's .gitignore does not ignore: what ``git status``
+    would show them."""
+    left = sorted(
+        str(p.relative_to(work)) for p in work.rglob("*")
+        if p.is_file() and p.relative_to(work).parts[0] != "examples"
+        and p.name not in written_by_test
+    )
+    checked = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--stdin"], cwd=ROOT, input="\n".join(left),
+        capture_output=True, text=True, check=False,
+    )
+    assert checked.returncode in (0, 1), checked.stderr  # 1: none of them is ignored
+    return sorted(set(left) - set(checked.stdout.split()))
+
+
+def test_what_the_readme_writes_is_ignored_by_git(tmp_path: Path) -> None:
+    """The files the walkthrough writes in the repository root (the quick start's database and
+    its reserve, the batch result, the bad rows' file, the figures) are ignored; anything else
+    is reported."""
+    left = ["msvmav.db", "msvmav.db-wal", "msvmav.db.reserve", "result.csv", "bad-rows.csv",
+            "margins.png", "wdbc.svg", "wdbc.json", "stray.txt", "readme_block_0.py"]
+    for name in left:
+        (tmp_path / name).write_text("x")
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "own.txt").write_text("x")
+    assert not_ignored(tmp_path, {"readme_block_0.py"}) == ["stray.txt"]
 
 
 def test_readme_runs_as_written(server: LiveServer) -> None:
@@ -251,6 +282,8 @@ def test_readme_runs_as_written(server: LiveServer) -> None:
             shown = f"--- shown:\n{c.expected}\n--- printed:\n{printed}"
             failures.append(f"README line {c.line}:\n{c.text}\n{shown}")
     assert not failures, "\n\n".join(failures) + f"\n(stderr:\n{done.stderr[-3000:]})"
+    scripts = {f"readme_block_{n}.py" for n in range(len(blocks))}
+    assert not_ignored(work, scripts) == [], "files git would show after the README's commands"
     took = sorted(
         ((ends[k] - ends.get(k - 1, ends[k]), commands[k].line) for k in ends), reverse=True
     )
