@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, File, Form, Request, UploadFile, status
+from fastapi import APIRouter, File, Form, Query, Request, UploadFile, status
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.batch import service
+from app.batch.schemas import DownloadFormat
 from app.core.deps import SessionDep, SettingsDep
 from app.core.forms import KNOWN_FORM_FIELDS
 from app.core.idempotency import (
@@ -23,7 +24,8 @@ from app.jobs.schemas import JobOut
 
 router = APIRouter(prefix="/batch-predictions", tags=["batch"])
 
-_MEDIA = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet"}
+_MEDIA = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet",
+          "jsonl": "application/x-ndjson"}
 
 
 def _columns(values: list[str] | None) -> list[str] | None:
@@ -38,13 +40,16 @@ def _columns(values: list[str] | None) -> list[str] | None:
     summary="Start a batch scoring job",
     description=(
         "Scores a file (`file`: CSV, TSV, whitespace-separated text, dense ARFF, Parquet or "
-        "JSON Lines) or "
+        "JSON Lines; svmlight for a model trained on svmlight) or "
         "a stored dataset (`dataset_id`) with a model, in a job: a worker reads, scores and "
-        "writes `chunk_rows` rows at a time. The result (`output`: csv or parquet) holds the "
+        "writes `chunk_rows` rows at a time. The result (`output`: csv or parquet, the default "
+        "download format; a dataset by reference is scored into Parquet) holds the "
         "id column (`id_column`, or `row`, the 0-based row number), `label`, the decision "
         "value(s), the probabilities when the model has them, and the `passthrough` columns. "
         "`on_error=skip` leaves rows that cannot be scored out and lists them (row, line, "
-        "column, reason): the first in the job's result, all in the errors file. "
+        "column, reason), a line that is not a row at all (a field too many, not a JSON "
+        "object, ...) as one bad row: the first in the job's result, all in the errors file. "
+        "A job that fails keeps the rows it scored before it stopped. "
         "Answers 202 with `Location: /jobs/{id}`; then GET /batch-predictions/{id}/result."
     ),
     response_model=JobOut,
@@ -67,7 +72,8 @@ def create_batch_job(
     model: Annotated[Text | None, Form(max_length=300, description="Registered model: "
                                        "`name@alias`, `name/version` or `name`",
                                        examples=[""])] = None,
-    format: Annotated[Literal["csv", "tsv", "whitespace", "parquet", "jsonl", "arff"] | None, Form(
+    format: Annotated[Literal["csv", "tsv", "whitespace", "parquet", "jsonl", "arff",
+                              "svmlight"] | None, Form(
         description="The file's format (default: from its name, then its first bytes)",
         examples=[""])] = None,
     delimiter: Annotated[Text | None, Form(description="Text: the field delimiter; "
@@ -82,8 +88,9 @@ def create_batch_job(
     passthrough: Annotated[list[Text] | None, Form(description="Input columns copied to the "
                                                    "output, comma-separated or repeated",
                                                    examples=[[]])] = None,
-    output: Annotated[Literal["csv", "parquet"], Form(description="The result's format",
-                                                      examples=["csv"])] = "csv",
+    output: Annotated[Literal["csv", "parquet"] | None, Form(
+        description="The result's default download format (default csv; parquet for a "
+        "dataset by reference)", examples=["csv"])] = None,
     on_error: Annotated[Literal["fail", "skip"], Form(
         description="A row that cannot be scored fails the job (fail) or is left out and "
         "listed (skip)", examples=["fail"])] = "fail",
@@ -117,25 +124,36 @@ def create_batch_job(
     "/{batch_id}/result",
     summary="Download a batch job's result",
     description=(
-        "The scored rows as CSV or Parquet (the job's `output`), streamed. 409 until the job "
-        "succeeded; 410 once it is older than MSVMAV_BATCH_RESULT_HOURS."
+        "The scored rows as CSV, Parquet or JSON Lines (`format`; default the job's "
+        "`output`), streamed. A failed job's result holds the rows it scored before it "
+        "stopped (`X-Batch-Status: failed`; `X-Batch-Rows-Read`: the data rows read, scored "
+        "or bad). 409 while the job runs; 410 once it is older than "
+        "MSVMAV_BATCH_RESULT_HOURS. A download whose files expire while it is read is cut "
+        "off (the connection closed mid-body), never ended as if complete."
     ),
     response_class=StreamingResponse,
     responses={200: {"content": {
         "text/csv": {"schema": {"type": "string"},
                      "example": "row,label,decision_value,y\n0,no,-0.4454,no\n1,no,-0.3697,no\n"},
-        "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}}}},
+        "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
+        "application/x-ndjson": {"schema": {"type": "string"}}}},
                **problem_responses(404, 409, 410)},
 )
-def get_result(session: SessionDep, settings: SettingsDep, request: Request, batch_id: int
+def get_result(session: SessionDep, settings: SettingsDep, request: Request, batch_id: int,
+               format: Annotated[DownloadFormat | None, Query(
+                   description="csv, parquet or jsonl (default: the job's `output`)")] = None,
                ) -> StreamingResponse:
     job = service.finished_job(session, batch_id, settings)
-    fmt = job.params.get("output", "csv")
+    fmt = service.download_format(job, format)
     name = f"batch-{batch_id}.{fmt}"
+    headers = {"Content-Disposition": f'attachment; filename="{name}"',
+               "X-Batch-Status": job.status}
+    if job.status == "failed":
+        headers["X-Batch-Rows-Read"] = str(service.rows_read(session, batch_id))
     session.rollback()  # the stream reads on its own connections
     return StreamingResponse(
-        service.result_stream(request.app.state.engine, job), media_type=_MEDIA[fmt],
-        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+        service.result_stream(request.app.state.engine, job, fmt), media_type=_MEDIA[fmt],
+        headers=headers)
 
 
 @router.get(

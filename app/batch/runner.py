@@ -13,10 +13,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from sqlalchemy.orm import Session
 
 from app.batch import partitions, store
-from app.batch.formats import Chunk, read_chunks
+from app.batch.readers import Chunk, Layout, oversized, read_chunks
 from app.batch.schemas import ERRORS_SHOWN, BatchJob
 from app.batch.scoring import RowErrors, encode_chunk, output_frame, score
 from app.datasets import reference
@@ -40,7 +42,7 @@ def _load_model(ctx: JobContext, job: BatchJob) -> models.LoadedModel:
         return models.load(session, model)
 
 
-def _dataset_chunks(ctx: JobContext, job: BatchJob) -> Iterator[tuple[Chunk, np.ndarray]]:
+def _dataset_chunks(ctx: JobContext, job: BatchJob) -> Iterator[Chunk]:
     """A stored dataset's rows (already encoded) in chunks; the matrix is the dataset's."""
     with ctx.sessions() as session:
         dataset = datasets.get(session, job.dataset_id) if job.dataset_id else None
@@ -53,63 +55,85 @@ def _dataset_chunks(ctx: JobContext, job: BatchJob) -> Iterator[tuple[Chunk, np.
         block = X[start:stop]
         block = np.asarray(block.todense() if hasattr(block, "todense") else block,
                            dtype=np.float64).copy()
-        lines = np.arange(start + 1, stop + 1)
-        yield Chunk(pd.DataFrame(index=range(stop - start)), start, lines, stop / n), block
+        rows = np.arange(start, stop)
+        yield Chunk(pd.DataFrame(index=range(stop - start)), start, stop - start, rows,
+                    rows + 1, stop / n, X=block)
 
 
-def _file_chunks(ctx: JobContext, job: BatchJob) -> Iterator[tuple[Chunk, Any]]:
+def _file_chunks(ctx: JobContext, job: BatchJob, encoding: dict) -> Iterator[Chunk]:
     source = io.BufferedReader(store.InputReader(ctx.engine, ctx.job_id, job.size),
                                buffer_size=1024 * 1024)
-    text_columns = [c for c in [job.id_column, *job.passthrough] if c]
-    for chunk in read_chunks(source, job.size, fmt=job.format, delimiter=job.delimiter,
-                             header=job.header, names=job.names, chunk_rows=job.chunk_rows,
-                             text_columns=text_columns, skip_lines=job.skip_lines):
-        yield chunk, None
+    encoder = Encoder.from_dict(encoding)
+    layout = Layout(fmt=job.format, delimiter=job.delimiter, header=job.header,
+                    names=job.names, chunk_rows=job.chunk_rows,
+                    features=[] if job.format == "svmlight" else list(encoder.names),
+                    text_columns=[c for c in [job.id_column, *job.passthrough] if c],
+                    skip_lines=job.skip_lines, max_columns=ctx.settings.max_features,
+                    encoding=encoding)
+    yield from read_chunks(source, job.size, layout)
 
 
-def _error_bytes(chunk: Chunk, errors: RowErrors) -> tuple[int, bytes]:
-    pos = np.asarray(errors.positions, dtype=np.int64)
-    frame = pd.DataFrame({"row": chunk.first_row + pos, "line": chunk.lines[pos],
-                          "column": errors.columns, "reason": errors.reasons})
+def _bad_rows(chunk: Chunk, errors: RowErrors) -> list[tuple[int, int, str, str]]:
+    """Every bad row of the chunk, once, in row order: (row, line, column, reason); a bad
+    line (not a row at all) has no column."""
+    out = [(b.row, b.line, "", b.reason) for b in chunk.bad]
+    seen = set(errors.positions)
+    out += [(int(chunk.rows[p]), int(chunk.lines[p]), c, r)
+            for p, c, r in zip(errors.positions, errors.columns, errors.reasons, strict=True)]
+    out += [(int(chunk.rows[p]), int(chunk.lines[p]), "", r)
+            for p, r in oversized(chunk.extra).items() if p not in seen]
+    return sorted(out)
+
+
+def _error_bytes(bad: list[tuple[int, int, str, str]]) -> tuple[int, bytes]:
+    frame = pd.DataFrame(bad, columns=["row", "line", "column", "reason"])
     return len(frame), frame.to_csv(index=False, header=False).encode()
 
 
-def _output_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
-    if fmt == "csv":
-        return frame.to_csv(index=False, header=False).encode()
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+def _parquet_bytes(table: pa.Table) -> bytes:
     buf = io.BytesIO()
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buf)
+    pq.write_table(table, buf)
     return buf.getvalue()
 
 
-def _score_chunk(loaded: models.LoadedModel, encoder: Encoder, job: BatchJob, chunk: Chunk,
-                 X: Any) -> tuple[tuple[int, bytes], tuple[int, bytes] | None]:
-    """One chunk's output and errors, as the bytes stored for them."""
-    errors = RowErrors()
-    if X is None:
-        X, errors = encode_chunk(encoder, chunk.frame)
-    else:  # a stored dataset's rows: its missing cells take the model's fills
-        X = loaded.impute(X, copy=False)
-    if errors.positions and job.on_error == "fail":
-        line = int(chunk.lines[errors.positions[0]])
-        raise BadRowError(
-            f"line {line}, column {errors.columns[0]!r}: {errors.reasons[0]} "
-            "(on_error=skip leaves bad rows out and lists them)")
-    keep = np.ones(len(X), dtype=bool)
-    keep[errors.positions] = False
-    X = X[keep] if errors.positions else X
-    if job.id_column:
-        ids = chunk.frame[job.id_column].to_numpy()[keep]
-    else:
-        ids = np.arange(chunk.first_row, chunk.first_row + len(keep))[keep]
-    extra = chunk.frame.loc[keep, job.passthrough] if job.passthrough else None
+def _output_table(loaded: models.LoadedModel, job: BatchJob, chunk: Chunk, keep: np.ndarray,
+                  X: Any) -> pa.Table:
+    """The kept rows scored, as the output table; the id and pass-through columns as the
+    input typed them (Parquet's and JSON's types; text formats' fields are text)."""
     scores, idx, proba = score(loaded, X)
-    frame = output_frame(loaded, ids, scores, idx, proba, job.columns, extra)
-    out = (len(frame), _output_bytes(frame, job.output))
-    return out, (_error_bytes(chunk, errors) if errors.positions else None)
+    frame = output_frame(loaded, chunk.rows[keep], scores, idx, proba, job.columns, None)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    extra = chunk.extra.filter(pa.array(keep)) if chunk.extra is not None else None
+    if job.id_column and extra is not None:
+        table = table.set_column(0, job.id_column, extra.column(job.id_column))
+    for name in job.passthrough:
+        assert extra is not None
+        table = table.append_column(name, extra.column(name))
+    return table
+
+
+def _score_chunk(loaded: models.LoadedModel, encoder: Encoder, job: BatchJob, chunk: Chunk
+                 ) -> tuple[tuple[int, bytes], tuple[int, bytes] | None, BadRowError | None]:
+    """One chunk's output and errors, as the bytes stored for them; with on_error=fail and a
+    bad row, the rows before it (output) and the error that stops the job."""
+    errors = RowErrors()
+    if chunk.X is None:
+        X, errors = encode_chunk(encoder, chunk.frame)
+    else:  # rows already encoded: their missing cells take the model's fills
+        X = loaded.impute(chunk.X, copy=False)
+    bad = _bad_rows(chunk, errors)
+    keep = ~np.isin(chunk.rows, [b[0] for b in bad])
+    stop = None
+    if bad and job.on_error == "fail":
+        row, line, column, reason = bad[0]
+        where = f"line {line}, column {column!r}" if column else f"line {line}"
+        stop = BadRowError(f"{where}: {reason} (on_error=skip leaves bad rows out and "
+                           "lists them)")
+        keep &= chunk.rows < row
+        bad = []
+    table = _output_table(loaded, job, chunk, keep, X[keep] if not keep.all() else X)
+    out = (table.num_rows, _parquet_bytes(table))
+    return out, (_error_bytes(bad) if bad else None), stop
 
 
 def _run_reference(ctx: JobContext, job: BatchJob, loaded: models.LoadedModel) -> JobResult:
@@ -154,16 +178,21 @@ def run_batch_job(ctx: JobContext, job: BatchJob) -> JobResult:
     ctx.reporter.report(0.0, f"scoring with model {job.model_id}"
                              + (f", resuming after {len(done)} chunks" if done else ""))
     chunks = (_dataset_chunks(ctx, job) if job.source == "dataset"
-              else _file_chunks(ctx, job))
-    k = -1
-    for k, (chunk, X) in enumerate(chunks):
-        ctx.reporter.due()  # (raises when the worker is stopping)
-        if k in done:
-            continue
-        out, errors = _score_chunk(loaded, encoder, job, chunk, X)
-        store.save_chunk(ctx.engine, ctx.job_id, ctx.worker_id, k, out, errors,
-                         min(chunk.fraction, 0.99), f"chunk {k + 1}: "
-                         f"{chunk.first_row + len(chunk.frame)} rows read")
+              else _file_chunks(ctx, job, loaded.encoding))
+    k, read = -1, 0
+    try:
+        for k, chunk in enumerate(chunks):
+            ctx.reporter.due()  # (raises when the worker is stopping)
+            if k not in done:
+                out, errors, stop = _score_chunk(loaded, encoder, job, chunk)
+                store.save_chunk(ctx.engine, ctx.job_id, ctx.worker_id, k, out, errors,
+                                 min(chunk.fraction, 0.99), f"chunk {k + 1}: "
+                                 f"{chunk.first_row + chunk.n_rows} rows read")
+                if stop is not None:
+                    raise stop
+            read = chunk.first_row + chunk.n_rows
+    except ValueError as exc:
+        raise _stopped(ctx, exc, read) from None
 
     with ctx.sessions() as session:
         counts = store.totals(session, ctx.job_id)
@@ -181,6 +210,18 @@ def run_batch_job(ctx: JobContext, job: BatchJob) -> JobResult:
     if counts["n_errors"]:
         message += f"; {counts['n_errors']} bad rows left out (see errors_url)"
     return JobResult(write=write, message=message)
+
+
+def _stopped(ctx: JobContext, exc: ValueError, read: int) -> ValueError:
+    """The job's error: the cause, and what it keeps: the rows scored before it stopped (every
+    row of the chunks before, and, for a bad row under on_error=fail, its chunk's rows before
+    it), served by the result download."""
+    with ctx.sessions() as session:
+        counts = store.totals(session, ctx.job_id)
+    where = "" if isinstance(exc, BadRowError) else f" (after data row {read})"
+    kind = BadRowError if isinstance(exc, BadRowError) else ValueError
+    return kind(f"{exc}{where}; the {counts['n_rows']} rows scored before it stopped are "
+                     f"kept: GET /batch-predictions/{ctx.job_id}/result serves them")
 
 
 def _first_errors(ctx: JobContext, limit: int) -> list[dict[str, Any]]:

@@ -7,6 +7,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 OutputFormat = Literal["csv", "parquet"]
+#: The formats a result can be downloaded in (``?format=``; default the job's ``output``).
+DownloadFormat = Literal["csv", "parquet", "jsonl"]
 OnError = Literal["fail", "skip"]
 #: Bad rows the job's result lists (all of them are in the errors file).
 ERRORS_SHOWN = 20
@@ -23,7 +25,8 @@ class BatchJob(BaseModel):
     dataset_id: int | None = None
     filename: str = ""
     size: int = 0
-    format: Literal["csv", "tsv", "whitespace", "parquet", "jsonl", "arff", "dataset"]
+    format: Literal["csv", "tsv", "whitespace", "parquet", "jsonl", "arff", "svmlight",
+                    "dataset"]
     # source "reference": the directory the job's parts go under (app.batch.partitions)
     output_base: str | None = None
     delimiter: str | None = None
@@ -33,6 +36,9 @@ class BatchJob(BaseModel):
     id_column: str | None = None
     passthrough: list[str] = Field(default_factory=list)
     output: OutputFormat = "csv"
+    # how the chunks' outputs are stored: Parquet (any download format), or, for jobs queued
+    # before there was a choice (None), in the ``output`` format itself
+    stored: Literal["parquet"] | None = None
     on_error: OnError = "fail"
     chunk_rows: int = Field(gt=0, le=1_000_000)
     columns: list[str]  # the output's columns, in order

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import IO, Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
@@ -51,7 +54,7 @@ class BatchOptions:
     header: bool | None = None
     id_column: str | None = None
     passthrough: list[str] | None = None
-    output: OutputFormat = "csv"
+    output: OutputFormat | None = None  # csv, or parquet for a dataset by reference
     on_error: OnError = "fail"
     chunk_rows: int | None = None
     max_columns: int = 200_000  # MSVMAV_MAX_FEATURES
@@ -66,9 +69,6 @@ def _model(session: Session, options: BatchOptions) -> tuple[Model, str | None]:
     target = resolve_target(runtime_of(session), target, _body("model"))
     assert target.model_id is not None
     model = models.get_or_raise(session, target.model_id, _body("model_id"))
-    if model.encoding.get("format") == "svmlight":
-        raise invalid(_body("model_id"), f"model {model.id} was trained on an svmlight file; "
-                      "batch jobs score tables (CSV, TSV, whitespace, Parquet, JSON Lines)")
     return model, options.model
 
 
@@ -100,7 +100,13 @@ def _file_layout(file: IO[bytes], filename: str, options: BatchOptions, encoder:
     lacking a feature, the id column or a pass-through column."""
     head = file.read(_SNIFF_BYTES)
     file.seek(0)
+    if encoder.encoding.get("format") == "svmlight":
+        return _svmlight_layout(options, encoder)
     fmt = detect_format(head, filename, options.format)
+    if fmt == "svmlight":
+        raise invalid(_body("format"), "svmlight rows are scored only by a model trained on "
+                      "an svmlight file; this model takes the columns "
+                      f"{preview(encoder.names)}")
     if fmt not in ("parquet", "arff") and b"\n" not in head and len(head) == _SNIFF_BYTES:
         raise invalid(_body("file"), f"the first line is longer than {_SNIFF_BYTES} bytes: "
                       "the header (or first row) must fit in them")
@@ -147,12 +153,29 @@ def _arff_layout(file: IO[bytes], options: BatchOptions, encoder: Encoder) -> di
             "skip_lines": data_line}
 
 
+def _svmlight_layout(options: BatchOptions, encoder: Encoder) -> dict[str, Any]:
+    """A model trained on svmlight scores svmlight rows (the label field read past): no
+    columns to name, so no id or pass-through column."""
+    if options.format not in (None, "svmlight"):
+        raise invalid(_body("format"), "this model was trained on an svmlight file: it "
+                      "scores svmlight rows (format=svmlight)")
+    if options.id_column or options.passthrough:
+        raise invalid(_body("id_column" if options.id_column else "passthrough"),
+                      "svmlight rows have no named columns: their rows are numbered")
+    return {"format": "svmlight", "header": False, "names": None, "delimiter": None}
+
+
 def _check_columns(present: list[str], encoder: Encoder, options: BatchOptions) -> None:
-    """422 for a file lacking a feature, the id column or a pass-through column; 413 for more
-    columns than MSVMAV_MAX_FEATURES (a chunk's table grows with them)."""
+    """422 for a file lacking a feature, the id column or a pass-through column, or naming a
+    column twice; 413 for more columns than MSVMAV_MAX_FEATURES (a chunk's table grows with
+    them)."""
     if len(present) > options.max_columns:
         raise too_large(f"the file has {len(present)} columns; at most {options.max_columns} "
                         "(MSVMAV_MAX_FEATURES)", field="file")
+    twice = next((c for i, c in enumerate(present) if c in present[:i]), None)
+    if twice is not None:
+        raise invalid(_body("file"), f"the file has two columns named {twice!r}; rename one",
+                      column=twice)
     absent = [n for n in encoder.names if n not in present]
     if absent:
         raise invalid(_body("file"), f"the file lacks the model's feature columns "
@@ -185,7 +208,7 @@ def _reference_source(dataset: Dataset, options: BatchOptions, settings: Setting
     """A dataset by reference is scored where it lies, into partitioned Parquet: beside its
     files (``_scores-<job id>/`` in their directory) or under MSVMAV_OUTPUT_ROOT, a location
     the path rules accept (403 otherwise)."""
-    if options.output != "parquet":
+    if options.output not in (None, "parquet"):
         raise invalid(_body("output"), f"dataset {dataset.id} is a dataset by reference: it is "
                       "scored into partitioned Parquet files; give output=parquet")
     present = list(dataset.encoding.get("input_columns") or [])
@@ -226,9 +249,10 @@ def submit(session: Session, options: BatchOptions, file: IO[bytes] | None, file
     store.expire(session, settings.batch_result_hours)
     if (file is None) == (options.dataset_id is None):
         raise invalid(_body("file"), "give exactly one of file (an upload) and dataset_id")
-    if options.format is not None and options.format not in INPUT_FORMATS:
+    known = list(dict.fromkeys([*INPUT_FORMATS, "svmlight"]))
+    if options.format is not None and options.format not in known:
         raise invalid(_body("format"), f"unknown format {options.format!r}; one of "
-                      f"{', '.join(INPUT_FORMATS)}")
+                      f"{', '.join(known)}")
     model, reference = _model(session, options)
     encoder = Encoder.from_dict(model.encoding)
     size = 0
@@ -246,7 +270,9 @@ def submit(session: Session, options: BatchOptions, file: IO[bytes] | None, file
         raise invalid(_body("passthrough"), f"column {clash[0]!r} would appear twice in the "
                       "output; leave it out of passthrough (or rename it)")
     params = BatchJob(model_id=model.id, model=reference, id_column=options.id_column,
-                      passthrough=passthrough, output=options.output, on_error=options.on_error,
+                      passthrough=passthrough, on_error=options.on_error, stored="parquet",
+                      output=options.output or (
+                          "parquet" if source["source"] == "reference" else "csv"),
                       chunk_rows=options.chunk_rows or settings.batch_chunk_rows,
                       columns=columns, **source).model_dump(mode="json")
     job = jobs.enqueue(session, kind=store.BATCH_KIND, params=params,
@@ -281,9 +307,10 @@ def _file_size(file: IO[bytes], settings: Settings) -> int:
 
 
 def finished_job(session: Session, job_id: int, settings: Settings) -> Job:
-    """The succeeded batch job whose files are still kept: 404 for no such batch job, 409
-    while it has not succeeded, 410 once its files expired (the next submission deletes
-    them)."""
+    """The ended batch job whose files are still kept: one that succeeded, or one that failed
+    after scoring some rows (its result holds them). 404 for no such batch job, 409 while it
+    runs, was cancelled or failed before any file was stored, 410 once its files expired (the
+    next submission deletes them)."""
     job = session.get(Job, job_id)
     if job is None or job.kind != store.BATCH_KIND:  # (the id is a batch job's id)
         raise missing(f"batch job {job_id} not found")
@@ -292,9 +319,10 @@ def finished_job(session: Session, job_id: int, settings: Settings) -> Job:
         raise conflict(f"batch job {job_id} scored a dataset by reference: its result is the "
                        f"partitioned Parquet it wrote to {where} (the job's result lists the "
                        "parts)")
-    if job.status != "succeeded":
+    if job.status not in ("succeeded", "failed") or (
+            job.status == "failed" and not store.has_output(session, job_id)):
         raise conflict(f"batch job {job_id} is {job.status}; its result exists once it "
-                       "succeeded")
+                       "succeeded (or failed after scoring rows)")
     assert job.finished_at is not None
     if job.finished_at + timedelta(hours=settings.batch_result_hours) < utcnow():
         raise Problem(410, f"batch job {job_id}'s files expired (kept "
@@ -303,15 +331,68 @@ def finished_job(session: Session, job_id: int, settings: Settings) -> Job:
     return job
 
 
-def result_stream(engine: Engine, job: Job) -> Iterator[bytes]:
-    """The result file: CSV (a header line, then each chunk's lines) or Parquet (each chunk's
-    table written as row groups of one file), one chunk in memory at a time."""
+def download_format(job: Job, wanted: str | None) -> str:
+    """The result's format: ``wanted`` (``?format=``), else the job's ``output``; 409 for a
+    job whose result was stored as CSV (queued before the choice existed) in another."""
     params = BatchJob.model_validate(job.params)
-    if params.output == "csv":
-        yield (",".join(_csv_cell(c) for c in params.columns) + "\n").encode()
-        yield from store.parts(engine, job.id, store.OUTPUT)
+    fmt = wanted or params.output
+    if params.stored is None and fmt != params.output:
+        raise conflict(f"batch job {job.id}'s result was stored as {params.output}: download "
+                       f"it as {params.output}")
+    return fmt
+
+
+def result_stream(engine: Engine, job: Job, fmt: str) -> Iterator[bytes]:
+    """The result file in ``fmt``: CSV (a header line, then each chunk's lines), JSON Lines
+    (an object a row) or Parquet (each chunk's table written as row groups of one file), one
+    chunk in memory at a time. A part deleted while it is read (the files expired) raises
+    ``store.PartsGoneError``: the response is cut short visibly, never ended as if whole."""
+    params = BatchJob.model_validate(job.params)
+    parts = store.parts(engine, job.id, store.OUTPUT)
+    header = (",".join(_csv_cell(c) for c in params.columns) + "\n").encode()
+    if params.stored is None:  # stored as the output format itself
+        if fmt == "csv":
+            yield header
+            yield from parts
+        else:
+            yield from _parquet_stream((pq.read_table(io.BytesIO(p)) for p in parts), None)
         return
-    yield from _parquet_stream(store.parts(engine, job.id, store.OUTPUT))
+    tables = (pq.read_table(io.BytesIO(p)) for p in parts)
+    if fmt == "parquet":
+        schema = _unified_schema(engine, job) if params.format == "jsonl" else None
+        yield from _parquet_stream(tables, schema)
+        return
+    if fmt == "csv":
+        yield header
+    for table in tables:
+        for batch in table.to_batches(max_chunksize=_ROWS_A_PIECE):
+            yield (_csv_lines(batch) if fmt == "csv" else _json_lines(batch))
+
+
+_ROWS_A_PIECE = 8192
+
+
+def _csv_lines(batch: pa.RecordBatch) -> bytes:
+    return batch.to_pandas().to_csv(index=False, header=False).encode()
+
+
+def _json_lines(batch: pa.RecordBatch) -> bytes:
+    return "".join(json.dumps(row, default=str) + "\n" for row in batch.to_pylist()).encode()
+
+
+def _unified_schema(engine: Engine, job: Job) -> pa.Schema:
+    """One schema for every part (JSON Lines' id and pass-through columns are typed chunk by
+    chunk): numbers widened, a column whose chunks disagree otherwise as text."""
+    schemas = [pq.read_schema(io.BytesIO(p)) for p in store.parts(engine, job.id, store.OUTPUT)]
+    fields = []
+    for name in schemas[0].names if schemas else []:
+        types = [s.field(name).type for s in schemas]
+        try:
+            fields.append(pa.unify_schemas([pa.schema([(name, t)]) for t in types],
+                                           promote_options="permissive").field(name))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            fields.append(pa.field(name, pa.string()))
+    return pa.schema(fields)
 
 
 def _csv_cell(name: str) -> str:
@@ -342,16 +423,15 @@ class _Sink(io.RawIOBase):
         return out
 
 
-def _parquet_stream(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    import pyarrow.parquet as pq
-
+def _parquet_stream(tables: Iterator[pa.Table], schema: pa.Schema | None) -> Iterator[bytes]:
+    """The tables as one Parquet file, in the first table's schema (or ``schema``)."""
     sink = _Sink()
     writer = None
-    for data in chunks:
-        table = pq.read_table(io.BytesIO(data))
+    for table in tables:
         if writer is None:
-            schema = table.schema.remove_metadata()
+            schema = schema or table.schema.remove_metadata()
             writer = pq.ParquetWriter(sink, schema)
+        assert schema is not None
         writer.write_table(table.cast(schema) if table.schema != schema else table)
         yield sink.take()
     if writer is not None:
@@ -365,3 +445,8 @@ def errors_stream(engine: Engine, job: Job) -> Iterator[bytes]:
     yield from store.parts(engine, job.id, store.ERRORS)
 
 
+
+
+def rows_read(session: Session, job_id: int) -> int:
+    """The data rows a job's stored chunks read (scored and bad): where a failed job stopped."""
+    return store.stored_rows(session, job_id)[1]

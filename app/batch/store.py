@@ -124,8 +124,14 @@ def drop_input(session: Session, job_id: int) -> None:
     session.execute(delete(BatchPart).where(BatchPart.job_id == job_id, BatchPart.kind == INPUT))
 
 
+class PartsGoneError(RuntimeError):
+    """A part listed when a download began was deleted before it was read (the job's files
+    expired meanwhile): the download stops there, visibly, rather than end short."""
+
+
 def parts(engine: Engine, job_id: int, kind: str) -> Iterator[bytes]:
-    """The job's ``kind`` parts in chunk order, one at a time (each read on its own)."""
+    """The job's ``kind`` parts in chunk order, one at a time (each read on its own); every
+    part listed at the start is delivered, or PartsGoneError is raised where one is gone."""
     with engine.connect() as conn:
         chunks = list(conn.scalars(select(BatchPart.chunk).where(
             BatchPart.job_id == job_id, BatchPart.kind == kind).order_by(BatchPart.chunk)))
@@ -133,15 +139,33 @@ def parts(engine: Engine, job_id: int, kind: str) -> Iterator[bytes]:
         with engine.connect() as conn:
             data = conn.scalar(select(BatchPart.data).where(
                 BatchPart.job_id == job_id, BatchPart.kind == kind, BatchPart.chunk == k))
-        if data is not None:
-            yield bytes(data)
+        if data is None:
+            raise PartsGoneError(f"batch job {job_id}'s {kind} part {k} was deleted while it "
+                                 "was read (its files expired): the download is incomplete")
+        yield bytes(data)
+
+
+def has_output(session: Session, job_id: int) -> bool:
+    """Whether any chunk's output is stored (what a failed job scored before it stopped)."""
+    return session.scalar(select(BatchPart.chunk).where(
+        BatchPart.job_id == job_id, BatchPart.kind == OUTPUT).limit(1)) is not None
+
+
+def stored_rows(session: Session, job_id: int) -> tuple[int, int]:
+    """(rows scored, data rows read: scored and bad) over the stored chunks."""
+    counts = totals(session, job_id)
+    return counts["n_rows"], counts["n_rows"] + counts["n_errors"]
 
 
 def expire(session: Session, hours: float) -> int:
-    """Delete the files of batch jobs that ended more than ``hours`` ago, and the inputs and
-    partial outputs of those that failed or were cancelled; returns the rows deleted."""
+    """Delete the files of batch jobs that ended more than ``hours`` ago, the inputs of every
+    ended job, and the partial outputs of cancelled ones (a failed job keeps what it scored
+    for ``hours``, as a succeeded one does); returns the rows deleted."""
     cutoff = utcnow() - timedelta(hours=hours)
-    ended = select(Job.id).where(Job.kind == BATCH_KIND, or_(
-        Job.finished_at < cutoff,
-        and_(Job.status.not_in(ACTIVE_JOB_STATUSES), Job.status != "succeeded")))
-    return session.execute(delete(BatchPart).where(BatchPart.job_id.in_(ended))).rowcount
+    old = select(Job.id).where(Job.kind == BATCH_KIND, Job.finished_at < cutoff)
+    ended = select(Job.id).where(Job.kind == BATCH_KIND,
+                                 Job.status.not_in(ACTIVE_JOB_STATUSES))
+    cancelled = select(Job.id).where(Job.kind == BATCH_KIND, Job.status == "cancelled")
+    return session.execute(delete(BatchPart).where(or_(
+        BatchPart.job_id.in_(old), BatchPart.job_id.in_(cancelled),
+        and_(BatchPart.kind == INPUT, BatchPart.job_id.in_(ended))))).rowcount
