@@ -196,7 +196,9 @@ class StackSpace:
         masks = np.ascontiguousarray((thetas[None, :] > M).T)  # L x n
         for j, new in enumerate(masks):
             self.P[j] = _move_active(data, self.history[j], new)
-        return thetas, masks, None
+        # the semi-variances, for the "objective" stopping rule
+        sv = np.square(np.maximum(thetas[None, :] - M, 0.0)).mean(axis=0)
+        return thetas, masks, sv
 
     def prox_step(self, coef: np.ndarray, f: None, mask: np.ndarray, thetas: np.ndarray
                   ) -> tuple[np.ndarray, None]:
@@ -215,7 +217,7 @@ class StackSpace:
 
 
 def fit_linear_batch(X, y: np.ndarray, alphas, betas, *, max_iter: int = 100,
-                     tol: float = 1e-8, fit_intercept: bool = True,
+                     tol: float = 1e-8, fit_intercept: bool = True, stop: str = "step",
                      callback: Callable[[int], object] | None = None
                      ) -> tuple[np.ndarray, np.ndarray]:
     """Linear MSVMAv for every pair (alphas[b], betas[b]) on the same (X, y in {-1, +1}).
@@ -233,7 +235,7 @@ def fit_linear_batch(X, y: np.ndarray, alphas, betas, *, max_iter: int = 100,
             callback(record["iteration"])
 
     W, n_iter, _, _ = iterate(StackSpace(data, betas), data.y, alpha=alphas[:, None],
-                              max_iter=max_iter, tol=tol, callback=each)
+                              max_iter=max_iter, tol=tol, callback=each, stop=stop)
     return W, n_iter
 
 

@@ -50,6 +50,9 @@ from ._row_blocks import RowBlocks
 F_REFRESH = 50
 # "dense" summarises its margins from bounds from this many values of X on (``bounded``).
 DENSE_BOUNDS_VALUES = 2**18
+# The stopping rules (``StoppingRule``) and the window of the "objective" rule, in iterations.
+STOPPING_RULES = ("objective", "step")
+OBJECTIVE_WINDOW = 5
 
 
 def bounded(solver: str, X) -> bool:
@@ -221,18 +224,55 @@ class DualSpace:
         return float(np.linalg.norm(a - b) / math.sqrt(self.dim))
 
 
+class StoppingRule:
+    """When a fit has converged (docs/solver.md, "Convergence").
+
+    ``"objective"`` (/train's default): the objective J = SV / theta^2 changed by at most ``tol``
+    per iteration, relatively, on average over the last OBJECTIVE_WINDOW iterations:
+    |J_k - J_{k-W}| <= W tol J_k. A window, not one step, because J moves unevenly (the active
+    set enters and leaves in bursts). ``"step"`` (the library's default): the authors' rule,
+    ||w_k - w_{k-1}|| / sqrt(dim) < tol (with tol = 1e-8 and T = 100, the paper's setting:
+    ``PAPER_STOPPING``). ``met`` takes a number or, for a lockstep stack, one per live
+    setting; ``keep(rows)`` follows the stack's settings."""
+
+    def __init__(self, stop: str, tol: float) -> None:
+        if stop not in STOPPING_RULES:
+            raise ValueError(f"stop: use one of {STOPPING_RULES}, got {stop!r}")
+        self.stop, self.tol = stop, tol
+        self.recent: list[np.ndarray] = []  # the last W + 1 objectives (NaN: undefined)
+
+    def met(self, step, objective):
+        if self.stop == "step":
+            return step < self.tol
+        J = np.asarray(np.nan if objective is None else objective, dtype=np.float64)
+        self.recent = [*self.recent[-OBJECTIVE_WINDOW:], J]
+        if len(self.recent) <= OBJECTIVE_WINDOW:
+            return np.zeros(J.shape, dtype=bool) if J.ndim else False
+        old = self.recent[0]
+        with np.errstate(invalid="ignore"):
+            done = np.abs(J - old) <= OBJECTIVE_WINDOW * self.tol * np.abs(J)
+        return done if J.ndim else bool(done)
+
+    def keep(self, rows: np.ndarray) -> None:
+        self.recent = [J[rows] for J in self.recent]
+
+
 def iterate(space, y: np.ndarray, *, alpha: float | np.ndarray, max_iter: int, tol: float,
-            callback: Callback | None = None, task: int = 0, n_tasks: int = 1):
+            callback: Callback | None = None, task: int = 0, n_tasks: int = 1,
+            stop: str = "step"):
     """Run MSVMAv on one +-1 target. Returns (coef, n_iter, history, stopped_by_callback).
+    Each record says whether the stopping rule (``StoppingRule(stop, tol)``) was met
+    (``converged``).
 
     A space whose ``initial()`` is a stack of B coefficient vectors (B, dim), with ``alpha`` of
     shape (B, 1), runs B settings in lockstep: theta, |A|, the flips and the steps are then
-    (B,) arrays, a setting leaves the stack once its step is below ``tol`` or it reached
-    ``max_iter`` (``space.keep(rows)`` drops it from the space's state), the loop ends when
-    none is left, and coef (B, dim) and n_iter (B,) hold each setting's last iterate."""
+    (B,) arrays, a setting leaves the stack once it meets the rule or reached ``max_iter``
+    (``space.keep(rows)`` drops it from the space's state), the loop ends when none is left,
+    and coef (B, dim) and n_iter (B,) hold each setting's last iterate."""
     n = y.size
     coef = space.initial()
     stack = _Stack(coef) if coef.ndim == 2 else None
+    rule = StoppingRule(stop, tol)
     f = space.margins_of(coef)  # None where the space summarises the margins itself
     theta, mask, _ = space.summary(coef, f)
     history: list[dict] = []
@@ -252,21 +292,24 @@ def iterate(space, y: np.ndarray, *, alpha: float | np.ndarray, max_iter: int, t
             f /= nrm
         step = space.distance(cn, coef)
         coef = cn
-        if stack is not None:  # the settings that stopped leave before their next summary
-            rows = stack.leave(coef, (step < tol) | (k == max_iter), k)
-            coef, shift_c = coef[rows], shift_c[rows]
-            space.keep(rows)
         theta, mask, sv = space.summary(coef, f)
+        objective = _objective(sv, theta)
+        met = rule.met(step, objective)
+        if stack is not None:  # the settings that stopped leave the stack
+            rows = stack.leave(coef, met | (k == max_iter), k)
+            coef, shift_c, theta, mask = coef[rows], shift_c[rows], theta[rows], mask[rows]
+            space.keep(rows)
+            rule.keep(rows)
         record = {"iteration": k, "max_iter": max_iter, "task": task, "n_tasks": n_tasks,
-                  "theta": theta, "semivariance": sv, "objective": _objective(sv, theta),
-                  "active": n_active, "flipped": flipped, "step": step}
+                  "theta": theta, "semivariance": sv, "objective": objective,
+                  "active": n_active, "flipped": flipped, "step": step, "converged": met}
         history.append(record)
         try:
             report(callback, record)
         except FitStopped:
             stopped = True
             break
-        if np.all(step < tol):
+        if np.all(met):
             break
     if stack is not None:
         return stack.coef, stack.n_iter, history, stopped
@@ -298,10 +341,14 @@ def _active(mask, stack: _Stack | None):
     return int(np.count_nonzero(mask))
 
 
-def _objective(sv: float | None, theta: float) -> float | None:
-    """The semi-variance over theta^2 (None where theta <= 0, or with no semi-variance)."""
+def _objective(sv, theta):
+    """The semi-variance over theta^2 (None where theta <= 0, or with no semi-variance; for a
+    stack, one per setting, NaN where theta <= 0)."""
     if sv is None:
         return None
+    if np.ndim(theta):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(theta > 0, sv / np.square(theta), np.nan)
     return sv / theta**2 if theta > 0 else None
 
 

@@ -187,6 +187,7 @@ def _linear_msvmav_cells(shared: dict, part: tuple, fold: int, idx: list[int],
         # a grid may leave alpha or beta out: the fixed value (or MSVMAv's default) then
         Xtr, 2.0 * yi - 1.0, [configs[i].get("alpha", est.alpha) for i in idx],
         [configs[i].get("beta", est.beta) for i in idx], max_iter=est.max_iter, tol=est.tol,
+        stop=est.stop,
         fit_intercept=est.fit_intercept, callback=lambda _k: tick())
     d = shared["X"].shape[1]
     coef, bias = (W[:, :d], W[:, d]) if est.fit_intercept else (W, 0.0)
@@ -241,7 +242,8 @@ def _msvmav_kernel_cells(K: np.ndarray, Kte: np.ndarray, ytr: np.ndarray, yte: n
             space = DualSpace(pair, ypm, p.get("beta", base.beta))
             a, _, _, _ = iterate(space, ypm, alpha=p.get("alpha", base.alpha),
                                  max_iter=p.get("max_iter", base.max_iter),
-                                 tol=p.get("tol", base.tol), callback=lambda _i: tick())
+                                 tol=p.get("tol", base.tol), callback=lambda _i: tick(),
+                                 stop=p.get("stop", base.stop))
             acc = _accuracy(classes, (Kte @ a)[:, None], yte)[0]
             out.append((i, fold, float(acc), time.perf_counter() - t + prep))
     return out

@@ -22,7 +22,7 @@ from ._linear_step import (
     linear_step_class,
     linear_system_bytes,
 )
-from ._msvmav_core import DualSpace, PrimalSpace, iterate
+from ._msvmav_core import OBJECTIVE_WINDOW, DualSpace, PrimalSpace, iterate
 from ._row_blocks import THREADPOOLS, fit_threads
 from .fit_cost import RankChooser
 from .kernels import gram_matrix, kernel_diagonal, kernel_matrix, resolve_gamma
@@ -143,6 +143,16 @@ def augment(X):
     return sparse.csr_matrix((data, indices, indptr), shape=(n, d + 1))
 
 
+def not_converged_warning(stop: str, tol: float, max_iter: int) -> str:
+    """The words of a fit that stopped at ``max_iter`` without meeting its stopping rule."""
+    rule = (f"the objective SV/theta^2 changing by at most {tol:g} per iteration "
+            f"(relative, over the last {OBJECTIVE_WINDOW})" if stop == "objective"
+            else f"a step ||w_k - w_(k-1)||/sqrt(dim) below {tol:g}")
+    return (f"the fit did not converge: it stopped at max_iter={max_iter} before meeting its "
+            f"stopping rule ({rule}); the model is the last iterate. Raise max_iter, or "
+            "choose other alpha, beta (a search)")
+
+
 class _LastRecord:
     """The fit's callback, passed each iteration's record; ``check(done)`` (for an inverse
     taken in blocks during the iterations) calls it again with the last record plus
@@ -190,8 +200,9 @@ class MSVMAv(MarginClassifier):
     kernel_error_ : float, relative trace error trace(K - K_r) / trace(K) of the kernel
         matrix used (0.0 for exact); None for linear and "precomputed"
     stopped_early_ : bool, True if the callback stopped the fit
-    converged_ : bool, every one-vs-rest task stopped on ``tol`` before ``max_iter``
-        (``fit_info_["last_relative_change"]`` is the largest task's last relative change)
+    converged_ : bool, every one-vs-rest task met its stopping rule (``stop``, ``tol``) within
+        ``max_iter``; otherwise ``fit_info_["warning"]`` says so in words
+        (``fit_info_["last_relative_change"]`` is the largest task's last step)
     calibrator_ : ``solver.calibration.Calibrator`` or None (calibration="none")
     feature_means_ : (d,) the training rows' column means (None for "precomputed")
     """
@@ -203,7 +214,8 @@ class MSVMAv(MarginClassifier):
 
     def __init__(self, alpha: float = 16.0, beta: float = 0.25, *, kernel: str = "linear",
                  gamma: float | str | None = "scale", degree: int = 3, coef0: float = 1.0,
-                 max_iter: int = 100, tol: float = 1e-8, fit_intercept: bool = True,
+                 max_iter: int = 100, tol: float = 1e-8, stop: str = "step",
+                 fit_intercept: bool = True,
                  update: str = "incremental", linear_solver: str = "auto",
                  approximation: str = "auto",
                  kernel_tol: float = 1e-6, n_components: int = 1000,
@@ -217,6 +229,7 @@ class MSVMAv(MarginClassifier):
         self.coef0 = coef0
         self.max_iter = max_iter
         self.tol = tol
+        self.stop = stop
         self.fit_intercept = fit_intercept
         self.update = update
         self.linear_solver = linear_solver
@@ -386,9 +399,10 @@ class MSVMAv(MarginClassifier):
             space = make_space(y)
             coefs[:, t], n_iter, history, stopped = iterate(
                 space, y, alpha=self.alpha, max_iter=self.max_iter, tol=self.tol,
-                callback=callback, task=t, n_tasks=T)
+                callback=callback, task=t, n_tasks=T, stop=self.stop)
             self.history_.extend(history)
-            last.append(history[-1]["step"] if history else None)
+            last.append((history[-1]["step"], bool(history[-1]["converged"]))
+                        if history else None)
             self.n_iter_ = max(self.n_iter_, n_iter) if t else n_iter
             for key, count in space.counters().items():
                 info[key] = info.get(key, 0) + count
@@ -399,14 +413,20 @@ class MSVMAv(MarginClassifier):
         self._record_convergence(last, T, info)
         return coefs, info
 
-    def _record_convergence(self, last: list[float | None], n_tasks: int, info: dict) -> None:
-        """``converged_``: every one-vs-rest task ran and stopped on ``tol`` (its last
-        relative change ||w_k - w_{k-1}|| / sqrt(dim) < tol) before ``max_iter``;
-        ``fit_info_["last_relative_change"]``: the largest of the tasks' last changes (None
-        with max_iter=0, where no step is taken)."""
-        steps = [s for s in last if s is not None]
-        info["last_relative_change"] = max(steps) if steps and len(steps) == len(last) else None
-        self.converged_ = bool(len(steps) == n_tasks and all(s < self.tol for s in steps))
+    def _record_convergence(self, last: list[tuple[float, bool] | None], n_tasks: int,
+                            info: dict) -> None:
+        """``converged_``: every one-vs-rest task ran and met its stopping rule (``stop``,
+        ``tol``: ``_msvmav_core.StoppingRule``) within ``max_iter``;
+        ``fit_info_["last_relative_change"]``: the largest of the tasks' last steps
+        ||w_k - w_{k-1}|| / sqrt(dim) (None with max_iter=0, where no step is taken);
+        ``fit_info_["warning"]``: what a fit that ran out of iterations means, in words."""
+        ran = [s for s in last if s is not None]
+        done = len(ran) == len(last) and bool(ran)
+        info["last_relative_change"] = max(s for s, _ in ran) if done else None
+        self.converged_ = bool(len(ran) == n_tasks and all(met for _, met in ran))
+        info["stop"] = self.stop
+        if not self.converged_ and done and not self.stopped_early_:
+            info["warning"] = not_converged_warning(self.stop, self.tol, self.max_iter)
 
     def linear_path(self, n: int, n_features: int, nnz: int | None = None) -> str:
         """The linear step's solver ("dense", "woodbury", "cg" or "gram") fit() uses on n rows

@@ -230,9 +230,8 @@ class ModelDetail(ModelSummary):
     warnings: list[str] = Field(
         default_factory=list,
         description="What the fit warned about (e.g. features far outside [0, 1] with "
-        "`scaling: none`; a hold-out accuracy, balanced accuracy or ROC AUC that does not beat "
-        "the majority-class baseline's; a class whose hold-out recall is below 0.1); the "
-        "job's message says it too",
+        "`scaling: none`, or a hold-out accuracy that does not beat the majority-class "
+        "baseline); the job's message says it too",
     )
     calibration: str = Field(
         "none",
@@ -241,8 +240,9 @@ class ModelDetail(ModelSummary):
     )
     converged: bool | None = Field(
         None,
-        description="MSVMAv: whether the last step's relative change fell below `tol` before "
-        "`max_iter` iterations (null for the other algorithms)",
+        description="MSVMAv: whether every task met its stopping rule (`stop` with `tol`: by "
+        "default the relative change of SV/θ² over 5 iterations) within `max_iter` "
+        "iterations; when not, `warnings` says so (null for the other algorithms)",
     )
     last_relative_change: float | None = Field(
         None, description="MSVMAv: the last step's ||Δw||/√dim, the quantity `tol` bounds"

@@ -28,6 +28,10 @@ HYPER_PARAMETERS: tuple[str, ...] = tuple(
     name for name, p in PARAMETERS.items() if not p.knob and name not in _SET_BY_REQUEST
 )
 
+# /train's defaults where they differ from the estimator's: a stopping rule fits can meet (the
+# library keeps the paper authors' step rule; docs/solver.md, "Convergence").
+SERVICE_DEFAULTS: dict[str, Any] = {"stop": "objective", "tol": 1e-4}
+
 # Values a request cannot take: its rows are feature vectors (no kernel matrix is uploaded).
 NOT_OFFERED = {"kernel": ("precomputed",)}
 
@@ -103,7 +107,7 @@ def offered(name: str) -> tuple[str, ...]:
 def hyper_parameter_fields() -> dict[str, tuple[Any, Any]]:
     """``{name: (type, Field)}`` for ``pydantic.create_model``: every top-level
     hyper-parameter with the estimator's default and description."""
-    defaults = MSVMAv().get_params()
+    defaults = {**MSVMAv().get_params(), **SERVICE_DEFAULTS}
     fields = {}
     for name in HYPER_PARAMETERS:
         p = PARAMETERS[name]

@@ -184,12 +184,14 @@ def _add_holdout(summary: dict[str, Any], holdout: dict[str, Any] | None) -> Non
 
 
 def convergence(est: Any) -> dict[str, Any]:
-    """Whether the fit met its stopping rule: MSVMAv's ``converged_`` and the last step's
-    relative change ||Δw||/√dim against ``tol`` (null for algorithms without them)."""
+    """Whether the fit met its stopping rule: MSVMAv's ``converged_``, the rule (``stop``:
+    the relative change of SV/θ² or the step ||Δw||/√dim) and its ``tol``, the last step's
+    relative change (null for algorithms without them)."""
     info = getattr(est, "fit_info_", None) or {}
     converged = getattr(est, "converged_", None)
     return jsonable({
         "converged": None if converged is None else bool(converged),
+        "stop": getattr(est, "stop", None) if converged is not None else None,
         "last_relative_change": info.get("last_relative_change"),
         "tol": getattr(est, "tol", None) if converged is not None else None,
     })
@@ -206,6 +208,10 @@ def _summary(
         SCALE_NOTE.format(largest=getattr(w, "largest", float("nan")))
         for w in fitted.scale_warnings[:1]
     ]
+    # a fit that ran out of iterations before meeting its stopping rule says so
+    not_converged = (getattr(est, "fit_info_", None) or {}).get("warning")
+    if not_converged:
+        notes.append(not_converged)
     return {
         "train_margins": jsonable(train_margins),
         "train_accuracy": train_margins["accuracy"],

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import app.ui
-from app.training.msvmav_fields import HYPER_PARAMETERS, NOT_OFFERED
+from app.training.msvmav_fields import HYPER_PARAMETERS, NOT_OFFERED, SERVICE_DEFAULTS
 from solver import MSVMAv
 from solver.msvmav_parameters import APPROXIMATIONS, PARAMETERS
 from solver.params import StrOptions
@@ -34,7 +34,7 @@ def test_every_estimator_parameter_is_declared_once():
 
 def test_the_request_fields_are_the_declaration(train_schema):
     props = train_schema["properties"]
-    defaults = MSVMAv().get_params()
+    defaults = {**MSVMAv().get_params(), **SERVICE_DEFAULTS}
     # calibration is a field of every algorithm (its own text and default), not one of these
     assert [k for k in props if k in PARAMETERS and k != "calibration"] == list(HYPER_PARAMETERS)
     knobs = {n for n, p in PARAMETERS.items() if p.knob}
@@ -70,7 +70,8 @@ def test_every_approximation_is_offered(train_schema):
 def test_the_texts_say_what_the_solver_does(train_schema):
     props = train_schema["properties"]
     tol = props["tol"]["description"]
-    assert "||w_k - w_{k-1}|| / √dim" in tol and "not a change of the objective" in tol
+    assert "||w_k - w_{k-1}|| / √dim" in tol and "J = SV / θ²" in tol
+    assert props["stop"]["default"] == "objective" and props["tol"]["default"] == 1e-4
     auto = props["approximation"]["description"]
     assert "RankChooser" in auto and "exact kernel once the pivots cost as much" in auto
     assert "1,024" in auto

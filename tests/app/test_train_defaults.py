@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from solver.scaling import MinMaxScaling
-from tests.app.support import blobs, to_csv, trained_model
+from tests.app.support import blobs, run_jobs, submit, to_csv, trained_model, upload
 
 
 def test_default_rbf_width_is_scale_of_the_scaled_training_rows(client, worker):
@@ -23,3 +25,30 @@ def test_auto_width_is_one_over_d(client, worker):
     model = trained_model(client, worker, to_csv(X, y), kernel="rbf", gamma="auto",
                           calibration="none")
     assert model["kernel_summary"]["gamma"] == pytest.approx(0.25, rel=1e-12)
+
+
+def test_fit_that_runs_out_of_iterations_warns_in_the_model_and_the_job(client, worker):
+    X, y = blobs(n=80, d=3, shift=1.0)
+    model = trained_model(client, worker, to_csv(X, y), max_iter=3, calibration="none")
+    assert model["converged"] is False
+    (warning,) = [w for w in model["warnings"] if "did not converge" in w]
+    assert "max_iter=3" in warning
+    job = client.get(f"/jobs/{model['job_id']}").json()
+    assert "did not converge" in job["message"]
+
+
+WDBC = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "wdbc.arff"
+
+
+def test_default_train_on_real_data_converges(client, worker):
+    """/train's default stopping rule (the relative change of SV/θ², tol 1e-4) is met by a
+    default linear fit on wdbc (569 rows)."""
+    if not WDBC.exists():
+        pytest.skip(f"{WDBC} is not here")
+    ds = upload(client, WDBC.read_bytes(), filename="wdbc.arff", label="Class")
+    job = submit(client, ds["id"], calibration="none")
+    assert run_jobs(worker) == ["succeeded"]
+    job = client.get(f"/jobs/{job['id']}").json()
+    model = client.get(f"/models/{job['model_id']}").json()
+    assert model["converged"] is True and model["n_iter"] < 100
+    assert not [w for w in model["warnings"] if "did not converge" in w]

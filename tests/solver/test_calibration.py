@@ -217,13 +217,13 @@ def test_feature_means_are_the_training_column_means():
 
 # -- convergence ----------------------------------------------------------------------------
 def _linear_iterate(X, y, k):
-    est = MSVMAv(max_iter=k, tol=0.0).fit(X, y)
+    est = MSVMAv(max_iter=k, tol=0.0, stop="step").fit(X, y)
     return np.concatenate([est.coef_[0], est.intercept_])
 
 
 def test_converged_when_the_last_relative_change_falls_below_tol():
     X, y = make_data()
-    est = MSVMAv(max_iter=100, tol=1e-3).fit(X, y)
+    est = MSVMAv(max_iter=100, tol=1e-3, stop="step").fit(X, y)
     assert est.converged_
     assert est.n_iter_ < 100
     change = est.fit_info_["last_relative_change"]
@@ -240,7 +240,7 @@ def test_converged_when_the_last_relative_change_falls_below_tol():
 
 def test_not_converged_when_max_iter_binds_before_tol():
     X, y = make_data()
-    est = MSVMAv(max_iter=5, tol=1e-12).fit(X, y)
+    est = MSVMAv(max_iter=5, tol=1e-12, stop="step").fit(X, y)
     assert not est.converged_ and est.n_iter_ == 5
     assert est.fit_info_["last_relative_change"] >= est.tol
     assert est.fit_info_["last_relative_change"] == est.history_[-1]["step"]
@@ -250,7 +250,7 @@ def test_not_converged_when_max_iter_binds_before_tol():
 
 def test_multiclass_convergence_needs_every_task_and_reports_the_largest_change():
     X, y = make_data(n=150, classes=3, seed=6)
-    est = MSVMAv(max_iter=100, tol=1e-3).fit(X, y)
+    est = MSVMAv(max_iter=100, tol=1e-3, stop="step").fit(X, y)
     last = {}
     for record in est.history_:
         last[record["task"]] = record["step"]
