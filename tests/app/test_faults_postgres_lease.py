@@ -177,7 +177,7 @@ def test_outages_longer_than_the_lease_do_not_cost_the_running_job_an_attempt(tm
 
 def test_a_fit_that_ends_during_an_outage_longer_than_the_lease_is_recorded_once(tmp_path):
     with postgres_server() as pg, service(pg, tmp_path) as (c, worker_log, engine):
-        job_id = _submit(c, max_iter=8_000)
+        job_id = _submit(c, max_iter=20_000)  # seconds: it must outlast pg_ctl stop
         pg.stop()
         # The fit ends while the server is down: its worker starts retrying the outcome.
         wait_for(lambda: _retrying_outcome(worker_log, job_id), timeout=300, interval=0.1)
