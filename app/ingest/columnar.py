@@ -191,6 +191,7 @@ def read_jsonl(source: IO[bytes] | bytes, *, max_rows: int | None = None,
         source = io.BytesIO(source)
     index: dict[str, int] = {}
     values: list[list[Any]] = []
+    order: tuple[str, ...] = ()  # the keys so far, in order
     lines: list[int] = []
     for lineno, raw in enumerate(source, start=1):
         if not raw.strip():
@@ -198,6 +199,12 @@ def read_jsonl(source: IO[bytes] | bytes, *, max_rows: int | None = None,
         record = _record(raw, lineno, max_columns)
         _check_rows(len(lines) + 1, max_rows, rows_setting, lineno)
         n = len(lines)
+        if tuple(record) == order and b"[" not in raw and raw.count(b"{") == 1:
+            # the common line: the same keys in the same order, no nested value possible
+            for column, value in zip(values, record.values(), strict=True):
+                column.append(value)
+            lines.append(lineno)
+            continue
         for key, value in record.items():
             if isinstance(value, dict | list):
                 raise IngestError(f"Line {lineno}: JSON key {key!r} holds a nested value; "
@@ -209,6 +216,7 @@ def read_jsonl(source: IO[bytes] | bytes, *, max_rows: int | None = None,
                 j = index[key] = len(values)
                 _check_width(len(index), max_columns, f"Line {lineno}", lineno)
                 values.append([None] * n)
+                order = tuple(index)
             values[j].append(value)
         lines.append(lineno)
         for column in values:
@@ -251,8 +259,8 @@ def _record(raw: bytes, lineno: int, max_columns: int | None) -> dict[str, Any]:
 def _json_series(column: list[Any]) -> Any:
     import pandas as pd
 
-    if all(v is None or (isinstance(v, int | float) and not isinstance(v, bool))
-           for v in column):
+    kinds = set(map(type, column))
+    if kinds <= {int, float, type(None)}:
         return pd.Series(np.array([np.nan if v is None else v for v in column],
                                   dtype=np.float64))
     # text as the CSV would hold it (integers as written, true/false as words)
