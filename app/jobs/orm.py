@@ -68,7 +68,7 @@ class JobAttempt(Base):
     """One claim of a job by a worker: ``number`` counts the job's claims from 1 (it equals
     ``jobs.attempts`` when made). ``outcome``: running, then succeeded / failed / cancelled,
     ``requeued`` (its worker shut down and put the job back) or ``lost`` (its worker stopped
-    heartbeating: lease expired)."""
+    heartbeating: lease expired; or ``msvmav serve`` saw its embedded worker die)."""
 
     __tablename__ = "job_attempts"
 

@@ -1,5 +1,6 @@
 """The job queue's concurrency core: claim a job under a lease, keep the lease with heartbeats,
-reap expired leases (re-queue, or fail after too many lost workers), record each attempt.
+reap expired leases (re-queue, or fail after too many lost workers), take the jobs of a worker
+known dead at once (``release_dead_worker``), record each attempt.
 
 A worker holds a job's lease while ``jobs.worker_id`` is its id, ``status`` is ``running`` and
 ``heartbeat_at`` is younger than ``lease_seconds``. Every write a worker makes to its job is

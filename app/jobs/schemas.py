@@ -95,7 +95,7 @@ class JobAttemptOut(BaseModel):
     outcome: JobAttemptOutcome = Field(
         description="running; succeeded/failed/cancelled; requeued (its worker shut down and "
         "put the job back); lost (its worker stopped heartbeating for MSVMAV_LEASE_SECONDS: "
-        "killed or frozen)"
+        "killed or frozen; or msvmav serve saw its embedded worker die)"
     )
 
 
