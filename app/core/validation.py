@@ -10,11 +10,15 @@ of bounded depth, and single-valued headers.
   and the JSON parsers near 1,000) and any NUL in a JSON string or key at any depth; and NUL in
   a query parameter. Bodies deep enough to stop the JSON parser itself are answered by
   ``app.core.problems`` (``too_deep``), naming ``body``.
+* ``check_containers``: a JSON body's arrays and objects counted in C before it is parsed
+  (``json_containers``), 413 when there are more than a door's rows allow: the parse of a
+  body of millions of empty rows costs a Python object per row, many times the body's size.
 * ``single_header``: a header that must appear at most once (400 otherwise).
 """
 
 from __future__ import annotations
 
+import re
 from itertools import chain
 from typing import Annotated, Any
 
@@ -23,7 +27,7 @@ from pydantic import AfterValidator
 from pydantic_core import PydanticCustomError
 from starlette.types import Scope
 
-from app.core.problems import MAX_JSON_DEPTH, Problem, invalid, too_deep
+from app.core.problems import MAX_JSON_DEPTH, Problem, invalid, too_deep, too_large
 
 #: Longest key shown in the location of an error (longer ones end in "…").
 MAX_LOC_KEY = 40
@@ -32,6 +36,8 @@ NUL_MESSAGE = "must not contain NUL (U+0000) characters"
 NUL_KEY_MESSAGE = "key must not contain NUL (U+0000) characters"
 
 _JSON_NUL = b"\\u0000"  # how a NUL can appear in JSON text (a raw NUL byte is invalid JSON)
+# A JSON string, escapes and all (the unrolled loop: runs of plain bytes matched at once)
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
 
 def _no_nul(value: str) -> str:
@@ -142,11 +148,48 @@ async def check_request(request: Request) -> None:
     body = await request.body()
     if not json_needs_check(body):
         return
+    settings = getattr(request.app.state, "settings", None)
+    if settings is not None:  # before the walk's parse (Starlette's, for the protocol doors)
+        rows, columns = settings.max_predict_instances, settings.max_features
+        check_containers(body, rows + 4 * columns + 16, rows_and_columns_why(rows, columns))
     try:
         parsed = await request.json()
     except ValueError:  # not JSON: the route has no JSON body, or already answered
         return
     check_json(parsed, nul=_JSON_NUL in body)
+
+
+def json_containers(body: bytes | bytearray, limit: int) -> int:
+    """The arrays and objects of JSON text ``body``, counted without parsing it: an upper bound
+    that is at most ``limit`` (every ``[`` and ``{``, two scans in C), else the exact count
+    outside its strings (for valid JSON: each string replaced by ``""`` first, one pass of a
+    regular expression in C and one copy of the text without its strings)."""
+    count = body.count(b"[") + body.count(b"{")
+    if count <= limit or b'"' not in body:
+        return count
+    bare = _JSON_STRING.sub(b'""', body)
+    return bare.count(b"[") + bare.count(b"{")
+
+
+def check_containers(body: bytes | bytearray, limit: int, why: str, field: str = "body") -> None:
+    """413 naming ``field`` when JSON text ``body`` holds more than ``limit`` arrays and objects
+    (``json_containers``), checked before the body is parsed; ``why`` says what bounds them,
+    e.g. "a /predict body holds at most 100000 rows (MSVMAV_MAX_PREDICT_INSTANCES)"."""
+    count = json_containers(body, limit)
+    if count > limit:
+        raise too_large(
+            f"{field}: the JSON body holds {count} arrays and objects, more than {limit}: {why}",
+            field=field,
+        )
+
+
+def rows_and_columns_why(rows: int, columns: int) -> str:
+    """Why a body that takes rows may hold so many arrays and objects: a row, or a column's
+    tensor (its object, shape, parameters and data) each, and a few more."""
+    return (
+        f"a request holds at most {rows} rows (MSVMAV_MAX_PREDICT_INSTANCES) of at most "
+        f"{columns} columns (MSVMAV_MAX_FEATURES)"
+    )
 
 
 def single_header(scope: Scope, name: bytes) -> str | None:

@@ -53,6 +53,9 @@ class OrjsonRequest(Request):
 
     # A parser tried first (a subclass's): the body's JSON value, or None to parse it whole.
     parse_first: Callable[[bytes], Any] | None = None
+    # A check of the raw body before any parse (a subclass's): raises to refuse it (a Problem
+    # raised while FastAPI parses the body would become its 400, so OrjsonRoute calls it).
+    check_first: Callable[[bytes, Any], None] | None = None
     _buffered: bytearray | None = None  # the body read by ``body`` into one buffer
     _parsed: Any = None
     _has_parsed = False
@@ -106,7 +109,10 @@ class OrjsonRoute(APIRoute):
         request_class = self.request_class
 
         async def orjson_handler(request: Request) -> Response:
-            return await handler(request_class(request.scope, request.receive))
+            ours = request_class(request.scope, request.receive)
+            if request_class.check_first is not None:  # here, its error is the answer
+                request_class.check_first(await ours.body(), request.app.state.settings)
+            return await handler(ours)
 
         return orjson_handler
 

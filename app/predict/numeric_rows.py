@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 from fastapi.exceptions import RequestValidationError
 
+from app.core.validation import check_containers, json_containers
 from app.ingest.prediction_file import number_table
+from app.models.scoring import check_rows
 from app.predict.fastjson import loads
 
 # Bodies smaller than this are parsed whole: their Python objects cost little.
@@ -131,11 +133,50 @@ def row_count(instances: list[Any]) -> int:
     return len(instances)
 
 
+def check_body(body: bytes, settings: Any) -> None:
+    """413 before a /predict body is parsed (split or whole) when it holds more arrays and
+    objects than its rows may be (each row one, plus the body, ``instances``, ``labels``,
+    ``ids``): a body of 6.7 million empty rows was parsed whole (+2 GB) to learn it had too
+    many. Counted in C (app.core.validation.json_containers); when the extra ones are the rows
+    of ``instances``, the answer is the row limit's own (naming ``instances`` and the rows)."""
+    rows = settings.max_predict_instances
+    count = json_containers(body, rows + 8)
+    if count <= rows + 8:
+        return
+    split = _split(body, max_outside=8)
+    if split is not None:
+        _rest, begin, stop, outside = split
+        check_rows(count - outside - 1, settings, "instances")
+    why = f"a /predict body holds at most {rows} rows (MSVMAV_MAX_PREDICT_INSTANCES)"
+    check_containers(body, rows + 8, why)
+
+
+def _brackets(body: bytes, start: int, end: int | None = None) -> int:
+    return body.count(b"[", start, end) + body.count(b"{", start, end)
+
+
 def split_body(body: bytes) -> dict[str, Any] | None:
     """The body parsed with its top-level ``instances`` array left as bytes: the dict with
     ``instances`` = [NumericRows]; None when the body is small or the array cannot be told
     apart with certainty (then the whole body is parsed as usual)."""
-    if len(body) < MIN_BYTES or body.count(KEY) != 1:
+    if len(body) < MIN_BYTES:
+        return None
+    split = _split(body)
+    if split is None:
+        return None
+    parsed, begin, stop, _outside = split
+    parsed["instances"] = [NumericRows(body, begin, stop)]
+    return parsed
+
+
+def _split(
+    body: bytes, max_outside: int | None = None
+) -> tuple[dict[str, Any], int, int, int] | None:
+    """The body without its top-level ``instances`` array, parsed; the array's span
+    ``body[begin:stop]``; and the arrays and objects outside it (exact, outside strings). None
+    when the array cannot be told apart with certainty, or (``max_outside``) when more than
+    that many arrays and objects are outside it (the rest is then not parsed)."""
+    if body.count(KEY) != 1:
         return None
     start = _START.search(body)
     if start is None:
@@ -144,16 +185,20 @@ def split_body(body: bytes) -> dict[str, Any] | None:
     if end is None:
         return None
     begin, stop = start.end() - 1, end.end()
+    if max_outside is not None and _brackets(body, 0, begin) + _brackets(body, stop) > max_outside:
+        return None  # (an upper bound, counted in place: the rest is not even copied)
     # The rest of the body, with a marker no client can know in the array's place: only if
     # the parse finds the marker as the top-level "instances" were these bytes that array.
     token = secrets.token_hex(8)
     marker = f"\x00rows-{token}"
     rest = body[:begin] + f'"\\u0000rows-{token}"'.encode() + body[stop:]
+    outside = json_containers(rest, -1)
+    if max_outside is not None and outside > max_outside:
+        return None
     try:
         parsed = loads(rest)
     except ValueError:
         return None
     if type(parsed) is not dict or parsed.get("instances") != marker:
         return None
-    parsed["instances"] = [NumericRows(body, begin, stop)]
-    return parsed
+    return parsed, begin, stop, outside

@@ -14,7 +14,7 @@ from app.core.plotting import IMAGE_TYPES, image_response_doc
 from app.core.problems import problem_responses
 from app.predict import evaluation, inline, service
 from app.predict.fastjson import OrjsonRequest, OrjsonRoute, json_response
-from app.predict.numeric_rows import split_body
+from app.predict.numeric_rows import check_body, split_body
 from app.predict.schemas import (
     WDBC_BENIGN,
     WDBC_COLUMNS,
@@ -31,6 +31,7 @@ from app.registry.references import BARE_NAME
 class PredictBody(OrjsonRequest):
     # A large body's rows stay bytes until the model is known (app.predict.numeric_rows).
     parse_first = staticmethod(split_body)
+    check_first = staticmethod(check_body)  # the row limit, before any parse
 
 
 class PredictRoute(OrjsonRoute):

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
 from app.core.problems import Problem, problem_responses
+from app.core.validation import json_containers, rows_and_columns_why
 from app.predict import service as predict
 from app.predict.fastjson import OrjsonRequest, json_response, loads
 from app.predict.schemas import WDBC_BENIGN, WDBC_COLUMNS, WDBC_MALIGNANT, Prediction
@@ -60,6 +61,14 @@ def _resolved(request: Request, ref: str) -> ResolvedModel:
 
 def _from_json(request: Request, model: ResolvedModel, ref: str, body: bytes) -> list[Any]:
     state = request.app.state
+    rows, columns = state.settings.max_predict_instances, state.settings.max_features
+    count = json_containers(body, rows + columns + 16)  # a row or a column each, and a few
+    if count > rows + columns + 16:
+        raise mlflow_error(
+            413,
+            f"the body holds {count} JSON arrays and objects, more than {rows + columns + 16}: "
+            f"{rows_and_columns_why(rows, columns)}",
+        )
     try:
         payload = loads(body)
     except (ValueError, UnicodeDecodeError) as exc:

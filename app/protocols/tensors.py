@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from app.core.validation import json_containers
 from app.protocols.errors import v2_error
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
@@ -34,6 +35,14 @@ BYTES = "BYTES"
 MAX_DIMENSIONS = 32
 MAX_DIMENSION = 2**31 - 1
 _LENGTH = struct.Struct("<I")
+
+
+@dataclass(frozen=True)
+class ContainerBound:
+    """Most arrays and objects a request's JSON may hold, and why (for the 413)."""
+
+    limit: int
+    why: str
 
 
 @dataclass
@@ -70,8 +79,11 @@ def _object(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
-def _header(body: bytes, header_length: str | None) -> tuple[dict[str, Any], memoryview]:
-    """The JSON header and the binary tail of the body."""
+def _header(
+    body: bytes, header_length: str | None, bound: ContainerBound | None = None
+) -> tuple[dict[str, Any], memoryview]:
+    """The JSON header and the binary tail of the body; 413 before the header is parsed when
+    it holds more arrays and objects than ``bound`` allows."""
     view = memoryview(body)
     if header_length is None:
         end = len(body)
@@ -85,6 +97,15 @@ def _header(body: bytes, header_length: str | None) -> tuple[dict[str, Any], mem
                 f"bytes; got {header_length!r}",
             )
         end = int(digits)
+    if bound is not None:
+        text = body if end == len(body) else bytes(view[:end])
+        count = json_containers(text, bound.limit)
+        if count > bound.limit:
+            raise v2_error(
+                413,
+                f"the inference request holds {count} JSON arrays and objects, more than "
+                f"{bound.limit}: {bound.why}",
+            )
     try:
         header = orjson.loads(view[:end])
     except orjson.JSONDecodeError as exc:
@@ -233,9 +254,13 @@ def _requested_outputs(header: dict[str, Any]) -> dict[str, bool | None] | None:
     return out
 
 
-def parse_request(body: bytes, header_length: str | None) -> InferRequest:
-    """An inference request, JSON or JSON + binary tensor data; 400 naming what is wrong."""
-    header, tail = _header(body, header_length)
+def parse_request(
+    body: bytes, header_length: str | None, bound: ContainerBound | None = None
+) -> InferRequest:
+    """An inference request, JSON or JSON + binary tensor data; 400 naming what is wrong, 413
+    when its JSON holds more arrays and objects than ``bound`` allows (checked before it is
+    parsed)."""
+    header, tail = _header(body, header_length, bound)
     inputs = header.get("inputs")
     if not isinstance(inputs, list) or not inputs:
         raise v2_error(400, "inputs must be a non-empty list of tensors")

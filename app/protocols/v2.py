@@ -13,11 +13,13 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from app.core.config import Settings
 from app.core.problems import Problem, problem_responses
+from app.core.validation import rows_and_columns_why
 from app.operations.routes import readyz
 from app.protocols import v2_service
 from app.protocols.errors import v2_error
-from app.protocols.tensors import HEADER_LENGTH, encode_response, parse_request
+from app.protocols.tensors import HEADER_LENGTH, ContainerBound, encode_response, parse_request
 from app.protocols.v2_schemas import (
     INFER_REQUEST_BODY,
     InferResponse,
@@ -110,11 +112,17 @@ def model_version_ready(request: Request, model_name: str, model_version: str) -
     return ModelReady(name=_served(request, model_name, model_version).name, ready=True)
 
 
+def _bound(settings: Settings) -> ContainerBound:
+    """A tensor per column (its object, shape, parameters, data) or a nested row each."""
+    rows, columns = settings.max_predict_instances, settings.max_features
+    return ContainerBound(rows + 4 * columns + 16, rows_and_columns_why(rows, columns))
+
+
 def _infer_sync(
     request: Request, body: bytes, model_name: str, model_version: str | None
 ) -> Response:
     state = request.app.state
-    parsed = parse_request(body, request.headers.get(HEADER_LENGTH))
+    parsed = parse_request(body, request.headers.get(HEADER_LENGTH), _bound(state.settings))
     model = _served(request, model_name, model_version)
     head, outputs = v2_service.infer(state.runtime, model, parsed, state.settings)
     content, header_length = encode_response(head, outputs)
