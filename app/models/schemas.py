@@ -127,6 +127,11 @@ class HoldoutResult(BaseModel):
     n: int
     accuracy: float
     margins: dict[str, Any] | None = Field(description="Margin statistics of the hold-out part")
+    rows: list[int] | None = Field(
+        None,
+        description="The hold-out's row indices in the dataset (0-based, sorted): the rows the "
+        "model did not train on (null for models trained before they were kept)",
+    )
 
 
 class FitPath(BaseModel):
@@ -250,7 +255,9 @@ class ModelDetail(ModelSummary):
     tol: float | None = Field(None, description="MSVMAv: the stopping rule's tolerance")
     evaluation: dict[str, Any] | None = Field(
         None,
-        description="The hold-out part's metrics (null without one): n, accuracy, "
+        description="The hold-out part's metrics (without a hold-out — fewer than 100 rows, or "
+        "`test_fraction` null — 5-fold cross-validated metrics of the training rows, with "
+        "`source: cross-validated` and a warning): n, accuracy, "
         "balanced_accuracy, majority_baseline, majority_class, beats_baseline, roc_auc, "
         "pr_auc (binary: a number; multi-class: macro and per_class one-vs-rest), log_loss, "
         "brier, ece (null without probabilities), confusion_matrix, per_class (precision, "

@@ -21,6 +21,7 @@ from app.models.evaluating import baseline_warning, metrics_of
 from app.models.schemas import TrainOutcome
 from app.training.schemas import SearchJob, TrainJob
 from solver import protocol
+from solver.calibration import CALIBRATION_FOLDS, cross_validated_decisions
 from solver.model_selection import SearchResult
 from solver.scaling import MinMaxScaling
 
@@ -127,7 +128,11 @@ def train(
     holdout = (_holdout(fitted, X_test, y[test_idx], in_place=overwrite_X)
                if len(test_idx) else None)
     del X_test
+    if holdout is not None:
+        holdout["rows"] = test_idx.tolist()  # the dataset's rows the model did not train on
     _add_holdout(summary, holdout)
+    if holdout is None:
+        _add_cross_validated(summary, fitted, y_train, plan.seed)
     used = jsonable(est.get_params(deep=False))
     used.pop("random_state", None)
     return TrainOutcome(
@@ -181,6 +186,47 @@ def _add_holdout(summary: dict[str, Any], holdout: dict[str, Any] | None) -> Non
     warning = baseline_warning(summary["evaluation"])
     if warning is not None:
         summary["warnings"].append(warning)
+
+
+NO_HOLDOUT = (
+    "no hold-out was kept ({why}): `evaluation` holds {folds}-fold cross-validated metrics of "
+    "the training rows (out-of-fold decision values, no probabilities){searched}"
+)
+
+
+def _add_cross_validated(
+    summary: dict[str, Any], fitted: protocol.Fit, y_train: np.ndarray, seed: int | None
+) -> None:
+    """Without a hold-out, the summary's ``evaluation`` from out-of-fold decision values of
+    the training rows (``solver.calibration.cross_validated_decisions``: stratified folds,
+    each scored by a clone fitted on the others), with a warning saying so."""
+    est = fitted.estimator
+    n = len(y_train)
+    why = (f"the dataset has {n} rows, fewer than {protocol.MIN_HOLDOUT_ROWS}"
+           if n < protocol.MIN_HOLDOUT_ROWS else "test_fraction is null")
+    try:
+        D = cross_validated_decisions(est, fitted.X_train, y_train, random_state=seed)
+    except ValueError as exc:  # a class with one row: no folds
+        summary["warnings"].append(f"no hold-out was kept ({why}) and no cross-validated "
+                                   f"metrics could be computed: {exc}")
+        return
+    if D is None:
+        return
+    plain = _uncalibrated_index(D)
+    summary["evaluation"] = {
+        **metrics_of(est.classes_, y_train, plain, D, None),
+        "source": "cross-validated",
+    }
+    folds = min(CALIBRATION_FOLDS, int(np.unique(y_train, return_counts=True)[1].min()))
+    searched = ("; the hyper-parameters were chosen on the same rows, so they are optimistic"
+                if summary.get("search") else "")
+    summary["warnings"].append(NO_HOLDOUT.format(why=why, folds=folds, searched=searched))
+
+
+def _uncalibrated_index(D: np.ndarray) -> np.ndarray:
+    """The classes the out-of-fold decision values predict (no calibrator fitted on them)."""
+    D = np.asarray(D)
+    return (D > 0).astype(np.intp) if D.ndim == 1 else np.argmax(D, axis=1)
 
 
 def convergence(est: Any) -> dict[str, Any]:

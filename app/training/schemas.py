@@ -106,7 +106,13 @@ class TrainRequest(_WithHyperParameters):  # type: ignore[misc, valid-type]
         "folds). Any algorithm; never part of a search's cells, only of the final fit",
     )
     test_fraction: float | None = Field(
-        None, gt=0, lt=1, description="Hold out this fraction (stratified) for testing"
+        None,
+        gt=0,
+        lt=1,
+        description="Hold out this fraction (stratified, seeded by `seed`) for the model's "
+        "`evaluation`. Not given: 0.2 from 100 rows on; below 100 rows, or given as null, no "
+        "hold-out and 5-fold cross-validated metrics of the training rows instead, with a "
+        "warning. The hold-out's row indices are the model's `holdout.rows`",
     )
     seed: int | None = Field(
         0,

@@ -21,7 +21,7 @@ from app.training.admission import check_fit_limits, estimate_training
 from app.training.msvmav_fields import HYPER_PARAMETERS
 from app.training.parameters import check_grid, check_name, check_params
 from app.training.schemas import TrainJob, TrainRequest
-from solver.protocol import holdout_sizes, split_indices
+from solver.protocol import default_test_fraction, holdout_sizes, split_indices
 
 
 def submit_train(
@@ -45,6 +45,12 @@ def submit_train(
             if dataset.classes
             else "the dataset has no labels",
         )
+    on_cluster = settings is not None and cluster.on_cluster(dataset, settings)
+    if "test_fraction" not in request.model_fields_set and not on_cluster:
+        # a hold-out by default (solver.protocol.default_test_fraction); below its smallest
+        # data set the model's evaluation is cross-validated
+        request = request.model_copy(
+            update={"test_fraction": default_test_fraction(dataset.n_rows)})
     n_train = dataset.n_rows
     if request.test_fraction is not None:
         n_train, n_test = holdout_sizes(dataset.n_rows, request.test_fraction)
@@ -66,7 +72,7 @@ def submit_train(
         if name != "kernel" and name not in fixed:
             params.pop(name, None)
     params["estimator_params"] = fixed
-    if settings is not None and cluster.on_cluster(dataset, settings):
+    if on_cluster:
         fixed = cluster.cluster_params(request, fixed)
         cluster.check_request(request, fixed)
         params["estimator_params"] = fixed

@@ -114,7 +114,7 @@ def test_comparators_are_admitted_by_their_own_estimate(settings, engine, algori
     with limited(settings, need - 1) as c:
         ds = upload(c, content)
         r = c.post("/train", json={"dataset_id": ds["id"], "algorithm": algorithm,
-                                   "kernel": "rbf", **UNCALIBRATED})
+                                   "kernel": "rbf", "test_fraction": None, **UNCALIBRATED})
         assert assert_problem(r, 422, "dataset_id")["estimate_bytes"] == need
 
 
@@ -137,7 +137,8 @@ def test_train_keeps_the_time_estimate_beside_the_memory_estimate(client):
     assert estimate["seconds"] == round(exact_kernel_seconds(300, 5, 7), 3)
     # a search: cv fits on (cv - 1) / cv of the rows per configuration, then the refit
     body = {"dataset_id": ds["id"], "kernel": "rbf", "approximation": "exact",
-            "max_iter": 7, **UNCALIBRATED, "search": {"grid": {"alpha": [1.0, 2.0, 4.0]}, "cv": 4}}
+            "max_iter": 7, **UNCALIBRATED, "search": {"grid": {"alpha": [1.0, 2.0, 4.0]}, "cv": 4},
+            "test_fraction": None}
     searched = client.post("/train", json=body).json()["params"]["estimate"]
     expected = 4 * 3 * exact_kernel_seconds(300, 5, 7) + exact_kernel_seconds(400, 5, 7)
     assert searched["seconds"] == pytest.approx(expected, abs=1e-3)
@@ -154,7 +155,8 @@ def test_max_fit_seconds_refuses_a_fit_predicted_to_take_longer(settings, engine
     rng = np.random.default_rng(4)
     X = rng.random((3000, 4))
     content = to_csv(X, np.where(X[:, 0] > 0.5, "p", "n"))
-    exact = {"kernel": "rbf", "approximation": "exact", **UNCALIBRATED}
+    # no hold-out: all 3,000 rows train
+    exact = {"kernel": "rbf", "approximation": "exact", "test_fraction": None, **UNCALIBRATED}
     predicted = exact_kernel_seconds(3000, 4, 100)
     assert predicted > 1.0
     with with_limits(settings, max_fit_seconds=1.0) as c:

@@ -37,6 +37,30 @@ def test_fit_that_runs_out_of_iterations_warns_in_the_model_and_the_job(client, 
     assert "did not converge" in job["message"]
 
 
+def test_default_train_keeps_a_stratified_holdout_with_its_rows(client, worker):
+    X, y = blobs(n=150, d=3)
+    model = trained_model(client, worker, to_csv(X, y), calibration="none")
+    rows = model["holdout"]["rows"]
+    assert len(rows) == 30 == model["holdout"]["n"]  # ceil(0.2 * 150)
+    assert rows == sorted(set(rows)) and rows[0] >= 0 and rows[-1] < 150
+    # stratified: both classes held out in proportion (75 each)
+    assert sorted(np.unique(y[rows], return_counts=True)[1].tolist()) == [15, 15]
+    assert model["evaluation"]["n"] == 30 and model["n_train"] == 120
+    assert model["evaluation"]["accuracy"] == pytest.approx(model["holdout"]["accuracy"])
+    job = client.get(f"/jobs/{model['job_id']}").json()
+    assert job["params"]["test_fraction"] == 0.2
+
+
+def test_small_dataset_gets_cross_validated_evaluation_with_a_warning(client, worker):
+    X, y = blobs(n=60, d=3)
+    model = trained_model(client, worker, to_csv(X, y), calibration="none")
+    assert model["holdout"] is None and model["n_train"] == 60
+    assert model["evaluation"]["source"] == "cross-validated"
+    assert model["evaluation"]["n"] == 60
+    (warning,) = [w for w in model["warnings"] if "no hold-out" in w]
+    assert "60 rows, fewer than 100" in warning and "cross-validated" in warning
+
+
 WDBC = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "wdbc.arff"
 
 
