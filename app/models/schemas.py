@@ -235,8 +235,9 @@ class ModelDetail(ModelSummary):
     warnings: list[str] = Field(
         default_factory=list,
         description="What the fit warned about (e.g. features far outside [0, 1] with "
-        "`scaling: none`, or a hold-out accuracy that does not beat the majority-class "
-        "baseline); the job's message says it too",
+        "`scaling: none`; a hold-out accuracy, balanced accuracy or ROC AUC that does not beat "
+        "the majority-class baseline's; a class whose hold-out recall is below 0.1); the "
+        "job's message says it too",
     )
     calibration: str = Field(
         "none",
