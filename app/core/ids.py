@@ -2,7 +2,8 @@
 
 Every table's id is an ``INTEGER`` (32-bit on PostgreSQL), so an id outside 1 … 2^31 − 1 can
 name no row: in a body it is a 422 naming the field (``DbId``), in a query a 422 naming the
-parameter and in a path a 404 (both ``check_ids``) — never a database overflow error.
+parameter and in a path a 404 (both ``check_ids``) — never a database overflow error. An id
+that is not an integer's text (whitespace around it included) is a 422 naming it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ MAX_DB_ID = 2**31 - 1
 DbId = Annotated[int, Field(strict=True, ge=1, le=MAX_DB_ID)]
 """An id in a request body: a JSON integer in 1 … 2^31 − 1."""
 
-_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+# Whole text only: "$" also matches before a final newline, and pydantic strips whitespace from
+# an integer's text, so "6\n" named id 6 (GET /keys/6%0A answered 200).
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_NOT_AN_ID = "Input should be a valid integer: decimal digits only"
 
 
 def in_range(value: int) -> bool:
@@ -29,8 +33,8 @@ def in_range(value: int) -> bool:
 
 def _out_of_range(text: str) -> bool:
     """``text`` is a decimal integer (any length) outside 1 … 2^31 − 1."""
-    if not _INTEGER.match(text):
-        return False  # not an integer: the route's own validation answers 422
+    if not _INTEGER.fullmatch(text):
+        return False  # not an integer: refused by check_ids (a 422)
     digits = text.lstrip("+-").lstrip("0")
     return text.startswith("-") or len(digits) > 10 or not in_range(int(digits or "0"))
 
@@ -40,8 +44,16 @@ async def check_ids(request: Request) -> None:
     parameter ``<kind>_id`` out of range is that kind's 404, a query parameter ``*_id`` out of
     range a 422 naming it. Async (no I/O): no trip to the thread pool on every request."""
     for name, value in request.path_params.items():
-        if name.endswith("_id") and isinstance(value, str) and _out_of_range(value):
+        if not (name.endswith("_id") and isinstance(value, str)):
+            continue
+        if not _INTEGER.fullmatch(value):
+            raise invalid(["path", name], _NOT_AN_ID)
+        if _out_of_range(value):
             raise not_found(name.removesuffix("_id").replace("_", " "), value)
     for name, value in request.query_params.items():
-        if name.endswith("_id") and _out_of_range(value):
+        if not name.endswith("_id"):
+            continue
+        if not _INTEGER.fullmatch(value):
+            raise invalid(["query", name], _NOT_AN_ID)
+        if _out_of_range(value):
             raise invalid(["query", name], f"must be an id between 1 and {MAX_DB_ID}")
