@@ -207,6 +207,8 @@ class MonitoringReport(TypedDict, total=False):  # MonitoringReport
     reference: dict[str, Any] | None  # the training part's decision values
     live: dict[str, Any]  # the logged decision values of the window
     performance_estimate: dict[str, Any] | None  # label-free accuracy (calibrated models)
+    margin_density: dict[str, Any] | None  # drift of the share of rows inside the margin
+    warnings: list[dict[str, str]]  # why the window's estimates may not hold
     drift: dict[str, Any] | None  # Kolmogorov-Smirnov test, per feature too
     labelled: dict[str, Any]  # rows with feedback: accuracy, margin statistics, per day
     log: LogState | None
