@@ -183,6 +183,7 @@ def test_job_page_shows_the_hyper_parameters_the_model_used(site):
     assert model["params"]["beta"] == 2.0 and used["beta"] == "2"
     assert "beta" not in request and "params" not in request
     assert request["test_fraction"] == "0.25" and request["algorithm"] == "msvmav"
+    assert not set(used) & {"gamma", "degree", "coef0"}, used  # the linear kernel's only
 
     searched = seeded["searched"]
     drawn(b, f"/ui/jobs/{searched['id']}", "#job-used")

@@ -163,6 +163,20 @@
     return el("figure", { class: "chart" }, svg, el("figcaption", {}, title), series.length > 1 ? legend : null);
   };
 
+  // Hyper-parameters that only some kernels use (solver/msvmav_parameters.py's descriptions):
+  // the model and job pages fold the others away.
+  const KERNEL_ONLY = {
+    gamma: ["rbf", "poly"], degree: ["poly"], coef0: ["poly"], approximation: ["rbf", "poly"],
+    kernel_tol: ["rbf", "poly"], n_components: ["rbf", "poly"], kernel_memory_mb: ["rbf", "poly"],
+    fit_intercept: ["linear"],
+  };
+  /** [the parameters the kernel uses, the others] of a {name: value} dict */
+  UI.byKernel = function (params, kernel) {
+    const used = {}, other = {};
+    for (const [k, v] of Object.entries(params)) (kernel && KERNEL_ONLY[k] && !KERNEL_ONLY[k].includes(kernel) ? other : used)[k] = v;
+    return [used, other];
+  };
+
   // -- building blocks ------------------------------------------------------------------------
   UI.kv = function (obj, depth) {
     const dl = el("dl", { class: "kv" });

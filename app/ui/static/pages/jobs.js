@@ -27,8 +27,11 @@
       const { grid_values: _values, ...search } = p.search;
       request.search = { ...search, grid: typeof search.grid === "string" ? search.grid : "custom" };
     }
+    const [forKernel, notForKernel] = UI.byKernel(used, p.estimator_params.kernel);
+    const unused = Object.keys(notForKernel);
     const sections = [el("div", { class: "cols" },
-      UI.section("Hyper-parameters used", el("div", { id: "job-used" }, UI.kv(used)),
+      UI.section("Hyper-parameters used", el("div", { id: "job-used" }, UI.kv(forKernel)),
+        unused.length ? el("details", { class: "more" }, el("summary", {}, unused.length + " not used by the " + p.estimator_params.kernel + " kernel"), UI.kv(notForKernel)) : null,
         chosen ? el("p", { class: "muted" }, "Chosen by the search: " + Object.keys(chosen).join(", ") + ".") : null),
       UI.section("Request", el("div", { id: "job-request" }, UI.kv(request))))];
     if (p.estimate) sections.push(el("details", { class: "more" }, el("summary", {}, "Admission's estimate"), UI.kv(p.estimate)));

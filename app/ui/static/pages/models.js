@@ -82,17 +82,9 @@
     return UI.section("ROC, precision-recall and reliability curves", holder);
   }
 
-  // Hyper-parameters that only some kernels use (solver/msvmav_parameters.py's descriptions):
-  // the others are folded away on a model of another kernel.
-  const KERNEL_ONLY = {
-    gamma: ["rbf", "poly"], degree: ["poly"], coef0: ["poly"], approximation: ["rbf", "poly"],
-    kernel_tol: ["rbf", "poly"], n_components: ["rbf", "poly"], kernel_memory_mb: ["rbf", "poly"],
-    fit_intercept: ["linear"],
-  };
   function parameters(m) {
     const kernel = m.params.kernel;
-    const used = {}, other = {};
-    for (const [k, v] of Object.entries(m.params)) (kernel && KERNEL_ONLY[k] && !KERNEL_ONLY[k].includes(kernel) ? other : used)[k] = v;
+    const [used, other] = UI.byKernel(m.params, kernel);
     const names = Object.keys(other);
     return UI.section("Parameters", el("div", { id: "model-params" }, UI.kv(used)),
       names.length ? el("details", { class: "more" }, el("summary", {}, names.length + " not used by the " + kernel + " kernel"), UI.kv(other)) : null);
