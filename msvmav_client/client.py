@@ -306,7 +306,7 @@ class Client:
         self._request("DELETE", path)
 
     def rollback(self, name: str, alias: str) -> Alias:
-        """Move the alias back to the version it pointed at before its last move."""
+        """Undo the alias's newest move not undone yet: successive calls walk back its history."""
         path = f"/registered-models/{quote(name, safe='')}/aliases/{quote(alias, safe='')}"
         return cast(Alias, self._json("POST", path + "/rollback"))
 

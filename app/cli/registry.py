@@ -29,7 +29,7 @@ def add_parser(sub: Any) -> None:
     alias.add_argument("version", type=int, nargs="?", help="version (omit with --delete)")
     alias.add_argument("--delete", action="store_true", help="remove the alias")
     rollback = models_sub.add_parser(
-        "rollback", help="move an alias back to the version it pointed at before its last move"
+        "rollback", help="undo an alias's newest move not undone yet (again: the one before)"
     )
     rollback.add_argument("name", help="registered model")
     rollback.add_argument("alias", help="alias, e.g. production")
