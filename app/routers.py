@@ -65,7 +65,8 @@ ROUTERS: tuple[tuple[APIRouter, Access], ...] = (
 #: Open to anyone: the health probes (ours and the Open Inference Protocol's) and the web
 #: interface's page shells (they hold no data: their scripts read the API with a key).
 OPEN_ROUTERS: tuple[APIRouter, ...] = (health_router, v2.health_router, ui_pages_router)
-#: Their paths, served without a key (besides /livez and /readyz); "/…/" is a prefix.
+#: Their paths, served without a key (besides /livez and /readyz); "/…/" is a prefix: "/ui/"
+#: covers the shells, /ui/favicon.svg and the /ui/session probe (app.ui.routes).
 OPEN_PATHS: tuple[str, ...] = (*v2.HEALTH_PATHS, "/", UI_PREFIX, UI_PREFIX + "/")
 
 

@@ -47,6 +47,9 @@ OPEN_PATHS = {
                                  "experiments", "keys")),
     *(f"/ui/{page}/999999" for page in ("datasets", "jobs", "models", "registry", "monitoring",
                                         "experiments")),
+    # the tab's icon and the page's sign-in probe (always 200, it tells no more than a 401 would)
+    "/ui/favicon.svg",
+    "/ui/session",
 }
 READ_POSTS = {
     "/predict",
