@@ -171,7 +171,7 @@ def test_an_uploaded_dataset_over_the_size_threshold_is_fitted_on_the_cluster(
         client, worker, settings, cluster):
     df = frame(n=300, seed=6).drop(columns=["id"])
     up = upload(client, df.to_csv(index=False).encode(), label="label")
-    params = {"max_iter": 40, "calibration": "none"}
+    params = {"max_iter": 40, "calibration": "none", "test_fraction": None}
     local = submit(client, up["id"], **params)
     assert run_jobs(worker) == ["succeeded"]
     settings.dask_scheduler = cluster.scheduler_address
@@ -198,7 +198,7 @@ def test_a_dask_worker_killed_mid_fit_still_gives_the_same_model(client, worker,
     write_parts(df, root / "clicks", parts=4)
     up = upload(client, df.to_csv(index=False, float_format="%.17g").encode(), label="label",
                 drop="id")
-    params = {"max_iter": 150, "tol": 0, "calibration": "none"}
+    params = {"max_iter": 150, "tol": 0, "calibration": "none", "test_fraction": None}
     local = submit(client, up["id"], **params)
     assert run_jobs(worker) == ["succeeded"]
     settings.dask_scheduler = cluster.scheduler_address
@@ -242,7 +242,7 @@ def test_a_sparse_upload_over_the_size_threshold_is_fitted_on_the_cluster(
                                                                         strict=True)))
     up = upload(client, ("\n".join(lines) + "\n").encode(), filename="sparse.svm")
     assert up["sparse"], up
-    params = {"max_iter": 40, "calibration": "none", "scaling": "none"}
+    params = {"max_iter": 40, "calibration": "none", "scaling": "none", "test_fraction": None}
     local = submit(client, up["id"], **params)
     assert run_jobs(worker) == ["succeeded"]
     settings.dask_scheduler = cluster.scheduler_address
