@@ -10,6 +10,7 @@ from typing import Any
 
 from app.auth import gate
 from app.auth.keys import Principal, Scope
+from app.core.ids import NOT_AN_ID
 from app.core.problems import TYPE_BASE, Problem
 
 _REQUEST_ID = "5f0c3e2a9b1d4c7e8f6a2b3c4d5e6f70"
@@ -209,13 +210,8 @@ def _unprocessable(
         return _invalid(path, loc, message, **extra)
     if kind:
         param = f"{kind}_id"
-        return _invalid(
-            _instance(path, "abc"),
-            ["path", param],
-            "Input should be a valid integer, unable to parse string as an integer",
-            type="int_parsing",
-            input="abc",
-        )
+        # app.core.ids.check_ids answers it before pydantic parses the parameter
+        return _invalid(_instance(path, "abc"), ["path", param], NOT_AN_ID)
     if any(p.get("name") == "limit" for p in op.get("parameters", [])):
         return _invalid(
             path,

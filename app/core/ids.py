@@ -24,7 +24,8 @@ DbId = Annotated[int, Field(strict=True, ge=1, le=MAX_DB_ID)]
 # Whole text only: "$" also matches before a final newline, and pydantic strips whitespace from
 # an integer's text, so "6\n" named id 6 (GET /keys/6%0A answered 200).
 _INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_NOT_AN_ID = "Input should be a valid integer: decimal digits only"
+#: The 422 message of an id that is not an integer's text (app.error_examples documents it).
+NOT_AN_ID = "Input should be a valid integer: decimal digits only"
 
 
 def in_range(value: int) -> bool:
@@ -47,13 +48,13 @@ async def check_ids(request: Request) -> None:
         if not (name.endswith("_id") and isinstance(value, str)):
             continue
         if not _INTEGER.fullmatch(value):
-            raise invalid(["path", name], _NOT_AN_ID)
+            raise invalid(["path", name], NOT_AN_ID)
         if _out_of_range(value):
             raise not_found(name.removesuffix("_id").replace("_", " "), value)
     for name, value in request.query_params.items():
         if not name.endswith("_id"):
             continue
         if not _INTEGER.fullmatch(value):
-            raise invalid(["query", name], _NOT_AN_ID)
+            raise invalid(["query", name], NOT_AN_ID)
         if _out_of_range(value):
             raise invalid(["query", name], f"must be an id between 1 and {MAX_DB_ID}")
