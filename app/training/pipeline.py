@@ -109,20 +109,12 @@ def train(
         X_train, X_test = apply_fills(X_train, encoding), apply_fills(X_test, encoding)
     else:
         encoding = None
-    try:
-        fitted = protocol.fit(
-            plan, X_train, y_train, callback=callback, search_callback=search_callback,
-            n_jobs=n_jobs, in_place=overwrite_X,
-        )
-    except ValueError as exc:  # the calibration's folds met the fit's non-finite values
-        if "infs or NaNs" not in str(exc):
-            raise
-        raise TrainingError(DEGENERATE) from None
+    fitted, decision = _fit_finite(
+        plan, X_train, y_train, callback=callback, search_callback=search_callback,
+        n_jobs=n_jobs, in_place=overwrite_X,
+    )
     del X_train  # scaled in place, or a scaled copy is kept in ``fitted``
     est = fitted.estimator
-    decision = est.decision_function(fitted.X_train)
-    if not np.all(np.isfinite(decision)) or not np.any(decision):  # e.g. 1e308 with scaling none
-        raise TrainingError(DEGENERATE)
     search = search_summary(fitted.search, job.search)
     summary = _summary(fitted, y_train, decision, search)
     holdout = (_holdout(fitted, X_test, y[test_idx], in_place=overwrite_X)
@@ -150,6 +142,34 @@ def train(
         search=search,
         encoding=encoding,
     )
+
+
+def _fit_finite(
+    plan: protocol.Plan,
+    X_train: Matrix,
+    y_train: np.ndarray,
+    *,
+    callback: FitCallback | None,
+    search_callback: CellCallback | None,
+    n_jobs: int,
+    in_place: bool,
+) -> tuple[protocol.Fit, np.ndarray]:
+    """``protocol.fit`` of the plan and the fitted model's decision values on its training
+    rows; a TrainingError(DEGENERATE) when the fit met non-finite values or its decisions are
+    non-finite or all zero (e.g. features of 1e308 with scaling none)."""
+    try:
+        fitted = protocol.fit(
+            plan, X_train, y_train, callback=callback, search_callback=search_callback,
+            n_jobs=n_jobs, in_place=in_place,
+        )
+    except ValueError as exc:  # the calibration's folds met the fit's non-finite values
+        if "infs or NaNs" not in str(exc):
+            raise
+        raise TrainingError(DEGENERATE) from None
+    decision = fitted.estimator.decision_function(fitted.X_train)
+    if not np.all(np.isfinite(decision)) or not np.any(decision):
+        raise TrainingError(DEGENERATE)
+    return fitted, decision
 
 
 def _holdout(
