@@ -136,6 +136,15 @@ def _fit_unit(shared: dict, unit: tuple[int, str], n_jobs: int | None,
             "margins": scored.margins}
 
 
+def _comparisons(out: dict[str, dict], algorithms: Sequence[str]) -> dict[str, dict]:
+    """MSVMAv's paired comparison (``compare``) with every other algorithm, on the accuracies of
+    the same partitions; empty when MSVMAv did not run."""
+    if "msvmav" not in out:
+        return {}
+    return {a: compare(out["msvmav"]["accuracies"], out[a]["accuracies"])
+            for a in algorithms if a != "msvmav"}
+
+
 def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str = "linear",
                    splits: int = 30, test_size: float = 0.2, grid: str | dict = "quick",
                    cv: int = 5, random_state: int = 0, n_jobs: int | None = 2,
@@ -188,11 +197,7 @@ def run_experiment(X, y, *, algorithms: Sequence[str] = PAPER_ORDER, kernel: str
     units = [(r, a) for r in range(splits) for a in algorithms]
     found = _run_units(shared, units, cells, n_jobs, callback)
     out, margins = _collect(found, units, algorithms)
-    comparisons = {}
-    if "msvmav" in out:
-        for a in algorithms:
-            if a != "msvmav":
-                comparisons[a] = compare(out["msvmav"]["accuracies"], out[a]["accuracies"])
+    comparisons = _comparisons(out, algorithms)
     protocol = {"kernel": kernel, "splits": splits, "test_size": test_size,
                 "grid": grid if isinstance(grid, str) else grids, "cv": cv,
                 "random_state": random_state, "scaling": scaling, "n_samples": int(n),
