@@ -136,7 +136,10 @@ def create_batch_job(
         "text/csv": {"schema": {"type": "string"},
                      "example": "row,label,decision_value,y\n0,no,-0.4454,no\n1,no,-0.3697,no\n"},
         "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
-        "application/x-ndjson": {"schema": {"type": "string"}}}},
+        "application/x-ndjson": {
+            "schema": {"type": "string"},
+            "example": ('{"row": 0, "label": "no", "decision_value": -0.4454, "y": "no"}\n'
+                        '{"row": 1, "label": "no", "decision_value": -0.3697, "y": "no"}\n')}}},
                **problem_responses(404, 409, 410)},
 )
 def get_result(session: SessionDep, settings: SettingsDep, request: Request, batch_id: int,
