@@ -251,7 +251,9 @@ class ModelDetail(ModelSummary):
         "iterations; when not, `warnings` says so (null for the other algorithms)",
     )
     last_relative_change: float | None = Field(
-        None, description="MSVMAv: the last step's ||Δw||/√dim, the quantity `tol` bounds"
+        None,
+        description="MSVMAv: the largest task's last step ||Δw||/√dim, the quantity `tol` "
+        "bounds under `stop` `step` (under `objective` the rule is on SV/θ², see `converged`)",
     )
     tol: float | None = Field(None, description="MSVMAv: the stopping rule's tolerance")
     evaluation: dict[str, Any] | None = Field(
