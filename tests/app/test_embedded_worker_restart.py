@@ -59,9 +59,12 @@ def serving(tmp_path: Path) -> Iterator[LiveServer]:
             proc.kill()
             proc.wait()
 
-# One fit (no calibration folds) of some seconds: killed at its first progress report, run
-# again from the start on the new worker.
-FIT = {"max_iter": 8_000, "tol": 0, "calibration": "none"}
+# One fit (no calibration folds) of a few seconds, whatever the data: stop='step' with tol 0
+# never stops early (||dw|| < 0), so it runs all max_iter iterations (~3 s here idle; with
+# /train's default stop='objective', tol 0 stopped these blobs after ~500 iterations, 0.03 s,
+# and the job could end before the kill). Killed at its first progress report, run again from
+# the start on the new worker.
+FIT = {"max_iter": 50_000, "tol": 0, "stop": "step", "calibration": "none"}
 
 
 def _readiness(c: httpx.Client) -> tuple[int, dict]:
@@ -86,6 +89,11 @@ def test_a_killed_embedded_worker_is_restarted_and_its_job_finishes(tmp_path):
         )
         assert running["status"] == "running", running
         killed = int(running["worker_id"].split(":")[1])
+        # Held still, then seen still running: the kill lands mid-job, however loaded the
+        # machine (a stopped worker can end nothing; its supervisor sees it alive).
+        os.kill(killed, signal.SIGSTOP)
+        held = c.get(f"/jobs/{job_id}").json()
+        assert (held["status"], held["worker_id"]) == ("running", running["worker_id"]), held
         assert _readiness(c)[0] == 200
         os.kill(killed, signal.SIGKILL)
 
