@@ -101,9 +101,11 @@ def service(pg, tmp_path: Path) -> Iterator[tuple[TestClient, Path, object]]:
 def _submit(c: TestClient, **fit: object) -> int:
     ds = c.post("/datasets", files={"file": ("d.csv", to_csv(*blobs(n=120)))})
     assert ds.status_code == 201, ds.text
-    job = c.post(
-        "/train", json={"dataset_id": ds.json()["id"], "tol": 0, "calibration": "none", **fit}
-    )
+    # stop='step' with tol 0 never stops early (||dw|| < 0): the fit runs all max_iter
+    # iterations (with /train's default stop='objective', tol 0 stopped these blobs after ~500
+    # iterations, 0.03 s, and the job ended before the outage it was to live through).
+    body = {"dataset_id": ds.json()["id"], "tol": 0, "stop": "step", "calibration": "none"}
+    job = c.post("/train", json={**body, **fit})
     assert job.status_code == 202, job.text
     job_id = job.json()["id"]
     wait_for(lambda: c.get(f"/jobs/{job_id}").json()["progress"] > 0, timeout=300, interval=0.05)
@@ -142,9 +144,19 @@ def _retrying_outcome(worker_log: Path, job_id: int) -> bool:
     )
 
 
+def _held_running(engine, job_id: int, pid: int) -> None:
+    """SIGSTOP the job's worker and check the job is still running: from here the fit cannot
+    end before the test lets it go on (SIGCONT), however loaded the machine."""
+    os.kill(pid, signal.SIGSTOP)
+    job, _ = _job(engine, job_id)
+    if job.status != "running":
+        os.kill(pid, signal.SIGCONT)
+    assert job.status == "running", (job.status, job.message)
+
+
 def test_outages_longer_than_the_lease_do_not_cost_the_running_job_an_attempt(tmp_path):
     with postgres_server() as pg, service(pg, tmp_path) as (c, worker_log, engine):
-        job_id = _submit(c, max_iter=1_000_000)
+        job_id = _submit(c, max_iter=1_000_000)  # ~1 min idle, longer loaded: ends by its cancel
         worker = c.get(f"/jobs/{job_id}").json()["worker_id"]
         pid = int(worker.split(":")[1])
         taken = []
@@ -177,8 +189,13 @@ def test_outages_longer_than_the_lease_do_not_cost_the_running_job_an_attempt(tm
 
 def test_a_fit_that_ends_during_an_outage_longer_than_the_lease_is_recorded_once(tmp_path):
     with postgres_server() as pg, service(pg, tmp_path) as (c, worker_log, engine):
-        job_id = _submit(c, max_iter=20_000)  # seconds: it must outlast pg_ctl stop
-        pg.stop()
+        job_id = _submit(c, max_iter=50_000)  # seconds (~3 s idle): it ends in the outage
+        pid = int(c.get(f"/jobs/{job_id}").json()["worker_id"].split(":")[1])
+        _held_running(engine, job_id, pid)  # running when the outage starts
+        try:
+            pg.stop()
+        finally:
+            os.kill(pid, signal.SIGCONT)
         # The fit ends while the server is down: its worker starts retrying the outcome.
         wait_for(lambda: _retrying_outcome(worker_log, job_id), timeout=300, interval=0.1)
         time.sleep(LEASE + 1.5)  # the outage goes on past the lease
