@@ -40,6 +40,9 @@ POSTGRES_TWIN = frozenset({
     "test_batch_worker.py",  # chunks written once across worker processes
     "test_datasets.py",  # CRUD and cascades
     "test_dataset_references.py",  # the dataset_references table (migration 0013), cascades
+    "test_dataset_references_changes.py",  # the files' recorded stamps (JSON) read back
+    "test_batch_as_used.py",  # failed jobs' kept results, output types, download formats
+    "test_timestamp_range.py",  # instants at the ends of the range, on both drivers
     "test_export_bundle_hostile.py",  # a NUL is refused by PostgreSQL, stored by SQLite
     "test_faults_inputs.py",  # NUL characters
     "test_faults_load.py",  # the pool under concurrent requests
