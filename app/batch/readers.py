@@ -26,6 +26,7 @@ import pandas as pd
 import pyarrow as pa
 
 from app.batch.formats import FormatError
+from app.ingest.columnar import arrow_numpy
 
 #: The largest id or pass-through cell (bytes) a row may carry into the output: a larger one
 #: makes its row bad, so a chunk's decoded pass-through columns stay within chunk_rows x this.
@@ -531,7 +532,7 @@ def oversized(extra: pa.Table | None) -> dict[int, str]:
             lengths = pc.binary_length(col.dictionary).take(col.indices)
         else:
             lengths = pc.binary_length(col)
-        sizes = lengths.to_numpy(zero_copy_only=False)
+        sizes = arrow_numpy(lengths)
         sizes = np.nan_to_num(np.asarray(sizes, dtype=np.float64), nan=0.0)
         for i in np.flatnonzero(sizes > MAX_CELL_BYTES).tolist():
             out.setdefault(i, f"column {name!r}: a {int(sizes[i])}-byte value; an id or "

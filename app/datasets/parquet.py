@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from app.ingest import Encoder, encoding_feature_names
+from app.ingest.columnar import arrow_numpy
 from app.ingest.errors import IngestError
 
 #: distinct values a categorical (string) column may hold (more: an identifier, to drop)
@@ -85,7 +86,7 @@ def _add_group(out: dict[str, Any], table: Any, label: str) -> None:
         column = table.column(name)
         out["nulls"][name] += column.null_count
         if name == label:
-            typed = labels_of(column.to_numpy(zero_copy_only=False))
+            typed = labels_of(arrow_numpy(column))
             for value, count in zip(*np.unique(typed, return_counts=True), strict=True):
                 out["labels"][value.item() if hasattr(value, "item") else value] += int(count)
         elif out["kinds"][name] == "numeric" and table.num_rows:
@@ -196,7 +197,7 @@ def read_partition(path: str, encoding: dict[str, Any]) -> tuple[np.ndarray, np.
     table = open_parquet(path).read(columns=[*encoder.names, label])
     columns = []
     for coder, name in zip(encoder.coders, encoder.names, strict=True):
-        values = table.column(name).to_numpy(zero_copy_only=False)
+        values = arrow_numpy(table.column(name))
         if coder.categorical:
             columns.append(_positions(values, coder.spec["categories"], name, path))
         else:
@@ -204,7 +205,7 @@ def read_partition(path: str, encoding: dict[str, Any]) -> tuple[np.ndarray, np.
     X = encoder.transform_columns(table.num_rows, columns, sparse=False)
     if not np.isfinite(X).all():
         raise IngestError(f"{path}: a feature holds a missing or infinite value", field="uri")
-    return X, labels_of(table.column(label).to_numpy(zero_copy_only=False))
+    return X, labels_of(arrow_numpy(table.column(label)))
 
 
 def _positions(values: np.ndarray, categories: list[str], name: str, path: str) -> np.ndarray:

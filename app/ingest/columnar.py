@@ -52,6 +52,17 @@ class Columns:
                         has_header=True)
 
 
+def arrow_numpy(values: Any) -> np.ndarray:
+    """An Arrow ``Array`` or ``ChunkedArray`` as a NumPy array, copied where it must be (nulls,
+    text). pyarrow 10.0.1, the declared floor, takes no argument in ``ChunkedArray.to_numpy``
+    (it always copies), and an ``Array`` copies only when told."""
+    import pyarrow as pa
+
+    if isinstance(values, pa.ChunkedArray):
+        return values.to_numpy()
+    return values.to_numpy(zero_copy_only=False)
+
+
 def column_tokens(series: Any) -> list[str | None]:
     """A column as the tokens its CSV would hold (None: missing)."""
     import pandas as pd
@@ -174,7 +185,7 @@ def _series(column: Any) -> Any:
 
     kind = column.type
     if pa.types.is_integer(kind) or pa.types.is_floating(kind):
-        return pd.Series(column.to_numpy(zero_copy_only=False).astype(np.float64, copy=False))
+        return pd.Series(arrow_numpy(column).astype(np.float64, copy=False))
     if pa.types.is_dictionary(kind):
         return pd.Series(column.to_pandas())
     if pa.types.is_boolean(kind):
