@@ -1,6 +1,8 @@
-"""What the by-reference dataset tests share (tests/app/test_dataset_references*.py): a frame with
-a categorical column, its Parquet parts, and settings whose one data root is a temporary
-directory."""
+"""What the by-reference dataset tests share (tests/app/test_dataset_references*.py,
+test_batch_as_used.py): a frame with a categorical column, its Parquet parts, and settings whose
+one data root is a temporary directory — as functions, and as the fixtures ``root`` and
+``settings`` (``root_fixture``, ``settings_fixture``), which a test module imports to run its app
+with that root."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from app.core.config import Settings
 
@@ -46,3 +49,15 @@ def root_settings(database_url: str, root: Path) -> Settings:
     return Settings(database_url=database_url, data_roots=[str(root)], worker_poll_interval=0.05,
                     heartbeat_interval=0.5, lease_seconds=30.0, cancel_check_interval=0.05,
                     _env_file=None)
+
+
+@pytest.fixture(name="root")
+def root_fixture(tmp_path: Path) -> Path:
+    """The data root (``data_root``)."""
+    return data_root(tmp_path)
+
+
+@pytest.fixture(name="settings")
+def settings_fixture(database_url: str, root: Path) -> Settings:
+    """The app's settings with ``root`` as its one data root (``root_settings``)."""
+    return root_settings(database_url, root)

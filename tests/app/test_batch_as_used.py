@@ -21,26 +21,18 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.batch import service, store
-from app.core.config import Settings
 from app.jobs.orm import Job
 from tests.app.reference_support import frame as reference_frame
-from tests.app.reference_support import root_settings, write_parts
+from tests.app.reference_support import (  # noqa: F401  (fixtures: the app's data root)
+    root_fixture,
+    settings_fixture,
+    write_parts,
+)
 from tests.app.support import blobs, run_jobs, submit, upload
 from tests.app.test_batch import _input_frame, _mixed_model, _predict, _submit, _wait_done
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    out = tmp_path / "root"
-    out.mkdir()
-    return out
-
-
-@pytest.fixture
-def settings(database_url: str, root: Path) -> Settings:
-    return root_settings(database_url, root)
 
 
 def _bad_csv(frame: pd.DataFrame) -> tuple[bytes, dict[int, str]]:

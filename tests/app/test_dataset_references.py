@@ -21,18 +21,13 @@ from app.core.problems import Problem
 from app.datasets import locations
 from app.datasets.orm import Dataset
 from app.models import service as models_service
-from tests.app.reference_support import data_root, frame, root_settings, write_parts
+from tests.app.reference_support import (  # noqa: F401  (fixtures: the app's data root)
+    frame,
+    root_fixture,
+    settings_fixture,
+    write_parts,
+)
 from tests.app.support import assert_problem, run_jobs, submit, upload
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return data_root(tmp_path)
-
-
-@pytest.fixture
-def settings(database_url: str, root: Path) -> Settings:
-    return root_settings(database_url, root)
 
 
 def refused(text: str, roots: list[str], status: int = 403) -> str:

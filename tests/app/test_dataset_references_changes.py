@@ -19,18 +19,13 @@ import pytest
 from app.core.config import Settings
 from app.core.problems import Problem
 from app.datasets import locations
-from tests.app.reference_support import data_root, frame, root_settings, write_parts
+from tests.app.reference_support import (  # noqa: F401  (fixtures: the app's data root)
+    frame,
+    root_fixture,
+    settings_fixture,
+    write_parts,
+)
 from tests.app.support import assert_problem, run_jobs, submit
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return data_root(tmp_path)
-
-
-@pytest.fixture
-def settings(database_url: str, root: Path) -> Settings:
-    return root_settings(database_url, root)
 
 
 def _register(client, uri: str) -> dict:

@@ -13,8 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app.core.config import Settings
-from tests.app.reference_support import data_root, frame, root_settings, write_parts
+from tests.app.reference_support import (  # noqa: F401  (fixtures: the app's data root)
+    frame,
+    root_fixture,
+    settings_fixture,
+    write_parts,
+)
 from tests.app.support import assert_problem, run_jobs, running_job, submit, upload, wait_for
 
 distributed = pytest.importorskip("distributed")
@@ -27,15 +31,6 @@ def cluster():
                                   host="127.0.0.1", dashboard_address=":0") as c:
         yield c
 
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return data_root(tmp_path)
-
-
-@pytest.fixture
-def settings(database_url: str, root: Path) -> Settings:
-    return root_settings(database_url, root)
 
 
 def _register(client, uri: Path, **body) -> dict:
