@@ -170,6 +170,18 @@ def api(server: LiveServer, method: str, path: str, body: Any = None, key: str =
     return json.loads(text) if text else None
 
 
+def wait_job(server: LiveServer, job_id: int, timeout: float = 300.0) -> dict:
+    """The job once it has ended, polled through the API; it must have succeeded."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        job = api(server, "GET", f"/jobs/{job_id}")
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            assert job["status"] == "succeeded", job
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} did not finish")
+
+
 def many_datasets(server: LiveServer, n: int, csv: Path, label: str = "class") -> None:
     """``n`` more datasets of ``csv``, stored through the service layer (app.datasets.service)
     on the server's database, committed a hundred at a time: a thousand uploads over HTTP

@@ -13,7 +13,6 @@ top-level default, and registered models whose ``production`` moved 1 -> 2 -> 3:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,20 +28,11 @@ from tests.ui.browser_support import (
     browser,
     small_csv,
     ui_server,
+    wait_job,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-
-def wait_job(server: LiveServer, job_id: int) -> dict:
-    end = time.monotonic() + 300
-    while time.monotonic() < end:
-        job = api(server, "GET", f"/jobs/{job_id}")
-        if job["status"] in ("succeeded", "failed", "cancelled"):
-            assert job["status"] == "succeeded", job
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"job {job_id} did not finish")
 
 
 def seed(server: LiveServer, tmp_path: Path) -> dict:

@@ -13,7 +13,6 @@ a model registered with ``production``, a logged prediction and an experiment:
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from tests.ui.browser_support import (
     image_width,
     small_csv,
     ui_server,
+    wait_job,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -40,16 +40,6 @@ WRITE_CONTROL = re.compile(
     re.IGNORECASE,
 )
 
-
-def wait_job(server, job_id: int) -> dict:
-    end = time.monotonic() + 180
-    while time.monotonic() < end:
-        job = api(server, "GET", f"/jobs/{job_id}")
-        if job["status"] in ("succeeded", "failed", "cancelled"):
-            assert job["status"] == "succeeded", job
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"job {job_id} did not finish")
 
 
 def seed(server, tmp_path: Path) -> dict[str, str]:
