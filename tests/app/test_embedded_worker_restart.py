@@ -7,16 +7,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import httpx
 
 from tests.app.support import blobs, to_csv, wait_for
-from tests.live_server import LiveServer, _wait_live, free_port
+from tests.live_server import live_server
 
 FAST = {
     "MSVMAV_HEARTBEAT_INTERVAL": "0.5",
@@ -24,40 +19,6 @@ FAST = {
     "MSVMAV_CANCEL_CHECK_INTERVAL": "0.05",
 }
 
-
-@contextmanager
-def serving(tmp_path: Path) -> Iterator[LiveServer]:
-    """``msvmav serve`` as ``tests.live_server.live_server`` starts it (SQLite, one embedded
-    worker), given up to 5 minutes to start: on a machine shared with other test runs, its
-    imports alone took 100 s."""
-    bin_dir = Path(sys.executable).parent
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "MSVMAV_DATABASE_URL": f"sqlite:///{tmp_path / 'live.db'}",
-        "MSVMAV_WORKER_POLL_INTERVAL": "0.1",
-        **FAST,
-    }
-    port = free_port()
-    server = LiveServer(f"http://127.0.0.1:{port}", tmp_path, env, tmp_path / "serve.log")
-    with server.log.open("wb") as log:
-        proc = server.proc = subprocess.Popen(
-            [bin_dir / "msvmav", "serve", "--port", str(port), "--workers", "1"],
-            cwd=tmp_path,
-            env=env,
-            stdout=log,
-            stderr=log,
-        )
-    try:
-        _wait_live(server, proc, timeout=300)
-        yield server
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 # One fit (no calibration folds) of a few seconds, whatever the data: stop='step' with tol 0
 # never stops early (||dw|| < 0), so it runs all max_iter iterations (~3 s here idle; with
@@ -74,7 +35,7 @@ def _readiness(c: httpx.Client) -> tuple[int, dict]:
 
 def test_a_killed_embedded_worker_is_restarted_and_its_job_finishes(tmp_path):
     with (
-        serving(tmp_path) as server,
+        live_server(tmp_path, **FAST) as server,
         httpx.Client(base_url=server.url, timeout=30) as c,
     ):
         ds = c.post("/datasets", files={"file": ("d.csv", to_csv(*blobs(n=120)))})
