@@ -263,14 +263,12 @@ def local_files(where: Location, roots: list[Location], loc: list[str | int]) ->
     """The Parquet files a local directory (recursively), file or glob names, sorted, each
     once (by its real path) and at most ``MAX_FILES``; each one's real path checked against
     the roots (403 naming the link that escapes, never a name beyond it)."""
-    walk = _Walk(roots, loc, skip_private=False)
+    directory = not where.is_glob and os.path.isdir(where.path)
     if where.is_glob:
         base, segments = _segments(where.path)
-    elif os.path.isdir(where.path):
-        base, segments = where.path, ["**", "*"]
-        walk.skip_private = True
-    else:
-        base, segments = where.path, []
+    else:  # a directory: every file below it; a file: itself
+        base, segments = where.path, (["**", "*"] if directory else [])
+    walk = _Walk(roots, loc, skip_private=directory)
     if not walk.inside(base):
         raise forbidden(f"{base!r} resolves (through a symbolic link) to a place outside the "
                         "configured roots", loc)
@@ -278,8 +276,7 @@ def local_files(where: Location, roots: list[Location], loc: list[str | int]) ->
         return []
     files: dict[str, str] = {}
     for f in _matches(base, segments, walk):
-        if os.path.isdir(f) or (not where.is_glob and segments
-                                and not f.lower().endswith(PARQUET_SUFFIXES)):
+        if os.path.isdir(f) or (directory and not f.lower().endswith(PARQUET_SUFFIXES)):
             continue
         if not walk.inside(f):
             raise forbidden(f"{f!r} resolves (through a symbolic link) to a place outside "
