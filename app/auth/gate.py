@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 
 import anyio
 
@@ -222,7 +221,7 @@ class AuthGate:
         if entry is None or not recheck.fresh(entry[1], self.window):
             return None
         expires_at = entry[0].expires_at
-        if expires_at is not None and expires_at <= datetime.now(UTC):
+        if expires_at is not None and expires_at <= service.utcnow():
             return None  # looked up again: the read answers 401 naming the expiry
         if recheck.now() - entry[1] >= self.window / 2:  # read again in the background
             self._submit(("key", hash_key(token)), lambda: self._renew_key(token))

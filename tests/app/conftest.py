@@ -3,6 +3,7 @@ uniquely named PostgreSQL database when TEST_DATABASE_URL is set), migrated with
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 
 from app.core.config import Settings
 from app.core.db import make_engine
@@ -18,6 +20,7 @@ from app.main import create_app, shut_down
 from app.monitoring import log as prediction_log
 from app.monitoring import shadow
 from app.tables import Base
+from tests.app.auth_support import ADMIN
 from tests.app.support import migrated_database
 
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TEST_DATABASE_URL") else [])
@@ -84,3 +87,29 @@ def client(app) -> Iterator[TestClient]:
 @pytest.fixture
 def worker(settings: Settings, engine) -> Worker:
     return Worker(settings, engine=engine)
+
+
+@pytest.fixture
+def admin_settings(settings: Settings) -> Settings:
+    """The settings with MSVMAV_ADMIN_KEY set (tests.app.auth_support.ADMIN): keys required."""
+    return settings.model_copy(update={"admin_key": SecretStr(ADMIN)})
+
+
+@pytest.fixture
+def keyed(admin_settings: Settings, engine) -> Iterator[TestClient]:
+    """A client of an app with MSVMAV_ADMIN_KEY set (keys required)."""
+    with TestClient(create_app(admin_settings)) as c:
+        yield c
+
+
+@pytest.fixture
+def cli_env(monkeypatch, tmp_path) -> Iterator[None]:
+    """No MSVMAV_* from the outside, no .env; the root logger as it was after the test."""
+    for name in ("MSVMAV_AUTH", "MSVMAV_ADMIN_KEY", "MSVMAV_DATABASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 import re
 import signal
 import time
@@ -22,15 +21,14 @@ from sqlalchemy.orm import Session
 
 from app.auth import security, service
 from app.auth.gate import OPEN_RECHECK_SECONDS
-from app.auth.keys import Scope
 from app.auth.orm import ApiKey
 from app.auth.serving import ServeRefused, is_loopback, serve_settings
 from app.cli import main as cli
 from app.core.config import Settings
 from app.main import create_app
+from tests.app.auth_support import ADMIN, bearer, make_key
 from tests.app.support import assert_problem, wait_for
 
-ADMIN = "admin-key-from-the-environment-0123456789"
 OPEN_PATHS = {
     "/livez",
     "/readyz",
@@ -67,36 +65,13 @@ RANK = {"read": 0, "write": 1, "admin": 2}
 KEY_PATTERN = re.compile(r"^msv_[A-Za-z0-9_-]{43}$")
 
 
-def bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
 def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def make_key(engine, scope: str, name: str | None = None) -> str:
-    """A key created as `msvmav keys create` does, straight in the database."""
-    with Session(engine) as session:
-        _row, secret = service.create(session, name or f"{scope} key", Scope(scope))
-    return secret
 
 
 def key_rows(engine) -> list[ApiKey]:
     with Session(engine) as session:
         return list(session.scalars(select(ApiKey).order_by(ApiKey.id)))
-
-
-@pytest.fixture
-def admin_settings(settings):
-    return settings.model_copy(update={"admin_key": SecretStr(ADMIN)})
-
-
-@pytest.fixture
-def keyed(admin_settings, engine) -> Iterator[TestClient]:
-    """A client of an app with MSVMAV_ADMIN_KEY set (keys required)."""
-    with TestClient(create_app(admin_settings)) as c:
-        yield c
 
 
 def expected_scope(method: str, path: str) -> str | None:
@@ -464,19 +439,6 @@ def test_swagger_ui_keeps_the_authorization(keyed):
 
 
 # --- CLI -----------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def cli_env(monkeypatch, tmp_path) -> Iterator[None]:
-    """No MSVMAV_* from the outside, no .env; the root logger as it was after the test."""
-    for name in ("MSVMAV_AUTH", "MSVMAV_ADMIN_KEY", "MSVMAV_DATABASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def test_cli_keys_create_list_revoke(settings, engine, cli_env, capsys):

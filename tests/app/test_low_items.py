@@ -4,18 +4,18 @@ keys that expire (401 naming the expiry); a failed job's message naming its caus
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from app.auth import service as auth_service
 from app.auth.orm import ApiKey
 from app.jobs.orm import Job
 from app.jobs.runtime import FAILURE_MESSAGE_CHARS, failure_message
+from tests.app.auth_support import ADMIN, bearer
 from tests.app.support import assert_problem, blobs, run_jobs, submit, to_csv, upload
-from tests.app.test_auth import ADMIN, admin_settings, bearer, keyed  # noqa: F401 - fixtures
 
 # --- 405 on static paths ---------------------------------------------------------------------
 
@@ -74,7 +74,8 @@ def test_iso_timestamps_are_accepted(client, value):
 # --- keys that expire ------------------------------------------------------------------------
 
 
-def test_a_key_created_with_expires_at_works_until_then_and_is_401_after(keyed, engine):  # noqa: F811
+def test_a_key_created_with_expires_at_works_until_then_and_is_401_after(keyed, engine,
+                                                                          monkeypatch):
     admin = bearer(ADMIN)
     soon = datetime.now(UTC) + timedelta(seconds=3)
     r = keyed.post(
@@ -94,12 +95,13 @@ def test_a_key_created_with_expires_at_works_until_then_and_is_401_after(keyed, 
     )
     secret = created["key"]
     assert keyed.get("/datasets", headers=bearer(secret)).status_code == 200
-    time.sleep(max(0.0, (soon - datetime.now(UTC)).total_seconds()) + 0.2)
+    # the wall clock the key checks read (app.auth.service.utcnow) moves past the expiry
+    monkeypatch.setattr(auth_service, "utcnow", lambda: soon + timedelta(seconds=0.2))
     body = assert_problem(keyed.get("/datasets", headers=bearer(secret)), 401)
     assert "expired at" in body["detail"] and soon.isoformat()[:19] in body["detail"], body
 
 
-def test_a_key_past_its_expiry_in_the_database_is_401(keyed, engine):  # noqa: F811
+def test_a_key_past_its_expiry_in_the_database_is_401(keyed, engine):
     admin = bearer(ADMIN)
     created = keyed.post(
         "/keys", json={"name": "old", "scope": "read", "expires_at": "2099-01-01"}, headers=admin
@@ -120,7 +122,7 @@ def test_a_key_past_its_expiry_in_the_database_is_401(keyed, engine):  # noqa: F
         ("next year", "must be a timestamp"),
     ],
 )
-def test_an_expiry_in_the_past_or_not_a_timestamp_is_422(keyed, engine, expires_at, words):  # noqa: F811
+def test_an_expiry_in_the_past_or_not_a_timestamp_is_422(keyed, engine, expires_at, words):
     r = keyed.post(
         "/keys",
         json={"name": "x", "scope": "read", "expires_at": expires_at},

@@ -29,7 +29,6 @@ from tests.app.support import (
     upload,
     wait_for,
 )
-from tests.app.test_auth import cli_env  # noqa: F401 - a fixture
 
 X, Y = blobs()
 ROWS = X[:6].tolist()
@@ -237,7 +236,7 @@ def test_rollback_to_a_deleted_version_is_a_conflict(client, credit):
 
 
 def test_history_names_the_key_that_moved_the_alias(settings, engine, credit):
-    from tests.app.test_auth import bearer, make_key
+    from tests.app.auth_support import bearer, make_key
 
     keyed = settings.model_copy(update={"admin_key": SecretStr("admin-" + "k" * 40)})
     from fastapi.testclient import TestClient

@@ -17,8 +17,8 @@ from app.main import create_app
 from app.monitoring import shadow
 from app.monitoring.orm import ShadowPrediction, ShadowRun
 from solver.margins import QUANTILE_LEVELS
+from tests.app.auth_support import bearer, make_key
 from tests.app.support import assert_problem, blobs, to_csv, trained_model, wait_for
-from tests.app.test_auth import bearer, make_key
 
 NAME = "credit"
 SHADOW = f"/registered-models/{NAME}/shadow"

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.app.auth_support import ADMIN, bearer
 from tests.app.support import assert_problem
-from tests.app.test_auth import ADMIN, admin_settings, bearer, keyed  # noqa: F401
 
 
 @pytest.mark.parametrize("suffix", ["%0A", "%20", "%0D%0A", "%09"])
-def test_a_path_id_with_whitespace_is_422_not_the_key(keyed, suffix):  # noqa: F811
+def test_a_path_id_with_whitespace_is_422_not_the_key(keyed, suffix):
     admin = bearer(ADMIN)
     created = keyed.post("/keys", json={"name": "k", "scope": "read"}, headers=admin).json()
     key_id = created["id"]

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
+from tests.app.auth_support import ADMIN, bearer, make_key
 from tests.app.support import assert_problem, trained_model
-from tests.app.test_auth import ADMIN, admin_settings, bearer, keyed, make_key  # noqa: F401
 
 OUT_OF_RANGE = ["9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:59", "9999-12-31T23:00-01:00"]
 
 
 @pytest.mark.parametrize("value", OUT_OF_RANGE)
-def test_an_expiry_past_year_9999_in_utc_is_422_naming_expires_at(keyed, value):  # noqa: F811
+def test_an_expiry_past_year_9999_in_utc_is_422_naming_expires_at(keyed, value):
     r = keyed.post(
         "/keys", json={"name": "x", "scope": "read", "expires_at": value}, headers=bearer(ADMIN)
     )
@@ -23,7 +23,7 @@ def test_an_expiry_past_year_9999_in_utc_is_422_naming_expires_at(keyed, value):
     assert keyed.get("/keys", headers=bearer(ADMIN)).json()["items"] == []
 
 
-def test_the_last_instant_of_year_9999_is_a_valid_expiry(keyed):  # noqa: F811
+def test_the_last_instant_of_year_9999_is_a_valid_expiry(keyed):
     r = keyed.post(
         "/keys",
         json={"name": "x", "scope": "read", "expires_at": "9999-12-31T23:59:59.999999Z"},
@@ -36,7 +36,7 @@ def test_the_last_instant_of_year_9999_is_a_valid_expiry(keyed):  # noqa: F811
 
 @pytest.mark.parametrize("field", ["since", "until"])
 @pytest.mark.parametrize("value", OUT_OF_RANGE)
-def test_a_window_bound_past_year_9999_in_utc_is_422_naming_it(keyed, engine, field, value):  # noqa: F811
+def test_a_window_bound_past_year_9999_in_utc_is_422_naming_it(keyed, engine, field, value):
     read = bearer(make_key(engine, "read"))
     for path in ("/models/1/monitoring", "/registered-models/m/monitoring.png"):
         r = keyed.get(path, params={field: value}, headers=read)

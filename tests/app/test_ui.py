@@ -22,8 +22,8 @@ from app.datasets.orm import Dataset
 from app.jobs.orm import Job
 from app.main import create_app
 from app.models.orm import Model
+from tests.app.auth_support import bearer, make_key
 from tests.app.support import assert_problem, run_jobs, submit, to_csv, upload
-from tests.app.test_auth import bearer, make_key
 
 ADMIN = "ui-admin-key-from-the-environment-0123456789"
 PAGES = ["/ui", "/ui/datasets", "/ui/datasets/3", "/ui/jobs", "/ui/jobs/9", "/ui/models",
