@@ -137,6 +137,7 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
             Y = np.where(y_idx[:, None] == np.arange(classes.size)[None, :], 1.0, -1.0)
         self.stopped_early_ = False
         self.calibrator_ = None
+        self.oof_decision_ = self.oof_index_ = None
         self.feature_means_ = (None if getattr(self, "kernel", None) == "precomputed"
                                else column_means(X))
         self._fit_targets(X, np.ascontiguousarray(Y), callback)
@@ -160,6 +161,10 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
             self.stopped_early_ = True
             return
         self.calibrator_ = fit_calibrator(D, y, self.classes_, method)
+        # kept for decision rules fitted later without the hold-out (solver.decision):
+        # out-of-fold probabilities = calibrator_.predict_proba(oof_decision_)
+        self.oof_decision_ = D
+        self.oof_index_ = np.searchsorted(self.classes_, y)
 
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         raise NotImplementedError
