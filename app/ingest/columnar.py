@@ -201,7 +201,7 @@ def read_jsonl(source: IO[bytes] | bytes, *, max_rows: int | None = None,
     if isinstance(source, bytes | bytearray | memoryview):
         source = io.BytesIO(source)
     index: dict[str, int] = {}
-    values: list[list[Any]] = []
+    values: list[_Column] = []
     order: tuple[str, ...] = ()  # the keys so far, in order
     lines: list[int] = []
     for lineno, raw in enumerate(source, start=1):
@@ -226,7 +226,7 @@ def read_jsonl(source: IO[bytes] | bytes, *, max_rows: int | None = None,
             if j is None:
                 j = index[key] = len(values)
                 _check_width(len(index), max_columns, f"Line {lineno}", lineno)
-                values.append([None] * n)
+                values.append(_Column(n))
                 order = tuple(index)
             values[j].append(value)
         lines.append(lineno)
@@ -238,7 +238,7 @@ def read_jsonl(source: IO[bytes] | bytes, *, max_rows: int | None = None,
     names = list(index)
 
     def read(positions: list[int]) -> list[Any]:
-        return [_json_series(values[j]) for j in positions]
+        return [values[j].series() for j in positions]
 
     return Columns(names=names, n_rows=len(lines), lines=lines, read=read)
 
@@ -267,16 +267,77 @@ def _record(raw: bytes, lineno: int, max_columns: int | None) -> dict[str, Any]:
     return record
 
 
-def _json_series(column: list[Any]) -> Any:
-    import pandas as pd
+class _Column:
+    """One JSON Lines column, built as the lines are read: while its every value is a number
+    or null, a float64 NumPy buffer (NaN: missing) grown by half as it fills, with a byte per
+    row saying which values were integers; from its first other value (text, true/false, an
+    integer beyond float64's range) a list of the values, integers as written. A numeric
+    column of n rows so holds at most 1.5 n (8 + 1) bytes, not n Python floats and their
+    pointers (32 n)."""
 
-    kinds = set(map(type, column))
-    if kinds <= {int, float, type(None)}:
-        return pd.Series(np.array([np.nan if v is None else v for v in column],
-                                  dtype=np.float64))
-    # text as the CSV would hold it (integers as written, true/false as words)
-    return pd.Series([str(v) if isinstance(v, int) and not isinstance(v, bool) else _token(v)
-                      for v in column], dtype=object)
+    __slots__ = ("big", "floats", "ints", "n", "objects")
+
+    def __init__(self, missing: int) -> None:
+        size = max(16, missing + missing // 2)
+        self.floats = np.full(size, np.nan)
+        self.ints = np.zeros(size, dtype=np.bool_)
+        self.big: dict[int, int] = {}  # integers beyond 2**53, exactly, by row
+        self.n = missing  # rows before the column's first key: missing
+        self.objects: list[Any] | None = None
+
+    def __len__(self) -> int:
+        return self.n if self.objects is None else len(self.objects)
+
+    def append(self, value: Any) -> None:
+        if self.objects is not None:
+            self.objects.append(value)
+            return
+        kind = type(value)
+        if (kind is not float and kind is not int and value is not None) or (
+                kind is int and abs(value) > _FLOAT_INT):
+            self.objects = self._values()  # text, true/false, an integer past float64
+            self.objects.append(value)
+            return
+        if self.n == len(self.floats):
+            self._grow()
+        if value is not None:
+            self.floats[self.n] = value
+            self.ints[self.n] = kind is int
+            if kind is int and abs(value) > _EXACT_INT:
+                self.big[self.n] = value
+        self.n += 1
+
+    def _grow(self) -> None:
+        size = self.n + self.n // 2
+        floats, ints = np.full(size, np.nan), np.zeros(size, dtype=np.bool_)
+        floats[: self.n], ints[: self.n] = self.floats[: self.n], self.ints[: self.n]
+        self.floats, self.ints = floats, ints
+
+    def _values(self) -> list[Any]:
+        """The values so far as JSON gave them (None, int or float)."""
+        out: list[Any] = self.floats[: self.n].tolist()
+        for i in np.flatnonzero(self.ints[: self.n]).tolist():
+            out[i] = int(out[i])
+        for i in np.flatnonzero(np.isnan(self.floats[: self.n])).tolist():
+            out[i] = None
+        for i, value in self.big.items():
+            out[i] = value
+        self.floats = self.ints = np.empty(0)
+        return out
+
+    def series(self) -> Any:
+        """The column as a pandas Series: float64 (NaN missing) for a numeric column, else
+        text as the CSV would hold it (integers as written, true/false as words)."""
+        import pandas as pd
+
+        if self.objects is None:
+            return pd.Series(self.floats[: self.n])
+        return pd.Series([str(v) if isinstance(v, int) and not isinstance(v, bool)
+                          else _token(v) for v in self.objects], dtype=object)
+
+
+_EXACT_INT = 2**53  # a float64 holds every integer up to this exactly
+_FLOAT_INT = 10**308  # and integers up to this, rounded
 
 
 def _first_line(exc: BaseException) -> str:
