@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
 from .algorithms import estimator_class, takes_seed
+from .auto_search import AutoResult, auto_search, calibrate_from_oof, exact_kernel
 from .model_selection import SearchResult, cross_validate_grid
 from .msvmav import FeatureScaleWarning
 from .scaling import MinMaxScaling
@@ -45,7 +46,9 @@ class Plan:
     ``params``: fixed estimator parameters (not ``kernel``, not ``random_state``: ``seed`` sets
     it). ``grid``: None for no search, else "quick", "paper" or {parameter: values}, searched by
     ``cv``-fold cross-validation on the scaled training part; its best configuration overrides
-    ``params`` in the refit."""
+    ``params`` in the refit. ``grid="auto"``: ``solver.auto_search`` races ``kernels`` and
+    ``algorithms`` within ``budget_seconds``; the winner's algorithm and kernel are refitted
+    and its out-of-fold decision values calibrate it."""
 
     algorithm: str = "msvmav"
     kernel: str = "linear"
@@ -55,6 +58,11 @@ class Plan:
     seed: int | None = 0
     cv_seed: int | None = None
     scaling: bool = True
+    # grid "auto" (solver.auto_search): its budget (None: the default for the rows), the
+    # kernels and the algorithms that race
+    budget_seconds: float | None = None
+    kernels: tuple[str, ...] = ("linear", "rbf")
+    algorithms: tuple[str, ...] = ("msvmav",)
 
     def estimator_params(self) -> dict[str, Any]:
         """The fixed keyword arguments of every fit: ``params`` plus the seed where it applies."""
@@ -74,7 +82,7 @@ class Fit:
 
     estimator: Any
     scaling: MinMaxScaling | None
-    search: SearchResult | None
+    search: SearchResult | AutoResult | None
     fit_seconds: float
     X_train: Matrix
     scale_warnings: list[FeatureScaleWarning] = field(default_factory=list)
@@ -210,6 +218,9 @@ def fit(
     scaling = MinMaxScaling.fit(X_train) if plan.scaling else None
     if scaling is not None:
         X_train = scaling.transform(X_train, copy=not in_place)
+    if plan.grid == "auto":
+        return _fit_auto(plan, X_train, y_train, scaling, callback=callback,
+                         search_callback=search_callback)
     found = None
     chosen = plan.estimator_params()
     if plan.grid is not None:
@@ -221,6 +232,37 @@ def fit(
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("always", FeatureScaleWarning)
         est.fit(X_train, y_train, callback=callback)
+    seconds = time.perf_counter() - start
+    return Fit(est, scaling, found, seconds, X_train, _relay(caught))
+
+
+def _fit_auto(plan: Plan, X_train: Matrix, y_train: np.ndarray, scaling: MinMaxScaling | None,
+              *, callback: FitCallback | None, search_callback: CellCallback | None) -> Fit:
+    """``solver.auto_search`` on the scaled training part, then the winner refitted on all of
+    it; a calibrated winner's calibrator is fitted on the race's out-of-fold decision values
+    (``calibrate_from_oof``: no second round of folds)."""
+    fixed = plan.estimator_params()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        found = auto_search(X_train, y_train, budget_seconds=plan.budget_seconds, cv=plan.cv,
+                            random_state=plan.fold_seed, kernels=plan.kernels,
+                            algorithms=plan.algorithms, params=fixed, callback=search_callback)
+    method = fixed.pop("calibration", "none")
+    if found.algorithm == "msvmav":
+        chosen = {**fixed, **found.best_params}
+        if found.kernel == "rbf":
+            chosen.setdefault("approximation", exact_kernel(len(y_train)))
+    else:  # a comparator: its own defaults besides the searched values and the seed
+        chosen = {k: v for k, v in fixed.items() if k == "random_state"}
+        chosen.update(found.best_params)
+    est = estimator_class(found.algorithm)(kernel=found.kernel, calibration="none", **chosen)
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("always", FeatureScaleWarning)
+        est.fit(X_train, y_train, callback=callback)
+    if method != "none":
+        calibrate_from_oof(est, method, found.oof, y_train)
     seconds = time.perf_counter() - start
     return Fit(est, scaling, found, seconds, X_train, _relay(caught))
 
