@@ -35,6 +35,7 @@ from scipy.stats import kstwo
 from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
+from app.monitoring import samples
 from app.monitoring.orm import FeatureCounts
 
 log = logging.getLogger("app.monitoring.feature_drift")
@@ -89,6 +90,7 @@ class _State:
     open: dict[tuple[int, datetime], list[Any]] = field(default_factory=dict)
     next_write: float = 0.0
     next_retention: float = 0.0
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
 
     @property
     def cells(self) -> int:
@@ -129,6 +131,7 @@ def record(writer: Any, batch: list[tuple[Any, ...]]) -> None:
     entries of one model, minute and kind (dense or CSR) stacked and counted at once."""
     found = state(writer)
     groups: dict[tuple[int, datetime, bool], list[Any]] = {}
+    times: dict[tuple[int, datetime, bool], list[np.ndarray]] = {}
     for entry in batch:
         features = entry[9] if len(entry) > 9 else None
         if features is None:
@@ -138,18 +141,22 @@ def record(writer: Any, batch: list[tuple[Any, ...]]) -> None:
         minute = entry[4].astimezone(UTC).replace(second=0, microsecond=0)
         key = (int(entry[0]), minute, sparse)
         groups.setdefault(key, []).append(features)
+        times.setdefault(key, []).append(np.full(features.shape[0], entry[4].timestamp()))
     for (model_id, minute, sparse), parts in groups.items():
         if len({p.shape[1] for p in parts}) != 1:  # (one model: one width)
             continue
         X = parts[0] if len(parts) == 1 else sp.vstack(parts, "csr") if sparse else np.vstack(parts)
         counts = bin_counts(X)
+        at = np.concatenate(times[(model_id, minute, sparse)])
         with found.lock:
             held = found.open.get((model_id, minute))
             if held is None:
-                found.open[(model_id, minute)] = [X.shape[0], counts]
+                found.open[(model_id, minute)] = [X.shape[0], counts,
+                                                  samples.merge(None, X, at, found.rng)]
             elif held[1].shape == counts.shape:
                 held[0] += X.shape[0]
                 held[1] += counts
+                held[2] = samples.merge(held[2], X, at, found.rng)
 
 
 def write(writer: Any, *, force: bool = False) -> None:
@@ -184,8 +191,9 @@ def _insert(engine: Any, taken: dict[tuple[int, datetime], list[Any]]) -> None:
             "n_features": counts.shape[0],
             "bins": counts.shape[1],
             "counts": np.ascontiguousarray(counts, dtype="<u4").tobytes(),
+            **samples.columns(sample),
         }
-        for (model_id, minute), (n, counts) in taken.items()
+        for (model_id, minute), (n, counts, sample) in taken.items()
     ]
     with engine.begin() as conn:
         conn.execute(insert(FeatureCounts), rows)

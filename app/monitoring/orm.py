@@ -68,6 +68,10 @@ class FeatureCounts(Base):
     n_features: Mapped[int] = mapped_column(Integer)
     bins: Mapped[int] = mapped_column(Integer)
     counts: Mapped[bytes] = mapped_column(LargeBinary)
+    # A uniform sample of the minute's rows (app.monitoring.samples): (m, n_features) scaled
+    # values as little-endian uint16 (value * 65535), and each row's time (float64 seconds).
+    sample: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    sample_at: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
 
 
 # --- shadow scoring (app.monitoring.shadow) -----------------------------------------------------
