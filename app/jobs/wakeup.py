@@ -64,14 +64,19 @@ class Wakeup:
         self.conn: psycopg.Connection | None = None
         self.announced = threading.Event()
         self.woken = 0
+        self.waiting = threading.Event()  # set while a wait is under way (what tests wait on)
 
     def wait(self, seconds: float, stop: threading.Event) -> bool:
         """Wait; True when a queued job ended the wait."""
         deadline = time.monotonic() + seconds
-        if self.conninfo is None:
-            woken = self._peek_until(deadline, stop)
-        else:
-            woken = self._listen_until(deadline, stop)
+        self.waiting.set()
+        try:
+            if self.conninfo is None:
+                woken = self._peek_until(deadline, stop)
+            else:
+                woken = self._listen_until(deadline, stop)
+        finally:
+            self.waiting.clear()
         self.woken += woken
         return woken
 

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
@@ -68,9 +69,9 @@ def test_a_queued_job_wakes_an_idle_worker_long_before_its_poll(settings, engine
     thread.start()
     try:
         # idle in its 30 s wait (on PostgreSQL, listening)
+        assert worker.wakeup.waiting.wait(10)
         assert wait_for(lambda: engine.dialect.name != "postgresql"
                         or worker.wakeup.conn is not None, 10)
-        time.sleep(0.3)
         start = time.monotonic()
         job_id = queue_job(engine)
         assert wait_for(lambda: status(engine, job_id) != "queued", 5)
@@ -148,8 +149,12 @@ def test_a_failing_claim_waits_out_its_backoff_though_a_job_is_queued(settings, 
     worker = Worker(settings.model_copy(update={"worker_poll_interval": 0.5}), engine=engine)
     thread = threading.Thread(target=worker.run_forever)
     thread.start()
-    time.sleep(1.3)
-    worker.stop()
-    thread.join(10)
-    assert 2 <= len(calls) <= 4  # ~every 0.5 s; with the wake-ups it was every 0.1 s or less
+    try:
+        assert wait_for(lambda: len(calls) >= 3, 10)
+    finally:
+        worker.stop()
+        thread.join(10)
+    gaps = np.diff(calls[:3])
+    # ~every 0.5 s; with the wake-ups it was every 0.1 s or less
+    assert (gaps > 0.4).all(), gaps
     assert worker.wakeup.woken == 0
