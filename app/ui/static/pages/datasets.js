@@ -47,18 +47,19 @@
 
   function trainForm(dataset) {
     const algorithm = UI.select("algorithm", document.body.dataset.algorithms.split(" "), "msvmav");
-    const kernel = UI.select("kernel", document.body.dataset.kernels.split(" "), "linear");
+    const kernel = UI.select("kernel", [["", "chosen by the search (linear or rbf)"], ...document.body.dataset.kernels.split(" ").map((k) => [k, k])], "");
     const test = el("input", { name: "test_fraction", type: "number", min: "0", max: "0.9", step: "0.05", value: "0.2" });
     const calibration = UI.select("calibration", document.body.dataset.calibrations.split(" "), "sigmoid");
     const seed = el("input", { name: "seed", type: "number", min: "0", max: "4294967295", step: "1", value: "0", size: 8 });
-    const grid = UI.select("grid", [["", "no search"], ["quick", "quick (3 values each)"], ["paper", "paper's grids"], ["custom", "custom (JSON below)"]], "");
-    const cv = el("input", { name: "cv", type: "number", min: "2", max: "20", step: "1", value: "5", size: 4 });
+    const grid = UI.select("grid", [["auto", "auto (kernel, α, β, γ within a budget)"], ["", "no search"], ["quick", "quick (3 values each)"], ["paper", "paper's grids"], ["custom", "custom (JSON below)"]], "auto");
+    const cv = el("input", { name: "cv", type: "number", min: "2", max: "20", step: "1", placeholder: "3 auto, 5 grids", size: 6 });
+    const budget = el("input", { name: "budget_seconds", type: "number", min: "0.1", step: "any", placeholder: "from the rows", size: 8 });
     const customGrid = el("input", { name: "custom_grid", placeholder: '{"alpha": [1, 16]}', size: 24 });
     const registerAs = el("input", { name: "register_as", placeholder: "optional", pattern: document.body.dataset.namePattern, title: "letters, digits, '.', '_' or '-', starting with a letter or digit, not all digits" });
     const params = el("input", { name: "params", placeholder: '{"C": 1}', size: 24 });
     const out = el("div", { "aria-live": "polite" });
     const searchBox = el("fieldset", { class: "fields" }, el("legend", {}, "Hyper-parameter search (cross-validated on the training part)"),
-      UI.field("Search", grid), UI.field("Folds", cv, "2–20"), UI.field("Custom grid", customGrid, "JSON {parameter: [values]}"));
+      UI.field("Search", grid), UI.field("Budget (s)", budget, "auto only"), UI.field("Folds", cv, "2–20"), UI.field("Custom grid", customGrid, "JSON {parameter: [values]}"));
     const form = el("form", { class: "panel", "aria-label": "Train a model" }, el("h2", {}, "Train a model"),
       el("div", { class: "fields" }, UI.field("Algorithm", algorithm), UI.field("Kernel", kernel),
         UI.field("Hold-out fraction", test, "0: none"), UI.field("Calibration", calibration, "probabilities"), UI.field("Seed", seed, "hold-out, search, sampling"),
@@ -69,13 +70,19 @@
     };
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault(); UI.clear(out);
-      const body = { dataset_id: dataset.id, algorithm: algorithm.value, kernel: kernel.value, calibration: calibration.value };
-      if (test.value !== "" && Number(test.value) > 0) body.test_fraction = Number(test.value);
+      const body = { dataset_id: dataset.id, algorithm: algorithm.value, calibration: calibration.value };
+      if (kernel.value) body.kernel = kernel.value;
+      // 0 is "no hold-out", which the API spells null (test_fraction is > 0 when given)
+      if (test.value !== "") body.test_fraction = Number(test.value) > 0 ? Number(test.value) : null;
       if (seed.value !== "") body.seed = Number(seed.value);
       if (registerAs.value) body.register_as = registerAs.value;
       try {
         if (params.value.trim()) body.params = json(params, "Other parameters");
-        if (grid.value) body.search = { grid: grid.value === "custom" ? json(customGrid, "Custom grid") : grid.value, cv: Number(cv.value || 5) };
+        if (grid.value) {
+          body.search = { grid: grid.value === "custom" ? json(customGrid, "Custom grid") : grid.value };
+          if (cv.value !== "") body.search.cv = Number(cv.value);
+          if (grid.value === "auto" && budget.value !== "") body.search.budget_seconds = Number(budget.value);
+        } else body.search = "none";
         const job = await UI.api("POST", "/train", body);
         location.href = "/ui/jobs/" + job.id;
       } catch (e) { out.append(e instanceof SyntaxError ? UI.problem({ problem: { detail: e.message } }) : UI.problem(e)); }
