@@ -135,7 +135,7 @@ def _invalid(instance: str, loc: list[str | int], message: str, **entry: Any) ->
 
 
 # How a 404 names the thing an id parameter refers to, where it is not the parameter's stem.
-_KIND_NAMES = {"key": "API key", "batch": "batch job"}
+_KIND_NAMES = {"key": "API key", "batch": "batch job", "alert_rule": "alert rule"}
 
 
 _LOWER_SCOPE = {Scope.admin: Scope.write, Scope.write: Scope.read, Scope.read: Scope.read}

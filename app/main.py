@@ -8,7 +8,10 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
+from sqlalchemy.exc import SQLAlchemyError
 
+from app.alerts import evaluator as alert_evaluator
+from app.alerts.gauges import gauge_lines
 from app.apidocs import REDOC_ASSETS_URL, install_redoc
 from app.auth.gate import AuthGate
 from app.auth.keys import Scope
@@ -62,6 +65,11 @@ TAGS = [
         "name": "registry",
         "description": "Registered models: names, versions 1, 2, 3 …, movable aliases "
         "(`production`, `staging` …) with their history and a one-step rollback",
+    },
+    {
+        "name": "alerts",
+        "description": "Alert rules on the monitoring report, evaluated on every window, "
+        "delivered to signed webhooks (with registry events); their deliveries",
     },
     {
         "name": "experiments",
@@ -147,6 +155,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         prediction_log.start(runtime)  # adopts a stopped writer's spool file
+        alert_evaluator.start(runtime)  # the alert rules' windows and the webhooks' sends
         yield
         shut_down(app)
 
@@ -204,8 +213,18 @@ def set_state(app: FastAPI, settings: Settings, runtime: Runtime) -> None:
     app.state.migration_heads = script_heads(settings.database_url)
     app.state.metrics = RequestMetrics()
     # More /metrics lines: per-model predictions, the process's memory, CPU and fds.
-    app.state.metric_sources = [lambda: prediction_log.metric_lines(runtime)]
+    app.state.metric_sources = [lambda: prediction_log.metric_lines(runtime),
+                                lambda: monitoring_gauges(runtime)]
     app.state.auth = AuthGate(settings, runtime)
+
+
+def monitoring_gauges(runtime: Runtime) -> list[str]:
+    """The alert evaluator's last windows as gauges (app.alerts.gauges): one small read."""
+    try:
+        with runtime.read_sessions() as session:
+            return gauge_lines(session)
+    except SQLAlchemyError:
+        return ["# msvmav_monitoring gauges unavailable: database error"]
 
 
 def open_paths(app: FastAPI) -> set[str]:

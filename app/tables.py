@@ -4,6 +4,7 @@ A domain's table is declared in that domain; this module only gathers them."""
 
 from __future__ import annotations
 
+import app.alerts.orm
 import app.auth.orm
 import app.batch.orm
 import app.datasets.orm
@@ -12,11 +13,12 @@ import app.jobs.orm
 import app.models.orm
 import app.monitoring.orm
 import app.registry.orm
+import app.webhooks.orm
 from app.core.orm import Base
 
 DOMAIN_TABLE_MODULES = (
     app.auth.orm, app.batch.orm, app.datasets.orm, app.experiments.orm, app.jobs.orm,
-    app.models.orm, app.monitoring.orm, app.registry.orm,
+    app.models.orm, app.monitoring.orm, app.registry.orm, app.alerts.orm, app.webhooks.orm,
 )
 
 metadata = Base.metadata

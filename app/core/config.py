@@ -90,6 +90,27 @@ class Settings(BaseSettings):
         "scores in the prediction log (written off the request path in batches; "
         "docs/monitoring.md); false turns it off",
     )
+    alerts: bool = Field(
+        True,
+        description="Evaluate the alert rules on their windows and send the webhooks' "
+        "deliveries from this API process (docs/monitoring.md); false: neither",
+    )
+    alert_interval_seconds: float = Field(
+        1.0, gt=0, le=3600,
+        description="How often the alert evaluator looks for ended windows and the webhook "
+        "dispatcher for due deliveries (seconds)",
+    )
+    webhook_retry_base_seconds: float = Field(
+        1.0, gt=0, le=3600,
+        description="A failed webhook delivery is tried again after this many seconds, "
+        "doubling with each failed attempt (at most an hour)",
+    )
+    webhook_max_attempts: int = Field(
+        8, ge=1, le=100, description="Attempts of a webhook delivery before it is failed"
+    )
+    webhook_timeout_seconds: float = Field(
+        5.0, gt=0, le=60, description="Seconds a webhook receiver has to answer an attempt"
+    )
     prediction_log_days: float = Field(
         30.0, gt=0, description="Prediction log rows older than this many days are deleted"
     )

@@ -26,6 +26,7 @@ from app.models.orm import Model
 from app.registry import references
 from app.registry.orm import AliasMove, ModelAlias, ModelVersion, RegisteredModel
 from app.registry.references import is_name
+from app.webhooks import service as webhooks
 
 
 def check_name(name: str, loc: list[str | int], what: str = "name") -> None:
@@ -137,6 +138,9 @@ def add_version(
     )
     session.add(version)
     session.flush()
+    # the hooks that take it: delivered once the caller commits (an outbox row, same transaction)
+    webhooks.enqueue(session, "version_registered", {
+        "registered_model": name, "version": version.version, "model_id": model_id})
     return version
 
 
@@ -253,6 +257,10 @@ def _move(
             moved_at=now,
         )
     )
+    webhooks.enqueue(session, "alias_moved", {
+        "registered_model": registered.name, "alias": alias, "action": action,
+        "from_version": before, "to_version": to_version, "actor": actor,
+        "moved_at": now.isoformat()})
     return before
 
 

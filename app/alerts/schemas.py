@@ -1,0 +1,129 @@
+"""The alert rules' and webhooks' request and answer bodies."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
+
+from app.core.ids import DbId
+
+Metric = Literal[
+    "estimated_accuracy", "atc_accuracy", "realised_accuracy", "accuracy_gap",
+    "drift_statistic", "drift_p_value", "clipped_share", "margin_density",
+    "margin_density_change", "unreliable", "rows",
+]
+Comparison = Literal["lt", "le", "gt", "ge"]
+Event = Literal["alert", "alias_moved", "version_registered"]
+MAX_WINDOW_SECONDS = 31 * 86400
+MAX_COOLDOWN_SECONDS = 366 * 86400
+
+_RULE_EXAMPLE = {"model": "wdbc@production", "metric": "estimated_accuracy",
+                 "comparison": "lt", "level": 0.9, "window_seconds": 3600,
+                 "cooldown_seconds": 3600}
+_METRIC = (
+    "What the window's report gives (docs/monitoring.md): estimated_accuracy "
+    "(performance_estimate.estimate), atc_accuracy, realised_accuracy, accuracy_gap, "
+    "drift_statistic and drift_p_value (the decision values' KS test), clipped_share "
+    "(live.clipped_fraction), margin_density (the live share inside the margin band), "
+    "margin_density_change, unreliable (1 when the estimate's verdict is unreliable, else 0), "
+    "rows (live.n)"
+)
+
+
+class AlertRuleCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True,
+                              json_schema_extra={"examples": [_RULE_EXAMPLE]})
+
+    name: str = Field("", max_length=100)
+    model_id: DbId | None = Field(None, description="A stored model; or `model`")
+    model: str | None = Field(
+        None, max_length=220, description="A registry reference (`name@alias`, `name/2`, "
+        "`name`), resolved to the stored model it names at each window")
+    metric: Metric = Field(description=_METRIC)
+    comparison: Comparison = Field(description="The rule crosses when metric <comparison> level")
+    level: float = Field(allow_inf_nan=False)
+    window_seconds: int = Field(3600, ge=1, le=MAX_WINDOW_SECONDS, description=(
+        "The window's length: windows are [k·w, (k+1)·w) in UTC seconds since the epoch, each "
+        "evaluated once after it ends"))
+    cooldown_seconds: int = Field(3600, ge=0, le=MAX_COOLDOWN_SECONDS, description=(
+        "After a fire, the rule does not fire again for this long"))
+    min_rows: int = Field(1, ge=1, le=2**31 - 1, description=(
+        "A window with fewer logged rows never crosses"))
+    enabled: bool = True
+
+
+class AlertRuleUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True,
+                              json_schema_extra={"examples": [{"level": 0.85}]})
+
+    name: str | None = Field(None, max_length=100)
+    metric: Metric | None = None
+    comparison: Comparison | None = None
+    level: float | None = Field(None, allow_inf_nan=False)
+    window_seconds: int | None = Field(None, ge=1, le=MAX_WINDOW_SECONDS)
+    cooldown_seconds: int | None = Field(None, ge=0, le=MAX_COOLDOWN_SECONDS)
+    min_rows: int | None = Field(None, ge=1, le=2**31 - 1)
+    enabled: bool | None = None
+
+
+class AlertRuleOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True, protected_namespaces=())
+
+    id: int
+    name: str
+    model_id: int | None
+    model: str | None
+    metric: str
+    comparison: str
+    level: float
+    window_seconds: int
+    cooldown_seconds: int
+    min_rows: int
+    enabled: bool
+    created_at: datetime
+    evaluated_until: datetime | None = Field(description="The end of the last window evaluated")
+    last_fired_at: datetime | None
+    last_window: dict[str, Any] | None = Field(description=(
+        "The last evaluated window: since, until, model_id, and values (every metric)"))
+
+
+class WebhookCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"url": "https://hooks.example.com/msvmav", "events": ["alert", "alias_moved"]}]})
+
+    url: AnyHttpUrl = Field(description="http or https URL that takes a POST per event")
+    events: list[Event] = Field(min_length=1, max_length=3)
+    description: str = Field("", max_length=1000)
+
+
+class WebhookOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    url: str
+    events: list[str]
+    description: str
+    created_at: datetime
+
+
+class WebhookCreated(WebhookOut):
+    secret: str = Field(description="The signing secret: shown only in this answer")
+
+
+class DeliveryOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    webhook_id: int
+    event: str
+    rule_id: int | None
+    status: str = Field(description="pending, sending, delivered or failed")
+    attempts: int
+    response_code: int | None = Field(description="The last attempt's HTTP status")
+    history: list[dict[str, Any]] = Field(description="Every attempt: at, status_code, error")
+    body: str = Field(description="The JSON text sent (and signed)")
+    next_attempt_at: datetime
+    created_at: datetime
+    delivered_at: datetime | None

@@ -1,0 +1,1 @@
+"""Webhooks: signed HTTP deliveries of alert and registry events (docs/monitoring.md)."""
