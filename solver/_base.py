@@ -41,6 +41,7 @@ from .calibration import (
 from .margins import margin_statistics
 from .params import StrOptions, validate_params
 from .plain_values import plain
+from .weights import fit_weights
 
 Callback = Callable[[dict], Any]
 
@@ -119,10 +120,15 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         value stops the fit and keeps the current iterate (``stopped_early_`` is then True).
         An exception raised by the callback propagates.
         """
+        return self._fit_rows(X, y, callback, None)
+
+    def _fit_rows(self, X, y, callback: Callback | None, sample_weight):
+        """``fit``; ``sample_weight`` for the estimators that take it (``WeightedFit``)."""
         validate_params(self)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
                              y_numeric=False, ensure_min_samples=2)
         check_classification_targets(y)
+        weights = fit_weights(getattr(self, "class_weight", None), sample_weight, y)
         X = canonical(X)
         classes, y_idx = np.unique(y, return_inverse=True)
         if classes.size < 2:
@@ -140,15 +146,22 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         self.oof_decision_ = self.oof_index_ = None
         self.feature_means_ = (None if getattr(self, "kernel", None) == "precomputed"
                                else column_means(X))
-        self._fit_targets(X, np.ascontiguousarray(Y), callback)
+        if weights is None:
+            self._fit_targets(X, np.ascontiguousarray(Y), callback)
+        else:
+            self._fit_targets(X, np.ascontiguousarray(Y), callback, weights=weights)
         method = getattr(self, "calibration", "none")
         if method != "none" and not self.stopped_early_:
-            self._fit_calibrator(X, y, method, callback)
+            self._fit_calibrator(X, y, method, callback, sample_weight=sample_weight,
+                                 weights=weights)
         return self
 
-    def _fit_calibrator(self, X, y: np.ndarray, method: str, callback: Callback | None) -> None:
+    def _fit_calibrator(self, X, y: np.ndarray, method: str, callback: Callback | None, *,
+                        sample_weight=None, weights: np.ndarray | None = None) -> None:
         """``calibrator_`` from out-of-fold decision values (``solver.calibration``); the folds
-        are seeded by ``random_state`` (0 when the estimator has none or it is None)."""
+        are seeded by ``random_state`` (0 when the estimator has none or it is None). Each
+        fold's fit takes its rows' ``sample_weight`` (its clone keeps ``class_weight``), and
+        the calibrator the fit's row ``weights``."""
         seed = getattr(self, "random_state", None)
         seed = seed if isinstance(seed, int | np.integer) else 0
 
@@ -156,11 +169,12 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
             return callback({**info, "phase": "calibration"}) if callback else None
 
         D = cross_validated_decisions(self, X, y, random_state=int(seed),
-                                      callback=tagged if callback else None)
+                                      callback=tagged if callback else None,
+                                      sample_weight=sample_weight)
         if D is None:  # the callback stopped a fold's fit: no probabilities
             self.stopped_early_ = True
             return
-        self.calibrator_ = fit_calibrator(D, y, self.classes_, method)
+        self.calibrator_ = fit_calibrator(D, y, self.classes_, method, sample_weight=weights)
         # kept for decision rules fitted later without the hold-out (solver.decision):
         # out-of-fold probabilities = calibrator_.predict_proba(oof_decision_)
         self.oof_decision_ = D
@@ -168,6 +182,7 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
 
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         raise NotImplementedError
+
 
     def fit_estimate(self, n_samples: int, n_features: int, nnz: int | None,
                      n_classes: int = 2) -> FitEstimate:
@@ -328,6 +343,23 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
     @classmethod
     def from_dict(cls, data: dict) -> MarginClassifier:
         return model_from_dict(data)
+
+
+class WeightedFit:
+    """Mixin (before ``MarginClassifier``) of the estimators whose solvers have a weighted
+    form: ``fit`` takes ``sample_weight`` and ``_fit_targets`` a ``weights`` keyword. The
+    others' ``fit`` has no ``sample_weight`` (scikit-learn's ``has_fit_parameter`` says so)."""
+
+    def fit(self, X, y, callback: Callback | None = None, sample_weight=None):
+        """Fit on X (n, d) dense or CSR and labels y (n,) with at least two distinct values.
+
+        ``sample_weight`` (n,) non-negative, finite: the rows' weights, times the class
+        weights of ``class_weight`` (``solver.weights``; a row of weight 0 takes no part).
+        ``callback(info)`` is called once per iteration by iterative solvers; returning a true
+        value stops the fit and keeps the current iterate (``stopped_early_`` is then True).
+        An exception raised by the callback propagates.
+        """
+        return self._fit_rows(X, y, callback, sample_weight)
 
 
 def array_problem(klass: type[MarginClassifier], name: str, value: Any) -> str | None:

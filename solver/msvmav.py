@@ -8,11 +8,12 @@ import warnings
 import numpy as np
 from scipy import linalg, sparse
 from sklearn.kernel_approximation import Nystroem
+from sklearn.exceptions import ConvergenceWarning
 
 from solver.params import constraints_of, parameters_section
 
 from ._active_set import DualSystem
-from ._base import Callback, MarginClassifier, to_dense_rows
+from ._base import Callback, MarginClassifier, WeightedFit, to_dense_rows
 from ._footprint import FLOAT, FitEstimate, copy_bytes, dense_rows_bytes, labels_bytes
 from ._huge_pages import small_pages
 from ._linalg import inverse_checks
@@ -24,6 +25,7 @@ from ._linear_step import (
 )
 from ._msvmav_core import OBJECTIVE_WINDOW, DualSpace, PrimalSpace, iterate
 from ._row_blocks import THREADPOOLS, fit_threads
+from ._weighted import WeightedDualSpace, WeightedPrimalSpace
 from .fit_cost import RankChooser
 from .kernels import gram_matrix, kernel_diagonal, kernel_matrix, resolve_gamma
 from .low_rank import MAX_BLOCK, pivoted_cholesky
@@ -170,7 +172,7 @@ class _LastRecord:
         self.callback({**self.last, "stage": "active_set", "done": done})
 
 
-class MSVMAv(MarginClassifier):
+class MSVMAv(WeightedFit, MarginClassifier):
     """Margin distribution machine: maximise the average margin, minimise its semi-variance.
 
     The method assumes features scaled to [0, 1] (the paper's protocol): fitting on features
@@ -214,13 +216,13 @@ class MSVMAv(MarginClassifier):
 
     def __init__(self, alpha: float = 16.0, beta: float = 0.25, *, kernel: str = "linear",
                  gamma: float | str | None = "scale", degree: int = 3, coef0: float = 1.0,
-                 max_iter: int = 100, tol: float = 1e-8, stop: str = "step",
+                 max_iter: int = 100, tol: float = 1e-4, stop: str = "objective",
                  fit_intercept: bool = True,
                  update: str = "incremental", linear_solver: str = "auto",
                  approximation: str = "auto",
                  kernel_tol: float = 1e-6, n_components: int = 1000,
                  kernel_memory_mb: float = 8192, random_state: int | None = None,
-                 calibration: str = "none") -> None:
+                 calibration: str = "none", class_weight: str | dict | None = None) -> None:
         self.alpha = alpha
         self.beta = beta
         self.kernel = kernel
@@ -239,11 +241,25 @@ class MSVMAv(MarginClassifier):
         self.kernel_memory_mb = kernel_memory_mb
         self.random_state = random_state
         self.calibration = calibration
+        self.class_weight = class_weight
 
     # -- fitting ---------------------------------------------------------------------------
-    def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
+    def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None,
+                     weights: np.ndarray | None = None) -> None:
+        """``weights``: the rows' weights (``solver.weights.fit_weights``), None unweighted;
+        rows of weight 0 take no part in the weighted sums and are left out."""
         if self.kernel != "precomputed":
             check_feature_scale(X)
+        if weights is not None and not np.all(weights > 0):
+            keep = np.flatnonzero(weights > 0)
+            if self.kernel == "precomputed":  # the model's columns stay every training row
+                self._fit_targets(X[keep][:, keep], np.ascontiguousarray(Y[keep]), callback,
+                                  weights[keep])
+                dual = np.zeros((X.shape[0], *np.shape(self.dual_coef_)[1:]))
+                dual[keep] = self.dual_coef_
+                self.dual_coef_ = dual
+                return
+            X, Y, weights = X[keep], np.ascontiguousarray(Y[keep]), weights[keep]
         self.history_ = []
         self.coef_ = self.intercept_ = self.dual_coef_ = self.X_fit_ = None
         self.kernel_approximation_ = None
@@ -252,25 +268,26 @@ class MSVMAv(MarginClassifier):
         self.converged_ = False
         if self.kernel == "linear":
             with small_pages():  # see solver._huge_pages
-                self._fit_linear(X, Y, callback)
+                self._fit_linear(X, Y, callback, weights)
             return
         self.gamma_ = resolve_gamma(self.gamma, X)
         n = X.shape[0]
         method = self.kernel_path(n)
         reason = choice = None
         if method == "low_rank":
-            method, reason, choice = self._fit_low_rank_path(X, Y, callback)
+            method, reason, choice = self._fit_low_rank_path(X, Y, callback, weights)
         elif method == "nystroem":
-            self._fit_nystroem(X, Y, callback)
+            self._fit_nystroem(X, Y, callback, weights)
         if method == "exact":
             with small_pages():
-                self._fit_exact_kernel(X, Y, callback)
+                self._fit_exact_kernel(X, Y, callback, weights)
             if reason:
                 self.fit_info_["fallback"] = reason
         if choice is not None:
             self.fit_info_["rank_choice"], self.fit_info_["rank_reason"] = choice
 
-    def _fit_low_rank_path(self, X, Y, callback) -> tuple[str, str | None, tuple | None]:
+    def _fit_low_rank_path(self, X, Y, callback, weights=None
+                           ) -> tuple[str, str | None, tuple | None]:
         """Factor K by pivoted Cholesky and fit on it, or stop and return "exact" for the
         caller to fit the exact kernel. "auto" stops where the cost model says
         (``solver.fit_cost.RankChooser``). Returns (path, fallback reason, (auto's decision,
@@ -306,7 +323,7 @@ class MSVMAv(MarginClassifier):
                 f"with relative trace error {factor.error:.3g} > kernel_tol "
                 f"{self.kernel_tol:g}; raise {knob} for a closer fit",
                 UserWarning, stacklevel=4)
-        self._fit_low_rank(X, Y, callback, factor)
+        self._fit_low_rank(X, Y, callback, factor, weights)
         return "low_rank", None, choice
 
     def _exact_fits(self, n: int) -> bool:
@@ -419,7 +436,8 @@ class MSVMAv(MarginClassifier):
         ``tol``: ``_msvmav_core.StoppingRule``) within ``max_iter``;
         ``fit_info_["last_relative_change"]``: the largest of the tasks' last steps
         ||w_k - w_{k-1}|| / sqrt(dim) (None with max_iter=0, where no step is taken);
-        ``fit_info_["warning"]``: what a fit that ran out of iterations means, in words."""
+        ``fit_info_["warning"]``: what a fit that ran out of iterations means, in words, also
+        issued as a ``ConvergenceWarning`` (scikit-learn's, which its searches silence)."""
         ran = [s for s in last if s is not None]
         done = len(ran) == len(last) and bool(ran)
         info["last_relative_change"] = max(s for s, _ in ran) if done else None
@@ -427,6 +445,7 @@ class MSVMAv(MarginClassifier):
         info["stop"] = self.stop
         if not self.converged_ and done and not self.stopped_early_:
             info["warning"] = not_converged_warning(self.stop, self.tol, self.max_iter)
+            warnings.warn(ConvergenceWarning(info["warning"]), stacklevel=6)
 
     def linear_path(self, n: int, n_features: int, nnz: int | None = None) -> str:
         """The linear step's solver ("dense", "woodbury", "cg" or "gram") fit() uses on n rows
@@ -436,7 +455,7 @@ class MSVMAv(MarginClassifier):
         stored = None if nnz is None else nnz + (n if self.fit_intercept else 0)
         return choose_linear_solver(self.linear_solver, n, D, stored)
 
-    def _fit_linear(self, X, Y, callback) -> None:
+    def _fit_linear(self, X, Y, callback, weights: np.ndarray | None = None) -> None:
         d, T = X.shape[1], Y.shape[1]
         self.linear_solver_ = path = self.linear_path(
             X.shape[0], d, X.nnz if sparse.issparse(X) else None)
@@ -450,7 +469,10 @@ class MSVMAv(MarginClassifier):
                 Y, callback, lambda y: PrimalSpace(Xa, y, self.beta,
                                                    shift=np.asarray(Xa.T @ y).ravel(),
                                                    update=self.update, solver=path,
-                                                   threads=threads, bias=self.fit_intercept),
+                                                   threads=threads, bias=self.fit_intercept)
+                if weights is None else WeightedPrimalSpace(
+                    Xa, y, weights, self.beta, shift=np.asarray(Xa.T @ (weights * y)).ravel(),
+                    update=self.update, solver=path, threads=threads),
                 Xa.shape[1])
         self.coef_ = W[:d].T.copy()
         self.intercept_ = W[d].copy() if self.fit_intercept else np.zeros(T)
@@ -459,7 +481,7 @@ class MSVMAv(MarginClassifier):
         return {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
                 "coef0": self.coef0}
 
-    def _fit_exact_kernel(self, X, Y, callback) -> None:
+    def _fit_exact_kernel(self, X, Y, callback, weights: np.ndarray | None = None) -> None:
         n = X.shape[0]
         check = None if callback is None else self._inverse_reporter(callback, n, Y.shape[1])
         with kernel_threads(n):
@@ -473,7 +495,8 @@ class MSVMAv(MarginClassifier):
         relay = None if callback is None else _LastRecord(callback)
         with kernel_threads(n), inverse_checks(None if relay is None else relay.check):
             A, self.fit_info_ = self._run_tasks(
-                Y, relay, lambda y: DualSpace(pair, y, self.beta), n)
+                Y, relay, lambda y: DualSpace(pair, y, self.beta) if weights is None
+                else WeightedDualSpace(pair, y, weights, self.beta), n)
         self.dual_coef_ = A[:, 0].copy() if A.shape[1] == 1 else A
         self.X_fit_ = None if self.kernel == "precomputed" else to_dense_rows(X)
         self.kernel_approximation_ = "exact"
@@ -490,7 +513,8 @@ class MSVMAv(MarginClassifier):
                       "max_iter": self.max_iter, "task": 0, "n_tasks": n_tasks})
         return check
 
-    def _fit_features(self, Lt: np.ndarray, Y: np.ndarray, callback, info: dict) -> np.ndarray:
+    def _fit_features(self, Lt: np.ndarray, Y: np.ndarray, callback, info: dict,
+                      weights: np.ndarray | None = None) -> np.ndarray:
         """MSVMAv on K ~ L L^T, given L^T (r, n). Returns the feature-space weights W (r, T):
         f(x_i) = L_i W.
 
@@ -509,13 +533,17 @@ class MSVMAv(MarginClassifier):
                 Y, callback,
                 lambda y: PrimalSpace(Xr, y, self.beta, shift=(PV.T @ y) / sig,  # U^T y
                                       base_extra=lam, mu=lam, update=self.update,
-                                      solver=low_rank_solver(Xr.shape[1])),
+                                      solver=low_rank_solver(Xr.shape[1]))
+                if weights is None else WeightedPrimalSpace(
+                    Xr, y, weights, self.beta, shift=(PV.T @ (weights * y)) / sig,  # U^T V y
+                    base_extra=lam, mu=lam, update=self.update,
+                    solver=low_rank_solver(Xr.shape[1])),
                 V.shape[1], {**info, "n_components": int(keep.sum())})
         self.rank_ = int(keep.sum())
         return V @ (sig[:, None] * U)
 
-    def _fit_low_rank(self, X, Y, callback, factor) -> None:
-        W = self._fit_features(factor.factor, Y, callback, {"pivots": factor.rank})
+    def _fit_low_rank(self, X, Y, callback, factor, weights=None) -> None:
+        W = self._fit_features(factor.factor, Y, callback, {"pivots": factor.rank}, weights)
         # f(x) = phi(x)^T W with phi(x) = L_PP^{-1} k(X_P, x): dual = L_PP^{-T} W
         dual = linalg.solve_triangular(factor.pivot_block(), W, lower=True, trans="T",
                                        check_finite=False)
@@ -524,14 +552,14 @@ class MSVMAv(MarginClassifier):
         self.kernel_approximation_ = "low_rank"
         self.kernel_error_ = factor.error
 
-    def _fit_nystroem(self, X, Y, callback) -> None:
+    def _fit_nystroem(self, X, Y, callback, weights=None) -> None:
         n = X.shape[0]
         ny = Nystroem(kernel=self.kernel, gamma=self.gamma_, degree=self.degree,
                       coef0=self.coef0, n_components=min(self.n_components, n),
                       random_state=self.random_state).fit(X)
         Lt = np.ascontiguousarray(ny.transform(X).T)
         trace = float(kernel_diagonal(X, **self._kernel_args()).sum())
-        W = self._fit_features(Lt, Y, callback, {})
+        W = self._fit_features(Lt, Y, callback, {}, weights)
         dual = ny.normalization_.T @ W
         self.dual_coef_ = dual[:, 0].copy() if dual.shape[1] == 1 else dual
         self.X_fit_ = to_dense_rows(ny.components_)

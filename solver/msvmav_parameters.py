@@ -16,6 +16,7 @@ from .calibration import CALIBRATION_FOLDS, CALIBRATIONS
 from .fit_cost import METRIC_TOL
 from .kernels import GAMMA_NAMES, KERNELS
 from .params import Interval, Param, StrOptions
+from .weights import CLASS_WEIGHTS
 
 # The kernel matrices a kernel fit may use (kernel_approximation_), "auto" choosing among them.
 KERNEL_APPROXIMATIONS = ("exact", "low_rank", "nystroem")
@@ -80,19 +81,20 @@ PARAMETERS: dict[str, Param] = {
                       "Iteration cap T per one-vs-rest task (the paper uses 100); 0 returns the "
                       "MAMC initialisation"),
     "tol": Param([Interval(Real, 0, None, closed="left")],
-                 "Tolerance of the stopping rule `stop`. `step` (the library's default, with "
-                 "1e-8: the paper authors' code): stop a task when the step between "
-                 "successive unit-norm iterates, ||w_k - w_{k-1}|| / √dim, falls below `tol`; "
-                 "with max_iter 100 this is the paper's setting, which most fits never meet. "
-                 "`objective` (/train's default, with 1e-4): when the objective J = SV / θ² "
-                 "changed by at most `tol` per iteration, relatively, on average over the "
-                 f"last {OBJECTIVE_WINDOW} iterations, a rule fits can meet. A fit that "
-                 "reaches `max_iter` first ends with `converged_` false and a warning in "
-                 "`fit_info_[\"warning\"]`"),
+                 "Tolerance of the stopping rule `stop`. `objective` (the default, with "
+                 "1e-4): stop a task when the objective J = SV / θ² changed by at most `tol` "
+                 "per iteration, relatively, on average over the last "
+                 f"{OBJECTIVE_WINDOW} iterations, a rule fits can meet. `step` (with 1e-8: "
+                 "the paper authors' code): when the step between successive unit-norm "
+                 "iterates, ||w_k - w_{k-1}|| / √dim, falls below `tol`; with max_iter 100 "
+                 "this is the paper's setting (`PAPER_STOPPING`, which the paper's "
+                 "reproduction uses), which most fits never meet. A fit that reaches "
+                 "`max_iter` first ends with `converged_` false, a warning in "
+                 "`fit_info_[\"warning\"]` and a `ConvergenceWarning`"),
     "stop": Param([StrOptions(STOPPING_RULES)],
-                  "The stopping rule `tol` applies to: `step` (the step size of the iterates, "
-                  "the authors' code; the library's default) or `objective` (the relative "
-                  "change of SV / θ², a rule a fit can meet; /train's default)"),
+                  "The stopping rule `tol` applies to: `objective` (the relative change of "
+                  "SV / θ², a rule a fit can meet; the default, as /train's) or `step` (the "
+                  "step size of the iterates, the authors' code; the paper's reproduction)"),
     "fit_intercept": Param(["boolean"], "Linear kernel: append the constant-1 feature (the "
                            "paper's protocol; the bias is a coordinate of w, inside ||w|| = 1). "
                            "Kernels have no bias"),
@@ -126,6 +128,15 @@ PARAMETERS: dict[str, Param] = {
                          f"{CALIBRATION_FOLDS}-fold cross-validated decision values of the "
                          "training rows and offer `predict_proba`; `none`: no probabilities, "
                          "no extra fits"),
+    "class_weight": Param([None, StrOptions(CLASS_WEIGHTS), dict],
+                          "Weights of the classes, scikit-learn's semantics: `balanced` (class "
+                          "c weighs n / (k n_c)), a mapping class -> weight >= 0 (classes left "
+                          "out weigh 1; keys the labels or their strings), or null (None, every "
+                          "class weighs 1). A row's weight is its class's times its "
+                          "`sample_weight` (fit's argument); the fit then maximises the "
+                          "weighted average margin and minimises the weighted semi-variance "
+                          "(docs/algorithm.md, \"Weights\"), and the calibration's folds and "
+                          "calibrator use the same weights"),
 }
 
 __all__ = ["APPROXIMATIONS", "AUTO_EXACT_ROWS", "KERNEL_APPROXIMATIONS", "LINEAR_SOLVERS",

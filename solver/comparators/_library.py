@@ -12,10 +12,11 @@ from scipy import sparse
 
 from solver.params import Interval, StrOptions
 
-from .._base import Callback
+from .._base import Callback, WeightedFit
 from .._footprint import FitEstimate, copy_bytes, dense_rows_bytes, labels_bytes, n_targets
 from ..kernels import resolve_gamma
 from ..sparse import int32_csr
+from ..weights import CLASS_WEIGHTS
 from ._common import ExpansionClassifier
 
 LIBRARY_CONSTRAINTS: dict[str, list] = {
@@ -24,17 +25,22 @@ LIBRARY_CONSTRAINTS: dict[str, list] = {
     "dual": ["boolean", StrOptions({"auto"})],
     "cache_size": [Interval(Real, 0, None, closed="neither")],
     "random_state": ["random_state"],
+    "class_weight": [None, StrOptions(set(CLASS_WEIGHTS)), dict],
 }
 
 
-class LibraryClassifier(ExpansionClassifier):
+class LibraryClassifier(WeightedFit, ExpansionClassifier):
     """Base of the library wrappers. Subclasses build the unfitted scikit-learn machines in
-    ``_linear_machine()`` and ``_kernel_machine()`` (the latter may use ``gamma_``)."""
+    ``_linear_machine()`` and ``_kernel_machine()`` (the latter may use ``gamma_``).
+
+    Weights: ``fit(..., sample_weight)`` and ``class_weight`` (``solver.weights``) give each
+    row a weight, passed to every machine's ``fit(X, y, sample_weight)``: LIBLINEAR and LIBSVM
+    scale the row's C by it (for two classes, what their own ``class_weight`` does)."""
 
     def __init__(self, C: float, *, kernel: str, gamma: float | str | None, degree: int,
                  coef0: float, loss: str, tol: float, max_iter: int, dual: bool | str,
                  cache_size: float, random_state: int | None,
-                 calibration: str = "none") -> None:
+                 calibration: str = "none", class_weight: str | dict | None = None) -> None:
         # the subclasses' parameters they share, stored as given (scikit-learn's convention)
         self.C = C
         self.kernel = kernel
@@ -48,6 +54,7 @@ class LibraryClassifier(ExpansionClassifier):
         self.cache_size = cache_size
         self.random_state = random_state
         self.calibration = calibration
+        self.class_weight = class_weight
 
     def _linear_machine(self) -> Any:
         raise NotImplementedError
@@ -78,14 +85,19 @@ class LibraryClassifier(ExpansionClassifier):
                            "use fewer rows or features, a smaller cache_size, or MSVMAv with "
                            "approximation='auto'")
 
-    def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
+    def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None,
+                     weights: np.ndarray | None = None) -> None:
         self._reset_fitted()
-        if self.kernel == "linear":
-            self._fit_linear(X, Y, callback)
-        else:
-            self._check_kernel_params()
-            self.gamma_ = resolve_gamma(self.gamma, X)
-            self._fit_kernel(X, Y, callback)
+        self._weights = weights  # the machines' sample_weight during this fit
+        try:
+            if self.kernel == "linear":
+                self._fit_linear(X, Y, callback)
+            else:
+                self._check_kernel_params()
+                self.gamma_ = resolve_gamma(self.gamma, X)
+                self._fit_kernel(X, Y, callback)
+        finally:
+            del self._weights
 
     def _fitted_machines(self, X, Y: np.ndarray, callback: Callback | None,
                          make: Callable[[], Any]) -> Iterator[tuple[int, Any]]:
@@ -95,7 +107,7 @@ class LibraryClassifier(ExpansionClassifier):
         libraries themselves cannot be interrupted); the remaining columns are then not fitted."""
         T = Y.shape[1]
         for t in range(T):
-            machine = make().fit(X, Y[:, t])
+            machine = make().fit(X, Y[:, t], sample_weight=self._weights)
             self.n_iter_ = max(self.n_iter_, int(np.max(machine.n_iter_)))
             yield t, machine
             if self._stop_requested(callback, {"iteration": 1, "max_iter": 1, "task": t,

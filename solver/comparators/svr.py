@@ -44,6 +44,10 @@ class SVR(LibraryClassifier):
         LIBSVM kernel cache in MB.
     random_state : int or None
         Seed of LIBLINEAR's coordinate order.
+    class_weight : None, "balanced" or a mapping class -> weight
+        Weights of the classes (``solver.weights``, scikit-learn's semantics), times
+        ``fit``'s ``sample_weight``: each machine is fitted with ``sample_weight`` = the rows'
+        weights, which LIBLINEAR and LIBSVM apply to the row's C.
 
     Attributes
     ----------
@@ -67,10 +71,12 @@ class SVR(LibraryClassifier):
                  loss: str = "epsilon_insensitive", tol: float = 1e-4, max_iter: int = 1000,
                  dual: bool | str = "auto", cache_size: float = 200,
                  random_state: int | None = None,
-                 calibration: str = "none") -> None:
+                 calibration: str = "none",
+                 class_weight: str | dict | None = None) -> None:
         super().__init__(C, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, loss=loss,
                          tol=tol, max_iter=max_iter, dual=dual, cache_size=cache_size,
-                         random_state=random_state, calibration=calibration)
+                         random_state=random_state, calibration=calibration,
+                         class_weight=class_weight)
         self.epsilon = epsilon
 
     def _check_kernel_params(self) -> None:
