@@ -53,7 +53,7 @@ class DualSystem:
             return K, spd_inverse_blocked(Binv, check=check)
         return K, spd_inverse(Binv, overwrite=True)
 
-    def __init__(self, pair: tuple[np.ndarray, np.ndarray], c: float) -> None:
+    def __init__(self, pair: tuple[np.ndarray, np.ndarray], c: float | np.ndarray) -> None:
         self.K, self.Binv = pair
         self.n = self.K.shape[0]
         self.c = c
@@ -63,6 +63,11 @@ class DualSystem:
         self._pack(True)
         self.S = np.zeros((0, 0))
         self.counters = {"inverse_builds": 0, "inverse_updates": 0}
+
+    def _ridge(self, rows: np.ndarray) -> float | np.ndarray:
+        """The diagonal c of the rows' system: one number, or (weighted fits,
+        ``solver._weighted``) c_i = W beta / v_i given per row as an (n,) array."""
+        return self.c if np.ndim(self.c) == 0 else self.c[rows]
 
     # -- layout -----------------------------------------------------------------------------
     @property
@@ -115,7 +120,7 @@ class DualSystem:
     def _s_block(self, idx: np.ndarray) -> np.ndarray:
         ix = np.ix_(idx, idx)
         S = self.K[ix] + self.Binv[ix]
-        S[np.diag_indices_from(S)] += self.c - 1.0
+        S[np.diag_indices_from(S)] += self._ridge(idx) - 1.0
         return S
 
     def _relayout(self, m: int) -> None:
@@ -201,7 +206,7 @@ class DualSystem:
                 SB -= Sd @ (X @ Bt.T)
                 SB[drop] = 0.0
             C = Kn[:, new] + Bn[:, new]
-            C.flat[:: new.size + 1] += self.c - 1.0
+            C.flat[:: new.size + 1] += self._ridge(new) - 1.0
             T = C - Bt @ SB
             Tinv = spd_inverse(T, overwrite=True) if new.size > 32 else np.linalg.inv(T)
             Tinv = 0.5 * (Tinv + Tinv.T)
@@ -253,7 +258,7 @@ class DualSystem:
 
     def _residual(self, eA: np.ndarray, z: np.ndarray, Kdelta: np.ndarray) -> np.ndarray:
         used = self.slot_idx >= 0
-        r = eA - (self.c * z + Kdelta[self.slot_idx])
+        r = eA - (self._ridge(self.slot_idx) * z + Kdelta[self.slot_idx])
         r[~used] = 0.0
         return r
 

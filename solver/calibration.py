@@ -129,10 +129,13 @@ def _checked_map(method: str, p: dict) -> dict:
     return {"x": x, "y": y}
 
 
-def platt_sigmoid(f: np.ndarray, positive: np.ndarray) -> dict[str, float]:
+def platt_sigmoid(f: np.ndarray, positive: np.ndarray,
+                  weight: np.ndarray | None = None) -> dict[str, float]:
     """Platt's (a, b): P(positive | f) = 1 / (1 + exp(a f + b)), fitted to the smoothed targets.
 
-    f: (n,) decision values; positive: (n,) bool."""
+    f: (n,) decision values; positive: (n,) bool; weight: (n,) the rows' weights in the log
+    loss (scikit-learn's ``_sigmoid_calibration``: the targets' counts stay unweighted), None
+    for none."""
     f = np.asarray(f, dtype=np.float64)
     n_pos = float(np.count_nonzero(positive))
     n_neg = float(positive.size - n_pos)
@@ -144,15 +147,18 @@ def platt_sigmoid(f: np.ndarray, positive: np.ndarray) -> dict[str, float]:
 
     def loss(ab: np.ndarray) -> float:
         z = ab[0] * g + ab[1]  # P = expit(-z); loss = sum log(1 + e^z) - (1 - t) z
-        return float(np.sum(np.logaddexp(0.0, z) - (1.0 - t) * z))
+        terms = np.logaddexp(0.0, z) - (1.0 - t) * z
+        return float(np.sum(terms if weight is None else weight * terms))
 
     def grad(ab: np.ndarray) -> np.ndarray:
         r = special.expit(ab[0] * g + ab[1]) - (1.0 - t)
+        r = r if weight is None else weight * r
         return np.array([r @ g, r.sum()])
 
     def hess(ab: np.ndarray) -> np.ndarray:
         s = special.expit(ab[0] * g + ab[1])
         w = s * (1.0 - s)
+        w = w if weight is None else weight * w
         return np.array([[w @ (g * g), w @ g], [w @ g, w.sum()]])
 
     prior = np.log((n_neg + 1.0) / (n_pos + 1.0))
@@ -162,18 +168,21 @@ def platt_sigmoid(f: np.ndarray, positive: np.ndarray) -> dict[str, float]:
     return {"a": float(a / scale), "b": float(b)}
 
 
-def isotonic_map(f: np.ndarray, positive: np.ndarray) -> dict[str, np.ndarray]:
-    """scikit-learn's IsotonicRegression(out_of_bounds="clip") of the 0/1 target on f, as its
-    thresholds (x increasing, y)."""
-    iso = IsotonicRegression(out_of_bounds="clip").fit(f, positive.astype(np.float64))
+def isotonic_map(f: np.ndarray, positive: np.ndarray,
+                 weight: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """scikit-learn's IsotonicRegression(out_of_bounds="clip") of the 0/1 target on f (rows
+    weighted by ``weight``, None for none), as its thresholds (x increasing, y)."""
+    iso = IsotonicRegression(out_of_bounds="clip").fit(f, positive.astype(np.float64),
+                                                       sample_weight=weight)
     return {"x": np.asarray(iso.X_thresholds_, dtype=np.float64),
             "y": np.asarray(iso.y_thresholds_, dtype=np.float64)}
 
 
 def fit_calibrator(decision: np.ndarray, y: np.ndarray, classes: np.ndarray,
-                   method: str) -> Calibrator:
+                   method: str, sample_weight: np.ndarray | None = None) -> Calibrator:
     """A Calibrator fitted on decision values (already cross-validated) and labels y (n,)
-    from ``classes`` (k,); decision (n,) for two classes, (n, k) otherwise."""
+    from ``classes`` (k,); decision (n,) for two classes, (n, k) otherwise; the rows weighted
+    by ``sample_weight`` (n,) (None: unweighted)."""
     if method not in ("sigmoid", "isotonic"):
         raise ValueError(f"calibration: unknown method {method!r}; use 'sigmoid' or 'isotonic'")
     D = np.asarray(decision, dtype=np.float64)
@@ -181,9 +190,9 @@ def fit_calibrator(decision: np.ndarray, y: np.ndarray, classes: np.ndarray,
     classes = np.asarray(classes)
     fit_one = platt_sigmoid if method == "sigmoid" else isotonic_map
     if classes.size == 2:
-        params = [fit_one(D.reshape(-1), y == classes[1])]
+        params = [fit_one(D.reshape(-1), y == classes[1], sample_weight)]
     else:
-        params = [fit_one(D[:, j], y == c) for j, c in enumerate(classes)]
+        params = [fit_one(D[:, j], y == c, sample_weight) for j, c in enumerate(classes)]
     return Calibrator(method, classes, params)
 
 
@@ -209,12 +218,13 @@ def _rows(X, idx: np.ndarray, cols: np.ndarray | None):
 
 
 def cross_validated_decisions(estimator: Any, X, y, cv: int = CALIBRATION_FOLDS,
-                              random_state: int | None = 0, callback=None) -> np.ndarray:
+                              random_state: int | None = 0, callback=None,
+                              sample_weight=None) -> np.ndarray:
     """Out-of-fold decision values of the training rows: for each fold of ``calibration_folds``,
     a clone of ``estimator`` (with calibration="none") fitted on the other folds scores it.
     Shape (n,) for two classes, (n, k) otherwise. A precomputed kernel's columns are cut to the
     clone's training rows. ``callback`` is passed to each clone's fit; None is returned when it
-    stopped one."""
+    stopped one. ``sample_weight`` (n,): each clone fits its rows' weights (None: none)."""
     y = np.asarray(y)
     classes = np.unique(y)
     pairwise = getattr(estimator, "kernel", None) == "precomputed"
@@ -223,7 +233,11 @@ def cross_validated_decisions(estimator: Any, X, y, cv: int = CALIBRATION_FOLDS,
     out = np.zeros((y.size,) if classes.size == 2 else (y.size, classes.size))
     for train, test in calibration_folds(y, cv, random_state).split(np.zeros(y.size), y):
         est = clone(estimator).set_params(calibration="none")
-        est.fit(_rows(X, train, train if pairwise else None), y[train], callback=callback)
+        weights = {} if sample_weight is None else {
+            "sample_weight": np.broadcast_to(np.asarray(sample_weight, dtype=np.float64),
+                                             (y.size,))[train]}
+        est.fit(_rows(X, train, train if pairwise else None), y[train], callback=callback,
+                **weights)
         if getattr(est, "stopped_early_", False):
             return None
         out[test] = est.decision_function(_rows(X, test, train if pairwise else None))
