@@ -135,20 +135,39 @@ def _margin_part(cols: window.Columns, rows: np.ndarray, multiclass: bool) -> di
     }
 
 
-def labelled(cols: window.Columns, multiclass: bool) -> dict[str, Any]:
+#: The report's buckets of labelled rows: how many characters of a row's UTC minute
+#: (``YYYY-MM-DDTHH:MM``, ``window.Columns.minutes``) name its bucket, and the rest of the
+#: bucket's start time.
+BUCKETS = {"minute": (16, ":00Z"), "hour": (13, ":00:00Z"), "day": (10, "T00:00:00Z")}
+
+
+def _bucketed(cols: window.Columns, done: np.ndarray, multiclass: bool,
+              bucket: str) -> list[dict[str, Any]]:
+    """n, accuracy and θ̂ of the labelled rows ``done`` per UTC ``bucket``, oldest first; each
+    named by its start (``start``, ISO 8601 UTC)."""
+    width, rest = BUCKETS[bucket]
+    keys = cols.minutes.astype(f"<U{width}")  # (numpy truncates the text)
+    out = []
+    for key in np.unique(keys):  # (sorted)
+        part = _margin_part(cols, done[keys == key], multiclass)
+        out.append({"start": str(key) + rest, "n": part["n"], "accuracy": part["accuracy"],
+                    "mean": part["mean"]})  # fmt: skip
+    return out
+
+
+def labelled(cols: window.Columns, multiclass: bool, bucket: str = "day") -> dict[str, Any]:
     """Rows with feedback: n, accuracy and margin_statistics' mean (θ̂), semivariance,
-    sv_ratio of their margins; and ``daily``, n, accuracy and θ̂ per UTC day the rows were
-    predicted (oldest first). Multi-class ``cols`` carry their ``decisions``."""
+    sv_ratio of their margins; ``daily``, n, accuracy and θ̂ per UTC day the rows were
+    predicted (oldest first), and the same per ``bucket`` (minute, hour or day: ``buckets``).
+    Multi-class ``cols`` carry their ``decisions``."""
     done = np.flatnonzero(cols.labelled)
     if done.size == 0:
         return {"n": 0, "accuracy": None, "mean": None, "semivariance": None, "sv_ratio": None,
-                "daily": []}  # fmt: skip
-    daily = []
-    for day in np.unique(cols.days):  # (sorted)
-        part = _margin_part(cols, done[cols.days == day], multiclass)
-        daily.append({"day": str(day), "n": part["n"], "accuracy": part["accuracy"],
-                      "mean": part["mean"]})  # fmt: skip
-    return _margin_part(cols, done, multiclass) | {"daily": daily}
+                "daily": [], "bucket": bucket, "buckets": []}  # fmt: skip
+    daily = [{"day": b["start"][:10], "n": b["n"], "accuracy": b["accuracy"],
+              "mean": b["mean"]} for b in _bucketed(cols, done, multiclass, "day")]  # fmt: skip
+    return _margin_part(cols, done, multiclass) | {
+        "daily": daily, "bucket": bucket, "buckets": _bucketed(cols, done, multiclass, bucket)}
 
 
 def performance_estimate(estimator: Any, cols: window.Columns, multiclass: bool,
@@ -260,9 +279,10 @@ def model_report(
     since: datetime | None,
     until: datetime | None,
     writer: prediction_log.PredictionLogWriter | None = None,
+    bucket: str = "day",
 ) -> dict[str, Any]:
     """The report of ``model_id`` over the window [since, until) (see the module's docstring
-    and ``read_window``)."""
+    and ``read_window``); the labelled rows also per ``bucket`` (``BUCKETS``)."""
     w = read_window(session, model_id, since, until, writer)
     theta = w.ref["theta"] if w.ref else None
     live_part = describe(w.live, theta)
@@ -286,7 +306,7 @@ def model_report(
         "margin_density": reliability.margin_density(
             ref_part["inside_margin_fraction"] if ref_part else None,
             live_part["inside_margin_fraction"]),
-        "labelled": labelled(w.cols, len(w.model.classes) > 2),
+        "labelled": labelled(w.cols, len(w.model.classes) > 2, bucket),
         "log": w.log,
     }
     report["warnings"] = reliability.warnings(report)

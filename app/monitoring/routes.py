@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response, status
 from sqlalchemy.orm import Session
@@ -64,6 +64,8 @@ Alias = Annotated[
     str | None, Query(max_length=100, description="An alias", examples=["production"])
 ]
 Version = Annotated[int | None, Query(ge=1, le=2**31 - 1, description="Or a version")]
+Bucket = Annotated[Literal["minute", "hour", "day"], Query(
+    description="labelled.buckets: the rows with feedback per UTC minute, hour or day")]
 _PNG = {200: image_response_doc("png"), **problem_responses(404, 422)}
 _FIGURE = (
     " As a PNG (1200 × 450): left, the cumulative distributions of the reference and live "
@@ -133,8 +135,8 @@ RegisteredWindow = Annotated[Window, Depends(_registered_window)]
     response_model=MonitoringReport,
     responses=problem_responses(404, 422),
 )
-def get_model_monitoring(window: ModelWindow) -> dict[str, Any]:
-    return report.model_report(*window)
+def get_model_monitoring(window: ModelWindow, bucket: Bucket = "day") -> dict[str, Any]:
+    return report.model_report(*window, bucket=bucket)
 
 
 @router.get(
@@ -160,8 +162,9 @@ def get_model_monitoring_png(window: ModelWindow) -> Response:
     response_model=MonitoringReport,
     responses=problem_responses(404, 422),
 )
-def get_registered_model_monitoring(window: RegisteredWindow) -> dict[str, Any]:
-    return report.model_report(*window)
+def get_registered_model_monitoring(window: RegisteredWindow,
+                                    bucket: Bucket = "day") -> dict[str, Any]:
+    return report.model_report(*window, bucket=bucket)
 
 
 @router.get(

@@ -124,6 +124,8 @@ _REPORT_EXAMPLE = {
         "semivariance": None,
         "sv_ratio": None,
         "daily": [],
+        "bucket": "day",
+        "buckets": [],
     },
     "warnings": [{"code": "margin_density_drift",
                   "message": "the share of rows inside the margin band moved from 0.310 to "
@@ -182,7 +184,8 @@ class MonitoringReport(BaseModel):
     )
     labelled: dict[str, Any] = Field(
         description="Rows with feedback: n, accuracy, and margin_statistics' mean (theta), "
-        "semivariance and sv_ratio of their margins; daily: n, accuracy and mean per UTC day "
+        "semivariance and sv_ratio of their margins; buckets: start, n, accuracy and mean per "
+        "UTC `bucket` (the query's: minute, hour or day); daily: n, accuracy and mean per UTC day "
         "the rows were predicted"
     )
     log: LogState | None = _LOG_FIELD

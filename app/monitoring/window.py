@@ -4,7 +4,7 @@ no per-row object kept), the newest ``limit`` rows of a model in [since, until),
 The rows come off the DBAPI cursor as plain tuples (SQLAlchemy builds the statement, not
 the rows) and each column goes straight into an array. Only what the
 report needs per row is read: the decision value, the predicted and true class indices (the
-true one ``-1`` without feedback), the clipped flag; the UTC day only of rows with feedback
+true one ``-1`` without feedback), the clipped flag; the UTC minute only of rows with feedback
 (a ``CASE`` leaves the others' NULL, so only they are converted); and the full one-vs-rest
 vectors (the JSON ``decisions``) only when asked, parsed at once from their texts joined (the
 same floats as one ``json.loads`` per row).
@@ -46,15 +46,16 @@ MAX_KEPT_ROWS = 2_000_000
 @dataclass
 class Columns:
     """A window's rows, newest first: ``decision`` (n,), ``predicted`` and ``true_class``
-    (n,) int64 (``NO_CLASS`` without feedback), ``clipped`` (n,) bool, ``days`` (the UTC day
-    of each row with feedback, in row order), and, when read, ``decisions`` (m, k) of the
+    (n,) int64 (``NO_CLASS`` without feedback), ``clipped`` (n,) bool, ``minutes`` (the UTC
+    minute of each row with feedback, ``YYYY-MM-DDTHH:MM``, in row order: its first 10 or 13
+    characters are its day or hour), and, when read, ``decisions`` (m, k) of the
     ``has_decisions`` rows (n,) bool."""
 
     decision: np.ndarray
     predicted: np.ndarray
     true_class: np.ndarray
     clipped: np.ndarray
-    days: np.ndarray
+    minutes: np.ndarray
     decisions: np.ndarray | None = None
     has_decisions: np.ndarray | None = None
 
@@ -66,12 +67,13 @@ class Columns:
         return int(self.decision.size)
 
 
-def _day(value: datetime | str) -> str:
-    """The UTC day of a raw ``created_at``: SQLite's naive-UTC text, PostgreSQL's datetime."""
+def _minute(value: datetime | str) -> str:
+    """The UTC minute (``YYYY-MM-DDTHH:MM``) of a raw ``created_at``: SQLite's naive-UTC text,
+    PostgreSQL's datetime."""
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
     aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value
-    return aware.astimezone(UTC).date().isoformat()
+    return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")
 
 
 def _parse(texts: list[str]) -> np.ndarray:
@@ -155,13 +157,13 @@ def read_whole(
                        np.zeros((0, 0)) if with_decisions else None,
                        np.zeros(0, dtype=bool) if with_decisions else None)  # fmt: skip
     decision, predicted, true_class, clipped, at, texts = zip(*rows, strict=True)
-    days = np.array([_day(t) for t in at if t is not None], dtype=str)
+    minutes = np.array([_minute(t) for t in at if t is not None], dtype=str)
     out = Columns(
         decision=np.array(decision, dtype=np.float64),
         predicted=np.array(predicted, dtype=np.int64),
         true_class=np.array(true_class, dtype=np.int64),
         clipped=np.array(clipped, dtype=bool),
-        days=days,
+        minutes=minutes,
     )
     if with_decisions:
         out.decisions, out.has_decisions = _vectors(texts)
@@ -267,7 +269,7 @@ def _refreshed(session: Session, kept: _Kept | None, window: tuple, low: int,
 def _feedback(session: Session, kept: _Kept, window: tuple, low: int,
               high: int) -> tuple[np.ndarray, np.ndarray]:
     """The kept rows' true class indices (``NO_CLASS`` without feedback), oldest first, and the
-    UTC days of the labelled ones, newest first."""
+    UTC minutes of the labelled ones, newest first."""
     model_id, since, until, _, _ = window
     log = PredictionLog
     stmt = _where(select(log.id, log.true_class, log.created_at), model_id, since, until).where(
@@ -282,8 +284,8 @@ def _feedback(session: Session, kept: _Kept, window: tuple, low: int,
     found = (where < kept.ids.size) & (kept.ids[np.minimum(where, kept.ids.size - 1)]
                                        == labelled_ids)
     true_class[where[found]] = np.array(classes, dtype=np.int64)[found]
-    days = np.array([_day(t) for t, f in zip(at, found, strict=True) if f], dtype=str)
-    return true_class, days
+    minutes = np.array([_minute(t) for t, f in zip(at, found, strict=True) if f], dtype=str)
+    return true_class, minutes
 
 
 def read(
@@ -312,7 +314,7 @@ def read(
         _CACHE.put(engine, window, None)
         return read_whole(session, model_id, since, until, limit, with_decisions)
     _CACHE.put(engine, window, kept)
-    true_class, days = _feedback(session, kept, window, int(kept.ids[0]), high)
+    true_class, minutes = _feedback(session, kept, window, int(kept.ids[0]), high)
     newest_first = {k: None if v is None else v[::-1].copy() for k, v in vars(kept).items()}
     del newest_first["ids"]
-    return Columns(true_class=true_class[::-1].copy(), days=days, **newest_first)
+    return Columns(true_class=true_class[::-1].copy(), minutes=minutes, **newest_first)

@@ -50,8 +50,9 @@ def _check(cols: window.Columns, rows: list[PredictionLog], vectors: bool) -> No
     assert cols.true_class.tolist() == [
         window.NO_CLASS if r.true_class is None else r.true_class for r in rows
     ]
-    assert cols.days.tolist() == [
-        r.created_at.astimezone(UTC).date().isoformat() for r in rows if r.true_class is not None
+    assert cols.minutes.tolist() == [
+        r.created_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")
+        for r in rows if r.true_class is not None
     ]
     if not vectors:
         assert cols.decisions is None
@@ -80,7 +81,7 @@ def test_columns_equal_the_orm_rows(engine):
         _check(window.read(s, 7, None, None, 10**6, False), everything, False)
         _check(window.read(s, 7, since, until, 50, True), part, True)
         assert len(window.read(s, 7, T0 + timedelta(days=30), None, 10, True)) == 0
-        days = set(window.read(s, 7, None, None, 10**6, False).days.tolist())
+        days = {m[:10] for m in window.read(s, 7, None, None, 10**6, False).minutes.tolist()}
     assert len(days) > 1  # the labelled rows span several UTC days
 
 
