@@ -227,10 +227,10 @@ class DualSpace:
 class StoppingRule:
     """When a fit has converged (docs/solver.md, "Convergence").
 
-    ``"objective"`` (/train's default): the objective J = SV / theta^2 changed by at most ``tol``
+    ``"objective"`` (the default): the objective J = SV / theta^2 changed by at most ``tol``
     per iteration, relatively, on average over the last OBJECTIVE_WINDOW iterations:
     |J_k - J_{k-W}| <= W tol J_k. A window, not one step, because J moves unevenly (the active
-    set enters and leaves in bursts). ``"step"`` (the library's default): the authors' rule,
+    set enters and leaves in bursts). ``"step"``: the authors' rule,
     ||w_k - w_{k-1}|| / sqrt(dim) < tol (with tol = 1e-8 and T = 100, the paper's setting:
     ``PAPER_STOPPING``). ``met`` takes a number or, for a lockstep stack, one per live
     setting; ``keep(rows)`` follows the stack's settings."""

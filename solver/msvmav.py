@@ -7,8 +7,8 @@ import warnings
 
 import numpy as np
 from scipy import linalg, sparse
-from sklearn.kernel_approximation import Nystroem
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.kernel_approximation import Nystroem
 
 from solver.params import constraints_of, parameters_section
 

@@ -20,16 +20,17 @@ from solver import MSVMAv
 from solver.msvmav_parameters import PARAMETERS
 from solver.params import Interval, Param, StrOptions
 
-# The request's own fields set these for every algorithm (``seed``, ``calibration``).
-_SET_BY_REQUEST = ("random_state", "calibration")
+# The request's own fields set these for every algorithm (``seed``, ``calibration``,
+# ``class_weight``).
+_SET_BY_REQUEST = ("random_state", "calibration", "class_weight")
 
 #: MSVMAv's hyper-parameters that are top-level fields of /train, in the declaration's order
 HYPER_PARAMETERS: tuple[str, ...] = tuple(
     name for name, p in PARAMETERS.items() if not p.knob and name not in _SET_BY_REQUEST
 )
 
-# /train's defaults where they differ from the estimator's: a stopping rule fits can meet (the
-# library keeps the paper authors' step rule; docs/solver.md, "Convergence").
+# /train's stopping rule, stated here as well as in the estimator's defaults (the same since
+# issue 49: a rule fits can meet; docs/solver.md, "Convergence").
 SERVICE_DEFAULTS: dict[str, Any] = {"stop": "objective", "tol": 1e-4}
 
 # Values a request cannot take: its rows are feature vectors (no kernel matrix is uploaded).

@@ -268,7 +268,7 @@ def test_max_iter_zero_takes_no_step_and_is_not_converged():
                                          {"kernel": "rbf", "approximation": "low_rank"}])
 def test_kernel_fits_report_convergence_too(kernel_args):
     X, y = make_data()
-    est = MSVMAv(max_iter=200, tol=1e-4, random_state=0, **kernel_args).fit(X, y)
+    est = MSVMAv(max_iter=200, tol=1e-4, stop="step", random_state=0, **kernel_args).fit(X, y)
     change = est.fit_info_["last_relative_change"]
     assert change == est.history_[-1]["step"]
     assert est.converged_ == (change < est.tol)

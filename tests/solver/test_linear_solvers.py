@@ -24,7 +24,7 @@ from solver._linear_step import (
 )
 from solver._linear_step import gram as gram_step
 from solver.params import InvalidParameterError
-from tests.solver.test_msvmav_exact import PARAMS, naive_linear, rel
+from tests.solver.test_msvmav_exact import PARAMS, STEP, naive_linear, rel
 
 SOLVERS = ["dense", "woodbury", "cg", "gram"]
 
@@ -63,7 +63,7 @@ def test_every_solver_matches_the_naive_iteration(make, solver, alpha, beta, as_
     Xd = X.toarray() if sparse.issparse(X) else X
     Xin = sparse.csr_matrix(Xd) if as_sparse else Xd
     w, n_iter, _, thetas = naive(make, alpha, beta)
-    m = MSVMAv(alpha=alpha, beta=beta, linear_solver=solver).fit(Xin, y)
+    m = MSVMAv(alpha=alpha, beta=beta, linear_solver=solver, **STEP).fit(Xin, y)
     assert m.linear_solver_ == solver
     assert m.n_iter_ == n_iter
     assert rel(np.r_[m.coef_[0], m.intercept_], w) < 1e-8
@@ -221,7 +221,7 @@ def test_automatic_gram_path_matches_the_naive_iteration():
     X = sparse.random(n, d, density=0.15, format="csr", random_state=8)
     y = np.where(np.asarray(X[:, :60].sum(axis=1)).ravel() + 0.3 * rng.normal(size=n) > 0.9,
                  1, -1)
-    m = MSVMAv().fit(X, y)
+    m = MSVMAv(**STEP).fit(X, y)
     assert m.linear_solver_ == "gram"
     info = m.fit_info_
     assert info["gram_folds"] + info["unfolded_changes"] > info["gram_builds"]
@@ -274,7 +274,7 @@ def test_bias_preconditioner_needs_fewer_iterations_for_the_same_model(solver, m
     X = sparse.random(3000, 700, density=0.05, format="csr", random_state=21)
     score = np.asarray(X[:, :50].sum(axis=1)).ravel()
     y = np.where(score > np.median(score), 1, -1)
-    params = {"linear_solver": solver, "beta": 2.0**-8, "max_iter": 15}
+    params = {"linear_solver": solver, "beta": 2.0**-8, "max_iter": 15, **STEP}
     with_bias = MSVMAv(**params).fit(X, y)
     monkeypatch.setattr(linear_step.ConjugateGradientSystem, "_keep_schur", lambda self: None)
     monkeypatch.setattr(linear_step.ConjugateGradientSystem, "_precondition",
@@ -296,7 +296,7 @@ def test_extrapolated_warm_start_needs_fewer_iterations_for_the_same_model(solve
     X = sparse.random(4000, 700, density=0.04, format="csr", random_state=31)
     score = np.asarray(X[:, :60].sum(axis=1)).ravel()
     y = np.where(score > np.median(score), 1, -1)
-    params = {"linear_solver": solver, "max_iter": 40}
+    params = {"linear_solver": solver, "max_iter": 40, **STEP}
     extrapolated = MSVMAv(**params).fit(X, y)
     monkeypatch.setattr(linear_step.WarmStart, "guess",
                         lambda self: (self.previous.copy(), None if self.g_previous is None

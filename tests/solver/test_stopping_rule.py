@@ -2,11 +2,13 @@
 of J = SV / theta^2 over a window) is met by a default fit on real data, the paper's fixed
 T = 100 stays the reproduction setting, and a fit that runs out of iterations says so."""
 
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.io import arff
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import MinMaxScaler
 
 from solver import MSVMAv
@@ -51,11 +53,24 @@ def test_fit_stopped_at_max_iter_warns_in_words(wdbc):
 
 def test_paper_setting_runs_the_fixed_t(wdbc):
     X, y = wdbc
-    est = MSVMAv(**PAPER_STOPPING).fit(X, y)
+    with pytest.warns(ConvergenceWarning, match="did not converge") as caught:
+        est = MSVMAv(**PAPER_STOPPING).fit(X, y)
     assert est.n_iter_ == 100 and not est.converged_  # 1e-8 on the step is not met
-    # the library's defaults are the paper's setting
-    assert {k: MSVMAv().get_params()[k] for k in PAPER_STOPPING} == PAPER_STOPPING
     assert "did not converge" in est.fit_info_["warning"]
+    assert str(caught[0].message) == est.fit_info_["warning"]
+
+
+def test_the_library_default_is_a_rule_a_fit_meets(wdbc):
+    """MSVMAv()'s stopping rule is /train's (the objective's relative change, 1e-4), not the
+    paper's, and a default linear fit meets it before max_iter without a warning."""
+    X, y = wdbc
+    defaults = {k: MSVMAv().get_params()[k] for k in PAPER_STOPPING}
+    assert defaults == {"stop": "objective", "tol": 1e-4, "max_iter": 100}
+    assert defaults != PAPER_STOPPING
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = MSVMAv().fit(X, y)
+    assert est.converged_ and est.n_iter_ < 100 and "warning" not in est.fit_info_
 
 
 def test_search_cells_stop_where_the_single_fit_stops(wdbc):
