@@ -26,6 +26,7 @@ from app.models.routes import router as models_router
 from app.monitoring.routes import router as monitoring_router
 from app.operations.routes import metrics_router
 from app.operations.routes import router as health_router
+from app.predict.leaderboard_routes import router as leaderboard_router
 from app.predict.routes import models_router as model_doors_router
 from app.predict.routes import router as predict_router
 from app.protocols import mlflow, v2
@@ -63,6 +64,7 @@ ROUTERS: tuple[tuple[APIRouter, Access], ...] = (
     (mlflow.router, Access.read),  # MLflow's /invocations
     (ui_api_router, Access.read),  # the web interface's session and overview
     (model_doors_router, Access.read),  # evaluate and explain only read, like /predict
+    (leaderboard_router, Access.read),  # compares models: only reads, like evaluate
 )
 #: Open to anyone: the health probes (ours and the Open Inference Protocol's) and the web
 #: interface's page shells (they hold no data: their scripts read the API with a key).

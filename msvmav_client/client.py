@@ -22,6 +22,7 @@ from msvmav_client.types import (
     JobInfo,
     KeyCreated,
     KeyInfo,
+    Leaderboard,
     Margins,
     ModelInfo,
     MonitoringReport,
@@ -374,6 +375,35 @@ class Client:
         if figure:
             return self._request("POST", path, data=form, files=files).content
         return cast(Evaluation, self._json("POST", path, data=form, files=files))
+
+    def leaderboard(
+        self,
+        models: Sequence[ModelRef] | None = None,
+        *,
+        dataset_id: int | None = None,
+        metric: str = "roc_auc",
+        cost_fp: float | None = None,
+        cost_fn: float | None = None,
+        cost_matrix: Sequence[Sequence[float]] | None = None,
+        limit: int | None = None,
+    ) -> Leaderboard:
+        """Models side by side on the hold-out rows they share, the best by ``metric`` marked:
+        ``models`` (ids or references; ``POST /models/leaderboard``) or a dataset's newest
+        ``limit`` models (``GET /datasets/{dataset_id}/leaderboard``; with ``cost_matrix``
+        the POST). ``cost_fp``/``cost_fn`` (binary) or ``cost_matrix`` (row: true class,
+        column: served label) give ``expected_cost``."""
+        params = {"metric": metric, "cost_fp": cost_fp, "cost_fn": cost_fn, "limit": limit}
+        params = {k: v for k, v in params.items() if v is not None}
+        if models is None and dataset_id is not None and cost_matrix is None:
+            return cast(Leaderboard, self._json("GET", f"/datasets/{dataset_id}/leaderboard",
+                                                params=params))
+        body: dict[str, Any] = {**params, "dataset_id": dataset_id}
+        if models is not None:
+            body["models"] = [str(m) for m in models]
+        if cost_matrix is not None:
+            body["cost_matrix"] = [list(row) for row in cost_matrix]
+        body = {k: v for k, v in body.items() if v is not None}
+        return cast(Leaderboard, self._json("POST", "/models/leaderboard", json=body))
 
     def predict_file(
         self, model: ModelRef, data: FileLike, label: str | None = None

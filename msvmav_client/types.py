@@ -138,6 +138,54 @@ class Evaluation(TypedDict, total=False):  # EvaluationOut
     importance: dict[str, Any] | None  # permutation importance per raw column, when asked
 
 
+class LeaderboardCost(TypedDict, total=False):  # CostRule
+    labels: list[Any]  # the classes, in the order of the matrix
+    matrix: list[list[float]]  # cost of (true class row, served label column)
+    positive_class: Any | None  # cost_fp/cost_fn rules: classes[1]
+
+
+class LeaderboardEntry(TypedDict, total=False):  # LeaderboardEntry
+    model_id: int
+    reference: str | None  # as given (None by dataset)
+    model: str | None
+    version: int | None
+    alias: str | None
+    algorithm: str
+    calibration: str
+    created_at: str
+    n_holdout: int  # rows of the model's own hold-out
+    rank: int  # 1 = best by the metric (ties share a rank)
+    best: bool
+    accuracy: float | None
+    balanced_accuracy: float | None
+    roc_auc: float | None  # multi-class: macro one-vs-rest
+    pr_auc: float | None
+    log_loss: float | None  # calibrated models only
+    ece: float | None  # calibrated models only
+    expected_cost: float | None  # mean cost per row of the served labels (with a cost rule)
+    notes: dict[str, str]  # why a metric is null, by metric
+
+
+class LeaderboardExcluded(TypedDict, total=False):  # Excluded
+    model_id: int
+    reason: str
+
+
+class Leaderboard(TypedDict, total=False):  # LeaderboardOut
+    dataset_id: int | None
+    metric: str
+    higher_is_better: bool
+    comparable: bool  # False: the models share no hold-out row, or not one dataset (reason)
+    reason: str | None
+    n_rows: int  # rows compared on: in every model's hold-out
+    cost: LeaderboardCost | None
+    best: list[int]  # ids of the best models by the metric
+    models: list[LeaderboardEntry]  # best first
+    excluded: list[LeaderboardExcluded]  # left out, with the reason (no hold-out kept)
+    n_models: int
+    truncated: bool  # by dataset: more models than limit
+
+
 class Margins(TypedDict, total=False):  # MarginsOut
     model_id: int
     source: str

@@ -374,3 +374,37 @@ def _refused(reader: Client) -> dict | None:
     except Unauthorized as exc:
         return {"status": exc.status}
     return None
+
+
+def test_leaderboard_by_dataset_and_by_reference(client, trained):
+    """Two wdbc models on one hold-out, compared by the client; the metrics against sklearn on
+    the hold-out rows scored through the client's predict."""
+    from sklearn import metrics
+
+    dataset_id, first = trained["dataset"]["id"], trained["model_id"]
+    job = client.train(dataset_id, algorithm="svm", test_fraction=0.2, seed=0)
+    second = job.wait(timeout=120, poll=0.1)["model_id"]
+    board = client.leaderboard(dataset_id=dataset_id, metric="expected_cost", cost_fp=5,
+                               cost_fn=1)
+    assert board["comparable"] and board["n_rows"] == 114
+    frame = wdbc_frame()
+    rows = client.model(first)["holdout"]["rows"]
+    features, y = frame.drop(columns="Class").iloc[rows], frame["Class"].iloc[rows].to_numpy()
+    by_id = {e["model_id"]: e for e in board["models"]}
+    for model_id in (first, second):
+        answer = client.predict(model_id, features)
+        labels = np.array([p["label"] for p in answer["predictions"]])
+        D = np.array([p["decision_value"] for p in answer["predictions"]])
+        entry = by_id[model_id]
+        assert entry["accuracy"] == pytest.approx(metrics.accuracy_score(y, labels))
+        assert entry["roc_auc"] == pytest.approx(metrics.roc_auc_score(y == 2, D))
+        fp, fn = np.sum((labels == 2) & (y == 1)), np.sum((labels == 1) & (y == 2))
+        assert entry["expected_cost"] == pytest.approx((5 * fp + fn) / len(y))
+    assert board["best"] == [board["models"][0]["model_id"]] or board["models"][0]["best"]
+    matrix = client.leaderboard([first, second], cost_matrix=[[0, 5], [1, 0]],
+                                metric="expected_cost")
+    assert [(e["model_id"], e["expected_cost"]) for e in matrix["models"]] == [
+        (e["model_id"], e["expected_cost"]) for e in board["models"]]
+    with pytest.raises(ValidationFailed) as caught:
+        client.leaderboard([first], metric="f1")
+    assert "metric" in str(caught.value)

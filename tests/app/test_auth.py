@@ -60,6 +60,8 @@ READ_POSTS = {
     "/models/999999/evaluate.png",
     "/models/999999/evaluate.svg",
     "/models/999999/explain",
+    # the leaderboard scores models on their hold-outs: it only reads, like evaluate
+    "/models/leaderboard",
 }
 RANK = {"read": 0, "write": 1, "admin": 2}
 KEY_PATTERN = re.compile(r"^msv_[A-Za-z0-9_-]{43}$")
@@ -398,6 +400,7 @@ def test_openapi_documents_the_bearer_scheme_and_401_403(keyed):
                 or path.startswith("/predict")
                 or path.endswith(("/infer", "/invocations"))  # the protocols' predictions
                 or path.endswith(("/evaluate", "/evaluate.png", "/evaluate.svg", "/explain"))
+                or path == "/models/leaderboard"
             )
             assert ("403" in op["responses"]) is not read_only, (method, path)
             for code in ("401",) if read_only else ("401", "403"):

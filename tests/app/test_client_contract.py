@@ -76,6 +76,8 @@ CALLED_BY = {
     ("POST", "/models/{model_ref}/evaluate.png"): "Client.evaluate",
     ("POST", "/models/{model_ref}/evaluate.svg"): "Client.evaluate",
     ("POST", "/models/{model_ref}/explain"): "Client.explain",
+    ("GET", "/datasets/{dataset_id}/leaderboard"): "Client.leaderboard",
+    ("POST", "/models/leaderboard"): "Client.leaderboard",
     ("GET", "/livez"): "Client.live",
     ("GET", "/readyz"): "Client.ready",
 }
@@ -115,6 +117,8 @@ WRAPPED = [
     (t.DatasetProfile, "get", "/datasets/{dataset_id}/profile", True),
     (t.JobInfo, "post", "/batch-predictions", False),
     (t.PredictResult, "post", "/models/{model_ref}/explain", True),
+    (t.Leaderboard, "get", "/datasets/{dataset_id}/leaderboard", True),
+    (t.Leaderboard, "post", "/models/leaderboard", True),
     (t.FeedbackResult, "post", "/feedback", True),
     (t.MonitoringReport, "get", "/models/{model_id}/monitoring", True),
     (t.MonitoringReport, "get", "/registered-models/{name}/monitoring", True),
