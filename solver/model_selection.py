@@ -260,7 +260,8 @@ def _plan(algorithm: str, kernel: str, configs: list[dict], fixed: dict, n_folds
     all_idx = list(range(len(configs)))
     if kernel == "linear":
         # the lockstep batch keeps D x D systems: only where fit() itself would (dense path)
-        fast = (algorithm == "msvmav" and binary
+        # (class weights: every cell is a weighted fit, MSVMAv.fit's own)
+        fast = (algorithm == "msvmav" and binary and fixed.get("class_weight") is None
                 and all(set(c) <= {"alpha", "beta"} for c in configs)
                 and make_estimator(algorithm, {}, kernel=kernel, fixed=fixed)
                 .linear_path(n_train, n_features) == "dense")
@@ -274,7 +275,8 @@ def _plan(algorithm: str, kernel: str, configs: list[dict], fixed: dict, n_folds
     # kernels: one task per (fold, gamma); MSVMAv only when its exact path would be used
     est = make_estimator(algorithm, {}, kernel=kernel, fixed=fixed)
     # share Gram matrices only where MSVMAv.fit itself would take the exact path
-    if algorithm == "msvmav" and (not binary or est.kernel_path(n_train) != "exact"):
+    if algorithm == "msvmav" and (not binary or est.kernel_path(n_train) != "exact"
+                                  or fixed.get("class_weight") is not None):
         return [("plain", f, chunk, None) for f in range(n_folds)
                 for chunk in _chunks(all_idx, max(n_jobs, 4))]
     groups: dict[float, list[int]] = {}

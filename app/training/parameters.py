@@ -20,6 +20,7 @@ RESERVED = {
     "kernel": "set by the request's `kernel` field",
     "random_state": "set by the request's `seed` field",
     "calibration": "set by the request's `calibration` field",
+    "class_weight": "set by the request's `class_weight` field",
 }
 Loc = list[str | int]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -120,6 +120,19 @@ class TrainRequest(_WithHyperParameters):  # type: ignore[misc, valid-type]
         le=2**32 - 1,
         description="The fit's seed: hold-out split, the estimator's random_state (Nyström "
         "sampling, ...) and, unless `search.seed` is given, the search's folds",
+    )
+    class_weight: Literal["balanced"] | dict[str, Annotated[float, Field(ge=0, le=1e12)]] | None = (
+        Field(
+            None,
+            description="Weights of the classes (msvmav, svm, svr; scikit-learn's semantics): "
+            "`balanced` (class c weighs n / (k n_c) on the training part), {class: weight >= 0} "
+            "(classes left out weigh 1; keys as the dataset's `classes` spell them), or null "
+            "(none). MSVMAv then maximises the weighted average margin and minimises the "
+            "weighted semi-variance (docs/algorithm.md, \"Weights\"); the calibration's folds "
+            "and calibrator use the same weights, so the served probabilities and labels are "
+            "those of the weighted classes. Kept in the model's params",
+            examples=["balanced", {"1": 4.0}],
+        )
     )
     handle_unknown: Literal["error", "ignore"] = Field(
         "error",

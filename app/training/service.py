@@ -21,6 +21,7 @@ from app.training.admission import check_fit_limits, estimate_training
 from app.training.msvmav_fields import HYPER_PARAMETERS
 from app.training.parameters import check_grid, check_name, check_params
 from app.training.schemas import TrainJob, TrainRequest
+from app.training.weights import check_class_weight
 from solver.protocol import default_test_fraction, holdout_sizes, split_indices
 
 
@@ -96,6 +97,7 @@ def check_training_part(dataset: Dataset, request: TrainRequest) -> None:
     here as the job will compute it (``solver.protocol.split_indices`` on the dataset's class
     counts, with the request's seed; a stratified split's counts per class depend only on
     those)."""
+    check_class_weight(dataset, request)
     counts = np.asarray(dataset.class_counts, dtype=np.int64)
     y = np.repeat(np.arange(len(counts)), counts)
     train_idx, _ = split_indices(y, request.test_fraction, request.seed)
@@ -135,6 +137,8 @@ def resolve_estimator_params(request: TrainRequest) -> tuple[dict[str, Any], set
     names = set(parameters.param_names(algorithm))
     given = request.model_fields_set
     fixed: dict[str, Any] = {"kernel": request.kernel, "calibration": request.calibration}
+    if request.class_weight is not None:
+        fixed["class_weight"] = request.class_weight
     explicit: set[str] = set()
     for name in HYPER_PARAMETERS:
         if name == "kernel":
