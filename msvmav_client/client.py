@@ -13,9 +13,11 @@ import httpx
 
 from msvmav_client.errors import JobFailed, NotFound, raise_for_problem
 from msvmav_client.types import (
+    AlertRule,
     Alias,
     Dataset,
     DatasetProfile,
+    Delivery,
     Evaluation,
     Experiment,
     FeedbackResult,
@@ -31,6 +33,8 @@ from msvmav_client.types import (
     RegisteredModel,
     ShadowReport,
     VersionCreated,
+    Webhook,
+    WebhookCreated,
 )
 
 #: A model: a stored model's id, or a registry reference (``credit@production``,
@@ -521,6 +525,53 @@ class Client:
 
     def stop_shadow(self, name: str) -> None:
         self._request("DELETE", f"/registered-models/{quote(name, safe='')}/shadow")
+
+    # --- alerts and webhooks -------------------------------------------------------------------
+
+    def create_alert_rule(self, model: ModelRef, metric: str, comparison: str, level: float,
+                          **fields: Any) -> AlertRule:
+        """A rule on ``model`` (a stored model's id, or a reference resolved at each window):
+        it fires when ``metric`` ``comparison`` (lt, le, gt, ge) ``level`` on a window;
+        ``fields``: window_seconds, cooldown_seconds, min_rows, name, enabled."""
+        body = {**_model_field(model), "metric": metric, "comparison": comparison,
+                "level": level, **fields}
+        return cast(AlertRule, self._json("POST", "/alert-rules", json=body))
+
+    def alert_rules(self) -> list[AlertRule]:
+        return cast(list[AlertRule], self._json("GET", "/alert-rules"))
+
+    def alert_rule(self, rule_id: int) -> AlertRule:
+        return cast(AlertRule, self._json("GET", f"/alert-rules/{rule_id}"))
+
+    def update_alert_rule(self, rule_id: int, **changes: Any) -> AlertRule:
+        """Change the fields given (level, comparison, window_seconds, enabled, ...)."""
+        return cast(AlertRule, self._json("PATCH", f"/alert-rules/{rule_id}", json=changes))
+
+    def delete_alert_rule(self, rule_id: int) -> None:
+        self._request("DELETE", f"/alert-rules/{rule_id}")
+
+    def create_webhook(self, url: str, events: Sequence[str],
+                       description: str = "") -> WebhookCreated:
+        """A receiver of ``events`` (alert, alias_moved, version_registered); the answer's
+        ``secret`` signs every delivery and is shown only here."""
+        body = {"url": url, "events": list(events), "description": description}
+        return cast(WebhookCreated, self._json("POST", "/webhooks", json=body))
+
+    def webhooks(self) -> list[Webhook]:
+        return cast(list[Webhook], self._json("GET", "/webhooks"))
+
+    def webhook(self, webhook_id: int) -> Webhook:
+        return cast(Webhook, self._json("GET", f"/webhooks/{webhook_id}"))
+
+    def delete_webhook(self, webhook_id: int) -> None:
+        self._request("DELETE", f"/webhooks/{webhook_id}")
+
+    def webhook_deliveries(self, webhook_id: int | None = None, rule_id: int | None = None,
+                           limit: int = 100) -> list[Delivery]:
+        """The newest deliveries (of a hook, of a rule), each attempt's HTTP status."""
+        params = {k: v for k, v in {"webhook_id": webhook_id, "rule_id": rule_id,
+                                    "limit": limit}.items() if v is not None}
+        return cast(list[Delivery], self._json("GET", "/webhook-deliveries", params=params))
 
     # --- experiments ---------------------------------------------------------------------------
 

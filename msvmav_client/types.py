@@ -314,6 +314,51 @@ class KeyCreated(KeyInfo, total=False):  # KeyCreated
     key: str  # the secret, shown only in this answer
 
 
+class AlertRule(TypedDict, total=False):  # AlertRuleOut
+    id: int
+    name: str
+    model_id: int | None  # the stored model watched, or
+    model: str | None  # the registry reference, resolved at each window
+    metric: str  # estimated_accuracy, clipped_share, drift_statistic, unreliable, ...
+    comparison: str  # lt, le, gt, ge
+    level: float
+    window_seconds: int
+    cooldown_seconds: int
+    min_rows: int
+    enabled: bool
+    created_at: str
+    evaluated_until: str | None  # the end of the last window evaluated
+    last_fired_at: str | None
+    last_window: dict[str, Any] | None  # since, until, model_id, values (every metric)
+
+
+class Webhook(TypedDict, total=False):  # WebhookOut
+    id: int
+    url: str
+    events: list[str]  # alert, alias_moved, version_registered
+    description: str
+    created_at: str
+
+
+class WebhookCreated(Webhook, total=False):  # WebhookCreated
+    secret: str  # the signing secret, shown only in this answer
+
+
+class Delivery(TypedDict, total=False):  # DeliveryOut
+    id: int
+    webhook_id: int
+    event: str
+    rule_id: int | None
+    status: str  # pending, sending, delivered, failed
+    attempts: int
+    response_code: int | None  # the last attempt's HTTP status
+    history: list[dict[str, Any]]  # every attempt: at, status_code, error
+    body: str  # the JSON text sent and signed
+    next_attempt_at: str
+    created_at: str
+    delivered_at: str | None
+
+
 class Page(TypedDict):  # DatasetPage, JobPage, ModelPage, ...
     items: list[dict[str, Any]]
     next_cursor: str | None

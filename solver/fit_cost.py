@@ -7,8 +7,8 @@ below are its figures on a 2-core AMD EPYC shared with other work, so they are a
 estimate on an idle machine):
 
 * exact kernel: the Gram matrix (n^2 d), the inverse of I + K (n^3: Cholesky n^3 / 3 and the
-  inverse from it 2 n^3 / 3) and the iterations (n^2 each: the matrix-vector products);
-  memory about four n x n float64 arrays;
+  inverse from it 2 n^3 / 3) and the iterations (n^2 each: the matrix-vector products, and a
+  fixed KERNEL_STEP_OVERHEAD each on every kernel path); memory about four n x n arrays;
 * low-rank (randomly pivoted Cholesky to rank r): the pivots (n r (d + r): kernel columns and
   the residual update), the eigendecomposition of the r x r Gram matrix of the factor (r^3)
   and the iterations (n r each; above DENSE_MAX_DIM the step's system is solved by conjugate
@@ -37,6 +37,11 @@ FEATURE_STEP = 1.7e-9  # per n r and iteration of the low-rank / Nystroem path
 CG_FACTOR = 2.5  # the low-rank step by conjugate gradients (rank > DENSE_MAX_DIM)
 EIGH = 5e-10  # per r^3
 LINEAR_STEP = 2e-9  # per stored value and iteration of the linear path
+# Per iteration and task of a kernel path, whatever n: the iteration's Python (the proximal
+# step, the active set's bookkeeping, the stop rule). Measured on whole exact-RBF fits (as
+# tests/solver/test_fit_time_tracks.py times them): at n = 200 it is 3/4 of the fit, which the
+# terms above put at 1/30 of what it took (a search of 81 such cells: 1/48).
+KERNEL_STEP_OVERHEAD = 9e-5
 # The iterations a fit is costed at: the paper's T = 100 is usually reached.
 # The residual's spectral norm (its largest-gain estimate) at which a fixed-rank factor is
 # accurate enough for the kernel step: I + L L^T is then within a factor 1 + METRIC_TOL of
@@ -50,7 +55,14 @@ MIN_BUDGET_RANK = 256
 def exact_kernel_seconds(n: int, d: int, max_iter: int, n_tasks: int = 1) -> float:
     """Predicted time of an exact-kernel fit on n rows of d features."""
     n, d = float(n), float(d)
-    return GRAM * n * n * d + INVERSE * n**3 + EXACT_STEP * n * n * max_iter * n_tasks
+    return (GRAM * n * n * d + INVERSE * n**3
+            + (EXACT_STEP * n * n + KERNEL_STEP_OVERHEAD) * max_iter * n_tasks)
+
+
+def exact_iterations_seconds(n: int, max_iter: int, n_tasks: int = 1) -> float:
+    """The iterations alone of an exact-kernel fit on n rows (its Gram matrix and inverse
+    given: a search's configurations of one fold and gamma share them)."""
+    return (EXACT_STEP * float(n) * n + KERNEL_STEP_OVERHEAD) * max_iter * n_tasks
 
 
 def low_rank_seconds(n: int, d: int, rank: int, max_iter: int, n_tasks: int = 1) -> float:
@@ -58,7 +70,8 @@ def low_rank_seconds(n: int, d: int, rank: int, max_iter: int, n_tasks: int = 1)
     landmarks: the same terms)."""
     n, d, r = float(n), float(d), float(rank)
     step = FEATURE_STEP * (CG_FACTOR if rank > DENSE_MAX_DIM else 1.0)
-    return PIVOT * n * r * (d + r) + EIGH * r**3 + step * n * r * max_iter * n_tasks
+    return (PIVOT * n * r * (d + r) + EIGH * r**3
+            + (step * n * r + KERNEL_STEP_OVERHEAD) * max_iter * n_tasks)
 
 
 def linear_seconds(n: int, D: int, stored: int | None, max_iter: int,  # noqa: N803

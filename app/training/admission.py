@@ -15,7 +15,7 @@ from app.datasets import service as datasets
 from app.datasets.orm import Dataset
 from solver.calibration import CALIBRATION_FOLDS
 from solver.comparators.grids import iter_configs
-from solver.fit_time import estimate_seconds
+from solver.fit_time import estimate_seconds, search_seconds
 from solver.memory import FitEstimate, estimate_fit, gib
 
 
@@ -47,9 +47,9 @@ def estimate_training(
     n_train: int,
 ) -> FitAdmission | None:
     """The fit's predicted peak memory (the largest over a search's configurations) and
-    duration (a search: ``cv`` fits on (cv - 1) / cv of the rows per configuration, plus the
-    refit on all of them at the slowest). None when the parameters are ones only fit() can
-    judge (the job reports them as before)."""
+    duration (a search: ``solver.fit_time.search_seconds``, its folds' fits on (cv - 1) / cv
+    of the rows as the search shares their work, plus the refit on all rows). None when the
+    parameters are ones only fit() can judge (the job reports them as before)."""
     nnz = datasets.stored_nnz(session, dataset)
     configs = iter_configs(search["grid_values"]) if search else [{}]
     n_classes, d = len(dataset.classes), dataset.n_features
@@ -83,20 +83,10 @@ def _with_calibration(
 def _seconds(algorithm: str, fixed: dict[str, Any], configs: list[dict[str, Any]],
              search: dict[str, Any] | None, n_train: int, d: int, nnz: int | None,
              n_classes: int) -> float | None:
-    def one(config: dict[str, Any], rows: int) -> float | None:
-        part = None if nnz is None else int(nnz * rows / max(n_train, 1))
-        return estimate_seconds(algorithm, rows, d, part, {**fixed, **config},
-                                n_classes=n_classes)
-
     if not search:
-        return one({}, n_train)
-    cv = int(search.get("cv") or 5)
-    rows = n_train * (cv - 1) // cv
-    cells = [one(c, rows) for c in configs]
-    refits = [one(c, n_train) for c in configs]
-    if any(s is None for s in cells + refits):
-        return None
-    return cv * sum(cells) + max(refits)
+        return estimate_seconds(algorithm, n_train, d, nnz, fixed, n_classes=n_classes)
+    return search_seconds(algorithm, n_train, d, nnz, fixed, list(configs),
+                          int(search.get("cv") or 5), n_classes=n_classes)
 
 
 def check_fit_limits(

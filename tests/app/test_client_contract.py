@@ -78,6 +78,16 @@ CALLED_BY = {
     ("POST", "/models/{model_ref}/explain"): "Client.explain",
     ("GET", "/datasets/{dataset_id}/leaderboard"): "Client.leaderboard",
     ("POST", "/models/leaderboard"): "Client.leaderboard",
+    ("POST", "/alert-rules"): "Client.create_alert_rule",
+    ("GET", "/alert-rules"): "Client.alert_rules",
+    ("GET", "/alert-rules/{alert_rule_id}"): "Client.alert_rule",
+    ("PATCH", "/alert-rules/{alert_rule_id}"): "Client.update_alert_rule",
+    ("DELETE", "/alert-rules/{alert_rule_id}"): "Client.delete_alert_rule",
+    ("POST", "/webhooks"): "Client.create_webhook",
+    ("GET", "/webhooks"): "Client.webhooks",
+    ("GET", "/webhooks/{webhook_id}"): "Client.webhook",
+    ("DELETE", "/webhooks/{webhook_id}"): "Client.delete_webhook",
+    ("GET", "/webhook-deliveries"): "Client.webhook_deliveries",
     ("GET", "/livez"): "Client.live",
     ("GET", "/readyz"): "Client.ready",
 }
@@ -128,6 +138,15 @@ WRAPPED = [
     (t.Experiment, "get", "/experiments/{experiment_id}", True),
     (t.Page, "get", "/experiments", True),
     (t.KeyCreated, "post", "/keys", True),
+    (t.AlertRule, "post", "/alert-rules", True),
+    (t.AlertRule, "get", "/alert-rules/{alert_rule_id}", True),
+    (t.AlertRule, "patch", "/alert-rules/{alert_rule_id}", True),
+    (t.WebhookCreated, "post", "/webhooks", True),
+    (t.Webhook, "get", "/webhooks/{webhook_id}", True),
+    # a list's items (list[AlertRule], list[Webhook], list[Delivery])
+    (t.AlertRule, "get", "/alert-rules", True),
+    (t.Webhook, "get", "/webhooks", True),
+    (t.Delivery, "get", "/webhook-deliveries", True),
     (t.KeyInfo, "get", "/keys/{key_id}", True),
     (t.Page, "get", "/keys", True),
 ]
@@ -209,7 +228,8 @@ def _differences(spec: dict, cls: type, schema: dict, exact: bool, where: str) -
 def _response_schema(spec: dict, method: str, route: str) -> dict:
     responses = spec["paths"][route][method]["responses"]
     (ok,) = [r for code, r in responses.items() if code.startswith("2")][:1]
-    return _resolve(spec, ok["content"]["application/json"]["schema"])
+    schema = _resolve(spec, ok["content"]["application/json"]["schema"])
+    return _resolve(spec, schema["items"]) if schema.get("type") == "array" else schema
 
 
 @pytest.mark.parametrize(("cls", "method", "route", "exact"), WRAPPED,

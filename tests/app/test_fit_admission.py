@@ -13,7 +13,13 @@ from fastapi.testclient import TestClient
 
 from app.core.config import Settings, half_of_physical_memory
 from app.main import create_app
-from solver.fit_cost import exact_kernel_seconds
+from solver.fit_cost import (
+    EXACT_STEP,
+    GRAM,
+    INVERSE,
+    KERNEL_STEP_OVERHEAD,
+    exact_kernel_seconds,
+)
 from solver.memory import estimate_fit
 from tests.app.support import assert_problem, run_jobs, submit, to_csv, upload
 
@@ -135,12 +141,15 @@ def test_train_keeps_the_time_estimate_beside_the_memory_estimate(client):
     assert estimate["peak_bytes"] == estimate_fit("msvmav", 300, 5, None, params).peak_bytes
     assert estimate["path"] == "exact-kernel"
     assert estimate["seconds"] == round(exact_kernel_seconds(300, 5, 7), 3)
-    # a search: cv fits on (cv - 1) / cv of the rows per configuration, then the refit
+    # a search: per fold (300 training rows, 100 test rows) one Gram matrix of each and one
+    # inverse for the one gamma, the iterations per configuration, then the refit on all 400
     body = {"dataset_id": ds["id"], "kernel": "rbf", "approximation": "exact",
             "max_iter": 7, **UNCALIBRATED, "search": {"grid": {"alpha": [1.0, 2.0, 4.0]}, "cv": 4},
             "test_fraction": None}
     searched = client.post("/train", json=body).json()["params"]["estimate"]
-    expected = 4 * 3 * exact_kernel_seconds(300, 5, 7) + exact_kernel_seconds(400, 5, 7)
+    fold = (GRAM * (300 * 300 + 300 * 100) * 5 + INVERSE * 300**3
+            + 3 * (EXACT_STEP * 300 * 300 + KERNEL_STEP_OVERHEAD) * 7)
+    expected = 4 * fold + exact_kernel_seconds(400, 5, 7)
     assert searched["seconds"] == pytest.approx(expected, abs=1e-3)
     # an algorithm the cost model does not cover: no seconds, the memory estimate still there
     svm = client.post("/train", json={"dataset_id": ds["id"], "algorithm": "svm"}).json()

@@ -11,6 +11,7 @@ from sklearn.metrics.pairwise import rbf_kernel
 
 from solver import MSVMAv
 from solver.fit_cost import (
+    KERNEL_STEP_OVERHEAD,
     METRIC_TOL,
     RankChooser,
     budget_rank,
@@ -97,9 +98,10 @@ def test_the_rank_for_the_tolerance_is_extrapolated_over_the_last_doubling():
 
 def test_cost_model_terms_grow_as_stated():
     assert exact_kernel_seconds(8000, 10, 100) / exact_kernel_seconds(4000, 10, 100) > 6
-    # low rank: n r^2 in the pivots, n r per iteration
-    assert low_rank_seconds(2000, 10, 100, 100) == pytest.approx(
-        2 * low_rank_seconds(1000, 10, 100, 100), rel=0.02)
+    # low rank: n r^2 in the pivots, n r per iteration (besides each iteration's fixed cost)
+    fixed = KERNEL_STEP_OVERHEAD * 100
+    assert low_rank_seconds(2000, 10, 100, 100) - fixed == pytest.approx(
+        2 * (low_rank_seconds(1000, 10, 100, 100) - fixed), rel=0.02)
     assert budget_rank(10_000, 28) == 515 and budget_rank(500, 8) == 256
 
 
