@@ -366,11 +366,13 @@ class Client:
         data: FileLike | None = None,
         label: str | None = None,
         figure: str | None = None,
+        rows: str | None = None,
     ) -> Evaluation | bytes:
         """``POST /models/{model}/evaluate`` on a stored dataset or a file with labels: the
-        metrics and curves; ``figure="png"`` or ``"svg"``: the curves drawn (bytes)."""
-        form = {k: str(v) for k, v in {"dataset_id": dataset_id, "label": label}.items()
-                if v is not None}
+        metrics and curves; ``figure="png"`` or ``"svg"``: the curves drawn (bytes). On the
+        model's own dataset only its hold-out rows are scored unless ``rows="all"``."""
+        form = {k: str(v) for k, v in {"dataset_id": dataset_id, "label": label,
+                                       "rows": rows}.items() if v is not None}
         files = None
         if data is not None:
             filename, content = _file(data, None)

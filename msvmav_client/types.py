@@ -133,6 +133,8 @@ class Evaluation(TypedDict, total=False):  # EvaluationOut
     source: str  # dataset or file
     dataset_id: int | None
     n: int
+    rows: str  # holdout (the model's own dataset: the rows it did not train on) or all
+    row_indices: list[int] | None  # with rows holdout: the dataset rows scored
     metrics: dict[str, Any]  # as the model detail's evaluation
     curves: dict[str, Any]  # roc, pr, reliability
     importance: dict[str, Any] | None  # permutation importance per raw column, when asked

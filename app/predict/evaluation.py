@@ -26,11 +26,48 @@ from app.predict.target import Target, reference_fields, resolve_target
 _REF: list[str | int] = ["path", "model_ref"]
 
 
+# ``rows`` of POST /models/{ref}/evaluate: the model's hold-out rows of its own dataset, or
+# every row of the rows given. Unset: ``holdout`` on the model's own dataset, ``all`` elsewhere.
+ROW_CHOICES = ("holdout", "all")
+
+
+def _holdout_rows(row: Any) -> list[int] | None:
+    """The stored model's hold-out row indices (None: it kept no hold-out, or predates them)."""
+    holdout = (row.summary or {}).get("holdout") or {}
+    return holdout.get("rows")
+
+
+def _scored_rows(row: Any, dataset: Any, rows: str | None) -> np.ndarray | None:
+    """The dataset rows to score (None: every row): the model's hold-out rows when the dataset
+    is the one it trained on, unless ``rows`` is "all"; 422 naming ``rows`` when the hold-out
+    is asked for but there is none to score."""
+    loc: list[str | int] = ["body", "rows"]
+    own = row.dataset_id is not None and row.dataset_id == dataset.id
+    if rows == "all" or (rows is None and not own):
+        return None
+    if not own:
+        raise invalid(loc, f"rows=holdout: model {row.id}'s hold-out rows are rows of dataset "
+                      f"{row.dataset_id}, not of dataset {dataset.id} (use rows=all)")
+    held = _holdout_rows(row)
+    if not held:
+        raise invalid(loc, f"model {row.id} kept no hold-out rows of dataset {dataset.id} "
+                      "(trained on every row, test_fraction null, or trained before hold-out "
+                      "rows were kept): every row is one it trained on. Pass rows=all to "
+                      "score them anyway (training rows: optimistic metrics)")
+    index = np.asarray(held, dtype=np.int64)
+    if int(index.max()) >= dataset.n_rows:
+        raise invalid(loc, f"dataset {dataset.id} has {dataset.n_rows} rows now, fewer than "
+                      f"when model {row.id} was trained: its hold-out rows are gone (use "
+                      "rows=all)")
+    return index
+
+
 def _dataset_rows(
-    session: Session, model: models.LoadedModel, dataset_id: int
-) -> tuple[Any, list[Any]]:
-    """A stored dataset's encoded rows and labels (422 naming ``dataset_id`` when its features
-    are not the model's)."""
+    session: Session, model: models.LoadedModel, dataset_id: int, rows: str | None = None
+) -> tuple[Any, list[Any], np.ndarray | None]:
+    """A stored dataset's encoded rows and labels, only the model's hold-out rows where
+    ``_scored_rows`` says so, and those rows' indices (None: every row). 422 naming
+    ``dataset_id`` when its features are not the model's."""
     loc: list[str | int] = ["body", "dataset_id"]
     dataset = datasets.get_or_raise(session, dataset_id, loc)
     row = models.get_or_raise(session, model.id)
@@ -40,10 +77,13 @@ def _dataset_rows(
             f"dataset {dataset_id}'s {dataset.n_features} features differ from model "
             f"{model.id}'s {row.n_features}",
         )
+    index = _scored_rows(row, dataset, rows)
     X, y = datasets.load_arrays(session, dataset)
+    if index is not None:
+        X, y = X[index], y[index]
     X = model.impute(X)  # its missing cells (NaN): the model's fills
     session.commit()  # read-only: end the transaction before computing
-    return X, y.tolist()
+    return X, y.tolist(), index
 
 
 def _file_rows(
@@ -84,18 +124,27 @@ def evaluate_model(
     label: str | None,
     settings: Settings,
     with_importance: bool = False,
+    rows: str | None = None,
 ) -> dict[str, Any]:
-    """The evaluation's answer: the model that answered, where the rows came from, ``metrics``
-    (as the model detail's ``evaluation``) and ``curves`` (ROC, PR, reliability)."""
+    """The evaluation's answer: the model that answered, where the rows came from and which
+    were scored (``rows``: on the model's own dataset its hold-out rows unless "all";
+    ``row_indices``, null for every row), ``metrics`` (as the model detail's ``evaluation``)
+    and ``curves`` (ROC, PR, reliability)."""
     if (dataset_id is None) == (upload is None):
         raise invalid(["body", "dataset_id"], "give exactly one of dataset_id and file")
+    if rows is not None and rows not in ROW_CHOICES:
+        raise invalid(["body", "rows"], f"rows: use one of {ROW_CHOICES}, got {rows!r}")
+    if upload is not None and rows == "holdout":
+        raise invalid(["body", "rows"], "rows=holdout needs the model's own dataset "
+                      "(dataset_id), not a file: a file's rows are all scored")
     target = resolve_target(runtime_of(session), Target(reference=ref), _REF)
     assert target.model_id is not None
     loaded = models.load_cached(session, target.model_id, None, target.stamp)
     if session.in_transaction():  # a cache miss read the model
         session.commit()
+    index = None
     if dataset_id is not None:
-        X, labels = _dataset_rows(session, loaded, dataset_id)
+        X, labels, index = _dataset_rows(session, loaded, dataset_id, rows)
         loc: list[str | int] = ["body", "dataset_id"]
     else:
         assert upload is not None
@@ -109,6 +158,8 @@ def evaluate_model(
         "source": "dataset" if dataset_id is not None else "file",
         "dataset_id": dataset_id,
         "n": len(labels),
+        "rows": "all" if index is None else "holdout",
+        "row_indices": None if index is None else index.tolist(),
         **evaluate_rows(loaded, X, labels, loc, with_importance=with_importance),
     }
 
@@ -116,5 +167,7 @@ def evaluate_model(
 def evaluation_figure(answer: dict[str, Any], fmt: str) -> bytes:
     """The answer's curves as one PNG or SVG figure."""
     where = f"dataset {answer['dataset_id']}" if answer["source"] == "dataset" else "file"
+    if answer.get("rows") == "holdout":
+        where += "'s hold-out rows"
     title = f"model {answer['model_id']} on {where} (n={answer['n']})"
     return render_curves(answer["curves"], title=title, fmt=fmt)

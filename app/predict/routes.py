@@ -195,6 +195,15 @@ def _evaluate_form(
             "lost when it is shuffled; 422 beyond MSVMAV_MAX_EXPLAIN_WORK)"
         ),
     ] = False,
+    rows: Annotated[
+        Literal["holdout", "all"] | None,
+        Form(
+            description="Which rows of `dataset_id` to score: `holdout` (the default on the "
+            "model's own dataset) only the rows it did not train on (its detail's "
+            "`holdout.rows`; 422 when it kept none); `all` every row (the default on any other "
+            "dataset, and for a file)"
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     upload = None if file is None else (file.file.read(), file.filename or "")
     return evaluation.evaluate_model(
@@ -205,6 +214,7 @@ def _evaluate_form(
         label=(label or "").strip() or None,
         settings=settings,
         with_importance=importance,
+        rows=rows,
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
@@ -210,7 +210,8 @@ class ExplainRequest(BaseModel):
 
 _EVALUATION_EXAMPLE = {
     "model_id": 1, "model": None, "version": None, "alias": None, "source": "dataset",
-    "dataset_id": 1, "n": 114,
+    "dataset_id": 1, "n": 114, "rows": "holdout",
+    "row_indices": list(range(0, 570, 5)),  # the 114 hold-out rows of a 569-row dataset
     "metrics": {
         "n": 114, "accuracy": 0.9649, "balanced_accuracy": 0.9623,
         "majority_baseline": 0.6316, "majority_class": 1, "beats_baseline": True,
@@ -245,6 +246,14 @@ class EvaluationOut(BaseModel):
     source: str = Field(description="`dataset` or `file`")
     dataset_id: int | None = None
     n: int = Field(description="Rows evaluated")
+    rows: Literal["holdout", "all"] = Field(
+        "all",
+        description="Which rows were scored: `holdout` (the model's own dataset: only the "
+        "rows it did not train on, listed in `row_indices`) or `all` (every row given)",
+    )
+    row_indices: list[int] | None = Field(
+        None, description="With `rows` `holdout`: the dataset's rows scored (0-based, sorted)"
+    )
     metrics: dict[str, Any] = Field(
         description="n, accuracy, balanced_accuracy, majority_baseline, majority_class, "
         "beats_baseline, roc_auc, pr_auc (binary: a number; multi-class: macro and "

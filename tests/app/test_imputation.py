@@ -256,7 +256,7 @@ def test_stored_dataset_doors_and_experiments(client, worker):
     model, rows, y = _train(client, worker, missing="mean")
     fills = _fills(model)
     r = client.post(f"/models/{model['id']}/evaluate",
-                    data={"dataset_id": str(model["dataset_id"])})
+                    data={"dataset_id": str(model["dataset_id"]), "rows": "all"})
     assert r.status_code == 200, r.text
     imputed = [[fills[n] if v is None else v for n, v in zip(("x0", "colour", "x1"), row,
                                                              strict=True)] for row in rows]

@@ -254,7 +254,14 @@ def test_reported_accuracies_are_those_of_the_labels_served(kc1):
     detail = kc1.http.get(f"/models/{kc1.sigmoid}").json()
     assert detail["holdout_accuracy"] == pytest.approx(np.mean(served[test] == kc1.y[test]),
                                                        abs=1e-12)
+    # on its own dataset, /evaluate scores the hold-out rows unless asked for all of them
     r = kc1.http.post(f"/models/{kc1.sigmoid}/evaluate", data={"dataset_id": str(kc1.dataset_id)})
+    assert r.status_code == 200, r.text
+    assert r.json()["row_indices"] == sorted(test.tolist())
+    assert r.json()["metrics"]["accuracy"] == pytest.approx(
+        np.mean(served[test] == kc1.y[test]), abs=1e-12)
+    r = kc1.http.post(f"/models/{kc1.sigmoid}/evaluate",
+                      data={"dataset_id": str(kc1.dataset_id), "rows": "all"})
     assert r.status_code == 200, r.text
     assert r.json()["metrics"]["accuracy"] == pytest.approx(np.mean(served == kc1.y), abs=1e-12)
 

@@ -54,23 +54,30 @@
   }
 
   // Rows up to which the curves are computed when the page opens (POST /models/{id}/evaluate
-  // scores the whole dataset); above, on request.
+  // scores the hold-out rows, or the whole dataset); above, on request.
   const AUTO_CURVE_ROWS = 100000;
 
   /** The curves of POST /models/{id}/evaluate on the model's dataset: the stored model detail
-      keeps the hold-out's metrics, not its decision values, so the curves are those of all the
-      dataset's rows (its training part included), and say so. */
+      keeps the hold-out's metrics, not its decision values, so the curves are drawn from the
+      evaluation of its hold-out rows (the rows it did not train on: the default on its own
+      dataset), or, for a model without hold-out rows, of all the dataset's rows (rows=all,
+      its training part included), and say which. */
   function datasetCurves(m) {
-    const rows = (m.n_train || 0) + (m.n_test || 0);
-    const where = "dataset #" + m.dataset_id + ", all " + UI.num(rows) + " rows";
+    const held = (m.holdout && m.holdout.rows) || null;
+    const rows = held ? held.length : (m.n_train || 0) + (m.n_test || 0);
+    const where = "dataset #" + m.dataset_id + (held ? ", its " + UI.num(rows) + " hold-out rows"
+      : ", all " + UI.num(rows) + " rows");
+    const note = held ? "On the hold-out rows only (the rows the model did not train on)."
+      : "On all the dataset's rows, the training part included: the model kept no hold-out rows.";
     const holder = el("div", { "aria-live": "polite" });
     const draw = () => {
       UI.clear(holder).append(el("p", { class: "muted" }, "Scoring dataset #" + m.dataset_id + "…"));
       const fd = new FormData();
       fd.append("dataset_id", String(m.dataset_id));
+      fd.append("rows", held ? "holdout" : "all");
       UI.api("POST", "/models/" + m.id + "/evaluate", fd)
         .then((r) => UI.clear(holder).append(charts(r.curves, where),
-          el("p", { class: "muted" }, "On all the dataset's rows, the training part included: the hold-out's own scores are above.")))
+          el("p", { class: "muted" }, note)))
         .catch((e) => UI.clear(holder).append(UI.problem(e)));
     };
     if (rows <= AUTO_CURVE_ROWS) draw();
