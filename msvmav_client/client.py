@@ -191,7 +191,8 @@ class Client:
 
     def train(self, dataset_id: int, algorithm: str = "msvmav", **fields: Any) -> Job:
         """Queue a training job (``POST /train``): ``fields`` are its body's other members
-        (``kernel``, ``alpha``, ``params``, ``search``, ``test_fraction``, ``register_as``, ...).
+        (``kernel``, ``alpha``, ``params``, ``search``, ``test_fraction``, ``class_weight`` —
+        "balanced" or {class: weight} —, ``register_as``, ...).
         Returns the Job; ``job.wait()`` follows it."""
         body = {"dataset_id": dataset_id, "algorithm": algorithm, **fields}
         return Job(self, cast(JobInfo, self._json("POST", "/train", json=body)))

@@ -91,3 +91,14 @@ def test_class_weight_reaches_svm_and_is_kept(client, worker):
     model = _model(client, worker, ds["id"], algorithm="svm", class_weight={"yes": 3.0},
                    calibration="none")
     assert model["params"]["class_weight"] == {"yes": 3.0}
+
+
+def test_the_client_passes_class_weight(client, worker):
+    from msvmav_client import Client
+
+    ds = _blobs_dataset(client)
+    api = Client("http://testserver", transport=client._transport)  # the app, in-process
+    job = api.train(ds["id"], alpha=16.0, class_weight={"yes": 2.5}, calibration="none")
+    assert run_jobs(worker) == ["succeeded"]
+    model = api.model(job.refresh()["model_id"])
+    assert model["params"]["class_weight"] == {"yes": 2.5}

@@ -57,12 +57,14 @@
     const customGrid = el("input", { name: "custom_grid", placeholder: '{"alpha": [1, 16]}', size: 24 });
     const registerAs = el("input", { name: "register_as", placeholder: "optional", pattern: document.body.dataset.namePattern, title: "letters, digits, '.', '_' or '-', starting with a letter or digit, not all digits" });
     const params = el("input", { name: "params", placeholder: '{"C": 1}', size: 24 });
+    const classWeight = el("input", { name: "class_weight", placeholder: 'balanced or {"yes": 3}', size: 20 });
     const out = el("div", { "aria-live": "polite" });
     const searchBox = el("fieldset", { class: "fields" }, el("legend", {}, "Hyper-parameter search (cross-validated on the training part)"),
       UI.field("Search", grid), UI.field("Budget (s)", budget, "auto only"), UI.field("Folds", cv, "2–20"), UI.field("Custom grid", customGrid, "JSON {parameter: [values]}"));
     const form = el("form", { class: "panel", "aria-label": "Train a model" }, el("h2", {}, "Train a model"),
       el("div", { class: "fields" }, UI.field("Algorithm", algorithm), UI.field("Kernel", kernel),
         UI.field("Hold-out fraction", test, "0: none"), UI.field("Calibration", calibration, "probabilities"), UI.field("Seed", seed, "hold-out, search, sampling"),
+        UI.field("Class weights", classWeight, "msvmav, svm, svr: balanced or JSON {class: weight}"),
         UI.field("Other parameters", params, "JSON"), UI.field("Register as", registerAs, "registered model name")),
       searchBox, el("button", { class: "primary", type: "submit" }, "Train"), out);
     const json = (input, what) => {
@@ -78,6 +80,8 @@
       if (registerAs.value) body.register_as = registerAs.value;
       try {
         if (params.value.trim()) body.params = json(params, "Other parameters");
+        const weights = classWeight.value.trim();
+        if (weights) body.class_weight = weights === "balanced" ? weights : json(classWeight, "Class weights");
         if (grid.value) {
           body.search = { grid: grid.value === "custom" ? json(customGrid, "Custom grid") : grid.value };
           if (cv.value !== "") body.search.cv = Number(cv.value);

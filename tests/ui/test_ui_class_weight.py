@@ -1,0 +1,44 @@
+"""The training form's class weights (issue 44): "balanced" is sent as POST /train's
+``class_weight`` string, a JSON object as the mapping, and the model keeps it in its params.
+Debian's Chromium against a real ``msvmav serve``; the requests the page sends are recorded as
+sent, and the page logs no console error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.ui.browser_support import ADMIN_KEY, api, browser, ui_server, wait_job
+from tests.ui.test_ui_train_form import blobs_csv
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def test_class_weights_are_sent_and_kept_in_the_model(tmp_path: Path):
+    data = blobs_csv(tmp_path / "blobs.csv")
+    with ui_server(tmp_path, "sqlite") as server, browser(server) as b:
+        b.sign_in(ADMIN_KEY)
+        b.goto("/ui/datasets")
+        upload = b.page.get_by_role("form", name="Upload a dataset")
+        upload.get_by_label("File").set_input_files(str(data))
+        upload.get_by_label("Label column").fill("class")
+        upload.get_by_role("button", name="Upload").click()
+        upload.get_by_role("status").get_by_role("link").click()
+        dataset_page = b.page.url
+        sent: list[dict] = []
+        b.page.on("request", lambda r: sent.append(json.loads(r.post_data))
+                  if r.method == "POST" and r.url.endswith("/train") else None)
+        for given, expected in (("balanced", "balanced"), ('{"pos": 3}', {"pos": 3})):
+            b.page.goto(dataset_page)
+            train = b.page.get_by_role("form", name="Train a model")
+            train.get_by_label("Search", exact=True).select_option("")
+            train.get_by_label("Class weights").fill(given)
+            train.get_by_role("button", name="Train").click()
+            b.page.wait_for_url("**/ui/jobs/*")
+            assert sent[-1]["class_weight"] == expected, sent
+            job = wait_job(server, int(b.page.url.rsplit("/", 1)[1]))
+            model = api(server, "GET", f"/models/{job['result']['model_id']}")
+            assert model["params"]["class_weight"] == expected, model["params"]
+        b.assert_clean()
