@@ -29,6 +29,7 @@ from app.operations.routes import router as health_router
 from app.predict.leaderboard_routes import router as leaderboard_router
 from app.predict.routes import models_router as model_doors_router
 from app.predict.routes import router as predict_router
+from app.predict.threshold_routes import router as threshold_router
 from app.protocols import mlflow, v2
 from app.registry.routes import router as registry_router
 from app.training.routes import router as training_router
@@ -53,6 +54,7 @@ ROUTERS: tuple[tuple[APIRouter, Access], ...] = (
     (jobs_router, Access.by_method),
     (batch_router, Access.by_method),  # POST queues a job (write); the downloads read
     (models_router, Access.by_method),
+    (threshold_router, Access.by_method),  # POST …/threshold stores a decision rule (write)
     (registry_router, Access.by_method),
     (monitoring_router, Access.by_method),  # POST /feedback writes; the reports read
     (alerts_router, Access.by_method),  # alert rules, webhooks, deliveries: changes write

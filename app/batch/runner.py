@@ -39,7 +39,10 @@ def _load_model(ctx: JobContext, job: BatchJob) -> models.LoadedModel:
         model = models.get(session, job.model_id)
         if model is None:
             raise ValueError(f"model {job.model_id} no longer exists")
-        return models.load(session, model)
+        loaded = models.load(session, model)
+    if job.decision_rule is not None:  # the reference's rule when the job was submitted
+        loaded.rule = job.decision_rule.get("rule")
+    return loaded
 
 
 def _dataset_chunks(ctx: JobContext, job: BatchJob) -> Iterator[Chunk]:
@@ -164,7 +167,8 @@ def _run_reference(ctx: JobContext, job: BatchJob, loaded: models.LoadedModel) -
     result = {"model_id": job.model_id, "chunks": len(parts), "n_rows": n_rows, "n_errors": 0,
               "errors": [], "columns": job.columns, "output": "parquet", "output_uri": out_dir,
               "parts": [p["part"] for p in parts],
-              "written": sum(bool(p["written"]) for p in parts)}
+              "written": sum(bool(p["written"]) for p in parts),
+              "decision_rule": job.decision_rule}
     return JobResult(write=lambda session: {"result": result},
                      message=f"scored {n_rows} rows in {len(parts)} partitions into {out_dir}")
 
@@ -203,7 +207,8 @@ def run_batch_job(ctx: JobContext, job: BatchJob) -> JobResult:
         result = {"model_id": job.model_id, "chunks": k + 1, **counts, "errors": shown,
                   "columns": job.columns, "output": job.output,
                   "result_url": f"/batch-predictions/{ctx.job_id}/result",
-                  "errors_url": f"/batch-predictions/{ctx.job_id}/errors"}
+                  "errors_url": f"/batch-predictions/{ctx.job_id}/errors",
+                  "decision_rule": job.decision_rule}
         return {"result": result}
 
     message = f"scored {counts['n_rows']} rows in {k + 1} chunks"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,3 +42,6 @@ class BatchJob(BaseModel):
     on_error: OnError = "fail"
     chunk_rows: int = Field(gt=0, le=1_000_000)
     columns: list[str]  # the output's columns, in order
+    # the decision rule chosen at submission (the reference's: app.predict.service.decision_for)
+    # as the answer's ``decision_rule`` {"name", "source", "rule"}; None: the model's own
+    decision_rule: dict[str, Any] | None = None

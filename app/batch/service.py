@@ -37,7 +37,9 @@ from app.jobs import service as jobs
 from app.jobs.orm import Job
 from app.models import service as models
 from app.models.orm import Model
-from app.predict.target import resolve_target, target_of
+from app.models.scoring import class_values
+from app.predict.service import decision_for
+from app.predict.target import Target, resolve_target, target_of
 
 _SNIFF_BYTES = 64 * 1024
 
@@ -64,12 +66,12 @@ def _body(name: str) -> list[str | int]:
     return ["body", name]
 
 
-def _model(session: Session, options: BatchOptions) -> tuple[Model, str | None]:
+def _model(session: Session, options: BatchOptions) -> tuple[Model, str | None, Target]:
     target = target_of(options.model_id, options.model, _body("model"))
     target = resolve_target(runtime_of(session), target, _body("model"))
     assert target.model_id is not None
     model = models.get_or_raise(session, target.model_id, _body("model_id"))
-    return model, options.model
+    return model, options.model, target
 
 
 def _headerless_names(encoder: Encoder, width: int) -> list[str]:
@@ -253,7 +255,7 @@ def submit(session: Session, options: BatchOptions, file: IO[bytes] | None, file
     if options.format is not None and options.format not in known:
         raise invalid(_body("format"), f"unknown format {options.format!r}; one of "
                       f"{', '.join(known)}")
-    model, reference = _model(session, options)
+    model, reference, target = _model(session, options)
     encoder = Encoder.from_dict(model.encoding)
     size = 0
     if file is not None:
@@ -274,7 +276,8 @@ def submit(session: Session, options: BatchOptions, file: IO[bytes] | None, file
                       output=options.output or (
                           "parquet" if source["source"] == "reference" else "csv"),
                       chunk_rows=options.chunk_rows or settings.batch_chunk_rows,
-                      columns=columns, **source).model_dump(mode="json")
+                      columns=columns, decision_rule=decision_for(loaded, target).as_json(
+                          class_values(loaded)), **source).model_dump(mode="json")
     job = jobs.enqueue(session, kind=store.BATCH_KIND, params=params,
                        dataset_id=source.get("dataset_id"))
     if file is not None:

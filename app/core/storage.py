@@ -295,7 +295,7 @@ class _Filler:
 
 def read_arrays(
     session: Session, table: Any, owner_id: int, dtypes: Mapping[str, Any] | None = None,
-    pads: Mapping[str, float] | None = None,
+    pads: Mapping[str, float] | None = None, skip: str | None = None, only: str | None = None,
 ) -> dict[str, np.ndarray]:
     """Every array of one owner, by name: the first chunks in one query, then each further
     chunk of a large array in its own query (one chunk in memory beside the array).
@@ -303,8 +303,13 @@ def read_arrays(
     converted chunk by chunk into the one array). ``pads``: {name: value} for 2-d arrays wanted
     as the first columns of an array one column wider, whose last column holds the value (the
     (n, d) view of an (n, d + 1) array: solver.msvmav.augment's intercept column, so that the
-    fit appends it without copying the rows)."""
+    fit appends it without copying the rows). ``skip``: a name prefix of arrays not read;
+    ``only``: the prefix of the only ones read."""
     query = _chunk_query(table, owner_id)
+    if skip is not None:
+        query = query.where(~table.name.startswith(skip, autoescape=True))
+    if only is not None:
+        query = query.where(table.name.startswith(only, autoescape=True))
     out: dict[str, np.ndarray] = {}
     for name, first in _fetch(session, query.where(table.chunk == 0)):
         want = (dtypes or {}).get(name)

@@ -57,3 +57,30 @@ def render_curves(curves: dict[str, Any], *, title: str, fmt: str) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt)
     return buf.getvalue()
+
+
+def render_threshold_curve(curve: dict[str, Any], *, title: str, fmt: str) -> bytes:
+    """A decision rule's curve (app.predict.thresholds: the objective against the threshold on
+    the out-of-fold and the hold-out probabilities, the chosen threshold marked) as PNG or
+    SVG bytes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.2), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    labels = {"oof": "out of fold (fitted on)", "holdout": "hold-out"}
+    for part, label in labels.items():
+        if curve.get(part) is not None:
+            values = [float("nan") if v is None else v for v in curve[part]]
+            ax.plot(curve["threshold"], values, label=label)
+    ax.axvline(curve["chosen"], color="0.3", linewidth=0.9, linestyle="--",
+               label=f"chosen {curve['chosen']:.4g}")
+    ax.set(xlabel="threshold on the class's probability", ylabel=curve["measure"], title=title)
+    ax.set_xlim(-0.02, 1.02)
+    ax.grid(True, alpha=0.35)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt)
+    return buf.getvalue()

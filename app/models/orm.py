@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Float, ForeignKey, Integer, LargeBinary, String
+from sqlalchemy import JSON, Float, ForeignKey, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.orm import Base, UTCDateTime, utcnow
@@ -48,3 +48,17 @@ class ModelArray(Base):
     # npy bytes cut into chunks of at most MSVMAV_ARRAY_CHUNK_BYTES (app.core.storage)
     chunk: Mapped[int] = mapped_column(Integer, primary_key=True, default=0)
     data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class ModelRule(Base):
+    """A stored model's decision rule (solver.decision, as JSON text; no row: the default,
+    argmax of the probabilities or the decision's sign). Text, so the model's stamp, read by
+    the raw driver with it (app.models.service.model_stamp), compares equal on both
+    databases: a rule set since makes every cached copy stale."""
+
+    __tablename__ = "model_rules"
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    rule: Mapped[str] = mapped_column(Text)

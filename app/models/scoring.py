@@ -24,6 +24,7 @@ from app.core.config import Settings
 from app.core.jsonable import jsonable
 from app.core.logs import request_id_var
 from app.core.problems import invalid, too_large
+from app.models.decisions import Decision, choose
 from app.models.explaining import RawExplanation, raw_contributions
 from app.models.service import LoadedModel
 
@@ -39,6 +40,11 @@ class Scores:
     clipped: np.ndarray  # (n,) bool: a feature fell outside the training range
     scaled: Any  # the rows as the estimator saw them (scaled, clipped)
     classes: list[Any]  # the model's classes as JSON values
+    rule: Decision  # the decision rule that made the labels (app.models.decisions)
+
+    def rule_json(self) -> dict[str, Any]:
+        """The answer's ``decision_rule``: the rule's name, source and parameters."""
+        return self.rule.as_json(self.classes)
 
     @property
     def n(self) -> int:
@@ -100,18 +106,28 @@ def probabilities(loaded: LoadedModel, decision: np.ndarray) -> np.ndarray | Non
     return np.asarray(est.probabilities(decision), dtype=np.float64)
 
 
-def score(loaded: LoadedModel, X: Any, *, explain: bool = False) -> Scores:
+def model_decision(loaded: LoadedModel) -> Decision:
+    """The stored model's own rule (or the default), for a request that names no other."""
+    est = loaded.estimator
+    return choose(est.calibrated, len(est.classes_), loaded.rule)
+
+
+def score(
+    loaded: LoadedModel, X: Any, *, explain: bool = False, rule: Decision | None = None
+) -> Scores:
     """The model's answers for X (see the module's docstring): labels from the decision values
-    (``est.predict`` would compute them, for kernel models the costly part, a second time) —
-    a calibrated model's the most probable class of the probabilities it answers with, so
-    ``label`` and ``probabilities`` never contradict each other (``predicted_index``)."""
+    (``est.predict`` would compute them, for kernel models the costly part, a second time) by
+    the decision ``rule`` (default: the stored model's, ``model_decision``) applied to the
+    probabilities it answers with — argmax unless a rule says otherwise, so ``label`` and
+    ``probabilities`` never contradict each other; an uncalibrated model's decision sign."""
     est = loaded.estimator
     Xs, clipped = scale(loaded, X)
     # ``decision_values``: X passed the caller's checks, so without scikit-learn's input
     # validation again, which for one row costs more than the prediction itself.
     decision = np.asarray(est.decision_values(Xs), dtype=np.float64)
     proba = probabilities(loaded, decision)
-    index = est.predicted_index(decision, proba)
+    rule = model_decision(loaded) if rule is None else rule
+    index = rule.labels(proba, decision)
     # (explaining's cost is bounded by the caller first: app.models.explaining)
     contributions = raw_contributions(loaded, Xs, index) if explain else None
     return Scores(
@@ -122,6 +138,7 @@ def score(loaded: LoadedModel, X: Any, *, explain: bool = False) -> Scores:
         clipped=clipped,
         scaled=Xs,
         classes=class_values(loaded),
+        rule=rule,
     )
 
 

@@ -36,6 +36,7 @@ from app.core.runtime import Part, Runtime, runtime_of, session_runtime
 from app.datasets import service as datasets
 from app.datasets.orm import Dataset
 from app.ingest.imputation import apply_fills
+from app.models.decisions import OOF_PREFIX, model_rule_text, oof_arrays, stored_rule
 from app.models.orm import Model, ModelArray
 from app.models.schemas import MarginsOut, TrainOutcome
 from app.registry.orm import ModelVersion, RegisteredModel
@@ -66,6 +67,8 @@ class LoadedModel:
     # how fresh the "still exists" check is (see app.core.recheck).
     checked_at: float | None = None
     nbytes: int = 0
+    # The stored model's decision rule (solver.decision; None: the default), read with it
+    rule: dict[str, Any] | None = None
     # Per-model helpers built on first use by other modules (e.g. the row encoder).
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -132,7 +135,8 @@ class ModelCache:
 
 
 # The per-request existence check, on the driver's own connection (see model_stamp).
-_STAMP_SQL = "SELECT job_id, created_at FROM models WHERE id = ?"
+_STAMP_SQL = ("SELECT m.job_id, m.created_at, r.rule FROM models m "
+              "LEFT JOIN model_rules r ON r.model_id = m.id WHERE m.id = ?")
 MODEL_CACHE: Part[ModelCache] = Part("model cache", lambda _runtime: ModelCache())
 
 
@@ -227,14 +231,15 @@ def save(
     arrays = {ESTIMATOR_PREFIX + k: np.asarray(v) for k, v in d["arrays"].items()}
     if outcome.scaling is not None:
         arrays |= {SCALING_PREFIX + k: v for k, v in outcome.scaling.to_arrays().items()}
+    arrays |= oof_arrays(outcome.estimator)
     for name, a in arrays.items():
         storage.write_array(session, ModelArray, model.id, name, a, chunk_bytes)
     return model
 
 
 def model_stamp(runtime: Runtime, model_id: int) -> tuple[Any, ...] | None:
-    """(job_id, created_at) of the model's row as the driver returns them, or None if there is
-    no such row: one primary-key read (``fetch_one``), no ORM session."""
+    """(job_id, created_at, its decision rule) of the model's row as the driver returns them,
+    or None if there is no such row: one primary-key read (``fetch_one``), no ORM session."""
     return runtime.fetch_one(_STAMP_SQL, (model_id,))
 
 
@@ -288,7 +293,7 @@ def load(session: Session, model: Model) -> LoadedModel:
     """Read the model's arrays and rebuild its estimator (no cache; see ``load_cached``)."""
     from solver import model_from_dict
 
-    arrays = storage.read_arrays(session, ModelArray, model.id)
+    arrays = storage.read_arrays(session, ModelArray, model.id, skip=OOF_PREFIX)
     est_arrays = {
         k[len(ESTIMATOR_PREFIX) :]: v for k, v in arrays.items() if k.startswith(ESTIMATOR_PREFIX)
     }
@@ -307,6 +312,7 @@ def load(session: Session, model: Model) -> LoadedModel:
         estimator=estimator,
         scaling=scaling,
         nbytes=nbytes,
+        rule=stored_rule(model_rule_text(session, model.id), estimator),
     )
 
 

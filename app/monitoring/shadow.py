@@ -29,6 +29,7 @@ from app.core.db import placeholders
 from app.core.runtime import Part, Runtime
 from app.ingest.column_specs import feature_specs
 from app.models import service as models
+from app.models.decisions import Decision, choose
 from app.models.scoring import score
 from app.monitoring.background import BatchQueue
 from app.registry.references import (
@@ -224,7 +225,9 @@ class ShadowScorer(BatchQueue[Entry]):
             session.commit()
         return loaded
 
-    def _challenger(self, run: Run) -> models.LoadedModel | None:
+    def _challenger(self, run: Run) -> tuple[models.LoadedModel, Decision] | None:
+        """The challenger the alias names and the rule it labels with (the alias's own, else
+        its model's: app.models.decisions)."""
         text = f"{run.name}@{run.alias}"
         try:
             resolved, stamp = lookup(
@@ -232,17 +235,20 @@ class ShadowScorer(BatchQueue[Entry]):
             )
         except UnknownReference:
             return None
-        return self._loaded(resolved.model_id, stamp)
+        loaded = self._loaded(resolved.model_id, stamp)
+        est = loaded.estimator
+        return loaded, choose(est.calibrated, len(est.classes_), loaded.rule, resolved.rule)
 
     def _score(self, entries: list[Entry]) -> list[tuple[Any, ...]]:
         """The rows to write for one shadow's entries."""
-        challenger = self._challenger(entries[0].run)
+        found = self._challenger(entries[0].run)
+        challenger, rule = found if found is not None else (None, None)
         rows: list[tuple[Any, ...]] = []
         for entry in entries:
             if challenger is None or not self._fits_model(entry.served_model_id, challenger):
                 self.skipped += len(entry.ids)
                 continue
-            scores = score(challenger, entry.X)  # the one scoring core (app.models.scoring)
+            scores = score(challenger, entry.X, rule=rule)  # the one scoring core
             served = own_decision(entry.scores, entry.predicted)
             rows += zip(
                 [entry.run.id] * len(entry.ids),

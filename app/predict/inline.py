@@ -57,6 +57,8 @@ def answer(runtime: Runtime, request: PredictRequest, target: Target) -> Respons
             settings=runtime.settings,
             ids=request.ids,
             explain=request.explain,
+            rule=request.rule,
+            threshold=request.threshold,
         )
     )
 

@@ -144,6 +144,16 @@ def predict_file(
             examples=["fail"],
         ),
     ] = "fail",
+    rule: Annotated[
+        str | None,
+        Form(max_length=16, description="This request's decision rule, as /predict's `rule` "
+             "(`argmax`)", examples=[""]),
+    ] = None,
+    threshold: Annotated[
+        float | None,
+        Form(ge=0, le=1, allow_inf_nan=False, examples=[""],
+             description="This request's threshold on P(classes[1]), as /predict's `threshold`"),
+    ] = None,
 ) -> Response:
     return json_response(
         service.predict_file(
@@ -156,6 +166,8 @@ def predict_file(
             ids=service.form_ids(ids),
             explain=explain,
             on_error=on_error,
+            rule=(rule or "").strip() or None,
+            threshold=threshold,
         )
     )
 

@@ -90,6 +90,12 @@ class PredictRequest(BaseModel):
         "stated baseline (the answer's `explanation`), which they add up to; refused (422 "
         "naming `explain`) when its cost exceeds MSVMAV_MAX_EXPLAIN_WORK",
     )
+    rule: Literal["argmax"] | None = Field(
+        None, description="This request's decision rule instead of the stored one: `argmax` "
+        "labels each row with its most probable class (a calibrated model)")
+    threshold: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = Field(
+        None, description="This request's decision rule instead of the stored one: classes[1] "
+        "when its probability is at least `threshold` (a calibrated two-class model)")
 
 
 class RowExplanation(BaseModel):
@@ -179,6 +185,10 @@ class PredictResponse(BaseModel):
     n: int
     predictions: list[Prediction]
     accuracy: float | None = Field(None, description="With true labels: fraction correct")
+    decision_rule: dict[str, Any] | None = Field(
+        None, description="The rule that made the labels: `name`, `source` (`request`, "
+        "`alias`, `model` or `default`) and `rule` (null: the decision value's sign, a model "
+        "without probabilities; see POST /models/{ref}/threshold)")
     margins: dict[str, Any] | None = Field(
         None, description="With true labels: margin statistics of this batch"
     )

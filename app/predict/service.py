@@ -26,6 +26,7 @@ from app.ingest import (
     parse_feature_file_skipping,
 )
 from app.models import service as models
+from app.models.decisions import Decision, RuleError, choose, override_rule
 from app.models.explaining import check_explain_cost
 from app.models.orm import Model
 from app.models.scoring import Scores, check_rows, row_ids, score
@@ -238,6 +239,25 @@ def _true_labels(
     return classes[models.match_labels(classes, labels, loc)]
 
 
+def decision_for(
+    loaded: models.LoadedModel,
+    target: Target,
+    rule: str | None = None,
+    threshold: float | None = None,
+    loc: list[str | int] | None = None,
+) -> Decision:
+    """The decision rule that labels a request's rows (app.models.decisions): its own
+    override (``rule`` "argmax" or ``threshold``; 422 naming it under ``loc`` when the model
+    cannot take it), else the rule of the alias its reference named, else the model's."""
+    est = loaded.estimator
+    try:
+        override = override_rule(est.calibrated, len(est.classes_), rule, threshold)
+    except RuleError as exc:
+        raise invalid([*(loc or ["body"]), exc.field], exc.message) from None
+    alias_rule = target.resolved.rule if target.resolved is not None else None
+    return choose(est.calibrated, len(est.classes_), loaded.rule, alias_rule, override)
+
+
 def score_batch(
     loaded: models.LoadedModel,
     X: Any,
@@ -246,6 +266,7 @@ def score_batch(
     sinks: Sinks,
     *,
     explain: bool = False,
+    rule: Decision | None = None,
 ) -> tuple[Scores, list[Any]]:
     """The core's scores of X (the request's own rows, scaled in place) and the rows' ids
     (the client's, checked: one per row), the scored rows sent to the prediction log and, with
@@ -253,7 +274,7 @@ def score_batch(
     door scores through here: a request refused before it is not recorded."""
     ids = row_ids(ids, X.shape[0], ids_loc)
     raw = X.copy() if sinks.shadow is not None else None
-    scores = score(loaded, X, explain=explain)
+    scores = score(loaded, X, explain=explain, rule=rule)
     if sinks.log is not None:  # (the scaled rows by reference, for feature drift, when the
         # model has min-max scaling)
         scaled = scores.scaled if loaded.scaling is not None else None
@@ -271,14 +292,15 @@ def _respond(
     ids: list[Any] | None,
     sinks: Sinks,
     explain: bool = False,
+    rule: Decision | None = None,
 ) -> dict[str, Any]:
     """The PredictResponse body as plain JSON values, built column-wise from the core's
-    arrays (see ``score_batch``)."""
+    arrays (see ``score_batch``), labelled by ``rule`` (``decision_for``)."""
     est = loaded.estimator
     ids_loc = [*labels_loc[:-1], "ids"]
     ids = row_ids(ids, X.shape[0], ids_loc)
     y_true = _true_labels(loaded, labels, X.shape[0], labels_loc)
-    scores, ids = score_batch(loaded, X, ids, ids_loc, sinks, explain=explain)
+    scores, ids = score_batch(loaded, X, ids, ids_loc, sinks, explain=explain, rule=rule)
     with gc_paused():
         predictions = _predictions(scores, ids)
     response: dict[str, Any] = {
@@ -288,6 +310,7 @@ def _respond(
         "predictions": predictions,
         "accuracy": None,
         "margins": None,
+        "decision_rule": scores.rule_json(),
     }
     if scores.contributions is not None:
         response["explanation"] = scores.contributions.summary()
@@ -307,9 +330,12 @@ def predict_rows(
     settings: Settings,
     ids: list[Any] | None = None,
     explain: bool = False,
+    rule: str | None = None,
+    threshold: float | None = None,
 ) -> dict[str, Any]:
     """The PredictResponse body for raw rows or records (see ``_respond``); ``instances`` may
-    be a large body's rows still as bytes (``[NumericRows]``, see app.predict.numeric_rows)."""
+    be a large body's rows still as bytes (``[NumericRows]``, see app.predict.numeric_rows).
+    ``rule``/``threshold``: the request's own decision rule (``decision_for``)."""
     block = instances[0] if len(instances) == 1 else None
     if not isinstance(block, NumericRows):
         block = None
@@ -320,9 +346,10 @@ def predict_rows(
     if explain:  # its cost bounded before anything is encoded
         n = block.n_rows if block else len(instances)
         check_explain_cost(loaded, n, settings, ["body", "explain"])
+    decision = decision_for(loaded, target, rule, threshold)
     sinks = sinks_for(runtime, target)
     X = encode_rows(loaded, instances, ["body", "instances"])
-    answer = _respond(loaded, X, labels, ["body", "labels"], ids, sinks, explain)
+    answer = _respond(loaded, X, labels, ["body", "labels"], ids, sinks, explain, decision)
     return answer | reference_fields(target)
 
 
@@ -370,12 +397,15 @@ def predict_file(
     ids: list[Any] | None = None,
     explain: bool = False,
     on_error: str = "fail",
+    rule: str | None = None,
+    threshold: float | None = None,
 ) -> dict[str, Any]:
     """The PredictResponse body for an uploaded file (see ``_respond``); ``on_error="skip"``
     leaves out the rows that cannot be encoded and lists the first ``SKIPPED_SHOWN`` of them
     (``skipped``), their ``ids`` with them."""
     check_upload_size(len(content), settings)
     loaded, target = _target_loaded(session, target, ["body", "model_id"])
+    decision = decision_for(loaded, target, rule, threshold)
     check_not_blank(not content or content.isspace())  # (not strip(): no copy of the upload)
     # the row limit is checked as the file is read (before it is parsed whole)
     limits = Limits(max_rows=settings.max_predict_instances,
@@ -401,7 +431,7 @@ def predict_file(
         check_explain_cost(loaded, X.shape[0], settings, ["body", "explain"])
     labels = None if y is None else list(np.asarray(y).tolist())
     sinks = sinks_for(runtime_of(session), target)
-    answer = _respond(loaded, X, labels, ["body", "label"], ids, sinks, explain)
+    answer = _respond(loaded, X, labels, ["body", "label"], ids, sinks, explain, decision)
     if skipped is not None:
         answer["skipped"] = skipped
     return answer | reference_fields(target)

@@ -59,7 +59,15 @@ def _resolved(request: Request, ref: str) -> ResolvedModel:
             raise mlflow_error(404, str(exc)) from None
 
 
-def _from_json(request: Request, model: ResolvedModel, ref: str, body: bytes) -> list[Any]:
+def _rule_name(answer: dict[str, Any]) -> str:
+    """The ``X-Decision-Rule`` header: the name of the rule that made the labels (ASCII)."""
+    name = (answer.get("decision_rule") or {}).get("name", "")
+    return name.encode("ascii", "backslashreplace").decode("ascii")
+
+
+def _from_json(
+    request: Request, model: ResolvedModel, ref: str, body: bytes
+) -> tuple[list[Any], str]:
     state = request.app.state
     rows, columns = state.settings.max_predict_instances, state.settings.max_features
     count = json_containers(body, rows + columns + 16)  # a row or a column each, and a few
@@ -86,8 +94,8 @@ def _from_json(request: Request, model: ResolvedModel, ref: str, body: bytes) ->
     except Problem as problem:
         raise as_client_error(problem, key, v2=False) from None
     if method == "predict_proba":
-        return _probabilities(answer, model)
-    return answer["predictions"]
+        return _probabilities(answer, model), _rule_name(answer)
+    return answer["predictions"], _rule_name(answer)
 
 
 def _probabilities(answer: dict[str, Any], model: ResolvedModel) -> list[Any]:
@@ -104,7 +112,9 @@ def _probabilities(answer: dict[str, Any], model: ResolvedModel) -> list[Any]:
     return [[p["probabilities"][k] for k in keys] for p in predictions]
 
 
-def _from_csv(request: Request, model: ResolvedModel, ref: str, body: bytes) -> list[Any]:
+def _from_csv(
+    request: Request, model: ResolvedModel, ref: str, body: bytes
+) -> tuple[list[Any], str]:
     state = request.app.state
     with state.read_session_factory() as session:
         try:
@@ -118,7 +128,7 @@ def _from_csv(request: Request, model: ResolvedModel, ref: str, body: bytes) -> 
             )
         except Problem as problem:
             raise as_client_error(problem, "csv", v2=False) from None
-    return answer["predictions"]
+    return answer["predictions"], _rule_name(answer)
 
 
 def _invocations(request: Request, body: bytes, content_type: str, ref: str) -> Response:
@@ -131,7 +141,10 @@ def _invocations(request: Request, body: bytes, content_type: str, ref: str) -> 
         )
     model = _resolved(request, ref)
     read = _from_json if media == JSON else _from_csv
-    return json_response({"predictions": read(request, model, ref, body)})
+    predictions, rule = read(request, model, ref, body)
+    response = json_response({"predictions": predictions})
+    response.headers["X-Decision-Rule"] = rule  # the rule that made the labels (issue 44)
+    return response
 
 
 _EXAMPLES = {

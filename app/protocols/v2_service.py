@@ -261,7 +261,8 @@ def infer(
     try:
         X = _features(inputs, model)
         sinks = predict.sinks_for(runtime, target)
-        scores, ids = predict.score_batch(model.loaded, X, ids, [IDS], sinks)
+        rule = predict.decision_for(model.loaded, target)  # the reference's (an alias's) rule
+        scores, ids = predict.score_batch(model.loaded, X, ids, [IDS], sinks, rule=rule)
     except Problem as problem:
         raise as_client_error(problem, "inputs", v2=True) from None
     tensors = _outputs(scores, ids)
@@ -277,4 +278,5 @@ def infer(
         head["model_version"] = str(model.resolved.version)
     if request.id is not None:
         head["id"] = request.id
+    head["parameters"] = {"decision_rule": scores.rule.name(scores.classes)}
     return head, chosen

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import JSON, ForeignKey, ForeignKeyConstraint, Index, Integer, String, Text
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.core.orm import Base, UTCDateTime, utcnow
 
@@ -86,3 +86,45 @@ class AliasMove(Base):
     to_version: Mapped[int | None] = mapped_column(Integer)
     actor: Mapped[str | None] = mapped_column(String(255))
     moved_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # the alias's decision rules before and after the move (AliasMoveRule), when it had any
+    rules: Mapped[AliasMoveRule | None] = relationship(lazy="selectin", viewonly=True)
+
+    @property
+    def from_rule(self) -> str | None:
+        """The alias's own decision rule before the move (JSON text; None: its version's)."""
+        return self.rules.from_rule if self.rules is not None else None
+
+    @property
+    def to_rule(self) -> str | None:
+        return self.rules.to_rule if self.rules is not None else None
+
+
+class AliasRule(Base):
+    """An alias's own decision rule (solver.decision, JSON text): ``credit@production`` means
+    a version and this rule; no row: the version's own rule. Goes with the alias."""
+
+    __tablename__ = "alias_rules"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["registered_model_id", "alias"],
+            ["model_aliases.registered_model_id", "model_aliases.alias"],
+            ondelete="CASCADE",
+        ),
+    )
+
+    registered_model_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    alias: Mapped[str] = mapped_column(String(100), primary_key=True)
+    rule: Mapped[str] = mapped_column(Text)
+
+
+class AliasMoveRule(Base):
+    """The alias's own decision rules before and after one move (null: none), for the moves
+    where it had one: the history shows them and a rollback restores ``from_rule``."""
+
+    __tablename__ = "alias_move_rules"
+
+    move_id: Mapped[int] = mapped_column(
+        ForeignKey("alias_moves.id", ondelete="CASCADE"), primary_key=True
+    )
+    from_rule: Mapped[str | None] = mapped_column(Text)
+    to_rule: Mapped[str | None] = mapped_column(Text)

@@ -11,7 +11,8 @@ Doors: ``resolve_request`` (a request's reference, 422/404 naming the field; /pr
 registered model's served version; monitoring and shadow scoring).
 
 A reference resolves in **one** indexed read that also returns the stored model's stamp (the
-``(job_id, created_at)`` that ``app.models.service.load_cached`` compares with its cache), so
+``(job_id, created_at, its decision rule)`` that ``app.models.service.load_cached`` compares with
+its cache: a rule set since makes a cached copy stale) and an alias's own rule, so
 predicting by reference costs no more round trips than predicting by id. One request uses the
 one model it resolved. Each resolution read is remembered per database (``remember``), and the
 predict path may use it instead of reading again while it is younger than app.core.recheck's
@@ -63,6 +64,7 @@ class ResolvedModel:
     name: str | None = None  # set when resolved from a registered-model reference
     version: int | None = None
     alias: str | None = None
+    rule: str | None = None  # the alias's own decision rule (JSON text), when it has one
 
 
 class UnknownReference(LookupError):  # noqa: N818 - the name is the shared interface's
@@ -113,24 +115,33 @@ def parse(text: str) -> Reference:
     )
 
 
-_COLUMNS = "SELECT v.model_id, v.version, m.job_id, m.created_at FROM registered_models r "
+# (model id, version, the model's stamp: job_id, created_at, its rule; the alias's rule)
+_COLUMNS = "SELECT v.model_id, v.version, m.job_id, m.created_at, mr.rule"
+_MODEL_RULE = "LEFT JOIN model_rules mr ON mr.model_id = m.id "
 _BY_ALIAS = (
-    _COLUMNS + "JOIN model_aliases a ON a.registered_model_id = r.id "
+    _COLUMNS + ", ar.rule FROM registered_models r "
+    "JOIN model_aliases a ON a.registered_model_id = r.id "
     "JOIN model_versions v ON v.registered_model_id = r.id AND v.version = a.version "
-    "JOIN models m ON m.id = v.model_id WHERE r.name = ? AND a.alias = ?"
+    "JOIN models m ON m.id = v.model_id " + _MODEL_RULE +
+    "LEFT JOIN alias_rules ar ON ar.registered_model_id = r.id AND ar.alias = a.alias "
+    "WHERE r.name = ? AND a.alias = ?"
 )
 _BY_VERSION = (
-    _COLUMNS + "JOIN model_versions v ON v.registered_model_id = r.id "
-    "JOIN models m ON m.id = v.model_id WHERE r.name = ? AND v.version = ?"
+    _COLUMNS + ", NULL FROM registered_models r "
+    "JOIN model_versions v ON v.registered_model_id = r.id "
+    "JOIN models m ON m.id = v.model_id " + _MODEL_RULE + "WHERE r.name = ? AND v.version = ?"
 )
-_BY_ID = "SELECT id, NULL, job_id, created_at FROM models WHERE id = ?"
+_BY_ID = ("SELECT m.id, NULL, m.job_id, m.created_at, mr.rule, NULL FROM models m "
+          + _MODEL_RULE + "WHERE m.id = ?")
 # The serving alias's version when set (its version is the last column), else the newest one.
 _SERVING = (
-    "SELECT v.model_id, v.version, m.job_id, m.created_at, p.version FROM registered_models r "
+    "SELECT v.model_id, v.version, m.job_id, m.created_at, mr.rule, ar.rule, "
+    "p.version FROM registered_models r "
     "LEFT JOIN model_aliases p ON p.registered_model_id = r.id AND p.alias = ? "
+    "LEFT JOIN alias_rules ar ON ar.registered_model_id = r.id AND ar.alias = p.alias "
     "JOIN model_versions v ON v.registered_model_id = r.id AND v.version = COALESCE(p.version, "
     "(SELECT MAX(w.version) FROM model_versions w WHERE w.registered_model_id = r.id)) "
-    "JOIN models m ON m.id = v.model_id WHERE r.name = ?"
+    "JOIN models m ON m.id = v.model_id " + _MODEL_RULE + "WHERE r.name = ?"
 )
 _MODEL_EXISTS = "SELECT id FROM registered_models WHERE name = ?"
 
@@ -142,7 +153,7 @@ def lookup(read: Reader, ref: Reference) -> tuple[ResolvedModel, Stamp]:
         row = read(_BY_ID, (ref.model_id,)) if in_range(ref.model_id) else None
         if row is None:
             raise UnknownReference(f"model {ref.model_id} not found")
-        return ResolvedModel(model_id=row[0]), (row[2], row[3])
+        return ResolvedModel(model_id=row[0]), (row[2], row[3], row[4])
     assert ref.name is not None
     if ref.alias is not None:
         row = read(_BY_ALIAS, (ref.name, ref.alias))
@@ -153,10 +164,12 @@ def lookup(read: Reader, ref: Reference) -> tuple[ResolvedModel, Stamp]:
     if row is None:
         raise UnknownReference(_missing(read, ref))
     alias = ref.alias
-    if alias is None and ref.version is None and row[4] is not None:
+    if alias is None and ref.version is None and row[6] is not None:
         alias = SERVING_ALIAS  # (the alias chose it)
-    resolved = ResolvedModel(model_id=row[0], name=ref.name, version=row[1], alias=alias)
-    return resolved, (row[2], row[3])
+    rule = row[5] if alias is not None else None
+    resolved = ResolvedModel(model_id=row[0], name=ref.name, version=row[1], alias=alias,
+                             rule=rule)
+    return resolved, (row[2], row[3], row[4])
 
 
 def _missing(read: Reader, ref: Reference) -> str:

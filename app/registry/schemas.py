@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 from app.core.ids import DbId
 from app.core.pagination import Page
@@ -201,11 +209,24 @@ class AliasMoveOut(BaseModel):
 
     id: int
     alias: str
-    action: Literal["set", "delete", "rollback"] = Field(
-        description="`set` (PUT), `delete`, or `rollback`"
+    action: Literal["set", "delete", "rollback", "rule"] = Field(
+        description="`set` (PUT), `delete`, `rollback`, or `rule` (POST /models/{name@alias}"
+        "/threshold gave the alias a decision rule)"
     )
     from_version: int | None = Field(description="null: the alias was created")
     to_version: int | None = Field(description="null: the alias was removed")
+    from_rule: dict[str, Any] | None = Field(
+        None, description="The alias's own decision rule before the move (null: its version's)"
+    )
+    to_rule: dict[str, Any] | None = Field(
+        None, description="The alias's own decision rule after it (a move to another version "
+        "refits its objective on that version's out-of-fold probabilities; null: its version's)"
+    )
+
+    @field_validator("from_rule", "to_rule", mode="before")
+    @classmethod
+    def _parsed(cls, value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
     actor: str | None = Field(
         description="Name of the API key that moved it (null when keys are off)"
     )

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete as sql_delete
+from sqlalchemy import insert, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -22,9 +23,17 @@ from app.core.ids import in_range
 from app.core.orm import utcnow
 from app.core.pagination import PageParams, paginate
 from app.core.problems import conflict, invalid, missing
+from app.models.decisions import carried_rule
 from app.models.orm import Model
 from app.registry import references
-from app.registry.orm import AliasMove, ModelAlias, ModelVersion, RegisteredModel
+from app.registry.orm import (
+    AliasMove,
+    AliasMoveRule,
+    AliasRule,
+    ModelAlias,
+    ModelVersion,
+    RegisteredModel,
+)
 from app.registry.references import is_name
 from app.webhooks import service as webhooks
 
@@ -228,12 +237,15 @@ def _move(
     *,
     action: str,
     actor: str | None,
+    rule: str | None = None,
 ) -> int | None:
-    """Point ``alias`` at ``to_version`` (None: remove it) and append the move to the history,
-    under the registered model's lock (the caller took it). Returns the version it left."""
+    """Point ``alias`` at ``to_version`` (None: remove it) with its own decision ``rule``
+    (JSON text, None: its version's) and append the move to the history, under the registered
+    model's lock (the caller took it). Returns the version it left."""
     row = session.get(ModelAlias, (registered.id, alias))
     before = row.version if row is not None else None
-    if before == to_version:
+    before_rule = alias_rule(session, registered, alias)
+    if before == to_version and (to_version is None or before_rule == rule):
         return before  # no move, no history entry
     now = utcnow()
     if to_version is None:
@@ -257,6 +269,7 @@ def _move(
             moved_at=now,
         )
     )
+    _set_rules(session, registered, alias, before_rule, None if to_version is None else rule)
     webhooks.enqueue(session, "alias_moved", {
         "registered_model": registered.name, "alias": alias, "action": action,
         "from_version": before, "to_version": to_version, "actor": actor,
@@ -271,12 +284,55 @@ def set_alias(
     version it pointed at before)."""
     check_name(alias, ["path", "alias"], "an alias")
     registered = get_or_raise(session, name, lock=True)
-    if session.get(ModelVersion, (registered.id, version)) is None:
+    found = session.get(ModelVersion, (registered.id, version))
+    if found is None:
         raise invalid(["body", "version"], f"registered model {name!r} has no version {version}")
-    before = _move(session, registered, alias, version, action="set", actor=actor)
+    row = session.get(ModelAlias, (registered.id, alias))
+    rule = alias_rule(session, registered, alias)
+    if row is not None and row.version != version:  # the alias's rule, refitted for the version
+        rule = carried_rule(session, found.model_id, rule)
+    before = _move(session, registered, alias, version, action="set", actor=actor, rule=rule)
     session.commit()
     references.forget(session)
     return version, before
+
+
+def alias_rule(session: Session, registered: RegisteredModel, alias: str) -> str | None:
+    """The alias's own decision rule (JSON text), None without one."""
+    return session.scalar(select(AliasRule.rule).where(
+        AliasRule.registered_model_id == registered.id, AliasRule.alias == alias))
+
+
+def _set_rules(session: Session, registered: RegisteredModel, alias: str,
+               before: str | None, after: str | None) -> None:
+    """The alias's own rule after a move and, when either is set, the move's record of both
+    (Core statements: the row goes with its alias, which the database may have removed)."""
+    owned = (AliasRule.registered_model_id == registered.id, AliasRule.alias == alias)
+    session.execute(sql_delete(AliasRule).where(*owned))  # (flushes the move first)
+    if after is not None:
+        session.execute(insert(AliasRule).values(
+            registered_model_id=registered.id, alias=alias, rule=after))
+    if before is not None or after is not None:
+        move_id = session.scalar(
+            select(AliasMove.id).where(AliasMove.registered_model_id == registered.id,
+                                       AliasMove.alias == alias)
+            .order_by(AliasMove.id.desc()).limit(1))
+        session.add(AliasMoveRule(move_id=move_id, from_rule=before, to_rule=after))
+
+
+def set_alias_rule(
+    session: Session, name: str, alias: str, rule: str | None, actor: str | None
+) -> None:
+    """Give ``alias`` its own decision rule (JSON text; None: its version's again), recorded
+    in the history as a move of the rule (``action`` "rule"), so a rollback restores the rule
+    it had. Committed."""
+    registered = get_or_raise(session, name, lock=True)
+    row = session.get(ModelAlias, (registered.id, alias))
+    if row is None:
+        raise missing(f"registered model {name!r} has no alias {alias!r}")
+    _move(session, registered, alias, row.version, action="rule", actor=actor, rule=rule)
+    session.commit()
+    references.forget(session)
 
 
 def delete_alias(session: Session, name: str, alias: str, actor: str | None) -> None:
@@ -336,7 +392,8 @@ def rollback_alias(
             f"alias {alias!r} of registered model {name!r} pointed at version {target} before "
             f"its {moved}, but that version was deleted"
         )
-    before = _move(session, registered, alias, target, action="rollback", actor=actor)
+    before = _move(session, registered, alias, target, action="rollback", actor=actor,
+                   rule=standing.from_rule)
     session.commit()
     references.forget(session)
     return target, before

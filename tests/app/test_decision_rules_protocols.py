@@ -1,0 +1,51 @@
+"""A registry alias's decision rule at the protocol doors of a live ``msvmav serve`` (SQLite, and
+PostgreSQL when TEST_DATABASE_URL is set): /v2 through the stock tritonclient and MLflow's
+invocations label every row by the rule applied to the probabilities they serve, and say which
+rule made the labels."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import tritonclient.http as triton
+
+from tests.app.protocol_support import Served, key, served_models, triton_client
+
+
+@pytest.fixture(scope="module")
+def served(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with served_models(database_url, tmp_path_factory.mktemp("rules")) as served:
+        yield served
+
+
+def test_v2_and_invocations_label_by_the_aliass_rule(served):
+    ref = f"{served.name}@production"
+    r = served.http.post(f"/models/{ref}/threshold",
+                         json={"objective": {"target": "recall", "value": 0.5,
+                                             "positive": "pos"}})
+    assert r.status_code == 200, r.text
+    t = r.json()["threshold"]
+    with triton_client(served) as client:
+        tensor = triton.InferInput("input", list(served.X.shape), "FP64")
+        tensor.set_data_from_numpy(served.X.astype(np.float64))
+        result = client.infer(ref, [tensor], headers=key())
+    P = result.as_numpy("probability")
+    labels = [v.decode() for v in result.as_numpy("label")]
+    assert labels == np.where(P[:, 1] >= t, "pos", "neg").tolist()
+    rule = result.get_response()["parameters"]["decision_rule"]
+    assert rule == f"threshold P(pos) >= {t:.6g}"
+    r = served.http.post(f"/models/{ref}/invocations", json={"instances": served.X.tolist()})
+    assert r.status_code == 200, r.text
+    preds = r.json()["predictions"]
+    p1 = np.array([p["probabilities"]["pos"] for p in preds])
+    assert [p["label"] for p in preds] == np.where(p1 >= t, "pos", "neg").tolist()
+    assert r.headers["x-decision-rule"] == rule
+    # by the model's id: its own (default) rule, argmax
+    with triton_client(served) as client:
+        result = client.infer(str(served.binary), [tensor], headers=key())
+    P = result.as_numpy("probability")
+    assert [v.decode() for v in result.as_numpy("label")] == np.where(
+        P[:, 1] > P[:, 0], "pos", "neg").tolist()
+    assert result.get_response()["parameters"]["decision_rule"] == "argmax"
