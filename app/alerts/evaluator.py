@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import or_, select, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.alerts.orm import AlertRule
@@ -89,11 +90,9 @@ class Evaluator:
         self._thread.start()
 
     def _run(self) -> None:
+        failing = dispatcher.Failing("alert evaluation")
         while not self._stop.wait(self.interval):
-            try:
-                self.run_once()
-            except Exception:  # the thread must go on: a database blip is retried next round
-                log.exception("alert evaluation failed")
+            failing.run(self.run_once)
 
     def close(self) -> None:
         self._stop.set()
@@ -112,7 +111,7 @@ class Evaluator:
             if rule.evaluated_until is not None and rule.evaluated_until >= end:
                 continue
             if self._claim(rule, end):
-                fired += self._evaluate(rule, end)
+                fired += self._evaluate_or_log(rule, end)
         if fired:
             waiting = self.runtime.peek(dispatcher.DISPATCHER)
             if waiting is not None:
@@ -127,6 +126,18 @@ class Evaluator:
             ).values(evaluated_until=end)).rowcount == 1
             session.commit()
         return won
+
+    def _evaluate_or_log(self, rule: AlertRule, end: datetime) -> int:
+        """``_evaluate``; a failure that is not the database's is logged and the window
+        passed over, so that one broken rule leaves the others' windows evaluated."""
+        try:
+            return self._evaluate(rule, end)
+        except SQLAlchemyError:
+            raise
+        except Exception:
+            log.exception("alert rule %s: the window ending %s was not evaluated", rule.id,
+                          end.isoformat())
+            return 0
 
     def _evaluate(self, rule: AlertRule, end: datetime) -> int:
         """The rule's window ending at ``end``: its values kept, a fire when it crosses."""

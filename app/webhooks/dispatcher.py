@@ -15,11 +15,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import httpx
 from sqlalchemy import or_, select, update
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.core.orm import utcnow
 from app.core.runtime import Part, Runtime
@@ -31,6 +33,33 @@ log = logging.getLogger("app.webhooks")
 CLAIM_SECONDS = 60.0  # a claim's lease: past it another process may send the attempt
 MAX_BACKOFF_SECONDS = 3600.0
 BATCH = 20  # deliveries claimed per round
+
+
+class Failing:
+    """A background round that may fail while the database is away: the first failure of a
+    run of them is logged (a database error in one line, anything else with its traceback),
+    the next ones not, and the recovery once."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.failing = False
+
+    def run(self, step: Callable[[], object]) -> None:
+        try:
+            step()
+        except SQLAlchemyError as exc:
+            if not self.failing:
+                log.warning("%s failed, retried each round: %s", self.what, type(exc).__name__)
+            self.failing = True
+            return
+        except Exception:  # the thread must go on
+            if not self.failing:
+                log.exception("%s failed, retried each round", self.what)
+            self.failing = True
+            return
+        if self.failing:
+            log.info("%s works again", self.what)
+        self.failing = False
 
 
 def backoff(attempts: int, base: float) -> float:
@@ -61,11 +90,9 @@ class Dispatcher:
         self._thread.start()
 
     def _run(self) -> None:
+        failing = Failing("webhook dispatch")
         while not self._stop.is_set():
-            try:
-                self.run_once()
-            except Exception:  # the thread must go on: a database blip is retried next round
-                log.exception("webhook dispatch failed")
+            failing.run(self.run_once)
             self.wake.wait(self.interval)
             self.wake.clear()
 
@@ -126,7 +153,7 @@ class Dispatcher:
         try:
             attempt["status_code"] = self.client.post(url, content=raw,
                                                       headers=headers).status_code
-        except httpx.HTTPError as exc:
+        except Exception as exc:  # no answer (refused, timed out, a URL httpx cannot send to)
             attempt["error"] = f"{type(exc).__name__}: {exc}"[:500]
         return attempt
 

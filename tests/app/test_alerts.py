@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import socket
 import threading
 import time
 
@@ -35,7 +36,8 @@ WINDOW = 2  # seconds: a short window, so that one ends soon after the rows are 
 def fast(settings, engine):
     """A client whose evaluator and dispatcher look every 0.1 s, retries after 0.2 s."""
     quick = settings.model_copy(update={"alert_interval_seconds": 0.1,
-                                        "webhook_retry_base_seconds": 0.2})
+                                        "webhook_retry_base_seconds": 0.2,
+                                        "webhook_max_attempts": 3})
     with TestClient(create_app(quick)) as c:
         yield c
 
@@ -195,6 +197,27 @@ def test_registry_events_reach_the_hooks_that_take_them(fast, worker):
             "production", None, 1)
         deliveries = fast.get("/webhook-deliveries", params={"webhook_id": hook["id"]}).json()
         assert len(deliveries) == 2 and len(hook_server.got) == 2  # none to the alerts-only hook
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_receiver_that_never_answers_is_retried_with_backoff_then_failed(fast, worker):
+    model = trained_model(fast, worker)
+    hook = _hook(fast, f"http://127.0.0.1:{_closed_port()}/hook", ["version_registered"])
+    fast.post("/registered-models", json={"name": "credit"})
+    assert fast.post("/registered-models/credit/versions",
+                     json={"model_id": model["id"]}).status_code == 201
+    (d,) = wait_for(lambda: [d for d in fast.get("/webhook-deliveries").json()
+                             if d["status"] == "failed"], what="the delivery failed")
+    assert d["webhook_id"] == hook["id"] and d["attempts"] == 3 and d["response_code"] is None
+    assert all(a["status_code"] is None and "Connect" in a["error"] for a in d["history"])
+    at = [_epoch(a["at"]) for a in d["history"]]
+    # the waits double from webhook_retry_base_seconds (0.2 s): 0.2 s, then 0.4 s at least
+    assert at[1] - at[0] >= 0.2 and at[2] - at[1] >= 0.4, at
 
 
 def test_rules_and_hooks_crud_and_bad_input_name_the_field(client, worker):
