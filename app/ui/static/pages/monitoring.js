@@ -84,6 +84,71 @@
     await load();
   }
 
+  const METRICS = ["estimated_accuracy", "atc_accuracy", "realised_accuracy", "accuracy_gap", "drift_statistic", "drift_p_value",
+    "clipped_share", "margin_density", "margin_density_change", "unreliable", "rows"];
+  const COMPARE = { lt: "<", le: "≤", gt: ">", ge: "≥" };
+
+  /** The alert rules (each with its last window's value) and a form that creates one (a write key). */
+  function alertRules(ctx, onChange) {
+    const list = el("div", { id: "alert-rules" });
+    async function load() {
+      UI.clear(list);
+      const rules = await UI.get("/alert-rules");
+      if (!rules.length) { list.append(UI.empty("No alert rule yet" + (ctx.canWrite ? ": create one with the form below." : "."))); return; }
+      list.append(UI.table({}, el("thead", {}, el("tr", {}, ["Rule", "Target", "Condition", "Window", "Cool-down", "Last window's value", "Evaluated until", "Last fired"].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, rules.map((r) => {
+          const w = r.last_window, v = w && w.values ? w.values[r.metric] : null;
+          return el("tr", {}, el("td", { class: "num" }, "#" + r.id + (r.name ? " " + r.name : "") + (r.enabled ? "" : " (off)")), el("td", {}, r.model || "model #" + r.model_id),
+            el("td", {}, r.metric + " " + COMPARE[r.comparison] + " " + r.level), el("td", { class: "num" }, UI.duration(r.window_seconds)), el("td", { class: "num" }, UI.duration(r.cooldown_seconds)),
+            el("td", { class: "num" }, v === null || v === undefined ? (w && w.error ? w.error : "—") : UI.num(v, 3)), el("td", {}, r.evaluated_until ? UI.time(r.evaluated_until) : "—"), el("td", {}, r.last_fired_at ? UI.time(r.last_fired_at) : "never"));
+        }))));
+    }
+    const out = el("div", {}, list);
+    if (ctx.canWrite) {
+      const model = el("input", { name: "model", required: true, placeholder: "wdbc@production or 7" });
+      const metric = UI.select("metric", METRICS, "estimated_accuracy");
+      const comparison = UI.select("comparison", Object.entries(COMPARE).map(([k, s]) => [k, s + " (" + k + ")"]), "lt");
+      const level = el("input", { name: "level", type: "number", step: "any", required: true, value: "0.9" });
+      const window_ = el("input", { name: "window_seconds", type: "number", min: "1", step: "1", value: "3600" });
+      const cooldown = el("input", { name: "cooldown_seconds", type: "number", min: "0", step: "1", value: "3600" });
+      const msg = el("div", { role: "status" });
+      const form = el("form", { id: "alert-rule-form", "aria-label": "New alert rule" }, el("h3", {}, "New alert rule"),
+        el("div", { class: "fields" }, UI.field("Model or reference", model), UI.field("Metric", metric), UI.field("Comparison", comparison), UI.field("Level", level),
+          UI.field("Window (s)", window_), UI.field("Cool-down (s)", cooldown), el("button", { class: "primary", type: "submit" }, "Create rule")), msg);
+      form.addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        UI.clear(msg);
+        const ident = model.value.trim();
+        const body = { metric: metric.value, comparison: comparison.value, level: Number(level.value), window_seconds: Number(window_.value), cooldown_seconds: Number(cooldown.value) };
+        if (/^\d+$/.test(ident)) body.model_id = Number(ident); else body.model = ident;
+        try {
+          const r = await UI.api("POST", "/alert-rules", body);
+          msg.append(el("p", { class: "success" }, "Rule #" + r.id + " created."));
+          await load(); if (onChange) onChange();
+        } catch (e) { msg.append(UI.problem(e)); }
+      });
+      out.append(form);
+    }
+    return { node: out, load };
+  }
+
+  /** The newest webhook deliveries: event, hook, status, attempts and each attempt's HTTP code. */
+  function deliveries() {
+    const out = el("div", { id: "webhook-deliveries" });
+    async function load() {
+      UI.clear(out);
+      const [hooks, rows] = await Promise.all([UI.get("/webhooks"), UI.get("/webhook-deliveries?limit=50")]);
+      out.append(el("p", { class: "muted" }, hooks.length ? hooks.length + " webhook(s): " + hooks.map((h) => "#" + h.id + " " + h.url + " (" + h.events.join(", ") + ")").join(" · ")
+        : "No webhook: POST /webhooks with a URL and its events (alert, alias_moved, version_registered)."));
+      if (!rows.length) { out.append(UI.empty("No delivery yet.")); return; }
+      out.append(UI.table({}, el("thead", {}, el("tr", {}, ["Delivery", "Event", "Hook", "Rule", "Status", "Attempts (HTTP codes)", "Created"].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, rows.map((d) => el("tr", {}, el("td", { class: "num" }, "#" + d.id), el("td", {}, d.event), el("td", { class: "num" }, "#" + d.webhook_id),
+          el("td", { class: "num" }, d.rule_id ? "#" + d.rule_id : "—"), el("td", {}, UI.status(d.status)),
+          el("td", {}, d.attempts + (d.history.length ? " (" + d.history.map((a) => a.status_code ?? "no answer").join(", ") + ")" : "")), el("td", {}, UI.time(d.created_at)))))));
+    }
+    return { node: out, load };
+  }
+
   UI.pages.monitoring = async function (app, ctx) {
     if (ctx.ident) return detail(app, ctx);
     app.append(el("p", {}, "Choose a registered model's alias or a stored model."));
@@ -99,5 +164,9 @@
         { label: "Trained", value: (m) => m.created_at, render: (m) => UI.time(m.created_at) },
       ],
       empty: () => UI.empty("No model yet: train one from a ", UI.link("/ui/datasets", "dataset's page"), ".") })));
+    const sent = deliveries();
+    const rules = alertRules(ctx, () => sent.load());
+    app.append(UI.section("Alert rules", rules.node), UI.section("Webhook deliveries", sent.node));
+    await Promise.all([rules.load(), sent.load()]);
   };
 })();
