@@ -167,7 +167,8 @@ def compare(session: Session, candidates: list[Candidate]) -> Comparison:
                  "unseen by it"} for c in candidates if _holdout_rows(c.row) is None]
     kept = [c for c in candidates if _holdout_rows(c.row) is not None]
     if not kept:
-        return _not_comparable(kept, excluded, "no model kept a hold-out")
+        return _not_comparable(kept, excluded, "no model kept a hold-out" if candidates
+                               else "there is no model to compare")
     by_dataset = {c.row.dataset_id for c in kept}
     if len(by_dataset) > 1:
         which = "; ".join(f"model {c.row.id}: dataset {c.row.dataset_id}" for c in kept)

@@ -112,12 +112,77 @@
       el("tbody", {}, p.preview.rows.map((r, i) => el("tr", {}, el("td", {}, String(p.preview.labels[i])), r.map((v) => el("td", { class: "num" }, UI.num(v)))))));
   }
 
+  // -- leaderboard: the dataset's models on the hold-out rows they share ------------------------
+  const LB_METRICS = [["roc_auc", "ROC AUC"], ["pr_auc", "PR AUC"], ["accuracy", "accuracy"],
+    ["balanced_accuracy", "balanced accuracy"], ["log_loss", "log loss"], ["ece", "ECE"], ["expected_cost", "expected cost"]];
+
+  function leaderboardTable(b) {
+    if (!b.n_models) return UI.empty("No model trained on this dataset yet.");
+    const out = el("div");
+    if (!b.comparable) out.append(el("div", { class: "warning", role: "status" }, el("strong", {}, "Not compared: "), b.reason));
+    if (b.models.length) {
+      const cols = LB_METRICS.filter(([m]) => m !== "expected_cost" || b.cost);
+      const name = Object.fromEntries(LB_METRICS)[b.metric];
+      const cell = (e, m) => el("td", { class: "num", title: e.notes[m] || null }, UI.num(e[m]));
+      out.append(UI.table({ "aria-label": "Leaderboard" },
+        el("caption", { class: "muted" }, b.models.length + " models on the " + UI.num(b.n_rows) + " hold-out rows they all kept out of training; best by " + name + " (" + (b.higher_is_better ? "higher" : "lower") + " is better)"),
+        el("thead", {}, el("tr", {}, ["Rank", "Model", "Algorithm", "Calibration"].map((h) => el("th", { scope: "col" }, h)),
+          cols.map(([m, label]) => el("th", { scope: "col", class: "num" }, label)))),
+        el("tbody", {}, b.models.map((e) => el("tr", { class: e.best ? "best" : null },
+          el("td", { class: "num" }, e.rank + (e.best ? " (best)" : "")),
+          el("th", { scope: "row" }, UI.link("/ui/models/" + e.model_id, "#" + e.model_id)),
+          el("td", {}, e.algorithm), el("td", {}, e.calibration),
+          cols.map(([m]) => cell(e, m)))))));
+    }
+    if (b.cost) out.append(el("p", { class: "muted" }, "Expected cost: the mean cost per row of the labels each model serves, cost matrix " + JSON.stringify(b.cost.matrix) + " (rows: true class, columns: served label, classes " + b.cost.labels.join(", ") + ")."));
+    if (b.excluded.length) out.append(el("p", { class: "muted" }, "Left out: ", b.excluded.map((x) => "#" + x.model_id + ": " + x.reason).join("; ")));
+    if (b.truncated) out.append(el("p", { class: "muted" }, "The newest " + b.n_models + " models; the dataset has more."));
+    return out;
+  }
+
+  function leaderboardSection(dataset) {
+    const binary = dataset.classes.length === 2;
+    const metric = UI.select("metric", LB_METRICS, "roc_auc");
+    const fp = el("input", { name: "cost_fp", type: "number", min: "0", step: "any", size: 6 });
+    const fn = el("input", { name: "cost_fn", type: "number", min: "0", step: "any", size: 6 });
+    const matrix = el("input", { name: "cost_matrix", size: 24, placeholder: "[[0, 1], [5, 0]]" });
+    const out = el("div", { "aria-live": "polite" });
+    const costs = binary
+      ? [UI.field("Cost of a false positive", fp, "a " + dataset.classes[0] + " row labelled " + dataset.classes[1]),
+        UI.field("Cost of a false negative", fn, "a " + dataset.classes[1] + " row labelled " + dataset.classes[0])]
+      : [UI.field("Cost matrix", matrix, "JSON, rows: true class " + dataset.classes.join(", "))];
+    const form = el("form", { class: "panel", "aria-label": "Compare the models" },
+      el("div", { class: "fields" }, UI.field("Best by", metric), ...costs),
+      el("button", { type: "submit" }, "Compare"), out);
+    async function load() {
+      UI.clear(out).append(el("p", { class: "muted" }, "Scoring the models on their shared hold-out…"));
+      try {
+        let b;
+        if (matrix.value.trim()) {
+          let m;
+          try { m = JSON.parse(matrix.value); } catch (e) { throw new SyntaxError("Cost matrix: not JSON (" + e.message + ")"); }
+          b = await UI.api("POST", "/models/leaderboard", { dataset_id: dataset.id, metric: metric.value, cost_matrix: m });
+        } else {
+          const q = new URLSearchParams({ metric: metric.value });
+          if (fp.value !== "") q.set("cost_fp", fp.value);
+          if (fn.value !== "") q.set("cost_fn", fn.value);
+          b = await UI.get("/datasets/" + dataset.id + "/leaderboard?" + q);
+        }
+        UI.clear(out).append(leaderboardTable(b));
+      } catch (e) { UI.clear(out).append(e instanceof SyntaxError ? UI.problem({ problem: { detail: e.message } }) : UI.problem(e)); }
+    }
+    form.addEventListener("submit", (ev) => { ev.preventDefault(); load(); });
+    load();
+    return UI.section("Leaderboard", el("p", { class: "muted" }, "The dataset's newest models side by side on the rows every one of them held out."), form);
+  }
+
   async function detail(app, ctx) {
     const d = await UI.get("/datasets/" + encodeURIComponent(ctx.ident));
     document.getElementById("title").textContent = "Dataset #" + d.id + " · " + d.name;
     app.append(UI.kv({ file: d.filename, format: d.format, rows: d.n_rows, features: d.n_features, "rows dropped": d.n_rows_dropped, sparse: d.sparse, "size (bytes)": d.size_bytes, options: d.options }));
     app.append(el("p", {}, "Uploaded ", UI.time(d.created_at), " · ", UI.link("/ui/models#dataset_id=" + d.id, "models trained on it")));
     if (ctx.canWrite) app.append(trainForm(d));
+    app.append(leaderboardSection(d));
     const labelCounts = UI.table({}, el("caption", { class: "muted" }, "Label classes"),
       el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Class"), el("th", { scope: "col", class: "num" }, "Rows"), el("th", { scope: "col", class: "num" }, "Share"))),
       el("tbody", {}, d.classes.map((c, i) => el("tr", {}, el("td", {}, String(c)), el("td", { class: "num" }, UI.num(d.class_counts[i])), el("td", { class: "num" }, UI.pct(d.class_counts[i] / d.n_rows))))));
