@@ -69,6 +69,8 @@ AUTO_CV = 3
 ETA = 3
 # rung 0 may spend this share of the budget; the rest is for rung 1 and the final fit
 RUNG0_SHARE = 0.6
+# above 1.5 times this many training rows rung 0 runs on a stratified sample of this many
+RUNG0_ROWS = 2000
 ALWAYS_GROUPS = 2
 # seconds of a default budget: BUDGET_BASE + BUDGET_PER_ROW * n * (1 + n / BUDGET_KNEE)
 BUDGET_BASE = 2.0
@@ -211,12 +213,18 @@ class _Race:
         self.scores = np.full((len(settings), len(folds)), np.nan)
         self.seconds = np.zeros(len(settings))
         self.oof: dict[int, np.ndarray] = {}
-        # no further setting of a group starts after this (perf_counter) time
+        # no setting starts after this (perf_counter) time, and a running fit stops at it
+        # (its cell then does not count)
         self.deadline = math.inf
 
     def late(self, done_in_group: int) -> bool:
         """A group's next setting is skipped once the deadline passed (its first never)."""
         return done_in_group > 0 and time.perf_counter() > self.deadline
+
+    def stop(self, _info: dict) -> bool:
+        """The fits' callback: progress, and stop once the deadline passed."""
+        self.tick()
+        return time.perf_counter() > self.deadline
 
     def record(self, i: int, fold: int, D: np.ndarray, seconds: float) -> None:
         _, test = self.folds[fold]
@@ -261,7 +269,10 @@ class _Race:
         else:
             extra = {"random_state": self.seed} if takes_seed(s.algorithm) else {}
             est = estimator_class(s.algorithm)(kernel=s.kernel, **extra, **s.params)
-        est.fit(self.X[train], self.y[train])
+        est.fit(self.X[train], self.y[train], callback=self.stop)
+        if getattr(est, "stopped_early_", False):  # the deadline: the cell does not count
+            self.seconds[i] += time.perf_counter() - t
+            return
         self.record(i, fold, est.decision_function(self.X[test]), time.perf_counter() - t)
 
     def _linear_batch(self, idx: list[int], fold: int) -> None:
@@ -311,11 +322,16 @@ class _Race:
                 t = time.perf_counter()
                 est = self.msvmav(self.settings[i].params, "rbf")
                 A = np.zeros((len(train), Y.shape[1]))
+                stopped = False
                 for c in range(Y.shape[1]):
-                    self.tick()
-                    A[:, c], _, _, _ = iterate(
+                    A[:, c], _, _, stopped = iterate(
                         DualSpace(pair, Y[:, c], est.beta), Y[:, c], alpha=est.alpha,
-                        max_iter=est.max_iter, tol=est.tol, stop=est.stop)
+                        max_iter=est.max_iter, tol=est.tol, stop=est.stop, callback=self.stop)
+                    if stopped:  # the deadline: the cell does not count
+                        break
+                if stopped:
+                    self.seconds[i] += time.perf_counter() - t + prep
+                    continue
                 D = Kte @ A
                 self.record(i, fold, D[:, 0] if self.k == 2 else D,
                             time.perf_counter() - t + prep)
@@ -350,33 +366,55 @@ def _rung0(race: _Race, budget: float, start: float, status: list[str]) -> None:
     race.deadline = math.inf
     for i in range(len(race.settings)):
         status[i] = ("dropped at rung 0" if not np.isnan(race.scores[i, 0])
-                     else "skipped: budget")
+                     else "stopped: budget" if race.seconds[i] > 0 else "skipped: budget")
 
 
-def _finalists(race: _Race, budget: float, start: float, status: list[str]) -> list[int]:
+def _finalists(race: _Race, cost_of: np.ndarray, budget: float, start: float,
+               status: list[str]) -> list[int]:
     """The best 1/ETA of rung 0's candidates, in score order, whose predicted cost (the rest
     of the folds and the final fit on every row, from their rung-0 time) fits the rest of the
     budget; when none does, the cheapest of them."""
-    ran = [i for i, s in enumerate(status) if s != "skipped: budget"]
+    ran = [i for i in range(len(status)) if not np.isnan(race.scores[i, 0])]
     order = sorted(ran, key=lambda i: (-race.scores[i, 0], i))
     keep = order[: max(1, math.ceil(len(order) / ETA))]
-    rest = len(race.folds) - 1
-    final = len(race.folds) / max(1, rest)  # the final fit's rows over a fold's
+    # rung 0 ran fold 0 of these folds (no subsample) or of a subsample's (cost_of scaled)
+    rest = len(race.folds) - (1 if cost_of is race.seconds else 0)
+    final = len(race.folds) / max(1, len(race.folds) - 1)  # the final fit's rows over a fold's
     left = budget - (time.perf_counter() - start)
     chosen, cost = [], 0.0
     for i in keep:
-        more = race.seconds[i] * rest
-        if cost + more + race.seconds[i] * final * (not chosen) <= left:
+        more = cost_of[i] * rest
+        if cost + more + cost_of[i] * final * (not chosen) <= left:
             chosen.append(i)
             cost += more
     if not chosen:
-        chosen = [min(keep, key=lambda i: (race.seconds[i], i))]
+        chosen = [min(keep, key=lambda i: (cost_of[i], i))]
     for i in chosen:
         status[i] = "finalist"
     return chosen
 
 
-def _reason(race: _Race, best: int, finalists: list[int], top: int) -> str:
+def _rung1(race: _Race, finalists: list[int], folds: range, deadline: float,
+           status: list[str]) -> list[int]:
+    """The finalists on the remaining folds: the first (the best at rung 0 that fits) runs
+    them all; the others stop at ``deadline`` (the budget less the first's final fit), and a
+    finalist stopped on a fold drops out ("stopped: budget"). Returns those that ran every
+    fold, in order."""
+    for fold in folds:
+        race.run([finalists[0]], fold)
+    race.deadline = deadline
+    for fold in folds:
+        for group in _groups(race.settings, finalists[1:]):
+            race.run(group, fold)
+    race.deadline = math.inf
+    done = [i for i in finalists if not np.isnan(race.scores[i]).any()]
+    for i in set(finalists) - set(done):
+        status[i] = "stopped: budget"
+    return done
+
+
+def _reason(race: _Race, best: int, finalists: list[int], top: int,
+            cost_of: np.ndarray) -> str:
     means = np.nanmean(race.scores[finalists], axis=1)
     order = [finalists[j] for j in np.argsort(-means, kind="stable")]
     text = (f"highest mean accuracy over {len(race.folds)} stratified folds "
@@ -387,10 +425,35 @@ def _reason(race: _Race, best: int, finalists: list[int], top: int) -> str:
         text += (f"; runner-up {race.settings[nxt].label()} "
                  f"{np.nanmean(race.scores[nxt]):.4f}")
     if top not in finalists:
-        text += (f"; {race.settings[top].label()} scored best on the first fold "
-                 f"({race.scores[top, 0]:.4f}) but its other folds and final fit (predicted "
-                 f"{race.seconds[top] * len(race.folds) * 1.5:.1f} s) did not fit the budget")
+        text += (f"; {race.settings[top].label()} scored best at rung 0 but its folds and "
+                 f"final fit (predicted {cost_of[top] * (len(race.folds) + 1.5):.1f} s) did "
+                 "not fit the rest of the budget")
     return text
+
+
+def _folds(y: np.ndarray, cv: int, seed: int | None) -> list[tuple]:
+    return list(StratifiedKFold(n_splits=cv, shuffle=True,
+                                random_state=seed).split(np.zeros(len(y)), y))
+
+
+def _subsample(y: np.ndarray, seed: int | None) -> np.ndarray | None:
+    """Rung 0's rows: a stratified sample of RUNG0_ROWS training rows when there are more
+    than 1.5 times that many (sorted indices), else None (rung 0 on the first fold of all)."""
+    if len(y) <= 1.5 * RUNG0_ROWS:
+        return None
+    from sklearn.model_selection import train_test_split
+
+    keep, _ = train_test_split(np.arange(len(y)), train_size=RUNG0_ROWS, stratify=y,
+                               random_state=seed)
+    return np.sort(keep)
+
+
+def _scaled_cost(small: _Race, full: _Race) -> np.ndarray:
+    """Predicted seconds of each candidate's fold on the full rows from its rung-0 fold on a
+    subsample: linear in the rows for linear fits, quadratic for kernel fits."""
+    ratio = len(full.folds[0][0]) / max(1, len(small.folds[0][0]))
+    power = np.array([1.0 if s.kernel == "linear" else 2.0 for s in small.settings])
+    return small.seconds * ratio**power
 
 
 def auto_search(X, y, *, budget_seconds: float | None = None, cv: int = AUTO_CV,
@@ -409,27 +472,32 @@ def auto_search(X, y, *, budget_seconds: float | None = None, cv: int = AUTO_CV,
     settings = candidates(X, kernels=kernels, algorithms=algorithms, fixed=fixed)
     searched = {k for s in settings if s.algorithm == "msvmav" for k in s.params}
     fixed = {k: v for k, v in fixed.items() if k not in searched}
-    smallest = int(np.unique(y, return_counts=True)[1].min())
-    cv = max(2, min(cv, smallest))
-    folds = list(StratifiedKFold(n_splits=cv, shuffle=True,
-                                 random_state=random_state).split(np.zeros(len(y)), y))
+    cv = max(2, min(cv, int(np.unique(y, return_counts=True)[1].min())))
     total = len(settings) * cv
-    race = _Race(X, y, settings, folds, fixed, random_state,
+    race = _Race(X, y, settings, _folds(y, cv, random_state), fixed, random_state,
                  lambda: callback(int(np.sum(~np.isnan(race.scores))), total)
                  if callback else None)
+    sub = _subsample(y, random_state)
+    small = race if sub is None else _Race(
+        X[sub], y[sub], settings, _folds(y[sub], cv, random_state), fixed, random_state,
+        race.tick)
     status = [""] * len(settings)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        _rung0(race, budget, start, status)
-        finalists = _finalists(race, budget, start, status)
-        for fold in range(1, cv):
-            for group in _groups(settings, finalists):
-                race.run(group, fold)
+        _rung0(small, budget, start, status)
+        cost = small.seconds if small is race else _scaled_cost(small, race)
+        finalists = _finalists(small, cost, budget, start, status)
+        finalists = _rung1(race, finalists, range(1 if small is race else 0, cv),
+                           start + budget - cost[finalists[0]] * 1.5, status)
     means = race.scores[finalists].mean(axis=1)
     best = finalists[int(np.argmax(means))]  # ties: the first finalist in rung-0 order
-    top = min(range(len(settings)), key=lambda i: (-np.nan_to_num(race.scores[i, 0], nan=-1), i))
-    table = [_row(race, i, status[i]) for i in range(len(settings))]
-    return AutoResult(table=table, best_index=best, reason=_reason(race, best, finalists, top),
+    top = min(range(len(settings)),
+              key=lambda i: (-np.nan_to_num(small.scores[i, 0], nan=-1), i))
+    table = [_row(race, small, i, status[i]) for i in range(len(settings))]
+    reason = _reason(race, best, finalists, top, cost)
+    if sub is not None:
+        reason += f"; rung 0 on a stratified sample of {len(sub)} of the {len(y)} rows"
+    return AutoResult(table=table, best_index=best, reason=reason,
                       cv=cv, random_state=random_state, budget_seconds=float(budget),
                       seconds=time.perf_counter() - start, oof=race.oof[best],
                       fixed_params=fixed)
@@ -450,14 +518,19 @@ def calibrate_from_oof(est: Any, method: str, oof: np.ndarray, y: np.ndarray) ->
     est.oof_index_ = np.searchsorted(est.classes_, y)
 
 
-def _row(race: _Race, i: int, status: str) -> dict:
+def _row(race: _Race, small: _Race, i: int, status: str) -> dict:
+    """A candidate's table row: its scores on the full folds when it ran them (a finalist),
+    else its rung-0 score (on the subsample when rung 0 ran on one)."""
     s = race.settings[i]
-    done = ~np.isnan(race.scores[i])
+    scores = race.scores[i] if status == "finalist" else small.scores[i]
+    done = ~np.isnan(scores)
+    seconds = race.seconds[i] + (small.seconds[i] if small is not race else 0.0)
     return {"setting": s.label(), "algorithm": s.algorithm, "kernel": s.kernel,
             "params": dict(s.params), "folds": int(done.sum()),
-            "scores": [float(v) for v in race.scores[i][done]],
-            "mean_accuracy": float(race.scores[i][done].mean()) if done.any() else None,
-            "seconds": float(race.seconds[i]), "status": status}
+            "scores": [float(v) for v in scores[done]],
+            "mean_accuracy": float(scores[done].mean()) if done.any() else None,
+            "rung0_accuracy": None if np.isnan(small.scores[i, 0]) else float(small.scores[i, 0]),
+            "seconds": float(seconds), "status": status}
 
 
 __all__ = ["ALPHAS", "AUTO_CV", "AutoResult", "BETAS", "GAMMA_FACTORS", "Setting",

@@ -119,7 +119,10 @@ class SearchOut(BaseModel):
     seconds: float = Field(description="Duration of the search")
     table: list[dict[str, Any]] = Field(
         description="One row per configuration in grid order: params, mean_accuracy, std "
-        "(ddof=1), scores (per fold), fit_seconds"
+        "(ddof=1), scores (per fold), fit_seconds. An auto search (`mode` auto, with its "
+        "`reason`, `budget_seconds`, `algorithm`, `kernel`): one row per candidate with "
+        "setting, algorithm, kernel, params, folds, scores, mean_accuracy (null when not run), "
+        "seconds and status (finalist, dropped at rung 0, stopped: budget, skipped: budget)"
     )
 
 

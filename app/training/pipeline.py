@@ -21,6 +21,7 @@ from app.models.evaluating import baseline_warning, metrics_of
 from app.models.schemas import TrainOutcome
 from app.training.schemas import SearchJob, TrainJob
 from solver import protocol
+from solver.auto_search import AutoResult
 from solver.calibration import CALIBRATION_FOLDS, cross_validated_decisions
 from solver.model_selection import SearchResult
 from solver.scaling import MinMaxScaling
@@ -63,15 +64,22 @@ def plan_of(job: TrainJob) -> protocol.Plan:
     chosen = estimator_params(job)
     kernel = chosen.pop("kernel", "linear")
     spec = job.search
+    auto = spec is not None and spec.grid == "auto"
+    extra: dict[str, Any] = {}
+    if auto and spec is not None:
+        extra = {"budget_seconds": spec.budget_seconds,
+                 "kernels": tuple(spec.kernels or ("linear", "rbf")),
+                 "algorithms": tuple(spec.algorithms or ("msvmav",))}
     return protocol.Plan(
         algorithm=job.algorithm,
         kernel=kernel,
         params=chosen,
-        grid=(spec.grid_values or spec.grid) if spec else None,
+        grid="auto" if auto else (spec.grid_values or spec.grid) if spec else None,
         cv=spec.cv if spec else 5,
         seed=job.seed,
         cv_seed=spec.seed if spec else None,
         scaling=job.scaling == "minmax",
+        **extra,
     )
 
 
@@ -137,7 +145,7 @@ def train(
         fit_seconds=fitted.fit_seconds,
         n_iter=_n_iter(est),
         summary=summary,
-        algorithm=plan.algorithm,
+        algorithm=fitted.search.algorithm if fitted.search is not None else plan.algorithm,
         params=used,
         search=search,
         encoding=encoding,
@@ -225,7 +233,8 @@ def _add_cross_validated(
     why = (f"the dataset has {n} rows, fewer than {protocol.MIN_HOLDOUT_ROWS}"
            if n < protocol.MIN_HOLDOUT_ROWS else "test_fraction is null")
     try:
-        D = cross_validated_decisions(est, fitted.X_train, y_train, random_state=seed)
+        D = (fitted.search.oof if isinstance(fitted.search, AutoResult)  # no more fits
+             else cross_validated_decisions(est, fitted.X_train, y_train, random_state=seed))
     except ValueError as exc:  # a class with one row: no folds
         summary["warnings"].append(f"no hold-out was kept ({why}) and no cross-validated "
                                    f"metrics could be computed: {exc}")
@@ -237,7 +246,8 @@ def _add_cross_validated(
         **metrics_of(est.classes_, y_train, plain, D, None),
         "source": "cross-validated",
     }
-    folds = min(CALIBRATION_FOLDS, int(np.unique(y_train, return_counts=True)[1].min()))
+    folds = (fitted.search.cv if isinstance(fitted.search, AutoResult) else
+             min(CALIBRATION_FOLDS, int(np.unique(y_train, return_counts=True)[1].min())))
     searched = ("; the hyper-parameters were chosen on the same rows, so they are optimistic"
                 if summary.get("search") else "")
     summary["warnings"].append(NO_HOLDOUT.format(why=why, folds=folds, searched=searched))
@@ -305,10 +315,22 @@ def fit_path(est: Any) -> dict[str, Any] | None:
     })
 
 
-def search_summary(result: SearchResult | None, spec: SearchJob | None) -> dict[str, Any] | None:
-    """What a model keeps of its search: the best configuration and the whole table."""
+def search_summary(
+    result: SearchResult | AutoResult | None, spec: SearchJob | None
+) -> dict[str, Any] | None:
+    """What a model keeps of its search: the best configuration and the whole table (an auto
+    search: every candidate with its folds, scores, time and status, the winner and why, the
+    time against the budget)."""
     if result is None or spec is None:
         return None
+    if isinstance(result, AutoResult):
+        values: dict[str, list[Any]] = {"kernel": []}
+        for row in result.table:
+            for name, value in {"kernel": row["kernel"], **row["params"]}.items():
+                if value not in values.setdefault(name, []):
+                    values[name].append(value)
+        return jsonable({**result.to_dict(), "grid": "auto", "grid_values": values,
+                         "seed": result.random_state})
     return jsonable(
         {
             "best_params": result.best_params,

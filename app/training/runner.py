@@ -22,6 +22,7 @@ from app.training import cluster
 from app.training.pipeline import train
 from app.training.schemas import TrainJob
 from solver.algorithms import appends_ones
+from solver.auto_search import default_budget
 from solver.model_selection import n_cells
 from solver.parallel import dask_cluster
 from solver.protocol import holdout_sizes
@@ -67,6 +68,8 @@ def _callbacks(ctx: JobContext, job: TrainJob, dataset: Dataset) -> Callbacks:
         ctx.reporter.report(0.0, f"fitting {job.algorithm} on {rows} × {dataset.n_features} "
                                  "features")
         return _fit_callback(ctx, describe_iteration), None
+    if job.search.grid == "auto":
+        return _auto_callbacks(ctx, job, dataset, rows)
     grid = job.search.grid_values or {}  # resolved to a dict at submission
     cells = n_cells(job.algorithm, dataset.n_features, grid=grid, cv=job.search.cv)
     total = cells + 1  # the refit on the whole training part counts as one more
@@ -83,6 +86,28 @@ def _callbacks(ctx: JobContext, job: TrainJob, dataset: Dataset) -> Callbacks:
 
     ctx.reporter.report(0.0, f"cross-validating {job.algorithm}: {cells} cells on {rows}")
     return refit_callback, search_callback
+
+
+def _auto_callbacks(ctx: JobContext, job: TrainJob, dataset: Dataset, rows: str) -> Callbacks:
+    """An auto search's progress: its cells (candidate, fold) to 90 %, then the final fit."""
+    assert job.search is not None
+    n_train = dataset.n_rows
+    if job.test_fraction:
+        n_train, _ = holdout_sizes(dataset.n_rows, job.test_fraction)
+    budget = job.search.budget_seconds or default_budget(n_train, dataset.n_features)
+    kernels = " and ".join(job.search.kernels or ("linear", "rbf"))
+    refit_progress = running_progress(0.9)
+
+    def search_callback(done: int, n: int) -> None:
+        ctx.reporter.tick(0.9 * done / max(n, 1), f"auto search: cell {done} of at most {n}")
+
+    def refit(info: dict[str, Any]) -> tuple[float, str]:
+        _, detail = describe_iteration(info)
+        return refit_progress, f"final fit of the auto search's choice: {detail}"
+
+    ctx.reporter.report(0.0, f"auto search over {kernels} within a budget of {budget:g} s "
+                             f"on {rows}")
+    return _fit_callback(ctx, refit), search_callback
 
 
 def _train_on_cluster(ctx: JobContext, job: TrainJob, dataset: Dataset) -> TrainOutcome:
@@ -169,14 +194,35 @@ def _result(
         "algorithm": outcome.algorithm,
         "best_params": outcome.search["best_params"] if outcome.search else None,
         "best_score": outcome.search["best_score"] if outcome.search else None,
+        **(_auto_result(outcome.search) if outcome.search and outcome.search.get("mode") == "auto"
+           else {}),
     }
+
+
+def _auto_result(search: dict[str, Any]) -> dict[str, Any]:
+    """An auto search's part of the job's result: what was tried (setting, CV score, folds,
+    time, status), the winner and why, the time spent against the budget."""
+    return {"search": {
+        "mode": "auto",
+        "chosen": search["table"][search["best_index"]]["setting"],
+        "algorithm": search["algorithm"],
+        "kernel": search["kernel"],
+        "reason": search["reason"],
+        "budget_seconds": search["budget_seconds"],
+        "seconds": search["seconds"],
+        "cv": search["cv"],
+        "tried": [{k: row[k] for k in ("setting", "mean_accuracy", "folds", "seconds", "status")}
+                  for row in search["table"]],
+    }}
 
 
 def _message(outcome: TrainOutcome, seconds: float) -> str:
     """The job's final message: time, iterations, hold-out accuracy, warnings. With a search,
     the job's whole time (``seconds``: loading, the search's cells and the final fit), then
     each part; the final fit's alone would hide the search's (11 s of a 142 s job)."""
-    if outcome.search:
+    if outcome.search and outcome.search.get("mode") == "auto":
+        notes = [auto_note(outcome, seconds)]
+    elif outcome.search:
         search = outcome.search
         notes = [f"{outcome.algorithm} trained in {seconds:.2f} s (search "
                  f"{search['seconds']:.2f} s over {search['n_configs']} configurations, final "
@@ -191,6 +237,17 @@ def _message(outcome: TrainOutcome, seconds: float) -> str:
     for warning in outcome.summary.get("warnings") or ():
         message += f"; warning: {warning}"
     return message
+
+
+def auto_note(outcome: TrainOutcome, seconds: float) -> str:
+    """An auto search's part of the job's message: the choice, why, and the time against the
+    budget."""
+    search = outcome.search or {}
+    best = search["table"][search["best_index"]]
+    return (f"auto search chose {best['setting']} ({search['reason']}); trained in "
+            f"{seconds:.2f} s: search {search['seconds']:.2f} s of a {search['budget_seconds']:g} "
+            f"s budget over {search['n_configs']} candidates, final fit "
+            f"{outcome.fit_seconds:.2f} s")
 
 
 TRAIN = JobKind("train", TrainJob, run_train_job)

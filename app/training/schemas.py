@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from app.core.ids import DbId
 from app.jobs.schemas import TRAIN_PARAMS_EXAMPLE
@@ -20,6 +20,11 @@ _TRAIN_EXAMPLE = TRAIN_PARAMS_EXAMPLE
 GridValue = Any
 
 _SEARCH_EXAMPLE = {"grid": {"alpha": [1, 16], "beta": [0.25, 1]}, "cv": 5, "seed": 0}
+_AUTO_EXAMPLE = {"grid": "auto", "budget_seconds": 30, "algorithms": ["msvmav", "svm"]}
+
+# the names a search may be given by, besides a SearchSpec
+SEARCH_MODES = ("auto", "none", "quick", "paper")
+MAX_BUDGET_SECONDS = 86_400.0
 
 
 class SearchSpec(BaseModel):
@@ -29,16 +34,34 @@ class SearchSpec(BaseModel):
         extra="forbid",
         strict=True,
         allow_inf_nan=False,
-        json_schema_extra={"examples": [_SEARCH_EXAMPLE]},
+        json_schema_extra={"examples": [_SEARCH_EXAMPLE, _AUTO_EXAMPLE]},
     )
 
-    grid: Literal["quick", "paper"] | dict[str, list[GridValue]] = Field(
+    grid: Literal["auto", "quick", "paper"] | dict[str, list[GridValue]] = Field(
         "quick",
-        description="`quick` (3 values per parameter), `paper` (the paper's grids: 2^-10 … 2^10 "
-        "in steps of 4×) — rbf/poly add the gamma grid {2^j / d} — or an explicit "
+        description="`auto` (MSVMAv's kernel — linear or rbf — and alpha, beta, gamma chosen "
+        "by successive halving over stratified folds within `budget_seconds`; "
+        "docs/algorithm.md), `quick` (3 values per parameter), `paper` (the paper's grids: "
+        "2^-10 … 2^10 in steps of 4×) — rbf/poly add the gamma grid {2^j / d} — or an explicit "
         "{parameter: [values]} (names as in the estimator's `get_params()`)",
     )
-    cv: int = Field(5, ge=2, le=20, description="Folds (shuffled, seeded KFold)")
+    cv: int = Field(
+        5, ge=2, le=20,
+        description="Folds (shuffled, seeded KFold; `auto`: stratified, 3 unless given)",
+    )
+    budget_seconds: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_BUDGET_SECONDS,
+        description="`auto` only: the search's time budget in seconds; null: derived from the "
+        "training rows (solver.auto_search.default_budget), stated in the job's message",
+    )
+    algorithms: list[AlgorithmName] | None = Field(
+        None,
+        min_length=1,
+        description="`auto` only: the algorithms that race (comparators with their `quick` "
+        "grids); null: MSVMAv's own kernels",
+    )
     seed: int | None = Field(
         None,
         ge=0,
@@ -66,9 +89,27 @@ class _TrainHead(BaseModel):
     )
     search: SearchSpec | None = Field(
         None,
-        description="Choose hyper-parameters by k-fold cross-validation on the training part "
-        "(after scaling), then fit the best configuration on the whole training part",
+        description="Choose hyper-parameters by cross-validation on the training part (after "
+        "scaling), then fit the best configuration on the whole training part. `auto` is "
+        "`{\"grid\": \"auto\"}`, `quick`/`paper` that grid, `none` (or null) no search. Not "
+        "given: `auto` when the request sets no hyper-parameter (no `kernel`, `alpha`, … "
+        "`params`) and the algorithm is msvmav, else no search",
+        json_schema_extra={"anyOf": [{"$ref": "#/components/schemas/SearchSpec"},
+                                     {"type": "string", "enum": list(SEARCH_MODES)},
+                                     {"type": "null"}]},
     )
+
+    @field_validator("search", mode="before")
+    @classmethod
+    def _search_by_name(cls, value: Any) -> Any:
+        """A name is that search: ``"none"`` no search, ``"auto"``/``"quick"``/``"paper"``
+        that grid; any other string is refused here (422 naming ``search``)."""
+        if not isinstance(value, str):
+            return value
+        if value not in SEARCH_MODES:
+            raise ValueError(f"use one of {list(SEARCH_MODES)} or a search object, got "
+                             f"{value!r}")
+        return None if value == "none" else {"grid": value}
 
 # MSVMAv's hyper-parameters, derived from the solver's declaration (app.training.msvmav_fields)
 _WithHyperParameters = create_model(
@@ -156,6 +197,9 @@ class SearchJob(SearchSpec):
     grid_values: dict[str, list[GridValue]] | None = Field(
         None, description="The grid as {parameter: values}, named grids expanded for the dataset"
     )
+    kernels: list[str] | None = Field(
+        None, description="`auto`: the kernels that race (the request's `kernel` when given)"
+    )
 
 
 class TrainJob(TrainRequest):
@@ -168,7 +212,7 @@ class TrainJob(TrainRequest):
 
     model_config = ConfigDict(strict=False, json_schema_extra=None)
 
-    search: SearchJob | None = None  # type: ignore[assignment]
+    search: SearchJob | None = None  # type: ignore[assignment]  # normalised at submission
     estimator_params: dict[str, Any] = Field(
         description="The estimator's keyword arguments besides random_state"
     )

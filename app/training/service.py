@@ -4,6 +4,7 @@ the checks of algorithm names, hyper-parameters and grids (``check_name``, ``che
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from app.training import cluster, parameters
 from app.training.admission import check_fit_limits, estimate_training
 from app.training.msvmav_fields import HYPER_PARAMETERS
 from app.training.parameters import check_grid, check_name, check_params
-from app.training.schemas import TrainJob, TrainRequest
+from app.training.schemas import SearchSpec, TrainJob, TrainRequest
 from app.training.weights import check_class_weight
 from solver.protocol import default_test_fraction, holdout_sizes, split_indices
 
@@ -47,6 +48,7 @@ def submit_train(
             else "the dataset has no labels",
         )
     on_cluster = settings is not None and cluster.on_cluster(dataset, settings)
+    request = normalise_search(request, on_cluster)
     if "test_fraction" not in request.model_fields_set and not on_cluster:
         # a hold-out by default (solver.protocol.default_test_fraction); below its smallest
         # data set the model's evaluation is cross-validated
@@ -64,7 +66,10 @@ def submit_train(
     check_training_part(dataset, request)
     fixed, explicit = resolve_estimator_params(request)
     params = request.model_dump(mode="json")
-    if request.search is not None:
+    auto = request.search is not None and request.search.grid == "auto"
+    if auto:
+        params["search"]["kernels"] = auto_kernels(request, fixed, explicit)
+    elif request.search is not None:
         params["search"]["grid_values"] = resolve_search_grid(
             request, dataset, fixed, explicit, n_train
         )
@@ -79,8 +84,10 @@ def submit_train(
         params["estimator_params"] = fixed
         job = read_params(TrainJob, params)
         return jobs.enqueue(session, kind="train", params=job.stored(), dataset_id=dataset.id)
-    admission = estimate_training(
-        session, dataset, request.algorithm, fixed, params.get("search"), n_train
+    admission = (
+        estimate_auto(session, dataset, fixed, params["search"], n_train) if auto
+        else estimate_training(
+            session, dataset, request.algorithm, fixed, params.get("search"), n_train)
     )
     check_fit_limits(
         admission, dataset, request.algorithm, max_bytes=max_fit_bytes, max_seconds=max_fit_seconds
@@ -89,6 +96,72 @@ def submit_train(
         params["estimate"] = admission.stored()
     job = read_params(TrainJob, params)  # the worker reads it back the same way
     return jobs.enqueue(session, kind="train", params=job.stored(), dataset_id=dataset.id)
+
+
+# fields that weight the rows rather than choose the model: given alone, the default search stays
+NOT_CHOOSING = {"class_weight"}
+
+
+def normalise_search(request: TrainRequest, on_cluster: bool) -> TrainRequest:
+    """The request with ``search`` as a SearchSpec or None: a name (``"auto"``, ``"quick"``,
+    ``"paper"``) is that grid, ``"none"`` no search; not given, ``"auto"`` when the request
+    sets no hyper-parameter of the model (MSVMAv, no top-level hyper-parameter, no
+    ``params``) and the fit runs here, else none. An auto search's folds are AUTO_CV unless
+    ``search.cv`` is given; ``budget_seconds`` and ``algorithms`` belong to ``auto`` only."""
+    from solver.auto_search import AUTO_CV
+
+    search = request.search
+    if "search" not in request.model_fields_set:
+        chose = (set(HYPER_PARAMETERS) - NOT_CHOOSING) & request.model_fields_set or request.params
+        default = not (on_cluster or chose or request.algorithm != "msvmav")
+        search = SearchSpec(grid="auto") if default else None
+    if search is not None and search.grid == "auto":
+        if "cv" not in search.model_fields_set:
+            search = search.model_copy(update={"cv": AUTO_CV})
+    elif search is not None:
+        for name in ("budget_seconds", "algorithms"):
+            if getattr(search, name) is not None:
+                raise invalid(["body", "search", name],
+                              f"{name} applies to the auto search only (search.grid 'auto')")
+    return request.model_copy(update={"search": search})
+
+
+def auto_kernels(request: TrainRequest, fixed: dict[str, Any], explicit: set[str]) -> list[str]:
+    """The kernels an auto search races: the request's ``kernel`` when given (linear or rbf),
+    else both; the hyper-parameters it searches (alpha, beta, gamma, unless given) leave
+    ``fixed``."""
+    from solver.auto_search import KERNELS
+
+    if "kernel" in request.model_fields_set:
+        if request.kernel not in KERNELS:
+            raise invalid(["body", "kernel"], f"the auto search races the kernels "
+                          f"{list(KERNELS)}; for {request.kernel!r} give search.grid "
+                          "'quick', 'paper' or a grid")
+        kernels = [request.kernel]
+    else:
+        kernels = list(KERNELS)
+    for name in ("kernel", "alpha", "beta", "gamma"):
+        if name not in explicit:
+            fixed.pop(name, None)
+    return kernels
+
+
+def estimate_auto(session: Session, dataset: Dataset, fixed: dict[str, Any],
+                  search: dict[str, Any], n_train: int) -> Any:
+    """Admission of an auto search: the final fit's memory at its largest (an RBF winner's
+    exact kernel where the race uses it) and, for the time, the budget plus that fit."""
+    from solver.auto_search import default_budget, exact_kernel
+
+    kernels = search.get("kernels") or ["linear"]
+    # calibrated from the race's out-of-fold values: no calibration folds to add
+    plain = {**fixed, "calibration": "none"}
+    worst = ({**plain, "kernel": "rbf", "approximation": exact_kernel(n_train)}
+             if "rbf" in kernels else {**plain, "kernel": "linear"})
+    admission = estimate_training(session, dataset, "msvmav", worst, None, n_train)
+    if admission is None or admission.seconds is None:
+        return admission
+    budget = search.get("budget_seconds") or default_budget(n_train, dataset.n_features)
+    return replace(admission, seconds=admission.seconds + float(budget))
 
 
 def check_training_part(dataset: Dataset, request: TrainRequest) -> None:

@@ -48,7 +48,7 @@ def test_the_request_schema_lists_every_solver_algorithm(client):
 @pytest.mark.parametrize("algorithm", ALL)
 def test_train_each_algorithm_then_predict_and_margins(client, worker, algorithm):
     ds = _dataset(client)
-    job = submit(client, ds["id"], algorithm=algorithm, test_fraction=0.25)
+    job = submit(client, ds["id"], algorithm=algorithm, test_fraction=0.25, search="none")
     assert "alpha" not in job["params"] or algorithm == "msvmav"  # MSVMAv defaults only for it
     assert run_jobs(worker) == ["succeeded"]
     model = _model_of(client, job)
