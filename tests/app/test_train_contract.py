@@ -35,8 +35,10 @@ def test_every_estimator_parameter_is_declared_once():
 def test_the_request_fields_are_the_declaration(train_schema):
     props = train_schema["properties"]
     defaults = {**MSVMAv().get_params(), **SERVICE_DEFAULTS}
-    # calibration is a field of every algorithm (its own text and default), not one of these
-    assert [k for k in props if k in PARAMETERS and k != "calibration"] == list(HYPER_PARAMETERS)
+    # calibration and class_weight are fields of every algorithm (their own text and
+    # default), not of these
+    own = ("calibration", "class_weight")
+    assert [k for k in props if k in PARAMETERS and k not in own] == list(HYPER_PARAMETERS)
     knobs = {n for n, p in PARAMETERS.items() if p.knob}
     assert knobs == {"update", "linear_solver", "kernel_memory_mb"}
     assert not knobs & set(props)
