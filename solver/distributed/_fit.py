@@ -79,6 +79,9 @@ def check_cluster_params(estimator: MSVMAv) -> None:
         raise ValueError(f"calibration: {estimator.calibration!r} needs cross-validated fits "
                          "on one machine; the cluster fit is linear only with "
                          "calibration='none'")
+    if getattr(estimator, "class_weight", None) is not None:
+        raise ValueError("class_weight: the cluster fit has no weighted form; fit the "
+                         "weighted model on one machine (an uploaded dataset)")
 
 
 def fit_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,

@@ -249,3 +249,10 @@ def test_calibration_folds_and_calibrator_take_the_weights():
     assert model.calibrator_.params[0] == pytest.approx(expected.params[0], abs=1e-12)
     unweighted = fit_calibrator(D, y, model.classes_, "sigmoid")
     assert model.calibrator_.params[0]["a"] != pytest.approx(unweighted.params[0]["a"])
+
+
+def test_the_cluster_fit_refuses_class_weights():
+    from solver.distributed import check_cluster_params
+
+    with pytest.raises(ValueError, match="class_weight: the cluster fit has no weighted form"):
+        check_cluster_params(MSVMAv(class_weight="balanced"))
