@@ -256,3 +256,25 @@ def test_the_cluster_fit_refuses_class_weights():
 
     with pytest.raises(ValueError, match="class_weight: the cluster fit has no weighted form"):
         check_cluster_params(MSVMAv(class_weight="balanced"))
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+def test_a_grid_search_with_class_weight_scores_weighted_fits(kernel):
+    from solver.model_selection import cross_validate_grid, kfold_indices
+
+    X, y, _ = _data(n=60)
+    y = (X[:, 0] > 0.75).astype(int)  # imbalanced: the weights change the fits
+    grid = {"alpha": [1.0, 16.0]} if kernel == "linear" else {"alpha": [1.0], "gamma": [0.5]}
+    fixed = {"class_weight": "balanced", "max_iter": 20}
+    result = cross_validate_grid("msvmav", X, y, kernel=kernel, grid=grid, cv=3, n_jobs=1,
+                                 params=fixed)
+    differ = False
+    for row in result.table:
+        scores = {cw: [float(np.mean(MSVMAv(kernel=kernel, **{**fixed, "class_weight": cw},
+                                            **row["params"]).fit(X[tr], y[tr]).predict(X[te])
+                                     == y[te]))
+                       for tr, te in kfold_indices(y.size, 3, 0)]
+                  for cw in ("balanced", None)}
+        assert row["scores"] == scores["balanced"]
+        differ |= scores["balanced"] != scores[None]
+    assert differ  # the unweighted shortcuts would have scored otherwise
