@@ -162,11 +162,32 @@ def _scores(g: _Graph, X: str, exp: Expansion) -> str:
     return g.op("Add", g.op("MatMul", K, g.const(exp.weights)), g.const(exp.intercept))
 
 
-def _outputs(g: _Graph, scores: str, exp: Expansion, calibrator: Any) -> list[Any]:
+def _ruled(g: _Graph, P: str, k: int, rule: dict[str, Any] | None) -> str:
+    """[n] class indices of the probabilities P [n, k] under the decision rule
+    (solver.decision.apply_rule): argmax (the first most probable, as most_probable); a
+    threshold: class c where P_c >= t, else the first most probable other class; a cost
+    matrix C: the first of argmin_j (P C)_j."""
+    kind = "argmax" if rule is None else rule["kind"]
+    if kind == "cost":
+        expected = g.op("MatMul", P, g.const(np.asarray(rule["matrix"], dtype=np.float64)))
+        return g.op("ArgMin", expected, axis=1, keepdims=0, select_last_index=0)
+    if kind != "threshold":
+        return g.op("ArgMax", P, axis=1, keepdims=0, select_last_index=0)
+    c, t = int(rule["class_index"]), float(rule["threshold"])
+    p_c = g.op("Gather", P, g.const(np.array(c, np.int64)), axis=1)
+    above = g.op("GreaterOrEqual", p_c, g.const(np.array(t)))
+    is_c = np.arange(k) == c  # [k]: column c left out of the others' argmax
+    others = g.op("Where", g.const(is_c), g.const(np.array(-np.inf)), P)
+    best_other = g.op("ArgMax", others, axis=1, keepdims=0, select_last_index=0)
+    return g.op("Where", above, g.const(np.array(c, np.int64)), best_other)
+
+
+def _outputs(g: _Graph, scores: str, exp: Expansion, calibrator: Any,
+             rule: dict[str, Any] | None = None) -> list[Any]:
     """``decision`` and ``label`` (and a calibrated model's ``probabilities``) from the [n, T]
-    scores. The label: calibrated, the first most probable class (``ArgMax`` of the
-    probabilities, as solver.calibration.most_probable); otherwise > 0 (two classes), else the
-    first highest score."""
+    scores. The label: calibrated, the model's decision rule on the probabilities (``_ruled``:
+    argmax by default, as solver.calibration.most_probable); otherwise > 0 (two classes), else
+    the first highest score."""
     classes, label_type = _class_constant(exp.classes)
     if exp.n_tasks == 1:
         decision = g.op("Squeeze", scores, g.const(np.array([1], dtype=np.int64)))
@@ -188,7 +209,7 @@ def _outputs(g: _Graph, scores: str, exp: Expansion, calibrator: Any) -> list[An
         outputs.append(
             g.h.make_tensor_value_info("probabilities", TensorProto.DOUBLE, [None, len(classes)])
         )
-        index = g.op("ArgMax", P, axis=1, keepdims=0, select_last_index=0)
+        index = _ruled(g, P, len(exp.classes), rule)
     g.nodes.append(g.h.make_node("Gather", [g.const(classes), index], ["label"], axis=0))
     return outputs
 
@@ -270,11 +291,13 @@ def build_onnx(
     name: str,
     metadata: dict[str, str],
     calibrator: Any = None,
+    rule: dict[str, Any] | None = None,
 ) -> bytes:
     """The serialised ModelProto (checked by ``onnx.checker``) of the whole prediction path.
 
     ``specs``: the stored encoding's feature columns; ``metadata``: stored as metadata_props;
-    ``calibrator``: the model's (solver.calibration.Calibrator), adding ``probabilities``."""
+    ``calibrator``: the model's (solver.calibration.Calibrator), adding ``probabilities``;
+    ``rule``: the model's decision rule (solver.decision; None: argmax) making the label."""
     size = sum(a.nbytes for a in (exp.weights, exp.centres) if a is not None)
     if size > MAX_GRAPH_BYTES:
         raise UnsupportedModelError(
@@ -283,7 +306,8 @@ def build_onnx(
         )
     g = _Graph()
     X, inputs = _features(g, specs)
-    outputs = _outputs(g, _scores(g, _scaled(g, X, scaling), exp), exp, calibrator)
+    outputs = _outputs(g, _scores(g, _scaled(g, X, scaling), exp), exp, calibrator,
+                       rule if calibrator is not None else None)
     graph = helper.make_graph(g.nodes, name, inputs, outputs, g.initializers)
     model = helper.make_model(
         graph,

@@ -14,7 +14,9 @@ from app.export.bundle import BundleError, BundleTooLargeError, read_bundle, wri
 from app.export.expansion import UnsupportedModelError, expansion
 from app.ingest.column_specs import feature_specs
 from app.models import service as models
+from app.models.decisions import RuleError, rule_text, set_model_rule
 from app.models.orm import Model, ModelArray
+from solver.decision import check_rule
 
 ONNX_MISSING = (
     "format=onnx needs the onnx package, which this installation lacks: "
@@ -74,7 +76,7 @@ def _metadata(row: Model) -> dict[str, Any]:
 def export_bundle(session: Session, model_id: int) -> bytes:
     row, loaded = _stored(session, model_id)
     return write_bundle(
-        meta=_metadata(row),
+        meta={**_metadata(row), "decision_rule": loaded.rule},
         encoding=row.encoding,
         estimator=loaded.estimator,
         scaling=loaded.scaling,
@@ -91,7 +93,8 @@ def export_onnx(session: Session, model_id: int) -> bytes:
     row, loaded = _stored(session, model_id)
     try:
         exp = expansion(loaded.estimator)
-        meta = {"msvmav.model_id": str(row.id), "msvmav.algorithm": row.algorithm}
+        meta = {"msvmav.model_id": str(row.id), "msvmav.algorithm": row.algorithm,
+                "msvmav.decision_rule": rule_text(loaded.rule) or "argmax"}
         return build_onnx(
             feature_specs(row.encoding),
             loaded.scaling,
@@ -99,6 +102,7 @@ def export_onnx(session: Session, model_id: int) -> bytes:
             name=f"msvmav_model_{row.id}",
             metadata=meta,
             calibrator=getattr(loaded.estimator, "calibrator_", None),
+            rule=loaded.rule,
         )
     except UnsupportedModelError as exc:
         raise invalid(["path", "model_id"], str(exc)) from None
@@ -120,6 +124,20 @@ def _row_of(bundle: Any) -> Model:
     )
 
 
+def _bundle_rule(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """model.json's decision rule (None: the default), checked; 422 naming the member."""
+    rule = meta.get("decision_rule")
+    if rule is None:
+        return None
+    try:
+        checked = check_rule(rule, len(meta.get("classes") or ()))
+    except RuleError as exc:
+        raise invalid(_FILE, f"model.json: decision_rule: {exc}", member="model.json") from None
+    if isinstance(rule.get("objective"), dict):
+        checked["objective"] = rule["objective"]
+    return checked
+
+
 def import_bundle(session: Session, content: bytes, max_bytes: int) -> Model:
     """Check the bundle whole, then add (not commit: the caller commits, with its idempotency
     record) the model with its arrays; nothing is added for a refused bundle: 413 beyond
@@ -131,8 +149,10 @@ def import_bundle(session: Session, content: bytes, max_bytes: int) -> Model:
     except BundleError as exc:
         raise invalid(_FILE, str(exc), member=exc.member) from None
     row = _row_of(bundle)
+    rule = _bundle_rule(bundle.meta)
     session.add(row)
     session.flush()
+    set_model_rule(session, row.id, rule_text(rule))
     blobs = {models.ESTIMATOR_PREFIX + k: v for k, v in bundle.estimator_arrays.items()}
     blobs |= {models.SCALING_PREFIX + k: v for k, v in bundle.scaling_arrays.items()}
     session.add_all(

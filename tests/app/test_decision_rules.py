@@ -219,3 +219,45 @@ def test_setting_a_rule_needs_a_write_key(keyed, engine, worker):
     assert_problem(keyed.post(path + ".svg", json=COSTS, headers=read), 403)
     r = keyed.post(path, json=COSTS, headers=bearer(make_key(engine, "write")))
     assert r.status_code == 200, r.text
+
+
+def _onnx(client, model_id: int, X):
+    import onnxruntime as ort
+
+    r = client.get(f"/models/{model_id}/export", params={"format": "onnx"})
+    assert r.status_code == 200, r.text
+    sess = ort.InferenceSession(r.content, providers=["CPUExecutionProvider"])
+    label, P = sess.run(["label", "probabilities"], {"X": np.asarray(X, dtype=np.float64)})
+    return label.tolist(), P
+
+
+def test_onnx_and_bundles_carry_the_models_rule(client, worker, credit):
+    (model_id, _), X, _ = credit
+    t = client.post(f"/models/{model_id}/threshold", json=COSTS).json()["threshold"]
+    labels, P = _onnx(client, model_id, X)
+    assert labels == np.where(P[:, 1] >= t, "pos", "neg").tolist()  # the rule, in onnxruntime
+    served = _predict(client, X, model_id=model_id)
+    assert labels == [p["label"] for p in served["predictions"]]
+    assert labels != np.where(P[:, 1] > P[:, 0], "pos", "neg").tolist()  # not argmax
+    bundle = client.get(f"/models/{model_id}/export", params={"format": "bundle"}).content
+    r = client.post("/models/import", files={"file": ("m.zip", bundle)})
+    assert r.status_code == 201, r.text
+    again = _predict(client, X, model_id=r.json()["id"])
+    assert again["decision_rule"]["source"] == "model"
+    assert [p["label"] for p in again["predictions"]] == labels
+
+
+def test_onnx_applies_a_cost_matrix_as_the_bayes_rule(client, worker):
+    X, y = blobs(n=180, d=3, seed=4, classes=(1, 2, 3), shift=1.5)
+    model = trained_model(client, worker, to_csv(np.round(X, 6), y), test_fraction=0.25,
+                          max_iter=40)
+    C = [[0, 1, 6], [1, 0, 1], [3, 1, 0]]
+    r = client.post(f"/models/{model['id']}/threshold", json={"objective": {"cost_matrix": C}})
+    assert r.status_code == 200, r.text
+    assert r.json()["threshold"] is None and r.json()["curve"] is None
+    labels, P = _onnx(client, model["id"], np.round(X, 6))
+    expected = np.argmin(P @ np.asarray(C, dtype=float), axis=1) + 1  # classes 1, 2, 3
+    assert labels == expected.tolist()
+    served = _predict(client, np.round(X, 6), model_id=model["id"])
+    assert [p["label"] for p in served["predictions"]] == labels
+    assert labels != (np.argmax(P, axis=1) + 1).tolist()
