@@ -36,7 +36,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 # Buttons, links and file inputs that change something (the API's write or admin operations).
 WRITE_CONTROL = re.compile(
-    r"^(upload|train|register|move alias|roll back.*|cancel job|create key|revoke.*|delete.*)$",
+    r"^(upload|train|register|move alias|roll back.*|cancel job|create key|create rule|revoke.*|"
+    r"delete.*)$",
     re.IGNORECASE,
 )
 
