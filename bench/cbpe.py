@@ -15,6 +15,12 @@ over the windows.
 NannyML is a bench-only anchor (the ``bench`` extra); without it the figures print alone.
 
     .venv/bin/python bench/cbpe.py [--windows 10] [--window 400] [--calibration isotonic]
+
+``--service`` (bench/cbpe_service.py): the report's estimate, interval and reliability verdict
+on shifted windows built through the real service (control, covariate shift inside the
+training range, an input inflated x 1e4, label-prior shift), beside NannyML's CBPE.
+
+    .venv/bin/python bench/cbpe.py --service [--sets magic kc1 phishing] [--seeds 1 2 3]
 """
 
 from __future__ import annotations
@@ -139,7 +145,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=int, default=400)
     ap.add_argument("--calibration", default="sigmoid", choices=["sigmoid", "isotonic"])
     ap.add_argument("--sets", nargs="*", help="only these data sets")
+    ap.add_argument("--service", action="store_true",
+                    help="shifted windows through the real service (bench/cbpe_service.py)")
+    ap.add_argument("--seeds", nargs="*", type=int, default=[1],
+                    help="--service: the windows' seeds")
     args = ap.parse_args(argv)
+    if args.service:
+        from bench import cbpe_service
+
+        return cbpe_service.main(args)
     print(f"MSVMAv(calibration={args.calibration!r}); {args.windows} windows")
     results = {name: run_set(name, *load(file, options), args)
                for name, file, options in SETS if not args.sets or name in args.sets}

@@ -250,13 +250,38 @@ class FeedbackResult(TypedDict, total=False):  # FeedbackOut
     log: LogState | None
 
 
+class Reliability(TypedDict, total=False):
+    verdict: str  # reliable, unreliable or none: with the window's feedback
+    label_free_verdict: str  # the same from the window's inputs alone
+    reasons: list[str]
+    codes: list[str]  # out_of_range, domain_shift, disagreement, label_shift, feedback
+
+
+class PerformanceEstimate(TypedDict, total=False):
+    method: str  # cbpe: the mean probability of the predicted class
+    alpha: float
+    estimate: float
+    low: float
+    high: float
+    n: int
+    realised_accuracy: float | None  # over the rows with feedback
+    n_labelled: int
+    gap: float | None  # realised_accuracy - estimate
+    atc: dict[str, Any] | None  # average thresholded confidence
+    importance_weighted: dict[str, Any] | None  # from the domain classifier's density ratio
+    domain_classifier: dict[str, Any] | None  # auc, top_features, seconds
+    label_shift: dict[str, Any] | None  # BBSE: the class priors and accuracy under label shift
+    interval: dict[str, Any] | None  # low, high widened by the calibration's error there
+    reliability: Reliability
+
+
 class MonitoringReport(TypedDict, total=False):  # MonitoringReport
     model_id: int
     since: str | None
     until: str | None
     reference: dict[str, Any] | None  # the training part's decision values
     live: dict[str, Any]  # the logged decision values of the window
-    performance_estimate: dict[str, Any] | None  # label-free accuracy (calibrated models)
+    performance_estimate: PerformanceEstimate | None  # label-free accuracy (calibrated models)
     margin_density: dict[str, Any] | None  # drift of the share of rows inside the margin
     warnings: list[dict[str, str]]  # why the window's estimates may not hold
     drift: dict[str, Any] | None  # Kolmogorov-Smirnov test, per feature too

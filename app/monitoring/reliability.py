@@ -12,9 +12,16 @@ family to check it against, the margin-density drift, and the report's warnings.
   ``MARGIN_DENSITY_LIMIT`` (absolute) is drift in the rows the margins are least sure of.
 * **Reliability**: the estimate is ``unreliable`` when the window itself shows it cannot hold —
   more than ``CLIPPED_LIMIT`` of the rows had an input outside the training range (clipped:
-  outside the training support, where neither estimator knows anything), the two estimators
-  disagree by more than ``DISAGREEMENT_LIMIT``, or, with at least ``MIN_LABELLED`` rows of
-  feedback, the realised accuracy falls outside the estimate's interval. Each reason is said.
+  outside the training support, where no estimator knows anything; code ``out_of_range``), a
+  domain classifier tells the window from the reference with ROC AUC above
+  ``DOMAIN_AUC_LIMIT`` (``domain_shift``: ``app.monitoring.domain``), ATC or the
+  importance-weighted estimate differs from the confidence-based one by more than
+  ``DISAGREEMENT_LIMIT`` (``disagreement``), the label-shift estimate does
+  (``label_shift``: ``app.monitoring.label_shift``) — ``label_free_verdict`` is the verdict
+  of these alone — or, with at least ``MIN_LABELLED`` rows of feedback, the realised accuracy
+  falls outside the estimate's interval (``feedback``). Each reason is said. The limits were
+  chosen on shifted windows of one data set (magic) and checked on others (kc1, phishing:
+  tests/app/test_monitoring_shift_windows.py, bench/cbpe.py --service).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from scipy import stats
 ATC_MIN_REFERENCE = 50
 CLIPPED_LIMIT = 0.05
 DISAGREEMENT_LIMIT = 0.05
+DOMAIN_AUC_LIMIT = 0.90  # the domain classifier's ROC AUC above which the window is unreliable
 MARGIN_DENSITY_LIMIT = 0.10
 MIN_LABELLED = 30
 ACCURACY_WARNING = 0.05  # realised accuracy this far below the estimate is a warning
@@ -65,27 +73,62 @@ def margin_density(reference: float | None, live: float | None) -> dict[str, Any
             "threshold": MARGIN_DENSITY_LIMIT, "drifted": bool(abs(change) > MARGIN_DENSITY_LIMIT)}
 
 
-def verdict(cbpe: dict[str, Any] | None, atc: dict[str, Any] | None,
-            clipped: float | None) -> dict[str, Any]:
-    """``{"verdict": "reliable" | "unreliable" | "none", "reasons": [...]}`` of the window."""
-    if cbpe is None or cbpe.get("estimate") is None:
-        return {"verdict": "none", "reasons": ["no label-free estimate: the model has no "
-                                               "calibrated probabilities, or the window no rows"]}
+def _label_free_reasons(cbpe: dict[str, Any], atc: dict[str, Any] | None,
+                        clipped: float | None) -> list[tuple[str, str]]:
+    """(code, reason) of what the window's own inputs say against the estimate."""
     reasons = []
     if clipped is not None and clipped > CLIPPED_LIMIT:
-        reasons.append(f"{clipped:.0%} of the rows had an input outside the training range "
-                       f"(more than {CLIPPED_LIMIT:.0%}): the estimate cannot see there")
+        reasons.append(("out_of_range", f"{clipped:.0%} of the rows had an input outside the "
+                        f"training range (more than {CLIPPED_LIMIT:.0%}): the estimate cannot "
+                        "see there"))
     if atc is not None and abs(atc["estimate"] - cbpe["estimate"]) > DISAGREEMENT_LIMIT:
-        reasons.append(f"the confidence-based ({cbpe['estimate']:.3f}) and thresholded "
-                       f"({atc['estimate']:.3f}) estimates differ by more than "
-                       f"{DISAGREEMENT_LIMIT}: the calibration does not hold on these rows")
+        reasons.append(("disagreement", f"the confidence-based ({cbpe['estimate']:.3f}) and "
+                        f"thresholded ({atc['estimate']:.3f}) estimates differ by more than "
+                        f"{DISAGREEMENT_LIMIT}: the calibration does not hold on these rows"))
+    found = cbpe.get("domain_classifier")
+    if found is not None and found["auc"] > DOMAIN_AUC_LIMIT:
+        reasons.append(("domain_shift", f"a classifier tells the window from the reference "
+                        f"rows with ROC AUC {found['auc']:.3f} (more than {DOMAIN_AUC_LIMIT}; "
+                        f"most by {', '.join(found['top_features'])}): too little overlap "
+                        "for any estimate built on the reference"))
+    weighted = cbpe.get("importance_weighted")
+    if weighted is not None and abs(weighted["estimate"] - cbpe["estimate"]) > DISAGREEMENT_LIMIT:
+        reasons.append(("disagreement", f"the confidence-based ({cbpe['estimate']:.3f}) and "
+                        f"importance-weighted ({weighted['estimate']:.3f}) estimates differ by "
+                        f"more than {DISAGREEMENT_LIMIT}: the shift is not one the "
+                        "probabilities follow"))
+    shift = cbpe.get("label_shift")
+    if shift is not None and abs(shift["estimate"] - cbpe["estimate"]) > DISAGREEMENT_LIMIT:
+        priors = ", ".join(f"{q:.2f}" for q in shift["priors_window"])
+        reasons.append(("label_shift", f"the class priors the predictions imply ({priors}) "
+                        f"give an accuracy of {shift['estimate']:.3f} under a label shift, more "
+                        f"than {DISAGREEMENT_LIMIT} from the confidence-based "
+                        f"{cbpe['estimate']:.3f}: the probabilities do not hold if the priors "
+                        "moved"))
+    return reasons
+
+
+def verdict(cbpe: dict[str, Any] | None, atc: dict[str, Any] | None,
+            clipped: float | None) -> dict[str, Any]:
+    """``{"verdict": "reliable" | "unreliable" | "none", "reasons": [...], "codes": [...],
+    "label_free_verdict": ...}`` of the window: ``label_free_verdict`` from its inputs alone
+    (``_label_free_reasons``), ``verdict`` also from its feedback (the realised accuracy of at
+    least ``MIN_LABELLED`` rows outside the estimate's interval: code ``feedback``)."""
+    if cbpe is None or cbpe.get("estimate") is None:
+        return {"verdict": "none", "label_free_verdict": "none", "codes": [],
+                "reasons": ["no label-free estimate: the model has no calibrated "
+                            "probabilities, or the window no rows"]}
+    found = _label_free_reasons(cbpe, atc, clipped)
+    label_free = "unreliable" if found else "reliable"
     realised, n_labelled = cbpe.get("realised_accuracy"), cbpe.get("n_labelled") or 0
+    interval = cbpe.get("interval") or cbpe  # (widened where the domain classifier ran)
     if realised is not None and n_labelled >= MIN_LABELLED and not (
-            cbpe["low"] <= realised <= cbpe["high"]):
-        reasons.append(f"the realised accuracy of the {n_labelled} rows with feedback "
-                       f"({realised:.3f}) lies outside the estimate's interval "
-                       f"[{cbpe['low']:.3f}, {cbpe['high']:.3f}]")
-    return {"verdict": "unreliable" if reasons else "reliable", "reasons": reasons}
+            interval["low"] <= realised <= interval["high"]):
+        found.append(("feedback", f"the realised accuracy of the {n_labelled} rows with "
+                      f"feedback ({realised:.3f}) lies outside the estimate's interval "
+                      f"[{interval['low']:.3f}, {interval['high']:.3f}]"))
+    return {"verdict": "unreliable" if found else "reliable", "label_free_verdict": label_free,
+            "codes": [code for code, _ in found], "reasons": [reason for _, reason in found]}
 
 
 def warnings(report: dict[str, Any]) -> list[dict[str, str]]:

@@ -12,11 +12,14 @@ p-value is below ``DRIFT_P_VALUE``; per feature, the binned test of
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
+from scipy import stats
 from scipy.stats import ks_2samp
 from sqlalchemy.orm import Session
 
@@ -24,7 +27,7 @@ from app.core.problems import invalid
 from app.datasets import service as datasets
 from app.models import service as models
 from app.models.orm import Model
-from app.monitoring import feature_drift, figure, reliability, window
+from app.monitoring import domain, feature_drift, figure, label_shift, reliability, samples, window
 from app.monitoring import log as prediction_log
 from solver import protocol
 from solver.margins import QUANTILE_LEVELS, margin_statistics
@@ -93,31 +96,37 @@ def reference(session: Session, model: Model) -> dict[str, Any] | None:
     counts = None if skipped else feature_drift.bin_counts(Xs)
     cached = loaded.extras["monitoring_reference"] = {
         "decision": decision, "theta": theta, "feature_counts": counts, "feature_skip": skipped,
-        **_atc_reference(loaded, X, y, params, (scores, true)),
+        **_atc_reference(loaded, X, y, params, (scores, true), Xs),
     }  # fmt: skip
     return cached
 
 
 def _atc_reference(loaded: Any, X: Any, y: np.ndarray, params: dict[str, Any],
-                   train: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
-    """ATC's threshold (``reliability.atc_threshold``) on the model's hold-out rows when it
-    kept at least ``ATC_MIN_REFERENCE`` of them, else on its training part (``train``'s
-    decision values and true class indices); none without calibrated probabilities."""
+                   train: tuple[np.ndarray, np.ndarray], train_X: Any) -> dict[str, Any]:
+    """ATC's threshold (``reliability.atc_threshold``) and the domain classifier's reference
+    rows (``domain.reference_rows``: scaled, with whether the model got them right) on the
+    model's hold-out rows when it kept at least ``ATC_MIN_REFERENCE`` of them, else on its
+    training part (``train``'s decision values and true class indices, ``train_X`` its scaled
+    rows); none without calibrated probabilities."""
     est = loaded.estimator
     if not est.calibrated:
-        return {"atc_threshold": None, "atc_reference": None}
+        return {"atc_threshold": None, "atc_reference": None, "domain": None,
+                "label_reference": None}
     _, test_idx = protocol.split_indices(y, params.get("test_fraction"), params.get("seed"))
-    scores, true, source = train[0], train[1], "training"
+    scores, true, Xs, source = train[0], train[1], train_X, "training"
     if len(test_idx) >= reliability.ATC_MIN_REFERENCE:
-        scores = np.asarray(est.decision_function(loaded.transform(X[test_idx])),
-                            dtype=np.float64)
+        Xs = loaded.transform(X[test_idx])
+        scores = np.asarray(est.decision_function(Xs), dtype=np.float64)
         true = models.match_labels(est.classes_, y[test_idx].tolist(), ["dataset"])
         source = "hold-out"
     proba = est.probabilities(scores)
     predicted = est.predicted_index(scores, proba)
     confidence = proba[np.arange(len(predicted)), predicted]
+    dense = None if sp.issparse(Xs) or loaded.scaling is None else Xs
     return {"atc_threshold": reliability.atc_threshold(confidence, predicted == true),
-            "atc_reference": source}
+            "atc_reference": source, "label_reference": (predicted, true),
+            "domain": None if dense is None else domain.reference_rows(dense, predicted == true,
+                                                                         confidence)}
 
 
 def _margin_part(cols: window.Columns, rows: np.ndarray, multiclass: bool) -> dict[str, Any]:
@@ -170,14 +179,44 @@ def labelled(cols: window.Columns, multiclass: bool, bucket: str = "day") -> dic
         "daily": daily, "bucket": bucket, "buckets": _bucketed(cols, done, multiclass, bucket)}
 
 
+def _domain_part(out: dict[str, Any], ref: dict[str, Any] | None,
+                 sample: tuple[np.ndarray, int] | None, names: list[str]) -> None:
+    """The domain classifier between the reference rows and the window's sample
+    (``domain.compare``, timed), its importance-weighted estimate and the ``interval``
+    for the realised accuracy: ``low``, ``high`` widened by the calibration's weighted error
+    on the reference rows (z √(sd² + gap² + se²)), into ``out``."""
+    out["domain_classifier"] = out["importance_weighted"] = out["interval"] = None
+    if ref is None or ref.get("domain") is None or sample is None:
+        return
+    started = time.perf_counter()
+    found = domain.compare(ref["domain"], sample[0], out["n"], names)
+    if found is None:
+        return
+    out["importance_weighted"] = weighted = found.pop("importance_weighted")
+    out["domain_classifier"] = found | {"n_sampled": sample[1],
+                                        "seconds": time.perf_counter() - started}
+    # low, high widened by the calibration's error where the window's rows are
+    z = float(stats.norm.ppf(1.0 - out["alpha"] / 2.0))
+    half = z * np.sqrt(out["sd"] ** 2 + weighted["calibration_gap"] ** 2
+                       + weighted["calibration_se"] ** 2)
+    out["interval"] = {"low": max(0.0, out["estimate"] - half),
+                       "high": min(1.0, out["estimate"] + half),
+                       "calibration_gap": weighted["calibration_gap"],
+                       "calibration_se": weighted["calibration_se"]}
+
+
 def performance_estimate(estimator: Any, cols: window.Columns, multiclass: bool,
-                         ref: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                         ref: dict[str, Any] | None = None,
+                         sample: tuple[np.ndarray, int] | None = None,
+                         names: list[str] | None = None) -> dict[str, Any] | None:
     """The window's accuracy expected from the model's calibrated probabilities of its logged
     decision values (``solver.performance_estimate``: mean confidence of the predicted class,
     95 % interval), beside the realised accuracy of its rows with feedback (None without)
     and their ``gap``; with the model's reference (``ref``), the ATC estimate beside it;
-    the ``reliability`` verdict (``app.monitoring.reliability``). None when the model has no
-    calibrator or the window no rows."""
+    with the window's sampled rows (``sample``: rows, how many sampled), the domain
+    classifier and its importance-weighted estimate (``_domain_part``); the ``reliability``
+    verdict (``app.monitoring.reliability``). None when the model has no calibrator or the
+    window no rows."""
     if not estimator.calibrated:
         return None
     if multiclass:  # the full one-vs-rest vector, logged with each multi-class row
@@ -195,13 +234,19 @@ def performance_estimate(estimator: Any, cols: window.Columns, multiclass: bool,
     estimate = expected_accuracy(proba, predicted)
     done = true != window.NO_CLASS
     realised = float(np.mean(predicted[done] == true[done])) if done.any() else None
-    out = {"method": "cbpe", "alpha": 0.05, **estimate, "realised_accuracy": realised,
+    confidence_all = proba[np.arange(len(predicted)), predicted]
+    sd = float(np.sqrt(np.sum(confidence_all * (1.0 - confidence_all)))) / max(len(predicted), 1)
+    out = {"method": "cbpe", "alpha": 0.05, **estimate, "sd": sd, "realised_accuracy": realised,
            "n_labelled": int(done.sum())}  # fmt: skip
     out["gap"] = None if realised is None else realised - estimate["estimate"]
     if ref is not None:
         confidence = proba[np.arange(len(predicted)), predicted]
         out["atc"] = reliability.atc_estimate(confidence, ref.get("atc_threshold"),
                                               ref.get("atc_reference") or "training")
+    _domain_part(out, ref, sample, names or [])
+    labels = None if ref is None else ref.get("label_reference")
+    out["label_shift"] = None if labels is None else label_shift.estimate(
+        *labels, predicted, proba.shape[1])
     out["reliability"] = reliability.verdict(out, out.get("atc"), clipped)
     return out
 
@@ -247,6 +292,7 @@ class Window:
     live: np.ndarray
     per_feature: dict[str, Any] | None
     log: dict[str, Any] | None = None  # the log's state (PredictionLogWriter.state)
+    sample: tuple[np.ndarray, int] | None = None  # the window's sampled rows (samples)
 
 
 def read_window(
@@ -269,8 +315,11 @@ def read_window(
     multiclass = len(model.classes) > 2
     cols = window.read(session, model_id, since, until, MAX_REPORT_ROWS, multiclass)
     per_feature = _per_feature(session, model, ref, since, until) if ref is not None else None
+    sample = None
+    if ref is not None and ref.get("domain") is not None:
+        sample = samples.window_rows(session, model_id, len(model.feature_names), since, until)
     session.commit()
-    return Window(model, ref, cols, cols.decision, per_feature, state)
+    return Window(model, ref, cols, cols.decision, per_feature, state, sample)
 
 
 def model_report(
@@ -294,7 +343,8 @@ def model_report(
     if drift is not None:
         drift["per_feature"] = w.per_feature
     estimator = models.load_cached(session, model_id).estimator
-    estimate = performance_estimate(estimator, w.cols, len(w.model.classes) > 2, w.ref)
+    estimate = performance_estimate(estimator, w.cols, len(w.model.classes) > 2, w.ref,
+                                    w.sample, [str(n) for n in w.model.feature_names])
     report = {
         "model_id": model_id,
         "since": since,

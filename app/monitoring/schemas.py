@@ -95,7 +95,13 @@ _REPORT_EXAMPLE = {
         "gap": None,
         "atc": {"method": "atc", "estimate": 1.0, "low": 0.21, "high": 1.0, "n": 1,
                 "threshold": 0.62, "reference": "hold-out"},
-        "reliability": {"verdict": "reliable", "reasons": []},
+        "importance_weighted": None,
+        "domain_classifier": None,
+        "interval": None,
+        "label_shift": {"method": "bbse", "estimate": 0.97, "low": 0.64, "high": 1.0,
+                        "priors_reference": [0.63, 0.37], "priors_window": [0.0, 1.0]},
+        "reliability": {"verdict": "reliable", "label_free_verdict": "reliable", "codes": [],
+                        "reasons": []},
     },
     "margin_density": {"method": "md3", "reference": 0.31, "live": 1.0, "change": 0.69,
                        "threshold": 0.1, "drifted": True},
@@ -133,6 +139,43 @@ _REPORT_EXAMPLE = {
 }
 
 
+class Reliability(BaseModel):
+    verdict: str = Field(description="reliable, unreliable or none (no estimate), with the "
+                         "window's feedback")
+    label_free_verdict: str = Field(description="The verdict of the window's inputs alone "
+                                    "(every reason but feedback)")
+    reasons: list[str] = Field(description="Why the estimate cannot be trusted, if it cannot")
+    codes: list[str] = Field(description="Each reason's code: out_of_range, domain_shift, "
+                             "disagreement, label_shift, feedback")
+
+
+class PerformanceEstimate(BaseModel):
+    method: str = Field(description="cbpe: the mean probability of the predicted class")
+    alpha: float
+    estimate: float
+    low: float
+    high: float
+    n: int
+    realised_accuracy: float | None = None
+    n_labelled: int = 0
+    gap: float | None = Field(None, description="realised_accuracy - estimate")
+    atc: dict[str, Any] | None = Field(None, description="Average thresholded confidence")
+    importance_weighted: dict[str, Any] | None = Field(
+        None, description="The reference rows' correctness weighted by the domain classifier's "
+        "density ratio: estimate, low, high, n_effective, n_reference")
+    domain_classifier: dict[str, Any] | None = Field(
+        None, description="Reference against the window's sampled rows: auc, top_features, "
+        "folds, n_reference, n_window, n_sampled, seconds")
+    label_shift: dict[str, Any] | None = Field(
+        None, description="BBSE: estimate, low, high, priors_reference, priors_window")
+    interval: dict[str, Any] | None = Field(
+        None, description="The 95% interval for the realised accuracy (low, high) widened by "
+        "the calibration's error where the window's rows are: the reference rows' "
+        "calibration_gap (confidence - correct) weighted by the domain classifier's density "
+        "ratio, and its standard error calibration_se")
+    reliability: Reliability
+
+
 class MonitoringReport(BaseModel):
     model_config = ConfigDict(
         protected_namespaces=(), json_schema_extra={"examples": [_REPORT_EXAMPLE]}
@@ -149,7 +192,7 @@ class MonitoringReport(BaseModel):
     live: dict[str, Any] = Field(
         description="The logged decision values in the window: the same, plus clipped_fraction"
     )
-    performance_estimate: dict[str, Any] | None = Field(
+    performance_estimate: PerformanceEstimate | None = Field(
         None,
         description="Label-free accuracy of the window: the mean probability of the predicted "
         "class from the model's calibrated probabilities of the logged decision values "
@@ -158,10 +201,16 @@ class MonitoringReport(BaseModel):
         "realised_accuracy over the n_labelled rows with feedback (null without) and its gap "
         "(realised - estimate); atc: average thresholded confidence (Garg et al. 2022), the "
         "share of rows whose predicted-class probability exceeds the threshold fitted on the "
-        "model's hold-out (or training part), with a Wilson 95% interval; reliability: "
-        "verdict (reliable, unreliable, none) and the reasons the window gives (clipped "
-        "inputs, the two estimates disagreeing, realised accuracy outside the interval); "
-        "null when the model has no calibration or the window no rows",
+        "model's hold-out (or training part), with a Wilson 95% interval; domain_classifier: "
+        "a logistic regression telling the reference rows from the window's sampled rows, "
+        "its cross-validated ROC AUC (auc), top_features and seconds; importance_weighted: "
+        "the reference rows' correctness weighted by its density ratio, with a 95% interval "
+        "and n_effective; label_shift: black-box shift estimation (BBSE), the class priors "
+        "the predictions imply and the accuracy under them, with a 95% interval; "
+        "reliability: verdict (reliable, unreliable, none), label_free_verdict (without the "
+        "feedback), and the reasons the window gives with their codes (out_of_range, "
+        "domain_shift, disagreement, label_shift, feedback); null when the model has no "
+        "calibration or the window no rows",
     )
     margin_density: dict[str, Any] | None = Field(
         None,

@@ -1,0 +1,70 @@
+"""Acceptance of issue 47: on shifted windows of public data sets the verdict's limits were not
+chosen on (kc1, phishing; they were chosen on magic's windows: docs/monitoring.md), built through
+the real service (train, predict the window's rows, post their labels, fetch the report:
+tests/app/shift_windows.py) — an unshifted control, covariate shift inside the training range
+(two features, both halves), one input inflated x 1e4, label-prior shift (balanced, skewed) —
+the estimate is within 0.05 of the realised accuracy or marked unreliable with a reason, on
+every window, and its interval covers the realised accuracy on at least 90 % of the windows it
+calls reliable.
+
+Both verdicts are checked. The report's ``verdict`` also marks a window whose realised
+accuracy (from the feedback posted here) falls outside the interval, so on it both properties
+hold nearly by construction; ``label_free_verdict``, the one the window's inputs give, is the
+claim: on every window but the label-prior ones it too is right or says it is not, and its
+interval covers the realised accuracy on at least 90 % of the windows it calls reliable. A
+label-prior shift can move the accuracy with no input the model sees changing (bench/cbpe.py
+--service: magic's balanced windows and one of kc1's skewed ones were missed by every
+label-free check, and caught only by the feedback), so there only the report's verdict is
+held to it. The realised accuracy is computed here from the answered labels and the true ones,
+and must equal the report's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.app import shift_windows
+from tests.app.support import run_jobs
+
+CHECK_SETS = [("kc1", 400), ("phishing", 400)]
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
+
+@pytest.fixture(autouse=True)
+def _data_here():
+    if not shift_windows.DATA.exists():
+        pytest.skip(f"{shift_windows.DATA} is not here")
+
+
+@pytest.mark.parametrize(("name", "size"), CHECK_SETS)
+def test_the_estimate_is_right_or_says_it_is_not(client, worker, name, size):
+    def finish(job_id: int) -> int:
+        assert run_jobs(worker) == ["succeeded"]
+        return client.get(f"/jobs/{job_id}").json()["model_id"]
+
+    windows = shift_windows.run_set(client, name, size, finish)["windows"]
+    assert {w["window"].split(":")[0] for w in windows} == {"control", "high", "low",
+                                                            "inflated", "prior"}
+    for w in windows:
+        assert w["report_realised"] == pytest.approx(w["realised"], abs=1e-12)
+        prior = w["window"].startswith("prior:")
+        keys = ["verdict_with_feedback"] + ([] if prior else ["verdict"])
+        for key in keys:
+            if w[key] == "reliable":
+                assert abs(w["estimate"] - w["realised"]) <= 0.05, (key, w["window"])
+            else:
+                assert w[key] == "unreliable" and w["reasons"], (key, w["window"])
+        if w["verdict_with_feedback"] == "unreliable":
+            assert "unreliable_estimate" in w["warnings"]
+    for key in ("verdict_with_feedback", "verdict"):
+        trusted = [w for w in windows if w[key] == "reliable"
+                   and (key == "verdict_with_feedback" or not w["window"].startswith("prior:"))]
+        covered = np.mean([w["low"] <= w["realised"] <= w["high"] for w in trusted])
+        assert covered >= 0.9, [(w["window"], w["low"], w["realised"], w["high"])
+                                for w in trusted]
+    reliable = [w for w in windows if w["verdict"] == "reliable"]
+    by_name = {w["window"]: w for w in windows}
+    assert by_name["control"] in reliable  # (not vacuous: the unshifted window is trusted)
+    inflated = next(w for w in windows if w["window"].startswith("inflated:"))
+    assert "out_of_range" in inflated["codes"] and "clipped_inputs" in inflated["warnings"]
