@@ -34,6 +34,7 @@
           el("tbody", {}, pf.features.map((f) => el("tr", {}, el("td", {}, f.name), el("td", { class: "num" }, UI.num(f.statistic, 3)), el("td", { class: "num" }, UI.num(f.p_value, 3)), el("td", {}, f.drifted ? "yes" : "no"))))));
       } else if (pf && pf.skipped) drift.append(el("p", { class: "muted" }, "Per feature: " + pf.skipped));
     }
+    out.append(UI.section("Warnings", warnings(r)));
     out.append(UI.section("Drift", drift));
     const l = r.labelled;
     const acc = el("div");
@@ -44,8 +45,45 @@
         el("thead", {}, el("tr", {}, ["Day", "Rows", "Accuracy", "Mean margin"].map((h) => el("th", { scope: "col" }, h)))),
         el("tbody", {}, l.daily.map((x) => el("tr", {}, el("td", {}, x.day), el("td", { class: "num" }, UI.num(x.n)), el("td", { class: "num" }, UI.pct(x.accuracy)), el("td", { class: "num" }, UI.num(x.mean, 3)))))));
     }
-    for (const k of ["estimated", "estimated_accuracy", "performance_estimate"]) if (r[k]) acc.append(el("h3", {}, "Estimated accuracy (no labels needed)"), UI.kv(r[k]));
+    acc.append(estimate(r.performance_estimate));
     out.append(UI.section("Accuracy", acc));
+    return out;
+  }
+
+  /** The report's warnings, each its code and message. */
+  function warnings(r) {
+    const w = r.warnings || [];
+    if (!w.length) return el("p", { id: "warnings", class: "muted" }, "No warning for this window.");
+    return el("ul", { id: "warnings", class: "warning" }, w.map((x) => el("li", {}, el("strong", {}, x.code), ": " + x.message)));
+  }
+
+  const ESTIMATORS = [["Confidence-based (CBPE)", (e) => e], ["Thresholded confidence (ATC)", (e) => e.atc],
+    ["Importance-weighted", (e) => e.importance_weighted], ["Label shift (BBSE)", (e) => e.label_shift]];
+
+  /** The label-free estimate: its number when the verdict is reliable; else the verdict and its
+   * reasons in its place (each estimator's number folded away); the realised accuracy of the
+   * rows with feedback beside it, and their gap. */
+  function estimate(e) {
+    const out = el("div", { id: "estimate" });
+    out.append(el("h3", {}, "Estimated accuracy (no labels needed)"));
+    if (!e) { out.append(UI.empty("No label-free estimate: the model has no calibrated probabilities, or the window no rows.")); return out; }
+    const v = e.reliability || { verdict: "none", reasons: [] };
+    const ok = v.verdict === "reliable";
+    const iv = e.interval || e; // (widened by the calibration's error where the window is)
+    if (ok) out.append(el("p", { id: "estimate-value" }, el("strong", {}, UI.pct(e.estimate)), " (95 % interval " + UI.pct(iv.low) + " – " + UI.pct(iv.high) + ", " + UI.num(e.n) + " rows) · verdict: reliable"));
+    else out.append(el("div", { id: "estimate-verdict", class: "warning" }, el("p", {}, el("strong", {}, "Estimate " + v.verdict + ": "), "read the accuracy as unknown."),
+      v.reasons.length ? el("ul", {}, v.reasons.map((x) => el("li", {}, x))) : ""));
+    const d = e.domain_classifier;
+    if (d) out.append(el("p", { class: "muted" }, "Domain classifier (reference against window): ROC AUC " + UI.num(d.auc, 3) + ", most by " + d.top_features.join(", ")));
+    const ranged = (x) => (x === e ? iv : x);
+    const rows = ESTIMATORS.filter(([, f]) => f(e)).map(([label, f]) => el("tr", {}, el("th", { scope: "row" }, label),
+      el("td", { class: "num" }, UI.pct(f(e).estimate)), el("td", { class: "num" }, UI.pct(ranged(f(e)).low) + " – " + UI.pct(ranged(f(e)).high))));
+    const table = UI.table({ id: "estimators" }, el("thead", {}, el("tr", {}, ["Estimator", "Estimate", "95 % interval"].map((h) => el("th", { scope: "col" }, h)))), el("tbody", {}, rows));
+    out.append(ok ? table : el("details", {}, el("summary", {}, "What each estimator said (not to be trusted here)"), table));
+    if (e.realised_accuracy !== null && e.realised_accuracy !== undefined) {
+      const gap = e.realised_accuracy - e.estimate;
+      out.append(el("p", { id: "realised" }, "Realised accuracy " + UI.pct(e.realised_accuracy) + " over " + UI.num(e.n_labelled) + " rows with feedback · gap to the estimate " + (gap >= 0 ? "+" : "−") + UI.pct(Math.abs(gap))));
+    }
     return out;
   }
 
