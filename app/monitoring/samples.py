@@ -9,7 +9,9 @@ the minute's rows, merged batch by batch), at most ``SAMPLE_ROWS`` rows and ``SA
 values; a CSR batch is densified only in the rows kept. Values are the scaled (clipped) features
 as little-endian uint16 (value × 65535: a resolution of 1.5e-5 of the training range), each
 row with its time (float64 seconds), so the report filters the window [since, until) exactly.
-The report reads at most ``READ_ROWS`` of the window's sampled rows (a seeded subsample).
+The report reads the samples of at most ``READ_PARTS`` of the window's minutes (drawn with
+chances proportional to their rows, seeded) and at most ``READ_ROWS`` of their rows (a seeded
+subsample).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from app.monitoring.orm import FeatureCounts
 SAMPLE_ROWS = 1_000  # rows kept per model and minute at most
 SAMPLE_CELLS = 250_000  # values (rows x features) kept per model and minute at most
 READ_ROWS = 2_000  # sampled rows of a window the report reads at most
+READ_PARTS = 40  # sampled minutes (feature_counts rows) a report reads at most
 _SCALE = 65535.0
 
 
@@ -81,11 +84,12 @@ def _stamp(t: datetime) -> float:
     return (t if t.tzinfo is not None else t.replace(tzinfo=UTC)).timestamp()
 
 
-def window_rows(session: Session, model_id: int, n_features: int, since: datetime | None,
-                until: datetime | None, limit: int = READ_ROWS) -> tuple[np.ndarray, int]:
-    """The sampled rows of the model's window [since, until) as float64 (at most ``limit``: a
-    seeded subsample), and how many were sampled in all."""
-    stmt = select(FeatureCounts.n_features, FeatureCounts.sample, FeatureCounts.sample_at).where(
+def _parts(session: Session, model_id: int, since: datetime | None,
+           until: datetime | None) -> list[int]:
+    """The ids of the model's sampled minutes in the window (to the minute), at most
+    ``READ_PARTS`` of them: drawn (seeded, without replacement) with chances proportional to
+    the minute's rows, so a long window's rows are read in a bounded time."""
+    stmt = select(FeatureCounts.id, FeatureCounts.n_rows).where(
         FeatureCounts.model_id == model_id, FeatureCounts.sample.is_not(None)
     ).order_by(FeatureCounts.id)
     if since is not None:
@@ -93,10 +97,27 @@ def window_rows(session: Session, model_id: int, n_features: int, since: datetim
         stmt = stmt.where(FeatureCounts.minute >= start)
     if until is not None:
         stmt = stmt.where(FeatureCounts.minute < until)
+    found = session.execute(stmt).all()
+    if len(found) <= READ_PARTS:
+        return [i for i, _ in found]
+    weight = np.array([max(n, 1) for _, n in found], dtype=float)
+    pick = np.random.default_rng(0).choice(len(found), READ_PARTS, replace=False,
+                                           p=weight / weight.sum())
+    return [found[k][0] for k in np.sort(pick)]
+
+
+def window_rows(session: Session, model_id: int, n_features: int, since: datetime | None,
+                until: datetime | None, limit: int = READ_ROWS) -> tuple[np.ndarray, int]:
+    """The sampled rows of the model's window [since, until) as float64 (at most ``limit``: a
+    seeded subsample) from at most ``READ_PARTS`` sampled minutes (``_parts``), and how many
+    were read in all."""
+    ids = _parts(session, model_id, since, until)
     low = -np.inf if since is None else _stamp(since)
     high = np.inf if until is None else _stamp(until)
     parts = []
-    for d, blob, at_blob in session.execute(stmt):
+    stmt = select(FeatureCounts.n_features, FeatureCounts.sample, FeatureCounts.sample_at).where(
+        FeatureCounts.id.in_(ids)).order_by(FeatureCounts.id)
+    for d, blob, at_blob in (session.execute(stmt) if ids else []):
         if d != n_features:
             continue
         at = np.frombuffer(at_blob, dtype="<f8")

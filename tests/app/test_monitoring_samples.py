@@ -4,11 +4,15 @@ app.monitoring.samples): a uniform sample without replacement, merged batch by b
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import numpy as np
 import scipy.sparse as sp
 from scipy import stats
+from sqlalchemy.orm import Session
 
 from app.monitoring import samples
+from app.monitoring.orm import FeatureCounts
 
 
 def test_the_sample_is_bounded_and_made_of_the_offered_rows():
@@ -34,3 +38,25 @@ def test_a_wide_or_sparse_batch_is_kept_within_its_cells():
     held = samples.merge(None, X, np.zeros(5000), rng)
     assert held.rows.shape == (samples.SAMPLE_CELLS // 800, 800)
     assert samples.columns(held)["sample"] is not None and samples.columns(None)["sample"] is None
+
+
+def test_a_window_reads_its_rows_exactly_from_a_bounded_number_of_minutes(engine):
+    t0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    rng = np.random.default_rng(4)
+    with Session(engine) as session:
+        for k in range(samples.READ_PARTS + 20):  # more minutes than a report reads
+            minute = t0 + timedelta(minutes=k)
+            X = np.full((10, 2), k / 100.0)
+            at = np.full(10, (minute + timedelta(seconds=30)).timestamp())
+            held = samples.merge(None, X, at, rng)
+            session.add(FeatureCounts(model_id=3, minute=minute, n_rows=10, n_features=2,
+                                      bins=20, counts=b"", **samples.columns(held)))
+        session.commit()
+        rows, n = samples.window_rows(session, 3, 2, None, None)
+        assert n == 10 * samples.READ_PARTS and rows.shape == (n, 2)
+        # a window inside one minute: only its rows, exactly (the times filter them)
+        since = t0 + timedelta(minutes=5, seconds=20)
+        rows, n = samples.window_rows(session, 3, 2, since, since + timedelta(seconds=20))
+        assert n == 10 and np.allclose(rows, 0.05, atol=1e-4)
+        rows, n = samples.window_rows(session, 3, 2, since, since + timedelta(seconds=5))
+        assert n == 0 and rows.shape == (0, 2)
