@@ -54,6 +54,7 @@ from .calibration import fit_calibrator
 from .comparators import iter_configs, param_grid
 from .kernels import gram_matrix, kernel_matrix, resolve_gamma
 from .msvmav import MSVMAv, kernel_threads
+from .weights import fit_weights
 
 ALPHAS = (1.0, 16.0, 256.0)
 BETAS = (2.0**-6, 0.25, 4.0)
@@ -245,6 +246,7 @@ class _Race:
         if first.algorithm == "msvmav" and first.kernel == "linear" and self._batchable(train):
             return self._linear_batch(idx, fold)
         if (first.algorithm == "msvmav" and first.kernel == "rbf"
+                and self.fixed.get("class_weight") is None  # weighted: MSVMAv.fit's own
                 and self.msvmav(first.params, "rbf").kernel_path(len(train)) == "exact"):
             return self._exact_kernel(idx, fold)
         for n, i in enumerate(idx):
@@ -513,7 +515,9 @@ def calibrate_from_oof(est: Any, method: str, oof: np.ndarray, y: np.ndarray) ->
         return
     y = np.asarray(y)
     est.set_params(calibration=method)
-    est.calibrator_ = fit_calibrator(oof, y, est.classes_, method)
+    # the fit's class weights, as MarginClassifier.fit's calibrator takes them
+    weights = fit_weights(getattr(est, "class_weight", None), None, y)
+    est.calibrator_ = fit_calibrator(oof, y, est.classes_, method, sample_weight=weights)
     est.oof_decision_ = np.asarray(oof, dtype=np.float64)
     est.oof_index_ = np.searchsorted(est.classes_, y)
 
