@@ -156,6 +156,7 @@ class LeaderboardEntry(TypedDict, total=False):  # LeaderboardEntry
     calibration: str
     created_at: str
     n_holdout: int  # rows of the model's own hold-out
+    decision_rule: dict[str, Any] | None  # the rule that made the labels measured
     rank: int  # 1 = best by the metric (ties share a rank)
     best: bool
     accuracy: float | None

@@ -4,11 +4,13 @@ The models are a dataset's newest ones, or a list of references. They are compar
 that are in **every** model's hold-out (each model's ``holdout.rows``: rows none of them trained
 on), never on different rows: models of different datasets, or whose hold-outs share no row,
 are answered as not comparable, with the reason; a model that kept no hold-out is left out with
-its reason. Each model scores those rows through the one scoring core (app.models.scoring: the
-labels and probabilities it serves) and is measured by the one metrics function
-(app.models.evaluating.metrics_of, i.e. ``solver.evaluation.evaluate``: sklearn.metrics), plus
-the expected cost of its served labels under a cost rule (``expected_cost``: the confusion
-matrix of sklearn.metrics weighted by the costs).
+its reason. Each model scores those rows through the one scoring core (app.models.scoring):
+the labels it serves, by the decision rule of the reference it was named by
+(app.predict.service.decision_for: the alias's rule, else the model's), and its probabilities.
+They are measured by the one metrics function (app.models.evaluating.metrics_of, i.e.
+``solver.evaluation.evaluate``: sklearn.metrics), plus the expected cost of the served labels
+under a cost rule (``expected_cost``: solver.decision.mean_cost, the one cost of the decision
+rules).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sklearn import metrics
 from sqlalchemy.orm import Session
 
 from app.core.pagination import PageParams
@@ -28,7 +29,9 @@ from app.models import service as models
 from app.models.evaluating import metrics_of
 from app.models.scoring import score
 from app.predict.leaderboard_schemas import CostRule, LeaderboardRequest
+from app.predict.service import decision_for
 from app.predict.target import Target, reference_fields, resolve_target
+from solver.decision import mean_cost
 
 HIGHER_IS_BETTER = {"accuracy": True, "balanced_accuracy": True, "roc_auc": True,
                     "pr_auc": True, "log_loss": False, "ece": False, "expected_cost": False}
@@ -124,14 +127,16 @@ def cost_rule(request: LeaderboardRequest, classes: list[Any], where: str) -> Co
     return CostRule(labels=classes, matrix=matrix, positive_class=classes[1])
 
 
-def expected_cost(y_true: np.ndarray, y_pred: np.ndarray, labels: Any,
+def expected_cost(y_true: np.ndarray, index: np.ndarray, classes: np.ndarray,
                   matrix: list[list[float]]) -> float | None:
-    """Mean cost per row: sklearn.metrics.confusion_matrix over ``labels`` (true rows,
-    predicted columns) weighted cell by cell by ``matrix``; rows whose true label is not one of
-    ``labels`` are not counted (None when no row is)."""
-    counts = metrics.confusion_matrix(y_true, y_pred, labels=np.asarray(labels))
-    n = int(counts.sum())
-    return float((counts * np.asarray(matrix, dtype=np.float64)).sum() / n) if n else None
+    """Mean cost per row of the served labels ``classes[index]``: ``solver.decision.mean_cost``
+    (C[true, served], as POST /models/{ref}/threshold's hold-out cost), over the rows whose
+    true label is one of ``classes`` (None when no row is)."""
+    known = np.isin(y_true, classes)
+    if not known.any():
+        return None
+    y_index = np.searchsorted(classes, y_true[known])
+    return float(np.mean(mean_cost(np.asarray(matrix), y_index, index[known])))
 
 
 @dataclass
@@ -220,9 +225,10 @@ def score_candidate(candidate: Candidate, loaded: models.LoadedModel, X: Any,
     rows X (the dataset's compared rows, encoded) with true labels ``y_true``."""
     row, target = candidate.row, candidate.target
     classes = loaded.estimator.classes_
-    scores = score(loaded, loaded.impute(X.copy()))  # (score scales its rows in place)
+    # the rule that labels what this reference serves: its alias's, else the model's
+    rule = decision_for(loaded, target or Target(model_id=row.id))
+    scores = score(loaded, loaded.impute(X.copy()), rule=rule)  # (scales its rows in place)
     m = metrics_of(classes, y_true, scores.index, scores.decision, scores.probabilities)
-    served = classes[scores.index]
     entry: dict[str, Any] = {
         "model_id": row.id,
         "reference": candidate.reference,
@@ -232,6 +238,7 @@ def score_candidate(candidate: Candidate, loaded: models.LoadedModel, X: Any,
         "calibration": (row.params or {}).get("calibration") or "none",
         "created_at": row.created_at,
         "n_holdout": len(_holdout_rows(row) or ()),
+        "decision_rule": scores.rule_json(),
         "accuracy": m["accuracy"],
         "balanced_accuracy": m["balanced_accuracy"],
         "roc_auc": _number(m["roc_auc"]),
@@ -239,7 +246,7 @@ def score_candidate(candidate: Candidate, loaded: models.LoadedModel, X: Any,
         "log_loss": m["log_loss"],
         "ece": m["ece"],
         "expected_cost": (None if cost is None
-                          else expected_cost(y_true, served, classes, cost.matrix)),
+                          else expected_cost(y_true, scores.index, classes, cost.matrix)),
     }
     entry["notes"] = _notes(entry, scores.probabilities is not None, cost is not None)
     return entry

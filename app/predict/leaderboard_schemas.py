@@ -86,6 +86,10 @@ class LeaderboardEntry(BaseModel):
     calibration: str = Field(description="`sigmoid`, `isotonic` or `none` (no probabilities)")
     created_at: datetime
     n_holdout: int = Field(description="Rows of the model's own hold-out")
+    decision_rule: dict[str, Any] | None = Field(
+        None, description="The rule that made the labels measured (as /predict's answer says "
+        "it: `name`, `source`, `rule`): the alias's rule for a `name@alias` reference, else "
+        "the model's, else argmax (the decision value's sign without probabilities)")
     rank: int = Field(description="1 = best by `metric` (ties share a rank; null metric: last)")
     best: bool = Field(description="Best by `metric` (every model tied for best is)")
     accuracy: float | None

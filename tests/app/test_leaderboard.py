@@ -36,9 +36,12 @@ def _ece(y_index: np.ndarray, P: np.ndarray, bins: int = 10) -> float:
                      for b in range(bins) if np.any(which == b)) / len(top))
 
 
-def _expected(client, model: dict, X: np.ndarray, y: np.ndarray, rows, cost: np.ndarray | None):
-    """The model's metrics on dataset rows ``rows``, from /predict's answers."""
-    r = client.post("/predict", json={"model_id": model["id"], "instances": X[rows].tolist()})
+def _expected(client, model: dict, X: np.ndarray, y: np.ndarray, rows, cost: np.ndarray | None,
+              ref: str | None = None):
+    """The model's metrics on dataset rows ``rows``, from /predict's answers (by ``ref`` when
+    given: the labels its alias's rule makes)."""
+    named = {"model": ref} if ref else {"model_id": model["id"]}
+    r = client.post("/predict", json={**named, "instances": X[rows].tolist()})
     assert r.status_code == 200, r.text
     answer = r.json()
     classes = answer["classes"]
@@ -150,6 +153,32 @@ def test_references_and_registry_aliases(client, binary):
     rows = ms[0]["holdout"]["rows"]
     for m in ms[:2]:
         _check(by_id[m["id"]], _expected(client, m, X, y, rows, None))
+    assert aliased["decision_rule"]["source"] == "default"
+    # a rule stored on the alias labels what lb@production serves, so the leaderboard measures
+    # those labels (as /predict by that reference gives them); by id, the model's own
+    r = client.post("/models/lb@production/threshold",
+                    json={"objective": {"cost_fp": 1, "cost_fn": 20}})
+    assert r.status_code == 200, r.text
+    cost = np.array([[0.0, 1.0], [20.0, 0.0]])
+    body = {"models": ["lb@production", str(ms[1]["id"])], "metric": "expected_cost",
+            "cost_fp": 1, "cost_fn": 20}
+    assert_problem(client.post("/models/leaderboard", json=body), 422, "models[1]")
+    body["models"] = ["lb@production", str(ms[0]["id"])]
+    board = client.post("/models/leaderboard", json=body).json()
+    by_ref = {e["reference"]: e for e in board["models"]}
+    ruled = by_ref["lb@production"]
+    assert ruled["decision_rule"]["source"] == "alias"
+    assert ruled["decision_rule"]["rule"]["kind"] == "threshold"
+    _check(ruled, _expected(client, ms[1], X, y, rows, cost, ref="lb@production"))
+    plain = _expected(client, ms[1], X, y, rows, cost)
+    served = client.post("/predict", json={"model": "lb@production",
+                                          "instances": X[rows].tolist()}).json()
+    by_id_labels = client.post("/predict", json={"model_id": ms[1]["id"],
+                                                "instances": X[rows].tolist()}).json()
+    # (not vacuous: the alias's rule changes labels on these rows, and so the cost)
+    assert [p["label"] for p in served["predictions"]] != [
+        p["label"] for p in by_id_labels["predictions"]]
+    assert ruled["expected_cost"] != pytest.approx(plain["expected_cost"], abs=1e-12)
 
 
 def test_different_holdouts_are_compared_on_the_rows_they_share(client, worker):

@@ -48,6 +48,7 @@ def test_the_dataset_page_ranks_its_models_and_takes_a_cost_rule(tmp_path: Path)
             rows = _rows(b)
             assert [r[1] for r in rows] == [f"#{e['model_id']}" for e in board["models"]]
             assert sorted(int(r[1][1:]) for r in rows) == sorted(models)
+            assert [r[4] for r in rows] == ["argmax"] * 2  # the rule that made the labels
             best = [r for r in rows if r[0].endswith("(best)")]
             assert [r[1] for r in best] == [f"#{i}" for i in board["best"]]
             assert b.page.locator("tr.best").count() == len(board["best"])

@@ -126,12 +126,13 @@
       const cell = (e, m) => el("td", { class: "num", title: e.notes[m] || null }, UI.num(e[m]));
       out.append(UI.table({ "aria-label": "Leaderboard" },
         el("caption", { class: "muted" }, b.models.length + " models on the " + UI.num(b.n_rows) + " hold-out rows they all kept out of training; best by " + name + " (" + (b.higher_is_better ? "higher" : "lower") + " is better)"),
-        el("thead", {}, el("tr", {}, ["Rank", "Model", "Algorithm", "Calibration"].map((h) => el("th", { scope: "col" }, h)),
+        el("thead", {}, el("tr", {}, ["Rank", "Model", "Algorithm", "Calibration", "Labels by"].map((h) => el("th", { scope: "col" }, h)),
           cols.map(([m, label]) => el("th", { scope: "col", class: "num" }, label)))),
         el("tbody", {}, b.models.map((e) => el("tr", { class: e.best ? "best" : null },
           el("td", { class: "num" }, e.rank + (e.best ? " (best)" : "")),
-          el("th", { scope: "row" }, UI.link("/ui/models/" + e.model_id, "#" + e.model_id)),
+          el("th", { scope: "row" }, UI.link("/ui/models/" + e.model_id, "#" + e.model_id), e.reference && e.reference !== String(e.model_id) ? " " + e.reference : ""),
           el("td", {}, e.algorithm), el("td", {}, e.calibration),
+          el("td", {}, e.decision_rule ? e.decision_rule.name + (e.decision_rule.source === "default" ? "" : " (" + e.decision_rule.source + ")") : "—"),
           cols.map(([m]) => cell(e, m)))))));
     }
     if (b.cost) out.append(el("p", { class: "muted" }, "Expected cost: the mean cost per row of the labels each model serves, cost matrix " + JSON.stringify(b.cost.matrix) + " (rows: true class, columns: served label, classes " + b.cost.labels.join(", ") + ")."));
