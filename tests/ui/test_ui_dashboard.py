@@ -250,3 +250,21 @@ def test_two_rollbacks_in_the_browser_walk_back(site):
     row = b.page.locator("#aliases").get_by_role("row", name="production")
     assert row.locator("td").first.inner_text() == "1"
     assert b.console_errors == [], b.console_errors
+
+
+def test_training_form_offers_the_auto_search_and_its_budget(site):
+    server, seeded, b = site
+    drawn(b, pages(seeded)["dataset"], "form")
+    form = b.page.get_by_role("form", name="Train a model")
+    # the defaults: the auto search, the kernel chosen by it
+    assert form.get_by_label("Search", exact=True).input_value() == "auto"
+    assert form.get_by_label("Kernel").input_value() == ""
+    form.get_by_label("Budget (s)").fill("7")
+    form.get_by_role("button", name="Train").click()
+    b.page.wait_for_url("**/ui/jobs/*")
+    job_id = int(b.page.url.rsplit("/", 1)[1])
+    params = api(server, "GET", f"/jobs/{job_id}")["params"]
+    api(server, "POST", f"/jobs/{job_id}/cancel")  # not needed further: spare the machine
+    assert params["search"]["grid"] == "auto" and params["search"]["budget_seconds"] == 7
+    assert params["search"]["cv"] == 3 and params["search"]["kernels"] == ["linear", "rbf"]
+    assert b.console_errors == [], b.console_errors
