@@ -32,6 +32,7 @@ from msvmav_client.types import (
     PredictResult,
     RegisteredModel,
     ShadowReport,
+    ThresholdResult,
     VersionCreated,
     Webhook,
     WebhookCreated,
@@ -330,13 +331,21 @@ class Client:
         *,
         explain: bool = False,
         ids: Sequence[Any] | None = None,
+        rule: str | None = None,
+        threshold: float | None = None,
     ) -> PredictResult:
         """Labels, decision values and (calibrated models) probabilities of raw rows: lists in
         training column order, records (dicts by column name) or a pandas DataFrame (its
         columns by name). With true ``labels``, accuracy and the batch's margin statistics
         too; with ``explain``, each row's contributions per raw column; ``ids``: each row's id
-        in the prediction log (for ``feedback``; default ``"{request id}:{row}"``)."""
+        in the prediction log (for ``feedback``; default ``"{request id}:{row}"``).
+        ``rule="argmax"`` or ``threshold`` (on P(classes[1])): this request's decision rule
+        instead of the reference's (``decision_rule`` in the answer says which labelled)."""
         body: dict[str, Any] = {**_model_field(model), "instances": _instances(rows)}
+        if rule is not None:
+            body["rule"] = rule
+        if threshold is not None:
+            body["threshold"] = threshold
         if labels is not None:
             body["labels"] = list(labels)
         if ids is not None:
@@ -413,11 +422,14 @@ class Client:
         return cast(Leaderboard, self._json("POST", "/models/leaderboard", json=body))
 
     def predict_file(
-        self, model: ModelRef, data: FileLike, label: str | None = None
+        self, model: ModelRef, data: FileLike, label: str | None = None, *,
+        rule: str | None = None, threshold: float | None = None,
     ) -> PredictResult:
-        """Predict every row of a file (any upload format; a label column adds accuracy)."""
+        """Predict every row of a file (any upload format; a label column adds accuracy);
+        ``rule``/``threshold`` as ``predict``'s."""
         filename, content = _file(data, None)
-        form = {k: str(v) for k, v in {**_model_field(model), "label": label}.items() if v}
+        fields = {**_model_field(model), "label": label, "rule": rule, "threshold": threshold}
+        form = {k: str(v) for k, v in fields.items() if v is not None and v != ""}
         return cast(
             PredictResult,
             self._json("POST", "/predict/file", files={"file": (filename, content)}, data=form),
@@ -433,6 +445,35 @@ class Client:
             body["ids"] = list(ids)
         path = f"/models/{model}/explain"
         return cast(PredictResult, self._json("POST", path, json=body))
+
+    def set_threshold(
+        self,
+        model: ModelRef,
+        *,
+        cost_fp: float | None = None,
+        cost_fn: float | None = None,
+        cost_matrix: Sequence[Sequence[float]] | None = None,
+        target: str | None = None,
+        value: float | None = None,
+        positive: Any = None,
+        store: bool = True,
+        figure: str | None = None,
+    ) -> ThresholdResult | bytes:
+        """``POST /models/{model}/threshold``: fit a decision rule on the model's out-of-fold
+        probabilities to binary costs (``cost_fp``, ``cost_fn``), a ``cost_matrix``, or a
+        ``target`` precision / recall / fpr ``value`` for the ``positive`` class, and (with
+        ``store``) set it on the alias the reference names, else on the model: the answers
+        for that reference are then labelled by it. ``figure="svg"`` or ``"png"``: the cost
+        curve drawn (bytes; nothing stored)."""
+        objective = {k: v for k, v in {
+            "cost_fp": cost_fp, "cost_fn": cost_fn,
+            "cost_matrix": None if cost_matrix is None else [list(r) for r in cost_matrix],
+            "target": target, "value": value, "positive": positive}.items() if v is not None}
+        path = f"/models/{model}/threshold" + (f".{figure}" if figure else "")
+        body = {"objective": objective, "store": store}
+        if figure:
+            return self._request("POST", path, json=body).content
+        return cast(ThresholdResult, self._json("POST", path, json=body))
 
     # --- batch predictions ---------------------------------------------------------------------
 

@@ -123,6 +123,23 @@ class PredictResult(TypedDict, total=False):  # PredictResponse
     margins: dict[str, Any] | None  # with true labels
     explanation: dict[str, Any] | None  # with explain=True: method, baseline
     skipped: dict[str, Any] | None  # predict_file with on_error="skip": n and the errors
+    decision_rule: dict[str, Any] | None  # the rule that made the labels: name, source, rule
+
+
+class ThresholdResult(TypedDict, total=False):  # ThresholdAnswer (set_threshold)
+    model_id: int
+    model: str | None
+    version: int | None
+    alias: str | None
+    stored_on: str | None  # alias, model, or None (store=False)
+    objective: dict[str, Any]
+    rule: dict[str, Any]  # the fitted rule (solver.decision), as stored
+    decision_rule: str  # its name
+    threshold: float | None  # None: a cost matrix's Bayes rule
+    oof: dict[str, Any]  # measure, n, value, interval: out of fold (fitted on)
+    holdout: dict[str, Any] | None  # the same on the model's hold-out part
+    holdout_argmax: dict[str, Any] | None  # the argmax rule's on the hold-out
+    curve: dict[str, Any] | None  # threshold grid, oof and holdout values
 
 
 class Evaluation(TypedDict, total=False):  # EvaluationOut

@@ -140,31 +140,28 @@ def read_oof(session: Any, model_id: int) -> tuple[np.ndarray, np.ndarray] | Non
     return arrays[OOF_DECISION], arrays[OOF_INDEX]
 
 
-def carried_rule(session: Any, model_id: int, text: str | None) -> str | None:
-    """An alias's rule for the version it moves to: a fitted rule's objective refitted on
-    that model's out-of-fold probabilities, a fixed rule as it is; None (its version's rule)
-    when the model cannot take it (no probabilities or out-of-fold values, other classes)."""
-    if text is None:
+def carried_rule(estimator: Any, oof: tuple[np.ndarray, np.ndarray] | None,
+                 text: str | None) -> str | None:
+    """An alias's rule (JSON text) for the version it moves to, whose ``estimator`` and
+    out-of-fold values (``read_oof``) are given: a fitted rule's objective refitted on that
+    model's out-of-fold probabilities, a fixed rule as it is; None (its version's rule) when
+    the model cannot take it (no probabilities or out-of-fold values, other classes)."""
+    if text is None or not getattr(estimator, "calibrated", False):
         return None
-    from app.models import service
     from solver.decision import check_objective, fit_rule
 
     try:
         raw = json.loads(text)
-        estimator = service.load(session, service.get_or_raise(session, model_id)).estimator
-        if not estimator.calibrated:
-            return None
         k = int(len(estimator.classes_))
         objective = raw.get("objective")
         if objective is None:
             return rule_text(check_rule(raw, k))
         checked = check_objective(objective, k)
-        oof = read_oof(session, model_id)
         if oof is None:
             return None
         rule = fit_rule(checked, estimator.probabilities(oof[0]), oof[1])
         return rule_text({**rule, "objective": checked.as_dict()})
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, AttributeError):
         return None
 
 

@@ -23,7 +23,8 @@ from app.core.ids import in_range
 from app.core.orm import utcnow
 from app.core.pagination import PageParams, paginate
 from app.core.problems import conflict, invalid, missing
-from app.models.decisions import carried_rule
+from app.models import service as models
+from app.models.decisions import carried_rule, read_oof
 from app.models.orm import Model
 from app.registry import references
 from app.registry.orm import (
@@ -290,11 +291,19 @@ def set_alias(
     row = session.get(ModelAlias, (registered.id, alias))
     rule = alias_rule(session, registered, alias)
     if row is not None and row.version != version:  # the alias's rule, refitted for the version
-        rule = carried_rule(session, found.model_id, rule)
+        rule = _carried(session, found.model_id, rule)
     before = _move(session, registered, alias, version, action="set", actor=actor, rule=rule)
     session.commit()
     references.forget(session)
     return version, before
+
+
+def _carried(session: Session, model_id: int, text: str | None) -> str | None:
+    """The alias's rule refitted for the version it moves to (app.models.decisions)."""
+    if text is None:
+        return None
+    estimator = models.load(session, models.get_or_raise(session, model_id)).estimator
+    return carried_rule(estimator, read_oof(session, model_id), text)
 
 
 def alias_rule(session: Session, registered: RegisteredModel, alias: str) -> str | None:

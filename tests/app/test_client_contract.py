@@ -20,6 +20,9 @@ from msvmav_client import types as t
 CALLED_BY = {
     ("POST", "/predict"): "Client.predict",  # and predict_proba
     ("POST", "/predict/file"): "Client.predict_file",
+    ("POST", "/models/{model_ref}/threshold"): "Client.set_threshold",
+    ("POST", "/models/{model_ref}/threshold.png"): "Client.set_threshold",
+    ("POST", "/models/{model_ref}/threshold.svg"): "Client.set_threshold",
     ("POST", "/datasets"): "Client.upload",
     ("GET", "/datasets"): "Client.datasets",
     ("POST", "/datasets/references"): "Client.register_reference",
@@ -114,6 +117,7 @@ WRAPPED = [
     (t.Margins, "get", "/models/{model_id}/margins", True),
     (t.PredictResult, "post", "/predict", True),
     (t.PredictResult, "post", "/predict/file", True),
+    (t.ThresholdResult, "post", "/models/{model_ref}/threshold", True),
     (t.Evaluation, "post", "/models/{model_ref}/evaluate", True),
     (t.RegisteredModel, "get", "/registered-models/{name}", True),
     (t.Page, "get", "/registered-models", True),

@@ -49,3 +49,25 @@ def test_v2_and_invocations_label_by_the_aliass_rule(served):
     assert [v.decode() for v in result.as_numpy("label")] == np.where(
         P[:, 1] > P[:, 0], "pos", "neg").tolist()
     assert result.get_response()["parameters"]["decision_rule"] == "argmax"
+
+
+def test_the_client_sets_a_rule_and_overrides_it(served):
+    from msvmav_client import Client
+    from tests.app.protocol_support import ADMIN_KEY
+
+    ref = f"{served.name}/2"
+    with Client(served.server.url, api_key=ADMIN_KEY) as client:
+        answer = client.set_threshold(ref, cost_fp=1, cost_fn=5)
+        assert answer["stored_on"] == "model"  # (these 60 rows: no hold-out part)
+        t = answer["threshold"]
+        result = client.predict(ref, served.X.tolist())
+        p1 = np.array([p["probabilities"]["pos"] for p in result["predictions"]])
+        assert [p["label"] for p in result["predictions"]] == np.where(
+            p1 >= t, "pos", "neg").tolist()
+        assert result["decision_rule"]["source"] == "model"
+        override = client.predict(ref, served.X.tolist(), threshold=0.99)
+        assert [p["label"] for p in override["predictions"]] == np.where(
+            p1 >= 0.99, "pos", "neg").tolist()
+        assert override["decision_rule"]["source"] == "request"
+        svg = client.set_threshold(ref, cost_fp=1, cost_fn=5, figure="svg")
+        assert svg.lstrip().startswith(b"<?xml")
