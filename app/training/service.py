@@ -66,13 +66,7 @@ def submit_train(
     check_training_part(dataset, request)
     fixed, explicit = resolve_estimator_params(request)
     params = request.model_dump(mode="json")
-    auto = request.search is not None and request.search.grid == "auto"
-    if auto:
-        params["search"]["kernels"] = auto_kernels(request, fixed, explicit)
-    elif request.search is not None:
-        params["search"]["grid_values"] = resolve_search_grid(
-            request, dataset, fixed, explicit, n_train
-        )
+    auto = _resolve_search(request, dataset, fixed, explicit, n_train, params)
     # Top-level defaults that do not apply (another algorithm's, or searched over) are left out.
     for name in HYPER_PARAMETERS:
         if name != "kernel" and name not in fixed:
@@ -100,6 +94,20 @@ def submit_train(
 
 # fields that weight the rows rather than choose the model: given alone, the default search stays
 NOT_CHOOSING = {"class_weight"}
+
+
+def _resolve_search(request: TrainRequest, dataset: Dataset, fixed: dict[str, Any],
+                    explicit: set[str], n_train: int, params: dict[str, Any]) -> bool:
+    """The job's search as the worker reads it: an auto search's kernels, or a grid's values
+    (``params["search"]``, edited); whether it is an auto search."""
+    auto = request.search is not None and request.search.grid == "auto"
+    if auto:
+        params["search"]["kernels"] = auto_kernels(request, fixed, explicit)
+    elif request.search is not None:
+        params["search"]["grid_values"] = resolve_search_grid(
+            request, dataset, fixed, explicit, n_train
+        )
+    return auto
 
 
 def normalise_search(request: TrainRequest, on_cluster: bool) -> TrainRequest:
