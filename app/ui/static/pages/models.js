@@ -162,6 +162,27 @@
     return form;
   }
 
+  /** POST /models/{id}/threshold with binary costs: the rule fitted on the model's out-of-fold
+   * probabilities and stored on the model; the answer's hold-out cost and the curve drawn. */
+  function costRuleForm(m) {
+    const fp = el("input", { name: "cost_fp", type: "number", min: "0", step: "any", value: "1", required: true });
+    const fn = el("input", { name: "cost_fn", type: "number", min: "0", step: "any", value: "5", required: true });
+    const out = el("div", { "aria-live": "polite" });
+    const form = el("form", { class: "panel", "aria-label": "Set a cost rule" }, el("h2", {}, "Decision at a cost"),
+      el("p", { class: "muted" }, "Labels by the threshold on P(" + String(m.classes[1]) + ") of least cost, fitted on the model's out-of-fold probabilities (not its hold-out) and stored with the model: every answer for it is then labelled by it."),
+      el("div", { class: "fields" }, UI.field("Cost of a false positive", fp), UI.field("Cost of a false negative", fn),
+        el("button", { class: "primary", type: "submit" }, "Set rule")), out);
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault(); UI.clear(out);
+      try {
+        const r = await UI.api("POST", "/models/" + m.id + "/threshold", { objective: { cost_fp: Number(fp.value), cost_fn: Number(fn.value) } });
+        const held = r.holdout ? "hold-out cost per row " + UI.num(r.holdout.value, 4) + " (95 % " + UI.num(r.holdout.interval[0], 3) + "–" + UI.num(r.holdout.interval[1], 3) + "; argmax " + UI.num(r.holdout_argmax.value, 4) + ")" : "no hold-out part";
+        out.append(el("div", { class: "success", role: "status", id: "cost-rule" }, "Rule set: " + r.decision_rule + " · " + held + "."));
+      } catch (e) { out.append(UI.problem(e)); }
+    });
+    return form;
+  }
+
   async function detail(app, ctx) {
     const m = await UI.get("/models/" + encodeURIComponent(ctx.ident));
     document.getElementById("title").textContent = "Model #" + m.id + " · " + m.algorithm;
@@ -202,6 +223,7 @@
       UI.kv(m.train_margins)));
     app.append(predictForm(m));
     if (ctx.canWrite) app.append(registerForm(m));
+    if (ctx.canWrite && m.calibration && m.calibration !== "none" && m.classes.length === 2) app.append(costRuleForm(m));
     if (m.search) app.append(searchSection(m.search));
   }
 
