@@ -8,6 +8,9 @@ from fastapi import APIRouter, Body, Query, Response, status
 
 from app.alerts import service
 from app.alerts.schemas import (
+    DELIVERY_EXAMPLE,
+    RULE_OUT_EXAMPLE,
+    WEBHOOK_EXAMPLE,
     AlertRuleCreate,
     AlertRuleOut,
     AlertRuleUpdate,
@@ -21,6 +24,12 @@ from app.core.problems import problem_responses
 from app.webhooks import service as webhooks
 
 router = APIRouter(tags=["alerts"])
+
+
+def _list_of(example: dict) -> dict:
+    """A list answer's documented example: one item."""
+    return {200: {"content": {"application/json": {"example": [example]}}}}
+
 
 _RULE_EXAMPLES = {
     "estimate below 0.9": {
@@ -57,7 +66,8 @@ def create_alert_rule(
     return AlertRuleOut.model_validate(rule)
 
 
-@router.get("/alert-rules", summary="List alert rules", response_model=list[AlertRuleOut])
+@router.get("/alert-rules", summary="List alert rules", response_model=list[AlertRuleOut],
+            responses=_list_of(RULE_OUT_EXAMPLE))
 def list_alert_rules(session: SessionDep) -> list[AlertRuleOut]:
     return [AlertRuleOut.model_validate(r) for r in service.list_all(session)]
 
@@ -102,7 +112,7 @@ def create_webhook(
 
 
 @router.get("/webhooks", summary="List webhooks (never their secrets)",
-            response_model=list[WebhookOut])
+            response_model=list[WebhookOut], responses=_list_of(WEBHOOK_EXAMPLE))
 def list_webhooks(session: SessionDep) -> list[WebhookOut]:
     return [WebhookOut.model_validate(h) for h in webhooks.list_all(session)]
 
@@ -122,7 +132,8 @@ def delete_webhook(session: SessionDep, webhook_id: int) -> Response:
 
 @router.get("/webhook-deliveries", summary="List webhook deliveries",
             description="Newest first: each event sent to a hook, its attempts and their HTTP "
-            "status codes.", response_model=list[DeliveryOut], responses=problem_responses(422))
+            "status codes.", response_model=list[DeliveryOut],
+            responses={**_list_of(DELIVERY_EXAMPLE), **problem_responses(422)})
 def list_deliveries(
     session: SessionDep,
     webhook_id: Annotated[int | None, Query(description="Of this hook")] = None,

@@ -68,8 +68,32 @@ class AlertRuleUpdate(BaseModel):
     enabled: bool | None = None
 
 
+RULE_OUT_EXAMPLE = {
+    "id": 1, "name": "", "model_id": None, "model": "wdbc@production",
+    "metric": "estimated_accuracy", "comparison": "lt", "level": 0.9, "window_seconds": 3600,
+    "cooldown_seconds": 3600, "min_rows": 1, "enabled": True,
+    "created_at": "2026-12-01T09:12:00Z", "evaluated_until": "2026-12-02T04:00:00Z",
+    "last_fired_at": None,
+    "last_window": {"since": "2026-12-02T03:00:00+00:00", "until": "2026-12-02T04:00:00+00:00",
+                    "model_id": 1, "values": {"estimated_accuracy": 0.962, "rows": 570.0}},
+}
+WEBHOOK_EXAMPLE = {"id": 1, "url": "https://hooks.example.com/msvmav",
+                   "events": ["alert", "alias_moved"], "description": "",
+                   "created_at": "2026-12-01T09:15:00Z"}
+DELIVERY_EXAMPLE = {
+    "id": 3, "webhook_id": 1, "event": "alert", "rule_id": 1, "status": "delivered",
+    "attempts": 2, "response_code": 200,
+    "history": [{"at": "2026-12-02T04:00:01.2+00:00", "status_code": 500, "error": None},
+                {"at": "2026-12-02T04:00:02.3+00:00", "status_code": 200, "error": None}],
+    "body": '{"id":"5f0c…","type":"alert","created_at":"2026-12-02T04:00:01+00:00","data":{}}',
+    "next_attempt_at": "2026-12-02T04:00:02.2Z", "created_at": "2026-12-02T04:00:01.1Z",
+    "delivered_at": "2026-12-02T04:00:02.3Z",
+}
+
+
 class AlertRuleOut(BaseModel):
-    model_config = ConfigDict(from_attributes=True, protected_namespaces=())
+    model_config = ConfigDict(from_attributes=True, protected_namespaces=(),
+                              json_schema_extra={"examples": [RULE_OUT_EXAMPLE]})
 
     id: int
     name: str
@@ -99,7 +123,8 @@ class WebhookCreate(BaseModel):
 
 
 class WebhookOut(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
+    model_config = ConfigDict(from_attributes=True,
+                              json_schema_extra={"examples": [WEBHOOK_EXAMPLE]})
 
     id: int
     url: str
@@ -109,11 +134,15 @@ class WebhookOut(BaseModel):
 
 
 class WebhookCreated(WebhookOut):
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        WEBHOOK_EXAMPLE | {"secret": "whsec_" + "x" * 43}]})
+
     secret: str = Field(description="The signing secret: shown only in this answer")
 
 
 class DeliveryOut(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
+    model_config = ConfigDict(from_attributes=True,
+                              json_schema_extra={"examples": [DELIVERY_EXAMPLE]})
 
     id: int
     webhook_id: int
