@@ -149,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="shifted windows through the real service (bench/cbpe_service.py)")
     ap.add_argument("--seeds", nargs="*", type=int, default=[1],
                     help="--service: the windows' seeds")
+    ap.add_argument("--auto-search", action="store_true",
+                    help="--service: train with /train's default model search, not linear")
     args = ap.parse_args(argv)
     if args.service:
         from bench import cbpe_service

@@ -14,6 +14,9 @@ the windows called reliable, how many of them are within 0.05 and covered by the
 and the mean absolute error on them, ours and NannyML's on the same windows.
 
     .venv/bin/python bench/cbpe.py --service [--sets magic kc1 phishing] [--window 400]
+        [--seeds 1 2 3] [--auto-search]
+
+``--auto-search`` trains with /train's default model search instead of a linear MSVMAv.
 """
 
 from __future__ import annotations
@@ -115,6 +118,9 @@ def _summary(label: str, rows: list[dict], key: str) -> None:
 
 def main(args: Any) -> int:
     rows = []
+    if getattr(args, "auto_search", False):  # /train's default: search "auto" chooses the model
+        shift_windows.TRAIN_PARAMS = {k: v for k, v in shift_windows.TRAIN_PARAMS.items()
+                                      if k != "kernel"}
     with live_api({"MSVMAV_LOG_LEVEL": "WARNING"}, 600, ("--workers", "1")) as (client, _pid):
         for name in args.sets or SETS:
             found = shift_windows.run_set(client, name, args.window, _finish(client),
