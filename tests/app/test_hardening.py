@@ -152,12 +152,22 @@ def test_query_ids_out_of_range_are_422_naming_the_field(client, worker, big):
         assert_problem(client.get(path, params={"dataset_id": big}), 422, "dataset_id")
 
 
-def test_cursor_with_an_id_out_of_range_is_422(client):
-    import base64
-
-    for value in (2**31, 2**63, 10**40):
-        cursor = base64.urlsafe_b64encode(f"id:{value}".encode()).decode().rstrip("=")
-        assert_problem(client.get("/jobs", params={"cursor": cursor}), 422, "cursor")
+def test_a_cursor_past_every_id_is_the_first_page_and_other_text_is_422(client):
+    """A cursor is decimal digits (the OpenAPI document's pattern): one past the ids a row can
+    have (2^31 and up, to 18 digits) starts below every id, the first page, never a database
+    error; longer, signed or other text is a 422 naming it (issue 45: the document stated no
+    form, so text it allowed was refused)."""
+    upload(client, to_csv(*blobs(n=20)))
+    first = client.get("/datasets").json()["items"]
+    for value in (2**31, 2**40, 10**17):
+        r = client.get("/datasets", params={"cursor": str(value)})
+        assert r.status_code == 200 and r.json()["items"] == first, r.text
+    assert client.get("/datasets", params={"cursor": "0"}).json()["items"] == []
+    for bad in (str(10**18), "-1", "1.5", " 1", "aWQ6MQ", "1\n"):
+        assert_problem(client.get("/datasets", params={"cursor": bad}), 422, "cursor")
+    schema = client.get("/openapi.json").json()["paths"]["/datasets"]["get"]["parameters"]
+    (cursor,) = [p for p in schema if p["name"] == "cursor"]
+    assert cursor["schema"]["anyOf"][0]["pattern"] == "^[0-9]{1,18}$", cursor
 
 
 # -- defect 6: names over 255 characters; no SQL in a job's error -------------------------------
