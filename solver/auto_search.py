@@ -398,15 +398,17 @@ def _finalists(race: _Race, cost_of: np.ndarray, budget: float, start: float,
 
 def _rung1(race: _Race, finalists: list[int], folds: range, deadline: float,
            status: list[str]) -> list[int]:
-    """The finalists on the remaining folds: the first (the best at rung 0 that fits) runs
-    them all; the others stop at ``deadline`` (the budget less the first's final fit), and a
-    finalist stopped on a fold drops out ("stopped: budget"). Returns those that ran every
-    fold, in order."""
+    """The finalists on the remaining folds: one of them runs them all whatever the time (the
+    best linear finalist, whose cost is predictable, else the first); the others stop at
+    ``deadline`` (the budget less the first's final fit), and a finalist stopped on a fold
+    drops out ("stopped: budget"). Returns those that ran every fold, in order."""
+    linear = [i for i in finalists if race.settings[i].kernel == "linear"]
+    sure = linear[0] if linear else finalists[0]
     for fold in folds:
-        race.run([finalists[0]], fold)
+        race.run([sure], fold)
     race.deadline = deadline
     for fold in folds:
-        for group in _groups(race.settings, finalists[1:]):
+        for group in _groups(race.settings, [i for i in finalists if i != sure]):
             race.run(group, fold)
     race.deadline = math.inf
     done = [i for i in finalists if not np.isnan(race.scores[i]).any()]

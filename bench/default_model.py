@@ -1,0 +1,190 @@
+"""The default model against scikit-learn's usual choices (issue 49), on public data sets the
+defaults were not tuned on.
+
+For each set: the hold-out split ``/train`` makes by default (stratified 20 %, seed 0,
+``solver.protocol.split_indices``), then on the same training rows
+
+* **ours**: the default job's library call — ``solver.protocol.fit`` of the plan
+  ``app.training.pipeline.plan_of`` makes for ``/train`` with only ``dataset_id``, written
+  out here (``Plan(grid="auto", cv=3, seed=0)``: min-max
+  scaling, ``search: "auto"`` with its default budget, /train's stopping rule
+  ``stop="objective", tol=1e-4``, sigmoid calibration from the race's out-of-fold values,
+  seed 0);
+* **grid**: ``GridSearchCV(SVC(), {C: [0.1, 1, 10, 100], gamma: ["scale", 0.1, 1]}, cv=3)``
+  after ``MinMaxScaler``, timed as it is; its AUC from its decision values, its log loss from
+  ``SVC(probability=True)`` refitted with the chosen C, gamma (not timed);
+* **logreg**: ``LogisticRegression(max_iter=2000)`` after ``MinMaxScaler``;
+
+scored on the hold-out: accuracy, ROC AUC (one-vs-rest macro for several classes), log loss,
+wall time. Targets: ours within 0.01 of the better of grid and logreg in mean accuracy, never
+more than 0.04 below it on a set, in at most 2x grid's time. ``--calibration-check`` also
+times the default job uncalibrated (the calibration's extra cost: 0 fits).
+
+    .venv/bin/python bench/default_model.py [--sets diabetes kc1 ...]
+
+Sets (binary, from ../shared/datasets): diabetes 768, german 1000, biodeg 1055, tokyo1 959,
+kc1 2109, titanic 2201, phishing 11055, magic (12,000 of 19,020 rows, seeded sample);
+multi-class: digits 1797 x 64, 10 classes (scikit-learn's bundled copy of UCI optdigits; the
+shared folder holds no multi-class set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.metrics import log_loss, roc_auc_score  # noqa: E402
+from sklearn.model_selection import GridSearchCV  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import MinMaxScaler  # noqa: E402
+from sklearn.svm import SVC  # noqa: E402
+
+from app.ingest import parse_dataset  # noqa: E402
+from solver import protocol  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+SETS = {
+    "diabetes": ("diabetes.arff", None),
+    "german": ("german.numer_scale.txt", None),
+    "biodeg": ("qsar-biodeg.arff", None),
+    "tokyo1": ("tokyo1.tsv", None),
+    "kc1": ("kc1.arff", None),
+    "titanic": ("titanic.tsv", None),
+    "digits": (None, None),
+    "phishing": ("phishing_TrainingDataset.arff", None),
+    "magic": ("magic04.data", 12000),
+}
+# what /train sends the estimator when only dataset_id is given (app.training.msvmav_fields
+# SERVICE_DEFAULTS and the request's calibration default)
+TRAIN_DEFAULTS = {"stop": "objective", "tol": 1e-4, "calibration": "sigmoid"}
+
+
+def load(name: str) -> tuple[np.ndarray, np.ndarray]:
+    file, cap = SETS[name]
+    if file is None:
+        return load_digits(return_X_y=True)
+    parsed = parse_dataset((DATA / file).read_bytes(), file)
+    X = parsed.X.toarray() if hasattr(parsed.X, "toarray") else np.asarray(parsed.X, float)
+    y = np.asarray(parsed.y)
+    if cap is not None and len(y) > cap:
+        keep = np.sort(np.random.default_rng(0).choice(len(y), cap, replace=False))
+        X, y = X[keep], y[keep]
+    return X, y
+
+
+def scores(classes: np.ndarray, y: np.ndarray, pred: np.ndarray, P: np.ndarray) -> dict:
+    k = classes.size
+    auc = (roc_auc_score(y == classes[1], P[:, 1]) if k == 2
+           else roc_auc_score(y, P, multi_class="ovr", labels=classes))
+    return {"acc": float(np.mean(pred == y)), "auc": float(auc),
+            "logloss": float(log_loss(y, np.clip(P, 1e-15, 1), labels=classes))}
+
+
+def ours(Xtr, ytr, Xte, yte, calibration: str = "sigmoid") -> dict:
+    plan = protocol.Plan(grid="auto", cv=3, seed=0,
+                         params={**TRAIN_DEFAULTS, "calibration": calibration})
+    t = time.perf_counter()
+    fitted = protocol.fit(plan, Xtr, ytr)
+    est = fitted.estimator
+    Xs = fitted.transform(Xte)
+    seconds = time.perf_counter() - t
+    if calibration == "none":
+        return {"seconds": seconds}
+    P = est.predict_proba(Xs)
+    out = scores(est.classes_, yte, est.predict(Xs), P)
+    found = fitted.search
+    out.update(seconds=seconds, chose=found.best["setting"], budget=found.budget_seconds,
+               search_s=found.seconds, fit_s=fitted.fit_seconds)
+    return out
+
+
+def sklearn_model(model, Xtr, ytr, Xte, yte) -> dict:
+    t = time.perf_counter()
+    model.fit(Xtr, ytr)
+    pred = model.predict(Xte)
+    seconds = time.perf_counter() - t
+    out = scores(model.classes_, yte, pred, model.predict_proba(Xte))
+    out["seconds"] = seconds
+    return out
+
+
+def svc_grid(Xtr, ytr, Xte, yte) -> dict:
+    grid = make_pipeline(MinMaxScaler(), GridSearchCV(
+        SVC(), {"C": [0.1, 1, 10, 100], "gamma": ["scale", 0.1, 1]}, cv=3))
+    t = time.perf_counter()
+    grid.fit(Xtr, ytr)
+    pred = grid.predict(Xte)
+    seconds = time.perf_counter() - t
+    classes = grid.classes_
+    D = grid.decision_function(Xte)
+    best = grid[-1].best_params_
+    prob = make_pipeline(MinMaxScaler(), SVC(probability=True, random_state=0, **best))
+    P = prob.fit(Xtr, ytr).predict_proba(Xte)
+    out = scores(classes, yte, pred, P)
+    if classes.size == 2:  # the AUC of the grid's own decision values
+        out["auc"] = float(roc_auc_score(yte == classes[1], D))
+    out["seconds"] = seconds
+    return out
+
+
+def one_set(name: str, check: bool) -> dict:
+    X, y = load(name)
+    train, test = protocol.split_indices(y, 0.2, 0)
+    Xtr, Xte, ytr, yte = X[train], X[test], y[train], y[test]
+    logreg = make_pipeline(MinMaxScaler(), LogisticRegression(max_iter=2000))
+    row = {"set": name, "n": len(y), "d": X.shape[1], "k": np.unique(y).size,
+           "ours": ours(Xtr, ytr, Xte, yte), "grid": svc_grid(Xtr, ytr, Xte, yte),
+           "logreg": sklearn_model(logreg, Xtr, ytr, Xte, yte)}
+    if check:
+        row["uncalibrated_s"] = ours(Xtr, ytr, Xte, yte, "none")["seconds"]
+    return row
+
+
+def report(rows: list[dict]) -> None:
+    print(f"{'set':9} {'n':>6} {'d':>4} {'k':>3} | {'model':6} {'acc':>6} {'auc':>6} "
+          f"{'logloss':>7} {'time s':>7}")
+    gaps, ratios = [], []
+    for r in rows:
+        for m in ("ours", "grid", "logreg"):
+            s = r[m]
+            print(f"{r['set']:9} {r['n']:6d} {r['d']:4d} {r['k']:3d} | {m:6} {s['acc']:6.4f} "
+                  f"{s['auc']:6.4f} {s['logloss']:7.4f} {s['seconds']:7.2f}")
+        better = max(r["grid"]["acc"], r["logreg"]["acc"])
+        gap, ratio = r["ours"]["acc"] - better, r["ours"]["seconds"] / r["grid"]["seconds"]
+        gaps.append(gap)
+        ratios.append(ratio)
+        o = r["ours"]
+        extra = (f"; uncalibrated job {r['uncalibrated_s']:.2f} s"
+                 if "uncalibrated_s" in r else "")
+        print(f"{'':9} chose {o['chose']}; budget {o['budget']:g} s, search {o['search_s']:.2f}"
+              f" s, final fit {o['fit_s']:.2f} s; acc - better {gap:+.4f}, time / grid "
+              f"{ratio:.2f}x{extra}")
+    print(f"\nmean acc - better: {np.mean(gaps):+.4f} (target >= -0.01); worst "
+          f"{min(gaps):+.4f} (target >= -0.04); time / grid: max {max(ratios):.2f}x, "
+          f"median {np.median(ratios):.2f}x (target <= 2x)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", nargs="*", default=list(SETS))
+    ap.add_argument("--calibration-check", action="store_true")
+    args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    rows = []
+    for name in args.sets:
+        rows.append(one_set(name, args.calibration_check))
+        print(f"[{name} done]", flush=True)
+    report(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
