@@ -190,11 +190,22 @@ class Client:
 
     # --- training and jobs ---------------------------------------------------------------------
 
-    def train(self, dataset_id: int, algorithm: str = "msvmav", **fields: Any) -> Job:
+    def train(self, dataset_id: int, algorithm: str = "msvmav", *,
+              search: str | dict[str, Any] | None = None, budget_seconds: float | None = None,
+              **fields: Any) -> Job:
         """Queue a training job (``POST /train``): ``fields`` are its body's other members
-        (``kernel``, ``alpha``, ``params``, ``search``, ``test_fraction``, ``class_weight`` —
-        "balanced" or {class: weight} —, ``register_as``, ...).
-        Returns the Job; ``job.wait()`` follows it."""
+        (``kernel``, ``alpha``, ``params``, ``test_fraction``, ``class_weight`` — "balanced"
+        or {class: weight} —, ``register_as``, ...).
+        ``search``: ``"auto"``, ``"quick"``, ``"paper"``, ``"none"`` or a search object (not
+        given: the server's default, ``"auto"`` when no hyper-parameter is set);
+        ``budget_seconds``: the auto search's time budget (implies ``search="auto"`` when
+        ``search`` is not given). Returns the Job; ``job.wait()`` follows it."""
+        if budget_seconds is not None:
+            spec = {"grid": search} if isinstance(search, str) else dict(search or {})
+            spec.setdefault("grid", "auto")
+            search = {**spec, "budget_seconds": budget_seconds}
+        if search is not None:
+            fields["search"] = search
         body = {"dataset_id": dataset_id, "algorithm": algorithm, **fields}
         return Job(self, cast(JobInfo, self._json("POST", "/train", json=body)))
 
