@@ -112,3 +112,27 @@ def test_auto_plan_calibrates_on_the_race_folds_without_another_fit(monkeypatch)
     assert est.kernel == found.kernel and est.alpha == found.best_params["alpha"]
     P = est.predict_proba(fitted.X_train)
     assert np.allclose(P.sum(axis=1), 1.0)
+
+
+def test_comparators_enter_the_race_with_their_quick_grids():
+    X, y = _data(n=200, seed=4)
+    found = auto_search(X, y, budget_seconds=600, kernels=("linear",),
+                        algorithms=("msvmav", "svm"), params=FIXED)
+    svm = [r for r in found.table if r["algorithm"] == "svm"]
+    assert len(svm) == 3 and all(r["folds"] >= 1 for r in svm)
+    assert {r["algorithm"] for r in found.table} == {"msvmav", "svm"}
+    best = found.table[found.best_index]
+    assert best["mean_accuracy"] == max(r["mean_accuracy"] for r in found.table
+                                        if r["status"] == "finalist")
+
+
+def test_a_comparator_winner_is_refitted_and_calibrated_from_its_folds():
+    X, y = _data(n=200, seed=5)
+    plan = protocol.Plan(grid="auto", kernels=("linear",), algorithms=("svm",),
+                         params={**FIXED, "calibration": "sigmoid"}, budget_seconds=60)
+    fitted = protocol.fit(plan, X, y)
+    est, found = fitted.estimator, fitted.search
+    assert type(est).__name__ == "SVM" and found.algorithm == "svm"
+    assert found.best_params["C"] == est.C and est.calibrated
+    want = fit_calibrator(found.oof, y, est.classes_, "sigmoid")
+    assert est.calibrator_.params[0] == pytest.approx(want.params[0])
