@@ -21,7 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.core.db import is_transient
 from app.core.orm import utcnow
 from app.jobs.orm import Job, JobAttempt
-from app.jobs.runtime import failure_message, owned
+from app.jobs.runtime import Lease, failure_message, owned
 from app.jobs.wakeup import announce
 
 log = logging.getLogger("app.jobs.queue")
@@ -220,11 +220,13 @@ class Heartbeat:
     """Background thread stamping ``heartbeat_at`` (renewing the lease) while a job runs: a
     single long iteration, or data loading, must not make the job look abandoned."""
 
-    def __init__(self, engine: Engine, job_id: int, worker_id: str, interval: float) -> None:
+    def __init__(self, engine: Engine, job_id: int, worker_id: str, interval: float,
+                 lease: Lease | None = None) -> None:
         self.engine = engine
         self.job_id = job_id
         self.worker_id = worker_id
         self.interval = interval
+        self.lease = lease  # renewed by each beat that reaches the job while it is ours
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{job_id}", daemon=True)
 
@@ -243,11 +245,13 @@ class Heartbeat:
         while not self._done.wait(wait):
             try:
                 with self.engine.begin() as conn:
-                    conn.execute(
+                    beat = conn.execute(
                         update(Job)
                         .where(*owned(self.job_id, self.worker_id))
                         .values(heartbeat_at=utcnow())
-                    )
+                    ).rowcount
+                if beat and self.lease is not None:
+                    self.lease.renewed()
                 wait = self.interval
             except SQLAlchemyError as exc:  # a missed beat is not fatal; the next one may do
                 if not is_transient(exc):

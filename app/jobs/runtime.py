@@ -69,10 +69,30 @@ def describe_iteration(info: dict[str, Any]) -> tuple[float, str]:
     return progress, f"{head}: {', '.join(values)}" if values else head
 
 
+class Lease:
+    """This worker's view of its job's lease: when it last reached the database and renewed it
+    (a heartbeat or a progress report), by its own monotonic clock. Once that is more than
+    ``seconds`` ago the lease is in doubt: cut off from the database while other workers' reapers
+    reach it, the job may have been re-queued and claimed by another worker."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._at = time.monotonic()
+
+    def renewed(self) -> None:
+        self._at = time.monotonic()
+
+    def in_doubt(self) -> bool:
+        return time.monotonic() - self._at > self.seconds
+
+
 class ProgressReporter:
     """The fit callback: writes progress + heartbeat and reads the cancel flag in one statement,
     throttled to one round-trip per ``interval`` seconds. ``alive`` (if given) is called on
-    every check: the worker's liveness stamp follows the main thread's progress."""
+    every check: the worker's liveness stamp follows the main thread's progress. With a
+    ``lease``, a job whose lease is in doubt holds still at its next check (no computation, no
+    side effect) until the database answers whether the job is still this worker's: it then
+    goes on, or stops (``JobLostError``) without finishing beside the worker that took it."""
 
     def __init__(
         self,
@@ -82,6 +102,7 @@ class ProgressReporter:
         interval: float,
         stop: threading.Event,
         alive: Callable[[], None] | None = None,
+        lease: Lease | None = None,
     ) -> None:
         self.engine = engine
         self.job_id = job_id
@@ -89,6 +110,7 @@ class ProgressReporter:
         self.interval = interval
         self.stop = stop
         self.alive = alive
+        self.lease = lease
         self._last = float("-inf")
 
     def __call__(self, info: dict[str, Any]) -> None:
@@ -106,6 +128,8 @@ class ProgressReporter:
         build their message only when it is due: most iterations write nothing."""
         if self.stop.is_set():
             raise WorkerStoppingError()
+        if self.lease is not None and self.lease.in_doubt():
+            self._hold_until_confirmed()
         now = time.monotonic()
         if now - self._last < self.interval:
             return False
@@ -114,19 +138,49 @@ class ProgressReporter:
             self.alive()
         return True
 
+    def _hold_until_confirmed(self) -> None:
+        """Wait, polling the database, until it says whether the job is still ours: renewed
+        (the whole cluster was away, and the reapers give the lease back), or ``JobLostError``
+        (a reaper took it). ``WorkerStoppingError`` if the worker stops meanwhile."""
+        log.warning("job %s: lease not renewed for %g s; holding until the database answers",
+                    self.job_id, self.lease.seconds if self.lease else 0)
+        while True:
+            try:
+                row = self._renew({})
+            except SQLAlchemyError as exc:
+                if not is_transient(exc):
+                    raise
+                if self.stop.wait(min(self.interval, 0.5) or 0.05):
+                    raise WorkerStoppingError() from None
+                continue
+            if row is None:
+                raise JobLostError()
+            if row[0]:
+                raise JobCancelledError()
+            log.info("job %s: lease confirmed, going on", self.job_id)
+            return
+
+    def _renew(self, values: dict[str, Any]) -> Any:
+        """Stamp the heartbeat (and ``values``) if the job is still ours; its cancel flag, or
+        None when it is not ours."""
+        with self.engine.begin() as conn:
+            row = conn.execute(
+                update(Job)
+                .where(*owned(self.job_id, self.worker_id))
+                .values(**values, heartbeat_at=utcnow())
+                .returning(Job.cancel_requested)
+            ).first()
+        if row is not None and self.lease is not None:
+            self.lease.renewed()
+        return row
+
     def report(self, progress: float, message: str) -> None:
         """Write progress + heartbeat and read the cancel flag now, unthrottled. While the
-        database is away the fit goes on without this report (one log line): the heartbeat
-        thread keeps trying to renew the lease, and a report after the database came back
-        tells whether the job is still ours."""
+        database is away the fit goes on without this report (one log line) for as long as
+        the lease lasts: the heartbeat thread keeps trying to renew it, and a report after the
+        database came back tells whether the job is still ours."""
         try:
-            with self.engine.begin() as conn:
-                row = conn.execute(
-                    update(Job)
-                    .where(*owned(self.job_id, self.worker_id))
-                    .values(progress=progress, message=message, heartbeat_at=utcnow())
-                    .returning(Job.cancel_requested)
-                ).first()
+            row = self._renew({"progress": progress, "message": message})
         except SQLAlchemyError as exc:
             if not is_transient(exc):
                 raise

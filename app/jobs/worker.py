@@ -69,6 +69,7 @@ from app.jobs.runtime import (
     JobContext,
     JobLostError,
     JobResult,
+    Lease,
     ProgressReporter,
     WorkerStoppingError,
     failure_message,
@@ -212,8 +213,9 @@ def run_job(
             return job.kind, dict(job.params), job.dataset_id
 
     kind, params, dataset_id = with_retries(read, f"job {job_id}", patience, stop)
+    lease = Lease(settings.lease_seconds)  # in doubt once not renewed for a lease
     reporter = ProgressReporter(
-        engine, job_id, worker_id, settings.cancel_check_interval, stop, alive
+        engine, job_id, worker_id, settings.cancel_check_interval, stop, alive, lease
     )
     ctx = JobContext(engine, sessions, job_id, worker_id, params, dataset_id, reporter, settings)
     log.info("job %s (%s) started", job_id, kind)
@@ -221,7 +223,7 @@ def run_job(
     def outcome(write: Callable[[], str]) -> str:
         return with_retries(write, f"job {job_id}", patience, stop)
 
-    with Heartbeat(engine, job_id, worker_id, settings.heartbeat_interval):
+    with Heartbeat(engine, job_id, worker_id, settings.heartbeat_interval, lease):
         try:
             result = get_runner(kind)(ctx)
             return outcome(lambda: _succeed(engine, sessions, job_id, worker_id, result))
