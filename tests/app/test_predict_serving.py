@@ -70,6 +70,7 @@ def test_cache_hit_answers_like_a_cold_load(client, worker, app):
         "predictions",
         "accuracy",
         "margins",
+        "decision_rule",  # the rule that made the labels (issue 44)
     }
     assert warm["predictions"][0]["decision_values"] is None
 
