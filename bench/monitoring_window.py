@@ -90,7 +90,7 @@ def main() -> None:
                 a, cols_a = _timed(engine, window.read_whole)
                 b, cols_b = _timed(engine, window.read)
                 assert all(np.array_equal(getattr(cols_a, k), getattr(cols_b, k))
-                           for k in ("decision", "predicted", "true_class", "clipped", "days"))
+                           for k in ("decision", "predicted", "true_class", "clipped", "minutes"))
                 whole.append(a)
                 kept.append(b)
                 stop.wait(1.0)
