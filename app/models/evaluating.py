@@ -15,6 +15,7 @@ import numpy as np
 from app.core.config import Settings
 from app.core.jsonable import jsonable
 from app.core.problems import invalid
+from app.models.decisions import Decision
 from app.models.explaining import column_groups
 from app.models.scoring import Scores, score
 from app.models.service import LoadedModel, match_labels
@@ -159,13 +160,15 @@ def evaluate_rows(
     loc: list[str | int],
     *,
     with_importance: bool = False,
+    rule: Decision | None = None,
 ) -> dict[str, Any]:
     """The metrics and curves (and, asked, the permutation importance) of the model on encoded
     rows X (scaled in place) with their true ``labels`` (422 naming ``loc`` for a label that is
-    not one of the model's classes)."""
+    not one of the model's classes), of the labels its decision ``rule`` serves (default the
+    model's own: app.models.scoring)."""
     classes = loaded.estimator.classes_
     y_true = classes[match_labels(classes, labels, loc)]
-    scores: Scores = score(loaded, X)
+    scores: Scores = score(loaded, X, rule=rule)
     out = {
         "metrics": metrics_of(classes, y_true, scores.index, scores.decision, scores.probabilities),
         "curves": jsonable(curves(y_true, scores.decision, scores.probabilities, classes)),

@@ -20,7 +20,7 @@ from app.models import service as models
 from app.models.evaluating import check_importance_cost, evaluate_rows
 from app.models.figures import render_curves
 from app.models.scoring import check_rows
-from app.predict.service import check_matrix
+from app.predict.service import check_matrix, decision_for
 from app.predict.target import Target, reference_fields, resolve_target
 
 _REF: list[str | int] = ["path", "model_ref"]
@@ -160,7 +160,8 @@ def evaluate_model(
         "n": len(labels),
         "rows": "all" if index is None else "holdout",
         "row_indices": None if index is None else index.tolist(),
-        **evaluate_rows(loaded, X, labels, loc, with_importance=with_importance),
+        **evaluate_rows(loaded, X, labels, loc, with_importance=with_importance,
+                        rule=decision_for(loaded, target)),  # the reference's rule (an alias's)
     }
 
 

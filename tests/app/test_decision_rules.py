@@ -94,7 +94,7 @@ def test_threshold_is_fitted_out_of_fold_and_measured_on_the_hold_out(client, en
 
 
 def test_every_door_labels_by_the_references_rule(client, worker, credit):
-    (model_id, _), X, _ = credit
+    (model_id, _), X, y = credit
     t = client.post("/models/credit@production/threshold", json=COSTS).json()["threshold"]
     by_alias = _predict(client, X, model="credit@production")
     _labels_follow(by_alias, t)
@@ -131,6 +131,13 @@ def test_every_door_labels_by_the_references_rule(client, worker, credit):
     assert [p["label"] for p in r.json()["predictions"]] == [
         p["label"] for p in by_alias["predictions"]]
     assert r.headers["x-decision-rule"] == by_alias["decision_rule"]["name"]
+    # /models/{ref}/evaluate measures the labels the reference serves
+    r = client.post("/models/credit@production/evaluate",
+                    files={"file": ("rows.csv", to_csv(X, y))}, data={"label": "y"})
+    assert r.status_code == 200, r.text
+    served = [p["label"] for p in by_alias["predictions"]]
+    accuracy = np.mean(np.asarray(served) == np.asarray(y))
+    assert r.json()["metrics"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
 
 
 def test_a_model_rule_labels_requests_by_id(client, credit):
