@@ -214,6 +214,7 @@ class _Race:
         self.scores = np.full((len(settings), len(folds)), np.nan)
         self.seconds = np.zeros(len(settings))
         self.oof: dict[int, np.ndarray] = {}
+        self.errors: dict[int, str] = {}  # a candidate whose fit failed: why (it has no score)
         # no setting starts after this (perf_counter) time, and a running fit stops at it
         # (its cell then does not count)
         self.deadline = math.inf
@@ -229,8 +230,11 @@ class _Race:
 
     def record(self, i: int, fold: int, D: np.ndarray, seconds: float) -> None:
         _, test = self.folds[fold]
-        self.scores[i, fold] = float(np.mean(_predicted(self.k, D) == self.yi[test]))
         self.seconds[i] += seconds
+        if not np.all(np.isfinite(D)):  # e.g. features of 1e308 without scaling
+            self.errors.setdefault(i, "non-finite decision values (infs or NaNs)")
+            return
+        self.scores[i, fold] = float(np.mean(_predicted(self.k, D) == self.yi[test]))
         shape = (len(self.y),) if self.k == 2 else (len(self.y), self.k)
         self.oof.setdefault(i, np.full(shape, np.nan))[test] = D
 
@@ -240,7 +244,20 @@ class _Race:
 
     def run(self, idx: list[int], fold: int) -> None:
         """Score the candidates ``idx`` (all of one kernel and width, or any plain ones) on
-        ``fold``, sharing what they share."""
+        ``fold``, sharing what they share. A group whose fit raises a ValueError (a constant
+        kernel matrix, say) is left without scores, the reason kept in ``errors``; the race
+        goes on without it."""
+        idx = [i for i in idx if i not in self.errors]
+        if not idx:
+            return None
+        try:
+            return self._run(idx, fold)
+        except ValueError as exc:
+            for i in idx:
+                self.errors.setdefault(i, str(exc))
+            return None
+
+    def _run(self, idx: list[int], fold: int) -> None:
         first = self.settings[idx[0]]
         train, _ = self.folds[fold]
         if first.algorithm == "msvmav" and first.kernel == "linear" and self._batchable(train):
@@ -367,8 +384,13 @@ def _rung0(race: _Race, budget: float, start: float, status: list[str]) -> None:
         last = time.perf_counter() - t
     race.deadline = math.inf
     for i in range(len(race.settings)):
-        status[i] = ("dropped at rung 0" if not np.isnan(race.scores[i, 0])
+        status[i] = (f"failed: {race.errors[i]}" if i in race.errors
+                     else "dropped at rung 0" if not np.isnan(race.scores[i, 0])
                      else "stopped: budget" if race.seconds[i] > 0 else "skipped: budget")
+    if np.isnan(race.scores[:, 0]).all() and race.errors:
+        first = min(race.errors)  # the cheapest candidate's reason (candidates come cheapest first)
+        raise ValueError(f"no setting of the search could be fitted: {race.errors[first]} "
+                         f"({len(race.errors)} of {len(race.settings)} failed)")
 
 
 def _finalists(race: _Race, cost_of: np.ndarray, budget: float, start: float,
@@ -413,7 +435,10 @@ def _rung1(race: _Race, finalists: list[int], folds: range, deadline: float,
     race.deadline = math.inf
     done = [i for i in finalists if not np.isnan(race.scores[i]).any()]
     for i in set(finalists) - set(done):
-        status[i] = "stopped: budget"
+        status[i] = f"failed: {race.errors[i]}" if i in race.errors else "stopped: budget"
+    if not done:
+        raise ValueError("no finalist of the search could be fitted on every fold: "
+                         + "; ".join(sorted({race.errors.get(i, "stopped") for i in finalists})))
     return done
 
 
