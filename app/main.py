@@ -112,7 +112,8 @@ Errors are RFC 9457 `application/problem+json`.
 
 **API keys**: once keys are in use, send `Authorization: Bearer <key>` (Swagger UI: *Authorize*).
 Scopes: `read` — GETs and `POST /predict`, `/predict/file`; `write` — also uploads, training,
-experiments, cancel, delete and registry changes; `admin` — also `/keys`. The protocols'
+experiments, cancel, delete and registry changes; `admin` — also `/keys` and adding or deleting
+webhooks. The protocols'
 inference (`POST /v2/models/…/infer`, `POST /models/{ref}/invocations`) needs `read`, like
 `/predict`. `/livez`, `/readyz`, `/v2/health/live`, `/v2/health/ready` and these docs are
 open. Missing or wrong key: 401; scope too low: 403.

@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Security
 from fastapi.staticfiles import StaticFiles
 
+from app.alerts.routes import hooks_router
 from app.alerts.routes import router as alerts_router
 from app.auth.keys import Scope
 from app.auth.routes import router as keys_router
@@ -58,6 +59,7 @@ ROUTERS: tuple[tuple[APIRouter, Access], ...] = (
     (registry_router, Access.by_method),
     (monitoring_router, Access.by_method),  # POST /feedback writes; the reports read
     (alerts_router, Access.by_method),  # alert rules, webhooks, deliveries: changes write
+    (hooks_router, Access.admin),  # adding or deleting a webhook (it sends to any URL)
     (export_router, Access.by_method),
     (experiments_router, Access.by_method),
     (keys_router, Access.admin),

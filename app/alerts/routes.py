@@ -1,4 +1,6 @@
-"""/alert-rules, /webhooks and /webhook-deliveries (a read key for GET, a write key else)."""
+"""/alert-rules, /webhooks and /webhook-deliveries: a read key for GET, a write key for the
+rules' changes, an admin key for the webhooks' (``hooks_router``: a hook makes the service send
+requests to any URL it names, so who may add one is who may create keys)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from app.core.problems import problem_responses
 from app.webhooks import service as webhooks
 
 router = APIRouter(tags=["alerts"])
+hooks_router = APIRouter(tags=["alerts"])
 
 
 def _list_of(example: dict) -> dict:
@@ -97,9 +100,10 @@ def delete_alert_rule(session: SessionDep, alert_rule_id: int) -> Response:
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/webhooks", status_code=status.HTTP_201_CREATED, summary="Create a webhook",
-             description="Answers the hook's signing `secret`: the only time it is shown. Each "
-             "delivery is a POST of JSON signed in `Msvmav-Signature: t=<unix>,v1=<hex "
+@hooks_router.post("/webhooks", status_code=status.HTTP_201_CREATED, summary="Create a webhook",
+             description="Needs an admin key. Answers the hook's signing `secret`: the only "
+             "time it is shown. Each delivery is a POST of JSON signed in "
+             "`Msvmav-Signature: t=<unix>,v1=<hex "
              "HMAC-SHA256(secret, \"<t>.<body>\")>` (docs/monitoring.md).",
              response_model=WebhookCreated, responses=problem_responses(422))
 def create_webhook(
@@ -123,8 +127,9 @@ def get_webhook(session: SessionDep, webhook_id: int) -> WebhookOut:
     return WebhookOut.model_validate(webhooks.get_or_raise(session, webhook_id))
 
 
-@router.delete("/webhooks/{webhook_id}", status_code=status.HTTP_204_NO_CONTENT,
-               summary="Delete a webhook and its deliveries", responses=problem_responses(404))
+@hooks_router.delete("/webhooks/{webhook_id}", status_code=status.HTTP_204_NO_CONTENT,
+               summary="Delete a webhook and its deliveries (an admin key)",
+               responses=problem_responses(404))
 def delete_webhook(session: SessionDep, webhook_id: int) -> Response:
     webhooks.delete(session, webhook_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -82,6 +82,8 @@ def expected_scope(method: str, path: str) -> str | None:
         return None
     if path.startswith("/keys"):
         return "admin"
+    if path.startswith("/webhooks") and method not in ("GET", "HEAD"):
+        return "admin"  # a webhook makes the service send to any URL
     if method in ("GET", "HEAD") or path in READ_POSTS:
         return "read"
     return "write"
