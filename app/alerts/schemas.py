@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, UrlConstraints
 
 from app.core.ids import DbId
 
@@ -18,6 +18,8 @@ Comparison = Literal["lt", "le", "gt", "ge"]
 Event = Literal["alert", "alias_moved", "version_registered"]
 MAX_WINDOW_SECONDS = 31 * 86400
 MAX_COOLDOWN_SECONDS = 366 * 86400
+# A webhook's URL: browsers' and proxies' common bound (RFC 9110 recommends at least 8,000)
+MAX_URL_CHARS = 2048
 
 _RULE_EXAMPLE = {"model": "wdbc@production", "metric": "estimated_accuracy",
                  "comparison": "lt", "level": 0.9, "window_seconds": 3600,
@@ -117,7 +119,9 @@ class WebhookCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"url": "https://hooks.example.com/msvmav", "events": ["alert", "alias_moved"]}]})
 
-    url: AnyHttpUrl = Field(description="http or https URL that takes a POST per event")
+    url: Annotated[AnyHttpUrl, UrlConstraints(max_length=MAX_URL_CHARS)] = Field(
+        description=f"http or https URL that takes a POST per event (at most {MAX_URL_CHARS} "
+        "characters)")
     events: list[Event] = Field(min_length=1, max_length=3)
     description: str = Field("", max_length=1000)
 

@@ -252,7 +252,9 @@ def test_rules_and_hooks_crud_and_bad_input_name_the_field(client, worker):
     assert r.status_code == 422 and r.json()["errors"][0]["loc"][-1] == "window_seconds"
     for body, field in (({"url": "ftp://x", "events": ["alert"]}, "url"),
                         ({"url": "http://127.0.0.1/", "events": []}, "events"),
-                        ({"url": "http://127.0.0.1/", "events": ["deploy"]}, "events")):
+                        ({"url": "http://127.0.0.1/", "events": ["deploy"]}, "events"),
+                        # stored and sent each delivery: bounded (a 70,000-character URL was 201)
+                        ({"url": "http://127.0.0.1/" + "a" * 2100, "events": ["alert"]}, "url")):
         r = client.post("/webhooks", json=body)
         assert r.status_code == 422 and field in r.json()["errors"][0]["loc"], r.text
     hook = _hook(client, "http://127.0.0.1:9/h", ["alert"])
