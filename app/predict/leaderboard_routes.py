@@ -21,6 +21,7 @@ from app.predict.leaderboard_schemas import (
     LeaderboardRequest,
     MetricName,
 )
+from app.predict.threshold_schemas import MAX_COST
 from app.registry.references import BARE_NAME
 
 router = APIRouter(tags=["models"])
@@ -68,10 +69,10 @@ def dataset_leaderboard(
     dataset_id: int,
     metric: Annotated[MetricName, Query(description=METRIC_DOC)] = "roc_auc",
     cost_fp: Annotated[
-        float | None, Query(ge=0, allow_inf_nan=False, description=COST_FP_DOC)
+        float | None, Query(ge=0, le=MAX_COST, allow_inf_nan=False, description=COST_FP_DOC)
     ] = None,
     cost_fn: Annotated[
-        float | None, Query(ge=0, allow_inf_nan=False, description=COST_FN_DOC)
+        float | None, Query(ge=0, le=MAX_COST, allow_inf_nan=False, description=COST_FN_DOC)
     ] = None,
     limit: Annotated[
         int, Query(ge=1, le=MAX_MODELS, description="How many of the newest models")

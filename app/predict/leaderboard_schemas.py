@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.ids import DbId
+from app.predict.threshold_schemas import Cost
 
 #: The metrics a leaderboard ranks by (each model has all of them, or null with a reason).
 MetricName = Literal[
@@ -54,9 +55,9 @@ class LeaderboardRequest(BaseModel):
         description="With `dataset_id`: how many of its newest models",
     )
     metric: MetricName = Field("roc_auc", description=METRIC_DOC)
-    cost_fp: float | None = Field(None, ge=0, allow_inf_nan=False, description=COST_FP_DOC)
-    cost_fn: float | None = Field(None, ge=0, allow_inf_nan=False, description=COST_FN_DOC)
-    cost_matrix: list[list[float]] | None = Field(
+    cost_fp: Cost | None = Field(None, description=COST_FP_DOC)
+    cost_fn: Cost | None = Field(None, description=COST_FN_DOC)
+    cost_matrix: list[list[Cost]] | None = Field(
         None, max_length=100, description=COST_MATRIX_DOC
     )
 

@@ -8,7 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from solver.decision import MAX_COST_CLASSES
 
-Cost = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+#: The largest cost: costs only matter relative to each other, and sums of n costs near
+#: float64's limit overflow (1e308 each answered a meaningless threshold with inf costs).
+MAX_COST = 1e12
+Cost = Annotated[float, Field(ge=0, le=MAX_COST, allow_inf_nan=False)]
 
 
 class Objective(BaseModel):

@@ -66,6 +66,15 @@ def _objective(loaded: models.LoadedModel, body: ThresholdRequest) -> Objective:
         raise invalid(_loc(exc.field), exc.message) from None
 
 
+def _as_given(objective: Objective, classes: list[Any]) -> dict[str, Any]:
+    """The objective as a request gives it: ``positive`` the class label, not its index (the
+    stored rule keeps the index, as solver.decision takes it)."""
+    shown = objective.as_dict()
+    if "positive" in shown:
+        shown["positive"] = classes[shown["positive"]]
+    return shown
+
+
 def _loc(field: str) -> list[str | int]:
     """The request location of a solver.decision field: ``cost_matrix[1][0]`` ->
     ["body", "objective", "cost_matrix", 1, 0]; ``objective`` -> ["body", "objective"]."""
@@ -191,7 +200,8 @@ def fit_threshold(session: Session, ref: str, body: ThresholdRequest,
     stored = _store(session, target, loaded, rule, actor) if body.store else None
     return jsonable({
         "model_id": loaded.id, **reference_fields(target), "stored_on": stored,
-        "objective": objective.as_dict(), "rule": rule, "decision_rule": describe(rule, classes),
+        "objective": _as_given(objective, classes), "rule": rule,
+        "decision_rule": describe(rule, classes),
         "threshold": rule.get("threshold"),
         "oof": _measure(objective, y_oof, apply_rule(rule, P_oof)),
         "holdout": holdout, "holdout_argmax": argmax,

@@ -199,9 +199,21 @@ def test_a_model_without_probabilities_cannot_take_a_rule(client, worker):
     ({"objective": {"target": "recall", "value": 1.0, "positive": "pos"}, "store": "x"},
      "store"),
     ({"objective": {}}, "objective"),
+    # costs near float64's limit overflowed every sum: a 200 with a meaningless threshold
+    ({"objective": {"cost_fp": 1e308, "cost_fn": 1e308}}, "objective.cost_fp"),
 ])
 def test_hostile_objectives_are_422_naming_the_field(client, credit, body, field):
     assert_problem(client.post("/models/credit@production/threshold", json=body), 422, field)
+
+
+def test_the_answer_names_the_positive_class_by_its_label(client, credit):
+    """The objective comes back as given: ``positive`` the label ("neg"), not its index (the
+    answer said 0, which reads as a class of its own)."""
+    body = {"objective": {"target": "recall", "value": 0.8, "positive": "neg"}, "store": False}
+    r = client.post("/models/credit@production/threshold", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["objective"] == {"target": "recall", "value": 0.8, "positive": "neg"}
+    assert "P(neg)" in r.json()["decision_rule"]
 
 
 def test_nan_cost_is_422(client, credit):
