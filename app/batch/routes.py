@@ -97,6 +97,13 @@ def create_batch_job(
     chunk_rows: Annotated[int | None, Form(gt=0, le=1_000_000, description="Rows per chunk "
                                            "(default MSVMAV_BATCH_CHUNK_ROWS)",
                                            examples=[""])] = None,
+    rule: Annotated[Literal["argmax"] | None, Form(
+        description="This job's decision rule instead of the reference's stored one: "
+        "`argmax` of the probabilities", examples=[""])] = None,
+    threshold: Annotated[float | None, Form(
+        ge=0, le=1, allow_inf_nan=False, description="This job's decision rule instead of the "
+        "stored one: classes[1] when its probability is at least `threshold` (a calibrated "
+        "two-class model)", examples=[""])] = None,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> JSONResponse:
     if file is not None and len(file.filename or "") > 255:
@@ -105,8 +112,8 @@ def create_batch_job(
         model_id=model_id, model=(model or "").strip() or None, dataset_id=dataset_id,
         format=format, delimiter=delimiter or None, header=header,
         id_column=(id_column or "").strip() or None, passthrough=_columns(passthrough),
-        output=output, on_error=on_error, chunk_rows=chunk_rows,
-        max_columns=settings.max_features)
+        output=output, on_error=on_error, chunk_rows=chunk_rows, rule=rule,
+        threshold=threshold, max_columns=settings.max_features)
     filename = file.filename or "" if file is not None else ""
 
     def create() -> Created:

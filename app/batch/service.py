@@ -59,6 +59,8 @@ class BatchOptions:
     output: OutputFormat | None = None  # csv, or parquet for a dataset by reference
     on_error: OnError = "fail"
     chunk_rows: int | None = None
+    rule: str | None = None  # the job's own decision rule (app.predict.service.decision_for)
+    threshold: float | None = None
     max_columns: int = 200_000  # MSVMAV_MAX_FEATURES
 
 
@@ -276,7 +278,8 @@ def submit(session: Session, options: BatchOptions, file: IO[bytes] | None, file
                       output=options.output or (
                           "parquet" if source["source"] == "reference" else "csv"),
                       chunk_rows=options.chunk_rows or settings.batch_chunk_rows,
-                      columns=columns, decision_rule=decision_for(loaded, target).as_json(
+                      columns=columns, decision_rule=decision_for(
+                          loaded, target, options.rule, options.threshold, ["body"]).as_json(
                           class_values(loaded)), **source).model_dump(mode="json")
     job = jobs.enqueue(session, kind=store.BATCH_KIND, params=params,
                        dataset_id=source.get("dataset_id"))

@@ -22,6 +22,7 @@ from app.predict.schemas import WDBC_BENIGN, WDBC_COLUMNS, WDBC_MALIGNANT, Predi
 from app.predict.target import Target
 from app.protocols import mlflow_inputs
 from app.protocols.errors import as_client_error, mlflow_error
+from app.protocols.rules import request_rule
 from app.registry.references import BARE_NAME, ResolvedModel, UnknownReference, resolve
 
 router = APIRouter(tags=["inference protocol (MLflow)"])
@@ -82,6 +83,7 @@ def _from_json(
     except (ValueError, UnicodeDecodeError) as exc:
         raise mlflow_error(400, f"the body is not valid JSON: {exc}") from None
     key, rows, ids, method = mlflow_inputs.instances(payload, state.settings)
+    rule, threshold = request_rule(payload.get("params") or {}, mlflow_error, "params")
     try:
         answer = predict.predict_rows(
             state.runtime,
@@ -90,6 +92,8 @@ def _from_json(
             labels=None,
             settings=state.settings,
             ids=ids,
+            rule=rule,
+            threshold=threshold,
         )
     except Problem as problem:
         raise as_client_error(problem, key, v2=False) from None

@@ -10,7 +10,9 @@
 ``predict_method``: ``"predict"`` (the default: each row's id, label, decision value and
 probabilities, as /predict gives them) or ``"predict_proba"`` (each row's class probabilities,
 in the order of the model's classes, as MLflow's pyfunc of a scikit-learn classifier logged with
-``pyfunc_predict_fn="predict_proba"`` answers).
+``pyfunc_predict_fn="predict_proba"`` answers). ``decision_rule`` ("argmax") or ``threshold``
+set the request's own decision rule (app.protocols.rules), as /predict's ``rule`` and
+``threshold``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from app.core.problems import Problem
 from app.models.scoring import check_rows
 from app.protocols.errors import as_client_error, mlflow_error
 from app.protocols.ids import check_ids
+from app.protocols.rules import RULE_KEYS
 
 KEYS = ("dataframe_split", "dataframe_records", "instances", "inputs")
 METHODS = ("predict", "predict_proba")
@@ -98,11 +101,12 @@ def instances(
     if others:
         raise mlflow_error(400, f"unknown keys {others}; expected one of {expected} (and params)")
     params = payload.get("params") or {}
-    if not isinstance(params, dict) or set(params) - {"ids", "predict_method"}:
+    if not isinstance(params, dict) or set(params) - {"ids", "predict_method", *RULE_KEYS}:
         raise mlflow_error(
             400,
-            "params may hold only ids (one prediction id per row) and predict_method; these "
-            "models take no other inference parameters",
+            "params may hold only ids (one prediction id per row), predict_method and a "
+            "decision rule (decision_rule \"argmax\" or threshold); these models take no other "
+            "inference parameters",
         )
     method = params.get("predict_method", "predict")
     if method not in METHODS:

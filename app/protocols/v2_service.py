@@ -30,6 +30,7 @@ from app.predict import service as predict
 from app.predict.target import Target
 from app.protocols.errors import as_client_error, v2_error
 from app.protocols.ids import check_ids
+from app.protocols.rules import request_rule
 from app.protocols.tensors import BYTES, NUMERIC, InferRequest, OutputTensor, Tensor
 from app.registry import service as registry
 from app.registry.references import ResolvedModel, UnknownReference, resolve_path
@@ -261,7 +262,10 @@ def infer(
     try:
         X = _features(inputs, model)
         sinks = predict.sinks_for(runtime, target)
-        rule = predict.decision_for(model.loaded, target)  # the reference's (an alias's) rule
+        # the request's own rule (parameters), else the reference's (an alias's), the model's
+        rule = predict.decision_for(model.loaded, target,
+                                    *request_rule(request.parameters, v2_error),
+                                    ["parameters"])
         scores, ids = predict.score_batch(model.loaded, X, ids, [IDS], sinks, rule=rule)
     except Problem as problem:
         raise as_client_error(problem, "inputs", v2=True) from None

@@ -140,6 +140,28 @@ def test_every_door_labels_by_the_references_rule(client, worker, credit):
     assert r.json()["metrics"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
 
 
+def test_a_batch_job_takes_its_own_rule(client, worker, credit):
+    """A batch job's ``threshold`` (or ``rule``) overrides the reference's rule, as /predict's
+    does (batch jobs took none: the alias's rule always)."""
+    _, X, _ = credit
+    client.post("/models/credit@production/threshold", json=COSTS)
+    rows = ("rows.csv", to_csv(X, ["pos"] * len(X)))
+    r = client.post("/batch-predictions", files={"file": rows},
+                    data={"model": "credit@production", "threshold": "0.9"})
+    assert r.status_code == 202, r.text
+    assert run_jobs(worker) == ["succeeded"]
+    job = client.get(f"/jobs/{r.json()['id']}").json()
+    assert job["result"]["decision_rule"]["source"] == "request", job["result"]
+    out = pd.read_csv(io.BytesIO(client.get(f"/batch-predictions/{job['id']}/result").content))
+    expected = np.where(out["probability_pos"].to_numpy() >= 0.9, "pos", "neg")
+    assert out["label"].tolist() == expected.tolist()
+    for data, field in (({"threshold": "1.5"}, "threshold"), ({"threshold": "nan"}, "threshold"),
+                        ({"rule": "bayes"}, "rule")):
+        r = client.post("/batch-predictions", files={"file": rows},
+                        data={"model": "credit@production", **data})
+        assert_problem(r, 422, field)
+
+
 def test_a_model_rule_labels_requests_by_id(client, credit):
     (model_id, _), X, _ = credit
     r = client.post(f"/models/{model_id}/threshold",

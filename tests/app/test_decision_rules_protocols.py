@@ -51,6 +51,35 @@ def test_v2_and_invocations_label_by_the_aliass_rule(served):
     assert result.get_response()["parameters"]["decision_rule"] == "argmax"
 
 
+def test_v2_and_invocations_take_a_requests_own_rule(served):
+    """A request's own threshold at /v2 (parameters, via tritonclient) and invocations (params)
+    labels by it, whatever the alias's rule, as /predict's ``threshold`` does; a bad one is a
+    400 naming it (they took none: the reference's rule always)."""
+    ref = f"{served.name}@production"
+    tensor = triton.InferInput("input", list(served.X.shape), "FP64")
+    tensor.set_data_from_numpy(served.X.astype(np.float64))
+    with triton_client(served) as client:
+        result = client.infer(ref, [tensor], headers=key(), parameters={"threshold": 0.9})
+    P = result.as_numpy("probability")
+    assert [v.decode() for v in result.as_numpy("label")] == np.where(
+        P[:, 1] >= 0.9, "pos", "neg").tolist()
+    assert result.get_response()["parameters"]["decision_rule"] == "threshold P(pos) >= 0.9"
+    r = served.http.post(f"/models/{ref}/invocations",
+                         json={"instances": served.X.tolist(), "params": {"threshold": 0.9}})
+    assert r.status_code == 200, r.text
+    preds = r.json()["predictions"]
+    p1 = np.array([p["probabilities"]["pos"] for p in preds])
+    assert [p["label"] for p in preds] == np.where(p1 >= 0.9, "pos", "neg").tolist()
+    assert r.headers["x-decision-rule"] == "threshold P(pos) >= 0.9"
+    body = {"inputs": [{"name": "input", "datatype": "FP64", "shape": list(served.X.shape),
+                        "data": served.X.ravel().tolist()}], "parameters": {"threshold": "high"}}
+    r = served.http.post(f"/v2/models/{ref}/infer", json=body)
+    assert r.status_code == 400 and "parameters.threshold" in r.json()["error"], r.text
+    r = served.http.post(f"/models/{ref}/invocations",
+                         json={"instances": served.X.tolist(), "params": {"decision_rule": "x"}})
+    assert r.status_code == 400 and "params.decision_rule" in r.text, r.text
+
+
 def test_the_client_sets_a_rule_and_overrides_it(served):
     from msvmav_client import Client
     from tests.app.protocol_support import ADMIN_KEY
