@@ -158,6 +158,29 @@ def small_csv(path: Path) -> Path:
     return path
 
 
+def two_blobs_csv(path: Path, n: int = 120, shift: float = 4.0, seed: int = 1) -> Path:
+    """``n`` rows of two 2-feature blobs ``shift`` apart (4: separable; ~1: overlapping, so
+    probabilities fall in between), labels "neg"/"pos" in a column named ``class``."""
+    rng = np.random.default_rng(seed)
+    X = np.vstack([rng.normal(0, 1, (n // 2, 2)), rng.normal(shift, 1, (n // 2, 2))])
+    labels = ["neg"] * (n // 2) + ["pos"] * (n // 2)
+    rows = [f"{a:.4f},{b:.4f},{lab}" for (a, b), lab in zip(X, labels, strict=True)]
+    path.write_text("\n".join(["a,b,class", *rows]) + "\n")
+    return path
+
+
+def upload_on_page(b: Browser, data: Path, label: str = "class") -> int:
+    """Upload ``data`` with the datasets page's form, as a person does, and open the new
+    dataset's page; returns its id."""
+    b.goto("/ui/datasets")
+    upload = b.page.get_by_role("form", name="Upload a dataset")
+    upload.get_by_label("File").set_input_files(str(data))
+    upload.get_by_label("Label column").fill(label)
+    upload.get_by_role("button", name="Upload").click()
+    upload.get_by_role("status").get_by_role("link").click()
+    return int(b.page.url.rsplit("/", 1)[1])
+
+
 def api(server: LiveServer, method: str, path: str, body: Any = None, key: str = ADMIN_KEY) -> Any:
     """The JSON API, to set up what a test needs without the browser."""
     data = None if body is None else json.dumps(body).encode()

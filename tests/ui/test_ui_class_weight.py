@@ -10,22 +10,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.ui.browser_support import ADMIN_KEY, api, browser, ui_server, wait_job
-from tests.ui.test_ui_train_form import blobs_csv
+from tests.ui.browser_support import (
+    ADMIN_KEY,
+    api,
+    browser,
+    two_blobs_csv,
+    ui_server,
+    upload_on_page,
+    wait_job,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def test_class_weights_are_sent_and_kept_in_the_model(tmp_path: Path):
-    data = blobs_csv(tmp_path / "blobs.csv")
+    data = two_blobs_csv(tmp_path / "blobs.csv")
     with ui_server(tmp_path, "sqlite") as server, browser(server) as b:
         b.sign_in(ADMIN_KEY)
-        b.goto("/ui/datasets")
-        upload = b.page.get_by_role("form", name="Upload a dataset")
-        upload.get_by_label("File").set_input_files(str(data))
-        upload.get_by_label("Label column").fill("class")
-        upload.get_by_role("button", name="Upload").click()
-        upload.get_by_role("status").get_by_role("link").click()
+        upload_on_page(b, data)
         dataset_page = b.page.url
         sent: list[dict] = []
         b.page.on("request", lambda r: sent.append(json.loads(r.post_data))

@@ -10,31 +10,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.ui.browser_support import ADMIN_KEY, api, browser, ui_server, wait_job
+from tests.ui.browser_support import (
+    ADMIN_KEY,
+    api,
+    browser,
+    two_blobs_csv,
+    ui_server,
+    upload_on_page,
+    wait_job,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-def _overlapping_csv(path: Path, n: int = 160) -> Path:
-    rng = np.random.default_rng(2)
-    X = np.vstack([rng.normal(0, 1, (n // 2, 2)), rng.normal(1.2, 1, (n // 2, 2))])
-    labels = ["neg"] * (n // 2) + ["pos"] * (n // 2)
-    rows = [f"{a:.4f},{b:.4f},{lab}" for (a, b), lab in zip(X, labels, strict=True)]
-    path.write_text("\n".join(["a,b,class", *rows]) + "\n")
-    return path
-
-
 def test_the_model_page_sets_a_cost_rule(tmp_path: Path):
-    data = _overlapping_csv(tmp_path / "rows.csv")
+    data = two_blobs_csv(tmp_path / "rows.csv", n=160, shift=1.2, seed=2)
     with ui_server(tmp_path, "sqlite") as server, browser(server) as b:
         b.sign_in(ADMIN_KEY)
-        b.goto("/ui/datasets")
-        upload = b.page.get_by_role("form", name="Upload a dataset")
-        upload.get_by_label("File").set_input_files(str(data))
-        upload.get_by_label("Label column").fill("class")
-        upload.get_by_role("button", name="Upload").click()
-        upload.get_by_role("status").get_by_role("link").click()
-        dataset_id = int(b.page.url.rsplit("/", 1)[1])
+        dataset_id = upload_on_page(b, data)
         job = api(server, "POST", "/train", {"dataset_id": dataset_id, "kernel": "linear",
                                              "max_iter": 40})
         model_id = wait_job(server, job["id"])["result"]["model_id"]

@@ -8,34 +8,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from tests.ui.browser_support import ADMIN_KEY, api, browser, ui_server, wait_job
+from tests.ui.browser_support import (
+    ADMIN_KEY,
+    api,
+    browser,
+    two_blobs_csv,
+    ui_server,
+    upload_on_page,
+    wait_job,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-def blobs_csv(path: Path, n: int = 120) -> Path:
-    """``n`` rows (enough for the API's default hold-out), 2 features, a ``class`` column."""
-    rng = np.random.default_rng(1)
-    X = np.vstack([rng.normal(0, 1, (n // 2, 2)), rng.normal(4, 1, (n // 2, 2))])
-    labels = ["neg"] * (n // 2) + ["pos"] * (n // 2)
-    rows = [f"{a:.4f},{b:.4f},{lab}" for (a, b), lab in zip(X, labels, strict=True)]
-    path.write_text("\n".join(["a,b,class", *rows]) + "\n")
-    return path
-
-
 def test_hold_out_fraction_zero_is_sent_as_null_and_trains_on_every_row(tmp_path: Path):
-    data = blobs_csv(tmp_path / "blobs.csv")
+    data = two_blobs_csv(tmp_path / "blobs.csv")
     with ui_server(tmp_path, "sqlite") as server, browser(server) as b:
         b.sign_in(ADMIN_KEY)
-        b.goto("/ui/datasets")
-        upload = b.page.get_by_role("form", name="Upload a dataset")
-        upload.get_by_label("File").set_input_files(str(data))
-        upload.get_by_label("Label column").fill("class")
-        upload.get_by_role("button", name="Upload").click()
-        upload.get_by_role("status").get_by_role("link").click()
+        upload_on_page(b, data)
         sent: list[dict] = []
         b.page.on("request", lambda r: sent.append(json.loads(r.post_data))
                   if r.method == "POST" and r.url.endswith("/train") else None)
