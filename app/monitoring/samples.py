@@ -93,7 +93,10 @@ def _parts(session: Session, model_id: int, since: datetime | None,
         FeatureCounts.model_id == model_id, FeatureCounts.sample.is_not(None)
     ).order_by(FeatureCounts.id)
     if since is not None:
-        start = datetime.fromtimestamp(_stamp(since), UTC).replace(second=0, microsecond=0)
+        # truncated to its minute as a datetime (through a float timestamp, the last valid
+        # instant, 9999-12-31T23:59:59.999999, rounded into year 10000: a 500)
+        aware = since if since.tzinfo is not None else since.replace(tzinfo=UTC)
+        start = aware.astimezone(UTC).replace(second=0, microsecond=0)
         stmt = stmt.where(FeatureCounts.minute >= start)
     if until is not None:
         stmt = stmt.where(FeatureCounts.minute < until)

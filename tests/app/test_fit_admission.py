@@ -175,7 +175,8 @@ def test_max_fit_seconds_refuses_a_fit_predicted_to_take_longer(settings, engine
         assert body["estimate_seconds"] == round(predicted, 3) and body["limit_seconds"] == 1.0
         assert "MSVMAV_MAX_FIT_SECONDS" in body["detail"] and "3000 rows x 4" in body["detail"]
         assert c.get("/jobs").json()["items"] == []
-        assert c.post("/train", json={"dataset_id": ds["id"], **UNCALIBRATED}).status_code == 202
+        assert c.post("/train", json={"dataset_id": ds["id"], "search": "none",
+                                      **UNCALIBRATED}).status_code == 202
     with with_limits(settings, max_fit_seconds=None) as c:
         assert c.post("/train", json={"dataset_id": ds["id"], **exact}).status_code == 202
 

@@ -101,8 +101,9 @@ def test_the_train_job_holds_the_matrix_about_once(settings, engine, algorithm, 
                      _env_file=None)
     with TestClient(create_app(small)) as client:
         ds = upload(client, to_csv(X, y))
+        # one fit, no model search (search "auto", /train's default, races many fits)
         submit(client, ds["id"], algorithm=algorithm, test_fraction=0.2, seed=0,
-               calibration=calibration)
+               calibration=calibration, search="none")
     worker = Worker(small, engine=engine)
     tracemalloc.start()
     try:
