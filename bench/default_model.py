@@ -173,7 +173,10 @@ def report(rows: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog=f"The data sets are the paper's ARFF files, read from {DATA} (a shared/ folder "
+        "beside the repository, not in it).")
     ap.add_argument("--sets", nargs="*", default=list(SETS))
     ap.add_argument("--calibration-check", action="store_true")
     args = ap.parse_args(argv)
