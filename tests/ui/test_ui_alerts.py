@@ -53,6 +53,7 @@ def test_create_a_rule_and_see_the_deliveries(site):
     form.get_by_role("button", name="Create rule").click()
     form.get_by_text("Rule #1 created.").wait_for()
     row = b.page.locator("#alert-rules tbody tr")
+    row.first.wait_for()  # the list is drawn again after the answer: wait for it, then count
     assert row.count() == 1
     assert "clipped_share > 0.05" in row.inner_text() and f"model #{model_id}" in row.inner_text()
     (rule,) = api(server, "GET", "/alert-rules")
