@@ -38,6 +38,7 @@ from .calibration import (
     fit_calibrator,
     most_probable,
 )
+from .kernels import Kernel, kernel_type, make_kernel
 from .margins import margin_statistics
 from .params import StrOptions, validate_params
 from .plain_values import plain
@@ -112,6 +113,21 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.sparse = True
         return tags
 
+    # -- the kernel ----------------------------------------------------------------------------
+    @property
+    def kernel_kind(self) -> type[Kernel]:
+        """The class of the ``kernel`` parameter's kernel (``solver.kernels``): what a fit
+        with it does, known before any width is (an estimator without the parameter is
+        linear)."""
+        return kernel_type(getattr(self, "kernel", "linear"))
+
+    @property
+    def kernel_(self) -> Kernel:
+        """The fitted model's kernel with its parameters (its width ``gamma_``, ``degree``,
+        ``coef0``): the one the model's decision function computes."""
+        return make_kernel(getattr(self, "kernel", "linear"), gamma=getattr(self, "gamma_", None),
+                           degree=getattr(self, "degree", 3), coef0=getattr(self, "coef0", 1.0))
+
     # -- fitting ---------------------------------------------------------------------------
     def fit(self, X, y, callback: Callback | None = None):
         """Fit on X (n, d) dense or CSR and labels y (n,) with at least two distinct values.
@@ -144,8 +160,7 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
         self.stopped_early_ = False
         self.calibrator_ = None
         self.oof_decision_ = self.oof_index_ = None
-        self.feature_means_ = (None if getattr(self, "kernel", None) == "precomputed"
-                               else column_means(X))
+        self.feature_means_ = column_means(X) if self.kernel_kind.on_features else None
         if weights is None:
             self._fit_targets(X, np.ascontiguousarray(Y), callback)
         else:

@@ -12,6 +12,10 @@ import os
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .kernels import Kernel
 
 FLOAT = 8  # bytes of a float64
 # bytes per stored value of a CSR matrix with int32 indices (value + column index)
@@ -105,11 +109,11 @@ def labels_bytes(n: int, n_classes: int) -> int:
     return FLOAT * n * (n_targets(n_classes) + 3) + BASE_BYTES
 
 
-def gram_bytes(n: int, d: int, nnz: int | None, kernel: str) -> int:
+def gram_bytes(n: int, d: int, nnz: int | None, kernel: type[Kernel]) -> int:
     """An n x n Gram matrix as ``kernels.gram_matrix`` forms it: half as much again for the
     RBF/polynomial kernels' temporaries; for CSR rows the sparse product X X^T first, with
     about n^2 min(1, k^2 / d) stored values for k values per row."""
-    dense = FLOAT * n * n * (1.0 if kernel in ("linear", "precomputed") else 1.5)
+    dense = FLOAT * n * n * (1.0 + kernel.gram_temporaries)
     if nnz is None:
         return int(dense)
     k = nnz / max(n, 1)
@@ -123,11 +127,11 @@ def augmented_copy_bytes(n: int, d: int, nnz: int | None) -> int:
     return csr_bytes(n, nnz + n) + nnz + n
 
 
-def kernel_matrix_estimate(n: int, d: int, nnz: int | None, kernel: str, fixed: int,
+def kernel_matrix_estimate(n: int, d: int, nnz: int | None, kernel: type[Kernel], fixed: int,
                            name: str) -> FitEstimate:
     """A comparator that holds the n x n kernel matrix (FMM, ODM): the Gram matrix, a dense copy
     of the rows (not for "precomputed") and ``fixed``; ``name`` is the machine's ("FMM")."""
-    rows = 0 if kernel == "precomputed" else dense_rows_bytes(n, d)
+    rows = dense_rows_bytes(n, d) if kernel.on_features else 0
     return FitEstimate(int(gram_bytes(n, d, nnz, kernel) + rows + fixed),
                        f"{name.lower()}-kernel",
                        f"the kernel {name} holds the n x n kernel matrix: use fewer rows or "

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .comparators import FMM, LSSVM, MAMC, ODM, SVM, SVR
+from .kernels import kernel_type
 from .msvmav import MSVMAv
 
 
@@ -54,7 +55,7 @@ def param_names(algorithm: str) -> list[str]:
 def appends_ones(algorithm: str, kernel: str) -> bool:
     """Whether a fit with this kernel appends a column of ones to the rows: then dense rows
     laid out beside one (``solver.msvmav.with_intercept_room``) are not copied for it."""
-    return kernel == "linear" and any(a.appends_ones for a in TABLE if a.name == algorithm)
+    return kernel_type(kernel).primal and any(a.appends_ones for a in TABLE if a.name == algorithm)
 
 
 def takes_seed(algorithm: str) -> bool:

@@ -36,7 +36,7 @@ from sklearn.metrics import check_scoring
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .kernels import kernel_matrix
+from .kernels import RBF, Kernel
 
 # Rows explained at a time (kernel methods hold a few rows x expansion-size arrays).
 BLOCK_ROWS = 256
@@ -60,14 +60,17 @@ class Explanation:
     completeness_error: float
 
 
-def _kind(estimator) -> str:
-    kernel = getattr(estimator, "kernel", "linear")
-    if kernel == "linear":
-        return "linear"
-    if kernel in ("rbf", "poly"):
-        return kernel
-    raise ValueError(f"kernel: a {kernel!r} model cannot be explained per feature (it has "
-                     "no feature rows); explain a model fitted on features")
+def _kind(estimator) -> type[Kernel]:
+    kind = estimator.kernel_kind
+    if kind.explanation is None:
+        raise ValueError(f"kernel: a {kind.name!r} model cannot be explained per feature (it "
+                         "has no feature rows); explain a model fitted on features")
+    return kind
+
+
+def _closed_form(kind: type[Kernel]) -> bool:
+    """Whether the path integral has a closed form (the RBF kernel's); else Gauss-Legendre."""
+    return issubclass(kind, RBF)
 
 
 def _outputs(estimator) -> int:
@@ -86,11 +89,11 @@ def explain_work(estimator, n_rows: int, steps: int | None = None) -> int:
     check_is_fitted(estimator)
     kind = _kind(estimator)
     d, T = int(estimator.n_features_in_), _outputs(estimator)
-    if kind == "linear":
+    if kind.primal:
         return int(n_rows) * d * T
     m = int(np.asarray(estimator.X_fit_).shape[0])
     per_row = m * d * (T + 1)
-    return int(n_rows) * per_row * (1 if kind == "rbf" else _nodes(estimator, steps))
+    return int(n_rows) * per_row * (1 if _closed_form(kind) else _nodes(estimator, steps))
 
 
 def _baseline(estimator, baseline) -> np.ndarray:
@@ -144,16 +147,17 @@ def _rbf_integrals(P: np.ndarray, q: np.ndarray, c: np.ndarray, g0: np.ndarray,
 
 
 def _rbf_block(Xb: np.ndarray, b: np.ndarray, Z: np.ndarray, A: np.ndarray,
-               gamma: float) -> np.ndarray:
+               kernel: RBF) -> np.ndarray:
     """(B, d, T) integrated gradients of an RBF expansion for the rows Xb."""
+    gamma = kernel.gamma
     delta = Xb - b
     q = np.einsum("ij,ij->i", delta, delta)
     bz = b[None, :] - Z  # (m, d)
     c = np.einsum("ij,ij->i", bz, bz)
     P = delta @ bz.T  # (B, m): (b - z_i) . delta
     # the ends' kernel values as the model computes them: the sum telescopes to its f(x) - f(b)
-    g0 = kernel_matrix(b[None, :], Z, kernel="rbf", gamma=gamma)[0]
-    g1 = kernel_matrix(Xb, Z, kernel="rbf", gamma=gamma)
+    g0 = kernel.matrix(b[None, :], Z)[0]
+    g1 = kernel.matrix(Xb, Z)
     I0, I1 = _rbf_integrals(P, q, c, g0, g1, gamma)
     out = np.empty((Xb.shape[0], Xb.shape[1], A.shape[1]))
     for t in range(A.shape[1]):
@@ -165,21 +169,16 @@ def _rbf_block(Xb: np.ndarray, b: np.ndarray, Z: np.ndarray, A: np.ndarray,
     return out
 
 
-def _poly_block(Xb: np.ndarray, b: np.ndarray, Z: np.ndarray, A: np.ndarray,
-                estimator, nodes: int) -> np.ndarray:
-    """(B, d, T) integrated gradients of a polynomial expansion, Gauss-Legendre in t."""
-    gamma, coef0, degree = float(estimator.gamma_), float(estimator.coef0), int(estimator.degree)
+def _quadrature_block(Xb: np.ndarray, b: np.ndarray, Z: np.ndarray, A: np.ndarray,
+                      kernel: Kernel, nodes: int) -> np.ndarray:
+    """(B, d, T) integrated gradients of a kernel expansion (the polynomial one: exact for
+    ceil(degree / 2) nodes), Gauss-Legendre in t over the kernel's ``expansion_gradient``."""
     delta = Xb - b
     t, w = np.polynomial.legendre.leggauss(nodes)
     t, w = (t + 1.0) / 2.0, w / 2.0  # on [0, 1]
     out = np.zeros((Xb.shape[0], Xb.shape[1], A.shape[1]))
-    if degree == 0:
-        return out
     for tk, wk in zip(t, w, strict=True):
-        u = (b[None, :] + tk * delta) @ Z.T
-        G = degree * gamma * (gamma * u + coef0) ** (degree - 1)  # (B, m)
-        for j in range(A.shape[1]):
-            out[:, :, j] += wk * ((G * A[:, j]) @ Z)
+        out += wk * kernel.expansion_gradient(b[None, :] + tk * delta, Z, A)
     return out * delta[:, :, None]
 
 
@@ -198,23 +197,24 @@ def contributions(estimator, X, baseline=None, steps: int | None = None) -> Expl
     T = _outputs(estimator)
     n, d = Xv.shape
     values = np.empty((n, d, T))
-    if kind != "linear":
+    if not kind.primal:
         Z, A, _ = _expansion(estimator)
+        kernel = estimator.kernel_
     for start in range(0, n, BLOCK_ROWS):
         Xb = Xv[start:start + BLOCK_ROWS]
         Xb = Xb.toarray() if sparse.issparse(Xb) else np.asarray(Xb)
-        if kind == "linear":
+        if kind.primal:
             block = (Xb - b)[:, :, None] * np.asarray(estimator.coef_).T[None, :, :]
-        elif kind == "rbf":
-            block = _rbf_block(Xb, b, Z, A, float(estimator.gamma_))
+        elif _closed_form(kind):
+            block = _rbf_block(Xb, b, Z, A, kernel)
         else:
-            block = _poly_block(Xb, b, Z, A, estimator, _nodes(estimator, steps))
+            block = _quadrature_block(Xb, b, Z, A, kernel, _nodes(estimator, steps))
         values[start:start + Xb.shape[0]] = block
     if T == 1:
         values = values[:, :, 0]
     residual = (D0 + values.sum(axis=1)) - D
     error = float(np.max(np.abs(residual))) if residual.size else 0.0
-    method = "linear" if kind == "linear" else f"integrated-gradients-{kind}"
+    method = kind.explanation
     return Explanation(values, b, float(D0) if T == 1 else np.asarray(D0), D, method, error)
 
 

@@ -48,13 +48,13 @@ def estimate_seconds(algorithm: str, n_samples: int, n_features: int, nnz: int |
 def msvmav_seconds(est: MSVMAv, n: int, d: int, nnz: int | None, n_classes: int = 2) -> float:
     """Predicted time of ``est.fit`` on n rows of d features (nnz stored values or dense)."""
     tasks = 1 if n_classes <= 2 else n_classes
-    if est.kernel == "linear":
+    if est.kernel_kind.primal:
         D = d + (1 if est.fit_intercept else 0)  # noqa: N806
         stored = None if nnz is None else nnz + (n if est.fit_intercept else 0)
         return linear_seconds(n, D, stored, est.max_iter, tasks)
     path = est.kernel_path(n)
     if path == "exact":  # a precomputed kernel is given, not computed
-        return exact_kernel_seconds(n, 0 if est.kernel == "precomputed" else d, est.max_iter,
+        return exact_kernel_seconds(n, est.kernel_kind.entry_work(d), est.max_iter,
                                     tasks)
     if path == "nystroem":
         return low_rank_seconds(n, d, min(est.n_components, n), est.max_iter, tasks)
@@ -101,9 +101,9 @@ def _shared_kernel_search(algorithm: str, rows: int, test: int, d: int,
     if algorithm != "msvmav" or n_classes > 2:
         return None
     ests = [estimator_class(algorithm)(**{**fixed, **c}) for c in configs]
-    if any(e.kernel == "linear" or e.kernel_path(rows) != "exact" for e in ests):
+    if any(e.kernel_kind.primal or e.kernel_path(rows) != "exact" for e in ests):
         return None
-    width = 0 if ests[0].kernel == "precomputed" else d
+    width = ests[0].kernel_kind.entry_work(d)
     n, m = float(rows), float(test)
     gammas = {repr(c.get("gamma", fixed.get("gamma"))) for c in configs}
     per_gamma = GRAM * (n * n + n * m) * width + INVERSE * n**3

@@ -140,11 +140,13 @@ class Kernel:
       expansion over rows (``dual_coef_``, ``X_fit_``);
     * ``gram_temporaries``: the extra n x n floats per Gram matrix entry its computation
       holds (scikit-learn's RBF and polynomial kernels: half as much again);
-    * ``explanation``: how ``solver.explain`` attributes a decision to features, or None.
+    * ``explanation``: how ``solver.explain`` attributes a decision to features, or None;
+    * ``takes_gamma``: it has a width (``gamma``, searched over the paper's grid).
     """
 
     name: ClassVar[str]
     on_features: ClassVar[bool] = True
+    takes_gamma: ClassVar[bool] = False
     primal: ClassVar[bool] = False
     gram_temporaries: ClassVar[float] = 0.0
     explanation: ClassVar[str | None] = None
@@ -183,7 +185,8 @@ class Kernel:
             check(min(i + step, n))
         return K
 
-    def entry_work(self, n_features: int) -> int:
+    @classmethod
+    def entry_work(cls, n_features: int) -> int:
         """Multiply-adds one kernel entry costs on rows of n_features features."""
         return int(n_features)
 
@@ -220,6 +223,7 @@ class Linear(Kernel):
 class RBF(Kernel):
     gamma: float
     name: ClassVar[str] = "rbf"
+    takes_gamma: ClassVar[bool] = True
     gram_temporaries: ClassVar[float] = 0.5
     explanation: ClassVar[str | None] = "integrated-gradients-rbf"
 
@@ -255,6 +259,7 @@ class Poly(Kernel):
     degree: int = 3
     coef0: float = 1.0
     name: ClassVar[str] = "poly"
+    takes_gamma: ClassVar[bool] = True
     gram_temporaries: ClassVar[float] = 0.5
     explanation: ClassVar[str | None] = "integrated-gradients-poly"
 
@@ -300,7 +305,8 @@ class Precomputed(Kernel):
     def diagonal(self, X) -> np.ndarray:
         raise ValueError("kernel_diagonal: not defined for a precomputed kernel")
 
-    def entry_work(self, n_features: int) -> int:
+    @classmethod
+    def entry_work(cls, n_features: int) -> int:
         return 0  # given, not computed
 
 

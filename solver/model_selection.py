@@ -49,7 +49,7 @@ from ._batched_msvmav import fit_linear_batch
 from ._msvmav_core import DualSpace, iterate
 from .algorithms import estimator_class
 from .comparators import iter_configs, param_grid
-from .kernels import gram_matrix, kernel_matrix, resolve_gamma
+from .kernels import kernel_type, make_kernel, resolve_gamma
 from .msvmav import MSVMAv, kernel_threads
 from .parallel import dask_client, effective_jobs, run_tasks
 
@@ -204,13 +204,11 @@ def _kernel_cells(shared: dict, part: tuple, fold: int, idx: list[int], gamma: f
     Xtr, ytr, Xte, yte = part
     fixed, algorithm, configs = shared["fixed"], shared["algorithm"], shared["configs"]
     t0 = time.perf_counter()
-    args = {"kernel": shared["kernel"], "gamma": gamma}
-    for name in ("degree", "coef0"):
-        if name in fixed:
-            args[name] = fixed[name]
+    kernel = make_kernel(shared["kernel"], gamma=gamma,
+                         **{k: fixed[k] for k in ("degree", "coef0") if k in fixed})
     with kernel_threads(len(ytr)):  # the thread policy of MSVMAv's exact kernel
-        K = gram_matrix(Xtr, **args)
-        Kte = kernel_matrix(Xte, to_dense_rows(Xtr), **args)
+        K = kernel.gram(Xtr)
+        Kte = kernel.matrix(Xte, to_dense_rows(Xtr))
     prep = (time.perf_counter() - t0) / len(idx)
     fixed_k = {k: v for k, v in fixed.items() if k not in ("degree", "coef0")}
     if algorithm == "msvmav":
@@ -258,7 +256,7 @@ def _chunks(items: list[int], k: int) -> list[list[int]]:
 def _plan(algorithm: str, kernel: str, configs: list[dict], fixed: dict, n_folds: int,
           n_train: int, binary: bool, n_jobs: int, n_features: int = 0) -> list[tuple]:
     all_idx = list(range(len(configs)))
-    if kernel == "linear":
+    if kernel_type(kernel).primal:
         # the lockstep batch keeps D x D systems: only where fit() itself would (dense path)
         # (class weights: every cell is a weighted fit, MSVMAv.fit's own)
         fast = (algorithm == "msvmav" and binary and fixed.get("class_weight") is None
@@ -353,10 +351,11 @@ def _prepare(algorithm: str, X, y, kernel: str, grid: str | dict, params: dict |
     # more fits per cell (the refit on the best configuration calibrates)
     fixed.pop("calibration", None)
     # a named width ("scale", "auto") is resolved once, on the rows searched
-    if kernel != "linear" and "gamma" in fixed:
+    width = not kernel_type(kernel).primal
+    if width and "gamma" in fixed:
         fixed["gamma"] = resolve_gamma(fixed["gamma"], X)
     configs = iter_configs(resolve_grid(algorithm, grid, kernel=kernel, n_features=d))
-    if kernel != "linear":
+    if width:
         for c in configs:
             if "gamma" not in c:
                 c["gamma"] = resolve_gamma(fixed.get("gamma", "scale"), X)

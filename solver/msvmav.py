@@ -27,7 +27,7 @@ from ._msvmav_core import OBJECTIVE_WINDOW, DualSpace, PrimalSpace, iterate
 from ._row_blocks import THREADPOOLS, fit_threads
 from ._weighted import WeightedDualSpace, WeightedPrimalSpace
 from .fit_cost import RankChooser
-from .kernels import gram_matrix, kernel_diagonal, kernel_matrix, resolve_gamma
+from .kernels import Linear, resolve_gamma
 from .low_rank import MAX_BLOCK, pivoted_cholesky
 from .margins import kernel_rademacher_terms, linear_rademacher_terms
 from .msvmav_parameters import AUTO_EXACT_ROWS, LOW_RANK_SHARE, PARAMETERS
@@ -248,11 +248,12 @@ class MSVMAv(WeightedFit, MarginClassifier):
                      weights: np.ndarray | None = None) -> None:
         """``weights``: the rows' weights (``solver.weights.fit_weights``), None unweighted;
         rows of weight 0 take no part in the weighted sums and are left out."""
-        if self.kernel != "precomputed":
+        kind = self.kernel_kind
+        if kind.on_features:
             check_feature_scale(X)
         if weights is not None and not np.all(weights > 0):
             keep = np.flatnonzero(weights > 0)
-            if self.kernel == "precomputed":  # the model's columns stay every training row
+            if not kind.on_features:  # the model's columns stay every training row
                 self._fit_targets(X[keep][:, keep], np.ascontiguousarray(Y[keep]), callback,
                                   weights[keep])
                 dual = np.zeros((X.shape[0], *np.shape(self.dual_coef_)[1:]))
@@ -266,7 +267,7 @@ class MSVMAv(WeightedFit, MarginClassifier):
         self.gamma_ = None
         self.rank_ = self.kernel_error_ = self.linear_solver_ = None
         self.converged_ = False
-        if self.kernel == "linear":
+        if kind.primal:
             with small_pages():  # see solver._huge_pages
                 self._fit_linear(X, Y, callback, weights)
             return
@@ -347,7 +348,7 @@ class MSVMAv(WeightedFit, MarginClassifier):
         """The path a kernel fit on n rows starts on: "exact", "low_rank" or "nystroem" (a
         low-rank start may still end exact: see ``fit_info_["fallback"]``). For callers that
         share exact Gram matrices across fits (cross-validation) and must agree with fit."""
-        if self.kernel == "precomputed":
+        if not self.kernel_kind.on_features:
             if self.approximation in ("low_rank", "nystroem"):
                 raise ValueError(f"approximation: {self.approximation!r} needs feature rows, "
                                  "not a precomputed kernel")
@@ -365,10 +366,10 @@ class MSVMAv(WeightedFit, MarginClassifier):
                      n_classes: int = 2) -> FitEstimate:
         n, d = n_samples, n_features
         fixed = labels_bytes(n, n_classes) + FLOAT * 12 * n  # iterate's n-vectors
-        if self.kernel == "linear":
+        if self.kernel_kind.primal:
             return self._linear_estimate(n, d, nnz, fixed)
         method = self.kernel_path(n)
-        rows = 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
+        rows = dense_rows_bytes(n, d) if self.kernel_kind.on_features else 0
         to_dense = 0 if nnz is None else dense_rows_bytes(n, d)  # kernels densify CSR rows
         if method == "exact":
             # K, (I + K)^{-1}, the packed rows of A (two n-wide rows each) and S
@@ -485,8 +486,7 @@ class MSVMAv(WeightedFit, MarginClassifier):
         n = X.shape[0]
         check = None if callback is None else self._inverse_reporter(callback, n, Y.shape[1])
         with kernel_threads(n):
-            K = gram_matrix(X, **self._kernel_args(),
-                            check=None if check is None else lambda rows: check(0))
+            K = self.kernel_.gram(X, None if check is None else lambda rows: check(0))
         # K and (I + K)^{-1}, shared by every one-vs-rest task; with a callback the inverse
         # is taken in blocks that report to it, so that a raised exception (a cancelled job)
         # stops it within a block
@@ -498,7 +498,7 @@ class MSVMAv(WeightedFit, MarginClassifier):
                 Y, relay, lambda y: DualSpace(pair, y, self.beta) if weights is None
                 else WeightedDualSpace(pair, y, weights, self.beta), n)
         self.dual_coef_ = A[:, 0].copy() if A.shape[1] == 1 else A
-        self.X_fit_ = None if self.kernel == "precomputed" else to_dense_rows(X)
+        self.X_fit_ = to_dense_rows(X) if self.kernel_kind.on_features else None
         self.kernel_approximation_ = "exact"
         self.rank_, self.kernel_error_ = n, 0.0
 
@@ -558,7 +558,7 @@ class MSVMAv(WeightedFit, MarginClassifier):
                       coef0=self.coef0, n_components=min(self.n_components, n),
                       random_state=self.random_state).fit(X)
         Lt = np.ascontiguousarray(ny.transform(X).T)
-        trace = float(kernel_diagonal(X, **self._kernel_args()).sum())
+        trace = float(self.kernel_.diagonal(X).sum())
         W = self._fit_features(Lt, Y, callback, {}, weights)
         dual = ny.normalization_.T @ W
         self.dual_coef_ = dual[:, 0].copy() if dual.shape[1] == 1 else dual
@@ -568,22 +568,20 @@ class MSVMAv(WeightedFit, MarginClassifier):
 
     # -- prediction ------------------------------------------------------------------------
     def _decision(self, X) -> np.ndarray:
-        if self.kernel == "linear":
+        if self.kernel_kind.primal:
             return np.asarray(X @ self.coef_.T) + self.intercept_
-        Kx = X.toarray() if self.kernel == "precomputed" and sparse.issparse(X) else X
-        if self.kernel != "precomputed":
-            Kx = kernel_matrix(X, self.X_fit_, **self._kernel_args())
-        D = np.asarray(Kx @ self.dual_coef_)
+        D = np.asarray(self.kernel_.matrix(X, self.X_fit_) @ self.dual_coef_)
         return D[:, None] if D.ndim == 1 else D
 
     def _theorem_terms(self, X) -> dict:
-        if self.kernel == "linear":
+        kind = self.kernel_kind
+        if kind.primal:
             Xa = augment(X) if self.fit_intercept else X
-            sq = kernel_diagonal(Xa, kernel="linear", gamma=1.0)  # ||x_i||^2
+            sq = Linear().diagonal(Xa)  # ||x_i||^2
             return linear_rademacher_terms(np.sqrt(sq), X.shape[0])
-        if self.kernel == "precomputed":
+        if not kind.on_features:
             return {}
-        return kernel_rademacher_terms(kernel_diagonal(X, **self._kernel_args()))
+        return kernel_rademacher_terms(self.kernel_.diagonal(X))
 
 
 # The Parameters section of the docstring is the declaration's (solver.msvmav_parameters).

@@ -15,17 +15,16 @@ T = 1 for two classes, T = k (one-vs-rest) otherwise. Kernel models without a bi
 from __future__ import annotations
 
 from numbers import Integral, Real
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
-from scipy import sparse
 from scipy.linalg import lapack
 
 from solver.params import Interval, StrOptions
 
 from .._base import Callback, FitStopped, MarginClassifier, report, to_dense_rows
 from .._linalg import symmetrize_from_upper
-from ..kernels import GAMMA_NAMES, KERNELS, kernel_matrix
+from ..kernels import GAMMA_NAMES, KERNELS
 
 KERNEL_CONSTRAINTS: dict[str, list] = {
     "kernel": [StrOptions(set(KERNELS))],
@@ -72,10 +71,6 @@ class ExpansionClassifier(MarginClassifier):
             return True
         return False
 
-    def _kernel_args(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
-                "coef0": self.coef0}
-
     def _set_kernel_model(self, A: np.ndarray, X, intercept: np.ndarray | None = None,
                           support: np.ndarray | None = None) -> None:
         """Store a kernel expansion A (m, T) over the rows X[support] (all rows if None)."""
@@ -83,20 +78,18 @@ class ExpansionClassifier(MarginClassifier):
         self.dual_coef_ = A[:, 0].copy() if T == 1 else np.ascontiguousarray(A)
         self.intercept_ = np.zeros(T) if intercept is None else np.asarray(intercept, float)
         self.support_ = None if support is None else np.asarray(support, dtype=np.int64)
-        if self.kernel == "precomputed":
-            self.X_fit_ = None  # columns of the test kernel play the role of the rows
-        else:
+        if self.kernel_kind.on_features:
             self.X_fit_ = to_dense_rows(X if support is None else X[support])
+        else:
+            self.X_fit_ = None  # columns of the test kernel play the role of the rows
 
     def _decision(self, X) -> np.ndarray:
-        if self.kernel == "linear":
+        kind = self.kernel_kind
+        if kind.primal:
             return np.asarray(X @ self.coef_.T) + self.intercept_
-        if self.kernel == "precomputed":
-            Kx = X.toarray() if sparse.issparse(X) else X
-            if self.support_ is not None:
-                Kx = Kx[:, self.support_]
-        else:
-            Kx = kernel_matrix(X, self.X_fit_, **self._kernel_args())
+        Kx = self.kernel_.matrix(X, self.X_fit_)
+        if not kind.on_features and self.support_ is not None:
+            Kx = Kx[:, self.support_]
         A = self.dual_coef_
         D = np.asarray(Kx @ (A[:, None] if A.ndim == 1 else A))
         return D + self.intercept_

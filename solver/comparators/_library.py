@@ -14,7 +14,7 @@ from solver.params import Interval, StrOptions
 
 from .._base import Callback, WeightedFit
 from .._footprint import FitEstimate, copy_bytes, dense_rows_bytes, labels_bytes, n_targets
-from ..kernels import resolve_gamma
+from ..kernels import Precomputed, resolve_gamma
 from ..sparse import int32_csr
 from ..weights import CLASS_WEIGHTS
 from ._common import ExpansionClassifier
@@ -70,14 +70,14 @@ class LibraryClassifier(WeightedFit, ExpansionClassifier):
         n, d = n_samples, n_features
         stored = n * d if nnz is None else nnz
         fixed = labels_bytes(n, n_classes) + 8 * n_targets(n_classes) * (d + 1)
-        if self.kernel == "linear":
+        if self.kernel_kind.primal:
             # LIBLINEAR's copy of the rows (16-byte nodes, a bias node and a terminator per
             # row) and its dual variables
             peak = 16 * (stored + 2 * n) + 24 * n + fixed
             return FitEstimate(int(peak), "liblinear", "use fewer rows or features")
         # LIBSVM: its kernel cache, its copy of CSR rows, and the support vectors copied out
         # twice (the library's and the model's dense rows; at most every row)
-        rows = 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
+        rows = dense_rows_bytes(n, d) if self.kernel_kind.on_features else 0
         sparse_copy = 0 if nnz is None else 16 * (nnz + n)
         cache = min(self.cache_size * 2**20, 4 * n * n)  # float kernel columns, as needed
         peak = cache + sparse_copy + rows + copy_bytes(n, d, nnz) + fixed
@@ -90,7 +90,7 @@ class LibraryClassifier(WeightedFit, ExpansionClassifier):
         self._reset_fitted()
         self._weights = weights  # the machines' sample_weight during this fit
         try:
-            if self.kernel == "linear":
+            if self.kernel_kind.primal:
                 self._fit_linear(X, Y, callback)
             else:
                 self._check_kernel_params()
@@ -128,7 +128,7 @@ class LibraryClassifier(WeightedFit, ExpansionClassifier):
 
         scikit-learn's public ``dual_coef_``/``intercept_`` are signed so that a positive value
         means classes_[1] (= +1 here), which is what f(x) = K(x, SV) @ dual_coef + b must give."""
-        Xk = X.toarray() if self.kernel == "precomputed" and sparse.issparse(X) else X
+        Xk = X if self.kernel_kind.on_features else Precomputed().matrix(X, None)
         T = Y.shape[1]
         parts: list[tuple[np.ndarray, np.ndarray]] = []
         intercept = np.zeros(T)

@@ -18,7 +18,7 @@ from .._footprint import (
     labels_bytes,
     n_targets,
 )
-from ..kernels import gram_matrix, resolve_gamma
+from ..kernels import resolve_gamma
 from ..msvmav import augment
 from ._common import KERNEL_CONSTRAINTS, ExpansionClassifier, split_linear
 
@@ -97,22 +97,22 @@ class FMM(ExpansionClassifier):
         n, d = n_samples, n_features
         T = n_targets(n_classes)
         fixed = labels_bytes(n, n_classes) + 8 * FLOAT * n * T  # Q, margins, softmax temps
-        if self.kernel == "linear":
+        if self.kernel_kind.primal:
             copy = augmented_copy_bytes(n, d, nnz) if self.fit_intercept else 0
             return FitEstimate(int(copy + 4 * FLOAT * (d + 1) * T + fixed), "fmm-linear",
                                "use fewer rows or features")
-        return kernel_matrix_estimate(n, d, nnz, self.kernel, fixed, "FMM")
+        return kernel_matrix_estimate(n, d, nnz, self.kernel_kind, fixed, "FMM")
 
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         self._reset_fitted()
         self.history_ = []
-        if self.kernel == "linear":
+        if self.kernel_kind.primal:
             Xa = augment(X) if self.fit_intercept else X
             W = self._run_linear(Xa, Y, callback)
             self.coef_, self.intercept_ = split_linear(W.T, X.shape[1], self.fit_intercept)
         else:
             self.gamma_ = resolve_gamma(self.gamma, X)
-            K = gram_matrix(X, **self._kernel_args())
+            K = self.kernel_.gram(X)
             self._set_kernel_model(self._run_kernel(K, Y, callback), X)
 
     def _run_linear(self, Xa, Y: np.ndarray, callback: Callback | None) -> np.ndarray:

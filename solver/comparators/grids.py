@@ -16,6 +16,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from ..kernels import kernel_type
+
 
 def powers_of_two(lo: int, hi: int, step: int = 2) -> list[float]:
     """[2^lo, 2^(lo+step), ..., 2^hi] as floats."""
@@ -84,7 +86,7 @@ def param_grid(name: str, *, kernel: str = "linear", n_features: int | None = No
     if name not in grids:
         raise ValueError(f"name: unknown method {name!r}; use one of {sorted(grids)}")
     grid = {k: list(v) for k, v in grids[name].items()}
-    if kernel in ("rbf", "poly"):
+    if kernel_type(kernel).takes_gamma:
         if n_features is None:
             raise ValueError(f"n_features: needed for the gamma grid of kernel={kernel!r}")
         grid["gamma"] = gamma_grid(n_features, quick=quick)

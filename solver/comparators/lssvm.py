@@ -11,7 +11,7 @@ from solver.params import Interval
 
 from .._base import Callback
 from .._footprint import FLOAT, FitEstimate, dense_rows_bytes, gram_bytes, labels_bytes, n_targets
-from ..kernels import gram_matrix, resolve_gamma
+from ..kernels import resolve_gamma
 from ._common import KERNEL_CONSTRAINTS, ExpansionClassifier, cholesky_solve_inplace
 
 
@@ -77,31 +77,31 @@ class LSSVM(ExpansionClassifier):
         fixed = labels_bytes(n, n_classes) + FLOAT * n * (T + 1) * 3  # right-hand sides
         advice = ("LSSVM solves a dense min(n, d)^2 system (n^2 for kernels): use fewer rows "
                   "or features, or MSVMAv (linear_solver='cg', approximation='auto')")
-        if self.kernel == "linear" and d <= n:
+        kind = self.kernel_kind
+        if kind.primal and d <= n:
             # X^T X (the sparse product first for CSR), its symmetrised copy and the outer
             # product of the means; dense X is centred into a copy
             product = dense_rows_bytes(n, d) if nnz is None else 12 * min(d * d, nnz * d)
             peak = 4 * FLOAT * d * d + product + fixed
             return FitEstimate(int(peak), "lssvm-primal", advice)
-        rows = 0 if self.kernel in ("linear", "precomputed") else dense_rows_bytes(n, d)
-        peak = gram_bytes(n, d, nnz, self.kernel) + rows + fixed
+        rows = dense_rows_bytes(n, d) if kind.on_features and not kind.primal else 0
+        peak = gram_bytes(n, d, nnz, kind) + rows + fixed
         return FitEstimate(int(peak), "lssvm-dual", advice)
 
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         self._reset_fitted()
         n, d = X.shape
-        if self.kernel == "linear" and d <= n:
+        kind = self.kernel_kind
+        if kind.primal and d <= n:
             self.solver_ = "primal"
             self.coef_, self.intercept_, self.jitter_ = self._solve_primal(X, Y)
             return
         self.solver_ = "dual"
-        if self.kernel == "linear":
-            K = gram_matrix(X, kernel="linear", gamma=1.0)
-        else:
+        if not kind.primal:
             self.gamma_ = resolve_gamma(self.gamma, X)
-            K = gram_matrix(X, **self._kernel_args())
+        K = self.kernel_.gram(X)
         A, b, self.jitter_ = solve_kkt(K, Y, self.C)
-        if self.kernel == "linear":
+        if kind.primal:
             self.coef_ = np.asarray(X.T @ A).T.copy()  # w = X^T alpha
             self.intercept_ = b
         else:

@@ -18,7 +18,7 @@ from .._footprint import (
     labels_bytes,
     n_targets,
 )
-from ..kernels import kernel_matrix, resolve_gamma
+from ..kernels import resolve_gamma
 from ..msvmav import augment
 from ._common import KERNEL_CONSTRAINTS, ExpansionClassifier, split_linear
 
@@ -77,18 +77,18 @@ class MAMC(ExpansionClassifier):
                      n_classes: int = 2) -> FitEstimate:
         n, d = n_samples, n_features
         fixed = labels_bytes(n, n_classes) + FLOAT * n * n_targets(n_classes)
-        if self.kernel == "linear":
+        if self.kernel_kind.primal:
             copy = augmented_copy_bytes(n, d, nnz) if self.bias == "augment" else 0
             return FitEstimate(int(copy + 2 * FLOAT * (d + 1) * n_targets(n_classes) + fixed),
                                "mamc-linear", "use fewer rows or features")
-        rows = 0 if self.kernel == "precomputed" else dense_rows_bytes(n, d)
+        rows = dense_rows_bytes(n, d) if self.kernel_kind.on_features else 0
         block = FLOAT * min(KERNEL_BLOCK, n) * n
         return FitEstimate(int(block + rows + fixed), "mamc-kernel",
                            "use fewer rows (the model keeps every training row)")
 
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         self._reset_fitted()
-        if self.kernel == "linear":
+        if self.kernel_kind.primal:
             self._fit_linear(X, Y)
         else:
             self.gamma_ = resolve_gamma(self.gamma, X)
@@ -111,12 +111,13 @@ class MAMC(ExpansionClassifier):
     def _fit_kernel(self, X, Y: np.ndarray) -> None:
         n = X.shape[0]
         KY = np.empty_like(Y)
-        if self.kernel == "precomputed":
+        if not self.kernel_kind.on_features:
             KY[:] = np.asarray(X @ Y)
         else:
+            kernel = self.kernel_
             for start in range(0, n, KERNEL_BLOCK):
                 rows = slice(start, min(start + KERNEL_BLOCK, n))
-                KY[rows] = kernel_matrix(X[rows], X, **self._kernel_args()) @ Y
+                KY[rows] = kernel.matrix(X[rows], X) @ Y
         sq = np.einsum("ij,ij->j", Y, KY)  # y^T K y per target
         if not np.all(sq > 1e-300):
             raise ValueError("kernel: y^T K y is zero; the kernel matrix is numerically constant "

@@ -26,7 +26,7 @@ from .._footprint import (
     labels_bytes,
     n_targets,
 )
-from ..kernels import gram_matrix, kernel_diagonal, resolve_gamma
+from ..kernels import Linear, resolve_gamma
 from ..msvmav import augment
 from ._common import KERNEL_CONSTRAINTS, ExpansionClassifier, split_linear
 
@@ -148,13 +148,13 @@ class ODM(ExpansionClassifier):
         # U, V and the coordinate loop's Python lists (u, v, their denominators, the labels,
         # the visiting order, one row view per row: about 400 bytes a row)
         fixed = labels_bytes(n, n_classes) + 2 * FLOAT * n * n_targets(n_classes) + 400 * n
-        if self.kernel == "linear":
+        if self.kernel_kind.primal:
             D = d + (1 if self.fit_intercept else 0)
             copy = augmented_copy_bytes(n, d, nnz) if self.fit_intercept else 0
             dense = nnz is not None and n * D * 8 <= DENSE_ROWS_MAX_BYTES
             peak = copy + (dense_rows_bytes(n, D) if dense else 0) + fixed
             return FitEstimate(int(peak), "odm-linear", "use fewer rows or features")
-        return kernel_matrix_estimate(n, d, nnz, self.kernel, fixed, "ODM")
+        return kernel_matrix_estimate(n, d, nnz, self.kernel_kind, fixed, "ODM")
 
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None) -> None:
         self._reset_fitted()
@@ -165,7 +165,7 @@ class ODM(ExpansionClassifier):
         Du = 1.0 / (2.0 * self._loss_weight(n))  # = m (1-theta)^2 / (2 lambda) for libodm
         Dv = Du / self.mu
         U, V = np.zeros((n, T)), np.zeros((n, T))
-        if self.kernel == "linear":
+        if self.kernel_kind.primal:
             Xa = augment(X) if self.fit_intercept else X
             W = np.zeros((T, Xa.shape[1]))
             rows = _LinearRows(Xa)
@@ -178,7 +178,7 @@ class ODM(ExpansionClassifier):
             self.coef_, self.intercept_ = split_linear(W, X.shape[1], self.fit_intercept)
         else:
             self.gamma_ = resolve_gamma(self.gamma, X)
-            K = gram_matrix(X, **self._kernel_args())
+            K = self.kernel_.gram(X)
             for t in range(T):
                 state = _KernelState(K, Y[:, t])
                 if self._solve(state, Y[:, t], K.diagonal().copy(), Du, Dv, rng, U[:, t],
@@ -294,7 +294,7 @@ class _LinearRows:
     def __init__(self, Xa) -> None:
         self.X = Xa
         n, D = Xa.shape
-        self.sq_norms = kernel_diagonal(Xa, kernel="linear", gamma=1.0)  # ||x_i||^2
+        self.sq_norms = Linear().diagonal(Xa)  # ||x_i||^2
         self.dense = not sparse.issparse(Xa) or n * D * 8 <= DENSE_ROWS_MAX_BYTES
         if self.dense:
             Xd = Xa.toarray() if sparse.issparse(Xa) else np.ascontiguousarray(Xa)

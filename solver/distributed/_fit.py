@@ -68,7 +68,7 @@ def check_cluster_params(estimator: MSVMAv) -> None:
     validate_params(estimator)
     if not isinstance(estimator, MSVMAv):
         raise ValueError(f"estimator: the cluster fit is MSVMAv's, not {type(estimator).__name__}")
-    if estimator.kernel != "linear":
+    if not estimator.kernel_kind.primal:
         raise ValueError(f"kernel: the cluster fit is linear only; got kernel="
                          f"{estimator.kernel!r} (use kernel='linear')")
     if estimator.linear_solver == "woodbury":
