@@ -4,31 +4,57 @@ stratified cross-validation within a time budget, by successive halving over the
 The candidates (``candidates``), cheapest first:
 
 * linear MSVMAv on alpha in ``ALPHAS`` x beta in ``BETAS`` (9 settings);
-* RBF MSVMAv on the same (alpha, beta) for gamma in ``GAMMA_FACTORS`` x "scale"
+* RBF MSVMAv on ``RBF_PAIRS`` of (alpha, beta) for gamma in ``GAMMA_FACTORS`` x "scale"
   (1 / (d Var X) on the scaled rows; 1/4 to 16 times it, i.e. about 1/d to 200/d on min-max
   scaled data, beyond the paper's grid {2^j / d, j <= 4});
 * with ``algorithms``, each named comparator's "quick" grid (``solver.comparators``).
 
-The race (``auto_search``), folds ``StratifiedKFold(cv, shuffle=True, random_state=seed)``:
+The race (``auto_search``), folds ``StratifiedKFold(cv, shuffle=True, random_state=seed)``.
+The **budget** is the whole job's: the race, the winner's final fit on every training row and
+its calibration (fitted on the race's out-of-fold values: no fit). Every decision to start
+work is taken on a predicted cost: ``solver.fit_time.msvmav_seconds`` (the cost model of the
+path the fit will take) scaled by what the race measured (a candidate's own rung-0 time times
+the model's ratio between the two sizes; before it ran, the model times the measured/modelled
+ratio of the cells of its kernel that ran).
 
-1. **rung 0**: every candidate is fitted on the first fold's training rows and scored on its
-   test rows (accuracy); the linear ones first, then one RBF width at a time; a width whose
-   predicted cost (the last width's measured time) no longer fits ``RUNG0_SHARE`` of the budget
-   is skipped, and the table says so;
-2. **rung 1**: the best ``1/ETA`` of them (fewer when their predicted cost, from their rung-0
-   time, does not fit the rest of the budget; at least one) are fitted on the other folds;
-3. the winner is the highest mean accuracy over all folds among the settings that ran every
+1. **rung 0**: every candidate on the first fold (above 1.5 x ``RUNG0_ROWS`` training rows, of
+   a stratified sample of ``RUNG0_ROWS``); the linear ones first (always), then one RBF width
+   at a time, a width started only when its predicted cost fits ``RUNG0_SHARE`` of the budget
+   ("skipped: budget"); a fit still running at that point stops and does not count
+   ("stopped: budget");
+2. **rung 1**: the best ``1/ETA`` of them, in score order, as long as their remaining folds
+   (on every training row) and the largest of their final fits (predicted) fit the rest of
+   the budget; when none of them does, the best-scoring other candidate that does. They run
+   group by group (a width's settings share a fold's kernel), every fit stopping at the
+   budget less the reserved final fit; one stopped drops out ("stopped: budget");
+3. the winner is the highest mean score over all folds among the finalists that ran every
    fold (a tie: the earlier, cheaper candidate). Its out-of-fold decision values (``oof``:
    every training row scored by a model that did not see it) are what a calibrator is fitted
-   on (``MarginClassifier.fit(..., oof_decision=...)``): no second round of folds.
+   on (``calibrate_from_oof``): no second round of folds. When no finalist could be afforded
+   (or none finished), the winner is the best rung-0 candidate whose final fit fits what is
+   left (else the one with the cheapest final fit), its ``oof`` only its rung-0 fold's rows
+   (the others NaN; the calibrator is fitted on those rows).
+
+With exact predictions the job then ends within the budget, or, when even the cheapest
+completion does not fit, within the budget plus one fit of the cheapest candidate (the linear
+rung-0 batch always runs); with measured times it is off by the final fit's prediction error
+(the race's fits stop at their deadlines). ``CostClock`` replays a race on a cost model
+instead of the wall clock (tests/solver/test_auto_search.py checks the bound with it).
+
+**Score** (``scoring``): accuracy; balanced accuracy (the mean of the classes' recalls) when
+the fits are class-weighted (``params["class_weight"]`` set), or as asked.
 
 Work shared: the linear settings of a fold run in one lockstep batch per one-vs-rest class
 (``solver._batched_msvmav``); for an RBF width and a fold the Gram matrix and [K | (I + K)^-1]
 are computed once and shared by every (alpha, beta) and every one-vs-rest class, where the
 fold's fit takes the exact-kernel path (``MSVMAv.kernel_path``); above it each setting is a
-plain fit (the low-rank path factors per fit). Iterates are not warm-started across (alpha,
-beta): ``solver._msvmav_core.iterate`` starts from the MAMC direction. Every cell's decision
-values are those of ``MSVMAv(**setting).fit(X[train], y[train]).decision_function(X[test])``
+plain fit (the low-rank path factors per fit). **Warm starts** (``warm_start``, on by
+default): an exact-kernel setting starts from the solution of the nearest (in log alpha, log
+beta) setting of its width already fitted on the same fold (``msvmav.WarmStart``; the row's
+``warm_from``), a plain MSVMAv fit from the previous setting of its group on the same fold
+(``MSVMAv(warm_start=True)``: linear and exact paths); the lockstep linear batch starts every
+setting from the MAMC direction. Every cell's decision values are those of the same chain of
+``MSVMAv`` fits (``warm_start=True`` after ``set_params``) on the fold's rows
 (tests/solver/test_auto_search.py compares them).
 """
 
@@ -39,11 +65,13 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+from scipy import sparse
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.model_selection import StratifiedKFold
+from sklearn.metrics import balanced_accuracy_score
+from sklearn.model_selection import StratifiedKFold, train_test_split
 
 from ._active_set import DualSystem
 from ._base import to_dense_rows
@@ -52,8 +80,9 @@ from ._msvmav_core import DualSpace, iterate
 from .algorithms import estimator_class, takes_seed
 from .calibration import fit_calibrator
 from .comparators import iter_configs, param_grid
+from .fit_time import msvmav_seconds
 from .kernels import gram_matrix, kernel_matrix, resolve_gamma
-from .msvmav import MSVMAv, kernel_threads
+from .msvmav import MSVMAv, WarmStart, kernel_threads
 from .weights import fit_weights
 
 ALPHAS = (1.0, 16.0, 256.0)
@@ -72,7 +101,8 @@ ETA = 3
 RUNG0_SHARE = 0.6
 # above 1.5 times this many training rows rung 0 runs on a stratified sample of this many
 RUNG0_ROWS = 2000
-ALWAYS_GROUPS = 2
+# what the race ranks by: accuracy, or balanced accuracy (the default with class weights)
+SCORINGS = ("accuracy", "balanced_accuracy")
 # seconds of a default budget: BUDGET_BASE + BUDGET_PER_ROW * n * (1 + n / BUDGET_KNEE)
 BUDGET_BASE = 2.0
 BUDGET_PER_ROW = 2e-3
@@ -150,11 +180,16 @@ def candidates(X, *, kernels: tuple[str, ...] = KERNELS,
 class AutoResult:
     """What ``auto_search`` tried and chose.
 
-    ``table``: one row per candidate, in candidate order: ``setting`` (label), ``algorithm``,
-    ``kernel``, ``params``, ``folds`` (folds scored), ``scores`` (per fold, fold order),
-    ``mean_accuracy`` (None when not run), ``seconds`` (its fits, shared work split evenly),
-    ``status`` ("finalist", "dropped at rung 0", "skipped: budget"). ``oof``: the winner's
-    out-of-fold decision values (n,) or (n, k)."""
+    ``table``: one row per candidate, in candidate order: ``setting`` (label),
+    ``algorithm``, ``kernel``, ``params``, ``folds`` (folds scored), ``scores`` (per fold,
+    fold order, by ``scoring``), ``mean_score`` and ``mean_accuracy`` (None when not run),
+    ``iterations`` (summed over its fits and one-vs-rest tasks), ``warm_from`` (per fold, the
+    label of the setting its fit there started from; None: the MAMC direction, or not
+    fitted), ``seconds`` (its fits, shared work split evenly), ``status`` ("finalist",
+    "dropped at rung 0", "skipped: budget", "stopped: budget", "winner at rung 0: budget",
+    "failed: ..."). ``oof``: the winner's out-of-fold decision values (n,) or (n, k) (rows
+    it has none for, NaN: see the module docstring). ``final_fit_seconds``: the winner's
+    final fit on every training row as predicted (reserved in the budget)."""
 
     table: list[dict]
     best_index: int
@@ -165,6 +200,15 @@ class AutoResult:
     seconds: float
     oof: np.ndarray
     fixed_params: dict = field(default_factory=dict)
+    scoring: str = "accuracy"
+    final_fit_seconds: float = 0.0
+
+    @property
+    def oof_rows(self) -> np.ndarray:
+        """The training rows ``oof`` holds values for (all of them unless the winner was
+        chosen at rung 0)."""
+        finite = np.isfinite(self.oof)
+        return np.flatnonzero(finite if finite.ndim == 1 else finite.all(axis=1))
 
     @property
     def best(self) -> dict:
@@ -176,7 +220,7 @@ class AutoResult:
 
     @property
     def best_score(self) -> float:
-        return float(self.best["mean_accuracy"])
+        return float(self.best["mean_score"])
 
     @property
     def algorithm(self) -> str:
@@ -192,7 +236,48 @@ class AutoResult:
                 "best_index": self.best_index, "reason": self.reason, "cv": self.cv,
                 "random_state": self.random_state, "budget_seconds": self.budget_seconds,
                 "seconds": self.seconds, "fixed_params": dict(self.fixed_params),
-                "n_configs": len(self.table), "table": [dict(r) for r in self.table]}
+                "n_configs": len(self.table), "table": [dict(r) for r in self.table],
+                "scoring": self.scoring, "final_fit_seconds": self.final_fit_seconds}
+
+
+# -- the race's clock ------------------------------------------------------------------------
+
+
+class Clock(Protocol):
+    """What the race reads the time from: ``now()`` in seconds, ``fitted(setting, n_rows)``
+    told whenever one of its fits (of ``n_rows`` training rows) ends."""
+
+    def now(self) -> float: ...
+
+    def fitted(self, setting: Setting, n_rows: int) -> None: ...
+
+
+class WallClock:
+    """The race's clock by default: wall time (``time.perf_counter``)."""
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def fitted(self, setting: Setting, n_rows: int) -> None:
+        return None
+
+
+@dataclass
+class CostClock:
+    """A clock on which time passes only when a fit ends, by ``cost(setting, n_rows)``
+    seconds: the race's budget decisions replayed on a cost model, deterministically (tests;
+    a dry run). ``fits``: (label, n_rows) of every fit, in the order they ended."""
+
+    cost: Callable[[Setting, int], float]
+    t: float = 0.0
+    fits: list[tuple[str, int]] = field(default_factory=list)
+
+    def now(self) -> float:
+        return self.t
+
+    def fitted(self, setting: Setting, n_rows: int) -> None:
+        self.t += float(self.cost(setting, n_rows))
+        self.fits.append((setting.label(), int(n_rows)))
 
 
 # -- one fold's cells -----------------------------------------------------------------------
@@ -202,45 +287,81 @@ def _predicted(classes_n: int, D: np.ndarray) -> np.ndarray:
     return (D > 0).astype(np.intp) if classes_n == 2 else np.argmax(D, axis=1)
 
 
+def _nearest(settings: list[Setting], i: int, done: dict[int, Any]) -> int | None:
+    """The setting of ``done`` nearest to setting i in (log alpha, log beta); ties: the
+    earlier one; None when ``done`` is empty."""
+    def gap(j: int) -> float:
+        a, b = settings[i].params, settings[j].params
+        return (abs(math.log2(a["alpha"] / b["alpha"]))
+                + abs(math.log2(a["beta"] / b["beta"])))
+    return min(done, key=lambda j: (gap(j), j)) if done else None
+
+
 class _Race:
     """The data, folds and per-candidate state of one auto search."""
 
     def __init__(self, X, y: np.ndarray, settings: list[Setting], folds: list[tuple],
-                 fixed: dict, seed: int | None, tick: Callable[[], None]) -> None:
+                 fixed: dict, seed: int | None, tick: Callable[[], None], *,
+                 clock: Clock, scoring: str, warm: bool) -> None:
         self.X, self.settings, self.folds, self.fixed = X, settings, folds, fixed
         self.classes, self.yi = np.unique(y, return_inverse=True)
         self.y, self.seed, self.tick = y, seed, tick
+        self.clock, self.scoring, self.warm = clock, scoring, warm
         self.k = self.classes.size
-        self.scores = np.full((len(settings), len(folds)), np.nan)
+        self.scores = np.full((len(settings), len(folds)), np.nan)  # by ``scoring``
+        self.accuracy = np.full((len(settings), len(folds)), np.nan)
         self.seconds = np.zeros(len(settings))
+        self.cells = np.zeros(len(settings), dtype=np.intp)  # fits measured to the end
+        self.iterations = np.zeros(len(settings), dtype=np.intp)
+        # (i, fold) -> the setting its fit on the fold started from
+        self.warm_from: dict[tuple[int, int], int] = {}
         self.oof: dict[int, np.ndarray] = {}
         self.errors: dict[int, str] = {}  # a candidate whose fit failed: why (it has no score)
-        # no setting starts after this (perf_counter) time, and a running fit stops at it
-        # (its cell then does not count)
+        # no setting starts after this (clock) time, and a running fit stops at it (its cell
+        # then does not count)
         self.deadline = math.inf
+
+    @property
+    def fold_rows(self) -> int:
+        return len(self.folds[0][0])
 
     def late(self, done_in_group: int) -> bool:
         """A group's next setting is skipped once the deadline passed (its first never)."""
-        return done_in_group > 0 and time.perf_counter() > self.deadline
+        return done_in_group > 0 and self.clock.now() > self.deadline
 
     def stop(self, _info: dict) -> bool:
         """The fits' callback: progress, and stop once the deadline passed."""
         self.tick()
-        return time.perf_counter() > self.deadline
+        return self.clock.now() > self.deadline
 
-    def record(self, i: int, fold: int, D: np.ndarray, seconds: float) -> None:
+    def record(self, i: int, fold: int, D: np.ndarray, seconds: float, n_iter: int) -> None:
         _, test = self.folds[fold]
         self.seconds[i] += seconds
+        self.cells[i] += 1
+        self.iterations[i] += n_iter
         if not np.all(np.isfinite(D)):  # e.g. features of 1e308 without scaling
             self.errors.setdefault(i, "non-finite decision values (infs or NaNs)")
             return
-        self.scores[i, fold] = float(np.mean(_predicted(self.k, D) == self.yi[test]))
+        pred, truth = _predicted(self.k, D), self.yi[test]
+        self.accuracy[i, fold] = float(np.mean(pred == truth))
+        self.scores[i, fold] = (self.accuracy[i, fold] if self.scoring == "accuracy"
+                                else float(balanced_accuracy_score(truth, pred)))
         shape = (len(self.y),) if self.k == 2 else (len(self.y), self.k)
         self.oof.setdefault(i, np.full(shape, np.nan))[test] = D
 
     def msvmav(self, params: dict, kernel: str) -> MSVMAv:
         extra = {"approximation": exact_kernel(len(self.y))} if kernel == "rbf" else {}
         return MSVMAv(kernel=kernel, **{**self.fixed, **extra, **params, "calibration": "none"})
+
+    def model_seconds(self, i: int, n: int) -> float | None:
+        """The cost model's seconds of candidate i's fit on n of these rows (None: not an
+        MSVMAv, not modelled)."""
+        s = self.settings[i]
+        if s.algorithm != "msvmav":
+            return None
+        nnz = (int(self.X.nnz * n / max(1, self.X.shape[0])) if sparse.issparse(self.X)
+               else None)
+        return msvmav_seconds(self.msvmav(s.params, s.kernel), n, self.X.shape[1], nnz, self.k)
 
     def run(self, idx: list[int], fold: int) -> None:
         """Score the candidates ``idx`` (all of one kernel and width, or any plain ones) on
@@ -266,10 +387,11 @@ class _Race:
                 and self.fixed.get("class_weight") is None  # weighted: MSVMAv.fit's own
                 and self.msvmav(first.params, "rbf").kernel_path(len(train)) == "exact"):
             return self._exact_kernel(idx, fold)
+        previous = None
         for n, i in enumerate(idx):
             if self.late(n):
                 break
-            self._plain(i, fold)
+            previous = self._plain(i, fold, previous)
         return None
 
     def _batchable(self, train: np.ndarray) -> bool:
@@ -278,26 +400,37 @@ class _Race:
                                     "gamma", "random_state", "degree", "coef0"}
         return (plain and est.linear_path(len(train), self.X.shape[1]) == "dense")
 
-    def _plain(self, i: int, fold: int) -> None:
+    def _plain(self, i: int, fold: int, previous: tuple[int, Any] | None
+               ) -> tuple[int, Any] | None:
+        """Candidate i's own fit on the fold; an MSVMAv fit continues from ``previous`` (the
+        group's last fit on this fold: (its index, estimator)) with ``warm_start``. Returns
+        (i, its estimator) for the next, or None when it stopped."""
         s = self.settings[i]
         train, test = self.folds[fold]
         self.tick()
-        t = time.perf_counter()
-        if s.algorithm == "msvmav":
+        t = self.clock.now()
+        if self.warm and previous is not None and isinstance(previous[1], MSVMAv):
+            self.warm_from[i, fold] = previous[0]
+            est = previous[1].set_params(**s.params, warm_start=True)
+        elif s.algorithm == "msvmav":
             est = self.msvmav(s.params, s.kernel)
         else:
             extra = {"random_state": self.seed} if takes_seed(s.algorithm) else {}
             est = estimator_class(s.algorithm)(kernel=s.kernel, **extra, **s.params)
         est.fit(self.X[train], self.y[train], callback=self.stop)
+        self.clock.fitted(s, len(train))
         if getattr(est, "stopped_early_", False):  # the deadline: the cell does not count
-            self.seconds[i] += time.perf_counter() - t
-            return
-        self.record(i, fold, est.decision_function(self.X[test]), time.perf_counter() - t)
+            self.seconds[i] += self.clock.now() - t
+            return None
+        iterations = len(getattr(est, "history_", ()) or ())
+        self.record(i, fold, est.decision_function(self.X[test]), self.clock.now() - t,
+                    iterations)
+        return i, est
 
     def _linear_batch(self, idx: list[int], fold: int) -> None:
         """The fold's linear settings in one lockstep batch per one-vs-rest class."""
         train, test = self.folds[fold]
-        t = time.perf_counter()
+        t = self.clock.now()
         est = self.msvmav({}, "linear")
         yi, d = self.yi[train], self.X.shape[1]
         Xtr, Xte = self.X[train], self.X[test]
@@ -312,17 +445,21 @@ class _Race:
                 callback=lambda _k: self.tick())
             coef, bias = (W[:, :d], W[:, d]) if est.fit_intercept else (W, 0.0)
             D[:, :, c] = np.asarray(Xte @ coef.T) + bias
-            work += n_iter + 1
-        total = time.perf_counter() - t
+            work += n_iter
+        total = self.clock.now() - t  # split by work; a clock's own charge is each fit's
         for j, i in enumerate(idx):
+            t = self.clock.now()
+            self.clock.fitted(self.settings[i], len(train))
             self.record(i, fold, D[:, j, 0] if self.k == 2 else D[:, j],
-                        total * float(work[j] / work.sum()))
+                        self.clock.now() - t + total * float(work[j] / max(work.sum(), 1)),
+                        int(work[j]))
 
     def _exact_kernel(self, idx: list[int], fold: int) -> None:
         """One Gram matrix and [K | (I + K)^-1] for the fold and width, every (alpha, beta)
-        and every one-vs-rest class iterated on it, as ``MSVMAv._fit_exact_kernel`` does."""
+        and every one-vs-rest class iterated on it, as ``MSVMAv._fit_exact_kernel`` does; with
+        ``warm``, each setting from the nearest one already fitted (``_nearest``)."""
         train, test = self.folds[fold]
-        t = time.perf_counter()
+        t = self.clock.now()
         gamma = self.settings[idx[0]].params["gamma"]
         Xtr = self.X[train]
         with kernel_threads(len(train)):
@@ -330,30 +467,102 @@ class _Race:
             Kte = kernel_matrix(self.X[test], to_dense_rows(Xtr), kernel="rbf", gamma=gamma)
             pair = DualSystem.pair(K)
         del K
-        prep = (time.perf_counter() - t) / len(idx)
+        prep = (self.clock.now() - t) / len(idx)
         yi = self.yi[train]
         Y = ((2.0 * yi - 1.0)[:, None] if self.k == 2
              else np.where(yi[:, None] == np.arange(self.k)[None, :], 1.0, -1.0))
+        done: dict[int, np.ndarray] = {}
         with kernel_threads(len(train)):
             for n, i in enumerate(idx):
                 if self.late(n):
                     break
-                t = time.perf_counter()
-                est = self.msvmav(self.settings[i].params, "rbf")
-                A = np.zeros((len(train), Y.shape[1]))
-                stopped = False
-                for c in range(Y.shape[1]):
-                    A[:, c], _, _, stopped = iterate(
-                        DualSpace(pair, Y[:, c], est.beta), Y[:, c], alpha=est.alpha,
-                        max_iter=est.max_iter, tol=est.tol, stop=est.stop, callback=self.stop)
-                    if stopped:  # the deadline: the cell does not count
-                        break
-                if stopped:
-                    self.seconds[i] += time.perf_counter() - t + prep
+                t = self.clock.now()
+                near = _nearest(self.settings, i, done) if self.warm else None
+                A, iterations, stopped = self._dual_cell(
+                    i, pair, Y, None if near is None else done[near])
+                self.clock.fitted(self.settings[i], len(train))
+                if stopped:  # the deadline: the cell does not count
+                    self.seconds[i] += self.clock.now() - t + prep
                     continue
+                done[i] = A
+                if near is not None:
+                    self.warm_from[i, fold] = near
                 D = Kte @ A
                 self.record(i, fold, D[:, 0] if self.k == 2 else D,
-                            time.perf_counter() - t + prep)
+                            self.clock.now() - t + prep, iterations)
+
+    def _dual_cell(self, i: int, pair: tuple, Y: np.ndarray, init: np.ndarray | None
+                   ) -> tuple[np.ndarray, int, bool]:
+        """Setting i's exact-kernel iterations on a fold's ``pair``, each one-vs-rest class
+        from ``init``'s column (None: the MAMC direction). Returns (A, iterations, stopped)."""
+        est = self.msvmav(self.settings[i].params, "rbf")
+        A = np.zeros((Y.shape[0], Y.shape[1]))
+        iterations = 0
+        for c in range(Y.shape[1]):
+            space = DualSpace(pair, Y[:, c], est.beta)
+            if init is not None:
+                space = WarmStart(space, init[:, c])
+            A[:, c], n_iter, _, stopped = iterate(
+                space, Y[:, c], alpha=est.alpha, max_iter=est.max_iter, tol=est.tol,
+                stop=est.stop, callback=self.stop)
+            iterations += n_iter
+            if stopped:
+                return A, iterations, True
+        return A, iterations, False
+
+
+# -- predicted costs ------------------------------------------------------------------------
+
+
+def _per_fit(race: _Race, i: int) -> float | None:
+    """Candidate i's measured seconds per fold fit on ``race``, None before one ended."""
+    return float(race.seconds[i] / race.cells[i]) if race.cells[i] else None
+
+
+def _ratio(race: _Race, kernel: str) -> float:
+    """Measured over modelled seconds of the ``kernel`` fits that ended (median; of every
+    fit when none of that kernel did; 1 before any)."""
+    def ratios(kernels: tuple[str, ...]) -> list[float]:
+        out = []
+        for i, s in enumerate(race.settings):
+            model = race.model_seconds(i, race.fold_rows) if race.cells[i] else None
+            if s.kernel in kernels and model:
+                out.append(_per_fit(race, i) / model)
+        return out
+    found = ratios((kernel,)) or ratios(tuple({s.kernel for s in race.settings}))
+    return float(np.median(found)) if found else 1.0
+
+
+def predict(small: _Race, race: _Race, i: int, n: int) -> float:
+    """Predicted seconds of candidate i's fit on n rows of ``race``: a time it measured (on
+    ``race``, else on ``small``, rung 0's) times the cost model's ratio between the sizes;
+    before any, the model times the measured/modelled ratio of its kernel (``_ratio``); a
+    comparator (not modelled): linear (kernel: quadratic) in the rows."""
+    src = race if race.cells[i] else small
+    measured = _per_fit(src, i)
+    target = race.model_seconds(i, n)
+    if measured is None:
+        if target is not None:
+            return target * _ratio(small, race.settings[i].kernel)
+        ended = [_per_fit(small, j) for j in range(len(small.settings)) if small.cells[j]]
+        return float(np.mean(ended)) * n / small.fold_rows if ended else 0.0
+    base = src.model_seconds(i, src.fold_rows)
+    if target and base:
+        return measured * target / base
+    power = 1.0 if race.settings[i].kernel == "linear" else 2.0
+    return measured * (n / max(1, src.fold_rows)) ** power
+
+
+@dataclass
+class _Budget:
+    """The job's budget: ``seconds`` from ``start`` on ``clock``."""
+
+    clock: Clock
+    start: float
+    seconds: float
+
+    def left(self) -> float:
+        return self.seconds - (self.clock.now() - self.start)
 
 
 # -- the race -------------------------------------------------------------------------------
@@ -369,84 +578,118 @@ def _groups(settings: list[Setting], idx: list[int]) -> list[list[int]]:
     return list(groups.values())
 
 
-def _rung0(race: _Race, budget: float, start: float, status: list[str]) -> None:
-    """Every candidate on fold 0, group by group, while the predicted cost fits the budget's
-    RUNG0_SHARE (within a group, no setting starts after it); the first ALWAYS_GROUPS groups
-    (the linear settings and the first RBF width) always start."""
-    race.deadline = start + RUNG0_SHARE * budget
-    last = 0.0
-    for n, group in enumerate(_groups(race.settings, list(range(len(race.settings))))):
-        elapsed = time.perf_counter() - start
-        if n >= ALWAYS_GROUPS and elapsed + last > RUNG0_SHARE * budget:
+def _rung0(small: _Race, budget: _Budget, status: list[str]) -> None:
+    """Every candidate on fold 0 of ``small``, group by group: the first group (the linear
+    settings) always, every other one when its predicted cost fits the budget's RUNG0_SHARE
+    (within a group, no setting starts after that point, and a running fit stops there)."""
+    end = budget.start + RUNG0_SHARE * budget.seconds
+    small.deadline = end
+    for n, group in enumerate(_groups(small.settings, list(range(len(small.settings))))):
+        cost = sum(predict(small, small, i, small.fold_rows) for i in group)
+        if n and small.clock.now() + cost > end:
             continue
-        t = time.perf_counter()
-        race.run(group, 0)
-        last = time.perf_counter() - t
-    race.deadline = math.inf
-    for i in range(len(race.settings)):
-        status[i] = (f"failed: {race.errors[i]}" if i in race.errors
-                     else "dropped at rung 0" if not np.isnan(race.scores[i, 0])
-                     else "stopped: budget" if race.seconds[i] > 0 else "skipped: budget")
-    if np.isnan(race.scores[:, 0]).all() and race.errors:
-        first = min(race.errors)  # the cheapest candidate's reason (candidates come cheapest first)
-        raise ValueError(f"no setting of the search could be fitted: {race.errors[first]} "
-                         f"({len(race.errors)} of {len(race.settings)} failed)")
+        small.run(group, 0)
+    small.deadline = math.inf
+    for i in range(len(small.settings)):
+        status[i] = (f"failed: {small.errors[i]}" if i in small.errors
+                     else "dropped at rung 0" if not np.isnan(small.scores[i, 0])
+                     else "stopped: budget" if small.seconds[i] > 0 else "skipped: budget")
+    if np.isnan(small.scores[:, 0]).all() and small.errors:
+        first = min(small.errors)  # the cheapest candidate's reason (they come cheapest first)
+        raise ValueError(f"no setting of the search could be fitted: {small.errors[first]} "
+                         f"({len(small.errors)} of {len(small.settings)} failed)")
 
 
-def _finalists(race: _Race, cost_of: np.ndarray, budget: float, start: float,
-               status: list[str]) -> list[int]:
-    """The best 1/ETA of rung 0's candidates, in score order, whose predicted cost (the rest
-    of the folds and the final fit on every row, from their rung-0 time) fits the rest of the
-    budget; when none does, the cheapest of them."""
-    ran = [i for i in range(len(status)) if not np.isnan(race.scores[i, 0])]
-    order = sorted(ran, key=lambda i: (-race.scores[i, 0], i))
-    keep = order[: max(1, math.ceil(len(order) / ETA))]
-    # rung 0 ran fold 0 of these folds (no subsample) or of a subsample's (cost_of scaled)
-    rest = len(race.folds) - (1 if cost_of is race.seconds else 0)
-    final = len(race.folds) / max(1, len(race.folds) - 1)  # the final fit's rows over a fold's
-    left = budget - (time.perf_counter() - start)
-    chosen, cost = [], 0.0
-    for i in keep:
-        more = cost_of[i] * rest
-        if cost + more + cost_of[i] * final * (not chosen) <= left:
+def _completion(small: _Race, race: _Race, i: int) -> tuple[float, float]:
+    """Candidate i's predicted (remaining folds on ``race``, final fit on all its rows)."""
+    rest = len(race.folds) - (1 if small is race else 0)
+    return (rest * predict(small, race, i, race.fold_rows),
+            predict(small, race, i, len(race.y)))
+
+
+def _finalists(small: _Race, race: _Race, budget: _Budget,
+               status: list[str]) -> tuple[list[int], float]:
+    """The best 1/ETA of rung 0's candidates, in score order, while their remaining folds and
+    the largest of their final fits (``_completion``) fit what is left of the budget (when
+    none does, the best-scoring other candidate that does). When the best rung-0 candidate is
+    not among them and one whose final fit alone fits scored clearly better than the first
+    of them (``_clearly``), or when none is affordable: no finalist (``_rung0_winner``
+    chooses). Returns them and the final fit's reserve."""
+    ran = [i for i in range(len(status)) if not np.isnan(small.scores[i, 0])]
+    order = sorted(ran, key=lambda i: (-small.scores[i, 0], i))
+    n_keep = max(1, math.ceil(len(order) / ETA))
+    left = budget.left()
+    chosen, cost, reserve = [], 0.0, 0.0
+    for n, i in enumerate(order):
+        if len(chosen) == n_keep or (n >= n_keep and chosen):
+            break
+        more, final = _completion(small, race, i)
+        if cost + more + max(reserve, final) <= left:
             chosen.append(i)
-            cost += more
-    if not chosen:
-        chosen = [min(keep, key=lambda i: (cost_of[i], i))]
+            cost, reserve = cost + more, max(reserve, final)
+    if chosen and chosen[0] != order[0]:  # the best could not be afforded
+        alone = [i for i in order if _completion(small, race, i)[1] <= left]
+        if alone and _clearly(small, alone[0], chosen[0]):
+            chosen, reserve = [], 0.0
     for i in chosen:
         status[i] = "finalist"
-    return chosen
+    return chosen, reserve
+
+
+def _clearly(small: _Race, a: int, b: int) -> bool:
+    """Candidate a's rung-0 score beats b's by more than two binomial standard errors of
+    b's on the rung-0 fold's test rows."""
+    p, n_test = float(small.scores[b, 0]), len(small.folds[0][1])
+    return float(small.scores[a, 0]) > p + 2.0 * math.sqrt(max(p * (1 - p), 1e-4) / n_test)
 
 
 def _rung1(race: _Race, finalists: list[int], folds: range, deadline: float,
            status: list[str]) -> list[int]:
-    """The finalists on the remaining folds: one of them runs them all whatever the time (the
-    best linear finalist, whose cost is predictable, else the first); the others stop at
-    ``deadline`` (the budget less the first's final fit), and a finalist stopped on a fold
-    drops out ("stopped: budget"). Returns those that ran every fold, in order."""
-    linear = [i for i in finalists if race.settings[i].kernel == "linear"]
-    sure = linear[0] if linear else finalists[0]
-    for fold in folds:
-        race.run([sure], fold)
+    """The finalists on the remaining folds, group by group in score order (a group's
+    settings share each fold's kernel), every fit stopping at ``deadline`` (the budget less
+    the reserved final fit; none starts after it); a finalist stopped (or failed) on a fold
+    drops out. Returns those that ran every fold, in finalist order."""
     race.deadline = deadline
-    for fold in folds:
-        for group in _groups(race.settings, [i for i in finalists if i != sure]):
+    for group in _groups(race.settings, finalists):
+        for fold in folds:
+            group = [i for i in group if i not in race.errors
+                     and not np.isnan(race.scores[i, :fold]).any()]
+            if not group or race.clock.now() > deadline:
+                break
             race.run(group, fold)
     race.deadline = math.inf
     done = [i for i in finalists if not np.isnan(race.scores[i]).any()]
     for i in set(finalists) - set(done):
         status[i] = f"failed: {race.errors[i]}" if i in race.errors else "stopped: budget"
-    if not done:
-        raise ValueError("no finalist of the search could be fitted on every fold: "
-                         + "; ".join(sorted({race.errors.get(i, "stopped") for i in finalists})))
     return done
 
 
+def _rung0_winner(small: _Race, race: _Race, budget: _Budget, status: list[str]) -> int:
+    """No finalist finished: the best rung-0 candidate whose final fit (predicted) fits what
+    is left of the budget, else the one whose final fit is cheapest."""
+    ran = [i for i in range(len(status)) if not np.isnan(small.scores[i, 0])]
+    if not ran:
+        raise ValueError("no finalist of the search could be fitted on every fold: "
+                         + "; ".join(sorted(set(race.errors.values()) or {"stopped"})))
+    final = {i: _completion(small, race, i)[1] for i in ran}
+    fits = [i for i in ran if final[i] <= budget.left()]
+    best = (min(fits, key=lambda i: (-small.scores[i, 0], i)) if fits
+            else min(ran, key=lambda i: (final[i], i)))
+    status[best] = "winner at rung 0: budget"
+    return best
+
+
 def _reason(race: _Race, best: int, finalists: list[int], top: int,
-            cost_of: np.ndarray) -> str:
+            small: _Race) -> str:
+    name = race.scoring.replace("_", " ")
+    if best not in finalists:
+        return (f"chosen at rung 0: the best rung-0 {name} ({small.scores[best, 0]:.4f} on "
+                f"one fold of {len(small.folds[0][1])} rows) among the candidates whose final "
+                "fit fitted what was left of the budget; no candidate's remaining folds "
+                "fitted it, or only those of one that scored clearly worse at rung 0")
     means = np.nanmean(race.scores[finalists], axis=1)
     order = [finalists[j] for j in np.argsort(-means, kind="stable")]
-    text = (f"highest mean accuracy over {len(race.folds)} stratified folds "
+    text = (f"highest mean {name} over {len(race.folds)} stratified folds "
             f"({np.nanmean(race.scores[best]):.4f}) among {len(finalists)} finalists of "
             f"{len(race.settings)} candidates")
     if len(order) > 1:
@@ -454,9 +697,10 @@ def _reason(race: _Race, best: int, finalists: list[int], top: int,
         text += (f"; runner-up {race.settings[nxt].label()} "
                  f"{np.nanmean(race.scores[nxt]):.4f}")
     if top not in finalists:
+        more, final = _completion(small, race, top)
         text += (f"; {race.settings[top].label()} scored best at rung 0 but its folds and "
-                 f"final fit (predicted {cost_of[top] * (len(race.folds) + 1.5):.1f} s) did "
-                 "not fit the rest of the budget")
+                 f"final fit (predicted {more + final:.1f} s) did not fit the rest of the "
+                 "budget")
     return text
 
 
@@ -470,99 +714,144 @@ def _subsample(y: np.ndarray, seed: int | None) -> np.ndarray | None:
     than 1.5 times that many (sorted indices), else None (rung 0 on the first fold of all)."""
     if len(y) <= 1.5 * RUNG0_ROWS:
         return None
-    from sklearn.model_selection import train_test_split
-
     keep, _ = train_test_split(np.arange(len(y)), train_size=RUNG0_ROWS, stratify=y,
                                random_state=seed)
     return np.sort(keep)
 
 
-def _scaled_cost(small: _Race, full: _Race) -> np.ndarray:
-    """Predicted seconds of each candidate's fold on the full rows from its rung-0 fold on a
-    subsample: linear in the rows for linear fits, quadratic for kernel fits."""
-    ratio = len(full.folds[0][0]) / max(1, len(small.folds[0][0]))
-    power = np.array([1.0 if s.kernel == "linear" else 2.0 for s in small.settings])
-    return small.seconds * ratio**power
+def _scoring(scoring: str | None, fixed: dict) -> str:
+    if scoring is None:
+        return "accuracy" if fixed.get("class_weight") is None else "balanced_accuracy"
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring: use one of {SCORINGS}, got {scoring!r}")
+    return scoring
 
 
 def auto_search(X, y, *, budget_seconds: float | None = None, cv: int = AUTO_CV,
                 random_state: int | None = 0, kernels: tuple[str, ...] = KERNELS,
                 algorithms: tuple[str, ...] = ("msvmav",), params: dict | None = None,
-                callback: ProgressCallback | None = None) -> AutoResult:
+                callback: ProgressCallback | None = None, scoring: str | None = None,
+                warm_start: bool = True, clock: Clock | None = None) -> AutoResult:
     """Choose a setting by successive halving over ``cv`` stratified folds within
-    ``budget_seconds`` (None: ``default_budget``). X: (n, d) scaled rows (dense or CSR);
-    ``params``: fixed MSVMAv parameters of every fit (max_iter, tol, stop, ...; alpha, beta or
-    gamma given here are not searched). ``callback(done_cells, total_cells)`` is called
-    between fits; an exception it raises aborts the search."""
-    start = time.perf_counter()
+    ``budget_seconds`` (None: ``default_budget``), the winner's final fit included (see the
+    module docstring). X: (n, d) scaled rows (dense or CSR); ``params``: fixed MSVMAv
+    parameters of every fit (max_iter, tol, stop, ...; alpha, beta or gamma given here are
+    not searched). ``scoring``: "accuracy" or "balanced_accuracy" (None: balanced with a
+    ``class_weight``). ``warm_start``: start kernel fits from a neighbouring setting's
+    solution. ``clock``: the time the budget is read from (``WallClock()``; ``CostClock``
+    replays a cost model). ``callback(done_cells, total_cells)`` is called between fits; an
+    exception it raises aborts the search."""
+    clock = clock or WallClock()
     y = np.asarray(y)
     fixed = {k: v for k, v in (params or {}).items() if k not in ("calibration", "kernel")}
     budget = default_budget(X.shape[0], X.shape[1]) if budget_seconds is None else budget_seconds
+    plan = _Budget(clock, clock.now(), float(budget))
     settings = candidates(X, kernels=kernels, algorithms=algorithms, fixed=fixed)
     searched = {k for s in settings if s.algorithm == "msvmav" for k in s.params}
     fixed = {k: v for k, v in fixed.items() if k not in searched}
     cv = max(2, min(cv, int(np.unique(y, return_counts=True)[1].min())))
     total = len(settings) * cv
+    how = {"clock": clock, "scoring": _scoring(scoring, fixed), "warm": warm_start}
     race = _Race(X, y, settings, _folds(y, cv, random_state), fixed, random_state,
                  lambda: callback(int(np.sum(~np.isnan(race.scores))), total)
-                 if callback else None)
+                 if callback else None, **how)
     sub = _subsample(y, random_state)
     small = race if sub is None else _Race(
         X[sub], y[sub], settings, _folds(y[sub], cv, random_state), fixed, random_state,
-        race.tick)
+        race.tick, **how)
     status = [""] * len(settings)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        _rung0(small, budget, start, status)
-        cost = small.seconds if small is race else _scaled_cost(small, race)
-        finalists = _finalists(small, cost, budget, start, status)
-        finalists = _rung1(race, finalists, range(1 if small is race else 0, cv),
-                           start + budget - cost[finalists[0]] * 1.5, status)
-    means = race.scores[finalists].mean(axis=1)
-    best = finalists[int(np.argmax(means))]  # ties: the first finalist in rung-0 order
+        best, finalists, reserve = _race(small, race, plan, status)
+    return _result(small, race, sub, plan, status, best, finalists, reserve)
+
+
+def _race(small: _Race, race: _Race, plan: _Budget, status: list[str]
+          ) -> tuple[int, list[int], float]:
+    """Rung 0, the finalists, rung 1, the winner: (winner, finalists, final-fit reserve)."""
+    _rung0(small, plan, status)
+    finalists, reserve = _finalists(small, race, plan, status)
+    folds = range(1 if small is race else 0, len(race.folds))
+    done = (_rung1(race, finalists, folds, plan.start + plan.seconds - reserve, status)
+            if finalists else [])
+    if done:
+        means = race.scores[done].mean(axis=1)
+        return done[int(np.argmax(means))], done, reserve  # ties: the first in rung-0 order
+    best = _rung0_winner(small, race, plan, status)
+    return best, [], _completion(small, race, best)[1]
+
+
+def _result(small: _Race, race: _Race, sub: np.ndarray | None, plan: _Budget,
+            status: list[str], best: int, finalists: list[int], reserve: float) -> AutoResult:
+    settings = race.settings
     top = min(range(len(settings)),
               key=lambda i: (-np.nan_to_num(small.scores[i, 0], nan=-1), i))
     table = [_row(race, small, i, status[i]) for i in range(len(settings))]
-    reason = _reason(race, best, finalists, top, cost)
+    reason = _reason(race, best, finalists, top, small)
     if sub is not None:
-        reason += f"; rung 0 on a stratified sample of {len(sub)} of the {len(y)} rows"
-    return AutoResult(table=table, best_index=best, reason=reason,
-                      cv=cv, random_state=random_state, budget_seconds=float(budget),
-                      seconds=time.perf_counter() - start, oof=race.oof[best],
-                      fixed_params=fixed)
+        reason += f"; rung 0 on a stratified sample of {len(sub)} of the {len(race.y)} rows"
+    if best in finalists:
+        oof = race.oof[best]
+    elif sub is None:
+        oof = small.oof[best]
+    else:  # its rung-0 fold's rows of the sample, in the training rows' order
+        part = small.oof[best]
+        oof = np.full((len(race.y), *part.shape[1:]), np.nan)
+        oof[sub] = part
+    return AutoResult(table=table, best_index=best, reason=reason, cv=len(race.folds),
+                      random_state=race.seed, budget_seconds=plan.seconds,
+                      seconds=plan.clock.now() - plan.start, oof=oof,
+                      fixed_params=race.fixed, scoring=race.scoring,
+                      final_fit_seconds=float(_completion(small, race, best)[1]))
 
 
 def calibrate_from_oof(est: Any, method: str, oof: np.ndarray, y: np.ndarray) -> None:
     """Give ``est`` (fitted with calibration="none" on the rows the race scored) the
     ``method`` calibrator fitted on the race's out-of-fold decision values ``oof`` of the same
     rows: what ``MarginClassifier.fit`` computes with a second round of folds, here from the
-    race's folds. The out-of-fold values are kept as ``oof_decision_`` and ``oof_index_``, as
-    ``fit`` keeps its own. Nothing is fitted when the fit was stopped."""
+    race's folds; rows without a value (NaN: a winner chosen at rung 0) are left out. The
+    values used are kept as ``oof_decision_`` and ``oof_index_``, as ``fit`` keeps its own.
+    Nothing is fitted when the fit was stopped."""
     if getattr(est, "stopped_early_", False):
         return
     y = np.asarray(y)
+    oof = np.asarray(oof, dtype=np.float64)
+    finite = np.isfinite(oof) if oof.ndim == 1 else np.isfinite(oof).all(axis=1)
+    if not finite.all():
+        oof, y = oof[finite], y[finite]
     est.set_params(calibration=method)
     # the fit's class weights, as MarginClassifier.fit's calibrator takes them
     weights = fit_weights(getattr(est, "class_weight", None), None, y)
     est.calibrator_ = fit_calibrator(oof, y, est.classes_, method, sample_weight=weights)
-    est.oof_decision_ = np.asarray(oof, dtype=np.float64)
+    est.oof_decision_ = oof
     est.oof_index_ = np.searchsorted(est.classes_, y)
+
+
+def _label(race: _Race, i: int | None) -> str | None:
+    return None if i is None else race.settings[i].label()
 
 
 def _row(race: _Race, small: _Race, i: int, status: str) -> dict:
     """A candidate's table row: its scores on the full folds when it ran them (a finalist),
     else its rung-0 score (on the subsample when rung 0 ran on one)."""
     s = race.settings[i]
-    scores = race.scores[i] if status == "finalist" else small.scores[i]
+    src = race if status == "finalist" else small
+    scores, acc = src.scores[i], src.accuracy[i]
     done = ~np.isnan(scores)
     seconds = race.seconds[i] + (small.seconds[i] if small is not race else 0.0)
+    iterations = race.iterations[i] + (small.iterations[i] if small is not race else 0)
     return {"setting": s.label(), "algorithm": s.algorithm, "kernel": s.kernel,
             "params": dict(s.params), "folds": int(done.sum()),
             "scores": [float(v) for v in scores[done]],
-            "mean_accuracy": float(scores[done].mean()) if done.any() else None,
+            "mean_score": float(scores[done].mean()) if done.any() else None,
+            "mean_accuracy": float(acc[done].mean()) if done.any() else None,
             "rung0_accuracy": None if np.isnan(small.scores[i, 0]) else float(small.scores[i, 0]),
+            "iterations": int(iterations),
+            "warm_from": [_label(race, src.warm_from.get((i, f)))
+                          for f in range(len(src.folds))],
             "seconds": float(seconds), "status": status}
 
 
-__all__ = ["ALPHAS", "AUTO_CV", "AutoResult", "BETAS", "GAMMA_FACTORS", "Setting",
-           "auto_search", "calibrate_from_oof", "candidates", "default_budget", "exact_kernel"]
+__all__ = ["ALPHAS", "AUTO_CV", "SCORINGS", "AutoResult", "BETAS", "GAMMA_FACTORS", "Clock",
+           "CostClock", "Setting", "WallClock", "auto_search", "calibrate_from_oof",
+           "candidates", "default_budget", "exact_kernel", "predict"]

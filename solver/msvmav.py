@@ -155,6 +155,31 @@ def not_converged_warning(stop: str, tol: float, max_iter: int) -> str:
             "choose other alpha, beta (a search)")
 
 
+class WarmStart:
+    """A space (``solver._msvmav_core``) whose iteration starts from ``init`` (scaled to the
+    space's unit norm) instead of its MAMC direction: ``warm_start=True``'s start, and the
+    auto search's start from a neighbouring (alpha, beta) setting's solution. Every other
+    attribute is the wrapped space's. A start with no norm (zero, non-finite) falls back to
+    the MAMC direction."""
+
+    def __init__(self, space, init: np.ndarray) -> None:
+        self._space = space
+        self._init = np.array(init, dtype=np.float64)
+
+    def __getattr__(self, name: str):
+        return getattr(self._space, name)
+
+    def initial(self) -> np.ndarray:
+        space = self._space
+        try:
+            nrm = space.norm(self._init, space.margins_of(self._init))
+        except ValueError:  # a^T K a = 0
+            nrm = 0.0
+        if not (nrm > 0 and math.isfinite(nrm)):
+            return space.initial()
+        return self._init / nrm
+
+
 class _LastRecord:
     """The fit's callback, passed each iteration's record; ``check(done)`` (for an inverse
     taken in blocks during the iterations) calls it again with the last record plus
@@ -222,7 +247,8 @@ class MSVMAv(WeightedFit, MarginClassifier):
                  approximation: str = "auto",
                  kernel_tol: float = 1e-6, n_components: int = 1000,
                  kernel_memory_mb: float = 8192, random_state: int | None = None,
-                 calibration: str = "none", class_weight: str | dict | None = None) -> None:
+                 calibration: str = "none", class_weight: str | dict | None = None,
+                 warm_start: bool = False) -> None:
         self.alpha = alpha
         self.beta = beta
         self.kernel = kernel
@@ -242,6 +268,7 @@ class MSVMAv(WeightedFit, MarginClassifier):
         self.random_state = random_state
         self.calibration = calibration
         self.class_weight = class_weight
+        self.warm_start = warm_start
 
     # -- fitting ---------------------------------------------------------------------------
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None,
@@ -261,6 +288,9 @@ class MSVMAv(WeightedFit, MarginClassifier):
                 self.dual_coef_ = dual
                 return
             X, Y, weights = X[keep], np.ascontiguousarray(Y[keep]), weights[keep]
+        # warm_start's start, taken (and dropped) by the first _run_tasks
+        self._warm_start_init = (self._warm_init(X.shape, Y.shape[1]) if self.warm_start
+                                 else None)
         self.history_ = []
         self.coef_ = self.intercept_ = self.dual_coef_ = self.X_fit_ = None
         self.kernel_approximation_ = None
@@ -286,6 +316,29 @@ class MSVMAv(WeightedFit, MarginClassifier):
                 self.fit_info_["fallback"] = reason
         if choice is not None:
             self.fit_info_["rank_choice"], self.fit_info_["rank_reason"] = choice
+
+    def _warm_init(self, shape: tuple[int, int], n_tasks: int) -> np.ndarray | None:
+        """``warm_start``'s start, (dim, n_tasks): the previous fit's solution where it lives
+        in the coordinates this fit iterates in, else None (the MAMC start). Linear: the
+        previous coef_ and intercept_ for as many features and tasks (and fit_intercept as
+        now). Exact kernel: the previous exact fit's dual_coef_ on as many rows (the same rows
+        are assumed, as scikit-learn's warm_start assumes the same data); a width changed
+        in between still starts there. The low-rank and Nystroem paths start afresh (their
+        coordinates are each factorisation's own)."""
+        n, d = shape
+        if self.kernel == "linear":
+            coef = getattr(self, "coef_", None)
+            if coef is None or coef.shape != (n_tasks, d):
+                return None
+            if not self.fit_intercept:
+                return coef.T.copy()
+            return np.vstack([coef.T, np.asarray(self.intercept_)[None, :]])
+        dual = getattr(self, "dual_coef_", None)
+        if (dual is None or getattr(self, "kernel_approximation_", None) != "exact"
+                or self.kernel_path(n) != "exact"):
+            return None
+        dual = dual[:, None] if dual.ndim == 1 else dual
+        return dual if dual.shape == (n, n_tasks) else None
 
     def _fit_low_rank_path(self, X, Y, callback, weights=None
                            ) -> tuple[str, str | None, tuple | None]:
@@ -412,9 +465,14 @@ class MSVMAv(WeightedFit, MarginClassifier):
         coefs = np.zeros((dim, T))
         info = dict(info or {})
         last: list[float | None] = []  # each task's last relative change
+        init = self.__dict__.pop("_warm_start_init", None)
+        if init is not None and init.shape != (dim, T):  # another path than the start's
+            init = None
         for t in range(T):
             y = Y[:, t]
             space = make_space(y)
+            if init is not None:
+                space = WarmStart(space, init[:, t])
             coefs[:, t], n_iter, history, stopped = iterate(
                 space, y, alpha=self.alpha, max_iter=self.max_iter, tol=self.tol,
                 callback=callback, task=t, n_tasks=T, stop=self.stop)

@@ -137,6 +137,15 @@ PARAMETERS: dict[str, Param] = {
                           "weighted average margin and minimises the weighted semi-variance "
                           "(docs/algorithm.md, \"Weights\"), and the calibration's folds and "
                           "calibrator use the same weights"),
+    "warm_start": Param(["boolean"],
+                        "As scikit-learn's: when true, `fit` starts the iteration from the "
+                        "previous fit's solution (linear: `coef_`, `intercept_` of as many "
+                        "features and classes; exact kernel: `dual_coef_` of an exact fit on "
+                        "as many rows, which are assumed to be the same) instead of the MAMC "
+                        "direction, e.g. after `set_params(alpha=..., beta=...)` for a "
+                        "neighbouring setting: the iterates of neighbouring settings are "
+                        "close, so the stopping rule is met sooner. The low-rank and Nystroem "
+                        "paths, and a first fit, start from the MAMC direction", knob=True),
 }
 
 __all__ = ["APPROXIMATIONS", "AUTO_EXACT_ROWS", "KERNEL_APPROXIMATIONS", "LINEAR_SOLVERS",

@@ -241,6 +241,9 @@ def _add_cross_validated(
         return
     if D is None:
         return
+    if isinstance(fitted.search, AutoResult):  # a winner chosen at rung 0: its fold's rows
+        rows = fitted.search.oof_rows
+        D, y_train = D[rows], np.asarray(y_train)[rows]
     plain = _uncalibrated_index(D)
     summary["evaluation"] = {
         **metrics_of(est.classes_, y_train, plain, D, None),

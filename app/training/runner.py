@@ -201,7 +201,8 @@ def _result(
 
 def _auto_result(search: dict[str, Any]) -> dict[str, Any]:
     """An auto search's part of the job's result: what was tried (setting, CV score, folds,
-    time, status), the winner and why, the time spent against the budget."""
+    time, status), the winner and why (ranked by ``scoring``), the time spent against the
+    budget, the final fit's predicted time."""
     return {"search": {
         "mode": "auto",
         "chosen": search["table"][search["best_index"]]["setting"],
@@ -210,6 +211,9 @@ def _auto_result(search: dict[str, Any]) -> dict[str, Any]:
         "reason": search["reason"],
         "budget_seconds": search["budget_seconds"],
         "seconds": search["seconds"],
+        # the budget covers the race and the final fit, whose predicted time it reserved
+        "final_fit_predicted_seconds": search.get("final_fit_seconds"),
+        "scoring": search.get("scoring", "accuracy"),
         "cv": search["cv"],
         "tried": [{k: row[k] for k in ("setting", "mean_accuracy", "folds", "seconds", "status")}
                   for row in search["table"]],
@@ -244,10 +248,12 @@ def auto_note(outcome: TrainOutcome, seconds: float) -> str:
     budget."""
     search = outcome.search or {}
     best = search["table"][search["best_index"]]
+    predicted = search.get("final_fit_seconds")
+    guess = "" if predicted is None else f", predicted {predicted:.2f} s"
     return (f"auto search chose {best['setting']} ({search['reason']}); trained in "
-            f"{seconds:.2f} s: search {search['seconds']:.2f} s of a {search['budget_seconds']:g} "
-            f"s budget over {search['n_configs']} candidates, final fit "
-            f"{outcome.fit_seconds:.2f} s")
+            f"{seconds:.2f} s of a {search['budget_seconds']:g} s budget (the race and the "
+            f"final fit): search {search['seconds']:.2f} s over {search['n_configs']} "
+            f"candidates, final fit {outcome.fit_seconds:.2f} s{guess}")
 
 
 TRAIN = JobKind("train", TrainJob, run_train_job)

@@ -10,8 +10,15 @@ from sklearn.datasets import load_iris, make_classification
 from sklearn.model_selection import StratifiedKFold
 
 from solver import calibration, protocol
-from solver.auto_search import auto_search, candidates, default_budget
+from solver.auto_search import (
+    RUNG0_SHARE,
+    CostClock,
+    auto_search,
+    candidates,
+    default_budget,
+)
 from solver.calibration import fit_calibrator
+from solver.fit_time import msvmav_seconds
 from solver.msvmav import MSVMAv
 from solver.scaling import MinMaxScaling
 
@@ -24,15 +31,25 @@ def _data(n: int = 240, classes: int = 2, seed: int = 0) -> tuple[np.ndarray, np
     return MinMaxScaling.fit(X).transform(X), y
 
 
-def _plain_oof(X, y, setting: dict, kernel: str, cv: int, seed: int) -> np.ndarray:
-    """The out-of-fold decision values of a plain loop of MSVMAv fits (independent of the
-    race's shared Gram matrices and lockstep batches)."""
+def _plain_oof(X, y, found, i: int, seed: int) -> np.ndarray:
+    """Candidate i's out-of-fold decision values from a plain loop of MSVMAv fits
+    (independent of the race's shared Gram matrices and lockstep batches): on each fold, the
+    chain of settings its fit was warm-started along (``warm_from``) fitted in turn, the
+    first from the MAMC direction, each next by ``set_params(...)`` with warm_start=True."""
     k = np.unique(y).size
+    rows = {r["setting"]: r for r in found.table}
     out = np.zeros(len(y) if k == 2 else (len(y), k))
-    folds = StratifiedKFold(n_splits=cv, shuffle=True, random_state=seed)
-    for train, test in folds.split(np.zeros(len(y)), y):
+    folds = StratifiedKFold(n_splits=found.cv, shuffle=True, random_state=seed)
+    for f, (train, test) in enumerate(folds.split(np.zeros(len(y)), y)):
+        chain = [found.table[i]]
+        while chain[-1]["warm_from"][f] is not None:
+            chain.append(rows[chain[-1]["warm_from"][f]])
+        kernel = chain[0]["kernel"]
         extra = {"approximation": "exact"} if kernel == "rbf" else {}
-        est = MSVMAv(kernel=kernel, **FIXED, **extra, **setting).fit(X[train], y[train])
+        est = MSVMAv(kernel=kernel, **FIXED, **extra, **chain[-1]["params"])
+        est.fit(X[train], y[train])
+        for row in reversed(chain[:-1]):
+            est.set_params(**row["params"], warm_start=True).fit(X[train], y[train])
         out[test] = est.decision_function(X[test])
     return out
 
@@ -47,7 +64,7 @@ def test_every_finalists_out_of_fold_values_are_the_plain_fits(classes):
     assert kernels == {"linear", "rbf"}
     for i in [found.best_index]:
         row = found.table[i]
-        want = _plain_oof(X, y, row["params"], row["kernel"], found.cv, 3)
+        want = _plain_oof(X, y, found, i, 3)
         np.testing.assert_allclose(found.oof, want, rtol=1e-6, atol=1e-8)
         k = np.unique(y).size
         pred = (want > 0).astype(int) if k == 2 else np.argmax(want, axis=1)
@@ -69,14 +86,85 @@ def test_a_small_budget_skips_rbf_widths_and_says_so():
     found = auto_search(X, y, budget_seconds=1e-3, params=FIXED)
     status = [r["status"] for r in found.table]
     assert "skipped: budget" in status
-    # the linear settings always run; the first width starts (its fit stopped at the
-    # deadline does not count), no other width does
+    # the linear settings always run; no width starts when its predicted cost does not fit
     assert all(r["folds"] >= 1 for r in found.table if r["kernel"] == "linear")
-    started = {r["params"]["gamma"] for r in found.table
-               if r["kernel"] == "rbf" and r["seconds"] > 0}
-    assert len(started) == 1
-    assert found.table[found.best_index]["kernel"] == "linear"
+    assert all(r["status"] == "skipped: budget" and r["seconds"] == 0
+               for r in found.table if r["kernel"] == "rbf")
+    best = found.table[found.best_index]
+    assert best["kernel"] == "linear" and best["status"] == "winner at rung 0: budget"
+    assert found.reason.startswith("chosen at rung 0: the best rung-0 accuracy")
     assert found.budget_seconds == 1e-3 and found.seconds > 0
+    # its calibrator's rows: the rung-0 fold's out-of-fold values only
+    assert 0 < len(found.oof_rows) < len(y)
+
+
+# -- the budget on a cost model (CostClock: deterministic) -----------------------------------
+
+SLOW = 2000.0  # the cost model's seconds times this: a machine where a kernel cell takes ~20 s
+
+
+def _cost(X, y):
+    k = np.unique(y).size
+
+    def cost(setting, n_rows: int) -> float:
+        extra = {"approximation": "exact"} if setting.kernel == "rbf" else {}
+        est = MSVMAv(kernel=setting.kernel, **FIXED, **extra, **setting.params)
+        return SLOW * msvmav_seconds(est, n_rows, X.shape[1], None, k)
+    return cost
+
+
+@pytest.mark.parametrize("budget", [3.0, 40.0, 150.0, 1e5])
+def test_the_race_and_the_final_fit_keep_to_the_budget_on_a_cost_model(budget):
+    """The whole job (race + final fit; the calibration fits nothing) on a clock where each
+    fit takes what the cost model predicts (times SLOW): within the budget, or when even
+    the linear rung-0 batch and the cheapest final fit do not fit, within the budget plus
+    those. Before, one finalist ran every fold whatever the time and the final fit was
+    outside the budget."""
+    X, y = _data(n=300, seed=6)
+    cost = _cost(X, y)
+    clock = CostClock(cost)
+    found = auto_search(X, y, budget_seconds=budget, params=FIXED, clock=clock)
+    settings = candidates(X)
+    best = settings[found.best_index]
+    final = cost(best, len(y))
+    assert found.final_fit_seconds == pytest.approx(final)  # the reserve was the final fit
+    total = clock.t + final
+    fold_rows = len(y) * 2 // 3
+    linear = [s for s in settings if s.kernel == "linear"]
+    slack = sum(cost(s, fold_rows) for s in linear) + min(cost(s, len(y)) for s in linear)
+    assert total <= budget + slack
+    if budget >= 40.0:  # room for the race: within the budget itself
+        assert total <= budget
+    rbf_finalists = [r for r in found.table if r["kernel"] == "rbf" and r["status"] == "finalist"]
+    if budget == 1e5:  # nothing held back: RBF finalists ran every fold
+        assert rbf_finalists and all(r["folds"] == 3 for r in rbf_finalists)
+    if budget == 3.0:
+        assert all(n == fold_rows for _, n in clock.fits[:9])  # rung 0's linear batch
+        assert not any("rbf" in label for label, _ in clock.fits)
+
+
+def test_an_expensive_best_rung0_candidate_is_not_run_past_the_budget():
+    """The regression of issue 49: the best rung-0 candidates are RBF ones (an XOR
+    problem) whose remaining folds do not fit what rung 0 left; none runs them anyway (one
+    used to, whatever the time), and the RBF winner is chosen on its clearly better rung-0
+    score since its final fit alone fits; the job stays within the budget."""
+    rng = np.random.default_rng(0)
+    X = rng.random((300, 6))
+    y = ((X[:, 0] > 0.5) ^ (X[:, 1] > 0.5)).astype(int)
+    cost = _cost(X, y)
+    settings = candidates(X)
+    first_width = sum(cost(s, 200) for s in settings[:13])  # the linear batch + one width
+    budget = 1.01 * first_width / RUNG0_SHARE
+    clock = CostClock(cost)
+    found = auto_search(X, y, budget_seconds=budget, params=FIXED, clock=clock)
+    best = found.table[found.best_index]
+    assert best["kernel"] == "rbf" and best["status"] == "winner at rung 0: budget"
+    assert best["rung0_accuracy"] > 0.8 > max(r["rung0_accuracy"] for r in found.table
+                                              if r["kernel"] == "linear")
+    assert len([1 for label, _ in clock.fits if "rbf" in label]) == 4  # rung 0's width only
+    assert clock.t + cost(settings[found.best_index], len(y)) <= budget
+    assert found.reason.startswith("chosen at rung 0")
+    assert len(found.oof_rows) == 100  # its rung-0 fold's rows calibrate it
 
 
 def test_default_budget_grows_with_the_rows():
