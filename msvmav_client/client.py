@@ -195,7 +195,8 @@ class Client:
               **fields: Any) -> Job:
         """Queue a training job (``POST /train``): ``fields`` are its body's other members
         (``kernel``, ``alpha``, ``params``, ``test_fraction``, ``class_weight`` — "balanced"
-        or {class: weight} —, ``register_as``, ...).
+        or {class: weight} —, ``weight_column`` — a numeric column of the dataset whose values
+        weigh the rows, not a feature of the model —, ``register_as``, ...).
         ``search``: ``"auto"``, ``"quick"``, ``"paper"``, ``"none"`` or a search object (not
         given: the server's default, ``"auto"`` when no hyper-parameter is set);
         ``budget_seconds``: the auto search's time budget (implies ``search="auto"`` when

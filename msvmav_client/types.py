@@ -92,6 +92,7 @@ class ModelInfo(TypedDict, total=False):  # ModelDetail
     last_relative_change: float | None
     tol: float | None
     evaluation: dict[str, Any] | None  # the hold-out part's metrics
+    sample_weight: dict[str, Any] | None  # weight_column's training weights (n, sum, ...)
     warnings: list[str]
 
 
@@ -183,6 +184,7 @@ class LeaderboardEntry(TypedDict, total=False):  # LeaderboardEntry
     log_loss: float | None  # calibrated models only
     ece: float | None  # calibrated models only
     expected_cost: float | None  # mean cost per row of the served labels (with a cost rule)
+    expected_cost_interval: list[float] | None  # its 95 % bootstrap interval [low, high]
     notes: dict[str, str]  # why a metric is null, by metric
 
 

@@ -209,19 +209,22 @@ def fit(
     search_callback: CellCallback | None = None,
     n_jobs: int | None = 1,
     in_place: bool = False,
+    sample_weight: np.ndarray | None = None,
 ) -> Fit:
     """Scale, search (when ``plan.grid`` is set), refit on the whole training part.
 
     X_train: (n, d) float64 ndarray or CSR, unscaled; y_train: (n,) labels. ``callback(info)``
     is the refit's per-iteration callback; ``search_callback(done_cells, total_cells)`` is
     called during the search (raising aborts it); ``n_jobs`` processes run the search.
-    ``in_place``: a dense float64 X_train is scaled where it lies (the same values)."""
+    ``in_place``: a dense float64 X_train is scaled where it lies (the same values).
+    ``sample_weight`` (n,): the rows' weights of the refit and of its calibration's folds
+    (an estimator with a weighted form); a search chooses on unweighted folds."""
     scaling = MinMaxScaling.fit(X_train) if plan.scaling else None
     if scaling is not None:
         X_train = scaling.transform(X_train, copy=not in_place)
     if plan.grid == "auto":
         return _fit_auto(plan, X_train, y_train, scaling, callback=callback,
-                         search_callback=search_callback)
+                         search_callback=search_callback, sample_weight=sample_weight)
     found = None
     chosen = plan.estimator_params()
     if plan.grid is not None:
@@ -232,16 +235,23 @@ def fit(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("always", FeatureScaleWarning)
-        est.fit(X_train, y_train, callback=callback)
+        est.fit(X_train, y_train, callback=callback, **_weights(sample_weight))
     seconds = time.perf_counter() - start
     return Fit(est, scaling, found, seconds, X_train, _relay(caught))
 
 
+def _weights(sample_weight: np.ndarray | None) -> dict[str, Any]:
+    """``fit``'s keyword arguments for the rows' weights (none without them)."""
+    return {} if sample_weight is None else {"sample_weight": sample_weight}
+
+
 def _fit_auto(plan: Plan, X_train: Matrix, y_train: np.ndarray, scaling: MinMaxScaling | None,
-              *, callback: FitCallback | None, search_callback: CellCallback | None) -> Fit:
+              *, callback: FitCallback | None, search_callback: CellCallback | None,
+              sample_weight: np.ndarray | None = None) -> Fit:
     """``solver.auto_search`` on the scaled training part, then the winner refitted on all of
     it; a calibrated winner's calibrator is fitted on the race's out-of-fold decision values
-    (``calibrate_from_oof``: no second round of folds)."""
+    (``calibrate_from_oof``: no second round of folds). With ``sample_weight`` the race's
+    folds were unweighted, so the weighted refit calibrates on folds of its own."""
     fixed = plan.estimator_params()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -256,13 +266,15 @@ def _fit_auto(plan: Plan, X_train: Matrix, y_train: np.ndarray, scaling: MinMaxS
     else:  # a comparator: its own defaults besides the searched values and the seed
         chosen = {k: v for k, v in fixed.items() if k == "random_state"}
         chosen.update(found.best_params)
-    est = estimator_class(found.algorithm)(kernel=found.kernel, calibration="none", **chosen)
+    weighted = sample_weight is not None
+    est = estimator_class(found.algorithm)(
+        kernel=found.kernel, calibration=method if weighted else "none", **chosen)
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("always", FeatureScaleWarning)
-        est.fit(X_train, y_train, callback=callback)
-    if method != "none":
+        est.fit(X_train, y_train, callback=callback, **_weights(sample_weight))
+    if method != "none" and not weighted:
         calibrate_from_oof(est, method, found.oof, y_train)
     seconds = time.perf_counter() - start
     return Fit(est, scaling, found, seconds, X_train, _relay(caught))

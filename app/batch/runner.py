@@ -27,6 +27,7 @@ from app.ingest import Encoder
 from app.jobs.kinds import JobKind
 from app.jobs.runtime import JobContext, JobResult
 from app.models import service as models
+from app.models.features import dataset_features
 from solver.parallel import dask_cluster
 
 
@@ -52,6 +53,9 @@ def _dataset_chunks(ctx: JobContext, job: BatchJob) -> Iterator[Chunk]:
         if dataset is None:
             raise ValueError(f"dataset {job.dataset_id} no longer exists")
         X, _ = datasets.load_arrays(session, dataset)
+        model = models.get(session, job.model_id)
+        if model is not None:  # without the model's weight column
+            X = dataset_features(X, dataset, model)
     n = X.shape[0]
     for start in range(0, n, job.chunk_rows):
         stop = min(start + job.chunk_rows, n)

@@ -36,6 +36,7 @@ from app.ingest.text import is_number, preview
 from app.jobs import service as jobs
 from app.jobs.orm import Job
 from app.models import service as models
+from app.models.features import feature_match
 from app.models.orm import Model
 from app.models.scoring import class_values
 from app.predict.service import decision_for
@@ -195,7 +196,8 @@ def _check_columns(present: list[str], encoder: Encoder, options: BatchOptions) 
 def _dataset_source(session: Session, options: BatchOptions, model: Model,
                     settings: Settings) -> dict[str, Any]:
     (dataset,) = datasets.lock_or_raise(session, [options.dataset_id], [_body("dataset_id")])
-    if not same_layout(dataset.encoding, model.encoding):
+    if not (same_layout(dataset.encoding, model.encoding)
+            or (feature_match(dataset, model) and dataset.id == model.dataset_id)):
         raise invalid(_body("dataset_id"), f"dataset {dataset.id} is not encoded as model "
                       f"{model.id}'s training data; upload its file instead")
     if dataset.reference is not None:

@@ -269,6 +269,12 @@ class ModelDetail(ModelSummary):
         "brier, ece (null without probabilities), confusion_matrix, per_class (precision, "
         "recall, f1, support); each as sklearn.metrics computes it",
     )
+    sample_weight: dict[str, Any] | None = Field(
+        None,
+        description="A model trained with `weight_column`: that column (no feature of the "
+        "model) and its training rows' weights — n, sum, min, max, mean, and `zero_rows`, "
+        "the rows that weighed 0 (null: unweighted rows)",
+    )
     columns: list[FeatureColumn] = Field(
         default_factory=list,
         description="The categorical and imputed feature columns in training order: kind, "
@@ -299,6 +305,7 @@ class ModelDetail(ModelSummary):
                 "calibration": (model.params or {}).get("calibration") or "none",
                 **(s.get("convergence") or {}),
                 "evaluation": s.get("evaluation"),
+                "sample_weight": s.get("sample_weight"),
                 "columns": imputation_summary(model.encoding or {}),
             }
         )

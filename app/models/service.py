@@ -37,6 +37,7 @@ from app.datasets import service as datasets
 from app.datasets.orm import Dataset
 from app.ingest.imputation import apply_fills
 from app.models.decisions import OOF_PREFIX, model_rule_text, oof_arrays, stored_rule
+from app.models.features import dataset_features, feature_match
 from app.models.orm import Model, ModelArray
 from app.models.schemas import MarginsOut, TrainOutcome
 from app.registry.orm import ModelVersion, RegisteredModel
@@ -396,15 +397,14 @@ def _margins(session: Session, model: Model, dataset_id: int | None, split: str)
             statistics=stats,
         )
     dataset = datasets.get_or_raise(session, dataset_id, ["query", "dataset_id"])
-    if dataset.n_features != model.n_features or (
-        list(dataset.feature_names) != list(model.feature_names)
-    ):
+    if not feature_match(dataset, model):
         raise invalid(
             ["query", "dataset_id"],
             f"dataset {dataset_id} has {dataset.n_features} features that differ from the "
             f"model's {model.n_features}",
         )
     X, y = datasets.load_arrays(session, dataset)
+    X = dataset_features(X, dataset, model)  # without the model's weight column
     session.commit()  # read-only: end the transaction before loading and computing
     loaded = load_cached(session, model.id, None)
     if session.in_transaction():  # a cache miss read the model

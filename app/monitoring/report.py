@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from app.core.problems import invalid
 from app.datasets import service as datasets
 from app.models import service as models
+from app.models.features import dataset_features, feature_match
 from app.models.orm import Model
 from app.monitoring import domain, feature_drift, figure, label_shift, reliability, samples, window
 from app.monitoring import log as prediction_log
@@ -76,9 +77,10 @@ def reference(session: Session, model: Model) -> dict[str, Any] | None:
     if cached is not None:
         return cached
     dataset = datasets.get(session, model.dataset_id) if model.dataset_id else None
-    if dataset is None or list(dataset.feature_names) != list(model.feature_names):
+    if dataset is None or not feature_match(dataset, model):
         return None
     X, y = datasets.load_arrays(session, dataset)
+    X = dataset_features(X, dataset, model)  # without the model's weight column
     session.commit()  # read-only: end the transaction before computing
     params = model.params or {}
     train_idx, _ = protocol.split_indices(y, params.get("test_fraction"), params.get("seed"))

@@ -18,6 +18,7 @@ from app.datasets.service import check_has_rows, check_not_blank, check_upload_s
 from app.ingest import IngestError, Limits, parse_feature_file
 from app.models import service as models
 from app.models.evaluating import check_importance_cost, evaluate_rows
+from app.models.features import dataset_features, feature_match
 from app.models.figures import render_curves
 from app.models.scoring import check_rows
 from app.predict.service import check_matrix, decision_for
@@ -71,7 +72,7 @@ def _dataset_rows(
     loc: list[str | int] = ["body", "dataset_id"]
     dataset = datasets.get_or_raise(session, dataset_id, loc)
     row = models.get_or_raise(session, model.id)
-    if list(dataset.feature_names) != list(row.feature_names):
+    if not feature_match(dataset, row):
         raise invalid(
             loc,
             f"dataset {dataset_id}'s {dataset.n_features} features differ from model "
@@ -79,6 +80,7 @@ def _dataset_rows(
         )
     index = _scored_rows(row, dataset, rows)
     X, y = datasets.load_arrays(session, dataset)
+    X = dataset_features(X, dataset, row)  # without the model's weight column
     if index is not None:
         X, y = X[index], y[index]
     X = model.impute(X)  # its missing cells (NaN): the model's fills

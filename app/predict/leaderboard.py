@@ -27,10 +27,12 @@ from app.core.runtime import runtime_of
 from app.datasets import service as datasets
 from app.models import service as models
 from app.models.evaluating import metrics_of
+from app.models.features import dataset_features, feature_match
 from app.models.scoring import score
 from app.predict.leaderboard_schemas import CostRule, LeaderboardRequest
 from app.predict.service import decision_for
 from app.predict.target import Target, reference_fields, resolve_target
+from app.predict.thresholds import mean_with_interval
 from solver.decision import mean_cost
 
 HIGHER_IS_BETTER = {"accuracy": True, "balanced_accuracy": True, "roc_auc": True,
@@ -128,15 +130,16 @@ def cost_rule(request: LeaderboardRequest, classes: list[Any], where: str) -> Co
 
 
 def expected_cost(y_true: np.ndarray, index: np.ndarray, classes: np.ndarray,
-                  matrix: list[list[float]]) -> float | None:
-    """Mean cost per row of the served labels ``classes[index]``: ``solver.decision.mean_cost``
-    (C[true, served], as POST /models/{ref}/threshold's hold-out cost), over the rows whose
-    true label is one of ``classes`` (None when no row is)."""
+                  matrix: list[list[float]]) -> tuple[float, list[float]] | None:
+    """Mean cost per row of the served labels ``classes[index]`` and its 95 % interval:
+    ``solver.decision.mean_cost`` (C[true, served]) with the bootstrap interval of POST
+    /models/{ref}/threshold's hold-out cost (``mean_with_interval``), over the rows whose true
+    label is one of ``classes`` (None when no row is)."""
     known = np.isin(y_true, classes)
     if not known.any():
         return None
     y_index = np.searchsorted(classes, y_true[known])
-    return float(np.mean(mean_cost(np.asarray(matrix), y_index, index[known])))
+    return mean_with_interval(mean_cost(np.asarray(matrix), y_index, index[known]))
 
 
 @dataclass
@@ -185,6 +188,10 @@ def compare(session: Session, candidates: list[Candidate]) -> Comparison:
         which = "" if dataset_id is None else f" ({dataset_id})"
         return _not_comparable(kept, excluded, f"the dataset the models were trained on{which} "
                                "was deleted: their hold-out rows are gone")
+    unlike = [c for c in kept if not feature_match(dataset, c.row)]
+    if unlike:
+        return _not_comparable(kept, excluded, f"the features of model {unlike[0].row.id} are "
+                               f"not those of dataset {dataset.id} any more")
     rows = _shared(kept)
     if rows.size == 0:
         sizes = ", ".join(f"model {c.row.id}: {len(_holdout_rows(c.row) or [])}" for c in kept)
@@ -245,9 +252,10 @@ def score_candidate(candidate: Candidate, loaded: models.LoadedModel, X: Any,
         "pr_auc": _number(m["pr_auc"]),
         "log_loss": m["log_loss"],
         "ece": m["ece"],
-        "expected_cost": (None if cost is None
-                          else expected_cost(y_true, scores.index, classes, cost.matrix)),
     }
+    measured = None if cost is None else expected_cost(y_true, scores.index, classes,
+                                                       cost.matrix)
+    entry["expected_cost"], entry["expected_cost_interval"] = measured or (None, None)
     entry["notes"] = _notes(entry, scores.probabilities is not None, cost is not None)
     return entry
 
@@ -317,7 +325,8 @@ def leaderboard(session: Session, request: LeaderboardRequest, where: str) -> di
     X, y = datasets.load_arrays(session, comparison.dataset)
     session.commit()  # read-only: end the transaction before computing
     X, y_true = X[comparison.rows], y[comparison.rows]
-    entries = [score_candidate(c, m, X, y_true, cost)
+    entries = [score_candidate(c, m, dataset_features(X, comparison.dataset, c.row), y_true,
+                               cost)
                for c, m in zip(comparison.kept, loaded, strict=True)]
     answer.update(cost=cost, best=rank(entries, request.metric), models=entries)
     return answer

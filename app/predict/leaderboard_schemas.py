@@ -103,6 +103,11 @@ class LeaderboardEntry(BaseModel):
                               "(calibrated only)")
     expected_cost: float | None = Field(description="Mean cost per row of the served labels "
                                         "under `cost` (null without a cost rule)")
+    expected_cost_interval: list[float] | None = Field(
+        None, min_length=2, max_length=2,
+        description="`expected_cost`'s 95 % interval [low, high]: scipy's bootstrap (BCa, "
+        "2,000 resamples, seed 0) of the mean cost per row, as POST /models/{ref}/threshold's "
+        "hold-out interval (null without a cost rule)")
     notes: dict[str, str] = Field(description="Why a metric is null, by metric")
 
 

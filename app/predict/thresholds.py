@@ -25,6 +25,7 @@ from app.core.runtime import runtime_of
 from app.datasets import service as datasets
 from app.models import service as models
 from app.models.decisions import Decision, RuleError, read_oof, rule_text, set_model_rule
+from app.models.features import dataset_features
 from app.models.scoring import score
 from app.predict.target import Target, reference_fields, resolve_target
 from app.predict.threshold_schemas import ThresholdRequest
@@ -107,10 +108,23 @@ def _holdout(session: Session, loaded: models.LoadedModel) -> tuple[Any, np.ndar
     if not fraction or not row.n_test or dataset is None:
         return None
     X, y = datasets.load_arrays(session, dataset)
+    X = dataset_features(X, dataset, row)  # without the model's weight column
     _, test = protocol.split_indices(y, fraction, (row.params or {}).get("seed"))
     classes = loaded.estimator.classes_
     y_idx = models.match_labels(classes, y[test].tolist(), ["path", "model_ref"])
     return loaded.impute(X[test]), y_idx
+
+
+def mean_with_interval(cost: np.ndarray) -> tuple[float, list[float]]:
+    """The mean cost per row and its 95 % interval: scipy's bootstrap (BCa, 2,000 resamples,
+    seed 0) of the mean; a point interval when the rows cannot vary it (one row, or all of
+    one cost). The one interval of a cost: the threshold's hold-out and the leaderboard."""
+    value = float(np.mean(cost))
+    if cost.size < 2 or np.all(cost == cost[0]):
+        return value, [value, value]
+    ci = stats.bootstrap((cost,), np.mean, n_resamples=2000, confidence_level=CONFIDENCE,
+                         random_state=0).confidence_interval
+    return value, [float(ci.low), float(ci.high)]
 
 
 def _measure(objective: Objective, y_idx: np.ndarray, predicted: np.ndarray) -> dict[str, Any]:
@@ -119,13 +133,8 @@ def _measure(objective: Objective, y_idx: np.ndarray, predicted: np.ndarray) -> 
     if objective.kind == "cost":
         assert objective.matrix is not None
         cost = mean_cost(objective.matrix, y_idx, predicted)
-        value = float(cost.mean())
-        if n < 2 or np.all(cost == cost[0]):
-            return {"measure": "mean cost", "n": n, "value": value, "interval": [value, value]}
-        ci = stats.bootstrap((cost,), np.mean, n_resamples=2000, confidence_level=CONFIDENCE,
-                             random_state=0).confidence_interval
-        return {"measure": "mean cost", "n": n, "value": value,
-                "interval": [float(ci.low), float(ci.high)]}
+        value, interval = mean_with_interval(cost)
+        return {"measure": "mean cost", "n": n, "value": value, "interval": interval}
     assert objective.target is not None
     k, trials = rate_counts(objective.target, objective.positive, y_idx, predicted)
     if trials == 0:

@@ -93,6 +93,7 @@ def train(
     n_jobs: int = 1,
     overwrite_X: bool = False,
     encoding: dict[str, Any] | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> TrainOutcome:
     """Fit ``job.algorithm`` on (X, y) as the job says, through ``solver.protocol``: hold-out
     split, scale, (search,) refit, score.
@@ -104,10 +105,13 @@ def train(
     behind them, and both scaled there, so neither part is a copy (the same results).
     ``encoding``: the dataset's; when its columns wait for imputation fills, they are fitted on
     the training part only, fill both parts, and the outcome's ``encoding`` holds them.
+    ``sample_weight`` (n,): the rows' weights (the training part's weigh the fit and its
+    calibration; the hold-out's metrics are unweighted).
     """
     plan = plan_of(job)
     train_idx, test_idx = protocol.split_indices(y, job.test_fraction, plan.seed)
     y_train = y[train_idx]
+    w_train = None if sample_weight is None else np.asarray(sample_weight)[train_idx]
     if len(np.unique(y_train)) < 2:
         raise TrainingError("the training part has a single class; nothing to separate")
     X_train, X_test = protocol.split_rows(X, train_idx, test_idx, overwrite=overwrite_X)
@@ -119,12 +123,14 @@ def train(
         encoding = None
     fitted, decision = _fit_finite(
         plan, X_train, y_train, callback=callback, search_callback=search_callback,
-        n_jobs=n_jobs, in_place=overwrite_X,
+        n_jobs=n_jobs, in_place=overwrite_X, sample_weight=w_train,
     )
     del X_train  # scaled in place, or a scaled copy is kept in ``fitted``
     est = fitted.estimator
     search = search_summary(fitted.search, job.search)
     summary = _summary(fitted, y_train, decision, search)
+    if w_train is not None:
+        summary["sample_weight"] = weight_summary(job.weight_column, w_train)
     holdout = (_holdout(fitted, X_test, y[test_idx], in_place=overwrite_X)
                if len(test_idx) else None)
     del X_test
@@ -132,7 +138,7 @@ def train(
         holdout["rows"] = test_idx.tolist()  # the dataset's rows the model did not train on
     _add_holdout(summary, holdout)
     if holdout is None:
-        _add_cross_validated(summary, fitted, y_train, plan.seed)
+        _add_cross_validated(summary, fitted, y_train, plan.seed, w_train)
     used = jsonable(est.get_params(deep=False))
     used.pop("random_state", None)
     return TrainOutcome(
@@ -161,6 +167,7 @@ def _fit_finite(
     search_callback: CellCallback | None,
     n_jobs: int,
     in_place: bool,
+    sample_weight: np.ndarray | None = None,
 ) -> tuple[protocol.Fit, np.ndarray]:
     """``protocol.fit`` of the plan and the fitted model's decision values on its training
     rows; a TrainingError(DEGENERATE) when the fit met non-finite values or its decisions are
@@ -168,7 +175,7 @@ def _fit_finite(
     try:
         fitted = protocol.fit(
             plan, X_train, y_train, callback=callback, search_callback=search_callback,
-            n_jobs=n_jobs, in_place=in_place,
+            n_jobs=n_jobs, in_place=in_place, sample_weight=sample_weight,
         )
     except ValueError as exc:  # the calibration's folds met the fit's non-finite values
         if "infs or NaNs" not in str(exc):
@@ -223,7 +230,8 @@ NO_HOLDOUT = (
 
 
 def _add_cross_validated(
-    summary: dict[str, Any], fitted: protocol.Fit, y_train: np.ndarray, seed: int | None
+    summary: dict[str, Any], fitted: protocol.Fit, y_train: np.ndarray, seed: int | None,
+    sample_weight: np.ndarray | None = None,
 ) -> None:
     """Without a hold-out, the summary's ``evaluation`` from out-of-fold decision values of
     the training rows (``solver.calibration.cross_validated_decisions``: stratified folds,
@@ -234,7 +242,8 @@ def _add_cross_validated(
            if n < protocol.MIN_HOLDOUT_ROWS else "test_fraction is null")
     try:
         D = (fitted.search.oof if isinstance(fitted.search, AutoResult)  # no more fits
-             else cross_validated_decisions(est, fitted.X_train, y_train, random_state=seed))
+             else cross_validated_decisions(est, fitted.X_train, y_train, random_state=seed,
+                                            sample_weight=sample_weight))
     except ValueError as exc:  # a class with one row: no folds
         summary["warnings"].append(f"no hold-out was kept ({why}) and no cross-validated "
                                    f"metrics could be computed: {exc}")
@@ -254,6 +263,13 @@ def _add_cross_validated(
     searched = ("; the hyper-parameters were chosen on the same rows, so they are optimistic"
                 if summary.get("search") else "")
     summary["warnings"].append(NO_HOLDOUT.format(why=why, folds=folds, searched=searched))
+
+
+def weight_summary(column: str | None, w: np.ndarray) -> dict[str, Any]:
+    """What a model keeps of its training rows' sample weights: the column they came from,
+    their sum, range and mean, and how many rows weighed 0 (took no part in the fit)."""
+    return {"column": column, "n": int(w.size), "sum": float(w.sum()), "min": float(w.min()),
+            "max": float(w.max()), "mean": float(w.mean()), "zero_rows": int(np.sum(w == 0))}
 
 
 def _uncalibrated_index(D: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ from app.ingest.column_specs import with_handle_unknown
 from app.jobs.kinds import JobKind
 from app.jobs.runtime import JobContext, JobResult, describe_iteration, running_progress
 from app.models import service as models
+from app.models.features import without_column
 from app.models.schemas import TrainOutcome
 from app.registry import service as registry
 from app.training import cluster
@@ -147,15 +148,22 @@ def run_train_job(ctx: JobContext, job: TrainJob) -> JobResult:
 def _train_here(ctx: JobContext, job: TrainJob, dataset: Dataset) -> TrainOutcome:
     with ctx.sessions() as session:
         # rows beside a column of ones for the fits that append one: it is not copied then
+        weighted = job.weight_column is not None
         X, y = datasets.load_arrays(
-            session, dataset, intercept_room=appends_ones(job.algorithm, job.kernel))
+            session, dataset,
+            intercept_room=not weighted and appends_ones(job.algorithm, job.kernel))
         encoding = dataset.encoding
+    weights = None
+    if job.weight_column is not None:  # its values weigh the rows; it is no feature
+        X, weights, encoding = without_column(X, encoding, job.weight_column)
     callback, search_callback = _callbacks(ctx, job, dataset)
     # a search's cells run on the Dask cluster when one is configured
     with dask_cluster(ctx.settings.dask_scheduler if job.search else None):
         outcome = train(X, y, job, callback=callback, search_callback=search_callback,
                         n_jobs=ctx.settings.search_jobs, overwrite_X=True,
-                        encoding=encoding)
+                        encoding=encoding, sample_weight=weights)
+    if weights is not None and outcome.encoding is None:
+        outcome.encoding = encoding
     return outcome
 
 
@@ -172,6 +180,10 @@ def _persist(ctx: JobContext, job: TrainJob, dataset: Dataset, outcome: TrainOut
         )
         fitted = outcome.encoding if outcome.encoding is not None else model.encoding
         model.encoding = with_handle_unknown(fitted, job.handle_unknown)
+        if job.weight_column is not None:  # the rows' weights, not a feature
+            model.feature_names = [n for n in model.feature_names if n != job.weight_column]
+            model.n_features = len(model.feature_names)
+            model.params = {**model.params, "weight_column": job.weight_column}
         registered = None
         if register_as:  # the registry version commits with the job's success, or not at all
             version = registry.add_version(session, register_as, model.id, create_missing=True)

@@ -175,6 +175,21 @@ class TrainRequest(_WithHyperParameters):  # type: ignore[misc, valid-type]
             examples=["balanced", {"1": 4.0}],
         )
     )
+    weight_column: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1000,
+        description="A numeric column of the dataset (by its name in the dataset's "
+        "`feature_names`) whose values weigh the rows: sample weights (msvmav, svm, svr), "
+        "times `class_weight`'s. Checked when the job is queued: a column that is not the "
+        "dataset's, not numeric, or holds a value that is missing, not finite or negative, or "
+        "weighs every (training) row 0 is a 422 naming it and the first bad row. Not a "
+        "feature: the model is fitted without it, and its prediction doors do not expect it "
+        "(a row or file that has it is read as one that has a dropped column). The final fit "
+        "and its calibration's folds are weighted; a search chooses the hyper-parameters on "
+        "unweighted folds; the hold-out's metrics are unweighted. Kept in the model's params",
+        examples=["exposure"],
+    )
     handle_unknown: Literal["error", "ignore"] = Field(
         "error",
         description="A category the training data did not have, at prediction: an error "

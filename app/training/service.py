@@ -22,7 +22,7 @@ from app.training.admission import check_fit_limits, estimate_training
 from app.training.msvmav_fields import HYPER_PARAMETERS
 from app.training.parameters import check_grid, check_name, check_params
 from app.training.schemas import SearchSpec, TrainJob, TrainRequest
-from app.training.weights import check_class_weight
+from app.training.weights import check_class_weight, check_weight_column
 from solver.protocol import default_test_fraction, holdout_sizes, split_indices
 
 
@@ -64,6 +64,7 @@ def submit_train(
                 f"{n_train} for training and {n_test} for testing",
             )
     check_training_part(dataset, request)
+    check_weight_column(session, dataset, request, on_cluster)
     fixed, explicit = resolve_estimator_params(request)
     params = request.model_dump(mode="json")
     auto = _resolve_search(request, dataset, fixed, explicit, n_train, params)

@@ -68,9 +68,13 @@ def test_the_dataset_page_ranks_its_models_and_takes_a_cost_rule(tmp_path: Path)
                          "&cost_fp=5&cost_fn=1", key=read_key)
             rows = _rows(b)
             assert [r[1] for r in rows] == [f"#{e['model_id']}" for e in costly["models"]]
-            shown = [float(r[-1]) for r in rows]
+            shown = [float(r[-2]) for r in rows]
             assert shown == pytest.approx([e["expected_cost"] for e in costly["models"]],
                                           abs=1e-4)
+            # beside it, its 95 % interval (the API's bootstrap interval)
+            intervals = [[float(v) for v in r[-1].split(" – ")] for r in rows]
+            assert intervals == [pytest.approx(e["expected_cost_interval"], abs=1e-4)
+                                 for e in costly["models"]]
 
             b.page.set_viewport_size({"width": 390, "height": 844})
             b.goto(f"/ui/datasets/{ds}")

@@ -58,6 +58,9 @@
     const registerAs = el("input", { name: "register_as", placeholder: "optional", pattern: document.body.dataset.namePattern, title: "letters, digits, '.', '_' or '-', starting with a letter or digit, not all digits" });
     const params = el("input", { name: "params", placeholder: '{"C": 1}', size: 24 });
     const classWeight = el("input", { name: "class_weight", placeholder: 'balanced or {"yes": 3}', size: 20 });
+    // the dataset's numeric columns, any of which may weigh the rows instead of being a feature
+    const numeric = ((dataset.encoding || {}).columns || []).filter((c) => c.kind === "numeric").map((c) => c.name);
+    const weightColumn = UI.select("weight_column", [["", "none (every row weighs 1)"], ...numeric.map((n) => [n, n])], "");
     const out = el("div", { "aria-live": "polite" });
     const searchBox = el("fieldset", { class: "fields" }, el("legend", {}, "Hyper-parameter search (cross-validated on the training part)"),
       UI.field("Search", grid), UI.field("Budget (s)", budget, "auto only"), UI.field("Folds", cv, "2–20"), UI.field("Custom grid", customGrid, "JSON {parameter: [values]}"));
@@ -65,6 +68,7 @@
       el("div", { class: "fields" }, UI.field("Algorithm", algorithm), UI.field("Kernel", kernel),
         UI.field("Hold-out fraction", test, "0: none"), UI.field("Calibration", calibration, "probabilities"), UI.field("Seed", seed, "hold-out, search, sampling"),
         UI.field("Class weights", classWeight, "msvmav, svm, svr: balanced or JSON {class: weight}"),
+        UI.field("Weight column", weightColumn, "its values weigh the rows; not a feature"),
         UI.field("Other parameters", params, "JSON"), UI.field("Register as", registerAs, "registered model name")),
       searchBox, el("button", { class: "primary", type: "submit" }, "Train"), out);
     const json = (input, what) => {
@@ -78,6 +82,7 @@
       if (test.value !== "") body.test_fraction = Number(test.value) > 0 ? Number(test.value) : null;
       if (seed.value !== "") body.seed = Number(seed.value);
       if (registerAs.value) body.register_as = registerAs.value;
+      if (weightColumn.value) body.weight_column = weightColumn.value;
       try {
         if (params.value.trim()) body.params = json(params, "Other parameters");
         const weights = classWeight.value.trim();
@@ -127,15 +132,17 @@
       out.append(UI.table({ "aria-label": "Leaderboard" },
         el("caption", { class: "muted" }, b.models.length + " models on the " + UI.num(b.n_rows) + " hold-out rows they all kept out of training; best by " + name + " (" + (b.higher_is_better ? "higher" : "lower") + " is better)"),
         el("thead", {}, el("tr", {}, ["Rank", "Model", "Algorithm", "Calibration", "Labels by"].map((h) => el("th", { scope: "col" }, h)),
-          cols.map(([m, label]) => el("th", { scope: "col", class: "num" }, label)))),
+          cols.map(([m, label]) => el("th", { scope: "col", class: "num" }, label)),
+          b.cost ? el("th", { scope: "col", class: "num" }, "cost 95 % interval") : null)),
         el("tbody", {}, b.models.map((e) => el("tr", { class: e.best ? "best" : null },
           el("td", { class: "num" }, e.rank + (e.best ? " (best)" : "")),
           el("th", { scope: "row" }, UI.link("/ui/models/" + e.model_id, "#" + e.model_id), e.reference && e.reference !== String(e.model_id) ? " " + e.reference : ""),
           el("td", {}, e.algorithm), el("td", {}, e.calibration),
           el("td", {}, e.decision_rule ? e.decision_rule.name + (e.decision_rule.source === "default" ? "" : " (" + e.decision_rule.source + ")") : "—"),
-          cols.map(([m]) => cell(e, m)))))));
+          cols.map(([m]) => cell(e, m)),
+          b.cost ? el("td", { class: "num" }, e.expected_cost_interval ? UI.num(e.expected_cost_interval[0]) + " – " + UI.num(e.expected_cost_interval[1]) : "—") : null)))));
     }
-    if (b.cost) out.append(el("p", { class: "muted" }, "Expected cost: the mean cost per row of the labels each model serves, cost matrix " + JSON.stringify(b.cost.matrix) + " (rows: true class, columns: served label, classes " + b.cost.labels.join(", ") + ")."));
+    if (b.cost) out.append(el("p", { class: "muted" }, "Expected cost: the mean cost per row of the labels each model serves (with its 95 % bootstrap interval), cost matrix " + JSON.stringify(b.cost.matrix) + " (rows: true class, columns: served label, classes " + b.cost.labels.join(", ") + ")."));
     if (b.excluded.length) out.append(el("p", { class: "muted" }, "Left out: ", b.excluded.map((x) => "#" + x.model_id + ": " + x.reason).join("; ")));
     if (b.truncated) out.append(el("p", { class: "muted" }, "The newest " + b.n_models + " models; the dataset has more."));
     return out;
