@@ -1,11 +1,15 @@
 """The maintained inverses equal direct inverses after many mixed additions and removals."""
 
 import numpy as np
+import pytest
 from scipy import sparse
 from sklearn.metrics.pairwise import rbf_kernel
+from threadpoolctl import threadpool_info, threadpool_limits
 
+from solver import _active_set as active_set
 from solver._active_set import DualSystem
 from solver._linear_step import PrimalSystem
+from solver._symmetric_product import THREADED_MIN_DIM
 
 
 def random_masks(n, steps, rng, start_share=0.4):
@@ -138,3 +142,28 @@ def test_dual_system_steps_agree_when_most_rows_are_active_and_rows_stop_being_p
         assert np.allclose(Kdelta, K @ direct, rtol=1e-9, atol=1e-12)
     assert modes == {True, False}  # above 60 % of the rows, the rows of A are not packed
     assert system.counters["inverse_updates"] > 20
+
+
+def blas_threads() -> int:
+    return max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+
+
+@pytest.mark.parametrize("spare,expected", [(0, 1), (1, 2)])
+def test_kernel_inverse_takes_a_second_thread_only_where_a_core_is_idle(monkeypatch, spare,
+                                                                        expected):
+    """The inverse of I + K runs on the fit's two threads only where spare_cores finds a core
+    idle (on a busy machine a descheduled partner thread made it 4x slower), and on one below
+    THREADED_MIN_DIM rows; seen from inside the blocked inverse, between its blocks."""
+    monkeypatch.setattr(active_set, "spare_cores", lambda: spare)
+    rng = np.random.default_rng(7)
+    n = THREADED_MIN_DIM
+    K = rbf_kernel(rng.normal(size=(n, 3)), gamma=0.5)
+    seen: list[int] = []
+    with threadpool_limits(2, user_api="blas"):
+        assert active_set.inverse_threads(n) == expected
+        assert active_set.inverse_threads(n - 1) == 1
+        _, Binv = DualSystem.pair(K, check=lambda done: seen.append(blas_threads()))
+        after = blas_threads()
+    assert seen and set(seen) == {expected}
+    assert after == 2  # the limit is the inverse's only
+    assert np.allclose(Binv @ (np.eye(n) + K), np.eye(n), atol=1e-9)
