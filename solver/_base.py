@@ -38,6 +38,7 @@ from .calibration import (
     fit_calibrator,
     most_probable,
 )
+from .expansion import Expansion, NoExpansionError, as_tasks
 from .kernels import Kernel, kernel_type, make_kernel
 from .margins import margin_statistics
 from .params import StrOptions, validate_params
@@ -325,6 +326,32 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
 
     def _theorem_terms(self, X) -> dict:
         return {}
+
+    # -- the model as an expansion -----------------------------------------------------------
+    def describe(self) -> str:
+        """The model's kind in words, for messages: 'MSVMAv (kernel rbf)'."""
+        return f"{type(self).__name__} (kernel {getattr(self, 'kernel', 'linear')})"
+
+    def expansion(self) -> Expansion:
+        """The fitted model as a plain expansion (``solver.expansion``) of its fitted
+        attributes: ``coef_``, ``intercept_`` (primal) or ``dual_coef_``, ``X_fit_``,
+        ``intercept_`` (0 when the model has none), with ``kernel_``. NoExpansionError for a
+        model of a precomputed kernel."""
+        check_is_fitted(self)
+        kind = self.kernel_kind
+        classes = np.asarray(self.classes_)
+        intercept = getattr(self, "intercept_", None)
+        if kind.primal:
+            coef = np.atleast_2d(np.asarray(self.coef_, dtype=np.float64))
+            b = np.zeros(coef.shape[0]) if intercept is None else np.asarray(intercept, float)
+            return Expansion(classes, self.kernel_, np.ascontiguousarray(coef.T), b.reshape(-1))
+        if not kind.on_features or getattr(self, "X_fit_", None) is None:
+            raise NoExpansionError(f"{self.describe()} is not an expansion over feature rows")
+        weights = as_tasks(self.dual_coef_)
+        T = weights.shape[1]
+        b = np.zeros(T) if intercept is None else np.asarray(intercept, float).reshape(-1)
+        return Expansion(classes, self.kernel_, weights, np.broadcast_to(b, (T,)).copy(),
+                         np.asarray(self.X_fit_, dtype=np.float64))
 
     # -- persistence -----------------------------------------------------------------------
     def to_dict(self) -> dict:

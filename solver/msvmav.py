@@ -624,6 +624,11 @@ class MSVMAv(WeightedFit, MarginClassifier):
         self.kernel_approximation_ = "nystroem"
         self.kernel_error_ = max(0.0, trace - float(np.einsum("ij,ij->", Lt, Lt))) / trace
 
+    def describe(self) -> str:
+        """'MSVMAv (kernel rbf, nystroem)': the kernel and the path the fit took."""
+        approx = getattr(self, "kernel_approximation_", None)
+        return f"MSVMAv (kernel {self.kernel}" + (f", {approx})" if approx else ")")
+
     # -- prediction ------------------------------------------------------------------------
     def _decision(self, X) -> np.ndarray:
         if self.kernel_kind.primal:

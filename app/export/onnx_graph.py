@@ -136,29 +136,48 @@ def _scaled(g: _Graph, X: str, scaling: MinMaxScaling | None) -> str:
     return g.op("Min", low, g.const(np.array(1.0)))
 
 
-def _scores(g: _Graph, X: str, exp: Expansion) -> str:
-    """[n, T] decision values of the scaled rows X."""
-    if exp.kernel == "linear":
-        linear = g.op("MatMul", X, g.const(exp.weights))
-        return g.op("Add", linear, g.const(exp.intercept))
-    Z = exp.centres
-    cross = g.op("MatMul", X, g.const(np.ascontiguousarray(Z.T)))  # [n, m]
-    if exp.kernel == "rbf":  # ||x||^2 - 2 <x, z> + ||z||^2, clipped at 0 as scikit-learn does
-        sq = g.op(
-            "ReduceSum", g.op("Mul", X, X), g.const(np.array([1], dtype=np.int64)), keepdims=1
-        )
+class _GraphOps:
+    """``solver.KernelOps`` as ONNX nodes over the scaled rows X [n, D] and the centres Z
+    [m, D]: a kernel's ``formula`` written into the graph."""
+
+    def __init__(self, g: _Graph, X: str, Z: np.ndarray) -> None:
+        self.g, self.X, self.Z = g, X, Z
+        self._cross: str | None = None
+
+    def inner(self) -> str:  # [n, m]
+        if self._cross is None:
+            self._cross = self.g.op("MatMul", self.X, self.g.const(np.ascontiguousarray(self.Z.T)))
+        return self._cross
+
+    def squared_distance(self) -> str:
+        """||x||^2 - 2 <x, z> + ||z||^2, clipped at 0 as scikit-learn does."""
+        g, X, Z = self.g, self.X, self.Z
+        axis = g.const(np.array([1], dtype=np.int64))
+        sq = g.op("ReduceSum", g.op("Mul", X, X), axis, keepdims=1)
         d2 = g.op(
             "Add",
-            g.op("Sub", sq, g.op("Mul", cross, g.const(np.array(2.0)))),
+            g.op("Sub", sq, g.op("Mul", self.inner(), g.const(np.array(2.0)))),
             g.const(np.einsum("ij,ij->i", Z, Z)[None, :]),
         )
-        d2 = g.op("Max", d2, g.const(np.array(0.0)))
-        K = g.op("Exp", g.op("Mul", d2, g.const(np.array(-exp.gamma))))
-    else:  # poly
-        base = g.op(
-            "Add", g.op("Mul", cross, g.const(np.array(exp.gamma))), g.const(np.array(exp.coef0))
-        )
-        K = g.op("Pow", base, g.const(np.array(float(exp.degree))))
+        return g.op("Max", d2, g.const(np.array(0.0)))
+
+    def affine(self, a: str, scale: float, shift: float) -> str:
+        out = a if scale == 1.0 else self.g.op("Mul", a, self.g.const(np.array(float(scale))))
+        return out if shift == 0.0 else self.g.op("Add", out, self.g.const(np.array(float(shift))))
+
+    def exp(self, a: str) -> str:
+        return self.g.op("Exp", a)
+
+    def power(self, a: str, exponent: float) -> str:
+        return self.g.op("Pow", a, self.g.const(np.array(float(exponent))))
+
+
+def _scores(g: _Graph, X: str, exp: Expansion) -> str:
+    """[n, T] decision values of the scaled rows X."""
+    if exp.kernel.primal:
+        linear = g.op("MatMul", X, g.const(exp.weights))
+        return g.op("Add", linear, g.const(exp.intercept))
+    K = exp.kernel.formula(_GraphOps(g, X, exp.centres))
     return g.op("Add", g.op("MatMul", K, g.const(exp.weights)), g.const(exp.intercept))
 
 

@@ -208,12 +208,13 @@ def test_onnx_label_rule_breaks_ties_like_the_solver():
     (docs/algorithm.md, "Conventions"; numpy's argmax): checked on hand-made expansions."""
     from app.export.expansion import Expansion
     from app.export.onnx_graph import build_onnx
+    from solver import Linear
 
     specs = [{"name": "a", "kind": "numeric"}, {"name": "b", "kind": "numeric"}]
     X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
-    binary = Expansion(np.array(["no", "yes"]), "linear", np.array([[1.0], [-1.0]]), np.zeros(1))
+    binary = Expansion(np.array(["no", "yes"]), Linear(), np.array([[1.0], [-1.0]]), np.zeros(1))
     three = Expansion(
-        np.array([10, 20, 30]), "linear", np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]), np.zeros(3)
+        np.array([10, 20, 30]), Linear(), np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]), np.zeros(3)
     )
     for exp in (binary, three):
         content = build_onnx(specs, None, exp, name="t", metadata={})

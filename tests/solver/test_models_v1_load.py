@@ -10,7 +10,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from solver import model_from_dict
+from solver import NoExpansionError, model_from_dict
 
 DATA = pathlib.Path(__file__).with_name("data") / "models_v1"
 MODELS = sorted(p.name for p in DATA.iterdir())
@@ -40,3 +40,19 @@ def test_an_old_model_predicts_what_it_predicted(name):
     # written again, it is the same model
     again = model_from_dict(est.to_dict())
     assert np.array_equal(again.decision_function(rows), est.decision_function(rows))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_an_old_model_is_the_expansion_of_its_attributes(name):
+    """``expansion()`` (what the ONNX export writes) computes the model's decision values from
+    the kernel's formula; a precomputed kernel's model has no expansion over feature rows."""
+    data, rows, decision = _load(DATA / name)
+    est = model_from_dict(data)
+    if not est.kernel_kind.on_features:
+        with pytest.raises(NoExpansionError, match="precomputed"):
+            est.expansion()
+        return
+    exp = est.expansion()
+    D = decision[:, None] if decision.ndim == 1 else decision
+    assert exp.kernel == est.kernel_ and exp.n_tasks == D.shape[1]
+    assert np.allclose(exp.decision(rows), D, rtol=1e-9, atol=1e-9)
