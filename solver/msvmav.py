@@ -326,7 +326,7 @@ class MSVMAv(WeightedFit, MarginClassifier):
         in between still starts there. The low-rank and Nystroem paths start afresh (their
         coordinates are each factorisation's own)."""
         n, d = shape
-        if self.kernel == "linear":
+        if self.kernel_kind.primal:
             coef = getattr(self, "coef_", None)
             if coef is None or coef.shape != (n_tasks, d):
                 return None
