@@ -81,7 +81,7 @@ from .algorithms import estimator_class, takes_seed
 from .calibration import fit_calibrator
 from .comparators import iter_configs, param_grid
 from .fit_time import msvmav_seconds
-from .kernels import gram_matrix, kernel_matrix, resolve_gamma
+from .kernels import RBF, gram_matrix, kernel_matrix, kernel_type, resolve_gamma
 from .msvmav import MSVMAv, WarmStart, kernel_threads
 from .weights import fit_weights
 
@@ -350,7 +350,8 @@ class _Race:
         self.oof.setdefault(i, np.full(shape, np.nan))[test] = D
 
     def msvmav(self, params: dict, kernel: str) -> MSVMAv:
-        extra = {"approximation": exact_kernel(len(self.y))} if kernel == "rbf" else {}
+        width = kernel_type(kernel).takes_gamma
+        extra = {"approximation": exact_kernel(len(self.y))} if width else {}
         return MSVMAv(kernel=kernel, **{**self.fixed, **extra, **params, "calibration": "none"})
 
     def model_seconds(self, i: int, n: int) -> float | None:
@@ -381,9 +382,11 @@ class _Race:
     def _run(self, idx: list[int], fold: int) -> None:
         first = self.settings[idx[0]]
         train, _ = self.folds[fold]
-        if first.algorithm == "msvmav" and first.kernel == "linear" and self._batchable(train):
+        msvmav, kind = first.algorithm == "msvmav", kernel_type(first.kernel)
+        if msvmav and kind.primal and self._batchable(train):
             return self._linear_batch(idx, fold)
-        if (first.algorithm == "msvmav" and first.kernel == "rbf"
+        # the race's exact RBF cells share one Gram matrix and inverse per fold and width
+        if (msvmav and issubclass(kind, RBF)
                 and self.fixed.get("class_weight") is None  # weighted: MSVMAv.fit's own
                 and self.msvmav(first.params, "rbf").kernel_path(len(train)) == "exact"):
             return self._exact_kernel(idx, fold)
@@ -549,7 +552,7 @@ def predict(small: _Race, race: _Race, i: int, n: int) -> float:
     base = src.model_seconds(i, src.fold_rows)
     if target and base:
         return measured * target / base
-    power = 1.0 if race.settings[i].kernel == "linear" else 2.0
+    power = 1.0 if kernel_type(race.settings[i].kernel).primal else 2.0
     return measured * (n / max(1, src.fold_rows)) ** power
 
 
