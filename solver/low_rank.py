@@ -162,3 +162,16 @@ def pivoted_cholesky(X, *, kernel: str, gamma: float, degree: int = 3, coef0: fl
     error = remaining / total if total > 0 else 0.0
     return LowRankFactor(factor, np.asarray(pivots, dtype=np.intp), float(error))
 
+
+
+def landmark_features(X, landmarks: np.ndarray, pivot_block: np.ndarray, *, kernel: str,
+                      gamma: float, degree: int = 3, coef0: float = 1.0) -> np.ndarray:
+    """phi(x) = L_PP^{-1} k(X_P, x) for each row of X: the factor's L^T, (rank, len(X)).
+
+    ``landmarks`` X_P are the pivot rows (``X[factor.pivots]``) and ``pivot_block`` L_PP their
+    lower-triangular block (``LowRankFactor.pivot_block``): for the rows a factor was computed
+    on this is its ``factor`` up to rounding; for other rows it is the same Nystroem map, so
+    that a factor chosen on a sample of the rows extends to every row (the cluster fit,
+    ``solver.distributed``, maps each partition with it)."""
+    K = kernel_matrix(landmarks, X, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0)
+    return linalg.solve_triangular(pivot_block, K, lower=True, check_finite=False)

@@ -81,6 +81,10 @@ def linear_rademacher_terms(X_aug_norms: np.ndarray, n: int) -> dict:
 
 def kernel_rademacher_terms(K_diag: np.ndarray) -> dict:
     """Theorem 1's data-dependent term for ||f||_H = 1: (2/n) sqrt(sum_i K_ii)."""
-    n = K_diag.size
-    return {"radius": float(math.sqrt(K_diag.max())),
-            "rademacher_bound": 2.0 / n * math.sqrt(float(K_diag.sum()))}
+    return kernel_rademacher_sums(float(K_diag.sum()), float(K_diag.max()), K_diag.size)
+
+
+def kernel_rademacher_sums(total: float, largest: float, n: int) -> dict:
+    """``kernel_rademacher_terms`` from sum_i K_ii, max_i K_ii and n (summed by parts)."""
+    return {"radius": float(math.sqrt(largest)),
+            "rademacher_bound": 2.0 / n * math.sqrt(total)}

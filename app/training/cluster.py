@@ -4,9 +4,13 @@ the job builds dask arrays from the dataset's partitions — each Parquet file r
 by the one ``Encoder`` and min-max scaled on the worker that holds it — and fits a linear
 MSVMAv with ``solver.distributed.fit_on_cluster``. The model is persisted as any other.
 
-What the cluster fit cannot do is refused at /train (422): another algorithm, a non-linear
-kernel, a search, a hold-out split. The training summary's margins come from one more pass
-over the partitions (decision values and row norms, O(rows) numbers gathered here).
+Kernels "rbf" and "poly" fit the low-rank kernel path there (landmarks from a sample of the
+partitions, each partition mapped to its features on its worker: ``solver.distributed``).
+What the cluster fit cannot do is refused at /train (422): another algorithm, another kernel,
+a search, a hold-out split, a rank whose features would not fit a worker's memory limit. The
+training summary's margins are reduced over the partitions on the workers
+(``solver.distributed.cluster_margin_statistics``: exact sums, counts, histogram and CDF, the
+quantiles from a KLL sketch with its stated rank error): no row comes to this process.
 """
 
 from __future__ import annotations
@@ -27,8 +31,6 @@ from app.models.schemas import TrainOutcome
 from app.training import pipeline
 from app.training.schemas import TrainJob, TrainRequest
 from solver.algorithms import estimator_class
-from solver.kernels import kernel_diagonal
-from solver.margins import linear_rademacher_terms, margin_statistics
 from solver.scaling import MinMaxScaling
 
 #: rows per block of an uploaded dataset sent to the cluster
@@ -55,9 +57,13 @@ def cluster_params(request: TrainRequest, estimator_params: dict[str, Any]) -> d
     return params
 
 
-def check_request(request: TrainRequest, estimator_params: dict[str, Any]) -> None:
+def check_request(request: TrainRequest, estimator_params: dict[str, Any],
+                  dataset: Dataset | None = None, settings: Settings | None = None) -> None:
     """422 for what the cluster fit cannot do, naming the field
-    (``solver.distributed.check_cluster_params`` says what it cannot honour)."""
+    (``solver.distributed.check_cluster_params`` says what it cannot honour); with the
+    dataset and settings, a kernel fit's given rank (``approximation="low_rank"``,
+    ``n_components``) whose features would not fit the workers' memory limits
+    (``check_rank_memory``)."""
     from solver.distributed import check_cluster_params
 
     why = "the fit on the Dask cluster (MSVMAV_DASK_SCHEDULER, dataset by reference) is"
@@ -77,6 +83,29 @@ def check_request(request: TrainRequest, estimator_params: dict[str, Any]) -> No
         field, _, message = str(exc).partition(": ")
         raise invalid(["body", field if field in TrainRequest.model_fields else "algorithm"],
                       f"{why} limited: {message}") from None
+    if (dataset is not None and settings is not None and kernel != "linear"
+            and params.get("approximation") == "low_rank"):
+        check_rank_memory(int(params.get("n_components", 1000)), dataset, settings)
+
+
+def check_rank_memory(rank: int, dataset: Dataset, settings: Settings) -> None:
+    """422 naming n_components when rank ``rank``'s features for the dataset's rows, spread
+    evenly over the scheduler's workers, exceed the smallest worker's share of its memory
+    limit (``solver.distributed.check_rank_fits``). Asks the scheduler for its workers."""
+    from solver.distributed import check_rank_fits
+    from solver.parallel import dask_cluster
+
+    with dask_cluster(settings.dask_scheduler) as client:
+        workers = client.scheduler_info()["workers"]
+    if not workers:
+        return
+    rows = -(-dataset.n_rows // len(workers))
+    limits = [info.get("memory_limit") or None for info in workers.values()]
+    limit = min((lim for lim in limits if lim), default=None)
+    try:
+        check_rank_fits(min(rank, dataset.n_rows), rows, limit)
+    except ValueError as exc:
+        raise invalid(["body", "n_components"], str(exc).partition(": ")[2]) from None
 
 
 def _scaled_partition(path: str, encoding: dict, lo: Any, hi: Any, y_dtype: Any
@@ -151,29 +180,14 @@ def fit(X: Any, y: Any, job: TrainJob, scaling: MinMaxScaling | None, client: An
     )
 
 
-def _decisions_and_norms(est: Any, X: Any, client: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Every row's decision value(s) and squared norm (with the intercept's 1), computed on
-    the workers and gathered here."""
-    n_cols = len(est.classes_) if len(est.classes_) > 2 else 1
-    D = X.map_blocks(lambda b: est.decision_function(b).reshape(b.shape[0], -1),
-                     chunks=(X.chunks[0], (n_cols,)), dtype=np.float64)
-    extra = 1.0 if est.fit_intercept else 0.0
-    # ||x_i||^2 as the local fit's Theorem 1 terms take it (kernel_diagonal: dense or CSR blocks)
-    sq = X.map_blocks(lambda b: kernel_diagonal(b, kernel="linear", gamma=1.0) + extra,
-                      drop_axis=1, dtype=np.float64)
-    D, sq = client.compute([D, sq], sync=True)
-    return (D[:, 0] if n_cols == 1 else D), sq
-
-
 def _summary(est: Any, X: Any, y: Any, client: Any, scaling: MinMaxScaling | None
              ) -> dict[str, Any]:
     """The model's summary as ``pipeline`` writes it: training margins (with Theorem 1's
-    terms from the row norms), history, scaling, path, convergence, weights."""
-    D, sq = _decisions_and_norms(est, X, client)
-    y_local = client.compute(y, sync=True)
-    margins = margin_statistics(est._margins_of(D, y_local))
-    margins["accuracy"] = float(np.mean(est.classes_[est.predicted_index(D)] == y_local))
-    margins.update(linear_rademacher_terms(np.sqrt(sq), len(sq)))
+    terms), reduced over the partitions on the workers; history, scaling, path,
+    convergence, weights."""
+    from solver.distributed import cluster_margin_statistics
+
+    margins = cluster_margin_statistics(est, X, y, client=client)
     return {
         "train_margins": jsonable(margins),
         "train_accuracy": margins["accuracy"],

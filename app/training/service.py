@@ -75,7 +75,7 @@ def submit_train(
     params["estimator_params"] = fixed
     if on_cluster:
         fixed = cluster.cluster_params(request, fixed)
-        cluster.check_request(request, fixed)
+        cluster.check_request(request, fixed, dataset, settings)
         params["estimator_params"] = fixed
         job = read_params(TrainJob, params)
         return jobs.enqueue(session, kind="train", params=job.stored(), dataset_id=dataset.id)

@@ -8,9 +8,18 @@ X's row chunks. The iteration is the shared one (``solver._msvmav_core.iterate``
 over rows are map-reduce passes over the blocks (``_cluster``), the D-sized step is solved
 here (``_space``: one D x D reduce an iteration, or matrix-free conjugate gradients for wide
 data). dask and distributed are imported only by the functions that use them.
+
+kernel="rbf" or "poly" fits the low-rank kernel path there (``_kernel``: Nystroem landmarks
+chosen from a sample of the rows, each block mapped to its features on its worker);
+``fit_on_landmarks`` is the local fit on given landmarks. ``cluster_margin_statistics``
+(``_summary``) is a fitted model's training-margin summary reduced over the blocks (exact sums
+and counts; quantiles from a mergeable KLL sketch).
 """
 
 from ._cluster import DistributedFitError
 from ._fit import check_cluster_params, fit_on_cluster
+from ._kernel import check_rank_fits, fit_on_landmarks
+from ._summary import cluster_margin_statistics
 
-__all__ = ["DistributedFitError", "check_cluster_params", "fit_on_cluster"]
+__all__ = ["DistributedFitError", "check_cluster_params", "check_rank_fits",
+           "cluster_margin_statistics", "fit_on_cluster", "fit_on_landmarks"]

@@ -69,9 +69,8 @@ def check_cluster_params(estimator: MSVMAv) -> None:
     if not isinstance(estimator, MSVMAv):
         raise ValueError(f"estimator: the cluster fit is MSVMAv's, not {type(estimator).__name__}")
     if not estimator.kernel_kind.primal:
-        raise ValueError(f"kernel: the cluster fit is linear only; got kernel="
-                         f"{estimator.kernel!r} (use kernel='linear')")
-    if estimator.linear_solver == "woodbury":
+        _check_kernel_params(estimator)
+    elif estimator.linear_solver == "woodbury":
         raise ValueError("linear_solver: 'woodbury' (the n x n row Gram matrix) is not "
                          "available on the cluster, which is linear only with 'auto', "
                          "'dense', 'gram' or 'cg'")
@@ -84,8 +83,21 @@ def check_cluster_params(estimator: MSVMAv) -> None:
                          "weighted model on one machine (an uploaded dataset)")
 
 
+def _check_kernel_params(estimator: MSVMAv) -> None:
+    """ValueError naming what the cluster's kernel fit (``_kernel``) cannot honour."""
+    from ._kernel import CLUSTER_KERNELS
+
+    if estimator.kernel not in CLUSTER_KERNELS:
+        raise ValueError(f"kernel: the cluster fit is linear, rbf or poly; got kernel="
+                         f"{estimator.kernel!r}")
+    if estimator.approximation not in ("auto", "low_rank"):
+        raise ValueError(f"approximation: the cluster's kernel fit is low-rank (Nystroem "
+                         f"landmarks by pivoted Cholesky): 'auto' or 'low_rank', not "
+                         f"{estimator.approximation!r}")
+
+
 def fit_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
-                   callback: Callback | None = None) -> MSVMAv:
+                   callback: Callback | None = None, sample: int | None = None) -> MSVMAv:
     """Fit the unfitted linear ``estimator`` on the row-chunked dask arrays X (dense float or
     CSR blocks) and y (labels, X's row chunks) with the cluster of ``client``; returns it
     fitted, its decisions those of ``estimator.fit(X, y)`` up to summation order.
@@ -96,8 +108,16 @@ def fit_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
     FitStopped at one stops the fit, ``stopped_early_`` True) and, while a pass runs,
     {"stage": "cluster_pass", ...} records (``_Relay``): anything raised there cancels the
     pass's tasks and propagates. ValueError names a parameter or an input the cluster fit
-    cannot take; DistributedFitError: the cluster failed a task."""
+    cannot take; DistributedFitError: the cluster failed a task.
+
+    kernel="rbf" or "poly": the low-rank kernel path (``_kernel``: landmarks chosen from
+    ``sample`` rows, the rows mapped to their features on the workers)."""
     check_cluster_params(estimator)
+    if not estimator.kernel_kind.primal:
+        from ._kernel import fit_kernel_on_cluster
+
+        return fit_kernel_on_cluster(estimator, X, y, client=client, callback=callback,
+                                     sample=sample)
     rows = ClusterRows.load(client, X, y, bool(estimator.fit_intercept))
     try:
         summary = rows.reduce(_blocks.summarise_block, combine=_blocks.merge_summaries,

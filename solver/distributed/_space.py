@@ -53,13 +53,24 @@ class ActiveSet:
 
 
 class ClusterSpace:
-    """What both cluster spaces share: w's norm, the initial direction, theta and the sign."""
+    """What both cluster spaces share: w's norm, the initial direction, theta and the sign.
 
-    def __init__(self, rows: ClusterRows, positive: Any, beta: float) -> None:
+    ``metric`` (the low-rank kernel path's, ``solver.distributed._kernel``): the rows are
+    the kernel's rotated features X = U Sigma^2 (``MSVMAv._fit_features``) and the norm is
+    ||w||_mu with mu = Sigma^2 = ``metric``; the step's system is diag(c (1 + mu)) + G_A
+    and the initial direction U^T t = X^T t / mu, as ``_msvmav_core.PrimalSpace`` with
+    ``base_extra=mu, mu=mu``. None: the identity (linear MSVMAv)."""
+
+    def __init__(self, rows: ClusterRows, positive: Any, beta: float,
+                 metric: np.ndarray | None = None) -> None:
         self.rows, self.positive = rows, positive
         self.dim = rows.D
         self.c = rows.n * beta
-        self.shift = rows.reduce(_blocks.shift, positive=positive)
+        self.sums = rows.reduce(_blocks.shift, positive=positive)  # X^T t
+        self.mu = np.ones(self.dim) if metric is None else metric
+        self.sqrt_mu = np.sqrt(self.mu)
+        self.base = self.c if metric is None else self.c * (1.0 + metric)
+        self.shift = self.sums if metric is None else self.sums / metric
         self.shift_f = 0.0  # f is never formed (margins_of is None)
         # named counters for fit_info_ (read by MSVMAv._run_tasks through counters())
         self.counts: dict[str, int] = {}
@@ -74,7 +85,7 @@ class ClusterSpace:
         self.counts[name] = self.counts.get(name, 0) + by
 
     def norm(self, coef: np.ndarray, f: None) -> float:
-        return float(np.sqrt(coef @ coef))
+        return float(np.sqrt(coef @ (self.mu * coef)))
 
     def initial(self) -> np.ndarray:
         nrm = self.norm(self.shift, None)
@@ -86,21 +97,21 @@ class ClusterSpace:
         return None
 
     def signed_sum(self, coef: np.ndarray, f: None) -> float:
-        return float(self.shift @ coef)
+        return float(self.sums @ coef)
 
     def theta(self, coef: np.ndarray) -> float:
-        return float(self.shift @ coef) / self.rows.n
+        return float(self.sums @ coef) / self.rows.n
 
     def distance(self, a: np.ndarray, b: np.ndarray) -> float:
-        return float(np.linalg.norm(a - b) / math.sqrt(self.dim))
+        return float(np.linalg.norm(self.sqrt_mu * (a - b)) / math.sqrt(self.dim))
 
 
 class GramSpace(ClusterSpace):
     """One D x D reduce an iteration; the step by Cholesky of c I + G_A."""
 
     def __init__(self, rows: ClusterRows, positive: Any, beta: float, *,
-                 direct: bool = False) -> None:
-        super().__init__(rows, positive, beta)
+                 direct: bool = False, metric: np.ndarray | None = None) -> None:
+        super().__init__(rows, positive, beta, metric)
         self.direct = direct
         self.G = np.zeros((self.dim, self.dim))
         self.sA = np.zeros(self.dim)
@@ -128,7 +139,7 @@ class GramSpace(ClusterSpace):
         if mask.count == 0:
             return coef.copy(), None
         H = self.G.copy()
-        H[np.diag_indices_from(H)] += self.c
+        H[np.diag_indices_from(H)] += self.base
         factor = linalg.cho_factor(H, lower=True, check_finite=False)
         rhs = theta * self.sA - self.G @ coef
         delta = linalg.cho_solve(factor, rhs, check_finite=False)

@@ -97,12 +97,57 @@ def test_what_the_cluster_fit_cannot_do_is_refused_at_train(client, settings, cl
     write_parts(frame(), root / "clicks")
     settings.dask_scheduler = cluster.scheduler_address
     ref = _register(client, root / "clicks", drop=["id"])
-    for body, field in (({"algorithm": "svm"}, "algorithm"), ({"kernel": "rbf"}, "kernel"),
+    for body, field in (({"algorithm": "svm"}, "algorithm"),
+                        ({"kernel": "rbf", "approximation": "nystroem"}, "approximation"),
                         ({"search": {"grid": "quick"}}, "search"),
                         ({"test_fraction": 0.2}, "test_fraction")):
         r = client.post("/train", json={"dataset_id": ref["id"], **body})
         problem = assert_problem(r, 422, field)
         assert "Dask cluster" in problem["detail"], problem
+
+
+def test_an_rbf_fit_on_the_cluster_equals_the_local_low_rank_fit(client, worker, settings,
+                                                                 cluster, root: Path):
+    """Every row is the landmarks' sample: the cluster's pivots are the local fit's."""
+    df = frame(n=400, seed=5)
+    write_parts(df, root / "clicks", parts=3)
+    up = upload(client, df.to_csv(index=False, float_format="%.17g").encode(), label="label",
+                drop="id")
+    params = {"kernel": "rbf", "gamma": 2.0, "approximation": "low_rank", "kernel_tol": 1e-2,
+              "max_iter": 20, "calibration": "none", "test_fraction": None}
+    local = submit(client, up["id"], **params)
+    assert run_jobs(worker) == ["succeeded"]
+    settings.dask_scheduler = cluster.scheduler_address
+    ref = _register(client, root / "clicks", drop=["id"])
+    remote = submit(client, ref["id"], **params)
+    assert run_jobs(worker) == ["succeeded"], client.get(f"/jobs/{remote['id']}").json()
+    ids = [client.get(f"/jobs/{j['id']}").json()["model_id"] for j in (local, remote)]
+    m_local, m_remote = (client.get(f"/models/{i}").json() for i in ids)
+    rows = df.drop(columns=["label"]).to_dict("records")
+    a, b = ([p["decision_value"] for p in client.post(
+        "/predict", json={"model_id": i, "instances": rows}).json()["predictions"]] for i in ids)
+    np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * np.max(np.abs(a)))
+    t_local, t_remote = m_local["train_margins"], m_remote["train_margins"]
+    for key in ("mean", "semivariance", "min", "max", "rademacher_bound"):
+        assert t_remote[key] == pytest.approx(t_local[key], rel=1e-9), key
+    assert t_remote["histogram"]["counts"] == t_local["histogram"]["counts"]
+    assert 0 < t_remote["quantile_rank_error"] < 0.01
+
+
+def test_a_rank_the_workers_memory_cannot_hold_is_a_422_at_train(client, settings,
+                                                                 root: Path):
+    """Two workers with 64 MiB each (threads: nothing runs on them here) and 20,000 rows:
+    10,000 a worker, whose features at rank r take 80 kB x r, half the limit at r = 419."""
+    write_parts(frame(n=20_000, seed=6), root / "big", parts=2)
+    ref = _register(client, root / "big", drop=["id"])
+    with distributed.LocalCluster(processes=False, n_workers=2, threads_per_worker=1,
+                                  memory_limit="64MiB", dashboard_address=":0") as small:
+        settings.dask_scheduler = small.scheduler_address
+        body = {"dataset_id": ref["id"], "kernel": "rbf", "approximation": "low_rank"}
+        r = client.post("/train", json={**body, "n_components": 1000})
+        problem = assert_problem(r, 422, "n_components")
+        assert "largest rank that fits is 419" in problem["detail"], problem
+        assert client.post("/train", json={**body, "n_components": 400}).status_code == 202
 
 
 def test_cancel_stops_the_fit_and_its_tasks_on_the_cluster(client, worker, engine, settings,

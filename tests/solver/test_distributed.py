@@ -197,10 +197,12 @@ def test_fit_stopped_at_an_iteration_stops_as_a_local_fit(client):
     assert _settled(client, before) == []
 
 
-@pytest.mark.parametrize(("params", "name"), [
-    ({"kernel": "rbf"}, "kernel"), ({"linear_solver": "woodbury"}, "linear_solver"),
-    ({"calibration": "sigmoid"}, "calibration")])
-def test_what_the_cluster_cannot_fit_is_refused_by_name(client, params, name):
+@pytest.mark.parametrize(("params", "name", "words"), [
+    ({"kernel": "precomputed"}, "kernel", "linear, rbf or poly"),
+    ({"kernel": "rbf", "approximation": "nystroem"}, "approximation", "'auto' or 'low_rank'"),
+    ({"linear_solver": "woodbury"}, "linear_solver", "linear only"),
+    ({"calibration": "sigmoid"}, "calibration", "linear only")])
+def test_what_the_cluster_cannot_fit_is_refused_by_name(client, params, name, words):
     X, y = _data()
-    with pytest.raises(ValueError, match=rf"^{name}: .*linear only"):
+    with pytest.raises(ValueError, match=rf"^{name}: .*{words}"):
         fit_on_cluster(MSVMAv(**params), *_dask(X, y), client=client)
