@@ -80,7 +80,7 @@ def nannyml(found: dict[str, Any]) -> list[float] | str:
 def _print_set(name: str, found: dict[str, Any], theirs: list[float] | str) -> list[dict]:
     print(f"\n{name}: model {found['model_id']}, {len(found['windows'])} windows")
     print(f"  {'window':22} {'estimate':>8} {'interval':>15} {'realised':>8} {'verdict':>10} "
-          f"{'+feedback':>10} {'ATC':>6} {'IW':>6} {'BBSE':>6} {'AUC':>6} {'s':>5} {'NannyML':>7}"
+          f"{'+feedback':>10} {'ATC':>6} {'IW':>6} {'MLLS':>6} {'AUC':>6} {'s':>5} {'NannyML':>7}"
           "  reasons")
     rows = []
     for k, w in enumerate(found["windows"]):
@@ -88,10 +88,10 @@ def _print_set(name: str, found: dict[str, Any], theirs: list[float] | str) -> l
         iw = (w["importance_weighted"] or {}).get("estimate", float("nan"))
         auc = (w["domain"] or {}).get("auc", float("nan"))
         sec = (w["domain"] or {}).get("seconds", float("nan"))
-        bbse = (w["label_shift"] or {}).get("estimate", float("nan"))
+        mlls = (w["label_shift"] or {}).get("estimate", float("nan"))
         print(f"  {w['window']:22} {w['estimate']:8.3f}  [{w['low']:.3f}, {w['high']:.3f}] "
               f"{w['realised']:8.3f} {w['verdict']:>10} {w['verdict_with_feedback']:>10} "
-              f"{w['atc']['estimate']:6.3f} {iw:6.3f} {bbse:6.3f} {auc:6.3f} {sec:5.2f} "
+              f"{w['atc']['estimate']:6.3f} {iw:6.3f} {mlls:6.3f} {auc:6.3f} {sec:5.2f} "
               f"{'-' if nml_v is None else f'{nml_v:7.3f}'}  {','.join(w['codes'])}")
         rows.append(w | {"set": name, "nannyml": nml_v})
     return rows

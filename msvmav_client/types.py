@@ -274,7 +274,7 @@ class Reliability(TypedDict, total=False):
     verdict: str  # reliable, unreliable or none: with the window's feedback
     label_free_verdict: str  # the same from the window's inputs alone
     reasons: list[str]
-    codes: list[str]  # out_of_range, domain_shift, disagreement, label_shift, feedback
+    codes: list[str]  # out_of_range, domain_shift, disagreement, calibration, label_shift, feedback
 
 
 class PerformanceEstimate(TypedDict, total=False):
@@ -290,7 +290,7 @@ class PerformanceEstimate(TypedDict, total=False):
     atc: dict[str, Any] | None  # average thresholded confidence
     importance_weighted: dict[str, Any] | None  # from the domain classifier's density ratio
     domain_classifier: dict[str, Any] | None  # auc, top_features, seconds
-    label_shift: dict[str, Any] | None  # BBSE: the class priors and accuracy under label shift
+    label_shift: dict[str, Any] | None  # MLLS: the class priors and accuracy under label shift
     interval: dict[str, Any] | None  # low, high widened by the calibration's error there
     reliability: Reliability
 

@@ -105,15 +105,17 @@ def reference(session: Session, model: Model) -> dict[str, Any] | None:
 
 def _atc_reference(loaded: Any, X: Any, y: np.ndarray, params: dict[str, Any],
                    train: tuple[np.ndarray, np.ndarray], train_X: Any) -> dict[str, Any]:
-    """ATC's threshold (``reliability.atc_threshold``) and the domain classifier's reference
-    rows (``domain.reference_rows``: scaled, with whether the model got them right) on the
+    """ATC's threshold (``reliability.atc_threshold``), the class shares the label-shift
+    estimate starts from (``label_priors``: ``label_shift.estimate``) and the domain
+    classifier's reference rows (``domain.reference_rows``: scaled, with whether the model
+    got them right) on the
     model's hold-out rows when it kept at least ``ATC_MIN_REFERENCE`` of them, else on its
     training part (``train``'s decision values and true class indices, ``train_X`` its scaled
     rows); none without calibrated probabilities."""
     est = loaded.estimator
     if not est.calibrated:
         return {"atc_threshold": None, "atc_reference": None, "domain": None,
-                "label_reference": None}
+                "label_priors": None}
     _, test_idx = protocol.split_indices(y, params.get("test_fraction"), params.get("seed"))
     scores, true, Xs, source = train[0], train[1], train_X, "training"
     if len(test_idx) >= reliability.ATC_MIN_REFERENCE:
@@ -126,7 +128,8 @@ def _atc_reference(loaded: Any, X: Any, y: np.ndarray, params: dict[str, Any],
     confidence = proba[np.arange(len(predicted)), predicted]
     dense = None if sp.issparse(Xs) or loaded.scaling is None else Xs
     return {"atc_threshold": reliability.atc_threshold(confidence, predicted == true),
-            "atc_reference": source, "label_reference": (predicted, true),
+            "atc_reference": source,
+            "label_priors": np.bincount(true, minlength=proba.shape[1]) / max(len(true), 1),
             "domain": None if dense is None else domain.reference_rows(dense, predicted == true,
                                                                          confidence)}
 
@@ -246,9 +249,9 @@ def performance_estimate(estimator: Any, cols: window.Columns, multiclass: bool,
         out["atc"] = reliability.atc_estimate(confidence, ref.get("atc_threshold"),
                                               ref.get("atc_reference") or "training")
     _domain_part(out, ref, sample, names or [])
-    labels = None if ref is None else ref.get("label_reference")
-    out["label_shift"] = None if labels is None else label_shift.estimate(
-        *labels, predicted, proba.shape[1])
+    priors = None if ref is None else ref.get("label_priors")
+    out["label_shift"] = None if priors is None else label_shift.estimate(
+        proba, predicted, priors)
     out["reliability"] = reliability.verdict(out, out.get("atc"), clipped)
     return out
 

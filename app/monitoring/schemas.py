@@ -98,8 +98,9 @@ _REPORT_EXAMPLE = {
         "importance_weighted": None,
         "domain_classifier": None,
         "interval": None,
-        "label_shift": {"method": "bbse", "estimate": 0.97, "low": 0.64, "high": 1.0,
-                        "priors_reference": [0.63, 0.37], "priors_window": [0.0, 1.0]},
+        "label_shift": {"method": "mlls", "estimate": 1.0, "low": 0.8, "high": 1.0,
+                        "expected_low": 1.0, "expected_high": 1.0, "p_value": 0.21,
+                        "priors_reference": [0.63, 0.37], "priors_window": [0.0, 1.0], "n": 1},
         "reliability": {"verdict": "reliable", "label_free_verdict": "reliable", "codes": [],
                         "reasons": []},
     },
@@ -146,7 +147,7 @@ class Reliability(BaseModel):
                                     "(every reason but feedback)")
     reasons: list[str] = Field(description="Why the estimate cannot be trusted, if it cannot")
     codes: list[str] = Field(description="Each reason's code: out_of_range, domain_shift, "
-                             "disagreement, label_shift, feedback")
+                             "disagreement, calibration, label_shift, feedback")
 
 
 class PerformanceEstimate(BaseModel):
@@ -167,7 +168,10 @@ class PerformanceEstimate(BaseModel):
         None, description="Reference against the window's sampled rows: auc, top_features, "
         "folds, n_reference, n_window, n_sampled, seconds")
     label_shift: dict[str, Any] | None = Field(
-        None, description="BBSE: estimate, low, high, priors_reference, priors_window")
+        None, description="Maximum-likelihood label shift (EM): the window's class priors "
+        "(priors_window, from priors_reference) and the accuracy under them: estimate, low, "
+        "high, expected_low, expected_high (from the priors' uncertainty alone), p_value "
+        "(likelihood-ratio test of unchanged priors), n")
     interval: dict[str, Any] | None = Field(
         None, description="The 95% interval for the realised accuracy (low, high) widened by "
         "the calibration's error where the window's rows are: the reference rows' "
@@ -205,11 +209,13 @@ class MonitoringReport(BaseModel):
         "a logistic regression telling the reference rows from the window's sampled rows, "
         "its cross-validated ROC AUC (auc), top_features and seconds; importance_weighted: "
         "the reference rows' correctness weighted by its density ratio, with a 95% interval "
-        "and n_effective; label_shift: black-box shift estimation (BBSE), the class priors "
-        "the predictions imply and the accuracy under them, with a 95% interval; "
+        "and n_effective; label_shift: maximum-likelihood label shift (EM on the calibrated "
+        "probabilities), the class priors the window implies and the accuracy under them, "
+        "with a 95% interval; "
         "reliability: verdict (reliable, unreliable, none), label_free_verdict (without the "
         "feedback), and the reasons the window gives with their codes (out_of_range, "
-        "domain_shift, disagreement, label_shift, feedback); null when the model has no "
+        "domain_shift, disagreement, calibration, label_shift, feedback); null when the "
+        "model has no "
         "calibration or the window no rows",
     )
     margin_density: dict[str, Any] | None = Field(

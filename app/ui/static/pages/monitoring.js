@@ -58,7 +58,7 @@
   }
 
   const ESTIMATORS = [["Confidence-based (CBPE)", (e) => e], ["Thresholded confidence (ATC)", (e) => e.atc],
-    ["Importance-weighted", (e) => e.importance_weighted], ["Label shift (BBSE)", (e) => e.label_shift]];
+    ["Importance-weighted", (e) => e.importance_weighted], ["Label shift (MLLS)", (e) => e.label_shift]];
 
   /** The label-free estimate: its number when the verdict is reliable; else the verdict and its
    * reasons in its place (each estimator's number folded away); the realised accuracy of the
