@@ -18,13 +18,24 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.alerts.evaluator import Evaluator
+from app.alerts.orm import AlertRule
 from app.core.db import make_engine
 from app.core.runtime import Runtime
 from app.main import create_app
+from app.monitoring import report
 from app.webhooks.orm import WebhookDelivery
 from tests.app.alert_support import receiver, signature_ok, wait_for
 from tests.app.auth_support import bearer, make_key
-from tests.app.support import blobs, trained_model
+from tests.app.support import (
+    blobs,
+    job_finished,
+    start_worker_process,
+    stop_workers,
+    submit,
+    to_csv,
+    trained_model,
+    upload,
+)
 
 # The database matters here (conditional UPDATEs, JSON, timestamps): the PostgreSQL twin runs.
 pytestmark = pytest.mark.postgres
@@ -166,6 +177,60 @@ def test_two_processes_never_both_evaluate_a_window_nor_fire_twice(settings, eng
         with Session(engine) as s:
             assert s.scalar(select(func.count()).select_from(WebhookDelivery)) == 1
         assert client.get(f"/alert-rules/{rule['id']}").json()["last_fired_at"] is not None
+
+
+def test_rules_on_one_model_and_window_share_one_report(settings, engine, worker, monkeypatch):
+    """Three rules on one model and window, a fourth on a longer window: one round computes
+    two monitoring reports (one per window), and the three rules keep the same values."""
+    quiet = settings.model_copy(update={"alerts": False})  # the evaluator runs by hand here
+    with TestClient(create_app(quiet)) as client:
+        model = trained_model(client, worker)
+        same = [_rule(client, model["id"], metric=m, window_seconds=3600)["id"]
+                for m in ("clipped_share", "rows", "drift_statistic")]
+        _rule(client, model["id"], window_seconds=7200)
+        t = time.time()
+        assert client.post("/predict", json={"model_id": model["id"],
+                                             "instances": _clipped_rows()}).status_code == 200
+        wait_for(lambda: _logged(engine, model["id"]) == 20, what="the rows logged")
+        computed: list[tuple] = []
+        real = report.model_report
+
+        def counted(session, model_id, since, until, *args, **kwargs):
+            computed.append((model_id, since, until))
+            return real(session, model_id, since, until, *args, **kwargs)
+
+        monkeypatch.setattr(report, "model_report", counted)  # the real report, counted
+        runtime = Runtime(make_engine(settings.database_url), quiet)
+        try:
+            Evaluator(runtime).run_once(_window_end(t, 3600) + 1.5)
+        finally:
+            runtime.close()
+        assert len(computed) == 2 and len({c[1:] for c in computed}) == 2, computed
+        with Session(engine) as s:
+            kept = [s.get(AlertRule, i).last_window for i in same]
+        assert kept[0]["values"]["rows"] == 20.0 and kept[0]["values"]["clipped_share"] == 1.0
+        assert kept[1] == kept[0] and kept[2] == kept[0]
+
+
+def test_worker_processes_do_not_evaluate_rules(settings, engine, worker, tmp_path):
+    """Only API processes evaluate: a rule of 1 s windows stays unevaluated while a
+    ``msvmav worker`` process (alerts on, its default) runs a job and three windows end."""
+    quiet = settings.model_copy(update={"alerts": False})
+    with TestClient(create_app(quiet)) as client:
+        model = trained_model(client, worker)
+        rule = _rule(client, model["id"], window_seconds=1)
+        started = time.monotonic()
+        proc = start_worker_process(settings.database_url, tmp_path, env={
+            "MSVMAV_ALERT_INTERVAL_SECONDS": "0.1", "MSVMAV_WORKER_POLL_INTERVAL": "0.1"})
+        try:
+            X, y = blobs(n=60, seed=3)
+            job = submit(client, upload(client, to_csv(X, y))["id"], max_iter=20)
+            assert job_finished(client, job["id"])["status"] == "succeeded"  # it ran
+            time.sleep(max(0.0, started + 3.5 - time.monotonic()))  # three windows ended
+            body = client.get(f"/alert-rules/{rule['id']}").json()
+        finally:
+            stop_workers([proc])
+        assert body["evaluated_until"] is None and body["last_window"] is None
 
 
 def _logged(engine, model_id: int) -> int:
