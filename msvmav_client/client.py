@@ -252,11 +252,13 @@ class Client:
         return self._request("GET", path, params=params).content
 
     def export(
-        self, model_id: int, format: str = "bundle", path: str | Path | None = None
+        self, model: int | str, format: str = "bundle", path: str | Path | None = None
     ) -> bytes:
-        """The model as a bundle (zip) or ONNX graph; also written to ``path`` if given."""
+        """The model as a bundle (zip) or ONNX graph; also written to ``path`` if given.
+        ``model``: its id or a registry reference (``"credit@production"``): the file labels
+        by that reference's decision rule (the alias's, else the model's)."""
         content = self._request(
-            "GET", f"/models/{model_id}/export", params={"format": format}
+            "GET", f"/models/{model}/export", params={"format": format}
         ).content
         if path is not None:
             Path(path).write_bytes(content)

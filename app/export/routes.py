@@ -18,6 +18,7 @@ from app.core.idempotency import (
 from app.core.problems import problem_responses
 from app.export import service
 from app.models.schemas import ModelDetail
+from app.registry.references import BARE_NAME
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -26,15 +27,19 @@ SUFFIXES = {"onnx": "onnx", "bundle": "zip"}
 
 
 @router.get(
-    "/{model_id}/export",
+    "/{model_ref:path}/export",
     summary="Export a model",
     description=(
+        "`{model_ref}`: a stored model's id or a registry reference (`name@alias`, "
+        "`name/version`, `name`: " + BARE_NAME + "). "
         "`format=onnx`: one ONNX graph (opset 19, core operators in double precision) from raw "
         "features to `label` and `decision`, with the one-hot encoding and the min-max scaling "
         "and its clip to [0, 1] inside; `format=bundle`: a zip of JSON and npy members "
         "(encoding, scaling, estimator with its support vectors / dual coefficients, metadata, "
-        "sha256 checksums) for `POST /models/import` or `app.export.bundle.load_bundle`. "
-        "See docs/export.md."
+        "sha256 checksums) for `POST /models/import` or `app.export.bundle.load_bundle`. Both "
+        "label by the decision rule of the reference, as /predict does: an alias's rule, else "
+        "the model's (the graph's `msvmav.decision_rule` metadata, the bundle's "
+        "`decision_rule`). See docs/export.md."
     ),
     response_class=Response,
     responses={
@@ -50,15 +55,16 @@ SUFFIXES = {"onnx": "onnx", "bundle": "zip"}
 )
 def export_model(
     session: SessionDep,
-    model_id: int,
+    model_ref: str,
     format: Annotated[
         Literal["onnx", "bundle"], Query(description="`bundle` or `onnx`", examples=["onnx"])
     ] = "bundle",
 ) -> Response:
     make = service.export_onnx if format == "onnx" else service.export_bundle
+    model_id, content = make(session, model_ref)
     filename = f"msvmav-model-{model_id}.{SUFFIXES[format]}"
     return Response(
-        make(session, model_id),
+        content,
         media_type=MEDIA_TYPES[format],
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )

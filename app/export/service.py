@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
@@ -10,12 +11,15 @@ from sqlalchemy.orm import Session
 from app.core import storage
 from app.core.jsonable import jsonable
 from app.core.problems import Problem, invalid, too_large
+from app.core.runtime import runtime_of
 from app.export.bundle import BundleError, BundleTooLargeError, read_bundle, write_bundle
 from app.export.expansion import UnsupportedModelError, expansion
 from app.ingest.column_specs import feature_specs
 from app.models import service as models
 from app.models.decisions import RuleError, rule_text, set_model_rule
 from app.models.orm import Model, ModelArray
+from app.predict.service import decision_for
+from app.predict.target import Target, reference_fields, resolve_target
 from solver.decision import check_rule
 
 ONNX_MISSING = (
@@ -42,9 +46,37 @@ class ImportedMeta(BaseModel):
     n_iter: int = Field(0, ge=0)
 
 
-def _stored(session: Session, model_id: int) -> tuple[Model, models.LoadedModel]:
-    row = models.get_or_raise(session, model_id)
-    return row, models.load(session, row)
+_REF: list[str | int] = ["path", "model_ref"]
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What a reference exports: the stored model, loaded, and the rule that labels its
+    answers (the alias's, else the model's, else the default: None)."""
+
+    row: Model
+    loaded: models.LoadedModel
+    target: Target
+    rule: dict[str, Any] | None
+    source: str
+
+
+def _stored(session: Session, ref: str) -> Exported:
+    """The model a reference names (a stored model's id, ``name@alias``, ``name/version``,
+    ``name``; 404 when unknown) and the rule its answers are labelled by, as /predict's
+    (``decision_for``: the alias's rule, else the model's)."""
+    target = resolve_target(runtime_of(session), Target(reference=ref), _REF)
+    assert target.model_id is not None
+    row = models.get_or_raise(session, target.model_id)
+    loaded = models.load(session, row)
+    decision = decision_for(loaded, target)
+    rule = None if decision.source == "default" else decision.rule
+    return Exported(row, loaded, target, rule, decision.source)
+
+
+def _origin(exported: Exported) -> dict[str, Any]:
+    """Which reference the file was exported by, and where its rule came from."""
+    return {**reference_fields(exported.target), "decision_rule_source": exported.source}
 
 
 def _metadata(row: Model) -> dict[str, Any]:
@@ -73,39 +105,46 @@ def _metadata(row: Model) -> dict[str, Any]:
     )
 
 
-def export_bundle(session: Session, model_id: int) -> bytes:
-    row, loaded = _stored(session, model_id)
-    return write_bundle(
-        meta={**_metadata(row), "decision_rule": loaded.rule},
+def export_bundle(session: Session, ref: str) -> tuple[int, bytes]:
+    """(the model's id, its bundle): model.json's ``decision_rule`` is the rule of the
+    reference (an alias's, else the model's; null: the default), ``exported_by`` the reference
+    and the rule's source."""
+    exported = _stored(session, ref)
+    row, loaded = exported.row, exported.loaded
+    return row.id, write_bundle(
+        meta={**_metadata(row), "decision_rule": exported.rule,
+              "exported_by": _origin(exported)},
         encoding=row.encoding,
         estimator=loaded.estimator,
         scaling=loaded.scaling,
     )
 
 
-def export_onnx(session: Session, model_id: int) -> bytes:
-    """The model's ONNX graph; 422 naming a model kind that cannot be expressed, 501 without
-    the onnx package."""
+def export_onnx(session: Session, ref: str) -> tuple[int, bytes]:
+    """(the model's id, its ONNX graph labelling by the reference's rule); 422 naming a model
+    kind that cannot be expressed, 501 without the onnx package."""
     try:
         from app.export.onnx_graph import build_onnx
     except ImportError:
         raise Problem(501, ONNX_MISSING, type="about:blank") from None
-    row, loaded = _stored(session, model_id)
+    exported = _stored(session, ref)
+    row, loaded = exported.row, exported.loaded
+    origin = {f"msvmav.{k}": str(v) for k, v in _origin(exported).items() if v is not None}
     try:
         exp = expansion(loaded.estimator)
         meta = {"msvmav.model_id": str(row.id), "msvmav.algorithm": row.algorithm,
-                "msvmav.decision_rule": rule_text(loaded.rule) or "argmax"}
-        return build_onnx(
+                "msvmav.decision_rule": rule_text(exported.rule) or "argmax", **origin}
+        return row.id, build_onnx(
             feature_specs(row.encoding),
             loaded.scaling,
             exp,
             name=f"msvmav_model_{row.id}",
             metadata=meta,
             calibrator=getattr(loaded.estimator, "calibrator_", None),
-            rule=loaded.rule,
+            rule=exported.rule,
         )
     except UnsupportedModelError as exc:
-        raise invalid(["path", "model_id"], str(exc)) from None
+        raise invalid(_REF, str(exc)) from None
 
 
 def _row_of(bundle: Any) -> Model:

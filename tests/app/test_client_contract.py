@@ -61,7 +61,7 @@ CALLED_BY = {
     ("PUT", "/registered-models/{name}/shadow"): "Client.start_shadow",
     ("GET", "/registered-models/{name}/shadow"): "Client.shadow",
     ("DELETE", "/registered-models/{name}/shadow"): "Client.stop_shadow",
-    ("GET", "/models/{model_id}/export"): "Client.export",
+    ("GET", "/models/{model_ref}/export"): "Client.export",
     ("POST", "/models/import"): "Client.import_bundle",
     ("POST", "/experiments"): "Client.start_experiment",
     ("GET", "/experiments"): "Client.experiments",

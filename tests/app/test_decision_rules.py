@@ -262,13 +262,15 @@ def test_setting_a_rule_needs_a_write_key(keyed, engine, worker):
     assert r.status_code == 200, r.text
 
 
-def _onnx(client, model_id: int, X):
+def _onnx(client, model_id: int | str, X, meta: dict | None = None):
     import onnxruntime as ort
 
     r = client.get(f"/models/{model_id}/export", params={"format": "onnx"})
     assert r.status_code == 200, r.text
     sess = ort.InferenceSession(r.content, providers=["CPUExecutionProvider"])
     label, P = sess.run(["label", "probabilities"], {"X": np.asarray(X, dtype=np.float64)})
+    if meta is not None:
+        meta.update(sess.get_modelmeta().custom_metadata_map)
     return label.tolist(), P
 
 
@@ -286,6 +288,42 @@ def test_onnx_and_bundles_carry_the_models_rule(client, worker, credit):
     again = _predict(client, X, model_id=r.json()["id"])
     assert again["decision_rule"]["source"] == "model"
     assert [p["label"] for p in again["predictions"]] == labels
+
+
+def test_onnx_and_bundles_by_an_alias_carry_the_aliass_rule(client, worker, credit):
+    """``GET /models/credit@production/export``: the graph (in onnxruntime) and the bundle
+    label by the alias's rule, which the model itself does not have (by id it exports argmax);
+    after a move to version 2 the export follows the alias there, with its rule refitted."""
+    (first, second), X, _ = credit
+    t = client.post("/models/credit@production/threshold", json=COSTS).json()["threshold"]
+    meta: dict = {}
+    labels, P = _onnx(client, "credit@production", X, meta)
+    assert labels == np.where(P[:, 1] >= t, "pos", "neg").tolist()  # the alias's rule
+    served = _predict(client, X, model="credit@production")
+    assert labels == [p["label"] for p in served["predictions"]]
+    assert meta["msvmav.decision_rule_source"] == "alias" and meta["msvmav.alias"] == "production"
+    assert meta["msvmav.model_id"] == str(first)
+    by_id, P_id = _onnx(client, first, X)  # the stored model's own: argmax
+    assert by_id == np.where(P_id[:, 1] > P_id[:, 0], "pos", "neg").tolist() != labels
+    bundle = client.get("/models/credit@production/export", params={"format": "bundle"})
+    assert bundle.status_code == 200, bundle.text
+    assert f"msvmav-model-{first}.zip" in bundle.headers["content-disposition"]
+    r = client.post("/models/import", files={"file": ("m.zip", bundle.content)})
+    assert r.status_code == 201, r.text
+    again = _predict(client, X, model_id=r.json()["id"])
+    assert [p["label"] for p in again["predictions"]] == labels
+    assert again["decision_rule"]["source"] == "model"
+    # the alias moves to version 2: its rule is refitted there, and the export follows
+    assert client.put("/registered-models/credit/aliases/production",
+                      json={"version": 2}).status_code == 200
+    moved = _predict(client, X, model="credit@production")
+    meta = {}
+    labels, _ = _onnx(client, "credit@production", X, meta)
+    assert meta["msvmav.model_id"] == str(second) and meta["msvmav.version"] == "2"
+    assert labels == [p["label"] for p in moved["predictions"]]
+    assert moved["decision_rule"]["source"] == "alias"
+    r = client.get("/models/credit@nope/export")
+    assert_problem(r, 404)
 
 
 def test_onnx_applies_a_cost_matrix_as_the_bayes_rule(client, worker):

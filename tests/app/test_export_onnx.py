@@ -286,7 +286,7 @@ def test_the_service_starts_without_the_onnx_package():
         "from app.core.config import Settings\n"
         "from app.main import create_app\n"
         "app = create_app(Settings(database_url='sqlite://', _env_file=None))\n"
-        "assert '/models/{model_id}/export' in app.openapi()['paths']\n"
+        "assert '/models/{model_ref}/export' in app.openapi()['paths']\n"
     )
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run(

@@ -139,7 +139,8 @@ def test_every_request_example_works_as_prefilled(fresh):
     client, worker = fresh
     spec = client.get("/openapi.json").json()
     readme_start(client, worker, spec)
-    ids = {"dataset_id": 1, "model_id": 1, "job_id": 1, "name": "wdbc", "alias": "production"}
+    ids = {"dataset_id": 1, "model_id": 1, "job_id": 1, "name": "wdbc", "alias": "production",
+           "model_ref": "wdbc@production"}
     executed = []
     for path, method, op in _operations(spec):
         if method == "delete" or op["operationId"] == "cancel_job":
@@ -149,6 +150,8 @@ def test_every_request_example_works_as_prefilled(fresh):
         if op["operationId"] == "register_dataset_reference":
             continue  # needs MSVMAV_DATA_ROOTS and Parquet files there (test_dataset_references)
         params = re.findall(r"\{(\w+)\}", path)
+        if "model_ref" in params and op["operationId"] != "export_model":
+            continue  # a rule set on the alias would relabel the later examples' rows
         if any(p not in ids for p in params):
             continue  # experiment ids: there is no finished experiment on a fresh server
         url = path.format(**ids)
