@@ -17,6 +17,16 @@ SVC's time). ``--hard F`` adds
 rows at gamma = F x "scale" (a kernel whose spectrum decays slowly: numerical rank near n),
 where SVC() is run with the same gamma. Times are wall clock, best of ``--repeat``; the
 machine's CPU (lscpu's model name) and BLAS are printed first.
+
+A second table (``--floor``) times, in the same process as that row's SVC(), the pieces any
+exact computation of the fit needs, each on one BLAS thread and as a ratio to SVC()'s time:
+the Gram matrix; one Cholesky factorisation of I + K in float64 and in float32 (the start of
+a float32 factorisation with float64 refinement); the inverse (potrf + potri, what the fit
+takes); 100 passes over the n x |A| float64 block K_{:,A} (|A| the default fit's mean active
+set: one pass an iteration is the least any exact step reads, the fit reads two, K_{:,A} and
+(I + K)^{-1}_{:,A}); 100 products K v (one a Krylov iteration); and the numerical rank of K
+(eigenvalues past which the tail's sum is below 1e-12 of the trace: the rank a pivoted
+Cholesky factor needs to be exact within that), for n <= 2,000 (eigvalsh's cost).
 """
 
 from __future__ import annotations
@@ -102,7 +112,40 @@ def parts(X: np.ndarray, gamma: float, repeat: int) -> tuple[float, float, float
     return gram_t, inverse_t, best_of(repeat, cholesky)[0]
 
 
-def one(name: str, n: int, factor: float | None, repeat: int) -> None:
+def numerical_rank(K: np.ndarray, tail: float = 1e-12) -> int:
+    """The eigenvalues of K past which the rest sum to at most ``tail`` of the trace."""
+    lam = np.clip(np.linalg.eigvalsh(K)[::-1], 0.0, None)
+    rest = np.cumsum(lam[::-1])[::-1]  # rest[r] = sum of lam[r:]
+    small = np.flatnonzero(rest <= tail * lam.sum())
+    return int(small[0]) if small.size else K.shape[0]
+
+
+def floor_row(X: np.ndarray, gamma: float, active: int, svc_t: float, repeat: int) -> str:
+    """The pieces of any exact fit, each timed on one thread, against SVC()'s time."""
+    with threadpool_limits(1):
+        gram_t, K = best_of(repeat, lambda: gram_matrix(X, kernel="rbf", gamma=gamma))
+        B = K.copy()
+        B[np.diag_indices_from(B)] += 1.0
+        B32 = B.astype(np.float32)
+        times = {"Gram": gram_t,
+                 "potrf": best_of(repeat, lambda: lapack.dpotrf(B.T.copy(order="F"), lower=1,
+                                                                overwrite_a=1, clean=0))[0],
+                 "spotrf": best_of(repeat, lambda: lapack.spotrf(B32.T.copy(order="F"),
+                                                                 lower=1, overwrite_a=1,
+                                                                 clean=0))[0],
+                 "(I+K)^-1": best_of(repeat, lambda: DualSystem.pair(K))[0]}
+        KA = np.ascontiguousarray(K[:active])
+        z, v = np.ones(active), np.ones(K.shape[0])
+        times["100 x K_A pass"] = best_of(repeat, lambda: [z @ KA for _ in range(100)])[0]
+        times["100 x K v"] = best_of(repeat, lambda: [K @ v for _ in range(100)])[0]
+    rank = numerical_rank(K) if K.shape[0] <= 2000 else None
+    cells = " | ".join(f"{t:.3f} ({t / svc_t:.2f}x)" for t in times.values())
+    least = times["Gram"] + times["potrf"] + times["100 x K_A pass"]
+    return (f"{cells} | {least:.3f} ({least / svc_t:.2f}x) | "
+            f"{'-' if rank is None else rank} of {K.shape[0]} |")
+
+
+def one(name: str, n: int, factor: float | None, repeat: int, floors: list[str]) -> None:
     X, y = load(name, n)
     scale = resolve_gamma("scale", X)
     gamma = scale if factor is None else factor * scale
@@ -118,6 +161,7 @@ def one(name: str, n: int, factor: float | None, repeat: int) -> None:
                      f"{'met' if model.converged_ else 'not met'}")
         if rule == "default":
             default_t = t
+            active = int(np.mean([r["active"] for r in model.history_]))
     gram_t, inverse_t, cholesky_t = parts(X, gamma, repeat)
     rest = max(default_t - gram_t - inverse_t, 0.0)
     width = "scale" if factor is None else f"{factor:g} x scale"
@@ -125,6 +169,9 @@ def one(name: str, n: int, factor: float | None, repeat: int) -> None:
           f"({svc.n_support_.sum()} SV) | {' | '.join(cells)} | {gram_t:.3f} / "
           f"{inverse_t:.3f} / {rest:.3f} | {cholesky_t:.3f} ({cholesky_t / svc_t:.1f}x) |",
           flush=True)
+    if floors is not None:
+        floors.append(f"| {name} | {X.shape[0]} | {width} | {svc_t:.3f} | {active} | "
+                      + floor_row(X, gamma, active, svc_t, repeat))
 
 
 def main() -> None:
@@ -134,6 +181,8 @@ def main() -> None:
     parser.add_argument("--hard", type=float, default=None,
                         help="also fit at gamma = HARD x 'scale' (slow spectral decay)")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--floor", action="store_true",
+                        help="also time the pieces any exact fit needs (second table)")
     args = parser.parse_args()
     blas = sorted({f"{p['internal_api']} {p.get('version')} ({p['num_threads']} threads)"
                    for p in threadpool_info() if p["user_api"] == "blas"})
@@ -143,11 +192,18 @@ def main() -> None:
           "paper rule s | / SVC | iterations | default fit: Gram / (I+K)^-1 / iterations s | "
           "potrf(I+K) s (/ SVC) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    floors: list[str] | None = [] if args.floor else None
     for name in args.datasets:
         for n in args.sizes:
-            one(name, n, None, args.repeat)
+            one(name, n, None, args.repeat, floors)
             if args.hard:
-                one(name, n, args.hard, args.repeat)
+                one(name, n, args.hard, args.repeat, floors)
+    if floors:
+        print("\n| data | n | gamma | SVC() s | mean abs(A) | Gram s | potrf(I+K) s | "
+              "spotrf(I+K) s | (I+K)^-1 s | 100 K_{:,A} passes s | 100 K v s | "
+              "Gram + potrf + passes s | rank (tail <= 1e-12 trace) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("\n".join(floors))
 
 
 if __name__ == "__main__":
