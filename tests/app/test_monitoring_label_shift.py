@@ -106,3 +106,24 @@ def test_a_long_window_is_estimated_on_a_bounded_subsample():
     found = label_shift.estimate(proba, proba.argmax(axis=1), P)
     assert found["n"] == label_shift.ROWS + 5000
     assert found["priors_window"][1] == pytest.approx(0.5, abs=0.03)
+
+
+def test_three_classes_match_a_constrained_maximisation_of_the_likelihood():
+    rng = np.random.default_rng(6)
+    priors = np.array([0.5, 0.3, 0.2])
+    centres = np.array([-1.0, 0.0, 1.0])
+    y = rng.choice(3, size=3000, p=[0.2, 0.3, 0.5])
+    x = rng.normal(centres[y], 1.0)
+    like = stats.norm.pdf(x[:, None], centres[None, :]) * priors
+    proba = like / like.sum(axis=1, keepdims=True)
+    predicted = proba.argmax(axis=1)
+    found = label_shift.estimate(proba, predicted, priors)
+    r = proba / priors
+    best = optimize.minimize(lambda q: -np.sum(np.log(r @ q)), priors, method="SLSQP",
+                             bounds=[(1e-9, 1.0)] * 3, constraints=[
+                                 {"type": "eq", "fun": lambda q: q.sum() - 1.0}],
+                             options={"ftol": 1e-12, "maxiter": 500})
+    assert np.allclose(found["priors_window"], best.x, atol=2e-3)
+    assert np.allclose(found["priors_window"], [0.2, 0.3, 0.5], atol=0.06)
+    assert found["low"] <= float(np.mean(predicted == y)) <= found["high"]
+    assert found["expected_low"] >= found["low"] and found["expected_high"] <= found["high"]
