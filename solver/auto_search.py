@@ -32,8 +32,10 @@ ratio of the cells of its kernel that ran).
    every training row scored by a model that did not see it) are what a calibrator is fitted
    on (``calibrate_from_oof``): no second round of folds. When no finalist could be afforded
    (or none finished), the winner is the best rung-0 candidate whose final fit fits what is
-   left (else the one with the cheapest final fit), its ``oof`` only its rung-0 fold's rows
-   (the others NaN; the calibrator is fitted on those rows).
+   left (else the best of the cheapest kind), its ``oof`` only its rung-0 fold's rows (the
+   others NaN; the calibrator is fitted on those rows); only candidates whose final fit takes
+   their rung-0 path (``_same_path``). After rung 1 the finalists' final fits are predicted
+   again from their full-fold fits, and the winner's must fit what is left (``_winner``).
 
 With exact predictions the job then ends within the budget, or, when even the cheapest
 completion does not fit, within the budget plus one fit of the cheapest candidate (the linear
@@ -186,10 +188,10 @@ class AutoResult:
     ``iterations`` (summed over its fits and one-vs-rest tasks), ``warm_from`` (per fold, the
     label of the setting its fit there started from; None: the MAMC direction, or not
     fitted), ``seconds`` (its fits, shared work split evenly), ``status`` ("finalist",
-    "dropped at rung 0", "skipped: budget", "stopped: budget", "winner at rung 0: budget",
-    "failed: ..."). ``oof``: the winner's out-of-fold decision values (n,) or (n, k) (rows
-    it has none for, NaN: see the module docstring). ``final_fit_seconds``: the winner's
-    final fit on every training row as predicted (reserved in the budget)."""
+    "finalist: final fit over budget", "dropped at rung 0", "skipped: budget", "stopped:
+    budget", "winner at rung 0: budget", "failed: ..."). ``oof``: the winner's out-of-fold
+    decision values (n,) or (n, k) (rows it has none for, NaN: see the module docstring).
+    ``final_fit_seconds``: the winner's final fit on every training row as predicted."""
 
     table: list[dict]
     best_index: int
@@ -631,7 +633,8 @@ def _finalists(small: _Race, race: _Race, budget: _Budget,
             chosen.append(i)
             cost, reserve = cost + more, max(reserve, final)
     if chosen and chosen[0] != order[0]:  # the best could not be afforded
-        alone = [i for i in order if _completion(small, race, i)[1] <= left]
+        alone = [i for i in order if _completion(small, race, i)[1] <= left
+                 and _same_path(small, race, i)]
         if alone and _clearly(small, alone[0], chosen[0]):
             chosen, reserve = [], 0.0
     for i in chosen:
@@ -667,18 +670,54 @@ def _rung1(race: _Race, finalists: list[int], folds: range, deadline: float,
     return done
 
 
+def _same_path(small: _Race, race: _Race, i: int) -> bool:
+    """Whether candidate i's final fit takes the path its rung-0 fit took (the cost model's
+    ratio between them is then trusted; a kernel fit measured on the exact path of a sample
+    and predicted on the low-rank one of every row is not: its rank, and so its time,
+    depends on the width's spectrum)."""
+    s = race.settings[i]
+    if small is race or s.algorithm != "msvmav" or s.kernel == "linear":
+        return True
+    return (small.msvmav(s.params, s.kernel).kernel_path(small.fold_rows)
+            == race.msvmav(s.params, s.kernel).kernel_path(len(race.y)))
+
+
+def _kind(s: Setting) -> tuple[str, str]:
+    return s.algorithm, s.kernel
+
+
 def _rung0_winner(small: _Race, race: _Race, budget: _Budget, status: list[str]) -> int:
     """No finalist finished: the best rung-0 candidate whose final fit (predicted) fits what
-    is left of the budget, else the one whose final fit is cheapest."""
+    is left of the budget, else the best of the algorithm and kernel whose final fit is
+    cheapest (their fits differ in iterations only); among the candidates whose final fit
+    takes their rung-0 path when there are any (``_same_path``)."""
     ran = [i for i in range(len(status)) if not np.isnan(small.scores[i, 0])]
     if not ran:
         raise ValueError("no finalist of the search could be fitted on every fold: "
                          + "; ".join(sorted(set(race.errors.values()) or {"stopped"})))
+    ran = [i for i in ran if _same_path(small, race, i)] or ran
     final = {i: _completion(small, race, i)[1] for i in ran}
-    fits = [i for i in ran if final[i] <= budget.left()]
-    best = (min(fits, key=lambda i: (-small.scores[i, 0], i)) if fits
-            else min(ran, key=lambda i: (final[i], i)))
+    kind = _kind(race.settings[min(ran, key=lambda i: (final[i], i))])
+    fits = ([i for i in ran if final[i] <= budget.left()]
+            or [i for i in ran if _kind(race.settings[i]) == kind])
+    best = min(fits, key=lambda i: (-small.scores[i, 0], i))
     status[best] = "winner at rung 0: budget"
+    return best
+
+
+def _winner(small: _Race, race: _Race, done: list[int], budget: _Budget,
+            status: list[str]) -> int:
+    """The best mean score of the finalists that ran every fold (ties: the first in rung-0
+    order) whose final fit, predicted again from its fits on the full folds, fits what is
+    left of the budget; when none does, the one whose final fit is cheapest."""
+    final = {i: _completion(small, race, i)[1] for i in done}
+    fits = [i for i in done if final[i] <= budget.left()]
+    if not fits:
+        return min(done, key=lambda i: (final[i], i))
+    means = race.scores[fits].mean(axis=1)
+    best = fits[int(np.argmax(means))]
+    for i in set(done) - set(fits):
+        status[i] = "finalist: final fit over budget"
     return best
 
 
@@ -688,7 +727,8 @@ def _reason(race: _Race, best: int, finalists: list[int], top: int,
     if best not in finalists:
         return (f"chosen at rung 0: the best rung-0 {name} ({small.scores[best, 0]:.4f} on "
                 f"one fold of {len(small.folds[0][1])} rows) among the candidates whose final "
-                "fit fitted what was left of the budget; no candidate's remaining folds "
+                "fit fitted what was left of the budget (if none: of the cheapest kind); no "
+                "candidate's remaining folds "
                 "fitted it, or only those of one that scored clearly worse at rung 0")
     means = np.nanmean(race.scores[finalists], axis=1)
     order = [finalists[j] for j in np.argsort(-means, kind="stable")]
@@ -699,6 +739,10 @@ def _reason(race: _Race, best: int, finalists: list[int], top: int,
         nxt = order[1] if order[0] == best else order[0]
         text += (f"; runner-up {race.settings[nxt].label()} "
                  f"{np.nanmean(race.scores[nxt]):.4f}")
+    if order[0] != best:
+        final = _completion(small, race, order[0])[1]
+        text += (f"; {race.settings[order[0]].label()} scored higher but its final fit "
+                 f"(predicted {final:.1f} s from its folds) did not fit the rest of the budget")
     if top not in finalists:
         more, final = _completion(small, race, top)
         text += (f"; {race.settings[top].label()} scored best at rung 0 but its folds and "
@@ -778,8 +822,8 @@ def _race(small: _Race, race: _Race, plan: _Budget, status: list[str]
     done = (_rung1(race, finalists, folds, plan.start + plan.seconds - reserve, status)
             if finalists else [])
     if done:
-        means = race.scores[done].mean(axis=1)
-        return done[int(np.argmax(means))], done, reserve  # ties: the first in rung-0 order
+        best = _winner(small, race, done, plan, status)
+        return best, done, _completion(small, race, best)[1]
     best = _rung0_winner(small, race, plan, status)
     return best, [], _completion(small, race, best)[1]
 
@@ -838,7 +882,7 @@ def _row(race: _Race, small: _Race, i: int, status: str) -> dict:
     """A candidate's table row: its scores on the full folds when it ran them (a finalist),
     else its rung-0 score (on the subsample when rung 0 ran on one)."""
     s = race.settings[i]
-    src = race if status == "finalist" else small
+    src = race if status.startswith("finalist") else small
     scores, acc = src.scores[i], src.accuracy[i]
     done = ~np.isnan(scores)
     seconds = race.seconds[i] + (small.seconds[i] if small is not race else 0.0)
