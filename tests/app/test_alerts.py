@@ -21,6 +21,7 @@ from app.alerts.evaluator import Evaluator
 from app.alerts.orm import AlertRule
 from app.core.db import make_engine
 from app.core.runtime import Runtime
+from app.jobs.worker import Worker
 from app.main import create_app
 from app.monitoring import report
 from app.webhooks.orm import WebhookDelivery
@@ -29,8 +30,6 @@ from tests.app.auth_support import bearer, make_key
 from tests.app.support import (
     blobs,
     job_finished,
-    start_worker_process,
-    stop_workers,
     submit,
     to_csv,
     trained_model,
@@ -212,25 +211,32 @@ def test_rules_on_one_model_and_window_share_one_report(settings, engine, worker
         assert kept[1] == kept[0] and kept[2] == kept[0]
 
 
-def test_worker_processes_do_not_evaluate_rules(settings, engine, worker, tmp_path):
-    """Only API processes evaluate: a rule of 1 s windows stays unevaluated while a
-    ``msvmav worker`` process (alerts on, its default) runs a job and three windows end."""
-    quiet = settings.model_copy(update={"alerts": False})
+def test_worker_processes_do_not_evaluate_rules(settings, engine, worker):
+    """Only API processes evaluate: a rule of 1 s windows stays unevaluated while a worker's
+    loop (what ``msvmav worker`` runs: ``Worker.run_forever``, alerts on as by default) runs a
+    job and three windows end."""
+    quiet = settings.model_copy(update={"alerts": False})  # the API evaluates nothing here
     with TestClient(create_app(quiet)) as client:
         model = trained_model(client, worker)
         rule = _rule(client, model["id"], window_seconds=1)
+        loop = Worker(settings.model_copy(update={"alerts": True,
+                                                  "alert_interval_seconds": 0.1}),
+                      engine=engine)
+        thread = threading.Thread(target=loop.run_forever, name="test-worker-loop")
         started = time.monotonic()
-        proc = start_worker_process(settings.database_url, tmp_path, env={
-            "MSVMAV_ALERT_INTERVAL_SECONDS": "0.1", "MSVMAV_WORKER_POLL_INTERVAL": "0.1"})
+        thread.start()
         try:
             X, y = blobs(n=60, seed=3)
             job = submit(client, upload(client, to_csv(X, y))["id"], max_iter=20)
-            assert job_finished(client, job["id"])["status"] == "succeeded"  # it ran
+            assert job_finished(client, job["id"])["status"] == "succeeded"  # the loop ran it
             time.sleep(max(0.0, started + 3.5 - time.monotonic()))  # three windows ended
             body = client.get(f"/alert-rules/{rule['id']}").json()
+            evaluators = [t for t in threading.enumerate() if t.name == "msvmav-alert-evaluator"]
         finally:
-            stop_workers([proc])
+            loop.stop()
+            thread.join(timeout=30)
         assert body["evaluated_until"] is None and body["last_window"] is None
+        assert evaluators == []
 
 
 def _logged(engine, model_id: int) -> int:
