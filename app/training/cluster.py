@@ -103,7 +103,7 @@ def check_rank_memory(rank: int, dataset: Dataset, settings: Settings) -> None:
     limits = [info.get("memory_limit") or None for info in workers.values()]
     limit = min((lim for lim in limits if lim), default=None)
     try:
-        check_rank_fits(min(rank, dataset.n_rows), rows, limit)
+        check_rank_fits(min(rank, dataset.n_rows), rows, limit, dataset.n_features)
     except ValueError as exc:
         raise invalid(["body", "n_components"], str(exc).partition(": ")[2]) from None
 

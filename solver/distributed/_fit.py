@@ -76,8 +76,7 @@ def check_cluster_params(estimator: MSVMAv) -> None:
                          "'dense', 'gram' or 'cg'")
     if estimator.calibration != "none":
         raise ValueError(f"calibration: {estimator.calibration!r} needs cross-validated fits "
-                         "on one machine; the cluster fit is linear only with "
-                         "calibration='none'")
+                         "on one machine; the cluster fit takes calibration='none' only")
     if getattr(estimator, "class_weight", None) is not None:
         raise ValueError("class_weight: the cluster fit has no weighted form; fit the "
                          "weighted model on one machine (an uploaded dataset)")

@@ -44,38 +44,42 @@ from ._space import GramSpace
 SAMPLE_ROWS = 10_000
 #: the largest rank of a cluster kernel fit (its r x r sums are reduced every iteration)
 MAX_RANK = 2048
-#: the share of a worker's memory limit its blocks' mapped features (n_w x r floats) may take;
-#: the rest is for the raw rows while they are mapped, the reduce's r x r sums and Python
-FACTOR_SHARE = 0.5
+#: the share of a worker's memory limit its blocks may take while they are mapped: their raw
+#: rows (n_w x d floats) and their mapped features (n_w x r floats) at once; the rest is for
+#: the interpreter, the reduce's r x r sums and temporaries
+FACTOR_SHARE = 0.6
 FLOAT = 8
 #: the kernels the cluster fits (positive semi-definite: a Nystroem factor exists)
 CLUSTER_KERNELS = ("rbf", "poly")
 
 
-def factor_bytes(rows: int, rank: int) -> int:
-    """Bytes of a worker's mapped features: ``rows`` rows of ``rank`` floats."""
-    return FLOAT * int(rows) * int(rank)
+def factor_bytes(rows: int, rank: int, d: int) -> int:
+    """Bytes of a worker's blocks while they are mapped: ``rows`` rows of ``d`` raw floats
+    and ``rank`` mapped ones (afterwards the ``rank`` ones only)."""
+    return FLOAT * int(rows) * (int(d) + int(rank))
 
 
-def largest_rank(rows: int, memory_limit: int | None) -> int:
-    """The largest rank whose features for ``rows`` rows take at most FACTOR_SHARE of
-    ``memory_limit`` bytes (MAX_RANK with no limit)."""
+def largest_rank(rows: int, memory_limit: int | None, d: int) -> int:
+    """The largest rank whose blocks for ``rows`` rows of ``d`` features take at most
+    FACTOR_SHARE of ``memory_limit`` bytes while they are mapped (MAX_RANK with no limit)."""
     if not memory_limit or rows <= 0:
         return MAX_RANK
-    return max(0, min(MAX_RANK, int(FACTOR_SHARE * memory_limit / (FLOAT * rows))))
+    return max(0, min(MAX_RANK, int(FACTOR_SHARE * memory_limit / (FLOAT * rows)) - int(d)))
 
 
-def check_rank_fits(rank: int, rows_per_worker: int, memory_limit: int | None) -> None:
-    """ValueError naming n_components when a rank's features for ``rows_per_worker`` rows
-    would not fit FACTOR_SHARE of a worker's ``memory_limit``."""
-    cap = largest_rank(rows_per_worker, memory_limit)
+def check_rank_fits(rank: int, rows_per_worker: int, memory_limit: int | None,
+                    d: int) -> None:
+    """ValueError naming n_components when a rank's blocks for ``rows_per_worker`` rows of
+    ``d`` features would not fit FACTOR_SHARE of a worker's ``memory_limit``."""
+    cap = largest_rank(rows_per_worker, memory_limit, d)
     if rank > cap:
-        need = factor_bytes(rows_per_worker, rank) / 2**20
+        need = factor_bytes(rows_per_worker, rank, d) / 2**20
         raise ValueError(
-            f"n_components: rank {rank} needs {need:.0f} MiB of mapped features on a worker "
-            f"holding {rows_per_worker} rows, more than {FACTOR_SHARE:g} of its memory limit "
-            f"{memory_limit / 2**20:.0f} MiB; the largest rank that fits is {cap} (use "
-            "fewer n_components, more workers, or workers with more memory)")
+            f"n_components: rank {rank} needs {need:.0f} MiB on a worker holding "
+            f"{rows_per_worker} rows of {d} features (raw and mapped, while they are mapped), "
+            f"more than {FACTOR_SHARE:g} of its memory limit {memory_limit / 2**20:.0f} MiB; "
+            f"the largest rank that fits is {cap} (use fewer n_components, more workers, or "
+            "workers with more memory)")
 
 
 def worker_rows(rows: ClusterRows, sizes: list[int]) -> dict[str, int]:
@@ -87,7 +91,7 @@ def worker_rows(rows: ClusterRows, sizes: list[int]) -> dict[str, int]:
     return held
 
 
-def memory_cap(rows: ClusterRows, sizes: list[int]) -> tuple[int, int, int | None]:
+def memory_cap(rows: ClusterRows, sizes: list[int], d: int) -> tuple[int, int, int | None]:
     """(the largest rank every worker's memory holds, the rows of the worker that binds,
     its memory limit)."""
     limits = {w: info.get("memory_limit") or None
@@ -95,7 +99,7 @@ def memory_cap(rows: ClusterRows, sizes: list[int]) -> tuple[int, int, int | Non
     held = worker_rows(rows, sizes)
     best = (MAX_RANK, 0, None)
     for worker, count in held.items():
-        cap = largest_rank(count, limits.get(worker))
+        cap = largest_rank(count, limits.get(worker), d)
         if cap < best[0]:
             best = (cap, count, limits.get(worker))
     return best
@@ -276,9 +280,10 @@ def fit_kernel_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
         n, classes = rows.n, summary["labels"]
         positives = [classes[1]] if classes.size == 2 else list(classes)
         estimator.gamma_ = cluster_gamma(estimator, rows, int(X.shape[1]))
-        cap, bound_rows, limit = memory_cap(rows, sizes)
+        cap, bound_rows, limit = memory_cap(rows, sizes, int(X.shape[1]))
         if estimator.approximation == "low_rank":
-            check_rank_fits(min(estimator.n_components, n, MAX_RANK), bound_rows, limit)
+            check_rank_fits(min(estimator.n_components, n, MAX_RANK), bound_rows, limit,
+                            int(X.shape[1]))
         count = sample_size(n, sample)
         Xs = sample_rows(rows, sizes, count, estimator.random_state)
         factor, choice = choose_landmarks(estimator, Xs, n, len(positives), cap)

@@ -132,22 +132,37 @@ def test_an_rbf_fit_on_the_cluster_equals_the_local_low_rank_fit(client, worker,
         assert t_remote[key] == pytest.approx(t_local[key], rel=1e-9), key
     assert t_remote["histogram"]["counts"] == t_local["histogram"]["counts"]
     assert 0 < t_remote["quantile_rank_error"] < 0.01
+    # the kernel model scores the dataset on the cluster, one Parquet part per partition
+    # beside the files, the decisions /predict gives
+    before = _tasks_seen(cluster.scheduler_address)
+    batch = client.post("/batch-predictions", data={"dataset_id": ref["id"],
+                                                    "model_id": ids[1], "output": "parquet"})
+    assert run_jobs(worker) == ["succeeded"]
+    assert _tasks_seen(cluster.scheduler_address) > before
+    out = Path(client.get(f"/jobs/{batch.json()['id']}").json()["result"]["output_uri"])
+    assert out.parent == root / "clicks"
+    assert sorted(p.name for p in out.iterdir()) == [f"part-{k:05d}.parquet" for k in range(3)]
+    scored = pd.concat([pd.read_parquet(p) for p in sorted(out.iterdir())])
+    assert scored["row"].tolist() == list(range(400))
+    np.testing.assert_allclose(scored["decision_value"], b, rtol=1e-12, atol=1e-12)
 
 
 def test_a_rank_the_workers_memory_cannot_hold_is_a_422_at_train(client, settings,
                                                                  root: Path):
     """Two workers with 64 MiB each (threads: nothing runs on them here) and 20,000 rows:
-    10,000 a worker, whose features at rank r take 80 kB x r, half the limit at r = 419."""
+    10,000 a worker, 80 kB per float a row, 0.6 of the limit at 503 floats a row, d of them
+    the raw row's."""
     write_parts(frame(n=20_000, seed=6), root / "big", parts=2)
     ref = _register(client, root / "big", drop=["id"])
+    fits = int(0.6 * 64 * 2**20 / (8 * 10_000)) - ref["n_features"]
     with distributed.LocalCluster(processes=False, n_workers=2, threads_per_worker=1,
                                   memory_limit="64MiB", dashboard_address=":0") as small:
         settings.dask_scheduler = small.scheduler_address
         body = {"dataset_id": ref["id"], "kernel": "rbf", "approximation": "low_rank"}
         r = client.post("/train", json={**body, "n_components": 1000})
         problem = assert_problem(r, 422, "n_components")
-        assert "largest rank that fits is 419" in problem["detail"], problem
-        assert client.post("/train", json={**body, "n_components": 400}).status_code == 202
+        assert f"largest rank that fits is {fits}" in problem["detail"], problem
+        assert client.post("/train", json={**body, "n_components": fits}).status_code == 202
 
 
 def test_cancel_stops_the_fit_and_its_tasks_on_the_cluster(client, worker, engine, settings,

@@ -98,12 +98,14 @@ def test_landmarks_from_a_sample_give_the_local_fit_on_them(client):
 
 
 def test_a_rank_a_workers_memory_cannot_hold_is_refused_by_name():
-    assert largest_rank(1_000_000, 2**30) == int(0.5 * 2**30 / (8 * 1_000_000))
-    check_rank_fits(67, 1_000_000, 2**30)
-    with pytest.raises(ValueError, match=r"^n_components: rank 68 needs 519 MiB.*largest "
-                                         r"rank that fits is 67"):
-        check_rank_fits(68, 1_000_000, 2**30)
-    check_rank_fits(2048, 1_000_000, None)  # no limit: the cluster's cap only
+    """1M rows of 28 features on a worker of 1 GiB: 0.6 GiB / 8 MB = 80 floats a row, 28 of
+    them the raw row's."""
+    assert largest_rank(1_000_000, 2**30, 28) == int(0.6 * 2**30 / 8e6) - 28 == 52
+    check_rank_fits(52, 1_000_000, 2**30, 28)
+    with pytest.raises(ValueError, match=r"^n_components: rank 53 needs 618 MiB.*largest "
+                                         r"rank that fits is 52"):
+        check_rank_fits(53, 1_000_000, 2**30, 28)
+    check_rank_fits(2048, 1_000_000, None, 28)  # no limit: the cluster's cap only
 
 
 @pytest.mark.parametrize("kernel", ["linear", "rbf"])
