@@ -19,21 +19,23 @@
 This package never imports the web service or the database layer.
 """
 
-from ._base import MarginClassifier, array_problem, model_from_dict
+from ._base import MarginClassifier, array_problem, attributes_problem, model_from_dict
 from .algorithms import ALGORITHMS
 from .comparators import FMM, LSSVM, MAMC, ODM, SVM, SVR
 from .expansion import Expansion, NoExpansionError, as_tasks
 from .experiments import ExperimentResult, compare, run_experiment
+from .fit_report import FitReport
 from .kernels import RBF, Kernel, Linear, Poly, Precomputed, kernel_type, make_kernel
 from .margins import margin_statistics
 from .model_selection import SearchResult, cross_validate_grid, kfold_indices, make_estimator
 from .msvmav import MSVMAv
 
 __all__ = ["ALGORITHMS", "Expansion", "NoExpansionError", "as_tasks", "Kernel", "Linear", "Poly",
-           "Precomputed", "RBF", "kernel_type", "make_kernel",
+           "Precomputed", "RBF", "kernel_type", "make_kernel", "FitReport",
            "FMM", "LSSVM", "MAMC", "MSVMAv", "ExperimentResult", "MarginClassifier",
            "ODM", "SVM", "SVR", "SearchResult", "compare", "cross_validate_grid", "kfold_indices",
-           "make_estimator", "margin_statistics", "array_problem", "model_from_dict",
+           "make_estimator", "margin_statistics", "array_problem", "attributes_problem",
+           "model_from_dict",
            "plot_margin_cdf", "run_experiment"]
 
 

@@ -39,7 +39,8 @@ from .calibration import (
     most_probable,
 )
 from .expansion import Expansion, NoExpansionError, as_tasks
-from .kernels import Kernel, kernel_type, make_kernel
+from .fit_report import FitReport, expansion_summary, iterations, weights_summary
+from .kernels import KERNEL_TYPES, Kernel, kernel_type, make_kernel
 from .margins import margin_statistics
 from .params import StrOptions, validate_params
 from .plain_values import plain
@@ -112,6 +113,10 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
+        # a precomputed kernel's X is its values, rows against rows (scikit-learn's pairwise)
+        # (an unknown name is the parameter check's to refuse, at fit)
+        kind = KERNEL_TYPES.get(getattr(self, "kernel", "linear"))
+        tags.input_tags.pairwise = kind is not None and not kind.on_features
         return tags
 
     # -- the kernel ----------------------------------------------------------------------------
@@ -327,6 +332,47 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
     def _theorem_terms(self, X) -> dict:
         return {}
 
+    # -- what the fit did ----------------------------------------------------------------------
+    def _fitted(self, name: str) -> Any:
+        """A fitted attribute the class declares (``_json_attrs``), None when not set."""
+        return getattr(self, name, None) if name in self._json_attrs else None
+
+    def fit_report(self) -> FitReport:
+        """What the fit did (``solver.fit_report.FitReport``): iterations, history,
+        convergence against the ``stop``/``tol`` rule where the class reports it."""
+        check_is_fitted(self)
+        params = self.get_params(deep=False)
+        converged = self._fitted("converged_")
+        info = self._fitted("fit_info_") or {}
+        return FitReport(
+            n_iter=iterations(self._fitted("n_iter_")),
+            history=list(self._fitted("history_") or ()),
+            stopped_early=bool(getattr(self, "stopped_early_", False)),
+            converged=None if converged is None else bool(converged),
+            stop=params.get("stop") if converged is not None else None,
+            tol=params.get("tol") if converged is not None else None,
+            last_relative_change=info.get("last_relative_change"),
+            warning=info.get("warning"),
+            path=self._fit_path())
+
+    def _fit_path(self) -> dict | None:
+        return None
+
+    def model_summary(self) -> dict:
+        """The fitted model in numbers: a linear model's weights ({"weights": ...}), a kernel
+        model's expansion ({"kernel_summary": ...}; ``solver.fit_report``)."""
+        check_is_fitted(self)
+        if self.kernel_kind.primal and getattr(self, "coef_", None) is not None:
+            return weights_summary(self)
+        return expansion_summary(self)
+
+    def out_of_fold(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(decision values, class indices) of the training rows out of fold, kept by a
+        calibrated fit for decision rules fitted later; None when the model has none (not
+        calibrated, or restored from a file: they are not persisted)."""
+        D, idx = getattr(self, "oof_decision_", None), getattr(self, "oof_index_", None)
+        return None if D is None or idx is None or not self.calibrated else (D, idx)
+
     # -- the model as an expansion -----------------------------------------------------------
     def describe(self) -> str:
         """The model's kind in words, for messages: 'MSVMAv (kernel rbf)'."""
@@ -420,6 +466,15 @@ def array_problem(klass: type[MarginClassifier], name: str, value: Any) -> str |
     if value.ndim not in ndims:
         wanted = " or ".join(map(str, ndims))
         return f"{name} must have {wanted} dimension(s), not {value.ndim}"
+    return None
+
+
+def attributes_problem(klass: type[MarginClassifier], attributes: Any) -> str | None:
+    """Why ``attributes`` cannot be ``klass``'s persisted JSON attributes (not an object, or
+    naming one the class does not persist: ``_json_attrs``), or None if they can."""
+    if not isinstance(attributes, dict) or set(attributes) - set(klass._json_attrs):
+        return (f"attributes must be among {klass.__name__}'s "
+                f"{sorted(klass._json_attrs)}")
     return None
 
 

@@ -33,6 +33,7 @@ from scipy import optimize, sparse, special
 from sklearn.base import clone
 from sklearn.isotonic import IsotonicRegression
 from sklearn.model_selection import StratifiedKFold
+from sklearn.utils import get_tags
 
 CALIBRATIONS = ("none", "sigmoid", "isotonic")
 # Folds of the cross-validated decision values (scikit-learn's default cv=5).
@@ -227,7 +228,7 @@ def cross_validated_decisions(estimator: Any, X, y, cv: int = CALIBRATION_FOLDS,
     stopped one. ``sample_weight`` (n,): each clone fits its rows' weights (None: none)."""
     y = np.asarray(y)
     classes = np.unique(y)
-    pairwise = getattr(estimator, "kernel", None) == "precomputed"
+    pairwise = get_tags(estimator).input_tags.pairwise
     if sparse.issparse(X):
         X = X.tocsr()
     out = np.zeros((y.size,) if classes.size == 2 else (y.size, classes.size))

@@ -624,6 +624,13 @@ class MSVMAv(WeightedFit, MarginClassifier):
         self.kernel_approximation_ = "nystroem"
         self.kernel_error_ = max(0.0, trace - float(np.einsum("ij,ij->", Lt, Lt))) / trace
 
+    def _fit_path(self) -> dict:
+        """How the fit was computed: the linear step's solver (linear kernel) or the kernel
+        matrix's approximation, and the fit's counters (``fit_info_``)."""
+        return {"linear_solver": self._fitted("linear_solver_"),
+                "kernel_approximation": self._fitted("kernel_approximation_"),
+                "fit_info": self._fitted("fit_info_")}
+
     def describe(self) -> str:
         """'MSVMAv (kernel rbf, nystroem)': the kernel and the path the fit took."""
         approx = getattr(self, "kernel_approximation_", None)

@@ -46,7 +46,7 @@ import numpy as np
 
 from app.core.jsonable import jsonable
 from app.ingest import Encoder, IngestError
-from solver import ALGORITHMS, array_problem, model_from_dict
+from solver import ALGORITHMS, array_problem, attributes_problem, model_from_dict
 from solver.scaling import MinMaxScaling
 
 BUNDLE_FORMAT = "msvmav.bundle"
@@ -409,12 +409,9 @@ def _estimator_arrays(
             f"estimator.json: unknown estimator {est_meta.get('estimator')!r}", "estimator.json"
         )
     attributes = est_meta.get("attributes")
-    if not isinstance(attributes, dict) or set(attributes) - set(klass._json_attrs):
-        raise BundleError(
-            f"estimator.json: attributes must be among {klass.__name__}'s "
-            f"{sorted(klass._json_attrs)}",
-            "estimator.json",
-        )
+    problem = attributes_problem(klass, attributes)
+    if problem is not None:
+        raise BundleError(f"estimator.json: {problem}", "estimator.json")
     if ALGORITHMS.get(meta_algorithm) is not klass:
         raise BundleError(
             f"model.json: algorithm {meta_algorithm!r} is not estimator.json's "

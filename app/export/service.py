@@ -140,7 +140,7 @@ def export_onnx(session: Session, ref: str) -> tuple[int, bytes]:
             exp,
             name=f"msvmav_model_{row.id}",
             metadata=meta,
-            calibrator=getattr(loaded.estimator, "calibrator_", None),
+            calibrator=loaded.estimator.calibrator_,
             rule=exported.rule,
         )
     except UnsupportedModelError as exc:

@@ -30,10 +30,10 @@ SIGN = "sign"
 
 def oof_arrays(estimator: Any) -> dict[str, np.ndarray]:
     """The estimator's out-of-fold arrays to store with it (none when uncalibrated)."""
-    D = getattr(estimator, "oof_decision_", None)
-    idx = getattr(estimator, "oof_index_", None)
-    if D is None or idx is None or not getattr(estimator, "calibrated", False):
+    oof = estimator.out_of_fold()
+    if oof is None:
         return {}
+    D, idx = oof
     return {OOF_DECISION: np.asarray(D, dtype=np.float64),
             OOF_INDEX: np.asarray(idx, dtype=np.int64)}
 
@@ -146,7 +146,7 @@ def carried_rule(estimator: Any, oof: tuple[np.ndarray, np.ndarray] | None,
     out-of-fold values (``read_oof``) are given: a fitted rule's objective refitted on that
     model's out-of-fold probabilities, a fixed rule as it is; None (its version's rule) when
     the model cannot take it (no probabilities or out-of-fold values, other classes)."""
-    if text is None or not getattr(estimator, "calibrated", False):
+    if text is None or not estimator.calibrated:
         return None
     from solver.decision import check_objective, fit_rule
 

@@ -171,11 +171,10 @@ def fit(X: Any, y: Any, job: TrainJob, scaling: MinMaxScaling | None, client: An
     summary = _summary(est, X, y, client, scaling)
     used = jsonable(est.get_params(deep=False))
     used.pop("random_state", None)
-    n_iter = getattr(est, "n_iter_", None)
     return TrainOutcome(
         estimator=est, scaling=scaling, classes=jsonable(est.classes_.tolist()),
         n_train=int(X.shape[0]), n_test=0, holdout_accuracy=None, fit_seconds=seconds,
-        n_iter=int(np.max(n_iter)) if n_iter is not None and np.size(n_iter) else 0,
+        n_iter=est.fit_report().n_iter,
         summary=summary, algorithm=plan.algorithm, params=used, search=None, encoding=None,
     )
 
@@ -188,16 +187,17 @@ def _summary(est: Any, X: Any, y: Any, client: Any, scaling: MinMaxScaling | Non
     from solver.distributed import cluster_margin_statistics
 
     margins = cluster_margin_statistics(est, X, y, client=client)
+    report = est.fit_report()
     return {
         "train_margins": jsonable(margins),
         "train_accuracy": margins["accuracy"],
-        "history": pipeline.history_summary(list(getattr(est, "history_", None) or ()), est),
+        "history": pipeline.history_summary(report),
         "scaling": pipeline.scaling_summary(scaling),
         "search": None,
         "warnings": [],
-        "fit_path": pipeline.fit_path(est),
-        "convergence": pipeline.convergence(est),
+        "fit_path": jsonable(report.path),
+        "convergence": pipeline.convergence(report),
         "holdout": None,
         "evaluation": None,
-        **pipeline.describe_estimator(est, {"kernel": est.kernel}),
+        **jsonable(est.model_summary()),
     }

@@ -20,7 +20,7 @@ from app.ingest.imputation import apply_fills, fit_fills, needs_fit
 from app.models.evaluating import baseline_warning, metrics_of
 from app.models.schemas import TrainOutcome
 from app.training.schemas import SearchJob, TrainJob
-from solver import protocol
+from solver import FitReport, protocol
 from solver.auto_search import AutoResult
 from solver.calibration import CALIBRATION_FOLDS, cross_validated_decisions
 from solver.model_selection import SearchResult
@@ -149,7 +149,7 @@ def train(
         n_test=int(len(test_idx)),
         holdout_accuracy=holdout["accuracy"] if holdout else None,
         fit_seconds=fitted.fit_seconds,
-        n_iter=_n_iter(est),
+        n_iter=est.fit_report().n_iter,
         summary=summary,
         algorithm=fitted.search.algorithm if fitted.search is not None else plan.algorithm,
         params=used,
@@ -278,17 +278,15 @@ def _uncalibrated_index(D: np.ndarray) -> np.ndarray:
     return (D > 0).astype(np.intp) if D.ndim == 1 else np.argmax(D, axis=1)
 
 
-def convergence(est: Any) -> dict[str, Any]:
+def convergence(report: FitReport) -> dict[str, Any]:
     """Whether the fit met its stopping rule: MSVMAv's ``converged_``, the rule (``stop``:
     the relative change of SV/θ² or the step ||Δw||/√dim) and its ``tol``, the last step's
-    relative change (null for algorithms without them)."""
-    info = getattr(est, "fit_info_", None) or {}
-    converged = getattr(est, "converged_", None)
+    relative change (null for algorithms without them; ``MarginClassifier.fit_report``)."""
     return jsonable({
-        "converged": None if converged is None else bool(converged),
-        "stop": getattr(est, "stop", None) if converged is not None else None,
-        "last_relative_change": info.get("last_relative_change"),
-        "tol": getattr(est, "tol", None) if converged is not None else None,
+        "converged": report.converged,
+        "stop": report.stop,
+        "last_relative_change": report.last_relative_change,
+        "tol": report.tol,
     })
 
 
@@ -297,6 +295,7 @@ def _summary(
 ) -> dict[str, Any]:
     """The model's summary: training margins, history, scaling, search, notes, weights."""
     est = fitted.estimator
+    report = est.fit_report()
     train_margins = est.margins(fitted.X_train, y_train, decision=decision)  # with accuracy
     # The final fit's warning (the first): a calibrated fit's folds warn about the same rows.
     notes = [
@@ -304,34 +303,19 @@ def _summary(
         for w in fitted.scale_warnings[:1]
     ]
     # a fit that ran out of iterations before meeting its stopping rule says so
-    not_converged = (getattr(est, "fit_info_", None) or {}).get("warning")
-    if not_converged:
-        notes.append(not_converged)
+    if report.warning:
+        notes.append(report.warning)
     return {
         "train_margins": jsonable(train_margins),
         "train_accuracy": train_margins["accuracy"],
-        "history": history_summary(list(getattr(est, "history_", None) or ()), est),
+        "history": history_summary(report),
         "scaling": scaling_summary(fitted.scaling),
         "search": search,
         "warnings": notes,
-        "fit_path": fit_path(est),
-        "convergence": convergence(est),
-        **describe_estimator(est, {"kernel": est.kernel}),
+        "fit_path": jsonable(report.path),
+        "convergence": convergence(report),
+        **jsonable(est.model_summary()),
     }
-
-
-def fit_path(est: Any) -> dict[str, Any] | None:
-    """How an MSVMAv fit was computed: the linear step's solver (linear kernel) or the kernel
-    matrix's approximation, as "auto" chose them or the request set them, and the fit's
-    counters (``fit_info_``: inverse builds, CG iterations, a fallback's reason, ...). None
-    for the other algorithms, which have one path each."""
-    if not hasattr(est, "linear_solver_"):
-        return None
-    return jsonable({
-        "linear_solver": est.linear_solver_,
-        "kernel_approximation": est.kernel_approximation_,
-        "fit_info": est.fit_info_,
-    })
 
 
 def search_summary(
@@ -367,14 +351,9 @@ def search_summary(
     )
 
 
-def _n_iter(est: Any) -> int:
-    """Iterations of the fit (the most over one-vs-rest tasks); 0 for closed-form solvers."""
-    n_iter = getattr(est, "n_iter_", None)
-    return int(np.max(n_iter)) if n_iter is not None and np.size(n_iter) else 0
-
-
-def history_summary(history: list[dict[str, Any]], est: Any) -> dict[str, Any]:
+def history_summary(report: FitReport) -> dict[str, Any]:
     """At most HISTORY_POINTS evenly spaced iterations plus the last one."""
+    history = report.history
     n = len(history)
     keep = (
         sorted(set(np.linspace(0, n - 1, min(n, HISTORY_POINTS)).astype(int).tolist())) if n else []
@@ -383,48 +362,11 @@ def history_summary(history: list[dict[str, Any]], est: Any) -> dict[str, Any]:
     return jsonable(
         {
             "n_records": n,
-            "stopped_early": bool(getattr(est, "stopped_early_", False)),
+            "stopped_early": report.stopped_early,
             "last": history[-1] if n else None,
             "trace": [{k: history[i].get(k) for k in fields} for i in keep],
         }
     )
-
-
-def describe_estimator(est: Any, params: dict[str, Any]) -> dict[str, Any]:
-    """Linear kernel: the weight vector(s) (in scaled feature space). Kernels: a summary of the
-    expansion (terms, gamma, coefficient norms)."""
-    if params.get("kernel", "linear") == "linear" and getattr(est, "coef_", None) is not None:
-        coef = np.atleast_2d(np.asarray(est.coef_, dtype=np.float64))
-        intercept = np.atleast_1d(np.asarray(getattr(est, "intercept_", np.zeros(len(coef)))))
-        return {
-            "weights": jsonable(
-                {
-                    "coef": coef.tolist(),
-                    "intercept": intercept.tolist(),
-                    "norm": [float(np.linalg.norm(c)) for c in coef],
-                }
-            )
-        }
-    info: dict[str, Any] = {"kernel": params.get("kernel"), "gamma": getattr(est, "gamma_", None)}
-    if getattr(est, "rank_", None) is not None:  # MSVMAv: the kernel path taken and its error
-        info.update(rank=int(est.rank_), kernel_error=float(est.kernel_error_))
-    dual = getattr(est, "dual_coef_", None)
-    if dual is not None:
-        dual = np.asarray(dual, dtype=np.float64)
-        info.update(
-            n_expansion_terms=int(dual.shape[0]),
-            dual_coef_l1=float(np.abs(dual).sum()),
-            dual_coef_l2=float(np.linalg.norm(dual)),
-            nonzero_terms=int(np.count_nonzero(np.any(np.atleast_2d(dual.T).T != 0, axis=1))),
-        )
-    if getattr(est, "coef_", None) is not None:  # Nyström: linear in the mapped space
-        coef = np.atleast_2d(np.asarray(est.coef_, dtype=np.float64))
-        info["feature_space_dim"] = int(coef.shape[1])
-        info["coef_norm"] = [float(np.linalg.norm(c)) for c in coef]
-    intercept = getattr(est, "intercept_", None)
-    if intercept is not None:
-        info["intercept"] = np.atleast_1d(np.asarray(intercept, dtype=np.float64)).tolist()
-    return {"kernel_summary": jsonable(info)}
 
 
 def scaling_summary(scaling: MinMaxScaling | None) -> dict[str, Any]:
