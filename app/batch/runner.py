@@ -28,7 +28,7 @@ from app.jobs.kinds import JobKind
 from app.jobs.runtime import JobContext, JobResult
 from app.models import service as models
 from app.models.features import dataset_features
-from solver.parallel import dask_cluster
+from solver import dask_cluster
 
 
 class BadRowError(ValueError):

@@ -50,7 +50,7 @@ def user_error(exc: BaseException) -> tuple[int, str] | None:
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
     from app.ingest.errors import IngestError
-    from solver.parallel import SchedulerUnreachableError
+    from solver import SchedulerUnreachableError
 
     if isinstance(exc, UsageError):
         return 2, str(exc)

@@ -19,9 +19,7 @@ from app.cli.errors import CommandParser
 from app.core.jsonable import jsonable
 from app.experiments.tables import to_csv, to_markdown
 from app.ingest import parse_dataset
-from solver.algorithms import PAPER_ORDER
-from solver.experiments import run_experiment
-from solver.parallel import dask_cluster
+from solver import PAPER_ORDER, dask_cluster, run_experiment
 
 
 # ----------------------------------------------------------------------------------
@@ -162,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         args.out.write_text(json.dumps(payload, indent=1))
     if args.plot:
-        from solver.plots import plot_margin_cdf
+        from solver import plot_margin_cdf
 
         fmt = "svg" if args.plot.suffix.lower() == ".svg" else "png"
         args.plot.write_bytes(plot_margin_cdf(result.margin_curves(), fmt=fmt,

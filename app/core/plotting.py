@@ -50,7 +50,7 @@ def add_image_routes(
 
 def render_margin_cdf(curves: Mapping[str, Any], *, title: str, fmt: str) -> bytes:
     """PNG or SVG bytes of ``solver.plots.plot_margin_cdf``."""
-    from solver.plots import plot_margin_cdf
+    from solver import plot_margin_cdf
 
     with _LOCK:
         return plot_margin_cdf(curves, title=title, fmt=fmt)

@@ -26,7 +26,7 @@ from app.datasets import locations, parquet
 from app.datasets.orm import Dataset, DatasetReference
 from app.ingest.errors import IngestError
 from app.ingest.labels import label_problem
-from solver.parallel import dask_cluster
+from solver import dask_cluster
 
 LOC_URI: list[str | int] = ["body", "uri"]
 

@@ -16,9 +16,7 @@ from app.experiments.orm import ExperimentResult
 from app.experiments.schemas import ExperimentJob
 from app.jobs.kinds import JobKind
 from app.jobs.runtime import JobContext, JobResult
-from solver.experiments import run_experiment
-from solver.model_selection import n_cells
-from solver.parallel import dask_cluster
+from solver import dask_cluster, n_cells, run_experiment
 
 #: (dataset id, table row name, X, y) of each data set of the experiment
 Loaded = list[tuple[int, str, Any, np.ndarray]]

@@ -11,7 +11,7 @@ from app.core.ids import DbId
 from app.core.pagination import Page
 from app.jobs.schemas import JobStatus
 from app.training.schemas import AlgorithmName, GridValue
-from solver.algorithms import PAPER_ORDER
+from solver import PAPER_ORDER
 
 REQUEST_EXAMPLE = {
     "dataset_ids": [1],

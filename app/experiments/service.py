@@ -25,7 +25,7 @@ from app.jobs import service as jobs
 from app.jobs.kinds import read_params
 from app.jobs.orm import Job
 from app.training import service as training
-from solver.protocol import holdout_sizes
+from solver import holdout_sizes
 
 KIND = "experiment"
 
@@ -171,7 +171,7 @@ def table(session: Session, experiment_id: int, fmt: str) -> str:
 
 
 def margins_plot(session: Session, experiment_id: int, dataset_id: int | None, fmt: str) -> bytes:
-    from solver.experiments import ExperimentResult as SolverResult
+    from solver import ExperimentResult as SolverResult
 
     _, rows = finished_results(session, experiment_id)
     if dataset_id is None:

@@ -10,8 +10,7 @@ import io
 from collections.abc import Sequence
 
 from app.experiments.table_cells import csv_cell, markdown_cell
-from solver.algorithms import display_name
-from solver.experiments import ExperimentResult, table_columns, win_tie_loss
+from solver import ExperimentResult, display_name, table_columns, win_tie_loss
 
 MARKS = {"win": "●", "loss": "○", "tie": ""}
 CSV_OUTCOMES = {"win": "MSVMAv_significantly_better", "loss": "MSVMAv_significantly_worse",

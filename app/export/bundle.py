@@ -46,8 +46,7 @@ import numpy as np
 
 from app.core.jsonable import jsonable
 from app.ingest import Encoder, IngestError
-from solver import ALGORITHMS, array_problem, attributes_problem, model_from_dict
-from solver.scaling import MinMaxScaling
+from solver import ALGORITHMS, MinMaxScaling, array_problem, attributes_problem, model_from_dict
 
 BUNDLE_FORMAT = "msvmav.bundle"
 BUNDLE_VERSION = 1

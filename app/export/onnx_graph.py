@@ -29,7 +29,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from app.export.expansion import Expansion, UnsupportedModelError
 from app.ingest.text import MISSING_TOKENS
-from solver.scaling import MinMaxScaling
+from solver import MinMaxScaling
 
 # Equal on strings is in the default domain from opset 19.
 OPSET = 19

@@ -20,7 +20,7 @@ from app.models.decisions import RuleError, rule_text, set_model_rule
 from app.models.orm import Model, ModelArray
 from app.predict.service import decision_for
 from app.predict.target import Target, reference_fields, resolve_target
-from solver.decision import check_rule
+from solver import check_rule
 
 ONNX_MISSING = (
     "format=onnx needs the onnx package, which this installation lacks: "

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from solver.sparse import int32_csr
+from solver import int32_csr
 
 from .column_specs import BadValueError, ColumnCoder, _fail, assemble, feature_specs
 from .errors import IngestError

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
-from solver.sparse import int32_csr
+from solver import int32_csr
 
 from .errors import MAX_ROWS_NAMED, IngestError, IngestLimitError, missing_error
 

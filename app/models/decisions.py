@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from solver.decision import RuleError, apply_rule, check_rule, describe
+from solver import RuleError, apply_rule, check_rule
+from solver import describe_rule as describe
 
 OOF_PREFIX = "oof."
 OOF_DECISION = OOF_PREFIX + "decision"
@@ -148,7 +149,7 @@ def carried_rule(estimator: Any, oof: tuple[np.ndarray, np.ndarray] | None,
     the model cannot take it (no probabilities or out-of-fold values, other classes)."""
     if text is None or not estimator.calibrated:
         return None
-    from solver.decision import check_objective, fit_rule
+    from solver import check_objective, fit_rule
 
     try:
         raw = json.loads(text)

@@ -19,8 +19,7 @@ from app.models.decisions import Decision
 from app.models.explaining import column_groups
 from app.models.scoring import Scores, score
 from app.models.service import LoadedModel, match_labels
-from solver.evaluation import curves, evaluate
-from solver.explain import explain_work, permutation_importance
+from solver import curves, evaluate, explain_work, permutation_importance
 
 # Shuffles per raw column of the permutation importance.
 IMPORTANCE_REPEATS = 5

@@ -22,7 +22,7 @@ from app.core.problems import invalid
 from app.ingest import encoding_feature_names
 from app.ingest.column_specs import feature_specs, spec_width
 from app.models.service import LoadedModel
-from solver.explain import contributions, explain_work
+from solver import contributions, explain_work
 
 
 @dataclass(frozen=True)

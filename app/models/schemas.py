@@ -10,9 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.pagination import Page
 from app.ingest.imputation import imputation_summary
-from solver.algorithms import PAPER_ORDER
-from solver.msvmav_parameters import KERNEL_APPROXIMATIONS, LINEAR_SOLVERS
-from solver.scaling import MinMaxScaling
+from solver import KERNEL_APPROXIMATIONS, LINEAR_SOLVERS, PAPER_ORDER, MinMaxScaling
 
 #: an algorithm's short name, in the paper's order (solver.algorithms)
 AlgorithmName = Literal[PAPER_ORDER]  # type: ignore[valid-type]

@@ -41,8 +41,7 @@ from app.models.features import dataset_features, feature_match
 from app.models.orm import Model, ModelArray
 from app.models.schemas import MarginsOut, TrainOutcome
 from app.registry.orm import ModelVersion, RegisteredModel
-from solver.algorithms import display_name
-from solver.scaling import MinMaxScaling
+from solver import MinMaxScaling, display_name
 
 ESTIMATOR_PREFIX = "est."
 SCALING_PREFIX = "scaling."

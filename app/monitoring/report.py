@@ -30,9 +30,7 @@ from app.models.features import dataset_features, feature_match
 from app.models.orm import Model
 from app.monitoring import domain, feature_drift, figure, label_shift, reliability, samples, window
 from app.monitoring import log as prediction_log
-from solver import protocol
-from solver.margins import QUANTILE_LEVELS, margin_statistics
-from solver.performance_estimate import expected_accuracy
+from solver import QUANTILE_LEVELS, expected_accuracy, margin_statistics, split_indices
 
 DRIFT_P_VALUE = 0.01
 # The newest rows of the window a report reads at most.
@@ -83,7 +81,7 @@ def reference(session: Session, model: Model) -> dict[str, Any] | None:
     X = dataset_features(X, dataset, model)  # without the model's weight column
     session.commit()  # read-only: end the transaction before computing
     params = model.params or {}
-    train_idx, _ = protocol.split_indices(y, params.get("test_fraction"), params.get("seed"))
+    train_idx, _ = split_indices(y, params.get("test_fraction"), params.get("seed"))
     est = loaded.estimator
     Xs = loaded.transform(X[train_idx])
     scores = np.asarray(est.decision_function(Xs), dtype=np.float64)
@@ -116,7 +114,7 @@ def _atc_reference(loaded: Any, X: Any, y: np.ndarray, params: dict[str, Any],
     if not est.calibrated:
         return {"atc_threshold": None, "atc_reference": None, "domain": None,
                 "label_priors": None}
-    _, test_idx = protocol.split_indices(y, params.get("test_fraction"), params.get("seed"))
+    _, test_idx = split_indices(y, params.get("test_fraction"), params.get("seed"))
     scores, true, Xs, source = train[0], train[1], train_X, "training"
     if len(test_idx) >= reliability.ATC_MIN_REFERENCE:
         Xs = loaded.transform(X[test_idx])

@@ -33,7 +33,7 @@ from app.predict.leaderboard_schemas import CostRule, LeaderboardRequest
 from app.predict.service import decision_for
 from app.predict.target import Target, reference_fields, resolve_target
 from app.predict.thresholds import mean_with_interval
-from solver.decision import mean_cost
+from solver import mean_cost
 
 HIGHER_IS_BETTER = {"accuracy": True, "balanced_accuracy": True, "roc_auc": True,
                     "pr_auc": True, "log_loss": False, "ece": False, "expected_cost": False}

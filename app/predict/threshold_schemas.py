@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from solver.decision import MAX_COST_CLASSES
+from solver import MAX_COST_CLASSES
 
 #: The largest cost: costs only matter relative to each other, and sums of n costs near
 #: float64's limit overflow (1e308 each answered a meaningless threshold with inf costs).

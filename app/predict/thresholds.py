@@ -5,7 +5,7 @@ rollback restores it) or on the stored model.
 
 The out-of-fold probabilities are the model's calibrator applied to the out-of-fold decision
 values its calibration was fitted on (app.models.decisions). The hold-out part is the model's
-own (its dataset's rows that ``solver.protocol.split_indices`` left out of training, with the
+own (its dataset's rows that ``solver.split_indices`` left out of training, with the
 model's test_fraction and seed), scored through the one scoring core with the fitted rule; a
 cost's interval is scipy's bootstrap (BCa, 2,000 resamples, seed 0) of the mean cost per row,
 a rate's the Wilson interval (``scipy.stats.binomtest``), both 95 %.
@@ -31,18 +31,18 @@ from app.predict.target import Target, reference_fields, resolve_target
 from app.predict.threshold_schemas import ThresholdRequest
 from app.registry import references
 from app.registry import service as registry
-from solver import protocol
-from solver.decision import (
+from solver import (
     Objective,
     apply_rule,
     check_objective,
     cost_curve,
-    describe,
     fit_rule,
     mean_cost,
     rate_counts,
     rates,
+    split_indices,
 )
+from solver import describe_rule as describe
 
 _REF: list[str | int] = ["path", "model_ref"]
 #: Thresholds of the curve: a grid over [0, 1] (and the chosen one).
@@ -109,7 +109,7 @@ def _holdout(session: Session, loaded: models.LoadedModel) -> tuple[Any, np.ndar
         return None
     X, y = datasets.load_arrays(session, dataset)
     X = dataset_features(X, dataset, row)  # without the model's weight column
-    _, test = protocol.split_indices(y, fraction, (row.params or {}).get("seed"))
+    _, test = split_indices(y, fraction, (row.params or {}).get("seed"))
     classes = loaded.estimator.classes_
     y_idx = models.match_labels(classes, y[test].tolist(), ["path", "model_ref"])
     return loaded.impute(X[test]), y_idx

@@ -13,10 +13,15 @@ from sqlalchemy.orm import Session
 from app.core.problems import invalid
 from app.datasets import service as datasets
 from app.datasets.orm import Dataset
-from solver.calibration import CALIBRATION_FOLDS
-from solver.comparators.grids import iter_configs
-from solver.fit_time import estimate_seconds, search_seconds
-from solver.memory import FitEstimate, estimate_fit, gib
+from solver import (
+    CALIBRATION_FOLDS,
+    FitEstimate,
+    estimate_fit,
+    estimate_seconds,
+    gib,
+    iter_configs,
+    search_seconds,
+)
 
 
 @dataclass(frozen=True)

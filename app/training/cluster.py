@@ -30,8 +30,7 @@ from app.datasets.parquet import read_partition
 from app.models.schemas import TrainOutcome
 from app.training import pipeline
 from app.training.schemas import TrainJob, TrainRequest
-from solver.algorithms import estimator_class
-from solver.scaling import MinMaxScaling
+from solver import MinMaxScaling, estimator_class
 
 #: rows per block of an uploaded dataset sent to the cluster
 UPLOADED_BLOCK_ROWS = 100_000
@@ -64,7 +63,7 @@ def check_request(request: TrainRequest, estimator_params: dict[str, Any],
     dataset and settings, a kernel fit's given rank (``approximation="low_rank"``,
     ``n_components``) whose features would not fit the workers' memory limits
     (``check_rank_memory``)."""
-    from solver.distributed import check_cluster_params
+    from solver import check_cluster_params
 
     why = "the fit on the Dask cluster (MSVMAV_DASK_SCHEDULER, dataset by reference) is"
     if request.algorithm != "msvmav":
@@ -77,13 +76,14 @@ def check_request(request: TrainRequest, estimator_params: dict[str, Any],
                       "rows as their own dataset and score them with a batch job")
     params = dict(estimator_params)
     kernel = params.pop("kernel", "linear")
+    est = estimator_class("msvmav")(kernel=kernel, **params)
     try:
-        check_cluster_params(estimator_class("msvmav")(kernel=kernel, **params))
+        check_cluster_params(est)
     except ValueError as exc:
         field, _, message = str(exc).partition(": ")
         raise invalid(["body", field if field in TrainRequest.model_fields else "algorithm"],
                       f"{why} limited: {message}") from None
-    if (dataset is not None and settings is not None and kernel != "linear"
+    if (dataset is not None and settings is not None and not est.kernel_kind.primal
             and params.get("approximation") == "low_rank"):
         check_rank_memory(int(params.get("n_components", 1000)), dataset, settings)
 
@@ -92,8 +92,7 @@ def check_rank_memory(rank: int, dataset: Dataset, settings: Settings) -> None:
     """422 naming n_components when rank ``rank``'s features for the dataset's rows, spread
     evenly over the scheduler's workers, exceed the smallest worker's share of its memory
     limit (``solver.distributed.check_rank_fits``). Asks the scheduler for its workers."""
-    from solver.distributed import check_rank_fits
-    from solver.parallel import dask_cluster
+    from solver import check_rank_fits, dask_cluster
 
     with dask_cluster(settings.dask_scheduler) as client:
         workers = client.scheduler_info()["workers"]
@@ -158,7 +157,7 @@ def reference_scaling(dataset: Dataset, job: TrainJob) -> MinMaxScaling | None:
 def fit(X: Any, y: Any, job: TrainJob, scaling: MinMaxScaling | None, client: Any,
         callback: Callable[[dict[str, Any]], Any] | None) -> TrainOutcome:
     """Fit the job's MSVMAv on the cluster and describe it as ``pipeline.train`` does."""
-    from solver.distributed import fit_on_cluster
+    from solver import fit_on_cluster
 
     plan = pipeline.plan_of(job)
     est = estimator_class(plan.algorithm)(kernel=plan.kernel, **plan.estimator_params())
@@ -184,7 +183,7 @@ def _summary(est: Any, X: Any, y: Any, client: Any, scaling: MinMaxScaling | Non
     """The model's summary as ``pipeline`` writes it: training margins (with Theorem 1's
     terms), reduced over the partitions on the workers; history, scaling, path,
     convergence, weights."""
-    from solver.distributed import cluster_margin_statistics
+    from solver import cluster_margin_statistics
 
     margins = cluster_margin_statistics(est, X, y, client=client)
     report = est.fit_report()

@@ -16,9 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from app.training.parameters import MAX_MAGNITUDE, MIN_MAGNITUDE
-from solver import MSVMAv
-from solver.msvmav_parameters import PARAMETERS
-from solver.params import Interval, Param, StrOptions
+from solver import PARAMETERS, Interval, MSVMAv, Param, StrOptions
 
 # The request's own fields set these for every algorithm (``seed``, ``calibration``,
 # ``class_weight``).

@@ -12,8 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from app.core.problems import invalid
-from solver.algorithms import ALGORITHMS, PAPER_ORDER, param_names
-from solver.params import InvalidParameterError, check_estimator_param
+from solver import (
+    ALGORITHMS,
+    PAPER_ORDER,
+    InvalidParameterError,
+    check_estimator_param,
+    param_names,
+)
 
 # The request schemas' algorithm names, in the table's (the paper's) order.
 RESERVED = {

@@ -20,11 +20,20 @@ from app.ingest.imputation import apply_fills, fit_fills, needs_fit
 from app.models.evaluating import baseline_warning, metrics_of
 from app.models.schemas import TrainOutcome
 from app.training.schemas import SearchJob, TrainJob
-from solver import FitReport, protocol
-from solver.auto_search import AutoResult
-from solver.calibration import CALIBRATION_FOLDS, cross_validated_decisions
-from solver.model_selection import SearchResult
-from solver.scaling import MinMaxScaling
+from solver import (
+    CALIBRATION_FOLDS,
+    MIN_HOLDOUT_ROWS,
+    AutoResult,
+    Fit,
+    FitReport,
+    MinMaxScaling,
+    Plan,
+    SearchResult,
+    cross_validated_decisions,
+    fit_plan,
+    split_indices,
+    split_rows,
+)
 
 HISTORY_POINTS = 50
 
@@ -58,7 +67,7 @@ def estimator_params(job: TrainJob) -> dict[str, Any]:
     return dict(job.estimator_params)
 
 
-def plan_of(job: TrainJob) -> protocol.Plan:
+def plan_of(job: TrainJob) -> Plan:
     """The protocol's plan of a job's params: the one place where the request's ``seed``
     becomes the fit's seed (estimator and, unless ``search.seed`` is given, the folds)."""
     chosen = estimator_params(job)
@@ -70,7 +79,7 @@ def plan_of(job: TrainJob) -> protocol.Plan:
         extra = {"budget_seconds": spec.budget_seconds,
                  "kernels": tuple(spec.kernels or ("linear", "rbf")),
                  "algorithms": tuple(spec.algorithms or ("msvmav",))}
-    return protocol.Plan(
+    return Plan(
         algorithm=job.algorithm,
         kernel=kernel,
         params=chosen,
@@ -109,12 +118,12 @@ def train(
     calibration; the hold-out's metrics are unweighted).
     """
     plan = plan_of(job)
-    train_idx, test_idx = protocol.split_indices(y, job.test_fraction, plan.seed)
+    train_idx, test_idx = split_indices(y, job.test_fraction, plan.seed)
     y_train = y[train_idx]
     w_train = None if sample_weight is None else np.asarray(sample_weight)[train_idx]
     if len(np.unique(y_train)) < 2:
         raise TrainingError("the training part has a single class; nothing to separate")
-    X_train, X_test = protocol.split_rows(X, train_idx, test_idx, overwrite=overwrite_X)
+    X_train, X_test = split_rows(X, train_idx, test_idx, overwrite=overwrite_X)
     del X
     if encoding is not None and needs_fit(encoding):
         encoding = fit_fills(X_train, encoding)
@@ -159,7 +168,7 @@ def train(
 
 
 def _fit_finite(
-    plan: protocol.Plan,
+    plan: Plan,
     X_train: Matrix,
     y_train: np.ndarray,
     *,
@@ -168,12 +177,12 @@ def _fit_finite(
     n_jobs: int,
     in_place: bool,
     sample_weight: np.ndarray | None = None,
-) -> tuple[protocol.Fit, np.ndarray]:
-    """``protocol.fit`` of the plan and the fitted model's decision values on its training
+) -> tuple[Fit, np.ndarray]:
+    """``fit_plan`` of the plan and the fitted model's decision values on its training
     rows; a TrainingError(DEGENERATE) when the fit met non-finite values or its decisions are
     non-finite or all zero (e.g. features of 1e308 with scaling none)."""
     try:
-        fitted = protocol.fit(
+        fitted = fit_plan(
             plan, X_train, y_train, callback=callback, search_callback=search_callback,
             n_jobs=n_jobs, in_place=in_place, sample_weight=sample_weight,
         )
@@ -188,7 +197,7 @@ def _fit_finite(
 
 
 def _holdout(
-    fitted: protocol.Fit, X_test: Matrix, y_test: np.ndarray, *, in_place: bool
+    fitted: Fit, X_test: Matrix, y_test: np.ndarray, *, in_place: bool
 ) -> dict[str, Any]:
     """The hold-out part's accuracy, margin statistics and ``evaluation`` (every metric of
     ``solver.evaluation.evaluate``, through app.models.evaluating as POST /models/{ref}/evaluate
@@ -230,7 +239,7 @@ NO_HOLDOUT = (
 
 
 def _add_cross_validated(
-    summary: dict[str, Any], fitted: protocol.Fit, y_train: np.ndarray, seed: int | None,
+    summary: dict[str, Any], fitted: Fit, y_train: np.ndarray, seed: int | None,
     sample_weight: np.ndarray | None = None,
 ) -> None:
     """Without a hold-out, the summary's ``evaluation`` from out-of-fold decision values of
@@ -238,8 +247,8 @@ def _add_cross_validated(
     each scored by a clone fitted on the others), with a warning saying so."""
     est = fitted.estimator
     n = len(y_train)
-    why = (f"the dataset has {n} rows, fewer than {protocol.MIN_HOLDOUT_ROWS}"
-           if n < protocol.MIN_HOLDOUT_ROWS else "test_fraction is null")
+    why = (f"the dataset has {n} rows, fewer than {MIN_HOLDOUT_ROWS}"
+           if n < MIN_HOLDOUT_ROWS else "test_fraction is null")
     try:
         D = (fitted.search.oof if isinstance(fitted.search, AutoResult)  # no more fits
              else cross_validated_decisions(est, fitted.X_train, y_train, random_state=seed,
@@ -291,7 +300,7 @@ def convergence(report: FitReport) -> dict[str, Any]:
 
 
 def _summary(
-    fitted: protocol.Fit, y_train: np.ndarray, decision: np.ndarray, search: dict[str, Any] | None
+    fitted: Fit, y_train: np.ndarray, decision: np.ndarray, search: dict[str, Any] | None
 ) -> dict[str, Any]:
     """The model's summary: training margins, history, scaling, search, notes, weights."""
     est = fitted.estimator

@@ -22,12 +22,7 @@ from app.registry import service as registry
 from app.training import cluster
 from app.training.pipeline import train
 from app.training.schemas import TrainJob
-from solver.algorithms import appends_ones
-from solver.auto_search import default_budget
-from solver.model_selection import n_cells
-from solver.parallel import dask_cluster
-from solver.protocol import holdout_sizes
-from solver.scaling import MinMaxScaling
+from solver import MinMaxScaling, appends_ones, dask_cluster, default_budget, holdout_sizes, n_cells
 
 Callbacks = tuple[Callable[[dict[str, Any]], Any], Callable[[int, int], None] | None]
 

@@ -11,8 +11,7 @@ from app.jobs.schemas import TRAIN_PARAMS_EXAMPLE
 from app.models.schemas import AlgorithmName
 from app.registry.schemas import Name
 from app.training.msvmav_fields import hyper_parameter_fields
-from solver.algorithms import PAPER_ORDER
-from solver.calibration import CALIBRATION_FOLDS, CALIBRATIONS
+from solver import CALIBRATION_FOLDS, CALIBRATIONS, PAPER_ORDER
 
 _TRAIN_EXAMPLE = TRAIN_PARAMS_EXAMPLE
 

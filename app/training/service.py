@@ -23,7 +23,7 @@ from app.training.msvmav_fields import HYPER_PARAMETERS
 from app.training.parameters import check_grid, check_name, check_params
 from app.training.schemas import SearchSpec, TrainJob, TrainRequest
 from app.training.weights import check_class_weight, check_weight_column
-from solver.protocol import default_test_fraction, holdout_sizes, split_indices
+from solver import default_test_fraction, holdout_sizes, split_indices
 
 
 def submit_train(
@@ -117,7 +117,7 @@ def normalise_search(request: TrainRequest, on_cluster: bool) -> TrainRequest:
     sets no hyper-parameter of the model (MSVMAv, no top-level hyper-parameter, no
     ``params``) and the fit runs here, else none. An auto search's folds are AUTO_CV unless
     ``search.cv`` is given; ``budget_seconds`` and ``algorithms`` belong to ``auto`` only."""
-    from solver.auto_search import AUTO_CV
+    from solver import AUTO_CV
 
     search = request.search
     if "search" not in request.model_fields_set:
@@ -139,7 +139,7 @@ def auto_kernels(request: TrainRequest, fixed: dict[str, Any], explicit: set[str
     """The kernels an auto search races: the request's ``kernel`` when given (linear or rbf),
     else both; the hyper-parameters it searches (alpha, beta, gamma, unless given) leave
     ``fixed``."""
-    from solver.auto_search import KERNELS
+    from solver import AUTO_KERNELS as KERNELS
 
     if "kernel" in request.model_fields_set:
         if request.kernel not in KERNELS:
@@ -159,7 +159,7 @@ def estimate_auto(session: Session, dataset: Dataset, fixed: dict[str, Any],
                   search: dict[str, Any], n_train: int) -> Any:
     """Admission of an auto search: the final fit's memory at its largest (an RBF winner's
     exact kernel where the race uses it) and, for the time, the budget plus that fit."""
-    from solver.auto_search import default_budget, exact_kernel
+    from solver import default_budget, exact_kernel
 
     kernels = search.get("kernels") or ["linear"]
     # calibrated from the race's out-of-fold values: no calibration folds to add
@@ -258,7 +258,7 @@ def resolve_search_grid(
 ) -> dict[str, list[Any]]:
     """The grid as {parameter: values} (named grids expanded for this dataset's feature
     count); its parameters are dropped from ``fixed`` (a default) or rejected (given)."""
-    from solver.model_selection import resolve_grid
+    from solver import resolve_grid
 
     search = request.search
     assert search is not None

@@ -17,9 +17,7 @@ from app.datasets.orm import Dataset
 from app.ingest.text import preview
 from app.models.features import column_position, without_column
 from app.training.schemas import TrainRequest
-from solver.algorithms import param_names
-from solver.protocol import split_indices
-from solver.weights import fit_weights
+from solver import fit_weights, param_names, split_indices
 
 WEIGHTED = "msvmav, svm and svr"
 _COLUMN: list[str | int] = ["body", "weight_column"]

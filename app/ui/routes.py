@@ -31,8 +31,7 @@ from app.ui import overview as overview_service
 from app.ui.pages import BY_SLUG, PAGES
 from app.ui.schemas import ModelVersions, OverviewOut, SessionOut, ShadowOrNone
 from app.ui.security_headers import HEADERS
-from solver.algorithms import PAPER_ORDER
-from solver.calibration import CALIBRATIONS
+from solver import CALIBRATIONS, PAPER_ORDER
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
