@@ -676,7 +676,7 @@ def _same_path(small: _Race, race: _Race, i: int) -> bool:
     and predicted on the low-rank one of every row is not: its rank, and so its time,
     depends on the width's spectrum)."""
     s = race.settings[i]
-    if small is race or s.algorithm != "msvmav" or s.kernel == "linear":
+    if small is race or s.algorithm != "msvmav" or kernel_type(s.kernel).primal:
         return True
     return (small.msvmav(s.params, s.kernel).kernel_path(small.fold_rows)
             == race.msvmav(s.params, s.kernel).kernel_path(len(race.y)))
