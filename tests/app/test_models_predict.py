@@ -341,7 +341,7 @@ def test_model_detail_names_the_path_the_fit_took(client, worker):
     """fit_path: the linear solver "auto" chose (as solver.choose_linear_solver picks it for
     the rows fitted), or the one the request set, with the fit's counters; the kernel path of
     an RBF model; null for an algorithm with one path."""
-    from solver._linear_step import choose_linear_solver
+    from solver.internals import choose_linear_solver
 
     small = trained_model(client, worker)
     assert small["fit_path"]["linear_solver"] == choose_linear_solver(

@@ -7,9 +7,7 @@ from sklearn.metrics.pairwise import rbf_kernel
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from solver import _active_set as active_set
-from solver._active_set import DualSystem
-from solver._linear_step import PrimalSystem
-from solver._symmetric_product import THREADED_MIN_DIM
+from solver.internals import THREADED_MIN_DIM, DualSystem, PrimalSystem
 
 
 def random_masks(n, steps, rng, start_share=0.4):

@@ -7,7 +7,7 @@ import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
 from solver import MSVMAv
-from solver._linalg import spd_inverse_blocked, sweep_block
+from solver.internals import spd_inverse_blocked, sweep_block
 
 
 def spd(n: int, seed: int = 0) -> np.ndarray:
@@ -70,7 +70,7 @@ def test_the_exact_fit_with_a_callback_equals_the_fit_without_and_reports_its_se
 def test_large_active_set_refactorisations_report_between_blocks(monkeypatch):
     """The exact path's |A| x |A| refactorisations (|A| up to about n / 2) are taken in blocks
     that report too, with the last iteration's record, when they are large."""
-    import solver._linalg as linalg_module
+    from solver.internals import linalg as linalg_module
 
     monkeypatch.setattr(linalg_module, "CHECKED_MIN", 64)
     rng = np.random.default_rng(2)

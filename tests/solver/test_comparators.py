@@ -34,7 +34,7 @@ from solver.comparators import (
     param_grid,
 )
 from solver.comparators import odm as odm_module
-from solver.comparators._common import cholesky_solve_inplace
+from solver.internals import cholesky_solve_inplace
 
 
 def make_data(n=80, d=5, classes=2, seed=0):

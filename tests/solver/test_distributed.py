@@ -15,8 +15,8 @@ from sklearn.datasets import make_classification
 from sklearn.preprocessing import MinMaxScaler
 
 from solver import MSVMAv
-from solver._base import FitStopped
 from solver.distributed import fit_on_cluster
+from solver.internals import FitStopped
 
 distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")

@@ -18,7 +18,7 @@ from solver.distributed import (
     fit_on_cluster,
     fit_on_landmarks,
 )
-from solver.distributed._kernel import largest_rank
+from solver.internals import largest_rank
 from solver.margins import margin_statistics
 
 distributed = pytest.importorskip("distributed")

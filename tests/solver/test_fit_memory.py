@@ -11,7 +11,7 @@ import pytest
 from scipy import sparse
 
 from solver import ALGORITHMS, MSVMAv
-from solver._footprint import BASE_BYTES
+from solver.internals import BASE_BYTES
 from solver.memory import FitTooLarge, estimate_fit, memory_limit
 
 KERNELS = ["linear", "rbf"]

@@ -11,8 +11,7 @@ from scipy import sparse
 
 from solver import MSVMAv
 from solver import _gram_matrix as gram_matrix
-from solver._gram_matrix import fold, fold_pairs, rows_gram
-from solver._linear_step import GramSystem
+from solver.internals import GramSystem, fold, fold_pairs, rows_gram
 
 
 def mixed_rows(n: int = 400, d: int = 64, seed: int = 0) -> sparse.csr_matrix:

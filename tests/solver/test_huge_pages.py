@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from solver import MSVMAv
-from solver._huge_pages import _set_madvise_hugepage, huge_pages_enabled, small_pages
+from solver.internals import _set_madvise_hugepage, huge_pages_enabled, small_pages
 
 pytestmark = pytest.mark.skipif(_set_madvise_hugepage is None, reason="numpy has no switch")
 

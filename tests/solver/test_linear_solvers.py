@@ -14,15 +14,15 @@ from threadpoolctl import threadpool_limits
 
 from solver import MSVMAv, model_from_dict
 from solver import _linear_step as linear_step
-from solver._linear_step import (
+from solver.internals import (
     DENSE_MAX_DIM,
     GRAM_MAX_DIM,
     WOODBURY_MAX_ROWS,
     ConjugateGradientSystem,
     GramSystem,
     choose_linear_solver,
+    gram_step,
 )
-from solver._linear_step import gram as gram_step
 from solver.params import InvalidParameterError
 from tests.solver.test_msvmav_exact import PARAMS, STEP, naive_linear, rel
 

@@ -8,14 +8,14 @@ import pytest
 from scipy import sparse
 
 from solver import MSVMAv
-from solver._linear_step import (
+from solver.internals import (
     LINEAR_STEPS,
     GramSystem,
+    PrimalSpace,
     choose_linear_solver,
     linear_system_bytes,
     make_linear_step,
 )
-from solver._msvmav_core import PrimalSpace
 from solver.memory import estimate_fit
 from solver.params import InvalidParameterError
 from tests.solver.test_margin_bounds import planted

@@ -167,7 +167,7 @@ def test_dense_path_summaries_equal_a_pass_and_it_passes_over_x_a_few_times(monk
 
 @pytest.mark.parametrize("sparse_rows", [False, True])
 def test_dense_moments_are_those_of_the_set_asked_and_leave_the_system_as_it_was(sparse_rows):
-    from solver._linear_step.dense import MOMENTS_ROWS, PrimalSystem
+    from solver.internals import MOMENTS_ROWS, PrimalSystem
 
     rng = np.random.default_rng(2)
     X, y = tall(n=640, d=6)

@@ -7,8 +7,8 @@ import pytest
 from scipy import sparse
 from sklearn.datasets import make_classification
 
-import solver._batched_msvmav as bm
 from solver.comparators import iter_configs
+from solver.internals import batched_msvmav as bm
 from solver.model_selection import (
     cross_validate_grid,
     kfold_indices,

@@ -13,7 +13,8 @@ from threadpoolctl import threadpool_limits
 from solver import MSVMAv
 from solver import _gram_matrix as gram_matrix
 from solver import _row_blocks as row_blocks
-from solver._row_blocks import RowBlocks, fit_threads, run_parallel, split_rows
+from solver.internals import RowBlocks, fit_threads, run_parallel
+from solver.internals import split_row_blocks as split_rows
 
 
 def csr(n: int, d: int, per_row: int, seed: int = 0) -> sparse.csr_matrix:

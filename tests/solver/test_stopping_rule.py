@@ -12,7 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import MinMaxScaler
 
 from solver import MSVMAv
-from solver._msvmav_core import OBJECTIVE_WINDOW
+from solver.internals import OBJECTIVE_WINDOW
 from solver.model_selection import cross_validate_grid, kfold_indices
 from solver.msvmav_parameters import PAPER_STOPPING
 

@@ -16,7 +16,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from solver import MSVMAv
 from solver import _symmetric_product as product_module
-from solver._symmetric_product import PROBES, RECHECK, SymmetricProduct, spare_cores
+from solver.internals import PROBES, RECHECK, SymmetricProduct, spare_cores
 
 
 def symmetric(D: int = 300, seed: int = 0) -> np.ndarray:

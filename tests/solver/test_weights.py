@@ -10,8 +10,7 @@ from scipy import sparse
 from sklearn.metrics.pairwise import rbf_kernel
 
 from solver import MSVMAv
-from solver._msvmav_core import DualSpace, PrimalSpace, iterate
-from solver._weighted import WeightedDualSpace, WeightedPrimalSpace
+from solver.internals import DualSpace, PrimalSpace, WeightedDualSpace, WeightedPrimalSpace, iterate
 from solver.msvmav import augment
 from solver.weights import fit_weights
 
