@@ -76,7 +76,8 @@ class ModelInfo(TypedDict, total=False):  # ModelDetail
     fit_seconds: float
     n_iter: int
     created_at: str
-    holdout_accuracy: float | None
+    holdout_accuracy: float | None  # of the labels served by the model's id (holdout_rule)
+    holdout_rule: str  # the rule those labels follow: argmax, sign, or the model's own
     train_accuracy: float | None
     weights: dict[str, Any] | None
     kernel_summary: dict[str, Any] | None  # rbf/poly: expansion terms, gamma, rank, error
@@ -91,7 +92,8 @@ class ModelInfo(TypedDict, total=False):  # ModelDetail
     converged: bool | None  # MSVMAv: the stopping rule met before max_iter
     last_relative_change: float | None
     tol: float | None
-    evaluation: dict[str, Any] | None  # the hold-out part's metrics
+    evaluation: dict[str, Any] | None  # the hold-out part's metrics (labels by holdout_rule)
+    evaluation_argmax: dict[str, Any] | None  # once a rule is set: the training's, by argmax
     sample_weight: dict[str, Any] | None  # weight_column's training weights (n, sum, ...)
     warnings: list[str]
 

@@ -20,6 +20,7 @@ from app.models.decisions import RuleError, rule_text, set_model_rule
 from app.models.orm import Model, ModelArray
 from app.predict.service import decision_for
 from app.predict.target import Target, reference_fields, resolve_target
+from app.predict.thresholds import rule_evaluation, with_rule_evaluation
 from solver import check_rule
 
 ONNX_MISSING = (
@@ -111,9 +112,17 @@ def export_bundle(session: Session, ref: str) -> tuple[int, bytes]:
     and the rule's source."""
     exported = _stored(session, ref)
     row, loaded = exported.row, exported.loaded
+    meta = _metadata(row)
+    if exported.source == "alias" and exported.rule is not None:
+        # the bundle's model reports the accuracy of the labels the alias's rule serves
+        evaluation = rule_evaluation(session, loaded, exported.rule)
+        if evaluation is not None:
+            summary, accuracy = with_rule_evaluation(meta["summary"] or {}, evaluation)
+            meta["summary"] = jsonable(summary)
+            if accuracy is not None:
+                meta["holdout_accuracy"] = accuracy
     return row.id, write_bundle(
-        meta={**_metadata(row), "decision_rule": exported.rule,
-              "exported_by": _origin(exported)},
+        meta={**meta, "decision_rule": exported.rule, "exported_by": _origin(exported)},
         encoding=row.encoding,
         estimator=loaded.estimator,
         scaling=loaded.scaling,

@@ -64,8 +64,16 @@ def _baseline(evaluation: dict[str, Any]) -> str | None:
         return None
     better = [r for r in rows if r[1] > r[2]]
     text = (f"the model does not beat the majority-class baseline (always predicting "
-            f"{evaluation['majority_class']!r}) on its hold-out part: {_listed(worse)}")
+            f"{evaluation['majority_class']!r}) on {_part(evaluation)}: {_listed(worse)}")
     return text + (f"; it does beat it on {_listed(better)}" if better else "")
+
+
+def _part(evaluation: dict[str, Any]) -> str:
+    """The rows an evaluation is of, in words: the hold-out part, or (without one) the
+    training rows out of fold."""
+    if evaluation.get("source") == "cross-validated":
+        return "its training rows out of fold (no hold-out)"
+    return "its hold-out part"
 
 
 def recall_warnings(evaluation: dict[str, Any] | None) -> list[str]:
@@ -80,7 +88,7 @@ def recall_warnings(evaluation: dict[str, Any] | None) -> list[str]:
         if c["support"] > 0 and c["recall"] < MIN_RECALL:
             j = labels.index(c["label"])
             out.append(f"the model almost never finds class {c['label']!r}: recall "
-                       f"{c['recall']:.4f} on its hold-out part ({matrix[j][j]} of "
+                       f"{c['recall']:.4f} on {_part(evaluation)} ({matrix[j][j]} of "
                        f"{c['support']} rows), below {MIN_RECALL}")
     return out
 

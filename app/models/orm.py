@@ -37,6 +37,17 @@ class Model(Base):
     n_iter: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
+    @property
+    def holdout_rule(self) -> str:
+        """The name of the decision rule whose labels ``holdout_accuracy`` and the summary's
+        ``evaluation`` measure: the model's own rule once one was set on it, else the default
+        it was trained with (argmax of the probabilities; the decision's sign without them)."""
+        evaluation = (self.summary or {}).get("evaluation") or {}
+        named = (evaluation.get("decision_rule") or {}).get("name")
+        if named:
+            return str(named)
+        return "sign" if (self.params or {}).get("calibration") in (None, "none") else "argmax"
+
 
 class ModelArray(Base):
     __tablename__ = "model_arrays"

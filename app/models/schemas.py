@@ -70,7 +70,18 @@ class ModelSummary(BaseModel):
     n_features: int
     n_train: int = Field(description="Rows fitted on")
     n_test: int = Field(description="Rows held out")
-    holdout_accuracy: float | None
+    holdout_accuracy: float | None = Field(
+        description="Accuracy on the hold-out part of the labels the model serves by its id: "
+        "under `holdout_rule`"
+    )
+    holdout_rule: str = Field(
+        "argmax",
+        description="The decision rule whose labels `holdout_accuracy` (and the detail's "
+        "`evaluation`) measure: the model's own rule once one is set on it (`POST "
+        "/models/{ref}/threshold` stored on the model), else the default it was trained with "
+        "(`argmax`; `sign` without probabilities). An alias's own rule is measured by "
+        "`POST /models/{name@alias}/evaluate` and the leaderboard",
+    )
     fit_seconds: float
     n_iter: int = Field(description="Iterations (the most over one-vs-rest tasks)")
     created_at: datetime
@@ -259,13 +270,21 @@ class ModelDetail(ModelSummary):
     tol: float | None = Field(None, description="MSVMAv: the stopping rule's tolerance")
     evaluation: dict[str, Any] | None = Field(
         None,
-        description="The hold-out part's metrics (without a hold-out — fewer than 100 rows, or "
+        description="The hold-out part's metrics of the labels the model serves by its id "
+        "(its `decision_rule` names the rule once one is set on the model; before, argmax), "
+        "(without a hold-out — fewer than 100 rows, or "
         "`test_fraction` null — 5-fold cross-validated metrics of the training rows, with "
         "`source: cross-validated` and a warning): n, accuracy, "
         "balanced_accuracy, majority_baseline, majority_class, beats_baseline, roc_auc, "
         "pr_auc (binary: a number; multi-class: macro and per_class one-vs-rest), log_loss, "
         "brier, ece (null without probabilities), confusion_matrix, per_class (precision, "
         "recall, f1, support); each as sklearn.metrics computes it",
+    )
+    evaluation_argmax: dict[str, Any] | None = Field(
+        None,
+        description="Once a rule is set on the model: the evaluation it was trained with "
+        "(labels by `argmax`), beside `evaluation` (labels by the model's rule, its "
+        "`decision_rule`); null while the model has no rule of its own",
     )
     sample_weight: dict[str, Any] | None = Field(
         None,
@@ -303,6 +322,7 @@ class ModelDetail(ModelSummary):
                 "calibration": (model.params or {}).get("calibration") or "none",
                 **(s.get("convergence") or {}),
                 "evaluation": s.get("evaluation"),
+                "evaluation_argmax": s.get("evaluation_argmax"),
                 "sample_weight": s.get("sample_weight"),
                 "columns": imputation_summary(model.encoding or {}),
             }

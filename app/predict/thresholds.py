@@ -25,6 +25,7 @@ from app.core.runtime import runtime_of
 from app.datasets import service as datasets
 from app.models import service as models
 from app.models.decisions import Decision, RuleError, read_oof, rule_text, set_model_rule
+from app.models.evaluating import metrics_of
 from app.models.features import dataset_features
 from app.models.scoring import score
 from app.predict.target import Target, reference_fields, resolve_target
@@ -171,15 +172,64 @@ def _curve(objective: Objective, rule: dict[str, Any], parts: dict[str, tuple[An
     return out
 
 
+def rule_evaluation(session: Session, loaded: models.LoadedModel,
+                    rule: dict[str, Any]) -> dict[str, Any] | None:
+    """The model's evaluation (``metrics_of``, as its training's) of the labels ``rule``
+    serves: on its hold-out part, through the scoring core; without one, on its out-of-fold
+    probabilities (``source: cross-validated``); None with neither. Its ``decision_rule``
+    names the rule."""
+    classes = loaded.estimator.classes_
+    named = {"decision_rule": {"name": describe(rule, classes.tolist()), "rule": rule}}
+    held = _holdout(session, loaded)
+    session.commit()  # read-only: end the transaction before computing
+    if held is not None:
+        scores = score(loaded, held[0], rule=Decision(rule, "model"))
+        return {**metrics_of(classes, classes[held[1]], scores.index, scores.decision,
+                             scores.probabilities), **named}
+    oof = read_oof(session, loaded.id)
+    session.commit()
+    if oof is None or not loaded.estimator.calibrated:
+        return None
+    D, idx = oof
+    P = loaded.estimator.probabilities(D)
+    return {**metrics_of(classes, classes[idx], apply_rule(rule, P), D, P),
+            "source": "cross-validated", **named}
+
+
+def with_rule_evaluation(summary: dict[str, Any], evaluation: dict[str, Any]
+                         ) -> tuple[dict[str, Any], float | None]:
+    """(a model's summary whose ``evaluation`` and hold-out accuracy are those of the labels
+    its rule serves, the training's evaluation kept beside as ``evaluation_argmax`` — its
+    first, rule-less one —; the hold-out accuracy, None without a hold-out)."""
+    out = dict(summary)
+    if "evaluation_argmax" not in out and out.get("evaluation"):
+        first = out["evaluation"]
+        name = "sign" if first.get("source") == "cross-validated" else "argmax"
+        out["evaluation_argmax"] = {**first, "decision_rule": {"name": name, "rule": None}}
+    out["evaluation"] = evaluation
+    accuracy = None
+    if evaluation.get("source") != "cross-validated" and out.get("holdout"):
+        accuracy = evaluation["accuracy"]
+        out["holdout"] = {**out["holdout"], "accuracy": accuracy}
+    return out, accuracy
+
+
 def _store(session: Session, target: Target, loaded: models.LoadedModel,
            rule: dict[str, Any], actor: str | None) -> str:
-    """Store the rule where the reference points: its alias, else the model. Committed."""
+    """Store the rule where the reference points: its alias, else the model (whose reported
+    hold-out accuracy and evaluation become those of the labels the rule serves). Committed."""
     text = rule_text(rule)
     resolved = target.resolved
     if resolved is not None and resolved.alias is not None and resolved.name is not None:
         registry.set_alias_rule(session, resolved.name, resolved.alias, text, actor)
         return "alias"
+    evaluation = rule_evaluation(session, loaded, rule)
     set_model_rule(session, loaded.id, text)
+    if evaluation is not None:
+        row = models.get_or_raise(session, loaded.id)
+        row.summary, accuracy = with_rule_evaluation(row.summary or {}, evaluation)
+        if accuracy is not None:
+            row.holdout_accuracy = accuracy
     session.commit()
     references.forget(session)
     return "model"

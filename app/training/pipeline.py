@@ -272,6 +272,10 @@ def _add_cross_validated(
     searched = ("; the hyper-parameters were chosen on the same rows, so they are optimistic"
                 if summary.get("search") else "")
     summary["warnings"].append(NO_HOLDOUT.format(why=why, folds=folds, searched=searched))
+    # the baseline and recall checks, on every model: here on the out-of-fold labels
+    warning = baseline_warning(summary["evaluation"])
+    if warning is not None:
+        summary["warnings"].append(warning)
 
 
 def weight_summary(column: str | None, w: np.ndarray) -> dict[str, Any]:

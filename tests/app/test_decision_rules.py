@@ -162,6 +162,48 @@ def test_a_batch_job_takes_its_own_rule(client, worker, credit):
         assert_problem(r, 422, field)
 
 
+def test_every_reported_accuracy_is_that_of_the_served_labels(client, credit):
+    """Once a rule is set on the model, its detail's hold-out accuracy and evaluation, GET
+    /models, the registry's versions, evaluate and the leaderboard measure the labels the
+    rule serves (/predict by the model's id on its hold-out rows); the training's argmax
+    evaluation stays beside it, labelled."""
+    from sklearn.metrics import balanced_accuracy_score
+
+    (model_id, _), X, y = credit
+    y = np.asarray(y)
+    before = client.get(f"/models/{model_id}").json()
+    assert before["holdout_rule"] == "argmax" and before["evaluation_argmax"] is None
+    assert client.post(f"/models/{model_id}/threshold", json=COSTS).status_code == 200
+    detail = client.get(f"/models/{model_id}").json()
+    rows = detail["holdout"]["rows"]
+    served = _predict(client, X[rows], model_id=model_id)
+    labels = np.array([p["label"] for p in served["predictions"]])
+    argmax = _probabilities(served).argmax(axis=1)
+    assert (labels != np.asarray(served["classes"])[argmax]).any()  # the rule moved labels
+    accuracy = float(np.mean(labels == y[rows]))
+    rule = served["decision_rule"]["name"]
+    assert detail["holdout_rule"] == rule == detail["evaluation"]["decision_rule"]["name"]
+    assert detail["holdout_accuracy"] == pytest.approx(accuracy, abs=1e-12)
+    assert detail["holdout"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
+    assert detail["evaluation"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
+    assert detail["evaluation"]["balanced_accuracy"] == pytest.approx(
+        balanced_accuracy_score(y[rows], labels), abs=1e-12)
+    # side by side: the evaluation it was trained with, by argmax
+    assert detail["evaluation_argmax"]["decision_rule"]["name"] == "argmax"
+    assert detail["evaluation_argmax"]["accuracy"] == before["evaluation"]["accuracy"]
+    listed = {m["id"]: m for m in client.get("/models", params={"limit": 100}).json()["items"]}
+    assert listed[model_id]["holdout_accuracy"] == detail["holdout_accuracy"]
+    assert listed[model_id]["holdout_rule"] == rule
+    versions = client.get("/registered-models/credit").json()["versions"]
+    assert [v["holdout_accuracy"] for v in versions if v["model_id"] == model_id] == [
+        detail["holdout_accuracy"]]
+    r = client.post(f"/models/{model_id}/evaluate",
+                    data={"dataset_id": str(detail["dataset_id"])})
+    assert r.json()["metrics"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
+    board = client.post("/models/leaderboard", json={"models": [str(model_id)]}).json()
+    assert board["models"][0]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
+
+
 def test_a_model_rule_labels_requests_by_id(client, credit):
     (model_id, _), X, _ = credit
     r = client.post(f"/models/{model_id}/threshold",
@@ -294,7 +336,7 @@ def test_onnx_and_bundles_by_an_alias_carry_the_aliass_rule(client, worker, cred
     """``GET /models/credit@production/export``: the graph (in onnxruntime) and the bundle
     label by the alias's rule, which the model itself does not have (by id it exports argmax);
     after a move to version 2 the export follows the alias there, with its rule refitted."""
-    (first, second), X, _ = credit
+    (first, second), X, y = credit
     t = client.post("/models/credit@production/threshold", json=COSTS).json()["threshold"]
     meta: dict = {}
     labels, P = _onnx(client, "credit@production", X, meta)
@@ -313,6 +355,11 @@ def test_onnx_and_bundles_by_an_alias_carry_the_aliass_rule(client, worker, cred
     again = _predict(client, X, model_id=r.json()["id"])
     assert [p["label"] for p in again["predictions"]] == labels
     assert again["decision_rule"]["source"] == "model"
+    # and reports the hold-out accuracy of those labels, not of the model's own
+    imported, rows = r.json(), client.get(f"/models/{first}").json()["holdout"]["rows"]
+    accuracy = float(np.mean(np.asarray(labels)[rows] == np.asarray(y)[rows]))
+    assert imported["holdout_accuracy"] == pytest.approx(accuracy, abs=1e-12)
+    assert imported["holdout_rule"] == served["decision_rule"]["name"]
     # the alias moves to version 2: its rule is refitted there, and the export follows
     assert client.put("/registered-models/credit/aliases/production",
                       json={"version": 2}).status_code == 200

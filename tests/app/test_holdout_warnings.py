@@ -87,5 +87,23 @@ def test_the_trained_model_and_its_job_name_the_class_it_almost_never_finds(clie
     assert "almost never finds class 'C'" in job["message"]
 
 
+def test_a_model_without_a_hold_out_is_checked_on_its_out_of_fold_labels(client, worker):
+    """Without a hold-out (test_fraction null) the same checks run on the cross-validated
+    evaluation, and say so: the class the model almost never finds is named (it was not:
+    only a model with a hold-out was checked)."""
+    rng = np.random.default_rng(0)
+    centres = {"A": (0.0, 0.0, 0.0), "B": (6.0, 0.0, 0.0), "C": (0.0, 0.0, 0.0)}
+    counts = {"A": 300, "B": 200, "C": 25}
+    X = np.vstack([rng.normal(centres[c], 1.0, size=(k, 3)) for c, k in counts.items()])
+    y = np.concatenate([[c] * k for c, k in counts.items()])
+    model = trained_model(client, worker, to_csv(X, y), test_fraction=None, search="none")
+    ev = model["evaluation"]
+    assert ev["source"] == "cross-validated" and model["holdout"] is None
+    recall_c = next(c["recall"] for c in ev["per_class"] if c["label"] == "C")
+    assert recall_c < MIN_RECALL
+    named = [w for w in model["warnings"] if "almost never finds class 'C'" in w]
+    assert named and "out of fold (no hold-out)" in named[0], model["warnings"]
+
+
 def test_no_evaluation_no_warning():
     assert holdout_warnings(None) == [] and holdout_warnings({}) == []

@@ -13,8 +13,11 @@
     const ev = m.evaluation;
     const box = el("div");
     if (ev) {
-      const { confusion_matrix: cm, per_class: perClass, curves: evCurves, ...scores } = ev;
-      box.append(UI.kv(scores), confusion(cm));
+      const { confusion_matrix: cm, per_class: perClass, curves: evCurves, decision_rule: rule, ...scores } = ev;
+      // the labels measured are those the model serves: its rule's once one is set on it
+      box.append(UI.kv({ "labels by": m.holdout_rule || (rule && rule.name) || "argmax", ...scores }), confusion(cm));
+      const first = m.evaluation_argmax;
+      if (first) box.append(el("p", { class: "muted" }, "As trained, labels by " + first.decision_rule.name + ": accuracy " + UI.num(first.accuracy) + ", balanced accuracy " + UI.num(first.balanced_accuracy) + "."));
       if (Array.isArray(perClass)) {
         box.append(UI.table({}, el("caption", { class: "muted" }, "Per class"),
           el("thead", {}, el("tr", {}, ["Class", "Precision", "Recall", "F1", "Support"].map((h) => el("th", { scope: "col" }, h)))),
@@ -205,7 +208,7 @@
     app.append(exp, expOut);
     const summary = {
       classes: m.classes, features: m.n_features, "rows fitted": m.n_train, "rows held out": m.n_test,
-      "train accuracy": m.train_accuracy, "hold-out accuracy": m.holdout_accuracy, "fit time (s)": m.fit_seconds, iterations: m.n_iter, scaling: m.scaling,
+      "train accuracy": m.train_accuracy, "hold-out accuracy": m.holdout_accuracy, "hold-out labels by": m.holdout_rule, "fit time (s)": m.fit_seconds, iterations: m.n_iter, scaling: m.scaling,
     };
     if ("calibration" in m) summary.calibration = m.calibration;
     app.append(el("div", { class: "cols" }, UI.section("Summary", UI.kv(summary)), parameters(m)));
