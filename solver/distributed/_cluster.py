@@ -82,7 +82,8 @@ class ClusterRows:
         self.pending.append(future)
         return future
 
-    def map(self, fn: Callable, *, blocks: list | None = None, **kwargs: Any) -> list:
+    def map(self, fn: Callable, *, blocks: list | None = None, keep: bool = False,
+            **kwargs: Any) -> list:
         """fn((X_b, y_b)[, blocks_b], **kwargs) for every block b: futures, in row order.
 
         Each task runs on a worker that holds its block (``who_has``), never elsewhere:
@@ -99,7 +100,11 @@ class ClusterRows:
         for part, more in zip(self.parts, extra, strict=True):
             where = list(holders.get(part.key, ())) or None
             args = (part,) if blocks is None else (part, more)
-            futures.append(self.client.submit(fn, *args, workers=where, pure=False, **kwargs))
+            # ``keep``: results held between passes (a kernel fit's mapped blocks) may run
+            # elsewhere, so that the scheduler can recompute one lost with its worker
+            futures.append(self.client.submit(fn, *args, workers=where, pure=False,
+                                              allow_other_workers=keep and where is not None,
+                                              **kwargs))
             self.placed.update(where or ())
         self.pending.extend(futures)
         return futures
@@ -131,7 +136,25 @@ class ClusterRows:
             self.pending.extend(parts)
         self.passes += 1
         self.wait(parts)
-        return parts[0].result()
+        return self.fetch(parts[0])
+
+    def fetch(self, future: Any) -> Any:
+        """The finished future's result; a future lost since (its worker left after the
+        wait) starts the pass again, as ``wait`` does (its futures cancelled first)."""
+        try:
+            while True:
+                try:
+                    return future.result(timeout=POLL)
+                except TimeoutError:
+                    self._check_workers()
+        except BaseException:
+            self.cancel()
+            raise
+
+    def _check_workers(self) -> None:
+        """_WorkerGone when a worker the pass's tasks were placed on has left."""
+        if not self.placed <= set(self.client.scheduler_info()["workers"]):
+            raise _WorkerGone
 
     def wait(self, futures: list) -> None:
         """Wait for the futures, ticking; on any exception cancel the pass, then raise
@@ -144,8 +167,7 @@ class ClusterRows:
                     wait(futures, timeout=POLL)
                     break
                 except TimeoutError:
-                    if not self.placed <= set(self.client.scheduler_info()["workers"]):
-                        raise _WorkerGone from None
+                    self._check_workers()
                     # (not before the first POLL: a cancel sent before the scheduler has
                     # registered the pass's graph would miss its tasks)
                     if self.tick is not None:
@@ -153,6 +175,8 @@ class ClusterRows:
             failed = [future for future in futures if future.status != "finished"]
             if failed:
                 first = failed[0]
+                if first.status == "lost":  # finished, then lost with its worker
+                    raise _WorkerGone
                 why = repr(first.exception()) if first.status == "error" else first.status
                 raise DistributedFitError(f"the cluster failed a task of the fit: {why}")
         except BaseException:
@@ -161,10 +185,16 @@ class ClusterRows:
 
     def cancel(self) -> None:
         """Cancel every future of the pass now running (queued tasks are dropped; a running
-        one finishes on its worker and its result is discarded)."""
+        one finishes on its worker and its result is discarded) and release its finished
+        ones now: a reference left to them (an exception's traceback holds the pass's frames
+        until the garbage collector breaks its cycle) would keep their results, and their
+        tasks, in the scheduler after the fit."""
         running = [future for future in self.pending if not future.done()]
-        if running:  # (finished ones are released: cancelling a finished task whose
-            self.client.cancel(running)  # dependents were released trips the scheduler)
+        if running:  # (cancelling a finished task whose dependents were released trips
+            self.client.cancel(running)  # the scheduler: those are released instead)
+        for future in self.pending:
+            if future.done():
+                future.release()
         self.pending = []
 
     def hold(self, futures: list) -> None:

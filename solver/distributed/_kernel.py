@@ -229,7 +229,8 @@ def mapped_rows(rows: ClusterRows, landmarks: Landmarks) -> tuple[ClusterRows, n
         lam, V, R = rotation(sums["G"])
 
         def run() -> list:
-            futures = rows.map(_kernel_blocks.mapped, landmarks=held, rotation=R)
+            futures = rows.map(_kernel_blocks.mapped, keep=True, landmarks=held,
+                               rotation=R)
             rows.wait(futures)
             return futures
 
