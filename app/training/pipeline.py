@@ -138,8 +138,7 @@ def train(
     est = fitted.estimator
     search = search_summary(fitted.search, job.search)
     summary = _summary(fitted, y_train, decision, search)
-    if w_train is not None:
-        summary["sample_weight"] = weight_summary(job.weight_column, w_train)
+    summary["sample_weight"] = weight_summary(job.weight_column, w_train)
     holdout = (_holdout(fitted, X_test, y[test_idx], in_place=overwrite_X)
                if len(test_idx) else None)
     del X_test
@@ -278,9 +277,12 @@ def _add_cross_validated(
         summary["warnings"].append(warning)
 
 
-def weight_summary(column: str | None, w: np.ndarray) -> dict[str, Any]:
+def weight_summary(column: str | None, w: np.ndarray | None) -> dict[str, Any] | None:
     """What a model keeps of its training rows' sample weights: the column they came from,
-    their sum, range and mean, and how many rows weighed 0 (took no part in the fit)."""
+    their sum, range and mean, and how many rows weighed 0 (took no part in the fit); None
+    without weights."""
+    if w is None:
+        return None
     return {"column": column, "n": int(w.size), "sum": float(w.sum()), "min": float(w.min()),
             "max": float(w.max()), "mean": float(w.mean()), "zero_rows": int(np.sum(w == 0))}
 
