@@ -21,6 +21,9 @@ from solver.protocol import split_indices
 from tests.app.auth_support import bearer, make_key
 from tests.app.support import assert_problem, assert_svg, blobs, run_jobs, to_csv, trained_model
 
+# issue 44's Done-when asks for both databases: the PostgreSQL twins run too
+pytestmark = pytest.mark.postgres
+
 COSTS = {"objective": {"cost_fp": 1, "cost_fn": 5}}
 
 
