@@ -68,15 +68,17 @@ _INVALID_BODY: dict[str, tuple[list[str | int], str, dict[str, Any]]] = {
         "Input should be greater than 0",
         {"type": "greater_than", "input": 0},
     ),
-    "predict": (["body", "model_id"], f"model {MISSING_ID} not found", {}),
+    "predict": (["body", "model_id"], "Input should be greater than or equal to 1",
+                {"type": "greater_than_equal", "input": 0}),
     "create_registered_model": (
         ["body", "name"],
         "a name may not be all digits (that reads as a model id)",
         {"type": "value_error", "input": "123"},
     ),
-    "create_model_version": (["body", "model_id"], f"model {MISSING_ID} not found", {}),
-    "set_model_alias": (["body", "version"], "registered model 'wdbc' has no version 7", {}),
-    "predict_file": (["body", "model_id"], f"model {MISSING_ID} not found", {}),
+    "create_model_version": (["body", "model_id"], "Input should be greater than or equal to 1",
+                {"type": "greater_than_equal", "input": 0}),
+    "predict_file": (["body", "model_id"], "Input should be greater than or equal to 1",
+                {"type": "greater_than_equal", "input": "0"}),
     "import_model": (
         ["body", "file"],
         "bundle format version 2 is newer than this service reads (up to 1); upgrade msvmav",
@@ -141,6 +143,15 @@ _KIND_NAMES = {"key": "API key", "batch": "batch job", "alert_rule": "alert rule
 _LOWER_SCOPE = {Scope.admin: Scope.write, Scope.write: Scope.read, Scope.read: Scope.read}
 
 
+def _key_reused(path: str, method: str) -> dict[str, Any]:
+    """The 409 of an Idempotency-Key sent first with another request (app.core.idempotency)."""
+    message = (f"this key was first used for another request (POST /train with a different "
+               f"body); {method} {path} with this body needs a new key")
+    loc: list[str | int] = ["header", "Idempotency-Key"]
+    error = {"loc": loc, "field": "Idempotency-Key", "message": message}
+    return _problem(409, path, f"Idempotency-Key: {message}", errors=[error])
+
+
 def _registry_not_found(op_id: str, path: str) -> dict[str, Any] | None:
     """The 404 of a route that names a registered model, version or alias (or refers to one)."""
     if op_id in _REGISTRY_NOT_FOUND:
@@ -170,6 +181,8 @@ def error_example(
     if status == 403 and needed is not None:
         held = Principal(key_id=1, name="ci", scope=_LOWER_SCOPE[needed])
         return _from_problem(gate.forbidden(held, needed, method, path), path)
+    if status == 409 and any(p.get("name") == "Idempotency-Key" for p in op.get("parameters", [])):
+        return _key_reused(path, method)
     if status == 409:
         template = _CONFLICTS.get(op_id, _EXPERIMENT_CONFLICT if kind == "experiment" else None)
         if template:

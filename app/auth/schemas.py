@@ -46,7 +46,7 @@ class KeyCreate(BaseModel):
     expires_at: Timestamp | None = Field(
         None,
         description=f"When the key stops working ({TIMESTAMP_FORMAT}; UTC when no offset is "
-        "given); in the future. Omitted or null: never",
+        "given); it must be in the future. Omitted or null: never",
     )
 
     @field_validator("expires_at")

@@ -6,7 +6,8 @@ response again instead of a second dataset or job.
   same transaction as the row it created: either both exist or neither;
 * the same key with the same request (same method, path and body — for an upload: the same file
   bytes, file name and options) → that response replayed, with ``Idempotent-Replayed: true``;
-* the same key with another request → 422 naming the header; nothing is created;
+* the same key with another request → 409 naming the header (the key is bound to the first
+  request: a conflict with what is stored, not an invalid request); nothing is created;
 * two concurrent requests with one key: both may do the work, but the key's primary key lets
   one commit; the other rolls back (its row vanishes) and replays the winner's response;
 * a request that failed (4xx) stores nothing: retrying it with the same key runs it again.
@@ -31,7 +32,7 @@ from sqlalchemy.orm import Session
 
 from app.core.db import begin_read
 from app.core.orm import IdempotencyKey
-from app.core.problems import invalid
+from app.core.problems import conflict
 
 log = logging.getLogger("app.core.idempotency")
 
@@ -47,7 +48,7 @@ IdempotencyKeyHeader = Annotated[
         description="Any unique string (e.g. a UUID) chosen by the client. Retrying this POST "
         "with the same key and the same request returns the first response (same status, body "
         "and Location; header `Idempotent-Replayed: true`) and creates nothing new; the same "
-        "key with a different request answers 422. Keys are kept indefinitely.",
+        "key with a different request answers 409. Keys are kept indefinitely.",
         examples=["3f1c2a9e-8d4b-4e0f-9a51-2b7c6d8e9f10"],
     ),
 ]
@@ -136,11 +137,11 @@ def create_once(
 
 def _replay(stored: IdempotencyKey, print_: str, request: Request) -> JSONResponse:
     if stored.fingerprint != print_:
-        raise invalid(
-            ["header", HEADER],
+        raise conflict(
             f"this key was first used for another request ({stored.method} {stored.path} "
             f"with a different body); {request.method} {request.url.path} with this body needs "
             "a new key",
+            ["header", HEADER],
         )
     return _response(stored.status_code, stored.body, {**stored.headers, REPLAYED_HEADER: "true"})
 

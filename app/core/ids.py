@@ -3,7 +3,10 @@
 Every table's id is an ``INTEGER`` (32-bit on PostgreSQL), so an id outside 1 … 2^31 − 1 can
 name no row: in a body it is a 422 naming the field (``DbId``), in a query a 422 naming the
 parameter and in a path a 404 (both ``check_ids``) — never a database overflow error. An id
-that is not an integer's text (whitespace around it included) is a 422 naming it.
+that is not an integer's text (whitespace around it included) is a 422 naming it. An integer's
+text is decimal digits, signed or not, with or without a zero fraction: ``30.0`` is 30, as the
+OpenAPI document's ``integer`` (JSON Schema's: a number whose fraction is zero) and pydantic's
+reading of every other integer parameter have it.
 """
 
 from __future__ import annotations
@@ -12,20 +15,27 @@ import re
 from typing import Annotated
 
 from fastapi import Request
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from app.core.problems import invalid, not_found
 
 MAX_DB_ID = 2**31 - 1
 
-DbId = Annotated[int, Field(strict=True, ge=1, le=MAX_DB_ID)]
-"""An id in a request body: a JSON integer in 1 … 2^31 − 1."""
+def _whole(value: object) -> object:
+    """A JSON number with a zero fraction (``5.0``) is the integer JSON Schema says it is."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return value
+
+
+DbId = Annotated[int, Field(strict=True, ge=1, le=MAX_DB_ID), BeforeValidator(_whole)]
+"""An id in a request body: a JSON integer in 1 … 2^31 − 1 (``5.0`` is 5; ``"5"`` is refused)."""
 
 # Whole text only: "$" also matches before a final newline, and pydantic strips whitespace from
 # an integer's text, so "6\n" named id 6 (GET /keys/6%0A answered 200).
-_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0+)?", re.ASCII)
 #: The 422 message of an id that is not an integer's text (app.error_examples documents it).
-NOT_AN_ID = "Input should be a valid integer: decimal digits only"
+NOT_AN_ID = "Input should be a valid integer: decimal digits only (a zero fraction allowed)"
 
 
 def in_range(value: int) -> bool:
@@ -36,7 +46,7 @@ def _out_of_range(text: str) -> bool:
     """``text`` is a decimal integer (any length) outside 1 … 2^31 − 1."""
     if not _INTEGER.fullmatch(text):
         return False  # not an integer: refused by check_ids (a 422)
-    digits = text.lstrip("+-").lstrip("0")
+    digits = text.split(".", 1)[0].lstrip("+-").lstrip("0")
     return text.startswith("-") or len(digits) > 10 or not in_range(int(digits or "0"))
 
 

@@ -66,11 +66,25 @@ class Problem(Exception):  # noqa: N818 - it is the answer, not only an error
 
 
 def not_found(kind: str, id: object, loc: list[str | int] | None = None) -> Problem:
-    """404 for an id in the path; with ``loc`` (an id given in the body or query), a 422
-    naming that field."""
+    """404 for an id in the path; with ``loc`` (an id given in the body or query), a 404 whose
+    ``errors`` name that field (``unknown``)."""
     if loc is not None:
-        return invalid(loc, f"{kind} {id} not found")
+        return unknown(loc, f"{kind} {id} not found")
     return missing(f"{kind} {id} not found")
+
+
+def unknown(loc: list[str | int], message: str) -> Problem:
+    """404 for a well-formed reference in the body or query that names nothing stored (``model_id``
+    of no model, an alias the registered model lacks), its ``errors`` naming the field as a 422's
+    do. Not a 422: the request is valid by the OpenAPI document, what it names does not exist."""
+    field = _field_name(loc)
+    return Problem(
+        404,
+        f"{field}: {message}",
+        type=TYPE_BASE + "not-found",
+        title="Not Found",
+        errors=[{"loc": loc, "field": field, "message": message}],
+    )
 
 
 def missing(detail: str) -> Problem:
@@ -78,8 +92,14 @@ def missing(detail: str) -> Problem:
     return Problem(404, detail, type=TYPE_BASE + "not-found", title="Not Found")
 
 
-def conflict(detail: str) -> Problem:
-    return Problem(409, detail, type=TYPE_BASE + "conflict", title="Conflict")
+def conflict(detail: str, loc: list[str | int] | None = None) -> Problem:
+    """409; with ``loc``, the detail and an ``errors`` entry name the input that conflicts with
+    what is stored (an Idempotency-Key bound to another request)."""
+    if loc is None:
+        return Problem(409, detail, type=TYPE_BASE + "conflict", title="Conflict")
+    field = _field_name(loc)
+    return Problem(409, f"{field}: {detail}", type=TYPE_BASE + "conflict", title="Conflict",
+                   errors=[{"loc": loc, "field": field, "message": detail}])
 
 
 def too_large(detail: str, **extra: Any) -> Problem:

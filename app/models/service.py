@@ -31,7 +31,7 @@ from app.core.db import begin_read
 from app.core.jsonable import jsonable
 from app.core.pagination import PageParams, paginate
 from app.core.plotting import render_margin_cdf
-from app.core.problems import conflict, invalid, not_found
+from app.core.problems import conflict, invalid, not_found, unknown
 from app.core.runtime import Part, Runtime, runtime_of, session_runtime
 from app.datasets import service as datasets
 from app.datasets.orm import Dataset
@@ -184,7 +184,7 @@ def list_page(
             select(RegisteredModel.id).where(RegisteredModel.name == registered_model)
         )
         if owner is None:
-            raise invalid(
+            raise unknown(
                 ["query", "registered_model"], f"registered model {registered_model!r} not found"
             )
         versions = select(ModelVersion.model_id).where(ModelVersion.registered_model_id == owner)

@@ -58,10 +58,14 @@ Since = Annotated[
     Timestamp | None, Query(description=f"Window start (inclusive): {TIMESTAMP_FORMAT}; UTC")
 ]
 Until = Annotated[
-    Timestamp | None, Query(description=f"Window end (exclusive): {TIMESTAMP_FORMAT}; UTC")
+    Timestamp | None,
+    Query(description=f"Window end (exclusive): {TIMESTAMP_FORMAT}; UTC; with `since`, it "
+          "must be after since"),
 ]
 Alias = Annotated[
-    str | None, Query(max_length=100, description="An alias", examples=["production"])
+    str | None,
+    Query(max_length=100, description="An alias (give alias or version, not both)",
+          examples=["production"]),
 ]
 Version = Annotated[int | None, Query(ge=1, le=2**31 - 1, description="Or a version")]
 Bucket = Annotated[Literal["minute", "hour", "day"], Query(

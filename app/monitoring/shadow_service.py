@@ -10,7 +10,7 @@ from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
 from app.core.orm import utcnow
-from app.core.problems import Problem, invalid, missing
+from app.core.problems import Problem, invalid, missing, unknown
 from app.core.runtime import Runtime
 from app.models import service as models
 from app.monitoring import log as prediction_log
@@ -44,7 +44,7 @@ def _check_challenger(session: Session, name: str, alias: str) -> None:
         raise invalid(_ALIAS, f"the challenger cannot be the served alias {SERVING_ALIAS!r}")
     row = session.get(ModelAlias, (registered.id, alias))
     if row is None:
-        raise invalid(_ALIAS, f"registered model {name!r} has no alias {alias!r}")
+        raise unknown(_ALIAS, f"registered model {name!r} has no alias {alias!r}")
     challenger_id = session.get(ModelVersion, (registered.id, row.version)).model_id
     try:
         served = resolve_serving(session, name)

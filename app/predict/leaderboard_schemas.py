@@ -21,9 +21,12 @@ DEFAULT_MODELS = 10
 
 COST_FP_DOC = (
     "Binary models: the cost of a false positive (labelling a row `classes[1]`, the positive "
-    "class, when it is `classes[0]`); with `cost_fn`"
+    "class, when it is `classes[0]`); give cost_fp and cost_fn together"
 )
-COST_FN_DOC = "Binary models: the cost of a false negative (`classes[0]` for a `classes[1]` row)"
+COST_FN_DOC = (
+    "Binary models: the cost of a false negative (`classes[0]` for a `classes[1]` row); give "
+    "cost_fp and cost_fn together"
+)
 COST_MATRIX_DOC = (
     "Any number of classes: k × k costs, row = true class, column = served label, both in the "
     "order of the models' `classes`; instead of `cost_fp`/`cost_fn`"

@@ -44,6 +44,17 @@ _NAME = re.compile(NAME_PATTERN)
 _REFERENCE = re.compile(
     rf"(?P<name>{NAME_PATTERN})(?:@(?P<alias>{NAME_PATTERN})|/(?P<version>[0-9]{{1,12}}))?"
 )
+#: NAME_PATTERN less the names that are all digits, as the OpenAPI document states it: one
+#: regular expression without look-ahead (ECMA-262 and Python read it alike, and generators such
+#: as schemathesis' can draw from it); the 100-character bound is the schema's maxLength.
+OPENAPI_NAME_PATTERN = (
+    r"(?:[A-Za-z][A-Za-z0-9._-]{0,99}|[0-9]{1,99}[A-Za-z._-][A-Za-z0-9._-]{0,98})"
+)
+#: A model reference (``parse``) as the OpenAPI document states it: a model id, ``name``,
+#: ``name@alias`` or ``name/version``.
+OPENAPI_REFERENCE_PATTERN = (
+    rf"^(?:[0-9]{{1,12}}|{OPENAPI_NAME_PATTERN}(?:@{NAME_PATTERN}|/[0-9]{{1,12}})?)$"
+)
 #: The alias a bare name prefers.
 SERVING_ALIAS = "production"
 #: What a bare registered name means, as every door's OpenAPI description says it.

@@ -17,7 +17,7 @@ from pydantic import (
 
 from app.core.ids import DbId
 from app.core.pagination import Page
-from app.registry.references import NAME_PATTERN
+from app.registry.references import NAME_PATTERN, OPENAPI_NAME_PATTERN
 
 
 def _not_all_digits(name: str) -> str:
@@ -31,6 +31,8 @@ Name = Annotated[
     str,
     StringConstraints(min_length=1, max_length=100, pattern=f"^{NAME_PATTERN}$"),
     AfterValidator(_not_all_digits),
+    # the document states both rules in one pattern (the validators keep their own messages)
+    Field(json_schema_extra={"pattern": f"^{OPENAPI_NAME_PATTERN}$"}),
 ]
 TagKey = Annotated[str, StringConstraints(min_length=1, max_length=100)]
 TagValue = Annotated[str, StringConstraints(max_length=1000)]

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from app.core.ids import in_range
 from app.core.orm import utcnow
 from app.core.pagination import PageParams, paginate
-from app.core.problems import conflict, invalid, missing
+from app.core.problems import conflict, invalid, missing, unknown
 from app.models import service as models
 from app.models.decisions import carried_rule, read_oof
 from app.models.orm import Model
@@ -159,20 +159,20 @@ def register(
 ) -> ModelVersion:
     """POST /registered-models/{name}/versions: the next version, committed; 404 for an
     unknown registered model (``create_missing``: created instead, as by ``msvmav models
-    register``), 422 naming ``model_id`` when there is no such stored model."""
+    register``), 404 naming ``model_id`` when there is no such stored model."""
     if create_missing:
         check_name(name, ["path", "name"])
     else:
         get_or_raise(session, name)
     if session.get(Model, model_id) is None:
-        raise invalid(["body", "model_id"], f"model {model_id} not found")
+        raise unknown(["body", "model_id"], f"model {model_id} not found")
     try:
         version = add_version(session, name, model_id, create_missing=create_missing)
         session.commit()
         references.forget(session)  # ("name" alone resolves to the newest version)
     except IntegrityError:  # the model was deleted meanwhile
         session.rollback()
-        raise invalid(["body", "model_id"], f"model {model_id} not found") from None
+        raise unknown(["body", "model_id"], f"model {model_id} not found") from None
     return version
 
 
@@ -287,7 +287,7 @@ def set_alias(
     registered = get_or_raise(session, name, lock=True)
     found = session.get(ModelVersion, (registered.id, version))
     if found is None:
-        raise invalid(["body", "version"], f"registered model {name!r} has no version {version}")
+        raise unknown(["body", "version"], f"registered model {name!r} has no version {version}")
     row = session.get(ModelAlias, (registered.id, alias))
     rule = alias_rule(session, registered, alias)
     if row is not None and row.version != version:  # the alias's rule, refitted for the version

@@ -305,7 +305,6 @@ def test_rules_and_hooks_crud_and_bad_input_name_the_field(client, worker):
         ({"cooldown_seconds": -1}, "cooldown_seconds"),
         ({"level": "high"}, "level"),
         ({"model": "credit@production"}, "model_id"),  # both targets
-        ({"model_id": 2**31 - 2}, "model_id"),  # no such model
         ({"colour": "red"}, "colour"),
     ]
     base = {"model_id": model["id"], "metric": "clipped_share", "comparison": "gt",
@@ -314,6 +313,8 @@ def test_rules_and_hooks_crud_and_bad_input_name_the_field(client, worker):
         r = client.post("/alert-rules", json=base | change)
         assert r.status_code == 422, (change, r.text)
         assert field in {e["loc"][-1] for e in r.json()["errors"]}, (change, r.json())
+    r = client.post("/alert-rules", json=base | {"model_id": 2**31 - 2})  # no such model: 404
+    assert r.status_code == 404 and r.json()["errors"][0]["loc"] == ["body", "model_id"], r.text
     no_target = {k: v for k, v in base.items() if k != "model_id"}
     r = client.post("/alert-rules", json=no_target)
     assert r.status_code == 422 and r.json()["errors"][0]["loc"] == ["body", "model_id"]

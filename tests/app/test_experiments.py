@@ -115,7 +115,7 @@ def test_experiment_end_to_end(client, worker):
     assert_png(client.get(f"/experiments/{eid}/margins.png"))
     svg = assert_svg(client.get(f"/experiments/{eid}/margins.svg?dataset_id={b['id']}"))
     assert "hard.csv" in svg and "LSSVM" in svg
-    assert_problem(client.get(f"/experiments/{eid}/margins.png?dataset_id=999"), 422, "dataset_id")
+    assert_problem(client.get(f"/experiments/{eid}/margins.png?dataset_id=999"), 404, "dataset_id")
 
     listed = client.get("/experiments").json()["items"]
     assert [e["id"] for e in listed] == [eid] and "results" not in listed[0]
@@ -195,7 +195,7 @@ def test_experiment_datasets_are_checked(client):
     ds = upload(client, to_csv(*blobs(n=30)))
     tiny = upload(client, to_csv(*blobs(n=4)))
     r = client.post("/experiments", json={"dataset_ids": [ds["id"], 999999], **SMALL})
-    assert_problem(r, 422, "dataset_ids[1]")
+    assert_problem(r, 404, "dataset_ids[1]")
     r = client.post("/experiments", json={"dataset_ids": [ds["id"], ds["id"]], **SMALL})
     assert_problem(r, 422, "dataset_ids[1]")
     r = client.post("/experiments", json={"dataset_ids": [tiny["id"]], **SMALL, "cv": 5})

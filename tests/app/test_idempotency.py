@@ -45,14 +45,16 @@ def test_train_with_the_same_key_and_body_is_replayed(client, engine):
 
 
 def test_same_key_with_another_body_is_refused(client, engine):
+    """A 409 (issue 45: a 422 told schemathesis, and any client, the request itself was
+    invalid; it is valid, the key is bound to another one)."""
     ds = upload(client, to_csv(*blobs(n=20)))
     assert client.post("/train", json={"dataset_id": ds["id"]}, headers=KEY).status_code == 202
     r = client.post("/train", json={"dataset_id": ds["id"], "alpha": 4}, headers=KEY)
-    problem = assert_problem(r, 422, "Idempotency-Key")
+    problem = assert_problem(r, 409, "Idempotency-Key")
     assert "POST /train" in problem["detail"]
     # nor may the key be reused on another operation
     r = client.post("/experiments", json={"dataset_ids": [ds["id"]]}, headers=KEY)
-    assert_problem(r, 422, "Idempotency-Key")
+    assert_problem(r, 409, "Idempotency-Key")
     assert count(engine, Job) == 1
 
 
@@ -68,9 +70,9 @@ def test_dataset_upload_is_replayed_for_the_same_file_and_options(client, engine
     assert count(engine, Dataset) == 1
     other = to_csv(*blobs(n=20, seed=1))
     r = client.post("/datasets", files={"file": ("a.csv", other)}, data={"name": "a"}, headers=KEY)
-    assert_problem(r, 422, "Idempotency-Key")
+    assert_problem(r, 409, "Idempotency-Key")
     r = client.post("/datasets", files=files, data={"name": "b"}, headers=KEY)
-    assert_problem(r, 422, "Idempotency-Key")
+    assert_problem(r, 409, "Idempotency-Key")
     assert count(engine, Dataset) == 1
 
 
@@ -85,7 +87,7 @@ def test_experiment_is_replayed(client, engine):
 
 def test_a_failed_request_stores_nothing_and_may_be_retried(client, engine):
     r = client.post("/train", json={"dataset_id": 999}, headers=KEY)
-    assert_problem(r, 422, "dataset_id")
+    assert_problem(r, 404, "dataset_id")
     assert count(engine, IdempotencyKey) == 0
     ds = upload(client, to_csv(*blobs(n=20)))
     assert client.post("/train", json={"dataset_id": ds["id"]}, headers=KEY).status_code == 202

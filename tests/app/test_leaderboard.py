@@ -287,7 +287,7 @@ def test_unknown_and_repeated_models_and_datasets(client, binary):
     r = client.post("/models/leaderboard", json={"models": [first, first]})
     assert "already given as models[0]" in assert_problem(r, 422, "models[1]")["detail"]
     assert_problem(client.get("/datasets/999999/leaderboard"), 404)
-    assert_problem(client.post("/models/leaderboard", json={"dataset_id": 999999}), 422,
+    assert_problem(client.post("/models/leaderboard", json={"dataset_id": 999999}), 404,
                    "dataset_id")
     r = client.get(f"/datasets/{ds['id']}/leaderboard", params={"metric": "f1"})
     assert_problem(r, 422, "metric")

@@ -257,12 +257,13 @@ def test_margins_on_an_incompatible_dataset_is_422(client, worker):
     assert r.json()["errors"][0]["field"] == "dataset_id"
 
 
-def test_margins_on_an_unknown_dataset_is_422_naming_dataset_id(client, worker):
-    """An id in the query names a missing dataset, not a missing model: 422, not 404."""
+def test_margins_on_an_unknown_dataset_is_404_naming_dataset_id(client, worker):
+    """An id in the query names a missing dataset, not a missing model: a 404 whose errors
+    name ``dataset_id`` (issue 45: a 422 said the request was invalid by the document)."""
     model = trained_model(client, worker)
     for suffix in ("margins", "margins.png"):
         r = client.get(f"/models/{model['id']}/{suffix}", params={"dataset_id": 999999})
-        body = assert_problem(r, 422, "dataset_id")
+        body = assert_problem(r, 404, "dataset_id")
         assert "dataset 999999 not found" in body["detail"]
 
 

@@ -78,7 +78,7 @@ def test_feedback_checked(client, worker, app):
     assert_problem(client.post("/feedback", json={"ids": ["a"], "labels": ["neg"]}), 422, "model")
     assert_problem(
         client.post("/feedback", json={"model_id": 999999, "ids": ["a"], "labels": ["neg"]}),
-        422,
+        404,
         "model_id",
     )
     r = client.post("/feedback", json={"model": "nope@production", "ids": ["a"], "labels": [1]})

@@ -96,7 +96,7 @@ def test_deleted_model_is_not_served_from_the_cache(client, worker, app):
     assert client.delete(f"/models/{model['id']}").status_code == 204
     assert _cache(app).get(model["id"]) is None
     r = client.post("/predict", json={"model_id": model["id"], "instances": X.tolist()})
-    assert assert_problem(r, 422, "model_id")["detail"].endswith(f"model {model['id']} not found")
+    assert assert_problem(r, 404, "model_id")["detail"].endswith(f"model {model['id']} not found")
     assert client.get(f"/models/{model['id']}").status_code == 404
 
 
@@ -115,7 +115,7 @@ def test_model_deleted_by_another_api_process_is_not_served(worker, settings, en
         with TestClient(other) as c2:
             assert c2.delete(f"/models/{model['id']}").status_code == 204
         r = client.post("/predict", json={"model_id": model["id"], "instances": X.tolist()})
-        assert_problem(r, 422, "model_id")
+        assert_problem(r, 404, "model_id")
         assert _cache(app).get(model["id"]) is None
 
 

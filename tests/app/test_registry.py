@@ -119,7 +119,7 @@ def test_versions_list_their_models_and_numbers_are_never_reused(client, worker,
     assert_problem(client.delete("/registered-models/credit/versions/2"), 404)
     assert_problem(client.delete("/registered-models/credit/versions/99999999999"), 404)
     body = assert_problem(
-        client.post("/registered-models/credit/versions", json={"model_id": 999}), 422, "model_id"
+        client.post("/registered-models/credit/versions", json={"model_id": 999}), 404, "model_id"
     )
     assert body["detail"] == "model_id: model 999 not found"
     r = client.post("/registered-models/nope/versions", json={"model_id": credit[0]})
@@ -215,7 +215,7 @@ def test_successive_rollbacks_walk_back_through_the_history(client, credit):
 
 def test_alias_errors(client, credit):
     r = client.put("/registered-models/credit/aliases/production", json={"version": 7})
-    assert assert_problem(r, 422, "version")["detail"].endswith("has no version 7")
+    assert assert_problem(r, 404, "version")["detail"].endswith("has no version 7")
     r = client.put("/registered-models/credit/aliases/pro duction", json={"version": 1})
     assert_problem(r, 422, "alias")
     assert_problem(client.put("/registered-models/credit/aliases/x", json={"version": 0}), 422)
@@ -380,7 +380,7 @@ def test_models_list_filters(client, worker, credit):
     assert ids(registered_model="credit") == sorted(credit, reverse=True)
     assert ids(registered_model="credit", algorithm="svm") == []
     assert_problem(
-        client.get("/models", params={"registered_model": "nope"}), 422, "registered_model"
+        client.get("/models", params={"registered_model": "nope"}), 404, "registered_model"
     )
     assert_problem(client.get("/models", params={"algorithm": "forest"}), 422, "algorithm")
 

@@ -97,7 +97,7 @@ def test_model_deleted_elsewhere_is_served_at_most_the_window(
     assert _predict(served, model_id=model["id"])["predictions"] == first["predictions"]
     clock.t += 0.002  # the window passed since the last check: read again, and refused
     r = served.post("/predict", json={"model_id": model["id"], "instances": ROW})
-    assert assert_problem(r, 422, "model_id")["detail"].endswith(f"model {model['id']} not found")
+    assert assert_problem(r, 404, "model_id")["detail"].endswith(f"model {model['id']} not found")
     assert app.state.runtime.get(models_service.MODEL_CACHE).get(model["id"]) is None
 
 
@@ -131,7 +131,7 @@ def test_model_deleted_by_this_process_is_refused_at_once(served, worker, clock)
     _predict(served, model_id=model["id"])
     assert served.delete(f"/models/{model['id']}").status_code == 204
     r = served.post("/predict", json={"model_id": model["id"], "instances": ROW})
-    assert_problem(r, 422, "model_id")  # the clock did not move
+    assert_problem(r, 404, "model_id")  # the clock did not move
 
 
 def _two_versions(client: TestClient, worker) -> list[int]:
@@ -276,7 +276,7 @@ def test_window_zero_reads_every_request(settings, engine, worker, clock):
         assert predict_service.held_target(a.app.state.runtime, target) is None
         assert b.delete(f"/models/{model['id']}").status_code == 204
         r = a.post("/predict", json={"model_id": model["id"], "instances": ROW})
-        assert_problem(r, 422, "model_id")
+        assert_problem(r, 404, "model_id")
 
 
 def test_a_remembered_key_is_refused_from_its_expiry_not_a_window_later(keyed, engine, clock):

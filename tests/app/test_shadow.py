@@ -203,7 +203,7 @@ def test_refused_shadows(client, worker):
     )
     assert_problem(client.get(SHADOW), 404)  # none started yet
     assert_problem(client.delete(SHADOW), 404)
-    assert_problem(client.put(SHADOW, json={"alias": "nope"}), 422, "alias")
+    assert_problem(client.put(SHADOW, json={"alias": "nope"}), 404, "alias")
     assert_problem(client.put(SHADOW, json={"alias": "production"}), 422, "alias")
     body = assert_problem(client.put(SHADOW, json={"alias": "same"}), 422, "alias")
     assert "version 1" in body["detail"]
