@@ -12,55 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.utils.multiclass import check_classification_targets
 
 from .._base import Callback
-from ..msvmav import MSVMAv, check_feature_scale
+from ..msvmav import MSVMAv
 from ..params import validate_params
 from . import _blocks
 from ._cluster import ClusterRows
+from ._kernel import CLUSTER_KERNELS, fit_kernel_on_cluster
 from ._space import GramSpace, MatrixFreeSpace
-
-
-class _Target:
-    """One one-vs-rest task's targets, left on the cluster: t_i = +1 where y_i == positive.
-    ``iterate`` reads only ``size`` (n)."""
-
-    def __init__(self, positive: Any, size: int, task: int) -> None:
-        self.positive, self.size, self.task = positive, size, task
-
-
-class _Targets:
-    """The (n, T) targets of ``MSVMAv._run_tasks``: column t is a ``_Target``."""
-
-    def __init__(self, n: int, positives: list) -> None:
-        self.positives, self.n = positives, n
-        self.shape = (n, len(positives))
-
-    def __getitem__(self, key: tuple) -> _Target:
-        t = key[1]
-        return _Target(self.positives[t], self.n, t)
-
-
-class _Relay:
-    """The fit's callback: passed each iteration's record; ``tick`` (while a pass runs on the
-    cluster) calls it with the last record plus {"stage": "cluster_pass", "done": blocks
-    finished, "of": blocks}, its return value ignored, its exceptions propagated (after the
-    pass's futures are cancelled: ``ClusterRows.wait``)."""
-
-    def __init__(self, callback: Callback, max_iter: int, n_tasks: int) -> None:
-        self.callback = callback
-        self.last: dict = {"iteration": 0, "max_iter": max_iter, "task": 0, "n_tasks": n_tasks}
-
-    def __call__(self, info: dict) -> Any:
-        self.last = info
-        return self.callback(info)
-
-    def start(self, task: int) -> None:
-        self.last = {**self.last, "iteration": 0, "task": task}
-
-    def tick(self, done: int, of: int) -> None:
-        self.callback({**self.last, "stage": "cluster_pass", "done": done, "of": of})
+from ._tasks import Relay, Target, Targets, start_fit
 
 
 def check_cluster_params(estimator: MSVMAv) -> None:
@@ -84,8 +44,6 @@ def check_cluster_params(estimator: MSVMAv) -> None:
 
 def _check_kernel_params(estimator: MSVMAv) -> None:
     """ValueError naming what the cluster's kernel fit (``_kernel``) cannot honour."""
-    from ._kernel import CLUSTER_KERNELS
-
     if estimator.kernel not in CLUSTER_KERNELS:
         raise ValueError(f"kernel: the cluster fit is linear, rbf or poly; got kernel="
                          f"{estimator.kernel!r}")
@@ -105,7 +63,7 @@ def fit_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
     graphs, so that the scheduler can recompute a block lost with its worker) and let go at
     the end. ``callback`` receives the records a local fit gives (a true return value or
     FitStopped at one stops the fit, ``stopped_early_`` True) and, while a pass runs,
-    {"stage": "cluster_pass", ...} records (``_Relay``): anything raised there cancels the
+    {"stage": "cluster_pass", ...} records (``_tasks.Relay``): anything raised there cancels the
     pass's tasks and propagates. ValueError names a parameter or an input the cluster fit
     cannot take; DistributedFitError: the cluster failed a task.
 
@@ -113,44 +71,17 @@ def fit_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
     ``sample`` rows, the rows mapped to their features on the workers)."""
     check_cluster_params(estimator)
     if not estimator.kernel_kind.primal:
-        from ._kernel import fit_kernel_on_cluster
-
         return fit_kernel_on_cluster(estimator, X, y, client=client, callback=callback,
                                      sample=sample)
     rows = ClusterRows.load(client, X, y, bool(estimator.fit_intercept))
     try:
         summary = rows.reduce(_blocks.summarise_block, combine=_blocks.merge_summaries,
                               d=int(X.shape[1]))
-        _start(estimator, rows, summary)
+        start_fit(estimator, rows, summary)
         _fit_tasks(estimator, rows, summary, callback)
     finally:
         rows.release()
     return estimator
-
-
-def _start(estimator: MSVMAv, rows: ClusterRows, summary: dict) -> None:
-    """The checks and attributes of ``MarginClassifier.fit`` before its iterations."""
-    n, classes = summary["n"], summary["labels"]
-    if n < 2:
-        raise ValueError(f"X: needs at least 2 rows, got {n}")
-    if not summary["finite"]:
-        raise ValueError("X: contains NaN or infinity")
-    check_classification_targets(classes)
-    if classes.size < 2:
-        raise ValueError(
-            f"y: needs at least two classes, got a single class {classes.tolist()!r}")
-    check_feature_scale(np.array([summary["largest"]]))
-    rows.n = n
-    estimator.classes_ = classes
-    estimator.n_features_in_ = int(summary["sums"].size)
-    estimator.stopped_early_ = False
-    estimator.calibrator_ = None
-    estimator.feature_means_ = summary["sums"] / n
-    estimator.history_ = []
-    estimator.dual_coef_ = estimator.X_fit_ = None
-    estimator.kernel_approximation_ = estimator.gamma_ = None
-    estimator.rank_ = estimator.kernel_error_ = None
-    estimator.converged_ = False
 
 
 def _fit_tasks(estimator: MSVMAv, rows: ClusterRows, summary: dict,
@@ -159,13 +90,13 @@ def _fit_tasks(estimator: MSVMAv, rows: ClusterRows, summary: dict,
     classes, d, n = summary["labels"], int(summary["sums"].size), rows.n
     positives = [classes[1]] if classes.size == 2 else list(classes)
     T = len(positives)
-    relay = None if callback is None else _Relay(callback, estimator.max_iter, T)
+    relay = None if callback is None else Relay(callback, estimator.max_iter, T)
     rows.tick = None if relay is None else relay.tick
     path = estimator.linear_path(n, d, summary["stored"] if summary["sparse"] else None)
     bias = bool(estimator.fit_intercept)
     estimator.linear_solver_ = "cg" if path == "cg" else "dense"
 
-    def make_space(target: _Target) -> GramSpace | MatrixFreeSpace:
+    def make_space(target: Target) -> GramSpace | MatrixFreeSpace:
         if relay is not None:
             relay.start(target.task)
         if path == "cg":
@@ -173,7 +104,7 @@ def _fit_tasks(estimator: MSVMAv, rows: ClusterRows, summary: dict,
         return GramSpace(rows, target.positive, estimator.beta,
                          direct=estimator.update == "rebuild")
 
-    W, info = estimator._run_tasks(_Targets(n, positives), relay, make_space, rows.D)
+    W, info = estimator._run_tasks(Targets(n, positives), relay, make_space, rows.D)
     info["cluster"] = {"blocks": len(rows.parts), "passes": rows.passes,
                        "space": "gram" if path != "cg" else "matrix_free"}
     estimator.fit_info_ = info

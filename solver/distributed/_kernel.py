@@ -39,6 +39,7 @@ from . import _blocks, _kernel_blocks
 from ._cluster import ClusterRows
 from ._kernel_blocks import Landmarks
 from ._space import GramSpace
+from ._tasks import Relay, Targets, start_fit
 
 #: rows gathered into this process to choose the landmarks from (at most)
 SAMPLE_ROWS = 10_000
@@ -269,15 +270,13 @@ def fit_kernel_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
     the rows the landmarks are chosen from (SAMPLE_ROWS; every row when there are no more).
     The estimator ends with a local low-rank fit's attributes, ``landmark_block_`` (L_PP,
     for ``fit_on_landmarks``) and ``fit_info_["cluster"]``."""
-    from ._fit import _Relay, _start, _Targets
-
     sizes = [int(c) for c in X.chunks[0]]
     rows = ClusterRows.load(client, X, y, bias=False)
     features = None
     try:
         summary = rows.reduce(_blocks.summarise_block, combine=_blocks.merge_summaries,
                               d=int(X.shape[1]))
-        _start(estimator, rows, summary)
+        start_fit(estimator, rows, summary)
         n, classes = rows.n, summary["labels"]
         positives = [classes[1]] if classes.size == 2 else list(classes)
         estimator.gamma_ = cluster_gamma(estimator, rows, int(X.shape[1]))
@@ -293,13 +292,13 @@ def fit_kernel_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
         del Xs
         features, lam, V, error = mapped_rows(rows, landmarks)
         rows.release()  # the mapped features are what the iterations read
-        relay = None if callback is None else _Relay(callback, estimator.max_iter,
+        relay = None if callback is None else Relay(callback, estimator.max_iter,
                                                      len(positives))
         features.tick = None if relay is None else relay.tick
         info = {"pivots": landmarks.rank, "n_components": int(lam.size),
                 **choice_info(factor, n, count)}
         coefs, info = estimator._run_tasks(
-            _Targets(n, positives), relay,
+            Targets(n, positives), relay,
             kernel_space_factory(estimator, features, lam, relay), int(lam.size), info)
         info["cluster"] = {"blocks": len(features.parts), "passes": rows.passes
                            + features.passes, "space": "gram", "rank_cap": cap}
