@@ -32,6 +32,7 @@ from app.core.runtime import Runtime
 from app.core.validation import check_request
 from app.datasets import locations
 from app.monitoring import log as prediction_log
+from app.monitoring import sinks as monitoring_sinks
 from app.openapi import custom_openapi
 from app.predict.fast_path import PredictFastPath
 from app.routers import OPEN_PATHS, include_routers
@@ -152,6 +153,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # runs no lifespan) and closed at the lifespan's end (shut_down).
     runtime = Runtime(make_engine(settings.database_url, api_limits(settings)), settings)
     reserve.ensure(settings.database_url)  # room to delete at a full disk (SQLite)
+    monitoring_sinks.register(runtime)  # the prediction log's and a shadow's (app.serving.sinks)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

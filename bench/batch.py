@@ -121,11 +121,11 @@ def run_job(database_url: str, job_id: int, cwd: str) -> tuple[float, int, str]:
 def anchor(database_url: str, model_id: int, path: Path, out: Path) -> float:
     """pd.read_csv -> scaling -> decision_function -> to_csv, timed."""
     from app.core.db import make_engine, make_session_factory
-    from app.models import service as models
+    from app.serving.acquire import cold
 
     engine = make_engine(database_url)
     with make_session_factory(engine)() as session:
-        loaded = models.load(session, models.get(session, model_id))
+        loaded = cold(session, model_id)
     start = time.perf_counter()
     X = pd.read_csv(path).to_numpy(dtype=np.float64)
     if loaded.scaling is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -21,6 +22,8 @@ from app.batch import partitions, store
 from app.batch.readers import Chunk, Layout, oversized, read_chunks
 from app.batch.schemas import ERRORS_SHOWN, BatchJob
 from app.batch.scoring import RowErrors, encode_chunk, output_frame, score
+from app.core.problems import Problem
+from app.core.runtime import runtime_of
 from app.datasets import reference
 from app.datasets import service as datasets
 from app.ingest import Encoder
@@ -28,6 +31,9 @@ from app.jobs.kinds import JobKind
 from app.jobs.runtime import JobContext, JobResult
 from app.models import service as models
 from app.models.features import dataset_features
+from app.serving.acquire import acquire
+from app.serving.model import ServedModel
+from app.serving.target import Target
 from solver import dask_cluster
 
 
@@ -35,14 +41,15 @@ class BadRowError(ValueError):
     """on_error="fail" and a row cannot be scored (the job's error names it)."""
 
 
-def _load_model(ctx: JobContext, job: BatchJob) -> models.LoadedModel:
+def _load_model(ctx: JobContext, job: BatchJob) -> ServedModel:
     with ctx.sessions() as session:
-        model = models.get(session, job.model_id)
-        if model is None:
-            raise ValueError(f"model {job.model_id} no longer exists")
-        loaded = models.load(session, model)
+        try:
+            loaded = acquire(runtime_of(session), Target(job.model_id), 0.0, None,
+                             session=session).model
+        except Problem:
+            raise ValueError(f"model {job.model_id} no longer exists") from None
     if job.decision_rule is not None:  # the reference's rule when the job was submitted
-        loaded.rule = job.decision_rule.get("rule")
+        loaded = replace(loaded, rule=job.decision_rule.get("rule"))
     return loaded
 
 
@@ -103,7 +110,7 @@ def _parquet_bytes(table: pa.Table) -> bytes:
     return buf.getvalue()
 
 
-def _output_table(loaded: models.LoadedModel, job: BatchJob, chunk: Chunk, keep: np.ndarray,
+def _output_table(loaded: ServedModel, job: BatchJob, chunk: Chunk, keep: np.ndarray,
                   X: Any) -> pa.Table:
     """The kept rows scored, as the output table; the id and pass-through columns as the
     input typed them (Parquet's and JSON's types; text formats' fields are text)."""
@@ -119,7 +126,7 @@ def _output_table(loaded: models.LoadedModel, job: BatchJob, chunk: Chunk, keep:
     return table
 
 
-def _score_chunk(loaded: models.LoadedModel, encoder: Encoder, job: BatchJob, chunk: Chunk
+def _score_chunk(loaded: ServedModel, encoder: Encoder, job: BatchJob, chunk: Chunk
                  ) -> tuple[tuple[int, bytes], tuple[int, bytes] | None, BadRowError | None]:
     """One chunk's output and errors, as the bytes stored for them; with on_error=fail and a
     bad row, the rows before it (output) and the error that stops the job."""
@@ -143,7 +150,7 @@ def _score_chunk(loaded: models.LoadedModel, encoder: Encoder, job: BatchJob, ch
     return out, (_error_bytes(bad) if bad else None), stop
 
 
-def _run_reference(ctx: JobContext, job: BatchJob, loaded: models.LoadedModel) -> JobResult:
+def _run_reference(ctx: JobContext, job: BatchJob, loaded: ServedModel) -> JobResult:
     """A dataset by reference: each partition scored where it lies (on the cluster when one is
     configured) into a Parquet part of the output directory, exactly once."""
     with ctx.sessions() as session:

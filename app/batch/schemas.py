@@ -42,6 +42,6 @@ class BatchJob(BaseModel):
     on_error: OnError = "fail"
     chunk_rows: int = Field(gt=0, le=1_000_000)
     columns: list[str]  # the output's columns, in order
-    # the decision rule chosen at submission (the reference's: app.predict.service.decision_for)
+    # the decision rule chosen at submission (the reference's: app.serving.codec.decision_for)
     # as the answer's ``decision_rule`` {"name", "source", "rule"}; None: the model's own
     decision_rule: dict[str, Any] | None = None

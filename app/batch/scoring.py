@@ -12,11 +12,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from app.core.jsonable import jsonable
 from app.ingest import Encoder
 from app.ingest.column_specs import BadValueError, assemble
-from app.models.scoring import score as core_score
-from app.models.service import LoadedModel
+from app.serving.model import ServedModel
+from app.serving.scoring import score as core_score
 
 ROW_COLUMN = "row"
 
@@ -101,7 +100,7 @@ def encode_chunk(encoder: Encoder, frame: pd.DataFrame) -> tuple[np.ndarray, Row
     return X, errors  # type: ignore[return-value]
 
 
-def output_columns(loaded: LoadedModel, id_column: str | None, passthrough: list[str]
+def output_columns(loaded: ServedModel, id_column: str | None, passthrough: list[str]
                    ) -> list[str]:
     """The output's column names, in order."""
     classes = [str(c) for c in class_values(loaded)]
@@ -113,19 +112,19 @@ def output_columns(loaded: LoadedModel, id_column: str | None, passthrough: list
     return names + passthrough
 
 
-def class_values(loaded: LoadedModel) -> list[Any]:
-    return jsonable(loaded.estimator.classes_.tolist())
+def class_values(loaded: ServedModel) -> list[Any]:
+    return loaded.class_values
 
 
-def score(loaded: LoadedModel, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
+def score(loaded: ServedModel, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
     """Decision values, predicted class indices and probabilities (or None) of encoded rows:
-    the scoring core every door uses (``app.models.scoring.score``), so a batch's numbers are
+    the scoring core every door uses (``app.serving.scoring.score``), so a batch's numbers are
     /predict's."""
     scores = core_score(loaded, X)
     return scores.decision, scores.index, scores.probabilities
 
 
-def output_frame(loaded: LoadedModel, ids: Any, scores: np.ndarray, idx: np.ndarray,
+def output_frame(loaded: ServedModel, ids: Any, scores: np.ndarray, idx: np.ndarray,
                  proba: Any, columns: list[str], extra: pd.DataFrame | None) -> pd.DataFrame:
     """The scored rows as the output table (``columns`` from ``output_columns``)."""
     data: dict[str, Any] = {columns[0]: ids, "label": loaded.estimator.classes_[idx]}

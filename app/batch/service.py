@@ -38,9 +38,10 @@ from app.jobs.orm import Job
 from app.models import service as models
 from app.models.features import feature_match
 from app.models.orm import Model
-from app.models.scoring import class_values
-from app.predict.service import decision_for
-from app.predict.target import Target, resolve_target, target_of
+from app.serving.acquire import acquire
+from app.serving.codec import decision_for
+from app.serving.scoring import class_values
+from app.serving.target import Target, resolve_target, target_of
 
 _SNIFF_BYTES = 64 * 1024
 
@@ -60,7 +61,7 @@ class BatchOptions:
     output: OutputFormat | None = None  # csv, or parquet for a dataset by reference
     on_error: OnError = "fail"
     chunk_rows: int | None = None
-    rule: str | None = None  # the job's own decision rule (app.predict.service.decision_for)
+    rule: str | None = None  # the job's own decision rule (app.serving.codec.decision_for)
     threshold: float | None = None
     max_columns: int = 200_000  # MSVMAV_MAX_FEATURES
 
@@ -268,7 +269,8 @@ def submit(session: Session, options: BatchOptions, file: IO[bytes] | None, file
                   **_file_layout(file, filename, options, encoder)}
     else:
         source = _dataset_source(session, options, model, settings)
-    loaded = models.load(session, model)
+    loaded = acquire(runtime_of(session), Target(model.id, stamp=target.stamp), 0.0, None,
+                     session=session).model
     passthrough = list(options.passthrough or [])
     columns = output_columns(loaded, options.id_column, passthrough)
     clash = sorted({c for c in columns if columns.count(c) > 1})

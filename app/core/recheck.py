@@ -12,7 +12,7 @@ default 1 s) is trusted: a request needs no read while its checks are that fresh
 answered on the event loop.
 
 Past half the window a request still answered from its checks asks for them to be made again in
-the background (app.predict.refresh for the model and the reference, app.auth.gate.AuthGate for
+the background (app.serving.refresh for the model and the reference, app.auth.gate.AuthGate for
 the key and the open state): in steady state no request makes the reads itself.
 
 The bound: a model deleted, an alias moved or a key revoked in **another** process stops being

@@ -18,9 +18,11 @@ from app.ingest.column_specs import feature_specs
 from app.models import service as models
 from app.models.decisions import RuleError, rule_text, set_model_rule
 from app.models.orm import Model, ModelArray
-from app.predict.service import decision_for
-from app.predict.target import Target, reference_fields, resolve_target
 from app.predict.thresholds import rule_evaluation, with_rule_evaluation
+from app.serving.acquire import acquire
+from app.serving.codec import decision_for
+from app.serving.model import ServedModel
+from app.serving.target import Target, reference_fields
 from solver import check_rule
 
 ONNX_MISSING = (
@@ -56,7 +58,7 @@ class Exported:
     answers (the alias's, else the model's, else the default: None)."""
 
     row: Model
-    loaded: models.LoadedModel
+    loaded: ServedModel
     target: Target
     rule: dict[str, Any] | None
     source: str
@@ -66,10 +68,9 @@ def _stored(session: Session, ref: str) -> Exported:
     """The model a reference names (a stored model's id, ``name@alias``, ``name/version``,
     ``name``; 404 when unknown) and the rule its answers are labelled by, as /predict's
     (``decision_for``: the alias's rule, else the model's)."""
-    target = resolve_target(runtime_of(session), Target(reference=ref), _REF)
-    assert target.model_id is not None
-    row = models.get_or_raise(session, target.model_id)
-    loaded = models.load(session, row)
+    loaded, target = acquire(runtime_of(session), Target(reference=ref), 0.0, None,
+                             ref_loc=_REF, session=session)
+    row = models.get_or_raise(session, loaded.id)
     decision = decision_for(loaded, target)
     rule = None if decision.source == "default" else decision.rule
     return Exported(row, loaded, target, rule, decision.source)

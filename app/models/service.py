@@ -1,120 +1,81 @@
-"""Model data functions: save a training outcome, read, list, delete, load the estimator;
-the margin statistics of a model (stored, or on a dataset) and their plots.
+"""Model data functions: save a training outcome, read, list, delete; the cache of served
+models; the margin statistics of a model (stored, or on a dataset) and their plots.
 
-Loaded models are cached per database (``ModelCache``, a part of the process's
-``app.core.runtime.Runtime``: ``MODEL_CACHE``), keyed by model id and bounded by memory.
-Models are immutable once written and their ids are never reused (AUTOINCREMENT on SQLite, a
-sequence on PostgreSQL), so a cached entry cannot go stale; deletion is what matters.
-``load_cached`` therefore still asks the database, on every call, whether the row exists (one
-primary-key lookup of two small columns, no JSON, no blobs): a model deleted by any API process
-is not found at once, even where another process still holds it in its cache. The process that
-deletes a model also drops it from its own cache. The predict path may skip that read while the
-last one is younger than app.core.recheck's window (``held_fresh``; 1 s by default).
+Served models (app.serving.model.ServedModel, made by app.serving.acquire) are cached per
+database (``ModelCache``, a part of the process's ``app.core.runtime.Runtime``:
+``MODEL_CACHE``), keyed by model id and bounded by memory. Models are immutable once written
+and their ids are never reused (AUTOINCREMENT on SQLite, a sequence on PostgreSQL), so a cached
+entry cannot go stale; deletion is what matters. ``app.serving.acquire`` therefore still asks
+the database, on every call, whether the row exists (``model_stamp``: one primary-key lookup of
+two small columns, no JSON, no blobs): a model deleted by any API process is not found at once,
+even where another process still holds it in its cache. The process that deletes a model also
+drops it from its own cache. The serving path may skip that read while the last one is younger
+than app.core.recheck's window (the cache keeps when each entry was last checked:
+``checked_at``; 1 s by default).
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 from sqlalchemy import delete as sql_delete
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core import recheck, storage
-from app.core.db import begin_read
+from app.core import storage
 from app.core.jsonable import jsonable
 from app.core.pagination import PageParams, paginate
 from app.core.plotting import render_margin_cdf
 from app.core.problems import conflict, invalid, not_found, unknown
-from app.core.runtime import Part, Runtime, runtime_of, session_runtime
+from app.core.runtime import Part, Runtime, session_runtime
 from app.datasets import service as datasets
 from app.datasets.orm import Dataset
 from app.ingest.imputation import apply_fills
-from app.models.decisions import OOF_PREFIX, model_rule_text, oof_arrays, stored_rule
+from app.models.decisions import oof_arrays
 from app.models.features import dataset_features, feature_match
+from app.models.loading import ESTIMATOR_PREFIX, SCALING_PREFIX, rebuild
 from app.models.orm import Model, ModelArray
 from app.models.schemas import MarginsOut, TrainOutcome
 from app.registry.orm import ModelVersion, RegisteredModel
-from solver import MinMaxScaling, display_name
+from solver import display_name
 
-ESTIMATOR_PREFIX = "est."
-SCALING_PREFIX = "scaling."
 # Memory one API process spends on loaded models (per database); least recently used go first.
 MODEL_CACHE_BYTES = 256 * 1024 * 1024
 
 
-@dataclass
-class LoadedModel:
-    """A model ready to predict: raw rows -> encoding -> scaling -> estimator.
-
-    Shared between requests once cached: treat every field as read-only."""
-
-    id: int
-    n_features: int
-    encoding: dict[str, Any]
-    estimator: Any
-    scaling: MinMaxScaling | None
-    # Identity of the stored row beyond its id (a database rebuilt under the same URL): its
-    # model_stamp, set by load_cached.
-    stamp: tuple[Any, ...] | None = None
-    # When that stamp was last read and found equal (app.core.recheck.now() before the read):
-    # how fresh the "still exists" check is (see app.core.recheck).
-    checked_at: float | None = None
-    nbytes: int = 0
-    # The stored model's decision rule (solver.decision; None: the default), read with it
-    rule: dict[str, Any] | None = None
-    # Per-model helpers built on first use by other modules (e.g. the row encoder).
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    def impute(self, X: Any, *, copy: bool = True) -> Any:
-        """An encoded X (a stored dataset's rows) with its missing cells (NaN) filled as the
-        model's imputation says (``copy=False``: a dense X in place); X itself when the model
-        imputes nothing."""
-        if not any("impute" in c for c in self.encoding.get("columns") or ()):
-            return X
-        if not sp.issparse(X) and copy:
-            X = np.array(X, dtype=np.float64)
-        return apply_fills(X, self.encoding)
-
-    def transform(self, X: Any, *, copy: bool = True) -> Any:
-        """X (imputed, ``impute``) scaled like the training data (``copy=False``: a dense
-        float64 X in place)."""
-        X = self.impute(X, copy=copy)
-        return self.scaling.transform(X, copy=copy) if self.scaling is not None else X
-
-
 class ModelCache:
-    """Thread-safe LRU of LoadedModel by id, bounded by the bytes of their arrays and JSON."""
+    """Thread-safe LRU of served models by id (anything with ``id``, ``stamp`` and ``nbytes``:
+    app.serving.model.ServedModel), bounded by the bytes of their arrays and JSON; beside each
+    entry, when its stamp was last read and found equal (``checked_at``: app.core.recheck.now()
+    before the read), how fresh its "still exists" check is (see app.core.recheck)."""
 
     def __init__(self, max_bytes: int = MODEL_CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
         self.nbytes = 0
-        self._items: OrderedDict[int, LoadedModel] = OrderedDict()
+        self._items: OrderedDict[int, Any] = OrderedDict()
+        self._checked: dict[int, float] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def get(self, model_id: int) -> LoadedModel | None:
+    def get(self, model_id: int) -> Any | None:
         with self._lock:
             hit = self._items.get(model_id)
             if hit is not None:
                 self._items.move_to_end(model_id)
             return hit
 
-    def current(self, model_id: int, stamp: tuple[Any, ...] | None) -> LoadedModel | None:
+    def current(self, model_id: int, stamp: tuple[Any, ...] | None) -> Any | None:
         """The cached model when it is still the stored one: the one rule of whether a cached
         entry may answer (its stamp equals the row's, read just now)."""
         hit = self.get(model_id) if stamp is not None else None
         return hit if hit is not None and hit.stamp == stamp else None
 
-    def put(self, loaded: LoadedModel) -> None:
+    def put(self, loaded: Any, checked_at: float | None = None) -> None:
         if loaded.nbytes > self.max_bytes:
             return  # larger than the whole budget: served, not kept
         with self._lock:
@@ -122,14 +83,33 @@ class ModelCache:
             if old is not None:
                 self.nbytes -= old.nbytes
             self._items[loaded.id] = loaded
+            self._set_checked(loaded.id, checked_at)
             self.nbytes += loaded.nbytes
             while self.nbytes > self.max_bytes:
-                _, evicted = self._items.popitem(last=False)
+                evicted_id, evicted = self._items.popitem(last=False)
+                self._checked.pop(evicted_id, None)
                 self.nbytes -= evicted.nbytes
+
+    def _set_checked(self, model_id: int, checked_at: float | None) -> None:
+        if checked_at is None:
+            self._checked.pop(model_id, None)
+        else:
+            self._checked[model_id] = checked_at
+
+    def checked(self, model_id: int, checked_at: float) -> None:
+        """The entry's stamp was read at ``checked_at`` and found equal."""
+        with self._lock:
+            if model_id in self._items:
+                self._checked[model_id] = checked_at
+
+    def checked_at(self, model_id: int) -> float | None:
+        """When the entry's stamp was last found equal (None: never, or no entry). No I/O."""
+        return self._checked.get(model_id)
 
     def drop(self, model_id: int) -> None:
         with self._lock:
             old = self._items.pop(model_id, None)
+            self._checked.pop(model_id, None)
             if old is not None:
                 self.nbytes -= old.nbytes
 
@@ -145,11 +125,6 @@ def model_cache(session: Session) -> ModelCache | None:
     no runtime made (it has no cache)."""
     runtime = session_runtime(session)
     return None if runtime is None else runtime.get(MODEL_CACHE)
-
-
-def model_cache_holds(runtime: Runtime, model_id: int) -> bool:
-    """Does this process's cache hold the model (whether still current or not)? No I/O."""
-    return runtime.get(MODEL_CACHE).get(model_id) is not None
 
 
 def get(session: Session, model_id: int) -> Model | None:
@@ -243,79 +218,6 @@ def model_stamp(runtime: Runtime, model_id: int) -> tuple[Any, ...] | None:
     return runtime.fetch_one(_STAMP_SQL, (model_id,))
 
 
-def load_cached(
-    session: Session,
-    model_id: int,
-    loc: list[str | int] | None = None,
-    stamp: tuple[Any, ...] | None = None,
-    checked_at: float | None = None,
-) -> LoadedModel:
-    """The model ready to predict, from this process's cache when it holds it; 404 (or 422
-    naming ``loc``) when the model does not exist (any more) in the database.
-
-    Every call checks the row (``model_stamp``, on a pooled connection: a warm call uses no
-    ORM session) unless the caller read its ``stamp`` just now (a registry reference resolves
-    to the model and its stamp in one read; ``checked_at``: app.core.recheck.now() before
-    that read, which makes the entry fresh for ``held_fresh``); a cache miss then reads the
-    model in ``session``, in a read-only transaction when the session has none yet. Nothing
-    is written."""
-    runtime = runtime_of(session)
-    if stamp is None:
-        checked_at = recheck.now()
-        stamp = model_stamp(runtime, model_id)
-    cache = runtime.get(MODEL_CACHE)
-    if stamp is None:
-        cache.drop(model_id)
-        raise not_found("model", model_id, loc)
-    hit = cache.current(model_id, stamp)
-    if hit is not None:
-        if checked_at is not None:
-            hit.checked_at = checked_at
-        return hit
-    begin_read(session)
-    loaded = load(session, get_or_raise(session, model_id, loc))
-    loaded.stamp = stamp
-    loaded.checked_at = checked_at
-    cache.put(loaded)
-    return loaded
-
-
-def held_fresh(runtime: Runtime, model_id: int, seconds: float) -> LoadedModel | None:
-    """The cached model when its existence was checked less than ``seconds`` ago
-    (app.core.recheck); None otherwise. No I/O."""
-    hit = runtime.get(MODEL_CACHE).get(model_id)
-    if hit is not None and recheck.fresh(hit.checked_at, seconds):
-        return hit
-    return None
-
-
-def load(session: Session, model: Model) -> LoadedModel:
-    """Read the model's arrays and rebuild its estimator (no cache; see ``load_cached``)."""
-    from solver import model_from_dict
-
-    arrays = storage.read_arrays(session, ModelArray, model.id, skip=OOF_PREFIX)
-    est_arrays = {
-        k[len(ESTIMATOR_PREFIX) :]: v for k, v in arrays.items() if k.startswith(ESTIMATOR_PREFIX)
-    }
-    scaling_arrays = {
-        k[len(SCALING_PREFIX) :]: v for k, v in arrays.items() if k.startswith(SCALING_PREFIX)
-    }
-    estimator = model_from_dict({"meta": model.estimator_meta, "arrays": est_arrays})
-    scaling = MinMaxScaling.from_arrays(scaling_arrays) if scaling_arrays else None
-    nbytes = sum(a.nbytes for a in arrays.values()) + len(
-        json.dumps([model.encoding, model.estimator_meta], default=str)
-    )
-    return LoadedModel(
-        id=model.id,
-        n_features=model.n_features,
-        encoding=model.encoding,
-        estimator=estimator,
-        scaling=scaling,
-        nbytes=nbytes,
-        rule=stored_rule(model_rule_text(session, model.id), estimator),
-    )
-
-
 def registered_versions(session: Session, model_id: int) -> list[tuple[str, int]]:
     """The (registered model, version) pairs that stored model ``model_id`` is, by name and
     version (a model that is a version cannot be deleted; the web interface links them)."""
@@ -404,16 +306,21 @@ def _margins(session: Session, model: Model, dataset_id: int | None, split: str)
         )
     X, y = datasets.load_arrays(session, dataset)
     X = dataset_features(X, dataset, model)  # without the model's weight column
-    session.commit()  # read-only: end the transaction before loading and computing
-    loaded = load_cached(session, model.id, None)
-    if session.in_transaction():  # a cache miss read the model
-        session.commit()
-    classes = loaded.estimator.classes_
+    rebuilt = rebuild(session, model)  # (uncached: a report, not a door)
+    session.commit()  # read-only: end the transaction before computing
+    classes = rebuilt.estimator.classes_
     y_true = classes[match_labels(classes, y.tolist(), ["query", "dataset_id"])]
-    stats = jsonable(loaded.estimator.margins(loaded.transform(X), y_true))
+    X = apply_fills(X, model.encoding) if _imputes(model.encoding) else X
+    if rebuilt.scaling is not None:
+        X = rebuilt.scaling.transform(X)
+    stats = jsonable(rebuilt.estimator.margins(X, y_true))
     return MarginsOut(
         model_id=model.id, source="dataset", dataset_id=dataset.id, n=len(y), statistics=stats
     )
+
+
+def _imputes(encoding: dict[str, Any]) -> bool:
+    return any("impute" in c for c in encoding.get("columns") or ())
 
 
 def model_margins_plot(

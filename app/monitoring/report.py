@@ -24,12 +24,15 @@ from scipy.stats import ks_2samp
 from sqlalchemy.orm import Session
 
 from app.core.problems import invalid
+from app.core.runtime import runtime_of
 from app.datasets import service as datasets
 from app.models import service as models
 from app.models.features import dataset_features, feature_match
 from app.models.orm import Model
 from app.monitoring import domain, feature_drift, figure, label_shift, reliability, samples, window
 from app.monitoring import log as prediction_log
+from app.serving.acquire import acquire
+from app.serving.target import Target
 from solver import QUANTILE_LEVELS, expected_accuracy, margin_statistics, split_indices
 
 DRIFT_P_VALUE = 0.01
@@ -70,7 +73,7 @@ def reference(session: Session, model: Model) -> dict[str, Any] | None:
     """The training part's decision values and margins, recomputed from the stored dataset's
     training rows (the model's own split: its test_fraction and seed), cached with the loaded
     model; None when the dataset is gone or no longer the model's."""
-    loaded = models.load_cached(session, model.id)
+    loaded = acquire(runtime_of(session), Target(model.id), 0.0, None, session=session).model
     cached = loaded.extras.get("monitoring_reference")
     if cached is not None:
         return cached
@@ -345,7 +348,8 @@ def model_report(
     drift = _drift(w.ref["decision"] if w.ref else None, w.live)
     if drift is not None:
         drift["per_feature"] = w.per_feature
-    estimator = models.load_cached(session, model_id).estimator
+    estimator = acquire(runtime_of(session), Target(model_id), 0.0, None,
+                        session=session).model.estimator
     estimate = performance_estimate(estimator, w.cols, len(w.model.classes) > 2, w.ref,
                                     w.sample, [str(n) for n in w.model.feature_names])
     report = {

@@ -28,9 +28,7 @@ import numpy as np
 from app.core.db import placeholders
 from app.core.runtime import Part, Runtime
 from app.ingest.column_specs import feature_specs
-from app.models import service as models
 from app.models.decisions import Decision, choose
-from app.models.scoring import score
 from app.monitoring.background import BatchQueue
 from app.registry.references import (
     SERVING_ALIAS,
@@ -41,6 +39,10 @@ from app.registry.references import (
     parse,
     runtime_reader,
 )
+from app.serving.acquire import acquire
+from app.serving.model import ServedModel
+from app.serving.scoring import score
+from app.serving.target import Target
 
 log = logging.getLogger("app.monitoring.shadow")
 
@@ -88,7 +90,7 @@ class Entry:
 Sink = Callable[[Any, list[Any], np.ndarray, np.ndarray, np.ndarray], Any]
 
 
-def mismatch(served: models.LoadedModel, challenger: models.LoadedModel) -> tuple[str, str] | None:
+def mismatch(served: ServedModel, challenger: ServedModel) -> tuple[str, str] | None:
     """Why ``challenger`` cannot score ``served``'s rows: ("classes" | "features", message), or
     None when both have the same classes and encode the same features alike."""
     ours = served.estimator.classes_.tolist()
@@ -219,13 +221,10 @@ class ShadowScorer(BatchQueue[Entry]):
             self._guarded(self.refresh)
         self._guarded(self.flush)
 
-    def _loaded(self, model_id: int, stamp: Any = None) -> models.LoadedModel:
-        with self.runtime.sessions() as session:
-            loaded = models.load_cached(session, model_id, None, stamp)
-            session.commit()
-        return loaded
+    def _loaded(self, model_id: int, stamp: Any = None) -> ServedModel:
+        return acquire(self.runtime, Target(model_id, stamp=stamp), 0.0, None).model
 
-    def _challenger(self, run: Run) -> tuple[models.LoadedModel, Decision] | None:
+    def _challenger(self, run: Run) -> tuple[ServedModel, Decision] | None:
         """The challenger the alias names and the rule it labels with (the alias's own, else
         its model's: app.models.decisions)."""
         text = f"{run.name}@{run.alias}"
@@ -266,7 +265,7 @@ class ShadowScorer(BatchQueue[Entry]):
             )
         return rows
 
-    def _fits_model(self, served_id: int, challenger: models.LoadedModel) -> bool:
+    def _fits_model(self, served_id: int, challenger: ServedModel) -> bool:
         if served_id == challenger.id:
             return False
         key = (served_id, challenger.id)

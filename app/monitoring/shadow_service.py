@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.core.orm import utcnow
 from app.core.problems import Problem, invalid, missing, unknown
-from app.core.runtime import Runtime
+from app.core.runtime import Runtime, runtime_of
 from app.models import service as models
 from app.monitoring import log as prediction_log
 from app.monitoring import report
@@ -20,6 +20,8 @@ from app.monitoring.orm import PredictionLog, ShadowPrediction, ShadowRun
 from app.registry import service as registry
 from app.registry.orm import ModelAlias, ModelVersion
 from app.registry.references import SERVING_ALIAS, UnknownReference, resolve_serving
+from app.serving.acquire import acquire
+from app.serving.target import Target
 
 # The newest scored rows a report reads at most.
 MAX_REPORT_ROWS = 1_000_000
@@ -58,8 +60,9 @@ def _check_challenger(session: Session, name: str, alias: str) -> None:
             f"version {which} serves; a shadow compares two different models",
         )
     try:
-        ours = models.load_cached(session, served.model_id)
-        theirs = models.load_cached(session, challenger_id)
+        runtime = runtime_of(session)
+        ours = acquire(runtime, Target(served.model_id), 0.0, None, session=session).model
+        theirs = acquire(runtime, Target(challenger_id), 0.0, None, session=session).model
     except Problem as problem:
         raise invalid(_ALIAS, problem.detail) from None
     wrong = scoring.mismatch(ours, theirs)

@@ -1,6 +1,6 @@
 """``POST /models/{ref}/evaluate``: a model's metrics and curves on labelled rows — a stored
 dataset with the model's features, or an uploaded file with a label column — scored through the
-one scoring core and measured by ``solver.evaluation`` (app.models.evaluating); the curves drawn
+one scoring core and measured by ``solver.evaluation`` (app.serving.evaluating); the curves drawn
 as PNG or SVG (app.models.figures)."""
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from app.datasets import service as datasets
 from app.datasets.service import check_has_rows, check_not_blank, check_upload_size
 from app.ingest import IngestError, Limits, parse_feature_file
 from app.models import service as models
-from app.models.evaluating import check_importance_cost, evaluate_rows
 from app.models.features import dataset_features, feature_match
 from app.models.figures import render_curves
-from app.models.scoring import check_rows
-from app.predict.service import check_matrix, decision_for
-from app.predict.target import Target, reference_fields, resolve_target
+from app.serving.acquire import acquire
+from app.serving.codec import check_matrix, decision_for
+from app.serving.evaluating import check_importance_cost, evaluate_rows
+from app.serving.model import ServedModel
+from app.serving.scoring import check_rows
+from app.serving.target import Target, reference_fields
 
 _REF: list[str | int] = ["path", "model_ref"]
 
@@ -64,7 +66,7 @@ def _scored_rows(row: Any, dataset: Any, rows: str | None) -> np.ndarray | None:
 
 
 def _dataset_rows(
-    session: Session, model: models.LoadedModel, dataset_id: int, rows: str | None = None
+    session: Session, model: ServedModel, dataset_id: int, rows: str | None = None
 ) -> tuple[Any, list[Any], np.ndarray | None]:
     """A stored dataset's encoded rows and labels, only the model's hold-out rows where
     ``_scored_rows`` says so, and those rows' indices (None: every row). 422 naming
@@ -89,7 +91,7 @@ def _dataset_rows(
 
 
 def _file_rows(
-    model: models.LoadedModel, content: bytes, filename: str, label: str | None, settings: Settings
+    model: ServedModel, content: bytes, filename: str, label: str | None, settings: Settings
 ) -> tuple[Any, list[Any]]:
     """An uploaded file's encoded rows and its label column (422 naming ``label`` without one)."""
     check_upload_size(len(content), settings)
@@ -139,11 +141,8 @@ def evaluate_model(
     if upload is not None and rows == "holdout":
         raise invalid(["body", "rows"], "rows=holdout needs the model's own dataset "
                       "(dataset_id), not a file: a file's rows are all scored")
-    target = resolve_target(runtime_of(session), Target(reference=ref), _REF)
-    assert target.model_id is not None
-    loaded = models.load_cached(session, target.model_id, None, target.stamp)
-    if session.in_transaction():  # a cache miss read the model
-        session.commit()
+    loaded, target = acquire(runtime_of(session), Target(reference=ref), 0.0, None,
+                             ref_loc=_REF)
     index = None
     if dataset_id is not None:
         X, labels, index = _dataset_rows(session, loaded, dataset_id, rows)

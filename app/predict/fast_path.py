@@ -18,7 +18,9 @@ would make or pass:
 * it has at most ``INLINE_ROWS`` rows and this process holds the model (``inline_answer``);
 * computing the answer raised nothing: a request the service refuses (a 404 or a 422) goes
   on to the route, which refuses it with the usual problem document; nothing was recorded,
-  since the prediction log and shadow queues see only answered requests.
+  since the sinks (the prediction log, a shadow's queue) see only scored requests. A request
+  whose answer failed after its rows were scored and recorded (``AnsweredError``, raised by
+  app.serving.serve) is never handed on: the route would score and record it again.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.core.validation import json_needs_check
 from app.predict import inline
 from app.predict.schemas import PredictRequest
+from app.serving.serve import AnsweredError
 
 PATH = "/predict"
 # Largest body the middleware reads itself (a one-row request is about 1 KB).
@@ -57,8 +60,10 @@ class PredictFastPath:
         if body is not None:
             try:
                 response = await self._answer(scope, body)
-            except Exception:  # the route answers it, with its own error handling
-                response = None
+            except AnsweredError:  # scored and recorded: never answered (and recorded) again
+                raise
+            except Exception:  # refused before anything was recorded: the route answers it,
+                response = None  # with its own error handling
         if response is None:
             await self.app(scope, _replay(messages, receive), send)
             return

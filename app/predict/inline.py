@@ -12,7 +12,7 @@ PostgreSQL the read is a network round trip that must not stall the loop (and it
 the server is slow or away: the rows go to a thread of their own (FAST_LANE_THREADS), unless
 the request needs no read, its checks being younger than app.core.recheck's window (1 s by
 default, on SQLite too): then they are answered on the loop with no read at all
-(``service.held_target``). Batches
+(``app.serving.acquire.held``). Batches
 and cache misses (reading and rebuilding a model) go to the pool, so they never hold up the
 others.
 """
@@ -22,13 +22,13 @@ from __future__ import annotations
 import anyio
 from fastapi import Response
 
+from app.core.fastjson import json_response
 from app.core.runtime import Part, Runtime
-from app.models.service import model_cache_holds
 from app.predict import service
-from app.predict.fastjson import json_response
 from app.predict.numeric_rows import row_count
 from app.predict.schemas import PredictRequest
-from app.predict.target import Target, resolve_target, target_of
+from app.serving.acquire import held, holds
+from app.serving.target import Target, resolve_target, target_of
 
 # Most rows a /predict request may have to go to the fast lane.
 INLINE_ROWS = 16
@@ -51,14 +51,15 @@ def answer(runtime: Runtime, request: PredictRequest, target: Target) -> Respons
     return json_response(
         service.predict_rows(
             runtime,
-            target=target,
-            instances=request.instances,
-            labels=request.labels,
-            settings=runtime.settings,
-            ids=request.ids,
-            explain=request.explain,
-            rule=request.rule,
-            threshold=request.threshold,
+            target,
+            service.RowsRequest(
+                instances=request.instances,
+                labels=request.labels,
+                ids=request.ids,
+                explain=request.explain,
+                rule=request.rule,
+                threshold=request.threshold,
+            ),
         )
     )
 
@@ -73,13 +74,13 @@ async def inline_answer(
 
     def fast() -> Response | None:
         resolved = resolve_target(runtime, target, _MODEL_LOC)
-        if not model_cache_holds(runtime, resolved.model_id):
+        if not holds(runtime, resolved.model_id):
             return None
         return answer(runtime, request, resolved)
 
-    held = service.held_target(runtime, target)
-    if held is not None:  # every check fresh (app.core.recheck): no read left, on the loop
-        return answer(runtime, request, held)
+    fresh = held(runtime, target)
+    if fresh is not None:  # every check fresh (app.core.recheck): no read left, on the loop
+        return answer(runtime, request, fresh)
     if runtime.local:
         return fast()
     return await anyio.to_thread.run_sync(fast, limiter=runtime.get(FAST_LANE))

@@ -4,10 +4,10 @@ The models are a dataset's newest ones, or a list of references. They are compar
 that are in **every** model's hold-out (each model's ``holdout.rows``: rows none of them trained
 on), never on different rows: models of different datasets, or whose hold-outs share no row,
 are answered as not comparable, with the reason; a model that kept no hold-out is left out with
-its reason. Each model scores those rows through the one scoring core (app.models.scoring):
+its reason. Each model scores those rows through the one scoring core (app.serving.scoring):
 the labels it serves, by the decision rule of the reference it was named by
-(app.predict.service.decision_for: the alias's rule, else the model's), and its probabilities.
-They are measured by the one metrics function (app.models.evaluating.metrics_of, i.e.
+(app.serving.codec.decision_for: the alias's rule, else the model's), and its probabilities.
+They are measured by the one metrics function (app.serving.evaluating.metrics_of, i.e.
 ``solver.evaluation.evaluate``: sklearn.metrics), plus the expected cost of the served labels
 under a cost rule (``expected_cost``: solver.decision.mean_cost, the one cost of the decision
 rules).
@@ -26,13 +26,15 @@ from app.core.problems import invalid
 from app.core.runtime import runtime_of
 from app.datasets import service as datasets
 from app.models import service as models
-from app.models.evaluating import metrics_of
 from app.models.features import dataset_features, feature_match
-from app.models.scoring import score
 from app.predict.leaderboard_schemas import CostRule, LeaderboardRequest
-from app.predict.service import decision_for
-from app.predict.target import Target, reference_fields, resolve_target
 from app.predict.thresholds import mean_with_interval
+from app.serving.acquire import acquire
+from app.serving.codec import decision_for
+from app.serving.evaluating import metrics_of
+from app.serving.model import ServedModel
+from app.serving.scoring import score
+from app.serving.target import Target, reference_fields, resolve_target
 from solver import mean_cost
 
 HIGHER_IS_BETTER = {"accuracy": True, "balanced_accuracy": True, "roc_auc": True,
@@ -226,7 +228,7 @@ def _notes(entry: dict[str, Any], calibrated: bool, has_cost: bool) -> dict[str,
     return notes
 
 
-def score_candidate(candidate: Candidate, loaded: models.LoadedModel, X: Any,
+def score_candidate(candidate: Candidate, loaded: ServedModel, X: Any,
                     y_true: np.ndarray, cost: CostRule | None) -> dict[str, Any]:
     """The candidate's entry: the metrics of the labels and probabilities it serves for the
     rows X (the dataset's compared rows, encoded) with true labels ``y_true``."""
@@ -319,8 +321,9 @@ def leaderboard(session: Session, request: LeaderboardRequest, where: str) -> di
         session.commit()
         return answer
     cost = _rule_of(request, comparison.kept, where)
-    loaded = [models.load_cached(session, c.row.id, None, c.target.stamp if c.target else None)
-              for c in comparison.kept]
+    runtime = runtime_of(session)
+    loaded = [acquire(runtime, Target(c.row.id, stamp=c.target.stamp if c.target else None),
+                      0.0, None, session=session).model for c in comparison.kept]
     assert comparison.dataset is not None
     X, y = datasets.load_arrays(session, comparison.dataset)
     session.commit()  # read-only: end the transaction before computing

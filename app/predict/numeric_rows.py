@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 from fastapi.exceptions import RequestValidationError
 
+from app.core.fastjson import loads
 from app.core.validation import check_containers, json_containers
 from app.ingest.prediction_file import number_table
-from app.models.scoring import check_rows
-from app.predict.fastjson import loads
+from app.serving.scoring import check_rows
 
 # Bodies smaller than this are parsed whole: their Python objects cost little.
 MIN_BYTES = 1024 * 1024

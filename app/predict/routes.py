@@ -7,13 +7,13 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Depends, File, Form, Request, Response, UploadFile
 from starlette.concurrency import run_in_threadpool
 
-from app.core.deps import SessionDep, SettingsDep
+from app.core.deps import RuntimeDep, SessionDep, SettingsDep
+from app.core.fastjson import OrjsonRequest, OrjsonRoute, json_response
 from app.core.forms import KNOWN_FORM_FIELDS
 from app.core.ids import MAX_DB_ID
 from app.core.plotting import IMAGE_TYPES, image_response_doc
 from app.core.problems import problem_responses
 from app.predict import evaluation, inline, service
-from app.predict.fastjson import OrjsonRequest, OrjsonRoute, json_response
 from app.predict.numeric_rows import check_body, split_body
 from app.predict.schemas import (
     WDBC_BENIGN,
@@ -24,8 +24,8 @@ from app.predict.schemas import (
     PredictRequest,
     PredictResponse,
 )
-from app.predict.target import target_of
 from app.registry.references import BARE_NAME
+from app.serving.target import target_of
 
 
 class PredictBody(OrjsonRequest):
@@ -76,7 +76,7 @@ async def predict(
     request: Annotated[PredictRequest, Body(openapi_examples=_PREDICT_EXAMPLES)],
 ) -> Response:
     # No session or settings dependency: a warm /predict needs no ORM session (the model's
-    # existence is checked on a pooled connection; see app.models.service.load_cached), and
+    # existence is checked on a pooled connection; see app.serving.acquire), and
     # each dependency costs FastAPI's solver a measurable share of a one-row request. A valid
     # one-row request usually never gets here: app.predict.fast_path answers it first.
     runtime = http.app.state.runtime
@@ -99,8 +99,7 @@ async def predict(
     responses=problem_responses(404, 413, 422),
 )
 def predict_file(
-    session: SessionDep,
-    settings: SettingsDep,
+    runtime: RuntimeDep,
     file: Annotated[UploadFile, File(description="Rows to classify")],
     model_id: Annotated[
         int | None,
@@ -157,17 +156,18 @@ def predict_file(
 ) -> Response:
     return json_response(
         service.predict_file(
-            session,
-            target=target_of(model_id, (model or "").strip() or None, ["body", "model"]),
-            content=file.file.read(),
-            filename=file.filename or "",
-            label=(label or "").strip() or None,
-            settings=settings,
-            ids=service.form_ids(ids),
-            explain=explain,
-            on_error=on_error,
-            rule=(rule or "").strip() or None,
-            threshold=threshold,
+            runtime,
+            target_of(model_id, (model or "").strip() or None, ["body", "model"]),
+            service.FileRequest(
+                content=file.file.read(),
+                filename=file.filename or "",
+                label=(label or "").strip() or None,
+                ids=service.form_ids(ids),
+                explain=explain,
+                on_error=on_error,
+                rule=(rule or "").strip() or None,
+                threshold=threshold,
+            ),
         )
     )
 
@@ -282,11 +282,7 @@ def explain_rows(http: Request, model_ref: str, request: ExplainRequest) -> Resp
     return json_response(
         service.predict_rows(
             state.runtime,
-            target=target_of(None, model_ref, ["path", "model_ref"]),
-            instances=request.instances,
-            labels=None,
-            settings=state.settings,
-            ids=request.ids,
-            explain=True,
+            target_of(None, model_ref, ["path", "model_ref"]),
+            service.RowsRequest(instances=request.instances, ids=request.ids, explain=True),
         )
     )

@@ -10,10 +10,10 @@ from fastapi import APIRouter, Body, Response, Security
 from app.auth.keys import Principal
 from app.auth.security import require_by_method
 from app.core.deps import SessionDep
+from app.core.fastjson import json_response
 from app.core.plotting import IMAGE_TYPES, image_response_doc
 from app.core.problems import problem_responses
 from app.predict import thresholds
-from app.predict.fastjson import json_response
 from app.predict.threshold_schemas import ThresholdAnswer, ThresholdRequest
 
 router = APIRouter(prefix="/models", tags=["models"])

@@ -25,13 +25,15 @@ from app.core.runtime import runtime_of
 from app.datasets import service as datasets
 from app.models import service as models
 from app.models.decisions import Decision, RuleError, read_oof, rule_text, set_model_rule
-from app.models.evaluating import metrics_of
 from app.models.features import dataset_features
-from app.models.scoring import score
-from app.predict.target import Target, reference_fields, resolve_target
 from app.predict.threshold_schemas import ThresholdRequest
 from app.registry import references
 from app.registry import service as registry
+from app.serving.acquire import acquire
+from app.serving.evaluating import metrics_of
+from app.serving.model import ServedModel
+from app.serving.scoring import score
+from app.serving.target import Target, reference_fields
 from solver import (
     Objective,
     apply_rule,
@@ -51,7 +53,7 @@ CURVE_POINTS = 101
 CONFIDENCE = 0.95
 
 
-def _objective(loaded: models.LoadedModel, body: ThresholdRequest) -> Objective:
+def _objective(loaded: ServedModel, body: ThresholdRequest) -> Objective:
     """The body's objective checked against the model (422 naming the field)."""
     classes = loaded.estimator.classes_
     raw = body.objective.model_dump()
@@ -85,7 +87,7 @@ def _loc(field: str) -> list[str | int]:
     return head if name == "objective" else [*head, name, *map(int, cells)]
 
 
-def oof_probabilities(session: Session, loaded: models.LoadedModel) -> tuple[Any, np.ndarray]:
+def oof_probabilities(session: Session, loaded: ServedModel) -> tuple[Any, np.ndarray]:
     """(P (n, k), true class indices (n,)) out of fold; 409 saying why a model has none."""
     est = loaded.estimator
     if not est.calibrated:
@@ -100,7 +102,7 @@ def oof_probabilities(session: Session, loaded: models.LoadedModel) -> tuple[Any
     return est.probabilities(D), idx
 
 
-def _holdout(session: Session, loaded: models.LoadedModel) -> tuple[Any, np.ndarray] | None:
+def _holdout(session: Session, loaded: ServedModel) -> tuple[Any, np.ndarray] | None:
     """The model's hold-out rows (encoded, imputed) and their class indices; None when it
     has none or its dataset is gone."""
     row = models.get_or_raise(session, loaded.id)
@@ -172,7 +174,7 @@ def _curve(objective: Objective, rule: dict[str, Any], parts: dict[str, tuple[An
     return out
 
 
-def rule_evaluation(session: Session, loaded: models.LoadedModel,
+def rule_evaluation(session: Session, loaded: ServedModel,
                     rule: dict[str, Any]) -> dict[str, Any] | None:
     """The model's evaluation (``metrics_of``, as its training's) of the labels ``rule``
     serves: on its hold-out part, through the scoring core; without one, on its out-of-fold
@@ -214,7 +216,7 @@ def with_rule_evaluation(summary: dict[str, Any], evaluation: dict[str, Any]
     return out, accuracy
 
 
-def _store(session: Session, target: Target, loaded: models.LoadedModel,
+def _store(session: Session, target: Target, loaded: ServedModel,
            rule: dict[str, Any], actor: str | None) -> str:
     """Store the rule where the reference points: its alias, else the model (whose reported
     hold-out accuracy and evaluation become those of the labels the rule serves). Committed."""
@@ -238,9 +240,8 @@ def _store(session: Session, target: Target, loaded: models.LoadedModel,
 def fit_threshold(session: Session, ref: str, body: ThresholdRequest,
                   actor: str | None = None) -> dict[str, Any]:
     """The answer of ``POST /models/{ref}/threshold`` (see the module's docstring)."""
-    target = resolve_target(runtime_of(session), Target(reference=ref), _REF)
-    assert target.model_id is not None
-    loaded = models.load_cached(session, target.model_id, None, target.stamp)
+    loaded, target = acquire(runtime_of(session), Target(reference=ref), 0.0, None,
+                             ref_loc=_REF, session=session)
     objective = _objective(loaded, body)
     P_oof, y_oof = oof_probabilities(session, loaded)
     rule = fit_rule(objective, P_oof, y_oof) if objective.kind == "cost" else _fit_target(

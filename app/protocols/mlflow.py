@@ -8,22 +8,30 @@ key of scope ``read`` when keys are in use, as for /predict.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
-from app.core.problems import Problem, problem_responses
+from app.core.config import Settings
+from app.core.fastjson import OrjsonRequest, gc_paused, json_response, loads
+from app.core.problems import Problem, ingest_problem, problem_responses
 from app.core.validation import json_containers, rows_and_columns_why
-from app.predict import service as predict
-from app.predict.fastjson import OrjsonRequest, json_response, loads
+from app.datasets.service import check_has_rows, check_not_blank, check_upload_size
+from app.ingest import IngestError, Limits, parse_feature_file
 from app.predict.schemas import WDBC_BENIGN, WDBC_COLUMNS, WDBC_MALIGNANT, Prediction
-from app.predict.target import Target
 from app.protocols import mlflow_inputs
-from app.protocols.errors import as_client_error, mlflow_error
+from app.protocols.errors import MLFLOW_TYPE, as_client_error, mlflow_error
 from app.protocols.rules import request_rule
-from app.registry.references import BARE_NAME, ResolvedModel, UnknownReference, resolve
+from app.registry.references import BARE_NAME
+from app.serving.codec import check_matrix, decision_for, encode_rows
+from app.serving.model import ServedModel
+from app.serving.scoring import Scores, check_rows, records, row_ids
+from app.serving.serve import Batch, serve
+from app.serving.sinks import Scored
+from app.serving.target import Target
 
 router = APIRouter(tags=["inference protocol (MLflow)"])
 
@@ -52,23 +60,109 @@ class Predictions(BaseModel):
     predictions: list[Prediction]
 
 
-def _resolved(request: Request, ref: str) -> ResolvedModel:
-    with request.app.state.read_session_factory() as session:
+@dataclass(frozen=True)
+class JsonCall:
+    """A JSON payload's rows (app.protocols.mlflow_inputs), ids and method."""
+
+    key: str  # the payload's member that held the rows (named in errors)
+    rows: list[Any]
+    ids: list[Any] | None
+    method: str  # predict or predict_proba
+    rule: str | None = None
+    threshold: float | None = None
+
+
+class JsonDoor:
+    """MLflow's pandas-style JSON payload: rows in, ``predictions`` out (each row's record as
+    /predict's, or with ``predict_proba`` each row's class probabilities)."""
+
+    def admit(self, call: JsonCall, settings: Settings) -> None:
         try:
-            return resolve(session, ref)
-        except UnknownReference as exc:
-            raise mlflow_error(404, str(exc)) from None
+            check_rows(len(call.rows), settings, "instances")
+        except Problem as problem:
+            raise as_client_error(problem, call.key, v2=False) from None
+
+    def decode(
+        self, call: JsonCall, model: ServedModel, target: Target, settings: Settings
+    ) -> Batch:
+        if call.method == "predict_proba" and not model.calibrated:
+            raise mlflow_error(
+                400,
+                f"model {model.id} has no probabilities (trained with calibration none); "
+                "use predict_method predict",
+            )
+        rule = decision_for(model, target, call.rule, call.threshold)
+        X = encode_rows(model, call.rows, ["body", "instances"])
+        return Batch(X, row_ids(call.ids, X.shape[0], ["body", "ids"]), ("body", "ids"), rule)
+
+    def encode(self, call: JsonCall, batch: Batch, scored: Scored) -> Answer:
+        scores = scored.scores
+        if call.method == "predict_proba":
+            assert scores.probabilities is not None
+            return scores.probabilities.tolist(), _rule_name(scores)
+        with gc_paused():
+            return records(scores, scored.ids), _rule_name(scores)
+
+    def refused(self, call: JsonCall, problem: Problem, stage: str) -> Exception:
+        if stage == "acquire":
+            return _not_found(problem)
+        if problem.type == MLFLOW_TYPE:
+            return problem
+        return as_client_error(problem, call.key, v2=False)
 
 
-def _rule_name(answer: dict[str, Any]) -> str:
+class CsvDoor:
+    """A CSV table with a header (``text/csv``): read as /predict/file reads a file."""
+
+    def admit(self, body: bytes, settings: Settings) -> None:
+        try:
+            check_upload_size(len(body), settings)
+        except Problem as problem:
+            raise as_client_error(problem, "csv", v2=False) from None
+
+    def decode(self, body: bytes, model: ServedModel, target: Target, settings: Settings
+               ) -> Batch:
+        check_not_blank(not body or body.isspace())
+        limits = Limits(max_rows=settings.max_predict_instances,
+                        max_encoded_bytes=settings.max_encoded_bytes)
+        try:
+            X, _ = parse_feature_file(model.encoding, body, "invocations.csv", limits=limits)
+        except IngestError as exc:
+            raise ingest_problem(exc, ["body", "file"]) from exc
+        check_rows(X.shape[0], settings, "file")
+        check_has_rows(X.shape[0])
+        check_matrix(X, model, ["body", "file"])
+        rule = decision_for(model, target)
+        return Batch(X, row_ids(None, X.shape[0], ["body", "ids"]), ("body", "ids"), rule)
+
+    def encode(self, body: bytes, batch: Batch, scored: Scored) -> Answer:
+        with gc_paused():
+            return records(scored.scores, scored.ids), _rule_name(scored.scores)
+
+    def refused(self, body: bytes, problem: Problem, stage: str) -> Exception:
+        if stage == "acquire":
+            return _not_found(problem)
+        return as_client_error(problem, "csv", v2=False)
+
+
+# The predictions and the X-Decision-Rule header's rule name
+Answer = tuple[list[Any], str]
+JSON_DOOR, CSV_DOOR = JsonDoor(), CsvDoor()
+
+
+def _not_found(problem: Problem) -> Problem:
+    """The path's model not found (a malformed reference too): MLflow's 404."""
+    errors = problem.errors or []
+    return mlflow_error(404, str(errors[0]["message"]) if errors else problem.detail)
+
+
+def _rule_name(scores: Scores) -> str:
     """The ``X-Decision-Rule`` header: the name of the rule that made the labels (ASCII)."""
-    name = (answer.get("decision_rule") or {}).get("name", "")
+    name = scores.rule_json().get("name", "")
     return name.encode("ascii", "backslashreplace").decode("ascii")
 
 
-def _from_json(
-    request: Request, model: ResolvedModel, ref: str, body: bytes
-) -> tuple[list[Any], str]:
+def _json_call(request: Request, body: bytes) -> JsonCall:
     state = request.app.state
     rows, columns = state.settings.max_predict_instances, state.settings.max_features
     count = json_containers(body, rows + columns + 16)  # a row or a column each, and a few
@@ -84,55 +178,7 @@ def _from_json(
         raise mlflow_error(400, f"the body is not valid JSON: {exc}") from None
     key, rows, ids, method = mlflow_inputs.instances(payload, state.settings)
     rule, threshold = request_rule(payload.get("params") or {}, mlflow_error, "params")
-    try:
-        answer = predict.predict_rows(
-            state.runtime,
-            target=Target(model.model_id, ref, model),
-            instances=rows,
-            labels=None,
-            settings=state.settings,
-            ids=ids,
-            rule=rule,
-            threshold=threshold,
-        )
-    except Problem as problem:
-        raise as_client_error(problem, key, v2=False) from None
-    if method == "predict_proba":
-        return _probabilities(answer, model), _rule_name(answer)
-    return answer["predictions"], _rule_name(answer)
-
-
-def _probabilities(answer: dict[str, Any], model: ResolvedModel) -> list[Any]:
-    """Each row's class probabilities in the order of ``classes`` (MLflow's pyfunc answer for
-    predict_proba); 400 for a model fitted without calibration."""
-    predictions = answer["predictions"]
-    if predictions and predictions[0]["probabilities"] is None:
-        raise mlflow_error(
-            400,
-            f"model {model.model_id} has no probabilities (trained with calibration none); "
-            "use predict_method predict",
-        )
-    keys = [str(c) for c in answer["classes"]]
-    return [[p["probabilities"][k] for k in keys] for p in predictions]
-
-
-def _from_csv(
-    request: Request, model: ResolvedModel, ref: str, body: bytes
-) -> tuple[list[Any], str]:
-    state = request.app.state
-    with state.read_session_factory() as session:
-        try:
-            answer = predict.predict_file(
-                session,
-                target=Target(model.model_id, ref, model),
-                content=body,
-                filename="invocations.csv",
-                label=None,
-                settings=state.settings,
-            )
-        except Problem as problem:
-            raise as_client_error(problem, "csv", v2=False) from None
-    return answer["predictions"], _rule_name(answer)
+    return JsonCall(key, rows, ids, method, rule, threshold)
 
 
 def _invocations(request: Request, body: bytes, content_type: str, ref: str) -> Response:
@@ -143,9 +189,12 @@ def _invocations(request: Request, body: bytes, content_type: str, ref: str) -> 
             f"this endpoint takes the content types {JSON} and {CSV}; got "
             f"{json.dumps(content_type or None)}",
         )
-    model = _resolved(request, ref)
-    read = _from_json if media == JSON else _from_csv
-    predictions, rule = read(request, model, ref, body)
+    runtime = request.app.state.runtime
+    if media == JSON:
+        call = _json_call(request, body)
+        predictions, rule = serve(runtime, JSON_DOOR, call, Target(reference=ref), loc=None)
+    else:
+        predictions, rule = serve(runtime, CSV_DOOR, body, Target(reference=ref), loc=None)
     response = json_response({"predictions": predictions})
     response.headers["X-Decision-Rule"] = rule  # the rule that made the labels (issue 44)
     return response

@@ -21,10 +21,10 @@ from typing import Any
 
 from app.core.config import Settings
 from app.core.problems import Problem
-from app.models.scoring import check_rows
 from app.protocols.errors import as_client_error, mlflow_error
 from app.protocols.ids import check_ids
 from app.protocols.rules import RULE_KEYS
+from app.serving.scoring import check_rows
 
 KEYS = ("dataframe_split", "dataframe_records", "instances", "inputs")
 METHODS = ("predict", "predict_proba")

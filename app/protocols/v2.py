@@ -65,11 +65,9 @@ def server_metadata(request: Request) -> ServerMetadata:
     return ServerMetadata(name="msvmav", version=request.app.version, extensions=EXTENSIONS)
 
 
-def _served(
-    request: Request, name: str, version: str | None, *, with_versions: bool = False
-) -> v2_service.ServedModel:
+def _described(request: Request, name: str, version: str | None) -> v2_service.Described:
     with request.app.state.read_session_factory() as session:
-        return v2_service.served_model(session, name, version, with_versions=with_versions)
+        return v2_service.described(session, name, version)
 
 
 _MODEL_DOC = (
@@ -94,22 +92,22 @@ _READY = {
 
 @router.get(_MODEL, **_METADATA)
 def model_metadata(request: Request, model_name: str) -> dict[str, Any]:
-    return v2_service.metadata(_served(request, model_name, None, with_versions=True))
+    return v2_service.metadata(_described(request, model_name, None))
 
 
 @router.get(_VERSION, **_METADATA)
 def model_version_metadata(request: Request, model_name: str, model_version: str) -> dict[str, Any]:
-    return v2_service.metadata(_served(request, model_name, model_version, with_versions=True))
+    return v2_service.metadata(_described(request, model_name, model_version))
 
 
 @router.get(_MODEL + "/ready", **_READY)
 def model_ready(request: Request, model_name: str) -> ModelReady:
-    return ModelReady(name=_served(request, model_name, None).name, ready=True)
+    return ModelReady(name=_described(request, model_name, None).name, ready=True)
 
 
 @router.get(_VERSION + "/ready", **_READY)
 def model_version_ready(request: Request, model_name: str, model_version: str) -> ModelReady:
-    return ModelReady(name=_served(request, model_name, model_version).name, ready=True)
+    return ModelReady(name=_described(request, model_name, model_version).name, ready=True)
 
 
 def _bound(settings: Settings) -> ContainerBound:
@@ -123,8 +121,7 @@ def _infer_sync(
 ) -> Response:
     state = request.app.state
     parsed = parse_request(body, request.headers.get(HEADER_LENGTH), _bound(state.settings))
-    model = _served(request, model_name, model_version)
-    head, outputs = v2_service.infer(state.runtime, model, parsed, state.settings)
+    head, outputs = v2_service.infer(state.runtime, model_name, model_version, parsed)
     content, header_length = encode_response(head, outputs)
     if header_length is None:
         return Response(content, media_type="application/json")

@@ -7,9 +7,10 @@ INT32/INT64, ``[n]``: /predict's ``ids``). It answers ``label`` (``[n]``), ``dec
 for two classes, ``[n, k]`` one-vs-rest for k classes) and ``id`` (BYTES ``[n]``: the given ids
 as text, else ``"{X-Request-ID}:{row}"``), and for a calibrated model ``probability``
 (``[n, k]``, aligned with the classes). A numeric tensor goes to the scoring core as the array it
-is (app.models.scoring, through ``app.predict.service.score_batch``); the outputs are the core's
-arrays. So labels, decision values, probabilities, the prediction log and a running shadow
-(app.monitoring.shadow) are exactly /predict's.
+is (app.serving.serve: the one template, ``V2Door`` its codec); the outputs are the core's arrays.
+So labels, decision values, probabilities, the prediction log and a running shadow are exactly
+/predict's, and an infer by a name read less than app.core.recheck's window ago reads nothing
+from the database.
 """
 
 from __future__ import annotations
@@ -22,18 +23,20 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.problems import Problem
-from app.core.runtime import Runtime
-from app.ingest.column_specs import feature_specs
-from app.models import service as models
-from app.models.scoring import Scores, check_rows, class_values
-from app.predict import service as predict
-from app.predict.target import Target
+from app.core.runtime import Runtime, runtime_of
 from app.protocols.errors import as_client_error, v2_error
 from app.protocols.ids import check_ids
 from app.protocols.rules import request_rule
 from app.protocols.tensors import BYTES, NUMERIC, InferRequest, OutputTensor, Tensor
 from app.registry import service as registry
-from app.registry.references import ResolvedModel, UnknownReference, resolve_path
+from app.registry.references import ResolvedModel, UnknownReference, is_name, resolve_path
+from app.serving import codec
+from app.serving.acquire import acquire
+from app.serving.model import ServedModel as Served
+from app.serving.scoring import Scores, check_rows
+from app.serving.serve import Batch, serve
+from app.serving.sinks import Scored
+from app.serving.target import Target
 
 MATRIX_INPUT = "input"
 IDS = "ids"  # the input tensor of the rows' prediction ids
@@ -44,56 +47,58 @@ _LOC: list[str | int] = ["body", "instances"]  # where /predict's errors name th
 
 
 @dataclass(frozen=True)
-class ServedModel:
-    """What the protocol says about a model: its reference, features and classes."""
+class Described:
+    """What the protocol says about a model: its name as the path gave it, the served model,
+    the registered model's versions (metadata only), ascending."""
 
     name: str
     resolved: ResolvedModel
-    algorithm: str
-    features: list[dict[str, Any]]  # the stored encoding's feature specs, in column order
-    classes: list[Any]
-    loaded: models.LoadedModel
-    reference: str | None = None  # as the request named it: `name`, `name/3`, `name@alias`
-    versions: tuple[int, ...] = ()  # the registered model's versions (metadata only), ascending
+    served: Served
+    versions: tuple[int, ...] = ()
 
     @property
     def outputs(self) -> tuple[str, ...]:
-        """The output tensors this model answers."""
-        return (*OUTPUTS, PROBABILITY) if self.loaded.estimator.calibrated else OUTPUTS
-
-    @property
-    def numeric_only(self) -> bool:
-        return all(spec["kind"] != "categorical" for spec in self.features)
+        return outputs_of(self.served)
 
 
-def served_model(
-    session: Session, name: str, version: str | None, *, with_versions: bool = False
-) -> ServedModel:
-    """The model ``/v2/models/{name}[/versions/{version}]`` names, loaded (and cached) as
-    /predict loads it; 404 when there is none. ``with_versions``: with every version of its
-    registered model (what the metadata lists), read in the same session."""
+def outputs_of(model: Served) -> tuple[str, ...]:
+    """The output tensors ``model`` answers."""
+    return (*OUTPUTS, PROBABILITY) if model.calibrated else OUTPUTS
+
+
+def reference_text(name: str, version: str | None) -> str:
+    """The registry reference ``/v2/models/{name}[/versions/{version}]`` names: ``{name}`` a
+    reference (a bare name as everywhere, ``name@alias`` or a stored model's id), ``{version}``
+    a version number of a registered name; UnknownReference when it names none."""
+    if version is None:
+        return name
+    if not (version.isascii() and version.isdigit() and len(version) <= 12):
+        raise UnknownReference(f"model version {version[:40]!r} is not a version number")
+    if name.isdigit():
+        raise UnknownReference(
+            f"model {name} is a stored model's id; it has no versions (use a registered name)"
+        )
+    if not is_name(name):
+        raise UnknownReference(f"{name[:120]!r} is not a registered model's name")
+    return f"{name}/{int(version)}"
+
+
+def described(session: Session, name: str, version: str | None) -> Described:
+    """The model ``/v2/models/{name}[/versions/{version}]`` names with every version of its
+    registered model (what the metadata lists), read in ``session``; 404 when there is none."""
     try:
         resolved = resolve_path(session, name, version)
     except UnknownReference as exc:
         raise v2_error(404, str(exc)) from None
     try:
-        loaded = models.load_cached(session, resolved.model_id)
+        served = acquire(runtime_of(session), Target(resolved.model_id), 0.0, None,
+                         session=session).model
     except Problem:  # deleted since it was resolved
         raise v2_error(404, f"model {name!r} not found") from None
-    model = models.get(session, resolved.model_id)
-    versions = _versions(session, resolved.name) if with_versions else ()
+    versions = _versions(session, resolved.name)
     if session.in_transaction():
         session.commit()
-    return ServedModel(
-        name=name,
-        resolved=resolved,
-        algorithm=model.algorithm if model is not None else "",
-        features=list(feature_specs(loaded.encoding)),
-        classes=class_values(loaded),
-        loaded=loaded,
-        reference=name if version is None else f"{name}/{version}",
-        versions=versions,
-    )
+    return Described(name, resolved, served, versions)
 
 
 def _versions(session: Session, registered_name: str | None) -> tuple[int, ...]:
@@ -113,9 +118,10 @@ def _label_datatype(classes: list[Any]) -> str:
     return BYTES
 
 
-def metadata(model: ServedModel) -> dict[str, Any]:
+def metadata(described: Described) -> dict[str, Any]:
     """The model metadata response: name, versions (every version of the registered model,
     as the protocol's text), platform, inputs, outputs."""
+    model = described.served
     if model.numeric_only:
         inputs = [{"name": MATRIX_INPUT, "datatype": "FP64", "shape": [-1, len(model.features)]}]
     else:
@@ -127,26 +133,27 @@ def metadata(model: ServedModel) -> dict[str, Any]:
             }
             for spec in model.features
         ]
-    k = len(model.classes)
+    classes = model.class_values
+    k = len(classes)
     return {
-        "name": model.name,
-        "versions": [str(v) for v in model.versions],
+        "name": described.name,
+        "versions": [str(v) for v in described.versions],
         "platform": f"{PLATFORM}/{model.algorithm}",
         "inputs": inputs,
         "outputs": [
-            {"name": "label", "datatype": _label_datatype(model.classes), "shape": [-1]},
+            {"name": "label", "datatype": _label_datatype(classes), "shape": [-1]},
             {"name": "decision", "datatype": "FP64", "shape": [-1] if k <= 2 else [-1, k]},
             {"name": "id", "datatype": BYTES, "shape": [-1]},
         ]
         + (
             [{"name": PROBABILITY, "datatype": "FP64", "shape": [-1, k]}]
-            if PROBABILITY in model.outputs
+            if PROBABILITY in described.outputs
             else []
         ),
     }
 
 
-def _matrix(tensor: Tensor, model: ServedModel) -> Any:
+def _matrix(tensor: Tensor, model: Served) -> Any:
     """A ``[n, d]`` tensor as the model's encoded rows (a numeric tensor stays one array)."""
     if len(tensor.shape) != 2:
         shape = list(tensor.shape)
@@ -154,20 +161,20 @@ def _matrix(tensor: Tensor, model: ServedModel) -> Any:
     n, d = tensor.shape
     if tensor.datatype == BYTES:
         rows = [tensor.values[i * d : (i + 1) * d] for i in range(n)]
-        return predict.encode_rows(model.loaded, rows, _LOC)
-    return predict.encode_matrix(model.loaded, tensor.values.reshape(n, d), _LOC)
+        return codec.encode_rows(model, rows, _LOC)
+    return codec.encode_matrix(model, tensor.values.reshape(n, d), _LOC)
 
 
-def _columns(inputs: list[Tensor], model: ServedModel) -> Any:
+def _columns(inputs: list[Tensor], model: Served, name: str) -> Any:
     """One tensor per column as the model's encoded rows (in training column order)."""
     names = [spec["name"] for spec in model.features]
     given = {t.name: t for t in inputs}
     unknown = [t.name for t in inputs if t.name not in set(names)]
     if unknown:
-        raise v2_error(400, f"inputs {unknown} are not columns of model {model.name!r}")
+        raise v2_error(400, f"inputs {unknown} are not columns of model {name!r}")
     missing = [n for n in names if n not in given]
     if missing:
-        raise v2_error(400, f"inputs lack the columns {missing} of model {model.name!r}")
+        raise v2_error(400, f"inputs lack the columns {missing} of model {name!r}")
     columns = []
     for name in names:
         t = given[name]
@@ -179,10 +186,10 @@ def _columns(inputs: list[Tensor], model: ServedModel) -> Any:
     if len(lengths) != 1:
         raise v2_error(400, f"the column inputs have different lengths {sorted(lengths)}")
     rows = [list(row) for row in zip(*columns, strict=True)]
-    return predict.encode_rows(model.loaded, rows, _LOC)
+    return codec.encode_rows(model, rows, _LOC)
 
 
-def _split_ids(request: InferRequest, model: ServedModel) -> tuple[list[Tensor], Any]:
+def _split_ids(request: InferRequest, model: Served) -> tuple[list[Tensor], Any]:
     """The feature inputs, and the ids given as the input tensor ``ids`` (BYTES, INT32 or
     INT64, ``[n]`` or ``[n, 1]``; None when absent, or when the model has a column ``ids``).
     A tensor, not a request parameter: the protocol's parameters are scalars."""
@@ -209,7 +216,7 @@ def _check_inputs(inputs: list[Tensor], settings: Settings) -> int:
     return n
 
 
-def _features(inputs: list[Tensor], model: ServedModel) -> Any:
+def _features(inputs: list[Tensor], model: Served, name: str) -> Any:
     """The inputs as the model's encoded rows."""
     single = inputs[0] if len(inputs) == 1 else None
     names = {spec["name"] for spec in model.features}
@@ -217,7 +224,7 @@ def _features(inputs: list[Tensor], model: ServedModel) -> Any:
         single.name not in names or (len(single.shape) == 2 and single.shape[1] != 1)
     ):
         return _matrix(single, model)
-    return _columns(inputs, model)
+    return _columns(inputs, model, name)
 
 
 def _outputs(scores: Scores, ids: list[Any]) -> dict[str, OutputTensor]:
@@ -238,49 +245,78 @@ def _outputs(scores: Scores, ids: list[Any]) -> dict[str, OutputTensor]:
     return tensors
 
 
-def infer(
-    runtime: Runtime,
-    model: ServedModel,
-    request: InferRequest,
-    settings: Settings,
-) -> tuple[dict[str, Any], list[tuple[OutputTensor, bool]]]:
-    """The response's JSON members and its output tensors, each with whether it goes binary."""
-    wanted = request.outputs
-    if wanted is not None:
-        unknown = [name for name in wanted if name not in model.outputs]
-        if unknown:
-            raise v2_error(400, f"unknown outputs {unknown}; this model has {list(model.outputs)}")
-    inputs, ids = _split_ids(request, model)
-    try:
+@dataclass(frozen=True)
+class InferCall:
+    """An infer request and the model name its path gave (the answer's ``model_name``)."""
+
+    name: str
+    request: InferRequest
+
+
+Outputs = tuple[dict[str, Any], list[tuple[OutputTensor, bool]]]
+
+
+class V2Door:
+    """The Open Inference Protocol's codec: tensors in, output tensors out (each with whether
+    it goes binary), and the response's JSON members."""
+
+    def admit(self, call: InferCall, settings: Settings) -> None:
+        return None  # the body's bounds were checked as it was parsed (app.protocols.tensors)
+
+    def decode(
+        self, call: InferCall, model: Served, target: Target, settings: Settings
+    ) -> Batch:
+        request = call.request
+        wanted, outputs = request.outputs, outputs_of(model)
+        if wanted is not None:
+            unknown = [name for name in wanted if name not in outputs]
+            if unknown:
+                raise v2_error(400, f"unknown outputs {unknown}; this model has {list(outputs)}")
+        inputs, ids = _split_ids(request, model)
         n = _check_inputs(inputs, settings)
-    except Problem as problem:
-        raise as_client_error(problem, "inputs", v2=True) from None
-    if ids is not None:
-        ids = check_ids(ids, n, [IDS], v2=True)
-    resolved = model.resolved
-    target = Target(resolved.model_id, model.reference, resolved)
-    try:
-        X = _features(inputs, model)
-        sinks = predict.sinks_for(runtime, target)
+        if ids is not None:
+            ids = check_ids(ids, n, [IDS], v2=True)
+        X = _features(inputs, model, call.name)
         # the request's own rule (parameters), else the reference's (an alias's), the model's
-        rule = predict.decision_for(model.loaded, target,
-                                    *request_rule(request.parameters, v2_error),
-                                    ["parameters"])
-        scores, ids = predict.score_batch(model.loaded, X, ids, [IDS], sinks, rule=rule)
-    except Problem as problem:
-        raise as_client_error(problem, "inputs", v2=True) from None
-    tensors = _outputs(scores, ids)
-    if wanted is None:
-        chosen = [(tensors[name], request.binary_default) for name in model.outputs]
-    else:
-        chosen = [
-            (tensors[name], request.binary_default if binary is None else binary)
-            for name, binary in wanted.items()
-        ]
-    head: dict[str, Any] = {"model_name": model.name}
-    if model.resolved.version is not None:
-        head["model_version"] = str(model.resolved.version)
-    if request.id is not None:
-        head["id"] = request.id
-    head["parameters"] = {"decision_rule": scores.rule.name(scores.classes)}
-    return head, chosen
+        rule = codec.decision_for(model, target, *request_rule(request.parameters, v2_error),
+                                  ["parameters"])
+        return Batch(X, ids, (IDS,), rule)
+
+    def encode(self, call: InferCall, batch: Batch, scored: Scored) -> Outputs:
+        request, scores = call.request, scored.scores
+        tensors = _outputs(scores, scored.ids)
+        wanted = request.outputs
+        if wanted is None:
+            chosen = [(tensors[name], request.binary_default) for name in outputs_of(scored.model)]
+        else:
+            chosen = [
+                (tensors[name], request.binary_default if binary is None else binary)
+                for name, binary in wanted.items()
+            ]
+        head: dict[str, Any] = {"model_name": call.name}
+        resolved = scored.target.resolved
+        if resolved is not None and resolved.version is not None:
+            head["model_version"] = str(resolved.version)
+        if request.id is not None:
+            head["id"] = request.id
+        head["parameters"] = {"decision_rule": scores.rule.name(scores.classes)}
+        return head, chosen
+
+    def refused(self, call: InferCall, problem: Problem, stage: str) -> Exception:
+        if stage == "acquire":  # the path's model: not found (a malformed reference too)
+            errors = problem.errors or []
+            return v2_error(404, str(errors[0]["message"]) if errors else problem.detail)
+        return as_client_error(problem, "inputs", v2=True)
+
+
+V2 = V2Door()
+
+
+def infer(runtime: Runtime, name: str, version: str | None, request: InferRequest) -> Outputs:
+    """The response's JSON members and its output tensors, each with whether it goes binary:
+    app.serving.serve with ``V2Door``, the model named by its path."""
+    try:
+        ref = Target(reference=reference_text(name, version))
+    except UnknownReference as exc:
+        raise v2_error(404, str(exc)) from None
+    return serve(runtime, V2, InferCall(name, request), ref, loc=None)

@@ -11,7 +11,7 @@ Doors: ``resolve_request`` (a request's reference, 422/404 naming the field; /pr
 registered model's served version; monitoring and shadow scoring).
 
 A reference resolves in **one** indexed read that also returns the stored model's stamp (the
-``(job_id, created_at, its decision rule)`` that ``app.models.service.load_cached`` compares with
+``(job_id, created_at, its decision rule)`` that ``app.serving.acquire`` compares with
 its cache: a rule set since makes a cached copy stale) and an alias's own rule, so
 predicting by reference costs no more round trips than predicting by id. One request uses the
 one model it resolved. Each resolution read is remembered per database (``remember``), and the

@@ -25,6 +25,7 @@ from app.core.pagination import PageParams, paginate
 from app.core.problems import conflict, invalid, missing, unknown
 from app.models import service as models
 from app.models.decisions import carried_rule, read_oof
+from app.models.loading import rebuild
 from app.models.orm import Model
 from app.registry import references
 from app.registry.orm import (
@@ -302,7 +303,7 @@ def _carried(session: Session, model_id: int, text: str | None) -> str | None:
     """The alias's rule refitted for the version it moves to (app.models.decisions)."""
     if text is None:
         return None
-    estimator = models.load(session, models.get_or_raise(session, model_id)).estimator
+    estimator = rebuild(session, models.get_or_raise(session, model_id)).estimator
     return carried_rule(estimator, read_oof(session, model_id), text)
 
 

@@ -17,8 +17,8 @@ import scipy.sparse as sp
 
 from app.core.jsonable import jsonable
 from app.ingest.imputation import apply_fills, fit_fills, needs_fit
-from app.models.evaluating import baseline_warning, metrics_of
 from app.models.schemas import TrainOutcome
+from app.serving.evaluating import baseline_warning, metrics_of
 from app.training.schemas import SearchJob, TrainJob
 from solver import (
     CALIBRATION_FOLDS,
@@ -199,7 +199,7 @@ def _holdout(
     fitted: Fit, X_test: Matrix, y_test: np.ndarray, *, in_place: bool
 ) -> dict[str, Any]:
     """The hold-out part's accuracy, margin statistics and ``evaluation`` (every metric of
-    ``solver.evaluation.evaluate``, through app.models.evaluating as POST /models/{ref}/evaluate
+    ``solver.evaluation.evaluate``, through app.serving.evaluating as POST /models/{ref}/evaluate
     computes it), from one decision pass on its rows scaled like the training part."""
     est = fitted.estimator
     Xt = fitted.transform(X_test, copy=not in_place)

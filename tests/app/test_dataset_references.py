@@ -20,7 +20,7 @@ from app.core.config import Settings
 from app.core.problems import Problem
 from app.datasets import locations
 from app.datasets.orm import Dataset
-from app.models import service as models_service
+from app.serving.acquire import cold
 from tests.app.reference_support import (  # noqa: F401  (fixtures: the app's data root)
     frame,
     root_fixture,
@@ -199,7 +199,7 @@ def test_batch_scoring_writes_each_partition_once_beside_the_dataset(client, wor
     (out / "part-00001.parquet").unlink()
     files = [f["path"] for f in dataset["reference"]["files"]]
     with Session(engine) as session:
-        loaded = models_service.load(session, models_service.get(session, model_id))
+        loaded = cold(session, model_id)
         encoding = session.get(Dataset, dataset["id"]).encoding
     task = partial(partitions.score_partition, loaded=loaded, encoding=encoding,
                    columns=job["params"]["columns"], id_column="id", passthrough=["colour"],

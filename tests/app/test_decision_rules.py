@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from sqlalchemy.orm import Session
 
-from app.models import service as models_service
 from app.models.decisions import read_oof
+from app.serving.acquire import cold
 from solver.decision import check_objective, fit_rule
 from solver.protocol import split_indices
 from tests.app.auth_support import bearer, make_key
@@ -74,7 +74,7 @@ def test_threshold_is_fitted_out_of_fold_and_measured_on_the_hold_out(client, en
     assert answer["stored_on"] == "alias" and answer["model_id"] == model_id
     # the library on the stored out-of-fold values: the same threshold
     with Session(engine) as session:
-        loaded = models_service.load(session, models_service.get_or_raise(session, model_id))
+        loaded = cold(session, model_id)
         D, idx = read_oof(session, model_id)
     train, test = split_indices(np.asarray(y), 0.25, 3)
     assert len(D) == len(train)

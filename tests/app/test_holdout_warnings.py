@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.core.jsonable import jsonable
-from app.models.evaluating import MIN_RECALL, holdout_warnings
+from app.serving.evaluating import MIN_RECALL, holdout_warnings
 from solver.evaluation import evaluate
 from tests.app.support import to_csv, trained_model
 

@@ -8,6 +8,7 @@ from sqlalchemy import select
 
 from app.models import service as models_service
 from app.models.orm import Model
+from app.serving.acquire import cold
 from solver.protocol import split_indices
 from tests.app.support import (
     assert_problem,
@@ -95,7 +96,7 @@ def test_model_roundtrip_predicts_like_the_fitted_estimator(client, worker, app)
     run_jobs(worker)
     model_id = client.get("/models").json()["items"][0]["id"]
     with app.state.session_factory() as session:
-        loaded = models_service.load(session, session.get(Model, model_id))
+        loaded = cold(session, model_id)
     from solver import MSVMAv
 
     # The estimator /train fitted: on the rows its default hold-out left, with /train's

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from app.models import service as models_service
+from app.serving.acquire import cold
 from tests.app.support import blobs, run_jobs, to_csv, upload
 
 Z95 = 1.959963984540054
@@ -47,7 +47,7 @@ def _estimate(client, model_id):
 
 def _calibrator(app, model_id) -> dict:
     with app.state.session_factory() as session:
-        est = models_service.load_cached(session, model_id).estimator
+        est = cold(session, model_id).estimator
         return est.calibrator_.to_dict()
 
 

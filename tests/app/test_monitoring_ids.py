@@ -9,9 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import scipy.sparse as sp
 
-from app.models import scoring
-from app.models import service as models_service
-from app.models.orm import Model
+from app.serving import scoring
+from app.serving.acquire import cold
 from solver.scaling import MinMaxScaling
 from tests.app.support import assert_problem, blobs, to_csv, trained_model
 
@@ -20,7 +19,7 @@ def _outside(app, model_id: int, X: np.ndarray) -> list[bool]:
     """Independently: does any raw value of a row scale outside [0, 1] with the stored
     training minimum and maximum?"""
     with app.state.session_factory() as session:
-        scaling = models_service.load(session, session.get(Model, model_id)).scaling
+        scaling = cold(session, model_id).scaling
     span = scaling.data_max - scaling.data_min
     scale = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 1.0)
     z = (X - scaling.data_min) * scale
@@ -85,7 +84,7 @@ def test_clipped_rows_flagged(client, worker, app):
     assert got[3] and got[7] and not all(got)
     # Clipping still applies: the extreme row scores like the same row at the range's edge.
     with app.state.session_factory() as session:
-        top = models_service.load(session, session.get(Model, model["id"])).scaling.data_max[1]
+        top = cold(session, model["id"]).scaling.data_max[1]
     edge = X[3].copy()
     edge[1] = top
     both = client.post(

@@ -1,4 +1,4 @@
-"""Every door into the one scoring core (app.models.scoring) answers the same, against a live
+"""Every door into the one scoring core (app.serving.scoring) answers the same, against a live
 ``msvmav serve`` (SQLite, and PostgreSQL when TEST_DATABASE_URL is set): a bare registered
 name means one version at /predict, /v2 and invocations, and each door's numbers are
 /predict's."""

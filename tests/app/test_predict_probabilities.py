@@ -9,14 +9,14 @@ import pytest
 from sklearn import metrics
 from sqlalchemy.orm import Session
 
-from app.models import service as models_service
+from app.serving.acquire import cold
 from solver.protocol import split_indices
 from tests.app.support import assert_problem, blobs, to_csv, trained_model
 
 
 def _estimator(engine, model_id: int):
     with Session(engine) as session:
-        return models_service.load(session, models_service.get_or_raise(session, model_id))
+        return cold(session, model_id)
 
 
 def _predict(client, model_id: int, rows, **extra):

@@ -15,7 +15,8 @@ from sqlalchemy.exc import OperationalError
 from app.core.db import is_sqlite
 from app.main import create_app
 from app.models import service as models_service
-from app.models.orm import Model
+from app.serving.acquire import cold
+from app.serving.model import ServedModel
 from tests.app.support import (
     assert_problem,
     blobs,
@@ -44,7 +45,7 @@ def _reference_decisions(app, model_id: int, X: np.ndarray) -> np.ndarray:
     """An independent cold load (no cache), through the estimator's public, validating
     decision_function."""
     with app.state.session_factory() as session:
-        loaded = models_service.load(session, session.get(Model, model_id))
+        loaded = cold(session, model_id)
     return np.asarray(loaded.estimator.decision_function(loaded.transform(X)))
 
 
@@ -141,8 +142,8 @@ def test_concurrent_predicts_on_several_models_agree_with_sequential_answers(cli
 
 
 def test_model_cache_is_bounded_by_bytes_and_evicts_least_recently_used():
-    def entry(i: int, nbytes: int) -> models_service.LoadedModel:
-        return models_service.LoadedModel(
+    def entry(i: int, nbytes: int) -> ServedModel:
+        return ServedModel(
             id=i, n_features=1, encoding={}, estimator=None, scaling=None, nbytes=nbytes
         )
 

@@ -49,7 +49,7 @@ def test_references_resolve_to_the_named_model(engine, two_versions):
         assert resolve(s, str(first)) == ResolvedModel(first)
 
 
-def test_lookup_returns_the_stamp_load_cached_compares(engine, settings, two_versions):
+def test_lookup_returns_the_stamp_acquire_compares(engine, settings, two_versions):
     first, _ = two_versions
     runtime = Runtime(engine, settings)
     resolved, stamp = lookup(runtime_reader(runtime), parse("credit@staging"))

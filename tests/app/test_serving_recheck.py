@@ -23,9 +23,9 @@ from app.core.config import Settings
 from app.core.db import make_engine
 from app.main import create_app
 from app.models import service as models_service
-from app.predict import refresh
-from app.predict import service as predict_service
-from app.predict.target import Target
+from app.serving import refresh
+from app.serving.acquire import held
+from app.serving.target import Target
 from tests.app.support import assert_problem, blobs, trained_model
 
 WINDOW = 30.0
@@ -90,8 +90,8 @@ def test_model_deleted_elsewhere_is_served_at_most_the_window(
     model = trained_model(served, worker)
     first = _predict(served, model_id=model["id"])
     app = served.app
-    held = predict_service.held_target(app.state.runtime, Target(model_id=model["id"]))
-    assert held is not None and held.stamp is not None  # the next answer needs no read
+    fresh = held(app.state.runtime, Target(model_id=model["id"]))
+    assert fresh is not None and fresh.stamp is not None  # the next answer needs no read
     assert elsewhere.delete(f"/models/{model['id']}").status_code == 204
     clock.t += WINDOW - 0.001  # within the window: the documented staleness
     assert _predict(served, model_id=model["id"])["predictions"] == first["predictions"]
@@ -103,7 +103,7 @@ def test_model_deleted_elsewhere_is_served_at_most_the_window(
 
 def test_checks_are_renewed_ahead_off_the_request_path(served, worker, clock):
     """A request finding its checks older than half the window is answered from what the
-    process holds, and they are read again in the background (app.predict.refresh): a window
+    process holds, and they are read again in the background (app.serving.refresh): a window
     after the first check, the next request still needs no read on its own path."""
     ids = _two_versions(served, worker)
     runtime = served.app.state.runtime
@@ -113,17 +113,17 @@ def test_checks_are_renewed_ahead_off_the_request_path(served, worker, clock):
     refresher = runtime.get(refresh.REFRESHER)
     renewed = refresher.renewed
     clock.t += WINDOW * 0.4  # younger than half the window: nothing asked
-    assert predict_service.held_target(runtime, by_id) is not None
+    assert held(runtime, by_id) is not None
     refresher.wait()
     assert refresher.renewed == renewed
     clock.t += WINDOW * 0.2  # older than half: held, and renewed in the background
-    assert predict_service.held_target(runtime, by_id) is not None
-    assert predict_service.held_target(runtime, by_alias) is not None
+    assert held(runtime, by_id) is not None
+    assert held(runtime, by_alias) is not None
     refresher.wait()
     assert refresher.renewed == renewed + 2
     clock.t += WINDOW * 0.6  # 1.2 windows after the first checks, 0.6 after the renewals
-    assert predict_service.held_target(runtime, by_id) is not None
-    assert predict_service.held_target(runtime, by_alias).model_id == ids[0]
+    assert held(runtime, by_id) is not None
+    assert held(runtime, by_alias).model_id == ids[0]
 
 
 def test_model_deleted_by_this_process_is_refused_at_once(served, worker, clock):
@@ -273,7 +273,7 @@ def test_window_zero_reads_every_request(settings, engine, worker, clock):
         model = trained_model(a, worker)
         _predict(a, model_id=model["id"])
         target = Target(model_id=model["id"])
-        assert predict_service.held_target(a.app.state.runtime, target) is None
+        assert held(a.app.state.runtime, target) is None
         assert b.delete(f"/models/{model['id']}").status_code == 204
         r = a.post("/predict", json={"model_id": model["id"], "instances": ROW})
         assert_problem(r, 404, "model_id")

@@ -2,7 +2,7 @@
 app.core.header_timeout alone (uvicorn has no public hook for a request-head deadline). These
 tests run that protocol on the installed uvicorn, in this process, on a real socket on
 127.0.0.1, and fail on a version that renames or reshapes what it uses. Starlette's request
-body is reached through public methods only (app.predict.fastjson overrides ``body``,
+body is reached through public methods only (app.core.fastjson overrides ``body``,
 ``stream`` and ``json``): checked here too, as a real ASGI request."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
+from app.core.fastjson import PREALLOCATE_BYTES, OrjsonRequest
 from app.core.header_timeout import UVICORN_INTERNALS, protocol_with_header_timeout
-from app.predict.fastjson import PREALLOCATE_BYTES, OrjsonRequest
 
 TIMEOUT = 0.3
 

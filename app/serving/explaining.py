@@ -21,7 +21,7 @@ from app.core.config import Settings
 from app.core.problems import invalid
 from app.ingest import encoding_feature_names
 from app.ingest.column_specs import feature_specs, spec_width
-from app.models.service import LoadedModel
+from app.serving.model import ServedModel
 from solver import contributions, explain_work
 
 
@@ -53,7 +53,7 @@ class RawExplanation:
         }
 
 
-def column_groups(loaded: LoadedModel) -> tuple[list[str], np.ndarray]:
+def column_groups(loaded: ServedModel) -> tuple[list[str], np.ndarray]:
     """The raw input columns and the (encoded features, columns) 0/1 matrix summing each
     column's encoded features (one per numeric column, one per category)."""
     cached = loaded.extras.get("column_groups")
@@ -72,7 +72,7 @@ def column_groups(loaded: LoadedModel) -> tuple[list[str], np.ndarray]:
 
 
 def check_explain_cost(
-    loaded: LoadedModel, n_rows: int, settings: Settings, loc: list[str | int]
+    loaded: ServedModel, n_rows: int, settings: Settings, loc: list[str | int]
 ) -> None:
     """422 naming ``loc`` when explaining ``n_rows`` rows would cost more than
     MSVMAV_MAX_EXPLAIN_WORK multiply-adds (checked before anything is computed), or when the
@@ -90,7 +90,7 @@ def check_explain_cost(
         )
 
 
-def _baseline_raw(loaded: LoadedModel, baseline: np.ndarray) -> dict[str, float]:
+def _baseline_raw(loaded: ServedModel, baseline: np.ndarray) -> dict[str, float]:
     """The baseline (scaled space) per encoded feature, in the request's raw units."""
     raw = np.asarray(baseline, dtype=np.float64)
     scaling = loaded.scaling
@@ -105,7 +105,7 @@ def _baseline_raw(loaded: LoadedModel, baseline: np.ndarray) -> dict[str, float]
     return dict(zip(names, raw.tolist(), strict=True))
 
 
-def raw_contributions(loaded: LoadedModel, Xs: Any, index: np.ndarray) -> RawExplanation:
+def raw_contributions(loaded: ServedModel, Xs: Any, index: np.ndarray) -> RawExplanation:
     """The contributions of the rows ``Xs`` (scaled as the core scaled them) to the decision
     value each row answers (``index``: its predicted class), per raw input column."""
     exp = contributions(loaded.estimator, Xs)

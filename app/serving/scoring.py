@@ -1,4 +1,4 @@
-"""The one scoring core: a loaded model and a feature matrix in, arrays out.
+"""The one scoring core: a served model and a feature matrix in, arrays out.
 
 Every door that answers with a model's predictions — ``/predict`` (rows, records, files), the
 Open Inference Protocol's ``/v2`` (tensors in as arrays), MLflow's invocations, shadow scoring —
@@ -21,12 +21,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from app.core.config import Settings
-from app.core.jsonable import jsonable
 from app.core.logs import request_id_var
 from app.core.problems import invalid, too_large
 from app.models.decisions import Decision, choose
-from app.models.explaining import RawExplanation, raw_contributions
-from app.models.service import LoadedModel
+from app.serving.explaining import RawExplanation, raw_contributions
+from app.serving.model import ServedModel
 
 
 @dataclass(frozen=True)
@@ -68,15 +67,12 @@ class Scores:
         return self.probabilities[np.arange(self.n), self.index]
 
 
-def class_values(loaded: LoadedModel) -> list[Any]:
-    """The model's classes as JSON values (computed once per loaded model)."""
-    values = loaded.extras.get("class_values")
-    if values is None:
-        values = loaded.extras["class_values"] = jsonable(loaded.estimator.classes_.tolist())
-    return values
+def class_values(loaded: ServedModel) -> list[Any]:
+    """The model's classes as JSON values (computed once per served model)."""
+    return loaded.class_values
 
 
-def scale(loaded: LoadedModel, X: Any) -> tuple[Any, np.ndarray]:
+def scale(loaded: ServedModel, X: Any) -> tuple[Any, np.ndarray]:
     """X scaled like the training data (in place when dense), and per row whether any feature
     fell outside [0, 1] before the scaling's clip (outside the training range)."""
     scaling = loaded.scaling
@@ -97,7 +93,7 @@ def scale(loaded: LoadedModel, X: Any) -> tuple[Any, np.ndarray]:
     return Xs.clip(0.0, 1.0, out=Xs), clipped
 
 
-def probabilities(loaded: LoadedModel, decision: np.ndarray) -> np.ndarray | None:
+def probabilities(loaded: ServedModel, decision: np.ndarray) -> np.ndarray | None:
     """(n, k) class probabilities from the calibrator fitted with the model (None for a model
     fitted without calibration)."""
     est = loaded.estimator
@@ -106,14 +102,14 @@ def probabilities(loaded: LoadedModel, decision: np.ndarray) -> np.ndarray | Non
     return np.asarray(est.probabilities(decision), dtype=np.float64)
 
 
-def model_decision(loaded: LoadedModel) -> Decision:
+def model_decision(loaded: ServedModel) -> Decision:
     """The stored model's own rule (or the default), for a request that names no other."""
     est = loaded.estimator
     return choose(est.calibrated, len(est.classes_), loaded.rule)
 
 
 def score(
-    loaded: LoadedModel, X: Any, *, explain: bool = False, rule: Decision | None = None
+    loaded: ServedModel, X: Any, *, explain: bool = False, rule: Decision | None = None
 ) -> Scores:
     """The model's answers for X (see the module's docstring): labels from the decision values
     (``est.predict`` would compute them, for kernel models the costly part, a second time) by
@@ -128,7 +124,7 @@ def score(
     proba = probabilities(loaded, decision)
     rule = model_decision(loaded) if rule is None else rule
     index = rule.labels(proba, decision)
-    # (explaining's cost is bounded by the caller first: app.models.explaining)
+    # (explaining's cost is bounded by the caller first: app.serving.explaining)
     contributions = raw_contributions(loaded, Xs, index) if explain else None
     return Scores(
         index=index,
@@ -140,6 +136,32 @@ def score(
         classes=class_values(loaded),
         rule=rule,
     )
+
+
+def records(scores: Scores, ids: list[Any]) -> list[dict[str, Any]]:
+    """Each row's answer as a record (/predict's and invocations' ``predictions``), built
+    column-wise from the core's arrays."""
+    label_of = scores.labels()
+    clip_of = scores.clipped.tolist()
+    own = scores.own_decision().tolist()
+    rows = scores.decision.tolist() if scores.decision.ndim == 2 else [None] * scores.n
+    columns = [ids, clip_of, label_of, own, rows]
+    keys = ["id", "clipped", "label", "decision_value", "decision_values"]
+    keys += ["probability", "probabilities"]
+    probability = scores.own_probability()
+    if probability is None:  # (an uncalibrated model: null, the answer's shape the same)
+        columns += [[None] * scores.n] * 2
+    else:
+        assert scores.probabilities is not None
+        classes = [str(c) for c in scores.classes]
+        columns += [
+            probability.tolist(),
+            [dict(zip(classes, p, strict=True)) for p in scores.probabilities.tolist()],
+        ]
+    if scores.contributions is not None:
+        columns.append(scores.contributions.rows())
+        keys.append("explanation")
+    return [dict(zip(keys, values, strict=True)) for values in zip(*columns, strict=True)]
 
 
 def check_rows(n: int, settings: Settings, field: str) -> None:

@@ -1,11 +1,11 @@
-"""Which model a /predict request names: ``model_id``, or ``model``, a registry reference
+"""Which model a request names at any door: ``model_id``, or ``model``, a registry reference
 (``credit@production``, ``credit/3``, ``credit``), resolved once per request.
 
 A reference is resolved by the one resolver (app.registry.references.resolve_request) with the
-stored model's stamp in one read,
-so ``load_cached`` needs no second one, and the request uses that one model throughout: an alias
-moved meanwhile changes the next request, never half of this one. A resolution younger than
-app.core.recheck's window is used without reading again (1 s by default).
+stored model's stamp in one read, so ``app.serving.acquire`` needs no second one, and the
+request uses that one model throughout: an alias moved meanwhile changes the next request,
+never half of this one. A resolution younger than app.core.recheck's window is used without
+reading again (1 s by default).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A model's evaluation on labelled rows: the scoring core's answers (app.models.scoring) against
+"""A model's evaluation on labelled rows: the scoring core's answers (app.serving.scoring) against
 the true labels, as ``solver.evaluation`` computes them (every number with sklearn.metrics), and
 its ROC, precision-recall and reliability curves (as JSON, or drawn: app.models.figures).
 
@@ -16,9 +16,10 @@ from app.core.config import Settings
 from app.core.jsonable import jsonable
 from app.core.problems import invalid
 from app.models.decisions import Decision
-from app.models.explaining import column_groups
-from app.models.scoring import Scores, score
-from app.models.service import LoadedModel, match_labels
+from app.models.service import match_labels
+from app.serving.explaining import column_groups
+from app.serving.model import ServedModel
+from app.serving.scoring import Scores, score
 from solver import curves, evaluate, explain_work, permutation_importance
 
 # Shuffles per raw column of the permutation importance.
@@ -110,7 +111,7 @@ def baseline_warning(evaluation: dict[str, Any] | None) -> str | None:
 
 
 def check_importance_cost(
-    loaded: LoadedModel, n_rows: int, settings: Settings, loc: list[str | int]
+    loaded: ServedModel, n_rows: int, settings: Settings, loc: list[str | int]
 ) -> None:
     """422 naming ``loc`` when the permutation importance of ``n_rows`` rows (a decision pass
     per raw column and shuffle, each bounded by ``explain_work``) would exceed
@@ -128,7 +129,7 @@ def check_importance_cost(
         )
 
 
-def importance(loaded: LoadedModel, Xs: Any, y_true: np.ndarray) -> dict[str, Any]:
+def importance(loaded: ServedModel, Xs: Any, y_true: np.ndarray) -> dict[str, Any]:
     """Model-level permutation importance per raw input column on the scaled rows Xs: the
     drop in accuracy when the column (a categorical one's one-hot columns together) is
     shuffled across rows, over IMPORTANCE_REPEATS shuffles (seeded: 0)."""
@@ -161,7 +162,7 @@ def importance(loaded: LoadedModel, Xs: Any, y_true: np.ndarray) -> dict[str, An
 
 
 def evaluate_rows(
-    loaded: LoadedModel,
+    loaded: ServedModel,
     X: Any,
     labels: list[Any],
     loc: list[str | int],
@@ -172,7 +173,7 @@ def evaluate_rows(
     """The metrics and curves (and, asked, the permutation importance) of the model on encoded
     rows X (scaled in place) with their true ``labels`` (422 naming ``loc`` for a label that is
     not one of the model's classes), of the labels its decision ``rule`` serves (default the
-    model's own: app.models.scoring)."""
+    model's own: app.serving.scoring)."""
     classes = loaded.estimator.classes_
     y_true = classes[match_labels(classes, labels, loc)]
     scores: Scores = score(loaded, X, rule=rule)

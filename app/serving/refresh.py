@@ -1,7 +1,7 @@
 """Checks renewed ahead of their window, off the request path (PostgreSQL's one-row /predict).
 
 A request whose checks are younger than app.core.recheck's window is answered with no read
-(``app.predict.service.held_target``). Without more, the first requests after the window
+(``app.serving.acquire.held``). Without more, the first requests after the window
 passes each make the reads themselves — a thread hop and a network round trip on the request
 path, for every request in flight at that moment (bench/serve.py: the tail of a one-row
 /predict on PostgreSQL). Here a request that finds a check older than half the window asks
@@ -23,9 +23,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.core import recheck
 from app.core.runtime import Part, Runtime
 from app.models import service as models
-from app.predict.target import Target, resolve_target
+from app.serving.target import Target, resolve_target
 
-log = logging.getLogger("app.predict.refresh")
+log = logging.getLogger("app.serving.refresh")
 _LOC: list[str | int] = ["body", "model"]
 
 
@@ -70,9 +70,9 @@ class Refresher:
         stamp = models.model_stamp(self.runtime, model_id)
         # A model gone (or changed) is left as it is: the request that finds its check due
         # reads and refuses it, as without renewals (a request already holding it is answered).
-        hit = self.runtime.get(models.MODEL_CACHE).current(model_id, stamp)
-        if hit is not None:
-            hit.checked_at = checked_at
+        cache = self.runtime.get(models.MODEL_CACHE)
+        if cache.current(model_id, stamp) is not None:
+            cache.checked(model_id, checked_at)
 
     def wait(self) -> None:
         """Until every renewal asked so far has ended (tests)."""

@@ -1,4 +1,5 @@
-"""orjson for the /predict routes: request bodies parsed and responses rendered in C.
+"""orjson for the serving doors' routes (/predict, invocations, thresholds): request bodies
+parsed and responses rendered in C.
 
 ``OrjsonRoute`` is FastAPI's documented custom-route pattern: it hands the usual handler (body
 validation, every dependency, exception handlers) a request whose ``json()`` parses with

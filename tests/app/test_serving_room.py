@@ -1,0 +1,186 @@
+"""The serving room (app.serving): every door answers through one template, acquiring its
+model one way. Here: a /v2 infer, an invocation and a /predict by a registered name make no
+database read while their checks are younger than app.core.recheck's window (counted with
+SQLAlchemy's events on the app's real engine and on its reader pool, the per-request checks'),
+and read again once it passed; a request is logged once, however its answer fails. The
+window's clock is the test's (events, not sleeps)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+from sqlalchemy import event, text
+
+from app.core import recheck
+from app.core.config import Settings
+from app.main import create_app
+from app.monitoring import log as prediction_log
+from app.predict import service as predict_service
+from app.serving import refresh
+from tests.app.support import blobs, trained_model
+
+WINDOW = 30.0
+ADMIN = "admin-key-of-the-serving-room-tests-0123456789"
+X, _ = blobs(n=2, seed=5)
+ROWS = X.tolist()
+_ID = {"X-Request-ID": "room"}  # the same generated row ids in every answer
+
+
+class Clock:
+    """recheck.now() for the test: moves only when the test moves it."""
+
+    def __init__(self) -> None:
+        self.t = 5000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    c = Clock()
+    monkeypatch.setattr(recheck, "now", c)
+    return c
+
+
+@pytest.fixture
+def served(settings: Settings, engine) -> Iterator[TestClient]:
+    """The API process under test, trusting its checks for WINDOW seconds, keys required (the
+    environment's admin key: an open service asks every second whether a key was created
+    meanwhile, app.auth.gate, a read outside the serving room's checks)."""
+    windowed = settings.model_copy(
+        update={"serve_recheck_seconds": WINDOW, "admin_key": SecretStr(ADMIN)}
+    )
+    with TestClient(create_app(windowed), headers={"Authorization": f"Bearer {ADMIN}"}) as c:
+        yield c
+
+
+class Reads:
+    """Every statement on the app's engine and every check on its reader pool, made by a
+    thread other than the app's background ones (named ``msvmav-*``: the log's writer, a
+    shadow's scorer, the checks renewed ahead)."""
+
+    def __init__(self, app) -> None:
+        runtime = app.state.runtime
+        self.seen: list[str] = []
+        self._targets = [
+            (runtime.engine, "before_cursor_execute", self._statement),
+            (runtime.reader.pool, "checkout", self._checkout),
+            (runtime.engine.pool, "checkout", self._checkout),
+        ]
+
+    def _request_thread(self) -> bool:
+        return not threading.current_thread().name.startswith("msvmav-")
+
+    def _statement(self, _conn, _cursor, statement, *_args) -> None:  # noqa: ANN001
+        if self._request_thread():
+            self.seen.append(statement)
+
+    def _checkout(self, *_args) -> None:  # noqa: ANN002
+        if self._request_thread():
+            self.seen.append("(a pooled connection taken)")
+
+    def __enter__(self) -> Reads:
+        for target, name, fn in self._targets:
+            event.listen(target, name, fn)
+        return self
+
+    def __exit__(self, *_exc) -> None:  # noqa: ANN002
+        for target, name, fn in self._targets:
+            event.remove(target, name, fn)
+
+
+def _registered(client: TestClient, worker) -> int:
+    model_id = trained_model(client, worker)["id"]
+    assert client.post("/registered-models", json={"name": "credit"}).status_code == 201
+    r = client.post("/registered-models/credit/versions", json={"model_id": model_id})
+    assert r.status_code == 201, r.text
+    return model_id
+
+
+def _v2(client: TestClient) -> dict:
+    body = {"inputs": [{"name": "input", "datatype": "FP64", "shape": [2, 3],
+                        "data": X.reshape(-1).tolist()}]}
+    r = client.post("/v2/models/credit/infer", json=body, headers=_ID)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _invocations(client: TestClient) -> dict:
+    r = client.post("/models/credit/invocations", json={"instances": ROWS}, headers=_ID)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _predict(client: TestClient) -> dict:
+    r = client.post("/predict", json={"model": "credit", "instances": ROWS}, headers=_ID)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.mark.parametrize("door", [_v2, _invocations, _predict], ids=["v2", "invocations",
+                                                                      "predict"])
+def test_a_request_by_name_reads_nothing_inside_the_recheck_window(served, worker, clock, door):
+    _registered(served, worker)
+    with Reads(served.app) as reads:
+        first = door(served)  # the name resolved and the model read: reads
+    assert reads.seen, "the first request must read (else this test counts nothing)"
+    clock.t += WINDOW - 0.001
+    with Reads(served.app) as reads:
+        again = door(served)
+    assert reads.seen == [], reads.seen
+    assert again == first
+    served.app.state.runtime.get(refresh.REFRESHER).wait()  # (/predict renews checks ahead)
+    clock.t += WINDOW + 1.0  # the window passed since any check: the name is read again
+    with Reads(served.app) as reads:
+        door(served)
+    assert reads.seen
+
+
+def test_v2_answers_what_predict_answers_through_the_one_core(served, worker, clock):
+    """The same rows at /v2 and /predict: the same labels and decision values (one core)."""
+    _registered(served, worker)
+    predicted = _predict(served)["predictions"]
+    outputs = {o["name"]: o for o in _v2(served)["outputs"]}
+    assert outputs["label"]["data"] == [p["label"] for p in predicted]
+    assert outputs["decision"]["data"] == pytest.approx([p["decision_value"] for p in predicted])
+
+
+def _logged(app) -> int:
+    """Rows in the prediction log once the writer took every row queued so far."""
+    writer = prediction_log.writer(app.state.runtime)
+    assert writer is not None and writer.catch_up(30.0) == 0
+    with app.state.engine.connect() as conn:
+        return conn.execute(text("SELECT count(*) FROM prediction_log")).scalar_one()
+
+
+def test_a_request_whose_answer_fails_after_it_was_logged_is_not_answered_again(
+    app, worker, monkeypatch
+):
+    """/predict's middleware (app.predict.fast_path) hands a request it cannot answer to the
+    route, with its body replayed: it did so on any exception, so an answer that failed after
+    the sinks ran was scored and logged a second time by the route. Now ``serve`` raises
+    AnsweredError after the sinks ran, and the middleware lets it through (a 500, logged once).
+    """
+    with TestClient(app, raise_server_exceptions=False) as client:
+        model_id = trained_model(client, worker)["id"]
+        body = {"model_id": model_id, "instances": ROWS[:1]}
+        assert client.post("/predict", json=body).status_code == 200  # cached: the fast path
+        before = _logged(app)
+        assert before == 1
+
+        def broken(*_args, **_kwargs):  # noqa: ANN002, ANN003
+            raise RuntimeError("the answer could not be encoded")
+
+        monkeypatch.setattr(predict_service, "response_body", broken)
+        r = client.post("/predict", json=body)
+        assert r.status_code == 500
+        assert _logged(app) == before + 1  # once: not again by the route
+        monkeypatch.undo()
+        r = client.post("/predict", json={**body, "instances": [[1.0, "x", 2.0]]})
+        assert r.status_code == 422  # refused before the sinks: handed on, refused by the route
+        assert _logged(app) == before + 1
