@@ -183,6 +183,8 @@ class PredictResponse(BaseModel):
     alias: str | None = Field(None, description="The alias that chose it, if any")
     classes: list[Any]
     n: int
+    n_clipped: int = Field(0, description="How many rows had a feature outside the training "
+                           "range (each one's `clipped`): a drift hint per answer")
     predictions: list[Prediction]
     accuracy: float | None = Field(None, description="With true labels: fraction correct")
     decision_rule: dict[str, Any] | None = Field(

@@ -61,6 +61,7 @@ def response_body(batch: Batch, scored: Scored) -> dict[str, Any]:
         "model_id": model.id,
         "classes": list(scores.classes),
         "n": len(predictions),
+        "n_clipped": scores.n_clipped,
         "predictions": predictions,
         "accuracy": None,
         "margins": None,

@@ -99,9 +99,9 @@ class JsonDoor:
         scores = scored.scores
         if call.method == "predict_proba":
             assert scores.probabilities is not None
-            return scores.probabilities.tolist(), _rule_name(scores)
+            return scores.probabilities.tolist(), _rule_name(scores), scores.n_clipped
         with gc_paused():
-            return records(scores, scored.ids), _rule_name(scores)
+            return records(scores, scored.ids), _rule_name(scores), scores.n_clipped
 
     def refused(self, call: JsonCall, problem: Problem, stage: str) -> Exception:
         if stage == "acquire":
@@ -136,8 +136,9 @@ class CsvDoor:
         return Batch(X, row_ids(None, X.shape[0], ["body", "ids"]), ("body", "ids"), rule)
 
     def encode(self, body: bytes, batch: Batch, scored: Scored) -> Answer:
+        scores = scored.scores
         with gc_paused():
-            return records(scored.scores, scored.ids), _rule_name(scored.scores)
+            return records(scores, scored.ids), _rule_name(scores), scores.n_clipped
 
     def refused(self, body: bytes, problem: Problem, stage: str) -> Exception:
         if stage == "acquire":
@@ -145,8 +146,8 @@ class CsvDoor:
         return as_client_error(problem, "csv", v2=False)
 
 
-# The predictions and the X-Decision-Rule header's rule name
-Answer = tuple[list[Any], str]
+# The predictions, the X-Decision-Rule header's rule name and X-Rows-Clipped's count
+Answer = tuple[list[Any], str, int]
 JSON_DOOR, CSV_DOOR = JsonDoor(), CsvDoor()
 
 
@@ -192,11 +193,14 @@ def _invocations(request: Request, body: bytes, content_type: str, ref: str) -> 
     runtime = request.app.state.runtime
     if media == JSON:
         call = _json_call(request, body)
-        predictions, rule = serve(runtime, JSON_DOOR, call, Target(reference=ref), loc=None)
+        predictions, rule, clipped = serve(runtime, JSON_DOOR, call, Target(reference=ref),
+                                           loc=None)
     else:
-        predictions, rule = serve(runtime, CSV_DOOR, body, Target(reference=ref), loc=None)
+        predictions, rule, clipped = serve(runtime, CSV_DOOR, body, Target(reference=ref),
+                                           loc=None)
     response = json_response({"predictions": predictions})
     response.headers["X-Decision-Rule"] = rule  # the rule that made the labels (issue 44)
+    response.headers["X-Rows-Clipped"] = str(clipped)  # rows outside the training range
     return response
 
 

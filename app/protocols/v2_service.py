@@ -299,7 +299,8 @@ class V2Door:
             head["model_version"] = str(resolved.version)
         if request.id is not None:
             head["id"] = request.id
-        head["parameters"] = {"decision_rule": scores.rule.name(scores.classes)}
+        head["parameters"] = {"decision_rule": scores.rule.name(scores.classes),
+                              "n_clipped": scores.n_clipped}
         return head, chosen
 
     def refused(self, call: InferCall, problem: Problem, stage: str) -> Exception:

@@ -49,6 +49,11 @@ class Scores:
     def n(self) -> int:
         return int(self.index.shape[0])
 
+    @property
+    def n_clipped(self) -> int:
+        """How many rows had a feature outside the training range (clipped to it)."""
+        return int(self.clipped.sum())
+
     def labels(self) -> list[Any]:
         """The predicted labels as JSON values."""
         classes = self.classes

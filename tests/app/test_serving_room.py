@@ -184,3 +184,21 @@ def test_a_request_whose_answer_fails_after_it_was_logged_is_not_answered_again(
         r = client.post("/predict", json={**body, "instances": [[1.0, "x", 2.0]]})
         assert r.status_code == 422  # refused before the sinks: handed on, refused by the route
         assert _logged(app) == before + 1
+
+
+def test_every_door_says_how_many_rows_were_clipped(served, worker, clock):
+    """One field added in the core (Scores.n_clipped) and in each door's encoder: /predict's
+    ``n_clipped``, V2's ``parameters.n_clipped``, invocations' ``X-Rows-Clipped``."""
+    _registered(served, worker)
+    rows = [ROWS[0], [v * 100.0 for v in ROWS[1]]]  # the second far outside the training range
+    predicted = served.post("/predict", json={"model": "credit", "instances": rows}).json()
+    flags = [p["clipped"] for p in predicted["predictions"]]
+    assert flags[1] is True and predicted["n_clipped"] == sum(flags)
+    body = {"inputs": [{"name": "input", "datatype": "FP64", "shape": [2, 3],
+                        "data": [v for row in rows for v in row]}]}
+    r = served.post("/v2/models/credit/infer", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["parameters"]["n_clipped"] == sum(flags)
+    r = served.post("/models/credit/invocations", json={"instances": rows})
+    assert r.status_code == 200, r.text
+    assert r.headers["X-Rows-Clipped"] == str(sum(flags))
