@@ -633,8 +633,10 @@ def _finalists(small: _Race, race: _Race, budget: _Budget,
             chosen.append(i)
             cost, reserve = cost + more, max(reserve, final)
     if chosen and chosen[0] != order[0]:  # the best could not be afforded
-        alone = [i for i in order if _completion(small, race, i)[1] <= left
-                 and _same_path(small, race, i)]
+        # a candidate whose final fit takes another path has no trusted prediction: it
+        # competes on its score (``_rung0_winner``)
+        alone = [i for i in order if not _same_path(small, race, i)
+                 or _completion(small, race, i)[1] <= left]
         if alone and _clearly(small, alone[0], chosen[0]):
             chosen, reserve = [], 0.0
     for i in chosen:
@@ -690,17 +692,26 @@ def _rung0_winner(small: _Race, race: _Race, budget: _Budget, status: list[str])
     """No finalist finished: the best rung-0 candidate whose final fit (predicted) fits what
     is left of the budget, else the best of the algorithm and kernel whose final fit is
     cheapest (their fits differ in iterations only); among the candidates whose final fit
-    takes their rung-0 path when there are any (``_same_path``)."""
+    takes their rung-0 path when there are any (``_same_path``), unless the best rung-0
+    candidate of all takes another path and scored clearly better (``_clearly``): then it
+    (an RBF width on a sample's exact kernel, fitted low-rank on every row), its final fit's
+    time unpredicted (magic: linear 0.762 chosen over RBF widths 0.83 at rung 0)."""
     ran = [i for i in range(len(status)) if not np.isnan(small.scores[i, 0])]
     if not ran:
         raise ValueError("no finalist of the search could be fitted on every fold: "
                          + "; ".join(sorted(set(race.errors.values()) or {"stopped"})))
+    top = min(ran, key=lambda i: (-small.scores[i, 0], i))
     ran = [i for i in ran if _same_path(small, race, i)] or ran
     final = {i: _completion(small, race, i)[1] for i in ran}
     kind = _kind(race.settings[min(ran, key=lambda i: (final[i], i))])
     fits = ([i for i in ran if final[i] <= budget.left()]
             or [i for i in ran if _kind(race.settings[i]) == kind])
     best = min(fits, key=lambda i: (-small.scores[i, 0], i))
+    if top not in ran and _clearly(small, top, best):
+        # its final fit takes another path than its rung-0 fit (the low-rank one of every
+        # row): its time is not predicted, but a clearly better model is worth it
+        status[top] = "winner at rung 0: budget; final fit on another path (not predicted)"
+        return top
     status[best] = "winner at rung 0: budget"
     return best
 
@@ -835,6 +846,10 @@ def _result(small: _Race, race: _Race, sub: np.ndarray | None, plan: _Budget,
               key=lambda i: (-np.nan_to_num(small.scores[i, 0], nan=-1), i))
     table = [_row(race, small, i, status[i]) for i in range(len(settings))]
     reason = _reason(race, best, finalists, top, small)
+    if "another path" in status[best]:
+        reason += ("; it scored clearly better than every candidate whose final fit takes "
+                   "its rung-0 path, so it was chosen though its final fit (on every row, "
+                   "another path) is not predicted and may overrun the budget")
     if sub is not None:
         reason += f"; rung 0 on a stratified sample of {len(sub)} of the {len(race.y)} rows"
     if best in finalists:

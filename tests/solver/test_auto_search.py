@@ -228,3 +228,27 @@ def test_a_comparator_winner_is_refitted_and_calibrated_from_its_folds():
     assert found.best_params["C"] == est.C and est.calibrated
     want = fit_calibrator(found.oof, y, est.classes_, "sigmoid")
     assert est.calibrator_.params[0] == pytest.approx(want.params[0])
+
+
+def test_a_clearly_better_width_on_another_path_is_not_dropped_for_a_linear_one():
+    """The regression of magic (default job, 9,600 training rows): rung 0 ran on a sample's
+    exact kernel, no finalist fitted the budget, and the rung-0 choice kept only candidates
+    whose final fit takes their rung-0 path, so a linear setting (0.762 on the hold-out) won
+    over RBF widths that scored 0.83 at rung 0. On an XOR problem of 3,300 rows (rung 0 on a
+    2,000-row sample, exact; the final fit low-rank on every row) the RBF width wins and the
+    result says why."""
+    rng = np.random.default_rng(1)
+    X = rng.random((3300, 6))
+    y = ((X[:, 0] > 0.5) ^ (X[:, 1] > 0.5)).astype(int)
+    cost = _cost(X, y)
+    settings = candidates(X)
+    first_width = sum(cost(s, 1333) for s in settings[:13])  # the linear batch + one width
+    budget = 1.01 * first_width / RUNG0_SHARE
+    found = auto_search(X, y, budget_seconds=budget, params=FIXED, clock=CostClock(cost))
+    best = found.table[found.best_index]
+    assert best["kernel"] == "rbf"
+    assert best["status"] == "winner at rung 0: budget; final fit on another path (not predicted)"
+    assert best["rung0_accuracy"] > 0.8 > max(r["rung0_accuracy"] for r in found.table
+                                              if r["kernel"] == "linear")
+    assert "not predicted and may overrun the budget" in found.reason
+    assert "rung 0 on a stratified sample of 2000 of the 3300 rows" in found.reason
