@@ -121,6 +121,7 @@ class PredictResult(TypedDict, total=False):  # PredictResponse
     alias: str | None
     classes: list[Any]
     n: int
+    n_clipped: int  # rows with a feature outside the training range (each one's clipped)
     predictions: list[Prediction]
     accuracy: float | None  # with true labels
     margins: dict[str, Any] | None  # with true labels

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.core.pagination import PageParams, paginate
 from app.core.plotting import render_margin_cdf
-from app.core.problems import conflict, invalid, not_found
+from app.core.problems import conflict, invalid, not_found, unknown
 from app.datasets import service as datasets
 from app.experiments.orm import ExperimentResult
 from app.experiments.schemas import (
@@ -179,7 +179,7 @@ def margins_plot(session: Session, experiment_id: int, dataset_id: int | None, f
     else:
         matching = [r for r in rows if r.dataset_id == dataset_id]
         if not matching:
-            raise invalid(
+            raise unknown(
                 ["query", "dataset_id"],
                 f"dataset {dataset_id} is not one of experiment {experiment_id}'s "
                 f"{[r.dataset_id for r in rows]}",

@@ -234,6 +234,9 @@ def _store(session: Session, target: Target, loaded: ServedModel,
             row.holdout_accuracy = accuracy
     session.commit()
     references.forget(session)
+    # this process's cached copy carries the old rule: dropped, so that the next request
+    # here serves the new one at once (other processes: after their recheck window)
+    runtime_of(session).get(models.MODEL_CACHE).drop(loaded.id)
     return "model"
 
 

@@ -238,7 +238,7 @@ def test_batch_request_errors_name_the_field(client, worker):
     r = _submit(client, model["id"], wide)
     assert r.status_code == 413 and "300 columns" in r.json()["detail"]
     r = _submit(client, 999999, content)
-    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "model_id"
+    assert r.status_code == 404 and r.json()["errors"][0]["field"] == "model_id"
     r = client.get("/batch-predictions/999999/result")
     assert r.status_code == 404
 

@@ -219,6 +219,28 @@ def test_a_model_rule_labels_requests_by_id(client, credit):
     _labels_follow(by_id, answer["threshold"])
 
 
+def test_a_rule_set_on_a_model_held_in_the_cache_labels_the_next_request_at_once(
+        client, credit):
+    """The README's walkthrough: a model scored just before its threshold is set (so this
+    process holds it, checked within the recheck window) labels the very next /predict and
+    /predict/file by the new rule (the cached copy carried the old one: /predict/file answered
+    "argmax" after the serving room trusted the window)."""
+    (model_id, _), X, y = credit
+    assert _predict(client, X, model_id=model_id)["decision_rule"]["name"] == "argmax"
+    r = client.post(f"/models/{model_id}/threshold",
+                    json={"objective": {"cost_fp": 1, "cost_fn": 10, "positive": "pos"}})
+    assert r.status_code == 200, r.text
+    threshold = r.json()["threshold"]
+    answer = _predict(client, X, model_id=model_id)
+    assert answer["decision_rule"]["name"] == r.json()["decision_rule"] != "argmax"
+    _labels_follow(answer, threshold)
+    f = client.post("/predict/file", data={"model_id": str(model_id)},
+                    files={"file": ("rows.csv", to_csv(X, y), "text/csv")})
+    assert f.status_code == 200, f.text
+    assert f.json()["decision_rule"]["name"] == r.json()["decision_rule"]
+    _labels_follow(f.json(), threshold)
+
+
 def test_an_alias_carries_its_rule_through_a_move_and_a_rollback(client, credit):
     (_, second), X, _ = credit
     first = client.post("/models/credit@production/threshold", json=COSTS).json()

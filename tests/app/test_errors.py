@@ -182,8 +182,8 @@ def test_nan_hyper_parameter_is_422(client):
     assert_problem(r, 422, field="alpha")
 
 
-def test_train_on_unknown_dataset_is_422(client):
-    assert_problem(client.post("/train", json={"dataset_id": 424242}), 422, field="dataset_id")
+def test_train_on_unknown_dataset_is_404_naming_it(client):
+    assert_problem(client.post("/train", json={"dataset_id": 424242}), 404, field="dataset_id")
 
 
 def test_single_class_dataset_is_refused_at_upload(client, engine):
@@ -215,9 +215,9 @@ def model(client, worker):
     return trained_model(client, worker)
 
 
-def test_predict_unknown_model_is_422(client):
+def test_predict_unknown_model_is_404_naming_it(client):
     r = client.post("/predict", json={"model_id": 999999, "instances": [[1, 2, 3]]})
-    assert_problem(r, 422, field="model_id")
+    assert_problem(r, 404, field="model_id")
 
 
 def test_predict_wrong_feature_count_names_the_row(client, model):
@@ -291,7 +291,7 @@ def test_predict_file_errors_name_row_and_column(client, model):
     r = client.post(
         "/predict/file", files={"file": ("b.csv", content)}, data={"model_id": "999999"}
     )
-    assert_problem(r, 422, field="model_id")
+    assert_problem(r, 404, field="model_id")
 
 
 # --- server errors ------------------------------------------------------------------------------

@@ -346,4 +346,4 @@ def test_an_import_retried_with_its_idempotency_key_stores_one_model(client, eng
     other_model, _ = source_model(client, worker, 3)
     different = export_bundle(client, other_model["id"])
     r = client.post("/models/import", files={"file": ("m.zip", different)}, headers=key)
-    assert_problem(r, 422, "Idempotency-Key")
+    assert_problem(r, 409, "Idempotency-Key")

@@ -111,7 +111,7 @@ def test_a_body_slower_than_the_header_timeout_is_not_cut(server):
             sock.sendall(part)
         answer = _read_response(sock)
     # the app read the whole body and answered: no model 999999
-    assert answer.startswith(b"HTTP/1.1 422 "), answer[:300]
+    assert answer.startswith(b"HTTP/1.1 404 "), answer[:300]
     assert b"model 999999 not found" in answer
 
 

@@ -54,7 +54,9 @@ NOT_YET = {
         "inputs[].name must not be empty (no minLength)",
 }
 OPERATIONS = [
-    pytest.param(label, marks=pytest.mark.xfail(reason=NOT_YET[label], strict=True))
+    # not strict: twelve generated examples do not always reach the refused shape (POST
+    # /alert-rules passed on both databases in one full run), and a pass is no defect
+    pytest.param(label, marks=pytest.mark.xfail(reason=NOT_YET[label], strict=False))
     if label in NOT_YET else label
     for label, mode in _cases() if mode is GenerationMode.POSITIVE
 ]

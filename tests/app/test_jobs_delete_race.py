@@ -1,6 +1,6 @@
 """Defect 4 (issue 8): DELETE /datasets/{id} and POST /train (or /experiments) on the same
 dataset, at the same time, are exclusive: either the job is queued and the delete answers 409,
-or the dataset is deleted and the submission answers 422 naming dataset_id — never a queued
+or the dataset is deleted and the submission answers 404 naming dataset_id — never a queued
 job whose dataset is gone. Both take the dataset's row lock (SELECT … FOR UPDATE)."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _check_trials(client, engine, make_post, field: str) -> dict[str, int]:
             seen["job first"] += 1
         else:
             assert deleted.status_code == 204, deleted.text
-            assert_problem(posted, 422, field)
+            assert_problem(posted, 404, field)
             seen["delete first"] += 1
     with engine.connect() as conn:
         orphans = conn.scalars(select(Job.id).where(Job.dataset_id.is_(None))).all()

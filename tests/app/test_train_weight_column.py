@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.models import service as models_service
+from app.models.loading import rebuild
 from solver.msvmav import MSVMAv
 from solver.protocol import split_indices
 from tests.app.support import assert_problem, blobs, run_jobs, submit, upload
@@ -74,7 +75,7 @@ def test_weights_reach_the_fit_and_the_column_is_no_feature(client, worker, engi
     assert summary["zero_rows"] == int(np.sum(w[train] == 0))
     # the library's weighted fit on the same scaled training rows: the same decision values
     with Session(engine) as session:
-        loaded = models_service.load(session, models_service.get_or_raise(session, model["id"]))
+        loaded = rebuild(session, models_service.get_or_raise(session, model["id"]))
     params = {k: v for k, v in model["params"].items()
               if k not in ("test_fraction", "seed", "weight_column")}
     lo, hi = X[train].min(axis=0), X[train].max(axis=0)
