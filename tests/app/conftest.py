@@ -21,6 +21,7 @@ from app.monitoring import log as prediction_log
 from app.monitoring import shadow
 from app.tables import Base
 from tests.app.auth_support import ADMIN
+from tests.app.recheck_clock import clock  # noqa: F401  (the recheck window's test clock)
 from tests.app.support import migrated_database
 
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TEST_DATABASE_URL") else [])

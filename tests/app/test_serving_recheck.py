@@ -34,23 +34,6 @@ X, _ = blobs(n=1, seed=4)
 ROW = X.tolist()
 
 
-class Clock:
-    """recheck.now() for the test: moves only when the test moves it."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    c = Clock()
-    monkeypatch.setattr(recheck, "now", c)
-    return c
-
-
 @pytest.fixture
 def windowed(settings: Settings) -> Settings:
     return settings.model_copy(update={"serve_recheck_seconds": WINDOW})

@@ -15,7 +15,6 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy import event, text
 
-from app.core import recheck
 from app.core.config import Settings
 from app.main import create_app
 from app.monitoring import log as prediction_log
@@ -28,23 +27,6 @@ ADMIN = "admin-key-of-the-serving-room-tests-0123456789"
 X, _ = blobs(n=2, seed=5)
 ROWS = X.tolist()
 _ID = {"X-Request-ID": "room"}  # the same generated row ids in every answer
-
-
-class Clock:
-    """recheck.now() for the test: moves only when the test moves it."""
-
-    def __init__(self) -> None:
-        self.t = 5000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    c = Clock()
-    monkeypatch.setattr(recheck, "now", c)
-    return c
 
 
 @pytest.fixture
