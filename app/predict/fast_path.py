@@ -15,12 +15,14 @@ would make or pass:
   ``require(read)`` dependency would pass;
 * the body holds no NUL escape and is not deep enough to need ``check_json``;
 * orjson parses it and ``PredictRequest`` validates it (the route's body validation);
-* it has at most ``INLINE_ROWS`` rows and this process holds the model (``inline_answer``);
-* computing the answer raised nothing: a request the service refuses (a 404 or a 422) goes
-  on to the route, which refuses it with the usual problem document; nothing was recorded,
-  since the sinks (the prediction log, a shadow's queue) see only scored requests. A request
-  whose answer failed after its rows were scored and recorded (``AnsweredError``, raised by
-  app.serving.serve) is never handed on: the route would score and record it again.
+* it has at most ``INLINE_ROWS`` rows and this process holds the model (app.serving.lanes'
+  ``serve_inline``, the lane policy every door uses; ``NOT_INLINE`` otherwise, nothing done);
+* it was not refused: a request the service refuses (a 404, a 422, a 503 for a database away)
+  before its rows were recorded by the sinks (the prediction log, a shadow's queue) is handed
+  on by the lane (``hand_on``) to the route, which refuses it with the usual problem document.
+  This module catches no exception: one raised after the rows were recorded
+  (``AnsweredError``: app.serving.serve, app.serving.lanes) is never handed on, since the
+  route would score and record the request again.
 """
 
 from __future__ import annotations
@@ -33,14 +35,15 @@ from fastapi.routing import iter_route_contexts
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.core.problems import Problem
 from app.core.validation import json_needs_check
 from app.predict import inline
 from app.predict.schemas import PredictRequest
-from app.serving.serve import AnsweredError
+from app.serving.lanes import INLINE_BODY_BYTES, NOT_INLINE
 
 PATH = "/predict"
 # Largest body the middleware reads itself (a one-row request is about 1 KB).
-FAST_BODY_BYTES = 16 * 1024
+FAST_BODY_BYTES = INLINE_BODY_BYTES
 
 
 class PredictFastPath:
@@ -58,12 +61,7 @@ class PredictFastPath:
         messages, body = await _read_body(receive)
         response = None
         if body is not None:
-            try:
-                response = await self._answer(scope, body)
-            except AnsweredError:  # scored and recorded: never answered (and recorded) again
-                raise
-            except Exception:  # refused before anything was recorded: the route answers it,
-                response = None  # with its own error handling
+            response = await self._answer(scope, body)
         if response is None:
             await self.app(scope, _replay(messages, receive), send)
             return
@@ -75,10 +73,11 @@ class PredictFastPath:
             return None
         try:
             request = PredictRequest.model_validate(orjson.loads(body))
-        except (orjson.JSONDecodeError, ValidationError):
-            return None
-        runtime = scope["app"].state.runtime
-        return await inline.inline_answer(runtime, request, inline.request_target(request))
+            target = inline.request_target(request)
+        except (orjson.JSONDecodeError, ValidationError, Problem):
+            return None  # the route answers it (or refuses it as the body's problem)
+        answer = await inline.inline_answer(scope["app"].state.runtime, request, target)
+        return None if answer is NOT_INLINE else answer
 
     def _predict_route(self, scope: Scope) -> Any:
         if self._route is None:

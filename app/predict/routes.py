@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, File, Form, Request, Response, UploadFile
-from starlette.concurrency import run_in_threadpool
 
 from app.core.deps import RuntimeDep, SessionDep, SettingsDep
 from app.core.fastjson import OrjsonRequest, OrjsonRoute, json_response
@@ -79,12 +78,7 @@ async def predict(
     # existence is checked on a pooled connection; see app.serving.acquire), and
     # each dependency costs FastAPI's solver a measurable share of a one-row request. A valid
     # one-row request usually never gets here: app.predict.fast_path answers it first.
-    runtime = http.app.state.runtime
-    target = inline.request_target(request)
-    fast_answer = await inline.inline_answer(runtime, request, target)
-    if fast_answer is not None:
-        return fast_answer
-    return await run_in_threadpool(inline.answer, runtime, request, target)
+    return await inline.answer(http.app.state.runtime, request)
 
 
 @router.post(

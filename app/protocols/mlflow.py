@@ -26,7 +26,9 @@ from app.protocols import mlflow_inputs
 from app.protocols.errors import MLFLOW_TYPE, as_client_error, mlflow_error
 from app.protocols.rules import request_rule
 from app.registry.references import BARE_NAME
+from app.serving import lanes
 from app.serving.codec import check_matrix, decision_for, encode_rows
+from app.serving.lanes import INLINE_BODY_BYTES
 from app.serving.model import ServedModel
 from app.serving.scoring import Scores, check_rows, records, row_ids
 from app.serving.serve import Batch, serve
@@ -182,7 +184,7 @@ def _json_call(request: Request, body: bytes) -> JsonCall:
     return JsonCall(key, rows, ids, method, rule, threshold)
 
 
-def _invocations(request: Request, body: bytes, content_type: str, ref: str) -> Response:
+def _media(content_type: str) -> str:
     media = content_type.split(";", 1)[0].strip().lower()
     if media not in (JSON, CSV):
         raise mlflow_error(
@@ -190,18 +192,24 @@ def _invocations(request: Request, body: bytes, content_type: str, ref: str) -> 
             f"this endpoint takes the content types {JSON} and {CSV}; got "
             f"{json.dumps(content_type or None)}",
         )
-    runtime = request.app.state.runtime
-    if media == JSON:
-        call = _json_call(request, body)
-        predictions, rule, clipped = serve(runtime, JSON_DOOR, call, Target(reference=ref),
-                                           loc=None)
-    else:
-        predictions, rule, clipped = serve(runtime, CSV_DOOR, body, Target(reference=ref),
-                                           loc=None)
+    return media
+
+
+def _response(answer: Answer) -> Response:
+    predictions, rule, clipped = answer
     response = json_response({"predictions": predictions})
     response.headers["X-Decision-Rule"] = rule  # the rule that made the labels (issue 44)
     response.headers["X-Rows-Clipped"] = str(clipped)  # rows outside the training range
     return response
+
+
+def _invocations(request: Request, body: bytes, content_type: str, ref: str) -> Response:
+    runtime, target = request.app.state.runtime, Target(reference=ref)
+    if _media(content_type) == JSON:
+        answer = serve(runtime, JSON_DOOR, _json_call(request, body), target, loc=None)
+    else:
+        answer = serve(runtime, CSV_DOOR, body, target, loc=None)
+    return _response(answer)
 
 
 _EXAMPLES = {
@@ -301,4 +309,10 @@ async def invocations(request: Request, model_ref: str) -> Response:
         body: bytes = await OrjsonRequest(request.scope, request.receive).body()
     else:
         body = await request.body()
-    return await run_in_threadpool(_invocations, request, body, content_type, model_ref)
+    if len(body) > INLINE_BODY_BYTES or _media(content_type) != JSON:
+        return await run_in_threadpool(_invocations, request, body, content_type, model_ref)
+    # a small JSON payload: parsed on the loop, served in the lane its rows allow
+    call = _json_call(request, body)
+    return await lanes.serve_soon(request.app.state.runtime, JSON_DOOR, call,
+                                  Target(reference=model_ref), rows=len(call.rows), loc=None,
+                                  render=_response)

@@ -30,6 +30,7 @@ from app.protocols.v2_schemas import (
     ServerMetadata,
 )
 from app.registry.references import BARE_NAME
+from app.serving.lanes import INLINE_BODY_BYTES
 
 TAG = "inference protocol (V2)"
 health_router = APIRouter(prefix="/v2/health", tags=[TAG])
@@ -116,13 +117,8 @@ def _bound(settings: Settings) -> ContainerBound:
     return ContainerBound(rows + 4 * columns + 16, rows_and_columns_why(rows, columns))
 
 
-def _infer_sync(
-    request: Request, body: bytes, model_name: str, model_version: str | None
-) -> Response:
-    state = request.app.state
-    parsed = parse_request(body, request.headers.get(HEADER_LENGTH), _bound(state.settings))
-    head, outputs = v2_service.infer(state.runtime, model_name, model_version, parsed)
-    content, header_length = encode_response(head, outputs)
+def _response(answer: v2_service.Outputs) -> Response:
+    content, header_length = encode_response(*answer)
     if header_length is None:
         return Response(content, media_type="application/json")
     return Response(
@@ -132,9 +128,24 @@ def _infer_sync(
     )
 
 
+def _infer_sync(
+    request: Request, body: bytes, model_name: str, model_version: str | None
+) -> Response:
+    state = request.app.state
+    parsed = parse_request(body, request.headers.get(HEADER_LENGTH), _bound(state.settings))
+    return _response(v2_service.infer(state.runtime, model_name, model_version, parsed))
+
+
 async def _infer(request: Request, model_name: str, model_version: str | None) -> Response:
+    """A small body parsed on the loop and served in the lane its rows allow
+    (app.serving.lanes); a larger one parsed and served in the pool."""
     body = await request.body()
-    return await run_in_threadpool(_infer_sync, request, body, model_name, model_version)
+    if len(body) > INLINE_BODY_BYTES:
+        return await run_in_threadpool(_infer_sync, request, body, model_name, model_version)
+    state = request.app.state
+    parsed = parse_request(body, request.headers.get(HEADER_LENGTH), _bound(state.settings))
+    return await v2_service.infer_soon(state.runtime, model_name, model_version, parsed,
+                                       _response)
 
 
 _INFER = {

@@ -15,8 +15,9 @@ from the database.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -30,7 +31,7 @@ from app.protocols.rules import request_rule
 from app.protocols.tensors import BYTES, NUMERIC, InferRequest, OutputTensor, Tensor
 from app.registry import service as registry
 from app.registry.references import ResolvedModel, UnknownReference, is_name, resolve_path
-from app.serving import codec
+from app.serving import codec, lanes
 from app.serving.acquire import acquire
 from app.serving.model import ServedModel as Served
 from app.serving.scoring import Scores, check_rows
@@ -44,6 +45,7 @@ OUTPUTS = ("label", "decision", "id")
 PROBABILITY = "probability"  # the output of a calibrated model
 PLATFORM = "msvmav"
 _LOC: list[str | int] = ["body", "instances"]  # where /predict's errors name the rows
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -313,11 +315,29 @@ class V2Door:
 V2 = V2Door()
 
 
+def _reference(name: str, version: str | None) -> Target:
+    try:
+        return Target(reference=reference_text(name, version))
+    except UnknownReference as exc:
+        raise v2_error(404, str(exc)) from None
+
+
 def infer(runtime: Runtime, name: str, version: str | None, request: InferRequest) -> Outputs:
     """The response's JSON members and its output tensors, each with whether it goes binary:
     app.serving.serve with ``V2Door``, the model named by its path."""
-    try:
-        ref = Target(reference=reference_text(name, version))
-    except UnknownReference as exc:
-        raise v2_error(404, str(exc)) from None
-    return serve(runtime, V2, InferCall(name, request), ref, loc=None)
+    return serve(runtime, V2, InferCall(name, request), _reference(name, version), loc=None)
+
+
+async def infer_soon(
+    runtime: Runtime,
+    name: str,
+    version: str | None,
+    request: InferRequest,
+    render: Callable[[Outputs], R],
+) -> R:
+    """``render(infer(...))`` in the cheapest lane the request may take (app.serving.lanes:
+    a few rows for a model this process holds, on the loop)."""
+    first = request.inputs[0].shape if request.inputs else ()
+    rows = first[0] if first else None
+    return await lanes.serve_soon(runtime, V2, InferCall(name, request),
+                                  _reference(name, version), rows=rows, loc=None, render=render)

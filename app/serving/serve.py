@@ -14,7 +14,9 @@ before the answer is encoded.
 A problem raised before the sinks ran recorded nothing: a caller may answer the request
 another way (the /predict middleware hands it to the route, which refuses it with the usual
 problem document). Anything raised after they ran is an ``AnsweredError``: the rows were
-recorded, so the request must never be answered (and recorded) again.
+recorded, so the request must never be answered (and recorded) again. Where a request is
+served (on the event loop, the fast lane, the pool) is a policy every door may use
+(app.serving.lanes).
 """
 
 from __future__ import annotations
@@ -110,8 +112,8 @@ def serve(
     raw = batch.X.copy() if opened.raw else None  # (before the core scales X in place)
     scores = score(model, batch.X, explain=batch.explain, rule=batch.rule)
     scored = Scored(model, target, ids, scores, raw)
-    opened.record(scored)
-    try:
+    try:  # (a recorder that fails after another recorded the rows: recorded all the same)
+        opened.record(scored)
         return door.encode(request, batch, scored)
     except Exception as exc:
         raise AnsweredError(f"the answer of a scored request failed: {exc!r}") from exc

@@ -18,8 +18,9 @@ from sqlalchemy import event, text
 from app.core.config import Settings
 from app.main import create_app
 from app.monitoring import log as prediction_log
+from app.predict import inline as predict_inline
 from app.predict import service as predict_service
-from app.serving import refresh
+from app.serving import lanes, refresh, sinks
 from tests.app.support import blobs, trained_model
 
 WINDOW = 30.0
@@ -166,6 +167,44 @@ def test_a_request_whose_answer_fails_after_it_was_logged_is_not_answered_again(
         r = client.post("/predict", json={**body, "instances": [[1.0, "x", 2.0]]})
         assert r.status_code == 422  # refused before the sinks: handed on, refused by the route
         assert _logged(app) == before + 1
+        # the response made of the answer (the lane's render, after serve) fails alike
+        monkeypatch.setattr(predict_inline, "json_response", broken)
+        assert client.post("/predict", json=body).status_code == 500
+        assert _logged(app) == before + 2  # once: not again by the route
+
+
+class _Threads:
+    """A sink that notes the thread each scored request was served on."""
+
+    raw = False
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def open(self, runtime, target):  # noqa: ANN001, ANN201
+        return lambda _scored: self.names.append(threading.current_thread().name)
+
+
+def test_every_door_serves_a_few_rows_of_a_held_model_on_the_loop(served, worker, clock):
+    """The lanes are serve's policy, not /predict's (app.serving.lanes): inside the recheck
+    window, a few rows for a model this process holds are answered on the event loop at
+    /predict, /v2 and invocations alike; more rows go to the pool (anyio's worker threads)."""
+    _registered(served, worker)
+    for door in (_predict, _v2, _invocations):
+        door(served)  # the name resolved, the model read and cached
+    threads = _Threads()
+    sinks.register(served.app.state.runtime, threads)
+    for door in (_predict, _v2, _invocations):
+        door(served)
+    assert len(threads.names) == 3
+    assert not [n for n in threads.names if n.startswith("AnyIO worker")], threads.names
+    many = X[[0] * (lanes.INLINE_ROWS + 1)]
+    body = {"inputs": [{"name": "input", "datatype": "FP64", "shape": list(many.shape),
+                        "data": many.reshape(-1).tolist()}]}
+    assert served.post("/v2/models/credit/infer", json=body).status_code == 200
+    r = served.post("/models/credit/invocations", json={"instances": many.tolist()})
+    assert r.status_code == 200
+    assert [n.startswith("AnyIO worker") for n in threads.names[3:]] == [True, True]
 
 
 def test_every_door_says_how_many_rows_were_clipped(served, worker, clock):

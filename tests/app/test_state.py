@@ -259,7 +259,7 @@ def test_sessions_carry_their_runtime(app):
 def test_the_fast_lane_serves_one_app_under_successive_event_loops(app, settings):
     """A runtime's limiter is made once and used from whichever loop runs the app (a
     TestClient per block, uvicorn's one loop): anyio's asyncio limiter binds to none."""
-    from app.predict.inline import FAST_LANE
+    from app.serving.lanes import FAST_LANE
 
     lane = app.state.runtime.get(FAST_LANE)
 
