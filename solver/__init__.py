@@ -9,6 +9,9 @@ its implementation (a library user may still import them, as the tests of each o
   ``ALGORITHMS`` and ``estimator_class``: the one table of algorithms.
 * Kernels as types (``Kernel``, ``Linear``, ``RBF``, ``Poly``, ``Precomputed``;
   ``kernel_type``, ``make_kernel``); a fitted model as an ``Expansion``.
+* Incremental updates: ``MSVMAv.update_fit((X_fit, y_fit), add=(X, y), remove=...)`` (the
+  warm-started fit of the updated rows; ``fit_report().warm_start`` says what it reused and
+  saved) and ``updated_rows`` (the rows it fits, in its order).
 * What an estimator declares: ``fit_report()`` (``FitReport``), ``model_summary()``,
   ``out_of_fold()``, ``expansion()``, ``describe()``, ``kernel_kind``, ``calibrated``.
 * ``model_from_dict``: restore any estimator of this package from ``est.to_dict()``
@@ -69,6 +72,7 @@ from .experiments import (
 from .explain import contributions, explain_work, permutation_importance
 from .fit_report import FitReport
 from .fit_time import estimate_seconds, search_seconds
+from .incremental import updated_rows
 from .kernels import RBF, Kernel, Linear, Poly, Precomputed, kernel_type, make_kernel
 from .margins import QUANTILE_LEVELS, margin_statistics
 from .memory import FitEstimate, estimate_fit, gib
@@ -118,7 +122,7 @@ __all__ = [
     "kfold_indices", "make_estimator", "make_kernel", "margin_statistics", "mean_cost",
     "model_from_dict", "n_cells", "param_names", "permutation_importance", "plot_margin_cdf",
     "rate_counts", "rates", "resolve_grid", "run_experiment", "search_seconds",
-    "split_indices", "split_rows", "table_columns", "win_tie_loss",
+    "split_indices", "split_rows", "table_columns", "updated_rows", "win_tie_loss",
 ]
 
 

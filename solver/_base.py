@@ -353,7 +353,8 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
             tol=params.get("tol") if converged is not None else None,
             last_relative_change=info.get("last_relative_change"),
             warning=info.get("warning"),
-            path=self._fit_path())
+            path=self._fit_path(),
+            warm_start=info.get("warm_start"))
 
     def _fit_path(self) -> dict | None:
         return None

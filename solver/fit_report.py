@@ -19,7 +19,9 @@ class FitReport:
     algorithms that report none), with the rule's ``stop`` and ``tol`` parameters (None
     likewise) and the last step's relative change; warning: a fit that ran out of iterations
     in words (None otherwise); path: how MSVMAv computed the fit (its linear step's solver or
-    kernel approximation, and the fit's counters), None for the algorithms with one path."""
+    kernel approximation, and the fit's counters), None for the algorithms with one path;
+    warm_start: what an update (``MSVMAv.update_fit``) reused and saved against a cold fit
+    (``solver.incremental``), None for a fit that was not an update."""
 
     n_iter: int
     history: list[dict] = field(default_factory=list)
@@ -30,6 +32,7 @@ class FitReport:
     last_relative_change: float | None = None
     warning: str | None = None
     path: dict[str, Any] | None = None
+    warm_start: dict[str, Any] | None = None
 
 
 def iterations(n_iter: Any) -> int:

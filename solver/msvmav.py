@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 import warnings
 
 import numpy as np
@@ -27,6 +28,7 @@ from ._msvmav_core import OBJECTIVE_WINDOW, DualSpace, PrimalSpace, iterate
 from ._row_blocks import THREADPOOLS, fit_threads
 from ._weighted import WeightedDualSpace, WeightedPrimalSpace
 from .fit_cost import RankChooser
+from .incremental import IncrementalFit
 from .kernels import Linear, resolve_gamma
 from .low_rank import MAX_BLOCK, pivoted_cholesky
 from .margins import kernel_rademacher_terms, linear_rademacher_terms
@@ -180,6 +182,18 @@ class WarmStart:
         return self._init / nrm
 
 
+def _rows_kept(pending: dict, keep: np.ndarray) -> dict:
+    """An update's plan after the fit left out the rows of weight 0 (all but ``keep``): an
+    exact kernel's start restricted to them, and no bordered factorisation (its rows are all
+    the update's)."""
+    if not pending:
+        return pending
+    init = pending.get("init")
+    if pending.get("dual") and init is not None:
+        pending = {**pending, "init": init[keep]}
+    return {**pending, "pair": None}
+
+
 class _LastRecord:
     """The fit's callback, passed each iteration's record; ``check(done)`` (for an inverse
     taken in blocks during the iterations) calls it again with the last record plus
@@ -197,7 +211,7 @@ class _LastRecord:
         self.callback({**self.last, "stage": "active_set", "done": done})
 
 
-class MSVMAv(WeightedFit, MarginClassifier):
+class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
     """Margin distribution machine: maximise the average margin, minimise its semi-variance.
 
     The method assumes features scaled to [0, 1] (the paper's protocol): fitting on features
@@ -274,7 +288,17 @@ class MSVMAv(WeightedFit, MarginClassifier):
     def _fit_targets(self, X, Y: np.ndarray, callback: Callback | None,
                      weights: np.ndarray | None = None) -> None:
         """``weights``: the rows' weights (``solver.weights.fit_weights``), None unweighted;
-        rows of weight 0 take no part in the weighted sums and are left out."""
+        rows of weight 0 take no part in the weighted sums and are left out. ``fit_info_``
+        also says how many rows the fit had (``rows``) and its seconds (``seconds``)."""
+        start = time.perf_counter()
+        self._fit_on_path(X, Y, callback, weights)
+        self.fit_info_["rows"] = int(X.shape[0])
+        self.fit_info_["seconds"] = time.perf_counter() - start
+
+    def _fit_on_path(self, X, Y: np.ndarray, callback: Callback | None,
+                     weights: np.ndarray | None = None) -> None:
+        # an update's start, width, tolerance and factorisation (update), taken once
+        pending = self.__dict__.pop("_pending_update", None) or {}
         kind = self.kernel_kind
         if kind.on_features:
             check_feature_scale(X)
@@ -288,9 +312,14 @@ class MSVMAv(WeightedFit, MarginClassifier):
                 self.dual_coef_ = dual
                 return
             X, Y, weights = X[keep], np.ascontiguousarray(Y[keep]), weights[keep]
+            pending = _rows_kept(pending, keep)
         # warm_start's start, taken (and dropped) by the first _run_tasks
-        self._warm_start_init = (self._warm_init(X.shape, Y.shape[1]) if self.warm_start
-                                 else None)
+        self._warm_start_init = pending.get("init") if pending else (
+            self._warm_init(X.shape, Y.shape[1]) if self.warm_start else None)
+        self._fit_tol = pending.get("tol", self.tol)
+        if pending.get("pair") is not None:
+            self._exact_pair = pending["pair"]
+        self._keep_factorisation = bool(pending) or self.warm_start
         self.history_ = []
         self.coef_ = self.intercept_ = self.dual_coef_ = self.X_fit_ = None
         self.kernel_approximation_ = None
@@ -301,7 +330,7 @@ class MSVMAv(WeightedFit, MarginClassifier):
             with small_pages():  # see solver._huge_pages
                 self._fit_linear(X, Y, callback, weights)
             return
-        self.gamma_ = resolve_gamma(self.gamma, X)
+        self.gamma_ = pending.get("gamma") or resolve_gamma(self.gamma, X)
         n = X.shape[0]
         method = self.kernel_path(n)
         reason = choice = None
@@ -466,6 +495,7 @@ class MSVMAv(WeightedFit, MarginClassifier):
         info = dict(info or {})
         last: list[float | None] = []  # each task's last relative change
         init = self.__dict__.pop("_warm_start_init", None)
+        tol = self.__dict__.pop("_fit_tol", self.tol)
         if init is not None and init.shape != (dim, T):  # another path than the start's
             init = None
         for t in range(T):
@@ -474,7 +504,7 @@ class MSVMAv(WeightedFit, MarginClassifier):
             if init is not None:
                 space = WarmStart(space, init[:, t])
             coefs[:, t], n_iter, history, stopped = iterate(
-                space, y, alpha=self.alpha, max_iter=self.max_iter, tol=self.tol,
+                space, y, alpha=self.alpha, max_iter=self.max_iter, tol=tol,
                 callback=callback, task=t, n_tasks=T, stop=self.stop)
             self.history_.extend(history)
             last.append((history[-1]["step"], bool(history[-1]["converged"]))
@@ -486,11 +516,11 @@ class MSVMAv(WeightedFit, MarginClassifier):
             if stopped:
                 self.stopped_early_ = True
                 break
-        self._record_convergence(last, T, info)
+        self._record_convergence(last, T, info, tol)
         return coefs, info
 
     def _record_convergence(self, last: list[tuple[float, bool] | None], n_tasks: int,
-                            info: dict) -> None:
+                            info: dict, tol: float) -> None:
         """``converged_``: every one-vs-rest task ran and met its stopping rule (``stop``,
         ``tol``: ``_msvmav_core.StoppingRule``) within ``max_iter``;
         ``fit_info_["last_relative_change"]``: the largest of the tasks' last steps
@@ -503,7 +533,7 @@ class MSVMAv(WeightedFit, MarginClassifier):
         self.converged_ = bool(len(ran) == n_tasks and all(met for _, met in ran))
         info["stop"] = self.stop
         if not self.converged_ and done and not self.stopped_early_:
-            info["warning"] = not_converged_warning(self.stop, self.tol, self.max_iter)
+            info["warning"] = not_converged_warning(self.stop, tol, self.max_iter)
             warnings.warn(ConvergenceWarning(info["warning"]), stacklevel=6)
 
     def linear_path(self, n: int, n_features: int, nnz: int | None = None) -> str:
@@ -536,6 +566,10 @@ class MSVMAv(WeightedFit, MarginClassifier):
         self.coef_ = W[:d].T.copy()
         self.intercept_ = W[d].copy() if self.fit_intercept else np.zeros(T)
 
+    def _kernel_key(self) -> tuple:
+        """The fitted kernel (name, width, degree, coef0): a kept factorisation's."""
+        return (self.kernel, self.gamma_, self.degree, self.coef0)
+
     def _kernel_args(self) -> dict:
         return {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
                 "coef0": self.coef0}
@@ -543,12 +577,14 @@ class MSVMAv(WeightedFit, MarginClassifier):
     def _fit_exact_kernel(self, X, Y, callback, weights: np.ndarray | None = None) -> None:
         n = X.shape[0]
         check = None if callback is None else self._inverse_reporter(callback, n, Y.shape[1])
-        with kernel_threads(n):
-            K = self.kernel_.gram(X, None if check is None else lambda rows: check(0))
-        # K and (I + K)^{-1}, shared by every one-vs-rest task; with a callback the inverse
-        # is taken in blocks that report to it, so that a raised exception (a cancelled job)
-        # stops it within a block
-        pair = DualSystem.pair(K, check)
+        pair = self.__dict__.pop("_exact_pair", None)  # an update's, bordered (update)
+        if pair is None or pair[0].shape[0] != n:
+            with kernel_threads(n):
+                K = self.kernel_.gram(X, None if check is None else lambda rows: check(0))
+            # K and (I + K)^{-1}, shared by every one-vs-rest task; with a callback the
+            # inverse is taken in blocks that report to it, so that a raised exception (a
+            # cancelled job) stops it within a block
+            pair = DualSystem.pair(K, check)
         # the active-set refactorisations (|A| x |A|, up to about n / 2) report too
         relay = None if callback is None else _LastRecord(callback)
         with kernel_threads(n), inverse_checks(None if relay is None else relay.check):
@@ -559,6 +595,9 @@ class MSVMAv(WeightedFit, MarginClassifier):
         self.X_fit_ = to_dense_rows(X) if self.kernel_kind.on_features else None
         self.kernel_approximation_ = "exact"
         self.rank_, self.kernel_error_ = n, 0.0
+        # kept in memory (never persisted) for the next update_fit or warm fit to update
+        keep = self.__dict__.pop("_keep_factorisation", False)
+        self._factorisation = (*pair, self._kernel_key()) if keep else None
 
     def _inverse_reporter(self, callback: Callback, n: int, n_tasks: int):
         """``check`` for the blocked Gram matrix and inverse: the callback sees {"stage":
