@@ -26,8 +26,9 @@ every estimator array has the dtype kind and dimensions its class declares
 (``solver.model_from_dict``), a text array holds no NUL, and the scaling's ``data_min`` is at
 most its ``data_max``, finite, column by column.
 
-``load_bundle(path)`` gives a ``BundledModel`` whose ``predict``/``decision_function`` take raw
-rows as ``/predict`` does. This module imports neither the web framework nor the database layer.
+``load_bundle(path)`` gives the service's own ``ServedModel`` (app.serving.model) whose
+``predict``/``decision_function``/``predict_proba`` take raw rows as ``/predict`` does, labelled
+by the exported rule. This module imports neither the web framework nor the database layer.
 """
 
 from __future__ import annotations
@@ -46,7 +47,16 @@ import numpy as np
 
 from app.core.jsonable import jsonable
 from app.ingest import Encoder, IngestError
-from solver import ALGORITHMS, MinMaxScaling, array_problem, attributes_problem, model_from_dict
+from app.serving.model import ServedModel
+from solver import (
+    ALGORITHMS,
+    MinMaxScaling,
+    RuleError,
+    array_problem,
+    attributes_problem,
+    check_rule,
+    model_from_dict,
+)
 
 BUNDLE_FORMAT = "msvmav.bundle"
 BUNDLE_VERSION = 1
@@ -520,55 +530,37 @@ def read_bundle(data: bytes, max_bytes: int) -> Bundle:
 
 
 # -- using a bundle without the service ---------------------------------------------------------
-def encode_raw_rows(encoding: dict[str, Any], rows: Any) -> np.ndarray:
-    """Raw rows -> the encoded float64 matrix, exactly as /predict encodes its ``instances``
-    (the one place this package calls the encoder). ``rows``: lists (the feature columns in
-    training order, or every input column) or records keyed by column name, a 2-D numpy
-    array, or a pandas DataFrame with the training columns. IngestError names a bad cell."""
-    if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a DataFrame: by column name
-        rows = rows.to_dict("records")
-    elif isinstance(rows, np.ndarray):
-        rows = rows.tolist()
-    return Encoder.from_dict(encoding).transform_rows(list(rows))
+def served_model(bundle: Bundle) -> ServedModel:
+    """The bundle's model as the service's own served model (app.serving.model): the same
+    pipeline raw rows -> encoding -> imputation -> scaling (clipped) -> estimator, labelled by
+    model.json's ``decision_rule`` (the exported reference's rule; checked: BundleError)."""
+    meta = bundle.meta
+    rule = meta.get("decision_rule")
+    if rule is not None:
+        try:
+            rule = check_rule(rule, len(meta["classes"]))
+        except (RuleError, TypeError, AttributeError) as exc:
+            raise BundleError(f"model.json: decision_rule: {exc}", "model.json") from None
+    source = meta.get("source")
+    model_id = source.get("model_id") if isinstance(source, dict) else None
+    return ServedModel(
+        id=model_id if isinstance(model_id, int) else 0,  # (the exporting service's id)
+        n_features=int(meta["n_features"]),
+        encoding=bundle.encoding,
+        estimator=bundle.estimator,
+        scaling=bundle.scaling,
+        rule=rule,
+        algorithm=str(meta["algorithm"]),
+        feature_names=tuple(meta["feature_names"]),
+        extras={"model.json": meta},
+    )
 
 
-class BundledModel:
-    """A bundle's model: raw rows -> encoding -> min-max scaling (clipped) -> estimator.
-
-    ``predict(rows)`` gives the class labels, ``decision_function(rows)`` the decision values
-    ((n,) for two classes, (n, k) one-vs-rest) and ``predict_proba(rows)`` a calibrated model's
-    class probabilities, equal to /predict's answers for the model."""
-
-    def __init__(self, bundle: Bundle) -> None:
-        self.bundle = bundle
-        self.meta = bundle.meta
-        self.encoding = bundle.encoding
-        self.estimator = bundle.estimator
-        self.scaling = bundle.scaling
-        self.classes_ = bundle.estimator.classes_
-        self.feature_names = list(bundle.meta["feature_names"])
-
-    def transform(self, rows: Any) -> np.ndarray:
-        """The scaled feature matrix (n, n_features) the estimator sees."""
-        X = encode_raw_rows(self.encoding, rows)
-        return self.scaling.transform(X) if self.scaling is not None else X
-
-    def decision_function(self, rows: Any) -> np.ndarray:
-        return self.estimator.decision_function(self.transform(rows))
-
-    def predict(self, rows: Any) -> np.ndarray:
-        D = self.decision_function(rows)
-        return self.classes_[self.estimator.predicted_index(D)]
-
-    def predict_proba(self, rows: Any) -> np.ndarray:
-        """(n, k) class probabilities in the order of ``classes_`` (a calibrated model's,
-        equal to /predict's ``probabilities``); ValueError for a model without calibration."""
-        return self.estimator.probabilities(self.decision_function(rows))
-
-
-def load_bundle(source: str | Path | bytes, *, max_bytes: int = 1 << 31) -> BundledModel:
-    """Load an exported bundle (a path or its bytes), checked as ``read_bundle`` does."""
+def load_bundle(source: str | Path | bytes, *, max_bytes: int = 1 << 31) -> ServedModel:
+    """Load an exported bundle (a path or its bytes), checked as ``read_bundle`` does: a
+    ``ServedModel`` whose ``predict`` / ``decision_function`` / ``predict_proba`` take raw rows,
+    records or a DataFrame and answer as /predict does."""
     if not isinstance(source, bytes) and Path(source).stat().st_size > max_bytes:
         raise BundleTooLargeError(f"{source} is larger than {max_bytes} bytes")
     data = source if isinstance(source, bytes) else Path(source).read_bytes()
-    return BundledModel(read_bundle(data, max_bytes))
+    return served_model(read_bundle(data, max_bytes))

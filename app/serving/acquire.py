@@ -118,6 +118,7 @@ def cold(
         stamp=stamp,
         nbytes=rebuilt.nbytes,
         algorithm=row.algorithm,
+        feature_names=tuple(row.feature_names or ()),
     )
 
 

@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from app.core.config import Settings
 from app.core.logs import request_id_var
 from app.core.problems import invalid, too_large
-from app.models.decisions import Decision, choose
+from app.models.decisions import Decision
 from app.serving.explaining import RawExplanation, raw_contributions
 from app.serving.model import ServedModel
 
@@ -77,69 +76,27 @@ def class_values(loaded: ServedModel) -> list[Any]:
     return loaded.class_values
 
 
-def scale(loaded: ServedModel, X: Any) -> tuple[Any, np.ndarray]:
-    """X scaled like the training data (in place when dense), and per row whether any feature
-    fell outside [0, 1] before the scaling's clip (outside the training range)."""
-    scaling = loaded.scaling
-    if scaling is None:
-        return X, np.zeros(X.shape[0], dtype=bool)
-    Xs = scaling.transform(X, clip=False, copy=False)
-    if sp.issparse(Xs):
-        data = Xs.data
-        outside = (data < 0.0) | (data > 1.0)
-        rows = np.repeat(np.arange(Xs.shape[0]), np.diff(Xs.indptr))
-        clipped = np.bincount(rows[outside], minlength=Xs.shape[0]) > 0
-        np.clip(data, 0.0, 1.0, out=data)
-        Xs.eliminate_zeros()
-        return Xs, clipped
-    # (the ufuncs' reductions and ndarray.clip without NumPy's Python wrappers around them,
-    # which cost a one-row request more than the arithmetic)
-    clipped = (np.minimum.reduce(Xs, axis=1) < 0.0) | (np.maximum.reduce(Xs, axis=1) > 1.0)
-    return Xs.clip(0.0, 1.0, out=Xs), clipped
-
-
-def probabilities(loaded: ServedModel, decision: np.ndarray) -> np.ndarray | None:
-    """(n, k) class probabilities from the calibrator fitted with the model (None for a model
-    fitted without calibration)."""
-    est = loaded.estimator
-    if not est.calibrated:
-        return None
-    return np.asarray(est.probabilities(decision), dtype=np.float64)
-
-
-def model_decision(loaded: ServedModel) -> Decision:
-    """The stored model's own rule (or the default), for a request that names no other."""
-    est = loaded.estimator
-    return choose(est.calibrated, len(est.classes_), loaded.rule)
-
-
 def score(
     loaded: ServedModel, X: Any, *, explain: bool = False, rule: Decision | None = None
 ) -> Scores:
     """The model's answers for X (see the module's docstring): labels from the decision values
     (``est.predict`` would compute them, for kernel models the costly part, a second time) by
-    the decision ``rule`` (default: the stored model's, ``model_decision``) applied to the
-    probabilities it answers with — argmax unless a rule says otherwise, so ``label`` and
+    the decision ``rule`` (default: the stored model's, ``ServedModel.decision_rule``) applied
+    to the probabilities it answers with — argmax unless a rule says otherwise, so ``label`` and
     ``probabilities`` never contradict each other; an uncalibrated model's decision sign."""
-    est = loaded.estimator
-    Xs, clipped = scale(loaded, X)
-    # ``decision_values``: X passed the caller's checks, so without scikit-learn's input
-    # validation again, which for one row costs more than the prediction itself.
-    decision = np.asarray(est.decision_values(Xs), dtype=np.float64)
-    proba = probabilities(loaded, decision)
-    rule = model_decision(loaded) if rule is None else rule
-    index = rule.labels(proba, decision)
+    decided = loaded.decide(X, rule)  # (the one pipeline: app.serving.model)
+    Xs, index = decided.scaled, decided.index
     # (explaining's cost is bounded by the caller first: app.serving.explaining)
     contributions = raw_contributions(loaded, Xs, index) if explain else None
     return Scores(
         index=index,
-        decision=decision,
-        probabilities=proba,
+        decision=decided.decision,
+        probabilities=decided.probabilities,
         contributions=contributions,
-        clipped=clipped,
+        clipped=decided.clipped,
         scaled=Xs,
         classes=class_values(loaded),
-        rule=rule,
+        rule=decided.rule,
     )
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from sqlalchemy.orm import Session
 
+from app.export.bundle import load_bundle
 from app.models.decisions import read_oof
 from app.serving.acquire import cold
 from solver.decision import check_objective, fit_rule
@@ -412,3 +413,21 @@ def test_onnx_applies_a_cost_matrix_as_the_bayes_rule(client, worker):
     served = _predict(client, np.round(X, 6), model_id=model["id"])
     assert [p["label"] for p in served["predictions"]] == labels
     assert labels != (np.argmax(P, axis=1) + 1).tolist()
+
+
+def test_a_bundle_labels_by_the_rule_of_the_reference_it_was_exported_by(client, credit):
+    """load_bundle gives the service's ServedModel: its labels are /predict's, by model.json's
+    decision_rule (a BundledModel of its own labelled by argmax, whatever rule was exported)."""
+    _, X, _ = credit
+    threshold = client.post("/models/credit@production/threshold", json=COSTS).json()["threshold"]
+    answer = _predict(client, X, model="credit@production")
+    r = client.get("/models/credit@production/export", params={"format": "bundle"})
+    assert r.status_code == 200, r.text
+    bundle = load_bundle(r.content)
+    labels = [p["label"] for p in answer["predictions"]]
+    P = _probabilities(answer)
+    argmax = [answer["classes"][i] for i in P.argmax(axis=1)]
+    assert labels != argmax, "the rule must change some label (else this test shows nothing)"
+    assert bundle.predict(X).tolist() == labels
+    _labels_follow(answer, threshold)
+    np.testing.assert_allclose(bundle.predict_proba(X), P, rtol=0, atol=1e-9)

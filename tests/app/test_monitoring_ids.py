@@ -4,13 +4,12 @@ each row's `clipped` flag (a feature outside the training range, clipped by the 
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import scipy.sparse as sp
 
-from app.serving import scoring
 from app.serving.acquire import cold
+from app.serving.model import ServedModel
 from solver.scaling import MinMaxScaling
 from tests.app.support import assert_problem, blobs, to_csv, trained_model
 
@@ -104,9 +103,9 @@ def test_scale_flags_sparse_like_dense():
     scaling = MinMaxScaling.fit(train)
     X = np.abs(rng.normal(size=(12, 5))) * 1.5
     X[X < 0.8] = 0.0
-    loaded = SimpleNamespace(scaling=scaling)
-    dense, dense_flags = scoring.scale(loaded, X.copy())
-    sparse, sparse_flags = scoring.scale(loaded, sp.csr_matrix(X))
+    loaded = ServedModel(id=1, n_features=5, encoding={}, estimator=None, scaling=scaling)
+    dense, dense_flags = loaded.scale(X.copy())
+    sparse, sparse_flags = loaded.scale(sp.csr_matrix(X))
     np.testing.assert_array_equal(dense_flags, sparse_flags)
     assert sp.issparse(sparse)
     np.testing.assert_allclose(sparse.toarray(), dense)
