@@ -191,7 +191,8 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
 
         D = cross_validated_decisions(self, X, y, random_state=int(seed),
                                       callback=tagged if callback else None,
-                                      sample_weight=sample_weight)
+                                      sample_weight=sample_weight,
+                                      prepare=self.__dict__.get("_prepare_fold"))
         if D is None:  # the callback stopped a fold's fit: no probabilities
             self.stopped_early_ = True
             return

@@ -220,12 +220,14 @@ def _rows(X, idx: np.ndarray, cols: np.ndarray | None):
 
 def cross_validated_decisions(estimator: Any, X, y, cv: int = CALIBRATION_FOLDS,
                               random_state: int | None = 0, callback=None,
-                              sample_weight=None) -> np.ndarray:
+                              sample_weight=None, prepare=None) -> np.ndarray:
     """Out-of-fold decision values of the training rows: for each fold of ``calibration_folds``,
     a clone of ``estimator`` (with calibration="none") fitted on the other folds scores it.
     Shape (n,) for two classes, (n, k) otherwise. A precomputed kernel's columns are cut to the
     clone's training rows. ``callback`` is passed to each clone's fit; None is returned when it
-    stopped one. ``sample_weight`` (n,): each clone fits its rows' weights (None: none)."""
+    stopped one. ``sample_weight`` (n,): each clone fits its rows' weights (None: none).
+    ``prepare(clone, train)``, where given, is called before each clone's fit (an update's
+    warm-started folds: ``MSVMAv.update_fit(warm_folds=True)``)."""
     y = np.asarray(y)
     classes = np.unique(y)
     pairwise = get_tags(estimator).input_tags.pairwise
@@ -237,6 +239,8 @@ def cross_validated_decisions(estimator: Any, X, y, cv: int = CALIBRATION_FOLDS,
         weights = {} if sample_weight is None else {
             "sample_weight": np.broadcast_to(np.asarray(sample_weight, dtype=np.float64),
                                              (y.size,))[train]}
+        if prepare is not None:
+            prepare(est, train)
         est.fit(_rows(X, train, train if pairwise else None), y[train], callback=callback,
                 **weights)
         if getattr(est, "stopped_early_", False):

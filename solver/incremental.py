@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
+from scipy import linalg, sparse
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -163,37 +163,32 @@ class IncrementalFit:
     """``update_fit`` for ``MSVMAv`` (a mixin before ``WeightedFit``): see its docstring."""
 
     def update_fit(self, fitted_rows, *, add=None, remove=None, sample_weight=None,
-               callback=None, tol: float | None = None, measure_cold: bool = False):
-        """Update the fitted model for rows added (``add=(X, y)``) and removed (``remove``).
+                   callback=None, tol: float | None = None, measure_cold: bool = False,
+                   warm_folds: bool = False):
+        """Update the fitted model for rows added (``add=(X, y)``) and removed (``remove``):
+        the warm-started fit of the updated rows (docs/solver.md, "Incremental updates").
 
-        MSVMAv is a batch method (every row takes part in each iteration's active set), so
-        an update needs the rows the model was fitted on: ``fitted_rows=(X_fit, y_fit)``, in
-        the order of that fit. The updated rows are ``X_fit`` without the rows ``remove``
-        (indices into them), then the added ``X`` (``solver.updated_rows`` builds them): pass
-        them as ``fitted_rows`` of the next update. (Not scikit-learn's ``partial_fit``,
-        whose model remembers what it needs: this one does not keep its training rows.)
+        ``fitted_rows=(X_fit, y_fit)``: the rows the model was fitted on, in that fit's order
+        (MSVMAv is a batch method and keeps no training rows; not scikit-learn's
+        ``partial_fit``). The updated rows are X_fit without the rows ``remove`` (indices
+        into them), then the added X (``solver.updated_rows``: the next update's
+        ``fitted_rows``). The fit starts from this model's solution (linear ``coef_``,
+        ``intercept_``; exact kernel ``dual_coef_`` on the kept rows, 0 on the added; low-rank:
+        its pivots as a fixed feature map and its weights), keeps its width ``gamma_`` and its
+        kernel path, and on the exact kernel borders the parent's K and (I + K)^{-1} when
+        they are in memory (``warm_start=True`` or a previous update; never persisted).
+        ``tol`` None: the model's, or the parent's last objective rate where the parent ran
+        out of iterations above it. ``sample_weight``: the updated rows' weights.
 
-        The result is the warm-started fit of the updated rows: ``fit`` of them started from
-        this model's solution (linear: ``coef_``, ``intercept_``; exact kernel: ``dual_coef_``
-        on the kept rows and 0 on the added ones, i.e. the same function), with this model's
-        kernel width ``gamma_`` (``"scale"`` is not resolved again) and its parameters, and the
-        tolerance ``tol`` (None: the model's, or the parent's last objective rate where the
-        parent stopped at ``max_iter`` before meeting a looser one: the update stops once it
-        is as settled as its parent was). Reused besides the start: on the exact kernel, the
-        Gram matrix and (I + K)^{-1} of the parent's fit when it kept them in memory
-        (``warm_start=True`` or a previous ``update_fit``; never persisted), updated for the
-        removed rows and bordered for the added ones in O(n^2 p). The low-rank and Nystroem
-        paths start from the MAMC direction (a cold fit of the updated rows), and say so.
-
-        ``fit_info_["warm_start"]`` (``fit_report().warm_start``; persisted by ``to_dict``)
-        says what was reused and what it saved: rows before / removed / added, ``start``
-        ("parent" or "mamc" with a ``reason``), ``reused``, ``tol``, ``n_iter``, ``seconds``
-        and ``cold``: with ``measure_cold=True`` a cold fit of the same rows run first
-        (``measured`` True: its iterations, seconds, whether it converged, and the share of
-        the updated rows both models label alike, ``agreement``), else the lineage's last
-        cold fit (the parent's, on its rows; ``measured`` False); ``iterations_saved`` and
-        ``speedup`` against it. ``sample_weight``: the updated rows' weights (None: every
-        row weighs its class weight). Returns self."""
+        ``fit_info_["warm_start"]`` (``fit_report().warm_start``, persisted) reports the rows
+        before / removed / added, ``start`` ("parent", or "mamc" with a ``reason``),
+        ``reused``, ``tol``, ``n_iter``, ``seconds``, ``calibration_folds`` and ``cold``:
+        with ``measure_cold=True`` a cold fit of the same rows run first (``measured``; its
+        ``n_iter``, ``seconds``, ``converged``, and ``agreement`` of the two models' labels
+        on the updated rows), else the lineage's last cold fit; ``iterations_saved`` and
+        ``speedup`` against it. A calibrated model refits its calibration folds cold, or
+        with ``warm_folds=True`` each from the updated solution (which has seen the fold's
+        held-out rows: a mild leak towards confident probabilities). Returns self."""
         check_is_fitted(self)
         X_prev, y_prev = self._checked_fitted_rows(fitted_rows)
         X_add, y_add = self._added_rows(add)
@@ -206,10 +201,15 @@ class IncrementalFit:
         start = time.perf_counter()
         plan, report = self._update_plan(change, X_prev, X_add, tol)
         self._pending_update = plan
+        if warm_folds:
+            self._prepare_fold = _FoldStart(self, plan)
         try:
             self._fit_rows(X_new, y_new, callback, sample_weight)
         finally:
             self.__dict__.pop("_pending_update", None)
+            self.__dict__.pop("_prepare_fold", None)
+        report["calibration_folds"] = (None if self.calibration == "none"
+                                       else "warm" if warm_folds else "cold")
         seconds = time.perf_counter() - start
         if cold_model is not None:  # how far the two models' labels of the rows agree
             cold["agreement"] = float(np.mean(cold_model.predict(X_new) == self.predict(X_new)))
@@ -297,22 +297,46 @@ class IncrementalFit:
         else:
             plan["gamma"] = self.gamma_
             reused.append("kernel width gamma_")
-            init, reason = self._dual_start(change, T)
+            landmarks = self._fixed_map()
+            if landmarks is not None:
+                plan["landmarks"] = landmarks
+                reused += ["iterate (the parent's solution as the start)",
+                           "the parent's pivot rows as a fixed feature map (no pivoted "
+                           "Cholesky)"]
+            init, reason = (None, None) if landmarks is not None else (
+                self._dual_start(change, T))
             plan["dual"] = init is not None
+            if init is not None:
+                plan["path"] = "exact"
             pair = self._bordered(change, X_prev, X_add) if init is not None else None
             if pair is not None:
                 plan["pair"] = pair
                 reused.append("kernel matrix and (I + K)^-1, updated for the rows removed "
                               "and bordered for the rows added")
         plan["init"] = init
-        if init is None:  # a cold fit: the parent's rate says nothing of it
+        warm = init is not None or "landmarks" in plan
+        if not warm:  # a cold fit: the parent's rate says nothing of it
             plan["tol"] = float(self.tol if tol is None else tol)
-        else:
+        elif init is not None:
             reused.insert(0, "iterate (the parent's solution as the start)")
-        report.update(start="parent" if init is not None else "mamc", reused=reused)
+        report.update(start="parent" if warm else "mamc", reused=reused)
         if reason:
             report["reason"] = reason
         return plan, report
+
+    def _fixed_map(self) -> tuple | None:
+        """A low-rank parent's feature map and weights: (pivot rows X_P, L_PP = chol(K_PP),
+        W = L_PP^T dual_coef_, f(x) = phi(x)^T W); None on other paths."""
+        if getattr(self, "kernel_approximation_", None) != "low_rank":
+            return None
+        rows = np.asarray(self.X_fit_, dtype=np.float64)
+        with THREADPOOLS.limit(limits=1, user_api="blas"):
+            try:
+                block = linalg.cholesky(self.kernel_.gram(rows), lower=True,
+                                        check_finite=False)
+            except linalg.LinAlgError:  # pivots numerically dependent: a cold fit instead
+                return None
+        return rows, block, block.T @ as_tasks(self.dual_coef_)
 
     def _dual_start(self, change: RowChange, n_tasks: int):
         """The exact kernel's start on the updated rows (the parent's dual coefficients on the
@@ -323,6 +347,9 @@ class IncrementalFit:
             return None, (f"the parent's kernel path is {approx!r}: its coordinates are its "
                           "own factorisation's")
         path = self.kernel_path(change.n_after)
+        if path == "low_rank" and self.approximation == "auto" and self._exact_fits(
+                change.n_after):  # "auto" chose the exact kernel for the parent: kept
+            path = "exact"
         if path != "exact":
             return None, (f"the {change.n_after} updated rows take the {path!r} path "
                           f"(approximation={self.approximation!r})")
@@ -365,6 +392,27 @@ class IncrementalFit:
         return cold, {"measured": True, "rows": int(X.shape[0]),
                       "n_iter": int(np.max(cold.n_iter_)), "seconds": seconds,
                       "converged": bool(cold.converged_)}
+
+
+class _FoldStart:
+    """``prepare`` of an update's calibration folds (``cross_validated_decisions``): each
+    fold's clone starts from the updated model's solution (on the exact kernel, its rows of
+    the fold's training rows), with the update's width and tolerance."""
+
+    def __init__(self, model, plan: dict) -> None:
+        self.model, self.plan = model, plan
+
+    def __call__(self, est, train: np.ndarray) -> None:
+        model = self.model
+        if model.kernel_kind.primal:
+            init = model._warm_init((train.size, model.n_features_in_), model.coef_.shape[0])
+        elif getattr(model, "kernel_approximation_", None) == "exact":
+            init = as_tasks(model.dual_coef_)[train]
+        else:
+            init = None
+        est._pending_update = {"init": init, "dual": not model.kernel_kind.primal,
+                               "gamma": self.plan.get("gamma"), "path": self.plan.get("path"),
+                               "tol": self.plan["tol"] if init is not None else model.tol}
 
 
 def _saving(report: dict, cold: dict, n_iter, seconds: float) -> dict:

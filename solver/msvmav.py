@@ -30,7 +30,7 @@ from ._weighted import WeightedDualSpace, WeightedPrimalSpace
 from .fit_cost import RankChooser
 from .incremental import IncrementalFit
 from .kernels import Linear, resolve_gamma
-from .low_rank import MAX_BLOCK, pivoted_cholesky
+from .low_rank import MAX_BLOCK, landmark_features, pivoted_cholesky
 from .margins import kernel_rademacher_terms, linear_rademacher_terms
 from .msvmav_parameters import AUTO_EXACT_ROWS, LOW_RANK_SHARE, PARAMETERS
 
@@ -331,8 +331,11 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
                 self._fit_linear(X, Y, callback, weights)
             return
         self.gamma_ = pending.get("gamma") or resolve_gamma(self.gamma, X)
+        if pending.get("landmarks") is not None:  # an update on the parent's feature map
+            self._fit_fixed_map(X, Y, callback, weights, pending["landmarks"])
+            return
         n = X.shape[0]
-        method = self.kernel_path(n)
+        method = pending.get("path") or self.kernel_path(n)
         reason = choice = None
         if method == "low_rank":
             method, reason, choice = self._fit_low_rank_path(X, Y, callback, weights)
@@ -626,6 +629,9 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
             sig = np.sqrt(lam)
             PV = np.ascontiguousarray((V.T @ Lt).T)  # = L V = U Sigma, (n, r')
             Xr = PV * sig
+            start = self.__dict__.pop("_feature_start", None)  # feature weights W: f = L W
+            if start is not None:  # u = Sigma^{-1} V^T W (f = Xr u)
+                self._warm_start_init = (V.T @ start) / sig[:, None]
             U, self.fit_info_ = self._run_tasks(
                 Y, callback,
                 lambda y: PrimalSpace(Xr, y, self.beta, shift=(PV.T @ y) / sig,  # U^T y
@@ -648,6 +654,23 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
         self.X_fit_ = to_dense_rows(X[factor.pivots])
         self.kernel_approximation_ = "low_rank"
         self.kernel_error_ = factor.error
+
+    def _fit_fixed_map(self, X, Y, callback, weights, landmarks: tuple) -> None:
+        """The low-rank path on a given feature map: the parent's pivot rows X_P and their
+        block L_PP (phi(x) = L_PP^{-1} k(X_P, x)), started from its feature weights W
+        (``update_fit``): no pivoted Cholesky."""
+        rows, block, start = landmarks
+        with low_rank_threads():
+            Lt = np.ascontiguousarray(landmark_features(X, rows, block, **self._kernel_args()))
+        self._feature_start = start
+        W = self._fit_features(Lt, Y, callback, {"pivots": rows.shape[0], "fixed_map": True},
+                               weights)
+        dual = linalg.solve_triangular(block, W, lower=True, trans="T", check_finite=False)
+        self.dual_coef_ = dual[:, 0].copy() if dual.shape[1] == 1 else dual
+        self.X_fit_ = np.array(rows, dtype=np.float64)
+        self.kernel_approximation_ = "low_rank"
+        trace = float(self.kernel_.diagonal(X).sum())
+        self.kernel_error_ = max(0.0, trace - float(np.einsum("ij,ij->", Lt, Lt))) / trace
 
     def _fit_nystroem(self, X, Y, callback, weights=None) -> None:
         n = X.shape[0]

@@ -14,6 +14,7 @@ from sklearn.datasets import make_classification
 from sklearn.exceptions import NotFittedError
 
 from solver import MSVMAv, model_from_dict, updated_rows
+from solver.calibration import calibration_folds
 from solver.incremental import bordered_pair, final_rate, row_change
 from solver.kernels import make_kernel
 from solver.scaling import MinMaxScaling
@@ -177,3 +178,71 @@ def test_bad_updates_are_refused_naming_the_argument():
     rbf = MSVMAv(kernel="rbf", approximation="exact").fit(X0, y0)
     with pytest.raises(ValueError, match="^fitted_rows: X_fit is not the rows"):
         rbf.update_fit((X0[::-1], y0), add=(X1, y1))
+
+
+@pytest.mark.parametrize("warm_folds", [False, True])
+def test_a_calibrated_update_fits_its_folds_cold_or_from_the_updated_solution(warm_folds):
+    """The out-of-fold decisions of the calibration: with warm_folds, each fold's fit is the
+    warm-started fit (warm_start=True) from the updated model's solution; else a cold fit."""
+    X0, y0, X1, y1 = _data()
+    est = MSVMAv(calibration="sigmoid", random_state=3).fit(X0, y0)
+    est.update_fit((X0, y0), add=(X1, y1), warm_folds=warm_folds)
+    report = est.fit_report().warm_start
+    assert report["calibration_folds"] == ("warm" if warm_folds else "cold")
+    Xn, yn = updated_rows(X0, y0, (X1, y1))
+    want = np.zeros(yn.size)
+    for train, test in calibration_folds(yn, 5, 3).split(np.zeros(yn.size), yn):
+        fold = MSVMAv(random_state=3)
+        if warm_folds:
+            fold.coef_, fold.intercept_ = est.coef_.copy(), est.intercept_.copy()
+            fold.set_params(warm_start=True, tol=report["tol"])
+        want[test] = fold.fit(Xn[train], yn[train]).decision_function(Xn[test])
+    np.testing.assert_allclose(est.oof_decision_, want, rtol=1e-9, atol=1e-12)
+
+
+def test_a_low_rank_update_keeps_the_feature_map_and_is_the_warm_fit_on_its_kernel():
+    """On the low-rank path the parent's pivots stay the feature map phi (no new pivoted
+    Cholesky); the update is then the warm-started exact fit of the kernel phi^T phi on the
+    updated rows (a precomputed kernel) from the parent's function on them."""
+    X0, y0, X1, y1 = _data()
+    # a budget just too small for the exact kernel: no fallback at the rank cap
+    low = {"kernel": "rbf", "approximation": "low_rank", "n_components": 40,
+           "random_state": 0, "max_iter": 30, "kernel_memory_mb": 3.9 * 8 * 340**2 / 2**20}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = MSVMAv(**low).fit(X0, y0)
+        parent = model_from_dict(est.to_dict())
+        assert est.kernel_approximation_ == "low_rank" and est.rank_ <= 40
+        est.update_fit((X0, y0), add=(X1, y1), remove=REMOVE)
+    report = est.fit_report().warm_start
+    assert report["start"] == "parent" and any("fixed feature map" in r
+                                               for r in report["reused"])
+    np.testing.assert_array_equal(est.X_fit_, parent.X_fit_)
+    Xn, yn = updated_rows(X0, y0, (X1, y1), remove=REMOVE)
+    kernel, pivots = parent.kernel_, parent.X_fit_
+    block = np.linalg.cholesky(kernel.gram(pivots))
+    Phi = np.linalg.solve(block, kernel.matrix(pivots, Xn))  # (r, n): phi of each row
+    K = Phi.T @ Phi
+    W = block.T @ parent.dual_coef_  # the parent's feature weights: f = phi^T W
+    np.testing.assert_allclose(Phi.T @ W, parent.decision_function(Xn), atol=1e-8)
+    start = Phi.T @ np.linalg.solve(Phi @ Phi.T, W)  # K start = Phi^T W on the rows
+    ref = MSVMAv(kernel="precomputed", approximation="exact", max_iter=30)
+    ref.dual_coef_, ref.kernel_approximation_ = start, "exact"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref.set_params(warm_start=True, tol=report["tol"]).fit(K, yn)
+    np.testing.assert_allclose(est.decision_function(Xn), K @ ref.dual_coef_,
+                               rtol=1e-7, atol=1e-9)
+    assert est.n_iter_ == ref.n_iter_
+
+
+def test_an_update_keeps_the_exact_path_auto_chose_for_its_parent(monkeypatch):
+    """approximation="auto": a parent on the exact kernel is updated on the exact kernel even
+    where its updated rows would start a cold fit on the low-rank path."""
+    monkeypatch.setattr("solver.msvmav.AUTO_EXACT_ROWS", 340)
+    X0, y0, X1, y1 = _data()
+    est = MSVMAv(kernel="rbf", max_iter=20).fit(X0, y0)
+    assert est.kernel_approximation_ == "exact" and est.kernel_path(416) == "low_rank"
+    est.update_fit((X0, y0), add=(X1, y1), remove=REMOVE)
+    assert est.kernel_approximation_ == "exact"
+    assert est.fit_report().warm_start["start"] == "parent"
