@@ -70,17 +70,26 @@ def train_model(database_url: str, d: int) -> int:
 
 def submit(database_url: str, model_id: int, path: Path) -> int:
     from app.batch.service import BatchOptions, submit
-    from app.core.config import Settings
-    from app.core.db import make_engine, make_session_factory
 
-    settings = Settings(database_url=database_url, _env_file=None)
-    engine = make_engine(database_url)
-    with make_session_factory(engine)() as session, path.open("rb") as file:
-        job = submit(session, BatchOptions(model_id=model_id), file, path.name, settings)
-        session.commit()
-        job_id = job.id
-    engine.dispose()
-    return job_id
+    runtime = _runtime(database_url)
+    try:
+        with runtime.sessions() as session, path.open("rb") as file:
+            job = submit(session, BatchOptions(model_id=model_id), file, path.name,
+                         runtime.settings)
+            session.commit()
+            return job.id
+    finally:
+        runtime.close()
+
+
+def _runtime(database_url: str):
+    """The service's runtime on ``database_url``: its sessions are what the batch service and
+    model acquisition take (a bare session factory's are refused)."""
+    from app.core.config import Settings
+    from app.core.db import make_engine
+    from app.core.runtime import Runtime
+
+    return Runtime(make_engine(database_url), Settings(database_url=database_url, _env_file=None))
 
 
 def rss_kb(pid: int, field: str) -> int:
@@ -120,11 +129,10 @@ def run_job(database_url: str, job_id: int, cwd: str) -> tuple[float, int, str]:
 
 def anchor(database_url: str, model_id: int, path: Path, out: Path) -> float:
     """pd.read_csv -> scaling -> decision_function -> to_csv, timed."""
-    from app.core.db import make_engine, make_session_factory
     from app.serving.acquire import cold
 
-    engine = make_engine(database_url)
-    with make_session_factory(engine)() as session:
+    runtime = _runtime(database_url)
+    with runtime.sessions() as session:
         loaded = cold(session, model_id)
     start = time.perf_counter()
     X = pd.read_csv(path).to_numpy(dtype=np.float64)
@@ -134,7 +142,7 @@ def anchor(database_url: str, model_id: int, path: Path, out: Path) -> float:
     labels = loaded.estimator.classes_[(D > 0).astype(int)]
     pd.DataFrame({"label": labels, "decision_value": D}).to_csv(out, index_label="row")
     seconds = time.perf_counter() - start
-    engine.dispose()
+    runtime.close()
     return seconds
 
 
