@@ -20,7 +20,7 @@ BLAS thread where the library chooses so. The verdict is the issue's: ratio >= 3
 |accuracy difference| <= 0.005.
 
     .venv/bin/python bench/incremental.py [--sets magic phishing bank] [--variants ...]
-        [--repeat 3]
+        [--repeat 3] [--remove 0.1]
 """
 
 from __future__ import annotations
@@ -64,9 +64,10 @@ def stream(name: str, n: int | None):
     return (X[early], y[early]), (X[fb], y[fb]), (X[ho], y[ho])
 
 
-def one_round(parent: MSVMAv, restored: bool, rows, add, params: dict, warm_folds: bool):
+def one_round(parent: MSVMAv, restored: bool, rows, add, params: dict, warm_folds: bool,
+              remove=None):
     """(cold seconds, cold model, warm seconds, warm model) of one alternating round."""
-    X_new, y_new = updated_rows(*rows, add)
+    X_new, y_new = updated_rows(*rows, add, remove=remove)
     cold_params = dict(params)
     if params.get("kernel", "linear") != "linear":
         cold_params["gamma"] = parent.gamma_
@@ -75,7 +76,7 @@ def one_round(parent: MSVMAv, restored: bool, rows, add, params: dict, warm_fold
     cold_s = time.perf_counter() - start
     warm = model_from_dict(parent.to_dict()) if restored else copy.deepcopy(parent)
     start = time.perf_counter()
-    warm.update_fit(rows, add=add, warm_folds=warm_folds)
+    warm.update_fit(rows, add=add, remove=remove, warm_folds=warm_folds)
     warm_s = time.perf_counter() - start
     return cold_s, cold, warm_s, warm
 
@@ -87,8 +88,9 @@ def brier(model: MSVMAv, X, y) -> float | None:
     return float(np.mean((model.predict_proba(X)[:, 1] - (y == model.classes_[1])) ** 2))
 
 
-def case(name: str, variant: str, repeat: int) -> dict:
-    """One row: ``variant`` one of VARIANTS."""
+def case(name: str, variant: str, repeat: int, remove_share: float = 0.0) -> dict:
+    """One row: ``variant`` one of VARIANTS; ``remove_share`` of the parent's rows, the
+    oldest (first), leave in the update (a sliding window)."""
     kernel, restored, calibration, warm_folds = VARIANTS[variant]
     low_rank = variant.startswith("rbf low-rank")
     n = (LOW_RANK_ROWS if low_rank else KERNEL_ROWS) if kernel != "linear" else None
@@ -98,12 +100,16 @@ def case(name: str, variant: str, repeat: int) -> dict:
     params["calibration"] = calibration
     parent = MSVMAv(**params, warm_start=kernel != "linear").fit(*rows)
     cold_t, warm_t = [], []
+    remove = np.arange(int(remove_share * rows[1].size)) if remove_share else None
     for _ in range(repeat):
-        cold_s, cold, warm_s, warm = one_round(parent, restored, rows, add, params, warm_folds)
+        cold_s, cold, warm_s, warm = one_round(parent, restored, rows, add, params, warm_folds,
+                                               remove)
         cold_t.append(cold_s)
         warm_t.append(warm_s)
     report = warm.fit_report().warm_start
-    return {"set": name, "kernel": variant, "rows": f"{rows[1].size}+{add[1].size}",
+    dropped = 0 if remove is None else remove.size
+    return {"set": name, "kernel": variant,
+            "rows": f"{rows[1].size}+{add[1].size}" + (f"-{dropped}" if dropped else ""),
             "hold": hold[1].size, "cold_s": statistics.median(cold_t),
             "cold_it": int(cold.n_iter_), "warm_s": statistics.median(warm_t),
             "warm_it": int(warm.n_iter_), "tol": report["tol"],
@@ -123,7 +129,7 @@ VARIANTS = {
 
 
 def show(rows: list[dict]) -> None:
-    head = (f"{'set':9} {'kernel':16} {'rows':>11} {'hold':>5} {'cold s':>7} {'it':>4} "
+    head = (f"{'set':9} {'kernel':16} {'rows':>16} {'hold':>5} {'cold s':>7} {'it':>4} "
             f"{'warm s':>7} {'it':>4} {'ratio':>6} {'acc cold':>8} {'acc warm':>8} "
             f"{'diff':>7} {'parent':>7}  verdict")
     print(head)
@@ -133,7 +139,7 @@ def show(rows: list[dict]) -> None:
         ok = "met" if ratio >= 3 and abs(diff) <= 0.005 else "MISSED"
         cold_b, warm_b = r["brier"]
         brier_text = "" if cold_b is None else f"; Brier {cold_b:.4f} / {warm_b:.4f}"
-        print(f"{r['set']:9} {r['kernel']:16} {r['rows']:>11} {r['hold']:>5} "
+        print(f"{r['set']:9} {r['kernel']:16} {r['rows']:>16} {r['hold']:>5} "
               f"{r['cold_s']:7.3f} {r['cold_it']:4d} {r['warm_s']:7.3f} {r['warm_it']:4d} "
               f"{ratio:6.2f} {r['acc_cold']:8.4f} {r['acc_warm']:8.4f} {diff:+7.4f} "
               f"{r['acc_parent']:7.4f}  {ok} (tol {r['tol']:.1e}{brier_text})")
@@ -144,13 +150,15 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=["magic", "phishing", "bank"])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--remove", type=float, default=0.0,
+                        help="share of the parent's rows (the oldest) the update removes")
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # the RBF fits' ConvergenceWarning (docs/solver.md)
     print(f"CPU: {cpu_model()}; load average {os.getloadavg()[0]:.1f}")
     results = []
     for name in args.sets:
         for variant in args.variants:
-            results.append(case(name, variant, args.repeat))
+            results.append(case(name, variant, args.repeat, args.remove))
     show(results)
     print(f"load average {os.getloadavg()[0]:.1f}")
 
