@@ -31,6 +31,7 @@ from app.core.request_metrics import RequestMetrics
 from app.core.runtime import Runtime
 from app.core.validation import check_request
 from app.datasets import locations
+from app.loop import policies as loop_policies
 from app.monitoring import log as prediction_log
 from app.monitoring import sinks as monitoring_sinks
 from app.openapi import custom_openapi
@@ -154,6 +155,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     runtime = Runtime(make_engine(settings.database_url, api_limits(settings)), settings)
     reserve.ensure(settings.database_url)  # room to delete at a full disk (SQLite)
     monitoring_sinks.register(runtime)  # the prediction log's and a shadow's (app.serving.sinks)
+    loop_policies.register(runtime)  # the retraining policies step in the alert rounds
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -23,6 +23,7 @@ from app.datasets.routes import router as datasets_router
 from app.experiments.routes import router as experiments_router
 from app.export.routes import router as export_router
 from app.jobs.routes import router as jobs_router
+from app.loop.routes import router as loop_router
 from app.models.routes import router as models_router
 from app.monitoring.routes import router as monitoring_router
 from app.operations.routes import metrics_router
@@ -57,6 +58,7 @@ ROUTERS: tuple[tuple[APIRouter, Access], ...] = (
     (models_router, Access.by_method),
     (threshold_router, Access.by_method),  # POST …/threshold stores a decision rule (write)
     (registry_router, Access.by_method),
+    (loop_router, Access.by_method),  # POST …/retrain queues a job, PUT …/policy (write)
     (monitoring_router, Access.by_method),  # POST /feedback writes; the reports read
     (alerts_router, Access.by_method),  # alert rules, webhooks, deliveries: changes write
     (hooks_router, Access.admin),  # adding or deleting a webhook (it sends to any URL)

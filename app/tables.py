@@ -10,6 +10,7 @@ import app.batch.orm
 import app.datasets.orm
 import app.experiments.orm
 import app.jobs.orm
+import app.loop.orm
 import app.models.orm
 import app.monitoring.orm
 import app.registry.orm
@@ -19,6 +20,7 @@ from app.core.orm import Base
 DOMAIN_TABLE_MODULES = (
     app.auth.orm, app.batch.orm, app.datasets.orm, app.experiments.orm, app.jobs.orm,
     app.models.orm, app.monitoring.orm, app.registry.orm, app.alerts.orm, app.webhooks.orm,
+    app.loop.orm,
 )
 
 metadata = Base.metadata

@@ -14,7 +14,8 @@ whichever processes evaluate.
 The rules a process claims in one round share their reports: one monitoring report (the domain
 classifier included, 0.1–0.5 s) per model and window, whatever the number of rules on it.
 Only API processes evaluate (``app.main``'s lifespan starts this thread; ``msvmav worker``
-processes never do): each runs one evaluator unless ``MSVMAV_ALERTS=false``."""
+processes never do): each runs one evaluator unless ``MSVMAV_ALERTS=false``. Other domains add
+a step to its rounds (``add_step``: app.loop's retraining policies), given the round's time."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import math
 import operator
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -124,6 +126,13 @@ class Evaluator:
             waiting = self.runtime.peek(dispatcher.DISPATCHER)
             if waiting is not None:
                 waiting.wake.set()
+        for step in self.runtime.peek(STEPS) or ():
+            try:
+                step(self.runtime, now)
+            except SQLAlchemyError:
+                raise
+            except Exception:
+                log.exception("a step of the alert evaluator's round failed")
         return fired
 
     def _claim(self, rule: AlertRule, end: datetime) -> bool:
@@ -202,6 +211,17 @@ def _fire(session: Session, rule: AlertRule, end: datetime, window: dict[str, An
     log.info("alert rule %s fired (%s %s %s)", rule.id, rule.metric, rule.comparison,
              rule.level)
     return 1
+
+
+#: What else each round runs, given the runtime and the round's time (``add_step``).
+STEPS: Part[list[Callable[[Runtime, float], Any]]] = Part("alert round steps", lambda _r: [])
+
+
+def add_step(runtime: Runtime, step: Callable[[Runtime, float], Any]) -> None:
+    """Run ``step(runtime, now)`` in every round of ``runtime``'s evaluator (once)."""
+    steps = runtime.get(STEPS)
+    if step not in steps:
+        steps.append(step)
 
 
 def _make(runtime: Runtime) -> Evaluator:

@@ -90,6 +90,13 @@ class Settings(BaseSettings):
         "scores in the prediction log (written off the request path in batches; "
         "docs/monitoring.md); false turns it off",
     )
+    log_inputs: bool = Field(
+        True,
+        description="Also keep the encoded input row of each logged prediction made through a "
+        "registered model (at most 1,000 rows a request; table prediction_inputs, kept as long "
+        "as the log's rows), so that POST /registered-models/{name}/retrain can train on the "
+        "fed-back rows; false: not kept (a retrain then adds no feedback rows)",
+    )
     alerts: bool = Field(
         True,
         description="Evaluate the alert rules on their windows and send the webhooks' "

@@ -29,9 +29,16 @@ def _batch_predict() -> JobKind[Any]:
     return BATCH
 
 
+def _retrain() -> JobKind[Any]:
+    from app.loop.runner import RETRAIN
+
+    return RETRAIN
+
+
 # kind -> its JobKind; a new kind registers here and nowhere else.
 RUNNERS: dict[str, Callable[[], JobKind[Any]]] = {
     "train": _train, "experiment": _experiment, "batch_predict": _batch_predict,
+    "retrain": _retrain,
 }
 
 

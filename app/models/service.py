@@ -212,6 +212,13 @@ def save(
     return model
 
 
+def load_estimator(session: Session, model: Model) -> tuple[Any, Any]:
+    """The stored model's estimator and scaling (None: none), rebuilt uncached: a retrain's
+    parent (app.loop), not a door's."""
+    rebuilt = rebuild(session, model)
+    return rebuilt.estimator, rebuilt.scaling
+
+
 def model_stamp(runtime: Runtime, model_id: int) -> tuple[Any, ...] | None:
     """(job_id, created_at, its decision rule) of the model's row as the driver returns them,
     or None if there is no such row: one primary-key read (``fetch_one``), no ORM session."""

@@ -49,6 +49,27 @@ class PredictionLog(Base):
     feedback_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
+class PredictionInput(Base):
+    """The encoded input row (before scaling; little-endian float64, the model's
+    ``n_features`` values) of one logged prediction made through a registered model, written
+    off the request path by ``app.monitoring.inputs``: the retraining jobs' feedback rows
+    (app.loop) are these rows with the true class the log's row of the same id was given."""
+
+    __tablename__ = "prediction_inputs"
+    __table_args__ = (
+        Index("ix_prediction_inputs_registered_model_created_at", "registered_model",
+              "created_at"),
+        Index("ix_prediction_inputs_created_at", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(LogId, primary_key=True)
+    model_id: Mapped[int] = mapped_column(Integer)
+    registered_model: Mapped[str] = mapped_column(String(100))
+    prediction_id: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    row: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 class FeatureCounts(Base):
     """Per-feature counts of a model's logged rows over one minute (``app.monitoring.
     feature_drift``): ``counts`` is an (n_features, bins) array of little-endian uint32, each

@@ -3,6 +3,7 @@ scoring the served version's rows, app.monitoring.shadow), report it, stop it.""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -132,6 +133,40 @@ def _feedback(session: Session, run_id: int) -> tuple[int, float | None, float |
     table = np.array([r[1:] for r in rows], dtype=np.int64)
     true = table[:, 2]
     return len(rows), float(np.mean(table[:, 1] == true)), float(np.mean(table[:, 0] == true))
+
+
+def head_to_head(session: Session, registered_id: int, challenger_id: int, served_id: int,
+                 since: datetime) -> dict[str, Any]:
+    """Stored model ``challenger_id``'s shadow record against ``served_id`` on the same live
+    rows of registered model ``registered_id`` scored since ``since`` (whatever shadow run
+    scored them), one row per prediction id: ``n`` rows, ``agreement``, and on the ``labelled``
+    ones (fed back to the served model's log) each side's realised accuracy."""
+    sp, pl = ShadowPrediction, PredictionLog
+    scored = (select(sp.prediction_id, sp.predicted, sp.served_predicted)
+              .join(ShadowRun, ShadowRun.id == sp.run_id)
+              .where(ShadowRun.registered_model_id == registered_id,
+                     sp.model_id == challenger_id, sp.served_model_id == served_id,
+                     sp.created_at >= since)
+              .order_by(sp.id.desc()).limit(MAX_REPORT_ROWS))
+    rows = {pid: (a, b) for pid, a, b in reversed(session.execute(scored).all())}
+    truth = dict(session.execute(
+        select(pl.prediction_id, pl.true_class)
+        .join(sp, and_(pl.model_id == sp.served_model_id, pl.prediction_id == sp.prediction_id))
+        .join(ShadowRun, ShadowRun.id == sp.run_id)
+        .where(ShadowRun.registered_model_id == registered_id, sp.model_id == challenger_id,
+               sp.served_model_id == served_id, sp.created_at >= since,
+               pl.true_class.is_not(None))).all())
+    pairs = np.array(list(rows.values()), dtype=np.int64).reshape(-1, 2)
+    fed = [(rows[p][0], rows[p][1], t) for p, t in truth.items() if p in rows]
+    table = np.array(fed, dtype=np.int64).reshape(-1, 3)
+    return {
+        "challenger_model_id": challenger_id, "served_model_id": served_id,
+        "since": since, "n": len(rows),
+        "agreement": float(np.mean(pairs[:, 0] == pairs[:, 1])) if len(rows) else None,
+        "labelled": len(fed),
+        "challenger_accuracy": float(np.mean(table[:, 0] == table[:, 2])) if fed else None,
+        "served_accuracy": float(np.mean(table[:, 1] == table[:, 2])) if fed else None,
+    }
 
 
 def shadow_report(session: Session, runtime: Runtime, name: str) -> dict[str, Any]:

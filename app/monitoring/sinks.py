@@ -1,16 +1,17 @@
 """Monitoring's score sinks, registered on a runtime at the app's start-up (``register``): every
 scored request's rows go to the prediction log (app.monitoring.log) and, when it named a
 registered model with a running shadow by its default or ``production`` reference, to the
-shadow's queue (app.monitoring.shadow). The serving room calls them (app.serving.sinks); it
-imports nothing of monitoring."""
+shadow's queue (app.monitoring.shadow); a request through a registered model also keeps its
+encoded rows (app.monitoring.inputs: the retraining jobs' feedback rows). The serving room
+calls them (app.serving.sinks); it imports nothing of monitoring."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 from app.core.runtime import Runtime
+from app.monitoring import inputs, shadow
 from app.monitoring import log as prediction_log
-from app.monitoring import shadow
 from app.serving import sinks
 from app.serving.sinks import Recorder, Scored
 from app.serving.target import Target
@@ -63,11 +64,30 @@ class ShadowSink:
         )
 
 
+class InputSink:
+    """The logged inputs' queue (app.monitoring.inputs): the encoded rows of a request made
+    through a registered model, for the retraining jobs (None when inputs are not kept)."""
+
+    raw = True
+
+    def open(self, runtime: Runtime, target: Target) -> Recorder | None:
+        resolved = target.resolved
+        if resolved is None or target.model_id is None:
+            return None
+        writer = inputs.writer(runtime)
+        if writer is None:
+            return None
+        model_id, name = target.model_id, resolved.name
+        return lambda scored: writer.record(model_id, name, scored.ids, scored.raw)
+
+
 LOG = LogSink()
 SHADOW = ShadowSink()
+INPUTS = InputSink()
 
 
 def register(runtime: Runtime) -> None:
     """Monitoring's sinks on ``runtime`` (the app's start-up): the log first, then a shadow."""
     sinks.register(runtime, LOG)
     sinks.register(runtime, SHADOW)
+    sinks.register(runtime, INPUTS)

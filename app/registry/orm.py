@@ -4,6 +4,7 @@ history."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import JSON, ForeignKey, ForeignKeyConstraint, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -41,6 +42,9 @@ class ModelVersion(Base):
     version: Mapped[int] = mapped_column(Integer, primary_key=True)
     model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # a retrained version's lineage (app.loop): its parent, the rows added, the window, the
+    # warm start's saving; null for a version registered otherwise
+    lineage: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class ModelAlias(Base):
@@ -86,6 +90,10 @@ class AliasMove(Base):
     to_version: Mapped[int | None] = mapped_column(Integer)
     actor: Mapped[str | None] = mapped_column(String(255))
     moved_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # why it moved and on what evidence: an automatic move of a retraining policy (app.loop)
+    # says both; a move by hand may give a reason
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    evidence: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # the alias's decision rules before and after the move (AliasMoveRule), when it had any
     rules: Mapped[AliasMoveRule | None] = relationship(lazy="selectin", viewonly=True)
 

@@ -131,6 +131,12 @@ class VersionOut(BaseModel):
     algorithm: str
     holdout_accuracy: float | None
     created_at: datetime = Field(description="When it became a version")
+    lineage: dict[str, Any] | None = Field(
+        None, description="A retrained version's lineage (POST /registered-models/{name}/"
+        "retrain): `parent_version`, `parent_model_id`, `dataset_rows`, `feedback_rows` (the "
+        "rows added: fed-back logged rows, one per prediction id), `window` (since, until), "
+        "`warm_start` (the warm fit against a cold fit of the same rows: seconds, iterations, "
+        "hold-out accuracy); null for a version registered otherwise")
 
 
 class RegisteredModelSummary(BaseModel):
@@ -230,9 +236,15 @@ class AliasMoveOut(BaseModel):
     def _parsed(cls, value: Any) -> Any:
         return json.loads(value) if isinstance(value, str) else value
     actor: str | None = Field(
-        description="Name of the API key that moved it (null when keys are off)"
+        description="Name of the API key that moved it (null when keys are off; `policy` for "
+        "a retraining policy's automatic move)"
     )
     moved_at: datetime
+    reason: str | None = Field(None, description="Why it moved (an automatic move's rule)")
+    evidence: dict[str, Any] | None = Field(
+        None, description="An automatic move's evidence: the challenger's and production's "
+        "record on the same live rows (rows, fed-back rows, realised accuracy, agreement, "
+        "estimated accuracy, cost) and the margin it was judged by")
 
 
 class HistoryPage(Page[AliasMoveOut]):

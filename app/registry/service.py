@@ -134,18 +134,21 @@ def delete(session: Session, name: str) -> None:
 
 
 def add_version(
-    session: Session, name: str, model_id: int, *, create_missing: bool = False
+    session: Session, name: str, model_id: int, *, create_missing: bool = False,
+    lineage: dict[str, Any] | None = None,
 ) -> ModelVersion:
     """Make stored model ``model_id`` the next version of ``name`` (flushed, not committed).
     ``create_missing``: create the registered model on first use (the train job's
-    ``register_as``); otherwise 404 when it does not exist."""
+    ``register_as``); otherwise 404 when it does not exist. ``lineage``: a retrained
+    version's (app.loop: parent, rows added, window, the warm start's saving)."""
     if create_missing and get(session, name) is None:
         _insert_if_absent(session, name, "", {})
     registered = get_or_raise(session, name, lock=True)
     registered.last_version += 1
     registered.updated_at = utcnow()
     version = ModelVersion(
-        registered_model_id=registered.id, version=registered.last_version, model_id=model_id
+        registered_model_id=registered.id, version=registered.last_version, model_id=model_id,
+        lineage=lineage,
     )
     session.add(version)
     session.flush()
@@ -214,6 +217,7 @@ def versions_of(session: Session, registered: RegisteredModel) -> list[dict[str,
             "algorithm": algorithm,
             "holdout_accuracy": accuracy,
             "created_at": v.created_at,
+            "lineage": v.lineage,
         }
         for v, algorithm, accuracy in rows
     ]
@@ -240,10 +244,12 @@ def _move(
     action: str,
     actor: str | None,
     rule: str | None = None,
+    why: tuple[str | None, dict[str, Any] | None] = (None, None),
 ) -> int | None:
     """Point ``alias`` at ``to_version`` (None: remove it) with its own decision ``rule``
     (JSON text, None: its version's) and append the move to the history, under the registered
-    model's lock (the caller took it). Returns the version it left."""
+    model's lock (the caller took it); ``why``: the move's reason and evidence. Returns the
+    version it left."""
     row = session.get(ModelAlias, (registered.id, alias))
     before = row.version if row is not None else None
     before_rule = alias_rule(session, registered, alias)
@@ -269,21 +275,25 @@ def _move(
             to_version=to_version,
             actor=actor,
             moved_at=now,
+            reason=why[0],
+            evidence=why[1],
         )
     )
     _set_rules(session, registered, alias, before_rule, None if to_version is None else rule)
     webhooks.enqueue(session, "alias_moved", {
         "registered_model": registered.name, "alias": alias, "action": action,
         "from_version": before, "to_version": to_version, "actor": actor,
-        "moved_at": now.isoformat()})
+        "moved_at": now.isoformat(), "reason": why[0]})
     return before
 
 
 def set_alias(
-    session: Session, name: str, alias: str, version: int, actor: str | None
+    session: Session, name: str, alias: str, version: int, actor: str | None,
+    why: tuple[str | None, dict[str, Any] | None] = (None, None),
 ) -> tuple[int, int | None]:
-    """Point ``alias`` at ``version`` (creating the alias); committed. Returns (version, the
-    version it pointed at before)."""
+    """Point ``alias`` at ``version`` (creating the alias); committed. ``why``: the move's
+    reason and evidence (a retraining policy's). Returns (version, the version it pointed at
+    before)."""
     check_name(alias, ["path", "alias"], "an alias")
     registered = get_or_raise(session, name, lock=True)
     found = session.get(ModelVersion, (registered.id, version))
@@ -293,7 +303,8 @@ def set_alias(
     rule = alias_rule(session, registered, alias)
     if row is not None and row.version != version:  # the alias's rule, refitted for the version
         rule = _carried(session, found.model_id, rule)
-    before = _move(session, registered, alias, version, action="set", actor=actor, rule=rule)
+    before = _move(session, registered, alias, version, action="set", actor=actor, rule=rule,
+                   why=why)
     session.commit()
     references.forget(session)
     return version, before
@@ -379,7 +390,8 @@ def _standing_move(session: Session, registered: RegisteredModel, alias: str) ->
 
 
 def rollback_alias(
-    session: Session, name: str, alias: str, actor: str | None
+    session: Session, name: str, alias: str, actor: str | None,
+    why: tuple[str | None, dict[str, Any] | None] = (None, None),
 ) -> tuple[int, int | None]:
     """Undo the alias's newest move still standing (``_standing_move``): the alias goes back
     to the version it pointed at before that move (a removed alias comes back), recorded as a
@@ -403,7 +415,7 @@ def rollback_alias(
             f"its {moved}, but that version was deleted"
         )
     before = _move(session, registered, alias, target, action="rollback", actor=actor,
-                   rule=standing.from_rule)
+                   rule=standing.from_rule, why=why)
     session.commit()
     references.forget(session)
     return target, before

@@ -20,6 +20,7 @@ from app.ingest.imputation import apply_fills, fit_fills, needs_fit
 from app.models.schemas import TrainOutcome
 from app.serving.evaluating import baseline_warning, metrics_of
 from app.training.schemas import SearchJob, TrainJob
+from app.training.warm import Start, fit_from
 from solver import (
     CALIBRATION_FOLDS,
     MIN_HOLDOUT_ROWS,
@@ -103,6 +104,7 @@ def train(
     overwrite_X: bool = False,
     encoding: dict[str, Any] | None = None,
     sample_weight: np.ndarray | None = None,
+    start: Start | None = None,
 ) -> TrainOutcome:
     """Fit ``job.algorithm`` on (X, y) as the job says, through ``solver.protocol``: hold-out
     split, scale, (search,) refit, score.
@@ -115,8 +117,8 @@ def train(
     ``encoding``: the dataset's; when its columns wait for imputation fills, they are fitted on
     the training part only, fill both parts, and the outcome's ``encoding`` holds them.
     ``sample_weight`` (n,): the rows' weights (the training part's weigh the fit and its
-    calibration; the hold-out's metrics are unweighted).
-    """
+    calibration; the hold-out's metrics are unweighted). ``start``: a retrain's parent, whose
+    solution the fit starts from (app.training.warm)."""
     plan = plan_of(job)
     train_idx, test_idx = split_indices(y, job.test_fraction, plan.seed)
     y_train = y[train_idx]
@@ -132,7 +134,7 @@ def train(
         encoding = None
     fitted, decision = _fit_finite(
         plan, X_train, y_train, callback=callback, search_callback=search_callback,
-        n_jobs=n_jobs, in_place=overwrite_X, sample_weight=w_train,
+        n_jobs=n_jobs, in_place=overwrite_X, sample_weight=w_train, start=start,
     )
     del X_train  # scaled in place, or a scaled copy is kept in ``fitted``
     est = fitted.estimator
@@ -176,15 +178,20 @@ def _fit_finite(
     n_jobs: int,
     in_place: bool,
     sample_weight: np.ndarray | None = None,
+    start: Start | None = None,
 ) -> tuple[Fit, np.ndarray]:
-    """``fit_plan`` of the plan and the fitted model's decision values on its training
-    rows; a TrainingError(DEGENERATE) when the fit met non-finite values or its decisions are
-    non-finite or all zero (e.g. features of 1e308 with scaling none)."""
+    """``fit_plan`` of the plan (``start``: ``fit_from`` it) and the fitted model's decision
+    values on its training rows; a TrainingError(DEGENERATE) when the fit met non-finite values
+    or its decisions are non-finite or all zero (e.g. features of 1e308 with scaling none)."""
     try:
-        fitted = fit_plan(
-            plan, X_train, y_train, callback=callback, search_callback=search_callback,
-            n_jobs=n_jobs, in_place=in_place, sample_weight=sample_weight,
-        )
+        if start is not None:
+            fitted = fit_from(start, plan, X_train, y_train, callback=callback,
+                              in_place=in_place, sample_weight=sample_weight)
+        else:
+            fitted = fit_plan(
+                plan, X_train, y_train, callback=callback, search_callback=search_callback,
+                n_jobs=n_jobs, in_place=in_place, sample_weight=sample_weight,
+            )
     except ValueError as exc:  # the calibration's folds met the fit's non-finite values
         if "infs or NaNs" not in str(exc):
             raise

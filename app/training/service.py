@@ -17,11 +17,13 @@ from app.datasets.orm import Dataset
 from app.jobs import service as jobs
 from app.jobs.kinds import read_params
 from app.jobs.orm import Job
+from app.models.schemas import TrainOutcome
 from app.training import cluster, parameters
 from app.training.admission import check_fit_limits, estimate_training
 from app.training.msvmav_fields import HYPER_PARAMETERS
 from app.training.parameters import check_grid, check_name, check_params
 from app.training.schemas import SearchSpec, TrainJob, TrainRequest
+from app.training.warm import Start
 from app.training.weights import check_class_weight, check_weight_column
 from solver import default_test_fraction, holdout_sizes, split_indices
 
@@ -286,5 +288,52 @@ def resolve_search_grid(
     return grid
 
 
-__all__ = ["check_grid", "check_name", "check_params", "resolve_estimator_params",
-           "resolve_search_grid", "submit_train"]
+# --- refits on new rows (app.loop's retrain jobs) ---------------------------------------------
+
+# the stored model's params that are not the estimator's keyword arguments
+_NOT_ESTIMATOR = ("test_fraction", "seed", "random_state", "warm_start")
+
+
+def refit_params(dataset: Dataset, algorithm: str, params: dict[str, Any], scaling: str,
+                 search: SearchSpec | None) -> dict[str, Any]:
+    """The ``TrainJob`` params (JSON) of a refit of a stored model's fit on new rows: its
+    algorithm, fitted hyper-parameters (``params``: the model's), scaling, hold-out fraction and
+    seed; with ``search``, that search resolved as /train resolves one (its grid for this
+    dataset, an auto search's kernels) instead of the fitted hyper-parameters."""
+    fitted = {k: v for k, v in params.items() if k not in _NOT_ESTIMATOR}
+    head = {"dataset_id": dataset.id, "algorithm": algorithm, "scaling": scaling,
+            "test_fraction": params.get("test_fraction"), "seed": params.get("seed")}
+    if "calibration" in fitted:
+        head["calibration"] = fitted["calibration"]
+    if search is None:
+        job = TrainJob.model_validate({**head, "search": None, "estimator_params": fitted})
+        return job.stored()
+    request = TrainRequest.model_validate(
+        {**head, "kernel": fitted.get("kernel", "linear"), "search": search.model_dump()})
+    request = normalise_search(request, False)
+    fixed, explicit = resolve_estimator_params(request)
+    job_params = request.model_dump(mode="json")
+    n_train = dataset.n_rows
+    if request.test_fraction is not None:
+        n_train, _ = holdout_sizes(dataset.n_rows, request.test_fraction)
+    _resolve_search(request, dataset, fixed, explicit, n_train, job_params)
+    for name in HYPER_PARAMETERS:
+        if name != "kernel" and name not in fixed:
+            job_params.pop(name, None)
+    job_params["estimator_params"] = fixed
+    return read_params(TrainJob, job_params).stored()
+
+
+def fit_rows(X: Any, y: np.ndarray, job_params: dict[str, Any], *, start: Start | None = None,
+             callback: Any = None) -> TrainOutcome:
+    """One fit of ``job_params`` (a ``TrainJob``'s JSON) on (X, y): X (n, d) float64 or CSR,
+    the caller's to spend; y (n,) raw labels. ``start``: warm-started from a parent
+    (app.training.warm). The same pipeline as a ``train`` job's."""
+    from app.training.pipeline import train
+
+    job = read_params(TrainJob, job_params)
+    return train(X, y, job, callback=callback, overwrite_X=True, start=start)
+
+
+__all__ = ["Start", "check_grid", "check_name", "check_params", "resolve_estimator_params",
+           "refit_params", "fit_rows", "resolve_search_grid", "submit_train"]
