@@ -31,6 +31,7 @@ from msvmav_client.types import (
     Page,
     PredictResult,
     RegisteredModel,
+    Policy,
     ShadowReport,
     ThresholdResult,
     VersionCreated,
@@ -583,6 +584,29 @@ class Client:
 
     def stop_shadow(self, name: str) -> None:
         self._request("DELETE", f"/registered-models/{quote(name, safe='')}/shadow")
+
+    # --- closing the loop: retraining and its policies -----------------------------------------
+
+    def retrain(self, name: str, **options: Any) -> Job:
+        """Queue a ``retrain`` job of ``name`` (``POST /registered-models/{name}/retrain``):
+        the parent's dataset plus the fed-back rows, warm-started; ``options``: alias or
+        version (the parent), window_seconds, include_dataset, search, warm_start,
+        compare_cold. The new version's ``lineage`` says what was added and saved."""
+        path = f"/registered-models/{quote(name, safe='')}/retrain"
+        return Job(self, cast(JobInfo, self._json("POST", path, json=options)))
+
+    def set_policy(self, name: str, **config: Any) -> Policy:
+        """Set ``name``'s retraining policy: ``trigger``, ``retrain``, ``judge``, ``action``
+        (``register`` or ``promote``), ``rollback``, ``enabled`` (docs/loop.md)."""
+        path = f"/registered-models/{quote(name, safe='')}/policy"
+        return cast(Policy, self._json("PUT", path, json=config))
+
+    def policy(self, name: str) -> Policy:
+        """The policy, where its cycle stands and the challenger's record beside production."""
+        return cast(Policy, self._json("GET", f"/registered-models/{quote(name, safe='')}/policy"))
+
+    def delete_policy(self, name: str) -> None:
+        self._request("DELETE", f"/registered-models/{quote(name, safe='')}/policy")
 
     # --- alerts and webhooks -------------------------------------------------------------------
 

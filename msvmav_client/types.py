@@ -225,6 +225,8 @@ class ModelVersion(TypedDict, total=False):  # VersionOut
     algorithm: str
     holdout_accuracy: float | None
     created_at: str
+    # a retrained version's: parent_version, dataset_rows, feedback_rows, window, warm_start
+    lineage: dict[str, Any] | None
 
 
 class RegisteredModel(TypedDict, total=False):  # RegisteredModelDetail
@@ -362,6 +364,15 @@ class KeyInfo(TypedDict, total=False):  # KeyOut
 
 class KeyCreated(KeyInfo, total=False):  # KeyCreated
     key: str  # the secret, shown only in this answer
+
+
+class Policy(TypedDict, total=False):  # PolicyOut
+    name: str
+    enabled: bool
+    config: dict[str, Any]  # trigger, retrain, judge, action, rollback
+    state: dict[str, Any]  # phase, job_id, challenger_version, last_decision (with evidence)
+    record: dict[str, Any] | None  # the challenger beside production on the same live rows
+    updated_at: str
 
 
 class AlertRule(TypedDict, total=False):  # AlertRuleOut
