@@ -47,11 +47,12 @@ def parent_version(session: Session, registered: RegisteredModel, alias: str | N
     return found
 
 
-def window_since(parent: ModelVersion, window_seconds: int | None, now: datetime) -> datetime:
+def window_since(session: Session, parent: ModelVersion, window_seconds: int | None,
+                 now: datetime) -> datetime:
     """Where a retrain's feedback rows start: a retrained parent's own start (its rows are
     kept), else the parent's registration; a window starts no earlier than ``now`` minus it."""
     since = parent.created_at
-    window = (parent.lineage or {}).get("window") or {}
+    window = (registry.lineage_of(session, parent) or {}).get("window") or {}
     if window.get("since"):
         since = min(since, datetime.fromisoformat(window["since"]))
     if window_seconds is not None:
@@ -75,17 +76,19 @@ def submit_retrain(session: Session, name: str, request: RetrainRequest,
         raise invalid(["body", "include_dataset"], f"version {parent.version}'s training "
                       "dataset no longer exists; a retrain needs it (its rows and encoding)")
     (dataset,) = datasets.lock_or_raise(session, [model.dataset_id], [["path", "name"]])
-    params = job_params(registered.name, parent, model, dataset, request, reason, now)
+    since = window_since(session, parent, request.window_seconds, now)
+    params = job_params(registered.name, parent, model, dataset, request, reason, (since, now))
     return jobs.enqueue(session, kind="retrain", params=params, dataset_id=dataset.id)
 
 
 def job_params(name: str, parent: ModelVersion, model: Any, dataset: Any,
-               options: RetrainOptions, reason: str, now: datetime) -> dict[str, Any]:
+               options: RetrainOptions, reason: str,
+               window: tuple[datetime, datetime]) -> dict[str, Any]:
     train = training.refit_params(dataset, model.algorithm, dict(model.params or {}),
                                   model.scaling, options.search)
     job = RetrainJob(
         name=name, parent_version=parent.version, parent_model_id=model.id,
-        since=window_since(parent, options.window_seconds, now), until=now,
+        since=window[0], until=window[1],
         include_dataset=options.include_dataset,
         warm_start=options.warm_start and options.search is None,
         compare_cold=options.compare_cold, train=train, reason=reason)

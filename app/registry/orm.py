@@ -42,9 +42,6 @@ class ModelVersion(Base):
     version: Mapped[int] = mapped_column(Integer, primary_key=True)
     model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    # a retrained version's lineage (app.loop): its parent, the rows added, the window, the
-    # warm start's saving; null for a version registered otherwise
-    lineage: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class ModelAlias(Base):
@@ -90,12 +87,18 @@ class AliasMove(Base):
     to_version: Mapped[int | None] = mapped_column(Integer)
     actor: Mapped[str | None] = mapped_column(String(255))
     moved_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    # why it moved and on what evidence: an automatic move of a retraining policy (app.loop)
-    # says both; a move by hand may give a reason
-    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-    evidence: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # the alias's decision rules before and after the move (AliasMoveRule), when it had any
     rules: Mapped[AliasMoveRule | None] = relationship(lazy="selectin", viewonly=True)
+    # why it moved and on what evidence (AliasMoveReason), when it was said
+    why: Mapped[AliasMoveReason | None] = relationship(lazy="selectin", viewonly=True)
+
+    @property
+    def reason(self) -> str | None:
+        return self.why.reason if self.why is not None else None
+
+    @property
+    def evidence(self) -> dict[str, Any] | None:
+        return self.why.evidence if self.why is not None else None
 
     @property
     def from_rule(self) -> str | None:
@@ -136,3 +139,34 @@ class AliasMoveRule(Base):
     )
     from_rule: Mapped[str | None] = mapped_column(Text)
     to_rule: Mapped[str | None] = mapped_column(Text)
+
+
+class AliasMoveReason(Base):
+    """Why one move was made and on what evidence: an automatic move of a retraining policy
+    (app.loop) says both (its record of the challenger against production)."""
+
+    __tablename__ = "alias_move_reasons"
+
+    move_id: Mapped[int] = mapped_column(
+        ForeignKey("alias_moves.id", ondelete="CASCADE"), primary_key=True
+    )
+    reason: Mapped[str | None] = mapped_column(Text)
+    evidence: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class VersionLineage(Base):
+    """A retrained version's lineage (app.loop): its parent, the rows added, the window, the
+    warm start's saving. Goes with its version."""
+
+    __tablename__ = "version_lineage"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["registered_model_id", "version"],
+            ["model_versions.registered_model_id", "model_versions.version"],
+            ondelete="CASCADE",
+        ),
+    )
+
+    registered_model_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    lineage: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import and_, insert, select
 from sqlalchemy import delete as sql_delete
-from sqlalchemy import insert, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -30,11 +30,13 @@ from app.models.orm import Model
 from app.registry import references
 from app.registry.orm import (
     AliasMove,
+    AliasMoveReason,
     AliasMoveRule,
     AliasRule,
     ModelAlias,
     ModelVersion,
     RegisteredModel,
+    VersionLineage,
 )
 from app.registry.references import is_name
 from app.webhooks import service as webhooks
@@ -148,10 +150,12 @@ def add_version(
     registered.updated_at = utcnow()
     version = ModelVersion(
         registered_model_id=registered.id, version=registered.last_version, model_id=model_id,
-        lineage=lineage,
     )
     session.add(version)
     session.flush()
+    if lineage is not None:
+        session.add(VersionLineage(registered_model_id=registered.id, version=version.version,
+                                   lineage=lineage))
     # the hooks that take it: delivered once the caller commits (an outbox row, same transaction)
     webhooks.enqueue(session, "version_registered", {
         "registered_model": name, "version": version.version, "model_id": model_id})
@@ -180,6 +184,13 @@ def register(
     return version
 
 
+def lineage_of(session: Session, version: ModelVersion) -> dict[str, Any] | None:
+    """A retrained version's lineage (None: the version was registered otherwise)."""
+    return session.scalar(select(VersionLineage.lineage).where(
+        VersionLineage.registered_model_id == version.registered_model_id,
+        VersionLineage.version == version.version))
+
+
 def get_version(session: Session, registered: RegisteredModel, version: int) -> ModelVersion:
     found = session.get(ModelVersion, (registered.id, version)) if in_range(version) else None
     if found is None:
@@ -205,8 +216,11 @@ def delete_version(session: Session, name: str, version: int) -> None:
 def versions_of(session: Session, registered: RegisteredModel) -> list[dict[str, Any]]:
     """Its versions, newest first, with their stored models' algorithm and hold-out accuracy."""
     rows = session.execute(
-        select(ModelVersion, Model.algorithm, Model.holdout_accuracy)
+        select(ModelVersion, Model.algorithm, Model.holdout_accuracy, VersionLineage.lineage)
         .join(Model, Model.id == ModelVersion.model_id)
+        .outerjoin(VersionLineage, and_(
+            VersionLineage.registered_model_id == ModelVersion.registered_model_id,
+            VersionLineage.version == ModelVersion.version))
         .where(ModelVersion.registered_model_id == registered.id)
         .order_by(ModelVersion.version.desc())
     ).all()
@@ -217,9 +231,9 @@ def versions_of(session: Session, registered: RegisteredModel) -> list[dict[str,
             "algorithm": algorithm,
             "holdout_accuracy": accuracy,
             "created_at": v.created_at,
-            "lineage": v.lineage,
+            "lineage": lineage,
         }
-        for v, algorithm, accuracy in rows
+        for v, algorithm, accuracy, lineage in rows
     ]
 
 
@@ -266,19 +280,19 @@ def _move(
         )
     else:
         row.version, row.updated_at = to_version, now
-    session.add(
-        AliasMove(
-            registered_model_id=registered.id,
-            alias=alias,
-            action=action,
-            from_version=before,
-            to_version=to_version,
-            actor=actor,
-            moved_at=now,
-            reason=why[0],
-            evidence=why[1],
-        )
+    move = AliasMove(
+        registered_model_id=registered.id,
+        alias=alias,
+        action=action,
+        from_version=before,
+        to_version=to_version,
+        actor=actor,
+        moved_at=now,
     )
+    session.add(move)
+    if why != (None, None):
+        session.flush()
+        session.add(AliasMoveReason(move_id=move.id, reason=why[0], evidence=why[1]))
     _set_rules(session, registered, alias, before_rule, None if to_version is None else rule)
     webhooks.enqueue(session, "alias_moved", {
         "registered_model": registered.name, "alias": alias, "action": action,

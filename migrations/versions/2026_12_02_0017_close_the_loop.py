@@ -1,5 +1,6 @@
-"""Close the loop (issue 48): the logged inputs of served rows, a version's lineage, an alias
-move's reason and evidence, and the retraining policies.
+"""Close the loop (issue 48): the logged inputs of served rows (``prediction_inputs``), a
+version's lineage (``version_lineage``), an alias move's reason and evidence
+(``alias_move_reasons``), and the retraining policies (``retrain_policies``).
 
 Revision ID: 0017
 Revises: 0016
@@ -34,10 +35,31 @@ def upgrade() -> None:
     op.create_index("ix_prediction_inputs_registered_model_created_at", "prediction_inputs",
                     ["registered_model", "created_at"])
     op.create_index("ix_prediction_inputs_created_at", "prediction_inputs", ["created_at"])
-    # nullable columns: a plain ADD COLUMN on both databases (no table copy on SQLite)
-    op.add_column("model_versions", sa.Column("lineage", sa.JSON(), nullable=True))
-    op.add_column("alias_moves", sa.Column("reason", sa.Text(), nullable=True))
-    op.add_column("alias_moves", sa.Column("evidence", sa.JSON(), nullable=True))
+    # new tables rather than columns, so that no table is rebuilt on SQLite (as 0015)
+    op.create_table(
+        "version_lineage",
+        sa.Column("registered_model_id", sa.Integer(), nullable=False),
+        sa.Column("version", sa.Integer(), nullable=False),
+        sa.Column("lineage", sa.JSON(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["registered_model_id", "version"],
+            ["model_versions.registered_model_id", "model_versions.version"],
+            name=op.f("fk_version_lineage_registered_model_id_model_versions"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("registered_model_id", "version",
+                                name=op.f("pk_version_lineage")),
+    )
+    op.create_table(
+        "alias_move_reasons",
+        sa.Column("move_id", sa.Integer(), nullable=False),
+        sa.Column("reason", sa.Text(), nullable=True),
+        sa.Column("evidence", sa.JSON(), nullable=True),
+        sa.ForeignKeyConstraint(["move_id"], ["alias_moves.id"],
+                                name=op.f("fk_alias_move_reasons_move_id_alias_moves"),
+                                ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("move_id", name=op.f("pk_alias_move_reasons")),
+    )
     op.create_table(
         "retrain_policies",
         sa.Column("registered_model_id", sa.Integer(), nullable=False),
@@ -58,11 +80,8 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("retrain_policies")
-    with op.batch_alter_table("alias_moves") as batch:
-        batch.drop_column("evidence")
-        batch.drop_column("reason")
-    with op.batch_alter_table("model_versions") as batch:
-        batch.drop_column("lineage")
+    op.drop_table("alias_move_reasons")
+    op.drop_table("version_lineage")
     op.drop_index("ix_prediction_inputs_created_at", table_name="prediction_inputs")
     op.drop_index("ix_prediction_inputs_registered_model_created_at",
                   table_name="prediction_inputs")
