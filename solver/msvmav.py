@@ -182,18 +182,6 @@ class WarmStart:
         return self._init / nrm
 
 
-def _rows_kept(pending: dict, keep: np.ndarray) -> dict:
-    """An update's plan after the fit left out the rows of weight 0 (all but ``keep``): an
-    exact kernel's start restricted to them, and no bordered factorisation (its rows are all
-    the update's)."""
-    if not pending:
-        return pending
-    init = pending.get("init")
-    if pending.get("dual") and init is not None:
-        pending = {**pending, "init": init[keep]}
-    return {**pending, "pair": None}
-
-
 class _LastRecord:
     """The fit's callback, passed each iteration's record; ``check(done)`` (for an inverse
     taken in blocks during the iterations) calls it again with the last record plus
@@ -302,6 +290,9 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
         kind = self.kernel_kind
         if kind.on_features:
             check_feature_scale(X)
+        # warm_start's start, taken (and dropped) by the first _run_tasks
+        init = pending.get("init") if pending else (
+            self._warm_init(X.shape, Y.shape[1]) if self.warm_start else None)
         if weights is not None and not np.all(weights > 0):
             keep = np.flatnonzero(weights > 0)
             if not kind.on_features:  # the model's columns stay every training row
@@ -312,10 +303,10 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
                 self.dual_coef_ = dual
                 return
             X, Y, weights = X[keep], np.ascontiguousarray(Y[keep]), weights[keep]
-            pending = _rows_kept(pending, keep)
-        # warm_start's start, taken (and dropped) by the first _run_tasks
-        self._warm_start_init = pending.get("init") if pending else (
-            self._warm_init(X.shape, Y.shape[1]) if self.warm_start else None)
+            pending = {**pending, "pair": None}  # the bordered pair is all the rows'
+            if init is not None and not kind.primal:  # the kept rows' coefficients
+                init = init[keep]
+        self._warm_start_init = init
         self._fit_tol = pending.get("tol", self.tol)
         if pending.get("pair") is not None:
             self._exact_pair = pending["pair"]

@@ -29,7 +29,7 @@ def _data(n: int = 420, classes: int = 2):
     return X[:340], y[:340], X[340:], y[340:]
 
 
-def _independent(parent: MSVMAv, X0, y0, X1, y1, tol: float) -> MSVMAv:
+def _independent(parent: MSVMAv, X0, y0, X1, y1, tol: float, sample_weight=None):
     """The warm-started fit of the updated rows, from a restored copy of the parent."""
     ref = model_from_dict(parent.to_dict())
     keep = np.setdiff1d(np.arange(len(y0)), REMOVE)
@@ -40,7 +40,8 @@ def _independent(parent: MSVMAv, X0, y0, X1, y1, tol: float) -> MSVMAv:
         start[: keep.size] = dual[keep]
         ref.dual_coef_ = start[:, 0] if start.shape[1] == 1 else start
         ref.set_params(gamma=parent.gamma_)
-    return ref.set_params(warm_start=True, tol=tol).fit(Xn, yn), Xn, yn
+    ref.set_params(warm_start=True, tol=tol).fit(Xn, yn, sample_weight=sample_weight)
+    return ref, Xn, yn
 
 
 @pytest.mark.parametrize("classes", [2, 3])
@@ -246,3 +247,30 @@ def test_an_update_keeps_the_exact_path_auto_chose_for_its_parent(monkeypatch):
     est.update_fit((X0, y0), add=(X1, y1), remove=REMOVE)
     assert est.kernel_approximation_ == "exact"
     assert est.fit_report().warm_start["start"] == "parent"
+
+
+def test_sparse_rows_and_rows_of_weight_zero():
+    """CSR rows update as dense ones do. On the exact kernel, rows of weight 0 are left out
+    of the fit, and so are their coefficients from the start (the same for warm_start=True,
+    which before started such a fit cold: the start did not fit the kept rows)."""
+    from scipy import sparse
+
+    X0, y0, X1, y1 = _data()
+    dense = MSVMAv().fit(X0, y0).update_fit((X0, y0), add=(X1, y1), remove=REMOVE)
+    csr = MSVMAv().fit(sparse.csr_matrix(X0), y0)
+    csr.update_fit((sparse.csr_matrix(X0), y0), add=(sparse.csr_matrix(X1), y1),
+                   remove=REMOVE)
+    Xn, yn = updated_rows(X0, y0, (X1, y1), remove=REMOVE)
+    np.testing.assert_allclose(csr.decision_function(Xn), dense.decision_function(Xn),
+                               rtol=1e-9, atol=1e-12)
+    weights = np.ones(yn.size)
+    weights[[2, 400]] = 0.0
+    est = MSVMAv(kernel="rbf", approximation="exact", max_iter=20, warm_start=True)
+    est.fit(X0, y0)
+    parent = model_from_dict(est.to_dict())
+    est.update_fit((X0, y0), add=(X1, y1), remove=REMOVE, sample_weight=weights)
+    ref, _, _ = _independent(parent, X0, y0, X1, y1, est.fit_report().warm_start["tol"],
+                             sample_weight=weights)
+    np.testing.assert_allclose(est.decision_function(Xn), ref.decision_function(Xn),
+                               rtol=1e-8, atol=1e-10)
+    assert est.X_fit_.shape[0] == yn.size - 2  # the rows of weight 0 are not terms
