@@ -16,28 +16,15 @@ from fastapi.testclient import TestClient
 
 from app.batch.orm import BatchPart
 from app.main import create_app, shut_down
-from tests.app.support import blobs, run_jobs, to_csv, trained_model
-
-N_ROWS = 230  # 5 chunks of 50 (the last 30)
-
-
-def _mixed_model(client, worker, classes=("a", "b", "c")) -> dict:
-    """A 3-class model on two numeric features and one categorical (colour)."""
-    X, y = blobs(n=150, d=2, classes=classes, seed=3)
-    colours = np.asarray(["red", "green", "blue"])[np.arange(150) % 3]
-    frame = pd.DataFrame({"x0": X[:, 0], "x1": X[:, 1], "colour": colours, "y": y})
-    return trained_model(client, worker, frame.to_csv(index=False).encode(), max_iter=30)
-
-
-def _input_frame(n: int = N_ROWS, seed: int = 7) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame({
-        "key": [f"k{i:04d}" for i in range(n)],
-        "x0": rng.normal(size=n).round(6) * 4,
-        "x1": rng.normal(size=n).round(6) * 4,
-        "colour": np.asarray(["red", "green", "blue"])[rng.integers(0, 3, n)],
-        "note": [f"n{i}" for i in range(n)],
-    })
+from tests.app.batch_support import (  # (shared with other test modules)
+    N_ROWS,
+    _input_frame,
+    _mixed_model,
+    _predict,
+    _submit,
+    _wait_done,
+)
+from tests.app.support import blobs, to_csv, trained_model
 
 
 def _with_bad_rows(frame: pd.DataFrame) -> tuple[str, dict[int, tuple[str, str]]]:
@@ -50,18 +37,6 @@ def _with_bad_rows(frame: pd.DataFrame) -> tuple[str, dict[int, tuple[str, str]]
     text.loc[60, "colour"] = "purple"
     text.loc[229, "x0"] = ""
     return text.to_csv(index=False), bad
-
-
-def _submit(client, model_id: int, content: bytes, filename: str = "rows.csv", **form):
-    data = {"model_id": str(model_id), "chunk_rows": "50", **form}
-    return client.post("/batch-predictions", files={"file": (filename, content)}, data=data)
-
-
-def _predict(client, model_id: int, frame: pd.DataFrame) -> dict:
-    records = frame[["x0", "x1", "colour"]].to_dict("records")
-    r = client.post("/predict", json={"model_id": model_id, "instances": records})
-    assert r.status_code == 200, r.text
-    return r.json()
 
 
 def _check_against_predict(client, model: dict, result: pd.DataFrame, frame: pd.DataFrame,
@@ -79,11 +54,6 @@ def _check_against_predict(client, model: dict, result: pd.DataFrame, frame: pd.
     got = result[[f"probability_{c}" for c in classes]].to_numpy()
     np.testing.assert_allclose(got, P, rtol=1e-12, atol=1e-12)
     assert result["note"].tolist() == frame["note"].tolist()
-
-
-def _wait_done(client, worker, job_id: int) -> dict:
-    run_jobs(worker)
-    return client.get(f"/jobs/{job_id}").json()
 
 
 def test_batch_skips_bad_rows_and_matches_predict_row_by_row(client, worker, engine):

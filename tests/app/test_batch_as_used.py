@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from app.batch import service, store
 from app.jobs.orm import Job
+from tests.app.batch_support import _input_frame, _mixed_model, _predict, _submit, _wait_done
 from tests.app.reference_support import frame as reference_frame
 from tests.app.reference_support import (  # noqa: F401  (fixtures: the app's data root)
     root_fixture,
@@ -29,7 +30,6 @@ from tests.app.reference_support import (  # noqa: F401  (fixtures: the app's da
     write_parts,
 )
 from tests.app.support import blobs, run_jobs, submit, upload
-from tests.app.test_batch import _input_frame, _mixed_model, _predict, _submit, _wait_done
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,6 @@ set)."""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -21,22 +20,24 @@ import numpy as np
 import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.export.bundle import BundleTooLargeError, load_bundle, read_bundle
 from app.main import create_app
-from app.models.orm import Model, ModelArray
-from tests.app.support import assert_problem, migrated_database
-from tests.app.test_export_onnx import (
-    CATEGORICAL_CSV,
-    categorical_queries,
+from tests.app.export_support import (
+    _counts,
     expected_of,
+    export_bundle,
+    import_bundle,
+    linear_bundle,  # noqa: F401 - a fixture
+    npy,
     numeric_data,
     predict_answer,
+    rezip,
+    source_model,
     trained_model,
 )
+from tests.app.support import assert_problem, migrated_database
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,26 +61,6 @@ def other(database_url: str, tmp_path: Path) -> Iterator[TestClient]:
         with TestClient(create_app(settings)) as c:
             yield c
         c.app.state.engine.dispose()
-
-
-def source_model(client, worker, kind) -> tuple[dict, list]:
-    if kind == "categorical":
-        return trained_model(client, worker, CATEGORICAL_CSV.encode(), kernel="rbf"), (
-            categorical_queries()
-        )
-    content, queries = numeric_data(kind)
-    return trained_model(client, worker, content), queries.tolist()
-
-
-def export_bundle(client, model_id: int) -> bytes:
-    r = client.get(f"/models/{model_id}/export", params={"format": "bundle"})
-    assert r.status_code == 200, r.text
-    assert r.headers["content-type"] == "application/zip"
-    return r.content
-
-
-def import_bundle(client, content: bytes, name: str = "model.zip"):
-    return client.post("/models/import", files={"file": (name, content)})
 
 
 @pytest.mark.parametrize(("fields", "kind"), [m[1:] for m in MOVES], ids=[m[0] for m in MOVES])
@@ -184,36 +165,6 @@ def test_an_rbf_models_support_vectors_are_in_the_bundle(client, worker):
 # --- refused bundles ---------------------------------------------------------------------------
 
 
-def rezip(
-    content: bytes, change: Callable[[dict[str, bytes]], None], *, checksums: bool = True
-) -> bytes:
-    """The bundle with its members changed by ``change`` (name -> bytes, None removes);
-    ``checksums``: recompute the manifest's, as a careful forger would."""
-    with zipfile.ZipFile(io.BytesIO(content)) as zf:
-        members = {n: zf.read(n) for n in zf.namelist()}
-    manifest = json.loads(members["manifest.json"])
-    change(members)
-    members = {n: b for n, b in members.items() if b is not None}
-    if checksums:
-        manifest["members"] = {
-            n: {"sha256": hashlib.sha256(b).hexdigest(), "size": len(b)}
-            for n, b in members.items()
-            if n != "manifest.json"
-        }
-        members["manifest.json"] = json.dumps(manifest).encode()
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w") as zf:
-        for n, b in members.items():
-            zf.writestr(n, b)
-    return out.getvalue()
-
-
-def npy(array: np.ndarray, allow_pickle: bool = False) -> bytes:
-    out = io.BytesIO()
-    np.save(out, array, allow_pickle=allow_pickle)
-    return out.getvalue()
-
-
 def _tamper(m: dict) -> None:
     coef = np.load(io.BytesIO(m["arrays/est.coef_.npy"]))
     m["arrays/est.coef_.npy"] = npy(-coef)
@@ -289,25 +240,11 @@ REFUSALS: list[tuple[str, Callable[[bytes], bytes], str]] = [
 ]
 
 
-def _counts(engine) -> tuple[int, int]:
-    with Session(engine) as s:
-        return (
-            s.scalar(select(func.count()).select_from(Model)),
-            s.scalar(select(func.count()).select_from(ModelArray)),
-        )
-
-
-@pytest.fixture
-def linear_bundle(client, worker) -> bytes:
-    model, _ = source_model(client, worker, 2)
-    return export_bundle(client, model["id"])
-
-
 @pytest.mark.parametrize(
     ("spoil", "named"), [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS]
 )
 def test_a_spoilt_bundle_is_refused_and_nothing_is_written(
-    client, engine, linear_bundle, spoil, named
+    client, engine, linear_bundle, spoil, named  # noqa: F811 - the fixture
 ):
     before = _counts(engine)
     body = assert_problem(import_bundle(client, spoil(linear_bundle)), 422, "file")
@@ -317,12 +254,12 @@ def test_a_spoilt_bundle_is_refused_and_nothing_is_written(
         read_bundle(spoil(linear_bundle), 1 << 30)  # the library refuses it the same way
 
 
-def test_an_unspoilt_rezip_is_accepted(client, linear_bundle):
+def test_an_unspoilt_rezip_is_accepted(client, linear_bundle):  # noqa: F811
     """The refusals above are the spoiling, not the re-packing."""
     assert import_bundle(client, rezip(linear_bundle, lambda m: None)).status_code == 201
 
 
-def test_a_bundle_beyond_the_upload_limit_is_413(settings, engine, linear_bundle):
+def test_a_bundle_beyond_the_upload_limit_is_413(settings, engine, linear_bundle):  # noqa: F811
     small = settings.model_copy(update={"max_upload_bytes": len(linear_bundle) - 1})
     before = _counts(engine)
     with TestClient(create_app(small)) as c:

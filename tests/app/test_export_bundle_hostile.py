@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from app.export.bundle import BundleError, read_bundle
-from tests.app.support import assert_problem
-from tests.app.test_export_bundle import (
+from tests.app.export_support import (
     _counts,
     import_bundle,
     linear_bundle,  # noqa: F401 - a fixture
     npy,
     rezip,
 )
+from tests.app.support import assert_problem
 
 COEF = "arrays/est.coef_.npy"
 

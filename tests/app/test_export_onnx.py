@@ -15,7 +15,15 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from tests.app.support import assert_problem, blobs, run_jobs, submit, to_csv, upload
+from tests.app.export_support import (  # (shared with the bundle's tests)
+    CATEGORICAL_CSV,
+    categorical_queries,
+    expected_of,
+    numeric_data,
+    predict_answer,
+    trained_model,
+)
+from tests.app.support import assert_problem
 
 # (id, algorithm, request fields, number of classes)
 KINDS = [
@@ -58,66 +66,6 @@ KINDS = [
     ("msvmav-rbf-isotonic-ovr", "msvmav", {"kernel": "rbf", "calibration": "isotonic"}, 3),
     ("msvmav-linear-uncalibrated", "msvmav", {"calibration": "none"}, 2),
 ]
-
-CATEGORICAL_CSV = "".join(
-    ["x0,colour,x1,size,y\n"]
-    + [
-        f"{(i * 0.37) % 3 - 1:.3f},{('red', 'green', 'blue')[i % 3]},{(i * 1.3) % 5:.3f},"
-        f"{('S', 'M', 'L')[(i // 3) % 3]},{('a', 'b', 'c')[(i + (i // 3)) % 3]}\n"
-        for i in range(60)
-    ]
-)
-
-
-def numeric_data(n_classes: int) -> tuple[bytes, np.ndarray]:
-    """A small training CSV (string classes for two, integer classes for three) and query rows
-    of which many fall outside the training ranges (the scaling's clip matters)."""
-    classes = ("neg", "pos") if n_classes == 2 else (1, 2, 3)
-    X, y = blobs(n=60, d=3, classes=classes, shift=3.0)
-    rng = np.random.default_rng(7)
-    queries = np.vstack([X[:10], rng.normal(size=(15, 3)) * 6.0])
-    return to_csv(X, y), queries
-
-
-def categorical_queries() -> list[list]:
-    rng = np.random.default_rng(3)
-    return [
-        [
-            float(rng.normal() * 2),
-            str(rng.choice(["red", "green", "blue"])),
-            float(rng.normal() * 4),
-            str(rng.choice(["S", "M", "L"])),
-        ]
-        for _ in range(25)
-    ]
-
-
-def trained_model(client, worker, content: bytes | None = None, **fields) -> dict:
-    """Upload (default: binary numeric data), train with the request ``fields`` (the
-    algorithm's own defaults otherwise), return the model detail."""
-    ds = upload(client, content if content is not None else numeric_data(2)[0])
-    job = submit(client, ds["id"], **fields)
-    assert run_jobs(worker) == ["succeeded"], client.get(f"/jobs/{job['id']}").json()
-    model_id = client.get(f"/jobs/{job['id']}").json()["model_id"]
-    return client.get(f"/models/{model_id}").json()
-
-
-def predict_answer(client, model_id: int, rows: list) -> dict:
-    # One request id: the rows' default ids ("{request_id}:{row}") equal between answers.
-    r = client.post(
-        "/predict", json={"model_id": model_id, "instances": rows}, headers={"X-Request-ID": "a"}
-    )
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-def expected_of(answer: dict) -> tuple[list, np.ndarray]:
-    preds = answer["predictions"]
-    labels = [p["label"] for p in preds]
-    decisions = [
-        p["decision_value"] if p["decision_values"] is None else p["decision_values"] for p in preds
-    ]
-    return labels, np.asarray(decisions, dtype=np.float64)
 
 
 def assert_decisions_equal(got: np.ndarray, expected: np.ndarray) -> None:

@@ -25,8 +25,7 @@ from hypothesis import settings as hypothesis_settings
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from tests.app.support import blobs, to_csv
-from tests.app.test_fuzz import (  # noqa: F401 - the fixtures of the fuzzed service
+from tests.app.fuzz_support import (  # noqa: F401 - the fixtures of the fuzzed service
     ADMIN_KEY,
     CHECKS,
     DOCUMENT,
@@ -35,6 +34,7 @@ from tests.app.test_fuzz import (  # noqa: F401 - the fixtures of the fuzzed ser
     auth_headers,
     settings,
 )
+from tests.app.support import blobs, to_csv
 
 MAX_EXAMPLES = 12
 # Not yet: what each still refuses that its document allows (strict: a fix shows as XPASS)

@@ -3,8 +3,8 @@ worker reaches job runners only through the registry."""
 
 from __future__ import annotations
 
-from tests.test_structure import find_cycle  # one import walk and cycle finder for both tests
-from tests.test_structure import import_graph as tree_graph
+from tests.structure_support import find_cycle  # one import walk and cycle finder for both tests
+from tests.structure_support import import_graph as tree_graph
 
 
 def import_graph(deferred: bool = False) -> dict[str, set[str]]:

@@ -30,8 +30,8 @@ from app.main import create_app
 from app.monitoring import feature_drift
 from app.monitoring import log as prediction_log
 from app.monitoring.orm import PredictionLog
+from tests.app.shadow_support import register
 from tests.app.support import blobs, to_csv, trained_model, wait_for
-from tests.app.test_shadow import register
 
 
 def _writer(app) -> prediction_log.PredictionLogWriter:

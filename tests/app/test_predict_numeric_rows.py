@@ -67,7 +67,7 @@ def test_valid_rows_answer_as_the_whole_parse_and_the_estimator(client, monkeypa
     assert len(body) > numeric_rows.MIN_BYTES
     got = _same(*_both(client, monkeypatch, body))
     assert got["n"] == ROWS
-    from tests.app.test_predict_serving import _reference_decisions
+    from tests.app.serving_support import _reference_decisions
 
     reference = _reference_decisions(app, model["id"], np.array(rows, dtype=float))
     np.testing.assert_allclose(

@@ -15,8 +15,10 @@ from sqlalchemy.exc import OperationalError
 from app.core.db import is_sqlite
 from app.main import create_app
 from app.models import service as models_service
-from app.serving.acquire import cold
 from app.serving.model import ServedModel
+from tests.app.serving_support import (  # (shared with other test modules)
+    _reference_decisions,
+)
 from tests.app.support import (
     assert_problem,
     blobs,
@@ -39,14 +41,6 @@ def _predict(client, model_id, X, **extra):
     )
     assert r.status_code == 200, r.text
     return r.json()
-
-
-def _reference_decisions(app, model_id: int, X: np.ndarray) -> np.ndarray:
-    """An independent cold load (no cache), through the estimator's public, validating
-    decision_function."""
-    with app.state.session_factory() as session:
-        loaded = cold(session, model_id)
-    return np.asarray(loaded.estimator.decision_function(loaded.transform(X)))
 
 
 def test_cache_hit_answers_like_a_cold_load(client, worker, app):

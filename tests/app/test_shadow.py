@@ -18,21 +18,14 @@ from app.monitoring import shadow
 from app.monitoring.orm import ShadowPrediction, ShadowRun
 from solver.margins import QUANTILE_LEVELS
 from tests.app.auth_support import bearer, make_key
+from tests.app.shadow_support import (  # (shared with other test modules)
+    NAME,
+    register,
+)
 from tests.app.support import assert_problem, blobs, to_csv, trained_model, wait_for
 
-NAME = "credit"
 SHADOW = f"/registered-models/{NAME}/shadow"
 PROD = f"{NAME}@production"
-
-
-def register(client: TestClient, model_ids: list[int], aliases: dict[str, int]) -> None:
-    assert client.post("/registered-models", json={"name": NAME}).status_code == 201
-    for model_id in model_ids:
-        r = client.post(f"/registered-models/{NAME}/versions", json={"model_id": model_id})
-        assert r.status_code == 201, r.text
-    for alias, version in aliases.items():
-        r = client.put(f"/registered-models/{NAME}/aliases/{alias}", json={"version": version})
-        assert r.status_code == 200, r.text
 
 
 def two_versions(client: TestClient, worker) -> tuple[int, int]:

@@ -24,7 +24,7 @@ from solver.internals import (
     gram_step,
 )
 from solver.params import InvalidParameterError
-from tests.solver.test_msvmav_exact import PARAMS, STEP, naive_linear, rel
+from tests.solver.exact_support import PARAMS, STEP, naive_linear, rel
 
 SOLVERS = ["dense", "woodbury", "cg", "gram"]
 

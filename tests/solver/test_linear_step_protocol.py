@@ -18,7 +18,7 @@ from solver.internals import (
 )
 from solver.memory import estimate_fit
 from solver.params import InvalidParameterError
-from tests.solver.test_margin_bounds import planted
+from tests.solver.exact_support import planted
 
 
 def test_every_linear_step_answers_the_protocol_and_solves_the_same_step():

@@ -12,19 +12,11 @@ from solver import _linear_step as linear_step
 from solver import _margin_bounds as margin_bounds
 from solver import _msvmav_core as msvmav_core
 from solver import _row_blocks as row_blocks
-from tests.solver.test_msvmav_exact import naive_linear, rel
-
-
-def planted(n: int = 4000, d: int = 700, per_row: int = 30, seed: int = 0):
-    """CSR rows of per_row values in [0, 1), labels from a planted linear rule, 5% flipped
-    (bench/wide.py's kind of data, smaller): "auto" keeps the Gram matrix."""
-    rng = np.random.default_rng(seed)
-    X = sparse.random(n, d, density=per_row / d, format="csr", random_state=seed)
-    score = X @ rng.normal(size=d)
-    y = np.where(score > np.median(score), 1, -1)
-    flip = rng.random(n) < 0.05
-    y[flip] = -y[flip]
-    return X, y
+from tests.solver.exact_support import (  # (shared with other test modules)
+    naive_linear,
+    planted,
+    rel,
+)
 
 
 def test_row_norms_of_sparse_rows_with_empty_ones_and_of_dense_rows(monkeypatch):

@@ -12,33 +12,12 @@ from scipy import sparse
 from sklearn.metrics.pairwise import rbf_kernel
 
 from solver import MSVMAv
-
-# the naive loops' rule: the authors' step below 1e-8
-STEP = {"stop": "step", "tol": 1e-8}
-
-
-def naive_linear(X, y, alpha, beta, T=100, tol=1e-8, intercept=True):
-    Xa = np.hstack([X, np.ones((X.shape[0], 1))]) if intercept else X
-    n, D = Xa.shape
-    s = Xa.T @ y
-    w = s / np.linalg.norm(s)
-    flips, thetas = 0, []
-    for _ in range(T):
-        marg = y * (Xa @ w)
-        th = marg.mean()
-        A = marg < th
-        rhs = w + th / (n * beta) * Xa[A].T @ y[A]
-        wp = np.linalg.solve(np.eye(D) + Xa[A].T @ Xa[A] / (n * beta), rhs)
-        if np.mean(y * (Xa @ wp)) < 0:
-            wp, flips = -wp, flips + 1
-        wn = wp + s / (2 * alpha * n)
-        wn /= np.linalg.norm(wn)
-        done = np.linalg.norm(wn - w) / np.sqrt(D) < tol
-        w = wn
-        thetas.append(np.mean(y * (Xa @ w)))
-        if done:
-            break
-    return w, len(thetas), flips, thetas
+from tests.solver.exact_support import (  # (shared with other test modules)
+    PARAMS,
+    STEP,
+    naive_linear,
+    rel,
+)
 
 
 def naive_kernel(K, y, alpha, beta, T=100, tol=1e-8):
@@ -62,10 +41,6 @@ def naive_kernel(K, y, alpha, beta, T=100, tol=1e-8):
     return a, it
 
 
-def rel(a, b):
-    return np.linalg.norm(np.asarray(a) - np.asarray(b)) / np.linalg.norm(b)
-
-
 @pytest.fixture
 def informative():
     rng = np.random.default_rng(0)
@@ -83,9 +58,6 @@ def flipping():
     X = rng.normal(size=(n, d)) * rng.exponential(size=d) + rng.normal(size=d) * 3
     y = np.where(rng.random(n) < rng.uniform(0.1, 0.9), 1, -1)
     return X, y
-
-
-PARAMS = [(16, 0.25), (1.0, 1.0), (2**-6, 2**4), (2**8, 2**-8), (1e-2, 1e-3)]
 
 
 @pytest.mark.parametrize("alpha,beta", PARAMS)
