@@ -285,8 +285,9 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
 
     def _fit_on_path(self, X, Y: np.ndarray, callback: Callback | None,
                      weights: np.ndarray | None = None) -> None:
-        # an update's start, width, tolerance and factorisation (update), taken once
+        # an update's start, width, tolerance and factorisation (update_fit), taken once
         pending = self.__dict__.pop("_pending_update", None) or {}
+        self._factorisation = None  # a kept one is not held through another fit's peak
         kind = self.kernel_kind
         if kind.on_features:
             check_feature_scale(X)
@@ -571,7 +572,7 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
     def _fit_exact_kernel(self, X, Y, callback, weights: np.ndarray | None = None) -> None:
         n = X.shape[0]
         check = None if callback is None else self._inverse_reporter(callback, n, Y.shape[1])
-        pair = self.__dict__.pop("_exact_pair", None)  # an update's, bordered (update)
+        pair = self.__dict__.pop("_exact_pair", None)  # an update's, bordered (update_fit)
         if pair is None or pair[0].shape[0] != n:
             with kernel_threads(n):
                 K = self.kernel_.gram(X, None if check is None else lambda rows: check(0))

@@ -274,3 +274,18 @@ def test_sparse_rows_and_rows_of_weight_zero():
     np.testing.assert_allclose(est.decision_function(Xn), ref.decision_function(Xn),
                                rtol=1e-8, atol=1e-10)
     assert est.X_fit_.shape[0] == yn.size - 2  # the rows of weight 0 are not terms
+
+
+def test_a_kept_factorisation_is_released_by_the_next_fit():
+    """K and (I + K)^-1 kept for an update are let go when another fit starts (not held
+    through its peak), and kept again only by an exact fit that keeps them."""
+    X0, y0, _, _ = _data()
+    est = MSVMAv(kernel="rbf", approximation="exact", max_iter=5, warm_start=True)
+    est.fit(X0, y0)
+    assert est._factorisation[0].shape == (340, 340)
+    est.set_params(approximation="low_rank", random_state=0, n_components=40,
+                   kernel_memory_mb=3.9 * 8 * 340**2 / 2**20)  # no exact fallback
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X0, y0)
+    assert est.kernel_approximation_ == "low_rank" and est._factorisation is None
