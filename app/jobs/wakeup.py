@@ -65,6 +65,7 @@ class Wakeup:
         self.announced = threading.Event()
         self.woken = 0
         self.waiting = threading.Event()  # set while a wait is under way (what tests wait on)
+        self.listening = threading.Event()  # set once a LISTEN is in place (tests wait on it)
 
     def wait(self, seconds: float, stop: threading.Event) -> bool:
         """Wait; True when a queued job ended the wait."""
@@ -128,6 +129,7 @@ class Wakeup:
             conn.add_notify_handler(lambda _notify: self.announced.set())
             conn.execute(f"LISTEN {CHANNEL}")
             self.conn = conn
+            self.listening.set()
         return self.conn
 
     def close(self) -> None:
