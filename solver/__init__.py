@@ -34,7 +34,7 @@ from .algorithms import (
     estimator_class,
     param_names,
 )
-from .auto_search import AUTO_CV, AutoResult, default_budget, exact_kernel
+from .auto_search import AUTO_CV, AutoResult, default_budget, exact_kernel, rbf_path
 from .auto_search import KERNELS as AUTO_KERNELS
 from .calibration import CALIBRATION_FOLDS, CALIBRATIONS, cross_validated_decisions
 from .comparators import FMM, LSSVM, MAMC, ODM, SVM, SVR
@@ -121,7 +121,7 @@ __all__ = [
     "fit_weights", "gib", "holdout_sizes", "int32_csr", "iter_configs", "kernel_type",
     "kfold_indices", "make_estimator", "make_kernel", "margin_statistics", "mean_cost",
     "model_from_dict", "n_cells", "param_names", "permutation_importance", "plot_margin_cdf",
-    "rate_counts", "rates", "resolve_grid", "run_experiment", "search_seconds",
+    "rate_counts", "rates", "rbf_path", "resolve_grid", "run_experiment", "search_seconds",
     "split_indices", "split_rows", "table_columns", "updated_rows", "win_tie_loss",
 ]
 

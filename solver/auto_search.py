@@ -15,10 +15,17 @@ its calibration (fitted on the race's out-of-fold values: no fit). Every decisio
 work is taken on a predicted cost: ``solver.fit_time.msvmav_seconds`` (the cost model of the
 path the fit will take) scaled by what the race measured (a candidate's own rung-0 time times
 the model's ratio between the two sizes; before it ran, the model times the measured/modelled
-ratio of the cells of its kernel that ran).
+ratio of the cells of its kernel that ran, 1 before any did). Every RBF fit of the race and
+the winner's final fit take one kernel path (``rbf_path``): the exact kernel up to
+``EXACT_SEARCH_ROWS`` training rows, above it Nystroem at one rank (at most ``RACE_RANK``,
+from the cost model and the budget), so the time a fit measured predicts the others' on the
+same path (before, rung 0 ran a sample's exact kernel and the final fit every row's low-rank
+path, whose rank and time the race never measured: magic's took 155 s against 61 s
+predicted).
 
-1. **rung 0**: every candidate on the first fold (above 1.5 x ``RUNG0_ROWS`` training rows, of
-   a stratified sample of ``RUNG0_ROWS``); the linear ones first (always), then one RBF width
+1. **rung 0**: every candidate on the first fold (above 1.5 x ``rung0_rows`` training rows, of
+   a stratified sample of ``rung0_rows``: ``RUNG0_ROWS``, or more where the Nystroem rank
+   needs it to stay on its path); the linear ones first (always), then one RBF width
    at a time, a width started only when its predicted cost fits ``RUNG0_SHARE`` of the budget
    ("skipped: budget"); a fit still running at that point stops and does not count
    ("stopped: budget");
@@ -50,14 +57,14 @@ Work shared: the linear settings of a fold run in one lockstep batch per one-vs-
 (``solver._batched_msvmav``); for an RBF width and a fold the Gram matrix and [K | (I + K)^-1]
 are computed once and shared by every (alpha, beta) and every one-vs-rest class, where the
 fold's fit takes the exact-kernel path (``MSVMAv.kernel_path``); above it each setting is a
-plain fit (the low-rank path factors per fit). **Warm starts** (``warm_start``, on by
-default): an exact-kernel setting starts from the solution of the nearest (in log alpha, log
-beta) setting of its width already fitted on the same fold (``msvmav.WarmStart``; the row's
-``warm_from``), a plain MSVMAv fit from the previous setting of its group on the same fold
-(``MSVMAv(warm_start=True)``: linear and exact paths); the lockstep linear batch starts every
-setting from the MAMC direction. Every cell's decision values are those of the same chain of
-``MSVMAv`` fits (``warm_start=True`` after ``set_params``) on the fold's rows
-(tests/solver/test_auto_search.py compares them).
+plain fit on the Nystroem path (its landmarks drawn with the race's seed). **Warm starts**
+(``warm_start``, on by default): an exact-kernel setting starts from the solution of the
+nearest (in log alpha, log beta) setting of its width already fitted on the same fold
+(``msvmav.WarmStart``; the row's ``warm_from``), a plain MSVMAv fit from the previous setting
+of its group on the same fold (``MSVMAv(warm_start=True)``: linear and exact paths); the
+lockstep linear batch starts every setting from the MAMC direction. Every cell's decision
+values are those of the same chain of ``MSVMAv`` fits (``warm_start=True`` after
+``set_params``) on the fold's rows (tests/solver/test_auto_search.py compares them).
 """
 
 from __future__ import annotations
@@ -78,13 +85,16 @@ from sklearn.model_selection import StratifiedKFold, train_test_split
 from ._active_set import DualSystem
 from ._base import to_dense_rows
 from ._batched_msvmav import fit_linear_batch
+from ._linear_step import DENSE_MAX_DIM
 from ._msvmav_core import DualSpace, iterate
 from .algorithms import estimator_class, takes_seed
 from .calibration import fit_calibrator
 from .comparators import iter_configs, param_grid
+from .fit_cost import low_rank_seconds
 from .fit_time import msvmav_seconds
 from .kernels import RBF, gram_matrix, kernel_matrix, kernel_type, resolve_gamma
 from .msvmav import MSVMAv, WarmStart, kernel_threads
+from .msvmav_parameters import LOW_RANK_SHARE
 from .weights import fit_weights
 
 ALPHAS = (1.0, 16.0, 256.0)
@@ -93,8 +103,17 @@ BETAS = (2.0**-6, 0.25, 4.0)
 # one, so fewer of them)
 RBF_PAIRS = ((1.0, 2.0**-6), (16.0, 2.0**-6), (16.0, 0.25), (256.0, 4.0))
 # the race's RBF fits, and the winner's final fit, use the exact kernel up to this many
-# training rows (shared by every setting of a fold and width; above, approximation "auto")
+# training rows (shared by every setting of a fold and width); above, all of them take the
+# Nystroem path at one rank (``rbf_path``), so that a fit's time measured in the race
+# predicts the others' on the same path
 EXACT_SEARCH_ROWS = 3000
+# the Nystroem rank of the race above EXACT_SEARCH_ROWS: at most the largest dimension whose
+# kernel step is solved densely (DENSE_MAX_DIM; above, by conjugate gradients: 6-8x slower
+# at rank 1024 on magic's 9,600 rows), halved while the final fit's predicted time exceeds
+# FINAL_SHARE of the budget, never below MIN_RACE_RANK
+RACE_RANK = DENSE_MAX_DIM
+MIN_RACE_RANK = 128
+FINAL_SHARE = 0.25
 # in the order rung 0 tries them (the widths that won most often first)
 GAMMA_FACTORS = (4.0, 1.0, 16.0, 0.25)
 AUTO_CV = 3
@@ -105,10 +124,16 @@ RUNG0_SHARE = 0.6
 RUNG0_ROWS = 2000
 # what the race ranks by: accuracy, or balanced accuracy (the default with class weights)
 SCORINGS = ("accuracy", "balanced_accuracy")
-# seconds of a default budget: BUDGET_BASE + BUDGET_PER_ROW * n * (1 + n / BUDGET_KNEE)
-BUDGET_BASE = 2.0
-BUDGET_PER_ROW = 2e-3
-BUDGET_KNEE = 4000.0
+# seconds of a default budget: BUDGET_SHARE times a low estimate of the time of
+# GridSearchCV(SVC(), {C: 4 values, gamma: 3}, cv=3) on n training rows of d features,
+# GRID_BASE + GRID_PER_CELL * n^2 * (1 + d / GRID_WIDTH) (bench/default_model.py's
+# --grid-scaling on this project's busy 2-core machine: the grid's time grows about as
+# n^2, faster with d; the constants sit near the lower envelope of its measured times), at
+# most BUDGET_MAX
+GRID_BASE = 0.3
+GRID_PER_CELL = 7e-7
+GRID_WIDTH = 40.0
+BUDGET_SHARE = 1.6
 BUDGET_MAX = 900.0
 KERNELS = ("linear", "rbf")
 
@@ -116,19 +141,54 @@ ProgressCallback = Callable[[int, int], Any]
 
 
 def default_budget(n_train: int, n_features: int) -> float:
-    """The default ``budget_seconds`` of an auto search on n_train rows: a few seconds for a
-    few hundred rows, growing a little faster than linearly (as an SVC grid search's time
-    does), at most BUDGET_MAX. ``n_features`` is part of the signature for a later refinement
-    and does not change the value now."""
-    del n_features
-    seconds = BUDGET_BASE + BUDGET_PER_ROW * n_train * (1.0 + n_train / BUDGET_KNEE)
-    return float(round(min(BUDGET_MAX, seconds), 1))
+    """The default ``budget_seconds`` of an auto search on n_train rows of n_features
+    columns: BUDGET_SHARE times a low estimate of an SVC grid search's time on them (see
+    the constants), so that the whole job, which overruns its budget by at most a fit's
+    prediction error, stays within about twice that grid's; at most BUDGET_MAX."""
+    n, d = float(n_train), float(n_features)
+    grid = GRID_BASE + GRID_PER_CELL * n * n * (1.0 + d / GRID_WIDTH)
+    return float(round(min(BUDGET_MAX, BUDGET_SHARE * grid), 1))
 
 
 def exact_kernel(n_train: int) -> str:
     """The ``approximation`` of the race's RBF fits on a part of n_train rows and of the
-    winner's final fit: "exact" up to EXACT_SEARCH_ROWS, else "auto"."""
-    return "exact" if n_train <= EXACT_SEARCH_ROWS else "auto"
+    winner's final fit: "exact" up to EXACT_SEARCH_ROWS, else "nystroem" (``rbf_path``
+    gives its rank)."""
+    return "exact" if n_train <= EXACT_SEARCH_ROWS else "nystroem"
+
+
+def rung0_rows(n_train: int, rank: int = 0, cv: int = AUTO_CV) -> int:
+    """The rows rung 0 runs on: all n_train, or above 1.5 times the sample a stratified
+    sample of at least RUNG0_ROWS, and enough that a Nystroem fit of ``rank`` landmarks on a
+    fold of it stays on the Nystroem path (rank < LOW_RANK_SHARE of the fold's rows: MSVMAv
+    takes the exact kernel below that)."""
+    need = math.ceil((rank / LOW_RANK_SHARE + 1) * cv / max(1, cv - 1)) + cv
+    sample = max(RUNG0_ROWS, need)
+    return n_train if n_train <= 1.5 * sample else sample
+
+
+def rbf_path(n_train: int, n_features: int, n_classes: int = 2, *,
+             budget_seconds: float | None = None, max_iter: int = 100,
+             cv: int = AUTO_CV) -> dict[str, Any]:
+    """The kernel-path parameters of every RBF fit of the race on n_train training rows and
+    of the winner's final fit (one path for all, so a time measured in the race predicts
+    the final fit's): ``{"approximation": "exact"}`` up to EXACT_SEARCH_ROWS; above,
+    ``{"approximation": "nystroem", "n_components": r}`` with r from the cost model
+    (RACE_RANK, halved while the final fit's predicted time exceeds FINAL_SHARE of the budget,
+    at least MIN_RACE_RANK) and below LOW_RANK_SHARE of rung 0's fold rows (every fit of the
+    race then takes the Nystroem path)."""
+    if n_train <= EXACT_SEARCH_ROWS:
+        return {"approximation": "exact"}
+    budget = (default_budget(n_train, n_features) if budget_seconds is None
+              else float(budget_seconds))
+    tasks = 1 if n_classes <= 2 else n_classes
+    rank = RACE_RANK
+    while (rank > MIN_RACE_RANK and low_rank_seconds(n_train, n_features, rank, max_iter, tasks)
+           > FINAL_SHARE * budget):
+        rank //= 2
+    fold = rung0_rows(n_train, rank, cv) * (cv - 1) // cv
+    rank = max(1, min(rank, math.ceil(LOW_RANK_SHARE * fold) - 1))
+    return {"approximation": "nystroem", "n_components": int(rank)}
 
 
 @dataclass
@@ -191,7 +251,9 @@ class AutoResult:
     "finalist: final fit over budget", "dropped at rung 0", "skipped: budget", "stopped:
     budget", "winner at rung 0: budget", "failed: ..."). ``oof``: the winner's out-of-fold
     decision values (n,) or (n, k) (rows it has none for, NaN: see the module docstring).
-    ``final_fit_seconds``: the winner's final fit on every training row as predicted."""
+    ``final_fit_seconds``: the winner's final fit on every training row as predicted.
+    ``kernel_params``: the kernel path every RBF fit of the race took (``rbf_path``; empty
+    when the request fixed ``approximation``), which the winner's final fit takes too."""
 
     table: list[dict]
     best_index: int
@@ -204,6 +266,7 @@ class AutoResult:
     fixed_params: dict = field(default_factory=dict)
     scoring: str = "accuracy"
     final_fit_seconds: float = 0.0
+    kernel_params: dict = field(default_factory=dict)
 
     @property
     def oof_rows(self) -> np.ndarray:
@@ -239,7 +302,8 @@ class AutoResult:
                 "random_state": self.random_state, "budget_seconds": self.budget_seconds,
                 "seconds": self.seconds, "fixed_params": dict(self.fixed_params),
                 "n_configs": len(self.table), "table": [dict(r) for r in self.table],
-                "scoring": self.scoring, "final_fit_seconds": self.final_fit_seconds}
+                "scoring": self.scoring, "final_fit_seconds": self.final_fit_seconds,
+                "kernel_params": dict(self.kernel_params)}
 
 
 # -- the race's clock ------------------------------------------------------------------------
@@ -304,8 +368,9 @@ class _Race:
 
     def __init__(self, X, y: np.ndarray, settings: list[Setting], folds: list[tuple],
                  fixed: dict, seed: int | None, tick: Callable[[], None], *,
-                 clock: Clock, scoring: str, warm: bool) -> None:
+                 clock: Clock, scoring: str, warm: bool, path: dict) -> None:
         self.X, self.settings, self.folds, self.fixed = X, settings, folds, fixed
+        self.path = path  # every width fit's kernel path (``rbf_path``)
         self.classes, self.yi = np.unique(y, return_inverse=True)
         self.y, self.seed, self.tick = y, seed, tick
         self.clock, self.scoring, self.warm = clock, scoring, warm
@@ -353,7 +418,7 @@ class _Race:
 
     def msvmav(self, params: dict, kernel: str) -> MSVMAv:
         width = kernel_type(kernel).takes_gamma
-        extra = {"approximation": exact_kernel(len(self.y))} if width else {}
+        extra = self.path if width else {}
         return MSVMAv(kernel=kernel, **{**self.fixed, **extra, **params, "calibration": "none"})
 
     def model_seconds(self, i: int, n: int) -> float | None:
@@ -525,16 +590,16 @@ def _per_fit(race: _Race, i: int) -> float | None:
 
 
 def _ratio(race: _Race, kernel: str) -> float:
-    """Measured over modelled seconds of the ``kernel`` fits that ended (median; of every
-    fit when none of that kernel did; 1 before any)."""
-    def ratios(kernels: tuple[str, ...]) -> list[float]:
-        out = []
-        for i, s in enumerate(race.settings):
-            model = race.model_seconds(i, race.fold_rows) if race.cells[i] else None
-            if s.kernel in kernels and model:
-                out.append(_per_fit(race, i) / model)
-        return out
-    found = ratios((kernel,)) or ratios(tuple({s.kernel for s in race.settings}))
+    """Measured over modelled seconds of the ``kernel`` fits that ended (median; 1, the cost
+    model's own, before any did). Not another kernel's ratio: the linear model counts the
+    arithmetic only, so its ratio (about 40 on magic's 2,051-row folds) is no guide to a
+    kernel path's, whose model includes each iteration's overhead; taking it skipped every
+    RBF width of magic's race."""
+    found = []
+    for i, s in enumerate(race.settings):
+        model = race.model_seconds(i, race.fold_rows) if race.cells[i] else None
+        if s.kernel == kernel and model:
+            found.append(_per_fit(race, i) / model)
     return float(np.median(found)) if found else 1.0
 
 
@@ -767,14 +832,26 @@ def _folds(y: np.ndarray, cv: int, seed: int | None) -> list[tuple]:
                                 random_state=seed).split(np.zeros(len(y)), y))
 
 
-def _subsample(y: np.ndarray, seed: int | None) -> np.ndarray | None:
-    """Rung 0's rows: a stratified sample of RUNG0_ROWS training rows when there are more
-    than 1.5 times that many (sorted indices), else None (rung 0 on the first fold of all)."""
-    if len(y) <= 1.5 * RUNG0_ROWS:
+def _subsample(y: np.ndarray, seed: int | None, rows: int) -> np.ndarray | None:
+    """Rung 0's rows (``rung0_rows``): a stratified sample of ``rows`` training rows (sorted
+    indices), or None when that is all of them (rung 0 on the first fold of all)."""
+    if rows >= len(y):
         return None
-    keep, _ = train_test_split(np.arange(len(y)), train_size=RUNG0_ROWS, stratify=y,
+    keep, _ = train_test_split(np.arange(len(y)), train_size=rows, stratify=y,
                                random_state=seed)
     return np.sort(keep)
+
+
+def _path(X, y: np.ndarray, fixed: dict, budget: float, cv: int, seed: int | None) -> dict:
+    """``rbf_path`` for these rows and the fixed parameters (none when the request fixed
+    ``approximation``); the Nystroem landmarks drawn with the race's seed unless fixed."""
+    if "approximation" in fixed:
+        return {}
+    path = rbf_path(X.shape[0], X.shape[1], np.unique(y).size, budget_seconds=budget,
+                    max_iter=int(fixed.get("max_iter", 100)), cv=cv)
+    if path["approximation"] == "nystroem" and "random_state" not in fixed:
+        path["random_state"] = 0 if seed is None else int(seed)
+    return path
 
 
 def _scoring(scoring: str | None, fixed: dict) -> str:
@@ -809,11 +886,13 @@ def auto_search(X, y, *, budget_seconds: float | None = None, cv: int = AUTO_CV,
     fixed = {k: v for k, v in fixed.items() if k not in searched}
     cv = max(2, min(cv, int(np.unique(y, return_counts=True)[1].min())))
     total = len(settings) * cv
-    how = {"clock": clock, "scoring": _scoring(scoring, fixed), "warm": warm_start}
+    path = _path(X, y, fixed, budget, cv, random_state)
+    how = {"clock": clock, "scoring": _scoring(scoring, fixed), "warm": warm_start,
+           "path": path}
     race = _Race(X, y, settings, _folds(y, cv, random_state), fixed, random_state,
                  lambda: callback(int(np.sum(~np.isnan(race.scores))), total)
                  if callback else None, **how)
-    sub = _subsample(y, random_state)
+    sub = _subsample(y, random_state, rung0_rows(len(y), path.get("n_components", 0), cv))
     small = race if sub is None else _Race(
         X[sub], y[sub], settings, _folds(y[sub], cv, random_state), fixed, random_state,
         race.tick, **how)
@@ -864,7 +943,8 @@ def _result(small: _Race, race: _Race, sub: np.ndarray | None, plan: _Budget,
                       random_state=race.seed, budget_seconds=plan.seconds,
                       seconds=plan.clock.now() - plan.start, oof=oof,
                       fixed_params=race.fixed, scoring=race.scoring,
-                      final_fit_seconds=float(_completion(small, race, best)[1]))
+                      final_fit_seconds=float(_completion(small, race, best)[1]),
+                      kernel_params=dict(race.path))
 
 
 def calibrate_from_oof(est: Any, method: str, oof: np.ndarray, y: np.ndarray) -> None:
@@ -916,4 +996,4 @@ def _row(race: _Race, small: _Race, i: int, status: str) -> dict:
 
 __all__ = ["ALPHAS", "AUTO_CV", "SCORINGS", "AutoResult", "BETAS", "GAMMA_FACTORS", "Clock",
            "CostClock", "Setting", "WallClock", "auto_search", "calibrate_from_oof",
-           "candidates", "default_budget", "exact_kernel", "predict"]
+           "candidates", "default_budget", "exact_kernel", "predict", "rbf_path", "rung0_rows"]

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
 from .algorithms import estimator_class, takes_seed
-from .auto_search import AutoResult, auto_search, calibrate_from_oof, exact_kernel
+from .auto_search import AutoResult, auto_search, calibrate_from_oof
 from .kernels import kernel_type
 from .model_selection import SearchResult, cross_validate_grid
 from .msvmav import FeatureScaleWarning
@@ -261,8 +261,9 @@ def _fit_auto(plan: Plan, X_train: Matrix, y_train: np.ndarray, scaling: MinMaxS
     method = fixed.pop("calibration", "none")
     if found.algorithm == "msvmav":
         chosen = {**fixed, **found.best_params}
-        if kernel_type(found.kernel).takes_gamma:
-            chosen.setdefault("approximation", exact_kernel(len(y_train)))
+        if kernel_type(found.kernel).takes_gamma:  # the path its race fits took
+            for key, value in found.kernel_params.items():
+                chosen.setdefault(key, value)
     else:  # a comparator: its own defaults besides the searched values and the seed
         chosen = {k: v for k, v in fixed.items() if k == "random_state"}
         chosen.update(found.best_params)

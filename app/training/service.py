@@ -161,17 +161,18 @@ def estimate_auto(session: Session, dataset: Dataset, fixed: dict[str, Any],
                   search: dict[str, Any], n_train: int) -> Any:
     """Admission of an auto search: the final fit's memory at its largest (an RBF winner's
     exact kernel where the race uses it) and, for the time, the budget plus that fit."""
-    from solver import default_budget, exact_kernel
+    from solver import default_budget, rbf_path
 
     kernels = search.get("kernels") or ["linear"]
     # calibrated from the race's out-of-fold values: no calibration folds to add
     plain = {**fixed, "calibration": "none"}
-    worst = ({**plain, "kernel": "rbf", "approximation": exact_kernel(n_train)}
+    budget = search.get("budget_seconds") or default_budget(n_train, dataset.n_features)
+    path = rbf_path(n_train, dataset.n_features, len(dataset.classes), budget_seconds=budget)
+    worst = ({**path, **plain, "kernel": "rbf"}
              if "rbf" in kernels else {**plain, "kernel": "linear"})
     admission = estimate_training(session, dataset, "msvmav", worst, None, n_train)
     if admission is None or admission.seconds is None:
         return admission
-    budget = search.get("budget_seconds") or default_budget(n_train, dataset.n_features)
     return replace(admission, seconds=admission.seconds + float(budget))
 
 

@@ -16,6 +16,7 @@ from solver.auto_search import (
     auto_search,
     candidates,
     default_budget,
+    rbf_path,
 )
 from solver.calibration import fit_calibrator
 from solver.fit_time import msvmav_seconds
@@ -236,7 +237,8 @@ def test_a_clearly_better_width_on_another_path_is_not_dropped_for_a_linear_one(
     whose final fit takes their rung-0 path, so a linear setting (0.762 on the hold-out) won
     over RBF widths that scored 0.83 at rung 0. On an XOR problem of 3,300 rows (rung 0 on a
     2,000-row sample, exact; the final fit low-rank on every row) the RBF width wins and the
-    result says why."""
+    result says why. (Since the default race takes one path for every fit, this arises
+    only with an ``approximation`` the request fixed.)"""
     rng = np.random.default_rng(1)
     X = rng.random((3300, 6))
     y = ((X[:, 0] > 0.5) ^ (X[:, 1] > 0.5)).astype(int)
@@ -244,7 +246,11 @@ def test_a_clearly_better_width_on_another_path_is_not_dropped_for_a_linear_one(
     settings = candidates(X)
     first_width = sum(cost(s, 1333) for s in settings[:13])  # the linear batch + one width
     budget = 1.01 * first_width / RUNG0_SHARE
-    found = auto_search(X, y, budget_seconds=budget, params=FIXED, clock=CostClock(cost))
+    # a path fixed by the request: 400 landmarks are exact on the sample's folds (at least
+    # a quarter of their rows), Nystroem on every row (the default path is one for all:
+    # test_the_final_fit_is_predicted_on_the_path_the_race_measured)
+    fixed = {**FIXED, "approximation": "nystroem", "n_components": 400}
+    found = auto_search(X, y, budget_seconds=budget, params=fixed, clock=CostClock(cost))
     best = found.table[found.best_index]
     assert best["kernel"] == "rbf"
     assert best["status"] == "winner at rung 0: budget; final fit on another path (not predicted)"
@@ -252,3 +258,50 @@ def test_a_clearly_better_width_on_another_path_is_not_dropped_for_a_linear_one(
                                               if r["kernel"] == "linear")
     assert "not predicted and may overrun the budget" in found.reason
     assert "rung 0 on a stratified sample of 2000 of the 3300 rows" in found.reason
+
+
+def _xor(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    X = np.random.default_rng(seed).random((n, 6))
+    return X, ((X[:, 0] > 0.5) ^ (X[:, 1] > 0.5)).astype(int)
+
+
+def test_the_final_fit_is_predicted_on_the_path_the_race_measured():
+    """The regression of magic after 7802a49: RBF chosen at rung 0 on a sample's exact
+    kernel, then the final fit on every row's low-rank path took 155 s against 61 s
+    predicted (the race never measured that path). On a machine where every approximated
+    kernel path takes 3x its cost model, an XOR problem of 3,300 rows: every RBF fit of the
+    race and the final fit take the Nystroem path at one rank (``rbf_path``), so the final
+    fit's predicted time is its time and the job keeps to the budget."""
+    X, y = _xor(3300, 2)
+    budget = 2e5
+    path = rbf_path(len(y), X.shape[1], budget_seconds=budget)
+    assert path["approximation"] == "nystroem" and path["n_components"] == 512
+
+    def cost(setting, n_rows: int) -> float:
+        extra = path if setting.kernel == "rbf" else {}
+        est = MSVMAv(kernel=setting.kernel, **FIXED, **extra, **setting.params)
+        off = 3.0 if setting.kernel == "rbf" and est.kernel_path(n_rows) != "exact" else 1.0
+        return SLOW * off * msvmav_seconds(est, n_rows, X.shape[1], None, 2)
+
+    clock = CostClock(cost)
+    found = auto_search(X, y, budget_seconds=budget, params=FIXED, clock=clock)
+    best = candidates(X)[found.best_index]
+    assert best.kernel == "rbf" and found.best["mean_accuracy"] > 0.9
+    assert {k: found.kernel_params[k] for k in path} == path
+    assert found.final_fit_seconds == pytest.approx(cost(best, len(y)))
+    assert clock.t + found.final_fit_seconds <= budget
+    assert "another path" not in found.best["status"]
+
+
+def test_the_final_fit_takes_the_path_of_the_race():
+    """protocol.fit refits the winner with the race's kernel path (before: "auto", a rank
+    of its own choosing, on every row), with the race's Nystroem landmarks' seed."""
+    X, y = _xor(3300, 3)
+    plan = protocol.Plan(grid="auto", kernels=("rbf",), params=FIXED, budget_seconds=30)
+    fitted = protocol.fit(plan, X, y)
+    est, found = fitted.estimator, fitted.search
+    assert found.kernel_params["approximation"] == "nystroem"
+    assert est.kernel_approximation_ == "nystroem"
+    assert est.n_components == found.kernel_params["n_components"]
+    # the landmarks' seed: the request's random_state, else the race's seed
+    assert est.random_state == found.kernel_params.get("random_state", est.random_state)
