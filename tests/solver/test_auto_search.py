@@ -273,8 +273,7 @@ def test_the_final_fit_is_predicted_on_the_path_the_race_measured():
     race and the final fit take the Nystroem path at one rank (``rbf_path``), so the final
     fit's predicted time is its time and the job keeps to the budget."""
     X, y = _xor(3300, 2)
-    budget = 2e5
-    path = rbf_path(len(y), X.shape[1], budget_seconds=budget)
+    path = rbf_path(len(y), X.shape[1], budget_seconds=1e9)
     assert path["approximation"] == "nystroem" and path["n_components"] == 512
 
     def cost(setting, n_rows: int) -> float:
@@ -283,9 +282,16 @@ def test_the_final_fit_is_predicted_on_the_path_the_race_measured():
         off = 3.0 if setting.kernel == "rbf" and est.kernel_path(n_rows) != "exact" else 1.0
         return SLOW * off * msvmav_seconds(est, n_rows, X.shape[1], None, 2)
 
+    one_width = {**FIXED, "gamma": "scale"}  # 9 linear candidates and 4 RBF: a shorter test
+    settings = candidates(X, fixed=one_width)
+    rung0 = sum(cost(s, 2200) for s in settings)  # rung 0 on the first fold of all rows
+    widest = max(cost(s, 2200) for s in settings)
+    # rung 0, then the remaining folds of about one finalist and its final fit
+    budget = 1.5 * (rung0 + 2 * widest + max(cost(s, 3300) for s in settings))
+    assert rbf_path(len(y), X.shape[1], budget_seconds=budget) == path
     clock = CostClock(cost)
-    found = auto_search(X, y, budget_seconds=budget, params=FIXED, clock=clock)
-    best = candidates(X)[found.best_index]
+    found = auto_search(X, y, budget_seconds=budget, params=one_width, clock=clock)
+    best = settings[found.best_index]
     assert best.kernel == "rbf" and found.best["mean_accuracy"] > 0.9
     assert {k: found.kernel_params[k] for k in path} == path
     assert found.final_fit_seconds == pytest.approx(cost(best, len(y)))
@@ -297,7 +303,8 @@ def test_the_final_fit_takes_the_path_of_the_race():
     """protocol.fit refits the winner with the race's kernel path (before: "auto", a rank
     of its own choosing, on every row), with the race's Nystroem landmarks' seed."""
     X, y = _xor(3300, 3)
-    plan = protocol.Plan(grid="auto", kernels=("rbf",), params=FIXED, budget_seconds=30)
+    plan = protocol.Plan(grid="auto", kernels=("rbf",), params={**FIXED, "gamma": "scale"},
+                         budget_seconds=60)
     fitted = protocol.fit(plan, X, y)
     est, found = fitted.estimator, fitted.search
     assert found.kernel_params["approximation"] == "nystroem"
