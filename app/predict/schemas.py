@@ -181,6 +181,10 @@ class PredictResponse(BaseModel):
     model: str | None = Field(None, description="The registered model, for a `model` reference")
     version: int | None = Field(None, description="Its version that answered")
     alias: str | None = Field(None, description="The alias that chose it, if any")
+    arm: Literal["primary", "canary"] | None = Field(
+        None, description="When the alias has a canary: which of its two versions answered "
+        "(`version` is that one; routed by the `X-Msvmav-Route-Key` header, else the first "
+        "row's id, else at random)")
     classes: list[Any]
     n: int
     n_clipped: int = Field(0, description="How many rows had a feature outside the training "

@@ -77,7 +77,8 @@ def response_body(batch: Batch, scored: Scored) -> dict[str, Any]:
         response["margins"] = jsonable(est.margins(scores.scaled, y_true, decision=scores.decision))
     if batch.extra and "skipped" in batch.extra:
         response["skipped"] = batch.extra["skipped"]
-    return response | reference_fields(scored.target)
+    resolved = scored.target.resolved  # the arm that answered, when the alias has a canary
+    return response | reference_fields(scored.target) | {"arm": resolved.arm if resolved else None}
 
 
 def encode_instances(loaded: ServedModel, instances: list[Any], loc: list[str | int]) -> Any:

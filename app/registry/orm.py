@@ -6,7 +6,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, ForeignKeyConstraint, Index, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    Float,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    String,
+    Text,
+)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.core.orm import Base, UTCDateTime, utcnow
@@ -89,6 +98,8 @@ class AliasMove(Base):
     moved_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # the alias's decision rules before and after the move (AliasMoveRule), when it had any
     rules: Mapped[AliasMoveRule | None] = relationship(lazy="selectin", viewonly=True)
+    # the alias's canary before and after the move (AliasMoveCanary), when it had one
+    canaries: Mapped[AliasMoveCanary | None] = relationship(lazy="selectin", viewonly=True)
     # why it moved and on what evidence (AliasMoveReason), when it was said
     why: Mapped[AliasMoveReason | None] = relationship(lazy="selectin", viewonly=True)
 
@@ -108,6 +119,21 @@ class AliasMove(Base):
     @property
     def to_rule(self) -> str | None:
         return self.rules.to_rule if self.rules is not None else None
+
+    @property
+    def from_canary(self) -> dict[str, float | int] | None:
+        """The alias's canary before the move ({version, percent}; None: it had none)."""
+        c = self.canaries
+        if c is None or c.from_version is None:
+            return None
+        return {"version": c.from_version, "percent": c.from_percent}
+
+    @property
+    def to_canary(self) -> dict[str, float | int] | None:
+        c = self.canaries
+        if c is None or c.to_version is None:
+            return None
+        return {"version": c.to_version, "percent": c.to_percent}
 
 
 class AliasRule(Base):
@@ -170,3 +196,46 @@ class VersionLineage(Base):
     registered_model_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     version: Mapped[int] = mapped_column(Integer, primary_key=True)
     lineage: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class AliasCanary(Base):
+    """An alias's canary (issue 48): version ``version`` of the same registered model answers
+    ``percent`` (0 < percent < 100) of the alias's requests at every door, the alias's own
+    version the rest (app.registry.references.route: sticky by a request key). ``rule``: the
+    alias's own decision rule carried to the canary's version (null: its version's). Goes with
+    the alias; its version cannot be deleted while it is a canary (composite foreign key)."""
+
+    __tablename__ = "alias_canaries"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["registered_model_id", "alias"],
+            ["model_aliases.registered_model_id", "model_aliases.alias"],
+            ondelete="CASCADE",
+        ),
+        ForeignKeyConstraint(
+            ["registered_model_id", "version"],
+            ["model_versions.registered_model_id", "model_versions.version"],
+        ),
+    )
+
+    registered_model_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    alias: Mapped[str] = mapped_column(String(100), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+    percent: Mapped[float] = mapped_column(Float)
+    rule: Mapped[str | None] = mapped_column(Text)
+
+
+class AliasMoveCanary(Base):
+    """The alias's canary before and after one move (null version: none), for the moves where
+    it had one: the history shows a canary's start, change and end, and a rollback restores
+    ``from``."""
+
+    __tablename__ = "alias_move_canaries"
+
+    move_id: Mapped[int] = mapped_column(
+        ForeignKey("alias_moves.id", ondelete="CASCADE"), primary_key=True
+    )
+    from_version: Mapped[int | None] = mapped_column(Integer)
+    from_percent: Mapped[float | None] = mapped_column(Float)
+    to_version: Mapped[int | None] = mapped_column(Integer)
+    to_percent: Mapped[float | None] = mapped_column(Float)

@@ -70,12 +70,26 @@ Reader = Callable[[str, tuple[Any, ...]], tuple[Any, ...] | None]
 
 
 @dataclass(frozen=True)
+class Canary:
+    """An alias's canary as its resolution read it: the version answering ``percent`` of its
+    requests, that version's stored model and stamp, and the alias's rule carried to it."""
+
+    version: int
+    percent: float
+    model_id: int
+    stamp: Stamp
+    rule: str | None = None
+
+
+@dataclass(frozen=True)
 class ResolvedModel:
     model_id: int
     name: str | None = None  # set when resolved from a registered-model reference
     version: int | None = None
     alias: str | None = None
     rule: str | None = None  # the alias's own decision rule (JSON text), when it has one
+    canary: Canary | None = None  # the alias's canary, when it has one (see ``route``)
+    arm: str | None = None  # with a canary: "primary" or "canary" (the arm this resolves to)
 
 
 class UnknownReference(LookupError):  # noqa: N818 - the name is the shared interface's
@@ -129,13 +143,23 @@ def parse(text: str) -> Reference:
 # (model id, version, the model's stamp: job_id, created_at, its rule; the alias's rule)
 _COLUMNS = "SELECT v.model_id, v.version, m.job_id, m.created_at, mr.rule"
 _MODEL_RULE = "LEFT JOIN model_rules mr ON mr.model_id = m.id "
+# An alias's canary, in the same read (its version, percent, carried rule, and its model's id
+# and stamp), joined on the alias ``{a}``: the last seven columns of an alias's read.
+_CANARY_COLUMNS = (", c.version, c.percent, c.rule, cv.model_id, cm.job_id, cm.created_at, "
+                   "cmr.rule ")
+_CANARY = (
+    "LEFT JOIN alias_canaries c ON c.registered_model_id = r.id AND c.alias = {a}.alias "
+    "LEFT JOIN model_versions cv ON cv.registered_model_id = r.id AND cv.version = c.version "
+    "LEFT JOIN models cm ON cm.id = cv.model_id "
+    "LEFT JOIN model_rules cmr ON cmr.model_id = cm.id "
+)
 _BY_ALIAS = (
-    _COLUMNS + ", ar.rule FROM registered_models r "
+    _COLUMNS + ", ar.rule" + _CANARY_COLUMNS + "FROM registered_models r "
     "JOIN model_aliases a ON a.registered_model_id = r.id "
     "JOIN model_versions v ON v.registered_model_id = r.id AND v.version = a.version "
     "JOIN models m ON m.id = v.model_id " + _MODEL_RULE +
     "LEFT JOIN alias_rules ar ON ar.registered_model_id = r.id AND ar.alias = a.alias "
-    "WHERE r.name = ? AND a.alias = ?"
+    + _CANARY.format(a="a") + "WHERE r.name = ? AND a.alias = ?"
 )
 _BY_VERSION = (
     _COLUMNS + ", NULL FROM registered_models r "
@@ -146,13 +170,14 @@ _BY_ID = ("SELECT m.id, NULL, m.job_id, m.created_at, mr.rule, NULL FROM models 
           + _MODEL_RULE + "WHERE m.id = ?")
 # The serving alias's version when set (its version is the last column), else the newest one.
 _SERVING = (
-    "SELECT v.model_id, v.version, m.job_id, m.created_at, mr.rule, ar.rule, "
-    "p.version FROM registered_models r "
+    "SELECT v.model_id, v.version, m.job_id, m.created_at, mr.rule, ar.rule"
+    + _CANARY_COLUMNS + ", p.version FROM registered_models r "
     "LEFT JOIN model_aliases p ON p.registered_model_id = r.id AND p.alias = ? "
     "LEFT JOIN alias_rules ar ON ar.registered_model_id = r.id AND ar.alias = p.alias "
     "JOIN model_versions v ON v.registered_model_id = r.id AND v.version = COALESCE(p.version, "
     "(SELECT MAX(w.version) FROM model_versions w WHERE w.registered_model_id = r.id)) "
-    "JOIN models m ON m.id = v.model_id " + _MODEL_RULE + "WHERE r.name = ?"
+    "JOIN models m ON m.id = v.model_id " + _MODEL_RULE + _CANARY.format(a="p")
+    + "WHERE r.name = ?"
 )
 _MODEL_EXISTS = "SELECT id FROM registered_models WHERE name = ?"
 
@@ -175,12 +200,21 @@ def lookup(read: Reader, ref: Reference) -> tuple[ResolvedModel, Stamp]:
     if row is None:
         raise UnknownReference(_missing(read, ref))
     alias = ref.alias
-    if alias is None and ref.version is None and row[6] is not None:
+    if alias is None and ref.version is None and row[13] is not None:
         alias = SERVING_ALIAS  # (the alias chose it)
     rule = row[5] if alias is not None else None
+    canary = _canary(row) if alias is not None else None
     resolved = ResolvedModel(model_id=row[0], name=ref.name, version=row[1], alias=alias,
-                             rule=rule)
+                             rule=rule, canary=canary, arm="primary" if canary else None)
     return resolved, (row[2], row[3], row[4])
+
+
+def _canary(row: tuple[Any, ...]) -> Canary | None:
+    """The alias's canary from its read's last columns (``_CANARY_COLUMNS``), or None."""
+    if row[6] is None or row[9] is None:
+        return None
+    return Canary(version=row[6], percent=float(row[7]), rule=row[8], model_id=row[9],
+                  stamp=(row[10], row[11], row[12]))
 
 
 def _missing(read: Reader, ref: Reference) -> str:

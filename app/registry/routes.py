@@ -16,6 +16,7 @@ from app.registry import service
 from app.registry.schemas import (
     AliasMoveOut,
     AliasOut,
+    AliasPatch,
     AliasUpdate,
     HistoryPage,
     RegisteredModelCreate,
@@ -55,8 +56,24 @@ _UPDATE_EXAMPLES = {
 }
 _VERSION_EXAMPLES = {"model 1": {"summary": "Stored model 1", "value": {"model_id": 1}}}
 _ALIAS_EXAMPLES = {
-    "version 1": {"summary": "Point the alias at version 1", "value": {"version": 1}}
+    "version 1": {"summary": "Point the alias at version 1", "value": {"version": 1}},
+    "canary": {"summary": "Version 1, with version 2 answering 10 % of the requests",
+               "value": {"version": 1, "canary": {"version": 2, "percent": 10}}},
 }
+_PATCH_EXAMPLES = {
+    "canary": {"summary": "Version 2 answers 10 % of the alias's requests",
+               "value": {"canary": {"version": 2, "percent": 10}}},
+    "end": {"summary": "End the canary", "value": {"canary": None}},
+}
+_CANARY_DOC = (
+    " With `canary`, another version answers `percent` of the alias's requests at every door "
+    "(/predict, /predict/file, /v2 infer, invocations, batch jobs), sticky by the "
+    "`X-Msvmav-Route-Key` header or else the first row's id (a hash of the alias and the key: "
+    "the same key always gets the same arm), at random without either; each answer says which "
+    "version answered (`version`, `arm`, the `X-Msvmav-Model-Version` header) and the "
+    "prediction log records it. 422 naming `canary.percent` (not above 0 and below 100) or "
+    "`canary.version` (the alias's own version, or no such version)."
+)
 
 
 def _actor(principal: Principal | None) -> str | None:
@@ -177,7 +194,8 @@ def delete_model_version(session: SessionDep, name: NamePath, version: VersionPa
     summary="Point an alias at a version",
     description="Creates the alias or moves it; the move is recorded in the history. The API "
     "process that answers predicts with the new version from its next request on, every other "
-    "within MSVMAV_SERVE_RECHECK_SECONDS (1 s by default).",
+    "within MSVMAV_SERVE_RECHECK_SECONDS (1 s by default). PUT replaces the alias: a canary it "
+    "had ends unless the body gives one (PATCH changes only the canary)." + _CANARY_DOC,
     response_model=AliasOut,
     responses=problem_responses(404, 422),
 )
@@ -188,8 +206,31 @@ def set_model_alias(
     alias: AliasPath,
     request: Annotated[AliasUpdate, Body(openapi_examples=_ALIAS_EXAMPLES)],
 ) -> AliasOut:
-    version, before = service.set_alias(session, name, alias, request.version, _actor(principal))
+    canary = request.canary.spec() if request.canary is not None else None
+    version, before = service.set_alias(session, name, alias, request.version,
+                                        _actor(principal), canary=canary)
     return AliasOut.model_validate(service.alias_view(session, name, alias, version, before))
+
+
+@router.patch(
+    "/{name}/aliases/{alias}",
+    summary="Start, change or end an alias's canary",
+    description="The alias keeps its version; `canary` is its canary from now on (null: none). "
+    "Recorded in the history (`action` `canary`, with the canary before and after); a "
+    "rollback undoes it." + _CANARY_DOC,
+    response_model=AliasOut,
+    responses=problem_responses(404, 422),
+)
+def patch_model_alias(
+    session: SessionDep,
+    principal: ActorDep,
+    name: NamePath,
+    alias: AliasPath,
+    request: Annotated[AliasPatch, Body(openapi_examples=_PATCH_EXAMPLES)],
+) -> AliasOut:
+    canary = request.canary.spec() if request.canary is not None else None
+    version = service.set_canary(session, name, alias, canary, _actor(principal))
+    return AliasOut.model_validate(service.alias_view(session, name, alias, version, version))
 
 
 @router.delete(

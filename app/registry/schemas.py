@@ -115,12 +115,54 @@ class VersionCreate(BaseModel):
     )
 
 
+class CanaryIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True,
+        json_schema_extra={"examples": [{"version": 2, "percent": 10}]},
+    )
+
+    version: DbId = Field(description="Another version of the registered model: it answers "
+                          "`percent` of the alias's requests at every door")
+    percent: float = Field(
+        gt=0, lt=100, allow_inf_nan=False,
+        description="Share of the alias's requests the canary answers, above 0 and below 100 "
+        "(end a canary with `canary: null`; give it all the traffic by pointing the alias at "
+        "it). Sticky: a request with the same `X-Msvmav-Route-Key` header (else the same first "
+        "row id) always gets the same arm; one without either is drawn at random")
+
+    def spec(self) -> tuple[int, float]:
+        return self.version, float(self.percent)
+
+
 class AliasUpdate(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", strict=True, json_schema_extra={"examples": [{"version": 1}]}
+        extra="forbid", strict=True,
+        json_schema_extra={"examples": [{"version": 1},
+                                        {"version": 1, "canary": {"version": 2, "percent": 10}}]},
     )
 
     version: DbId = Field(description="The version the alias points at from now on")
+    canary: CanaryIn | None = Field(
+        None, description="A canary beside it (PUT replaces the alias: without `canary`, a "
+        "canary it had ends; to change only the canary, PATCH)")
+
+
+class AliasPatch(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True,
+        json_schema_extra={"examples": [{"canary": {"version": 2, "percent": 10}},
+                                        {"canary": None}]},
+    )
+
+    canary: CanaryIn | None = Field(description="The alias's canary from now on (null: end it)")
+
+
+class CanaryOut(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+
+    version: int
+    percent: float
+    model_id: int | None = Field(None, description="The canary version's stored model")
 
 
 class VersionOut(BaseModel):
@@ -147,6 +189,8 @@ class RegisteredModelSummary(BaseModel):
     tags: dict[str, str]
     latest_version: int = Field(description="The highest version number given so far (0: none)")
     aliases: dict[str, int] = Field(description="Alias -> version")
+    canaries: dict[str, CanaryOut] = Field(
+        default_factory=dict, description="Alias -> its canary, for the aliases that have one")
     created_at: datetime
     updated_at: datetime
 
@@ -199,6 +243,7 @@ class AliasOut(BaseModel):
     previous_version: int | None = Field(
         description="Where the alias pointed before this request (null: it did not exist)"
     )
+    canary: CanaryOut | None = Field(None, description="Its canary (null: none)")
 
 
 _MOVE_EXAMPLE = {
@@ -217,10 +262,16 @@ class AliasMoveOut(BaseModel):
 
     id: int
     alias: str
-    action: Literal["set", "delete", "rollback", "rule"] = Field(
-        description="`set` (PUT), `delete`, `rollback`, or `rule` (POST /models/{name@alias}"
-        "/threshold gave the alias a decision rule)"
+    action: Literal["set", "delete", "rollback", "rule", "canary"] = Field(
+        description="`set` (PUT), `delete`, `rollback`, `rule` (POST /models/{name@alias}"
+        "/threshold gave the alias a decision rule), or `canary` (its canary started, changed "
+        "or ended, its version kept)"
     )
+    from_canary: CanaryOut | None = Field(
+        None, description="The alias's canary before the move (null: none)")
+    to_canary: CanaryOut | None = Field(
+        None, description="Its canary after the move (null: none; a canary ends with any move "
+        "that does not give one)")
     from_version: int | None = Field(description="null: the alias was created")
     to_version: int | None = Field(description="null: the alias was removed")
     from_rule: dict[str, Any] | None = Field(

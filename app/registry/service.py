@@ -29,7 +29,9 @@ from app.models.loading import rebuild
 from app.models.orm import Model
 from app.registry import references
 from app.registry.orm import (
+    AliasCanary,
     AliasMove,
+    AliasMoveCanary,
     AliasMoveReason,
     AliasMoveRule,
     AliasRule,
@@ -40,6 +42,10 @@ from app.registry.orm import (
 )
 from app.registry.references import is_name
 from app.webhooks import service as webhooks
+
+#: An alias's canary: (its version, the percentage of the alias's requests it answers).
+CanarySpec = tuple[int, float]
+_CANARY_LOC: list[str | int] = ["body", "canary"]
 
 
 def check_name(name: str, loc: list[str | int], what: str = "name") -> None:
@@ -203,6 +209,8 @@ def delete_version(session: Session, name: str, version: int) -> None:
     registered = get_or_raise(session, name, lock=True)
     row = get_version(session, registered, version)
     pointing = sorted(a for a, v in aliases_of(session, registered).items() if v == version)
+    pointing += sorted(f"{a} (its canary)" for a, c in canaries_of(session, registered).items()
+                       if c[0] == version)
     if pointing:
         raise conflict(
             f"version {version} of registered model {name!r} is the target of alias "
@@ -258,16 +266,21 @@ def _move(
     action: str,
     actor: str | None,
     rule: str | None = None,
+    canary: CanarySpec | None = None,
     why: tuple[str | None, dict[str, Any] | None] = (None, None),
 ) -> int | None:
     """Point ``alias`` at ``to_version`` (None: remove it) with its own decision ``rule``
-    (JSON text, None: its version's) and append the move to the history, under the registered
-    model's lock (the caller took it); ``why``: the move's reason and evidence. Returns the
-    version it left."""
+    (JSON text, None: its version's) and its ``canary`` (None: none), and append the move to
+    the history, under the registered model's lock (the caller took it); ``why``: the move's
+    reason and evidence. Returns the version it left."""
     row = session.get(ModelAlias, (registered.id, alias))
     before = row.version if row is not None else None
     before_rule = alias_rule(session, registered, alias)
-    if before == to_version and (to_version is None or before_rule == rule):
+    before_canary = canaries_of(session, registered).get(alias)
+    canary = None if to_version is None else canary
+    if before == to_version and (
+        to_version is None or (before_rule == rule and before_canary == canary)
+    ):
         return before  # no move, no history entry
     now = utcnow()
     if to_version is None:
@@ -294,31 +307,36 @@ def _move(
         session.flush()
         session.add(AliasMoveReason(move_id=move.id, reason=why[0], evidence=why[1]))
     _set_rules(session, registered, alias, before_rule, None if to_version is None else rule)
+    _set_canary(session, registered, alias, move, (before_canary, canary),
+                None if to_version is None else rule)
     webhooks.enqueue(session, "alias_moved", {
         "registered_model": registered.name, "alias": alias, "action": action,
         "from_version": before, "to_version": to_version, "actor": actor,
-        "moved_at": now.isoformat(), "reason": why[0]})
+        "moved_at": now.isoformat(), "reason": why[0], "canary": _canary_json(canary)})
     return before
 
 
 def set_alias(
     session: Session, name: str, alias: str, version: int, actor: str | None,
     why: tuple[str | None, dict[str, Any] | None] = (None, None),
+    canary: CanarySpec | None = None,
 ) -> tuple[int, int | None]:
-    """Point ``alias`` at ``version`` (creating the alias); committed. ``why``: the move's
-    reason and evidence (a retraining policy's). Returns (version, the version it pointed at
-    before)."""
+    """Point ``alias`` at ``version`` (creating the alias) with ``canary`` (None: none, so a
+    canary it had ends: PUT replaces the alias); committed. ``why``: the move's reason and
+    evidence (a retraining policy's). Returns (version, the version it pointed at before)."""
     check_name(alias, ["path", "alias"], "an alias")
     registered = get_or_raise(session, name, lock=True)
     found = session.get(ModelVersion, (registered.id, version))
     if found is None:
         raise unknown(["body", "version"], f"registered model {name!r} has no version {version}")
+    _check_canary(session, registered, version, canary)
     row = session.get(ModelAlias, (registered.id, alias))
     rule = alias_rule(session, registered, alias)
     if row is not None and row.version != version:  # the alias's rule, refitted for the version
         rule = _carried(session, found.model_id, rule)
-    before = _move(session, registered, alias, version, action="set", actor=actor, rule=rule,
-                   why=why)
+    action = "set" if row is None or row.version != version else "canary"
+    before = _move(session, registered, alias, version, action=action, actor=actor, rule=rule,
+                   canary=canary, why=why)
     session.commit()
     references.forget(session)
     return version, before
@@ -365,9 +383,101 @@ def set_alias_rule(
     row = session.get(ModelAlias, (registered.id, alias))
     if row is None:
         raise missing(f"registered model {name!r} has no alias {alias!r}")
-    _move(session, registered, alias, row.version, action="rule", actor=actor, rule=rule)
+    _move(session, registered, alias, row.version, action="rule", actor=actor, rule=rule,
+          canary=canaries_of(session, registered).get(alias))
     session.commit()
     references.forget(session)
+
+
+# --- canaries (issue 48: app.registry.canary routes the requests) -----------------------------
+
+
+def canaries_of(session: Session, registered: RegisteredModel) -> dict[str, CanarySpec]:
+    """Alias -> its canary (version, percent)."""
+    rows = session.execute(
+        select(AliasCanary.alias, AliasCanary.version, AliasCanary.percent)
+        .where(AliasCanary.registered_model_id == registered.id)
+    )
+    return {alias: (version, float(percent)) for alias, version, percent in rows}
+
+
+def _check_canary(
+    session: Session, registered: RegisteredModel, version: int, canary: CanarySpec | None
+) -> None:
+    """422 naming ``canary.version`` or ``canary.percent`` unless ``canary`` is a version of
+    the registered model other than the alias's ``version``, at 0 < percent < 100."""
+    if canary is None:
+        return
+    canary_version, percent = canary
+    if not (0.0 < percent < 100.0):  # (NaN fails too)
+        raise invalid([*_CANARY_LOC, "percent"], "percent must be above 0 and below 100 (0: "
+                      "end the canary with canary null; 100: point the alias at the version)")
+    if canary_version == version:
+        raise invalid([*_CANARY_LOC, "version"], f"the canary's version {canary_version} is "
+                      "the alias's own version: a canary is another version")
+    if not in_range(canary_version) or session.get(
+            ModelVersion, (registered.id, canary_version)) is None:
+        raise unknown([*_CANARY_LOC, "version"],
+                      f"registered model {registered.name!r} has no version {canary_version}")
+
+
+def _set_canary(
+    session: Session, registered: RegisteredModel, alias: str, move: AliasMove,
+    change: tuple[CanarySpec | None, CanarySpec | None], rule: str | None,
+) -> None:
+    """The alias's canary after ``move`` (with the alias's ``rule`` carried to its version)
+    and, when it had or has one, the move's record of both (Core statements, as for rules)."""
+    before, after = change
+    owned = (AliasCanary.registered_model_id == registered.id, AliasCanary.alias == alias)
+    session.execute(sql_delete(AliasCanary).where(*owned))  # (flushes the move first)
+    if after is not None:
+        model_id = session.get(ModelVersion, (registered.id, after[0])).model_id
+        session.execute(insert(AliasCanary).values(
+            registered_model_id=registered.id, alias=alias, version=after[0], percent=after[1],
+            rule=_carried(session, model_id, rule)))
+    if before is not None or after is not None:
+        session.add(AliasMoveCanary(
+            move_id=move.id, from_version=before[0] if before else None,
+            from_percent=before[1] if before else None, to_version=after[0] if after else None,
+            to_percent=after[1] if after else None))
+
+
+def _canary_json(canary: CanarySpec | None) -> dict[str, Any] | None:
+    return None if canary is None else {"version": canary[0], "percent": canary[1]}
+
+
+def _restorable_canary(
+    session: Session, registered: RegisteredModel, move: AliasMove
+) -> CanarySpec | None:
+    """The canary the alias had before ``move`` (a rollback restores it); 409 when its
+    version was deleted since."""
+    was = move.from_canary
+    if was is None:
+        return None
+    if session.get(ModelVersion, (registered.id, was["version"])) is None:
+        raise conflict(f"alias {move.alias!r} of registered model {registered.name!r} had "
+                       f"version {was['version']} as its canary before that move, but that "
+                       "version was deleted")
+    return int(was["version"]), float(was["percent"])
+
+
+def set_canary(
+    session: Session, name: str, alias: str, canary: CanarySpec | None, actor: str | None,
+    why: tuple[str | None, dict[str, Any] | None] = (None, None),
+) -> int:
+    """Start, change (``canary``) or end (None) the alias's canary, keeping its version;
+    recorded in the history (``action`` "canary"; ``why``: its reason and evidence, as for
+    ``set_alias``). Committed. Returns the alias's version."""
+    registered = get_or_raise(session, name, lock=True)
+    row = session.get(ModelAlias, (registered.id, alias))
+    if row is None:
+        raise missing(f"registered model {name!r} has no alias {alias!r}")
+    _check_canary(session, registered, row.version, canary)
+    _move(session, registered, alias, row.version, action="canary", actor=actor,
+          rule=alias_rule(session, registered, alias), canary=canary, why=why)
+    session.commit()
+    references.forget(session)
+    return row.version
 
 
 def delete_alias(session: Session, name: str, alias: str, actor: str | None) -> None:
@@ -428,8 +538,9 @@ def rollback_alias(
             f"alias {alias!r} of registered model {name!r} pointed at version {target} before "
             f"its {moved}, but that version was deleted"
         )
+    canary = _restorable_canary(session, registered, standing)
     before = _move(session, registered, alias, target, action="rollback", actor=actor,
-                   rule=standing.from_rule, why=why)
+                   rule=standing.from_rule, canary=canary, why=why)
     session.commit()
     references.forget(session)
     return target, before
@@ -456,22 +567,28 @@ def history_page(
 # --- views --------------------------------------------------------------------------------------
 
 
-def summary(registered: RegisteredModel, aliases: dict[str, int]) -> dict[str, Any]:
+def summary(
+    registered: RegisteredModel, aliases: dict[str, int],
+    canaries: dict[str, CanarySpec] | None = None,
+) -> dict[str, Any]:
     return {
         "name": registered.name,
         "description": registered.description,
         "tags": registered.tags,
         "latest_version": registered.last_version,
         "aliases": aliases,
+        "canaries": {a: _canary_json(c) for a, c in (canaries or {}).items()},
         "created_at": registered.created_at,
         "updated_at": registered.updated_at,
     }
 
 
 def detail(session: Session, registered: RegisteredModel) -> dict[str, Any]:
-    """The registered model with its aliases and its versions (newest first)."""
+    """The registered model with its aliases, their canaries and its versions (newest
+    first)."""
     return {
-        **summary(registered, aliases_of(session, registered)),
+        **summary(registered, aliases_of(session, registered),
+                  canaries_of(session, registered)),
         "versions": versions_of(session, registered),
     }
 
@@ -487,17 +604,28 @@ def summaries(session: Session, rows: list[RegisteredModel]) -> list[dict[str, A
         )
         for owner, alias, version in found:
             aliases[owner][alias] = version
-    return [summary(r, aliases[r.id]) for r in rows]
+    canaries: dict[int, dict[str, CanarySpec]] = {r.id: {} for r in rows}
+    if rows:
+        for owner, alias, version, percent in session.execute(
+            select(AliasCanary.registered_model_id, AliasCanary.alias, AliasCanary.version,
+                   AliasCanary.percent).where(AliasCanary.registered_model_id.in_(list(aliases)))
+        ):
+            canaries[owner][alias] = (version, float(percent))
+    return [summary(r, aliases[r.id], canaries[r.id]) for r in rows]
 
 
 def alias_view(
     session: Session, name: str, alias: str, version: int, before: int | None
 ) -> dict[str, Any]:
     registered = get_or_raise(session, name)
+    canary = canaries_of(session, registered).get(alias)
     return {
         "name": name,
         "alias": alias,
         "version": version,
         "model_id": get_version(session, registered, version).model_id,
         "previous_version": before,
+        "canary": None if canary is None else {
+            "version": canary[0], "percent": canary[1],
+            "model_id": get_version(session, registered, canary[0]).model_id},
     }

@@ -33,7 +33,7 @@ from app.models.loading import rebuild
 from app.registry.references import recalled, recalled_at
 from app.serving import refresh
 from app.serving.model import ServedModel, Stamp
-from app.serving.target import Target, resolve_target
+from app.serving.target import Target, resolve_target, routed_to
 
 _MODEL_ID: list[str | int] = ["body", "model_id"]
 
@@ -156,9 +156,9 @@ def held(runtime: Runtime, ref: Target) -> Target | None:
     memo = recalled(runtime, ref.reference, seconds)
     if memo is None:
         return None
-    resolved, stamp = memo
-    if cache.current(resolved.model_id, stamp) is None:
+    routed = routed_to(ref, *memo)  # (an alias's canary: the arm its key chooses, no read)
+    if cache.current(routed.model_id, routed.stamp) is None:
         return None
     if refresh.due(recalled_at(runtime, ref.reference), seconds):
         runtime.get(refresh.REFRESHER).ahead(ref)
-    return Target(resolved.model_id, ref.reference, resolved, stamp)
+    return routed

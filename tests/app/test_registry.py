@@ -157,6 +157,7 @@ def test_alias_moves_rollback_and_history(client, credit):
         "version": 1,
         "model_id": credit[0],
         "previous_version": None,
+        "canary": None,
     }
     assert_problem(client.post("/registered-models/credit/aliases/production/rollback"), 409)
     assert put(2).json()["previous_version"] == 1
