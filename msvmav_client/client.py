@@ -319,9 +319,26 @@ class Client:
             RegisteredModel, self._json("GET", f"/registered-models/{quote(name, safe='')}")
         )
 
-    def set_alias(self, name: str, alias: str, version: int) -> Alias:
+    def set_alias(
+        self, name: str, alias: str, version: int, *, canary: tuple[int, float] | None = None
+    ) -> Alias:
+        """Point ``alias`` at ``version``; ``canary=(version, percent)``: another version
+        answers ``percent`` of its requests (PUT replaces the alias: without ``canary``, a
+        canary it had ends)."""
         path = f"/registered-models/{quote(name, safe='')}/aliases/{quote(alias, safe='')}"
-        return cast(Alias, self._json("PUT", path, json={"version": version}))
+        body: dict[str, Any] = {"version": version}
+        if canary is not None:
+            body["canary"] = {"version": canary[0], "percent": canary[1]}
+        return cast(Alias, self._json("PUT", path, json=body))
+
+    def set_canary(
+        self, name: str, alias: str, version: int | None, percent: float | None = None
+    ) -> Alias:
+        """Start or change the alias's canary (``version`` answers ``percent`` of its requests,
+        sticky by ``route_key``), keeping the alias's version; ``version=None`` ends it."""
+        path = f"/registered-models/{quote(name, safe='')}/aliases/{quote(alias, safe='')}"
+        canary = None if version is None else {"version": version, "percent": percent}
+        return cast(Alias, self._json("PATCH", path, json={"canary": canary}))
 
     def delete_alias(self, name: str, alias: str) -> None:
         path = f"/registered-models/{quote(name, safe='')}/aliases/{quote(alias, safe='')}"
@@ -348,6 +365,7 @@ class Client:
         ids: Sequence[Any] | None = None,
         rule: str | None = None,
         threshold: float | None = None,
+        route_key: str | None = None,
     ) -> PredictResult:
         """Labels, decision values and (calibrated models) probabilities of raw rows: lists in
         training column order, records (dicts by column name) or a pandas DataFrame (its
@@ -355,7 +373,10 @@ class Client:
         too; with ``explain``, each row's contributions per raw column; ``ids``: each row's id
         in the prediction log (for ``feedback``; default ``"{request id}:{row}"``).
         ``rule="argmax"`` or ``threshold`` (on P(classes[1])): this request's decision rule
-        instead of the reference's (``decision_rule`` in the answer says which labelled)."""
+        instead of the reference's (``decision_rule`` in the answer says which labelled).
+        ``route_key``: an alias with a canary answers every request with the same key by the
+        same version (the ``X-Msvmav-Route-Key`` header; the answer's ``version`` and ``arm``
+        say which answered)."""
         body: dict[str, Any] = {**_model_field(model), "instances": _instances(rows)}
         if rule is not None:
             body["rule"] = rule
@@ -367,7 +388,8 @@ class Client:
             body["ids"] = list(ids)
         if explain:
             body["explain"] = True
-        return cast(PredictResult, self._json("POST", "/predict", json=body))
+        headers = {} if route_key is None else {"X-Msvmav-Route-Key": route_key}
+        return cast(PredictResult, self._json("POST", "/predict", json=body, headers=headers))
 
     def predict_proba(self, model: ModelRef, rows: Sequence[Any] | Any) -> list[list[float]]:
         """Each row's class probabilities in the order of the answer's ``classes`` (as

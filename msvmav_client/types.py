@@ -119,6 +119,7 @@ class PredictResult(TypedDict, total=False):  # PredictResponse
     model: str | None  # the registered model, for a reference
     version: int | None
     alias: str | None
+    arm: str | None  # an alias with a canary: "primary" or "canary" (version: the answering one)
     classes: list[Any]
     n: int
     n_clipped: int  # rows with a feature outside the training range (each one's clipped)
@@ -236,6 +237,7 @@ class RegisteredModel(TypedDict, total=False):  # RegisteredModelDetail
     latest_version: int  # the highest version number given so far (0: none)
     versions: list[ModelVersion]  # newest first
     aliases: dict[str, int]
+    canaries: dict[str, dict[str, Any]]  # alias -> its canary (version, percent, model_id)
     created_at: str
     updated_at: str
 
@@ -246,12 +248,19 @@ class VersionCreated(TypedDict, total=False):  # VersionCreated
     model_id: int
 
 
+class Canary(TypedDict, total=False):  # CanaryOut
+    version: int
+    percent: float  # of the alias's requests (0 < percent < 100)
+    model_id: int | None
+
+
 class Alias(TypedDict, total=False):  # AliasOut
     name: str
     alias: str
     version: int
     model_id: int
     previous_version: int | None
+    canary: Canary | None
 
 
 class DatasetProfile(TypedDict, total=False):  # DatasetProfile
@@ -312,6 +321,7 @@ class MonitoringReport(TypedDict, total=False):  # MonitoringReport
     drift: dict[str, Any] | None  # Kolmogorov-Smirnov test, per feature too
     labelled: dict[str, Any]  # rows with feedback: accuracy, margin statistics, per day
     log: LogState | None
+    arms: dict[str, Any] | None  # by alias: each version that answered its rows (a canary's arms)
 
 
 class ShadowSide(TypedDict, total=False):  # ShadowSide

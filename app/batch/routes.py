@@ -21,6 +21,7 @@ from app.core.ids import MAX_DB_ID
 from app.core.problems import invalid, problem_responses
 from app.core.validation import Text
 from app.jobs.schemas import JobOut
+from app.registry.canary import ROUTE_KEY_HEADER
 
 router = APIRouter(prefix="/batch-predictions", tags=["batch"])
 
@@ -113,7 +114,8 @@ def create_batch_job(
         format=format, delimiter=delimiter or None, header=header,
         id_column=(id_column or "").strip() or None, passthrough=_columns(passthrough),
         output=output, on_error=on_error, chunk_rows=chunk_rows, rule=rule,
-        threshold=threshold, max_columns=settings.max_features)
+        threshold=threshold, max_columns=settings.max_features,
+        route_key=request.headers.get(ROUTE_KEY_HEADER))
     filename = file.filename or "" if file is not None else ""
 
     def create() -> Created:

@@ -64,6 +64,7 @@ class BatchOptions:
     rule: str | None = None  # the job's own decision rule (app.serving.codec.decision_for)
     threshold: float | None = None
     max_columns: int = 200_000  # MSVMAV_MAX_FEATURES
+    route_key: str | None = None  # an alias's canary: the arm the whole job is scored by
 
 
 def _body(name: str) -> list[str | int]:
@@ -71,7 +72,9 @@ def _body(name: str) -> list[str | int]:
 
 
 def _model(session: Session, options: BatchOptions) -> tuple[Model, str | None, Target]:
-    target = target_of(options.model_id, options.model, _body("model"))
+    # (a job by an alias with a canary is scored by one arm, chosen here: X-Msvmav-Route-Key)
+    target = target_of(options.model_id, options.model, _body("model"), routed=True,
+                       route_key=options.route_key)
     target = resolve_target(runtime_of(session), target, _body("model"))
     assert target.model_id is not None
     model = models.get_or_raise(session, target.model_id, _body("model_id"))

@@ -39,7 +39,8 @@ SUFFIXES = {"onnx": "onnx", "bundle": "zip"}
         "sha256 checksums) for `POST /models/import` or `app.export.bundle.load_bundle`. Both "
         "label by the decision rule of the reference, as /predict does: an alias's rule, else "
         "the model's (the graph's `msvmav.decision_rule` metadata, the bundle's "
-        "`decision_rule`). See docs/export.md."
+        "`decision_rule`). See docs/export.md. 409 for an alias with a canary (a file answers "
+        "by one version): export `name/version` of either arm, or end the canary."
     ),
     response_class=Response,
     responses={
@@ -50,7 +51,7 @@ SUFFIXES = {"onnx": "onnx", "bundle": "zip"}
                 for t in sorted(set(MEDIA_TYPES.values()))
             },
         },
-        **problem_responses(404, 422, 501),
+        **problem_responses(404, 409, 422, 501),
     },
 )
 def export_model(

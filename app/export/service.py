@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.core import storage
 from app.core.jsonable import jsonable
-from app.core.problems import Problem, invalid, too_large
+from app.core.problems import Problem, conflict, invalid, too_large
 from app.core.runtime import runtime_of
 from app.export.bundle import BundleError, BundleTooLargeError, read_bundle, write_bundle
 from app.export.expansion import UnsupportedModelError, expansion
@@ -70,6 +70,14 @@ def _stored(session: Session, ref: str) -> Exported:
     (``decision_for``: the alias's rule, else the model's)."""
     loaded, target = acquire(runtime_of(session), Target(reference=ref), 0.0, None,
                              ref_loc=_REF, session=session)
+    canary = target.resolved.canary if target.resolved is not None else None
+    if canary is not None:  # a file answers by one version: it cannot split traffic
+        raise conflict(
+            f"alias {target.resolved.alias!r} of registered model {target.resolved.name!r} has a "
+            f"canary (version {canary.version} answers {canary.percent:g} % of its requests, "
+            f"version {target.resolved.version} the rest): a file cannot split traffic; export "
+            f"'{target.resolved.name}/{target.resolved.version}' or "
+            f"'{target.resolved.name}/{canary.version}', or end the canary first")
     row = models.get_or_raise(session, loaded.id)
     decision = decision_for(loaded, target)
     rule = None if decision.source == "default" else decision.rule

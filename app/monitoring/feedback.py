@@ -40,6 +40,17 @@ def resolve_reference(session: Session, reference: str, loc: list[str | int]) ->
     return resolve_request(runtime_of(session), reference, loc)[0].model_id
 
 
+def arm_model(session: Session, name: str, alias: str, arm: str, loc: list[str | int]) -> int:
+    """The stored model of ``arm`` ("primary" or "canary") of ``name@alias`` now; 422 naming
+    ``loc`` when the alias has no canary, 404 when it does not exist."""
+    resolved = resolve_request(runtime_of(session), f"{name}@{alias}", ["path", "name"])[0]
+    if arm == "primary":
+        return resolved.model_id
+    if resolved.canary is None:
+        raise invalid(loc, f"alias {alias!r} of registered model {name!r} has no canary")
+    return resolved.canary.model_id
+
+
 def record_feedback(
     session: Session, runtime: Runtime, request: FeedbackRequest, settings: Settings
 ) -> dict[str, Any]:

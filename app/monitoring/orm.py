@@ -32,6 +32,9 @@ class PredictionLog(Base):
         Index("ix_prediction_log_model_id_created_at", "model_id", "created_at"),
         Index("ix_prediction_log_model_id_prediction_id", "model_id", "prediction_id"),
         Index("ix_prediction_log_created_at", "created_at"),
+        # an alias's rows by version in a window (app.monitoring.arms)
+        Index("ix_prediction_log_registered_model_alias_created_at", "registered_model",
+              "alias", "created_at"),
     )
 
     id: Mapped[int] = mapped_column(LogId, primary_key=True)

@@ -12,7 +12,7 @@ from app.core.deps import RuntimeDep, SessionDep, SettingsDep
 from app.core.plotting import image_response_doc
 from app.core.problems import invalid, problem_responses
 from app.core.timestamps import TIMESTAMP_FORMAT, Timestamp
-from app.monitoring import feedback, report, shadow_service
+from app.monitoring import arms, feedback, report, shadow_service
 from app.monitoring import log as prediction_log
 from app.monitoring.log import PredictionLogDep
 from app.monitoring.schemas import (
@@ -22,7 +22,7 @@ from app.monitoring.schemas import (
     ShadowReport,
     ShadowUpdate,
 )
-from app.registry.references import BARE_NAME
+from app.registry.references import BARE_NAME, SERVING_ALIAS
 
 router = APIRouter(tags=["monitoring"])
 
@@ -68,6 +68,9 @@ Alias = Annotated[
           examples=["production"]),
 ]
 Version = Annotated[int | None, Query(ge=1, le=2**31 - 1, description="Or a version")]
+Arm = Annotated[Literal["primary", "canary"] | None, Query(
+    description="With an alias that has a canary (default `production`): the report of that "
+    "arm's version (422 naming `arm` when the alias has no canary)")]
 Bucket = Annotated[Literal["minute", "hour", "day"], Query(
     description="labelled.buckets: the rows with feedback per UTC minute, hour or day")]
 _PNG = {200: image_response_doc("png"), **problem_responses(404, 422)}
@@ -82,9 +85,15 @@ def _png(body: bytes) -> Response:
     return Response(content=body, media_type="image/png")
 
 
-def _registered(session: Session, name: str, alias: str | None, version: int | None) -> int:
+def _registered(session: Session, name: str, alias: str | None, version: int | None,
+                arm: str | None = None) -> int:
     if alias is not None and version is not None:
         raise invalid(["query", "version"], "give alias or version, not both")
+    if arm is not None:
+        if version is not None:
+            raise invalid(["query", "arm"], "give arm with an alias (or none: production), not "
+                          "with a version")
+        return feedback.arm_model(session, name, alias or SERVING_ALIAS, arm, ["query", "arm"])
     reference = f"{name}@{alias}" if alias else f"{name}/{version}" if version else name
     return feedback.resolve_reference(session, reference, ["path", "name"])
 
@@ -118,8 +127,9 @@ def _registered_window(
     version: Version = None,
     since: Since = None,
     until: Until = None,
+    arm: Arm = None,
 ) -> Window:
-    model_id = _registered(session, name, alias, version)
+    model_id = _registered(session, name, alias, version, arm)
     return Window(session, model_id, since, until, writer)
 
 
@@ -160,15 +170,23 @@ def get_model_monitoring_png(window: ModelWindow) -> Response:
     description=(
         "The report of `GET /models/{id}/monitoring` for the stored model that the alias "
         "(`?alias=production`), else the version (`?version=2`), else the bare name "
-        f"({BARE_NAME}) names now; its "
-        "live rows are every logged row of that stored model (by reference or by id)."
+        f"({BARE_NAME}) names now (`?arm=canary`: its canary's version); its "
+        "live rows are every logged row of that stored model (by reference or by id). For an "
+        "alias (or a bare name's `production`), `arms` adds each version that answered the "
+        "alias's own rows in the window (a canary's two arms side by side): rows, feedback, "
+        "realised accuracy, mean decision value, clipped share, rows per predicted class."
     ),
     response_model=MonitoringReport,
     responses=problem_responses(404, 422),
 )
-def get_registered_model_monitoring(window: RegisteredWindow,
+def get_registered_model_monitoring(window: RegisteredWindow, name: str, alias: Alias = None,
+                                    version: Version = None,
                                     bucket: Bucket = "day") -> dict[str, Any]:
-    return report.model_report(*window, bucket=bucket)
+    body = report.model_report(*window, bucket=bucket)
+    named = alias or (SERVING_ALIAS if version is None else None)
+    if named is not None:
+        body["arms"] = arms.alias_arms(window.session, name, named, window.since, window.until)
+    return body
 
 
 @router.get(

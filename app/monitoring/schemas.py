@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -180,12 +180,42 @@ class PerformanceEstimate(BaseModel):
     reliability: Reliability
 
 
+class ArmRecordOut(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+
+    version: int
+    model_id: int
+    arm: Literal["primary", "canary", "other"] = Field(
+        description="What the version is to the alias now: its own (`primary`), its canary's, "
+        "or one it pointed at earlier in the window (`other`)")
+    n: int = Field(description="Rows the alias answered by this version in the window")
+    n_labelled: int = Field(description="Of them, rows with feedback")
+    accuracy: float | None = Field(description="Realised accuracy on the rows with feedback")
+    mean_decision: float | None
+    clipped_fraction: float | None
+    predicted_counts: list[int] = Field(description="Rows per predicted class (by class index)")
+    first_at: datetime | None
+    last_at: datetime | None
+
+
+class AliasArms(BaseModel):
+    alias: str
+    version: int = Field(description="The alias's own version now")
+    canary: dict[str, Any] | None = Field(description="Its canary now (version, percent)")
+    records: list[ArmRecordOut] = Field(description="One per version that answered the alias's "
+                                        "rows in the window (app.monitoring.arms.arm_records)")
+
+
 class MonitoringReport(BaseModel):
     model_config = ConfigDict(
         protected_namespaces=(), json_schema_extra={"examples": [_REPORT_EXAMPLE]}
     )
 
     model_id: int
+    arms: AliasArms | None = Field(
+        None, description="A registered model's report by alias (or bare name: `production`): "
+        "each version that answered the alias's own rows in the window, e.g. a canary's two "
+        "arms side by side")
     since: datetime | None = Field(None, description="The window's start (inclusive), if given")
     until: datetime | None = Field(None, description="The window's end (exclusive), if given")
     reference: dict[str, Any] | None = Field(

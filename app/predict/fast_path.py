@@ -73,7 +73,7 @@ class PredictFastPath:
             return None
         try:
             request = PredictRequest.model_validate(orjson.loads(body))
-            target = inline.request_target(request)
+            target = inline.request_target(request, _header(scope, inline.ROUTE_KEY))
         except (orjson.JSONDecodeError, ValidationError, Problem):
             return None  # the route answers it (or refuses it as the body's problem)
         answer = await inline.inline_answer(scope["app"].state.runtime, request, target)
@@ -86,6 +86,14 @@ class PredictFastPath:
                     self._route = route
                     break
         return self._route
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    """The request's header ``name`` (lower case), decoded as Latin-1 as ASGI gives it."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
 
 
 def _candidate(scope: Scope) -> bool:

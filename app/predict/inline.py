@@ -9,20 +9,27 @@ from typing import Any
 
 from fastapi import Response
 
-from app.core.fastjson import json_response
 from app.core.runtime import Runtime
 from app.predict import service
 from app.predict.numeric_rows import row_count
 from app.predict.schemas import PredictRequest
+from app.registry import canary
 from app.serving import lanes
-from app.serving.target import Target, target_of
+from app.serving.target import Target, route_key, target_of
 
 _MODEL_LOC: list[str | int] = ["body", "model"]
 
 
-def request_target(request: PredictRequest) -> Target:
-    """The model the request names (422 naming ``model`` when it names it wrongly)."""
-    return target_of(request.model_id, request.model, _MODEL_LOC)
+#: The route key's header (app.registry.canary), and as ASGI scopes spell it.
+ROUTE_KEY_HEADER = canary.ROUTE_KEY_HEADER
+ROUTE_KEY = ROUTE_KEY_HEADER.lower().encode()
+
+
+def request_target(request: PredictRequest, header: str | None = None) -> Target:
+    """The model the request names (422 naming ``model`` when it names it wrongly); an alias's
+    canary arm is chosen by the ``X-Msvmav-Route-Key`` ``header``, else the first id."""
+    key = route_key(header, request.ids)
+    return target_of(request.model_id, request.model, _MODEL_LOC, routed=True, route_key=key)
 
 
 def rows_request(request: PredictRequest) -> service.RowsRequest:
@@ -47,13 +54,13 @@ async def inline_answer(runtime: Runtime, request: PredictRequest, target: Targe
     route answers it (its refusal too: ``hand_on``)."""
     return await lanes.serve_inline(
         runtime, service.ROWS, rows_request(request), target,
-        rows=_lane_rows(request), render=json_response, hand_on=True,
+        rows=_lane_rows(request), render=service.answered, hand_on=True,
     )
 
 
-async def answer(runtime: Runtime, request: PredictRequest) -> Response:
-    """The answer in the cheapest lane the request may take."""
+async def answer(runtime: Runtime, request: PredictRequest, header: str | None = None) -> Response:
+    """The answer in the cheapest lane the request may take (``header``: the route key's)."""
     return await lanes.serve_soon(
-        runtime, service.ROWS, rows_request(request), request_target(request),
-        rows=_lane_rows(request), render=json_response,
+        runtime, service.ROWS, rows_request(request), request_target(request, header),
+        rows=_lane_rows(request), render=service.answered,
     )

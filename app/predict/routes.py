@@ -24,7 +24,7 @@ from app.predict.schemas import (
     PredictResponse,
 )
 from app.registry.references import BARE_NAME
-from app.serving.target import target_of
+from app.serving.target import route_key, target_of
 
 
 class PredictBody(OrjsonRequest):
@@ -78,7 +78,8 @@ async def predict(
     # existence is checked on a pooled connection; see app.serving.acquire), and
     # each dependency costs FastAPI's solver a measurable share of a one-row request. A valid
     # one-row request usually never gets here: app.predict.fast_path answers it first.
-    return await inline.answer(http.app.state.runtime, request)
+    return await inline.answer(http.app.state.runtime, request,
+                               http.headers.get(inline.ROUTE_KEY_HEADER))
 
 
 @router.post(
@@ -93,6 +94,7 @@ async def predict(
     responses=problem_responses(404, 413, 422),
 )
 def predict_file(
+    http: Request,
     runtime: RuntimeDep,
     file: Annotated[UploadFile, File(description="Rows to classify")],
     model_id: Annotated[
@@ -148,15 +150,18 @@ def predict_file(
              description="This request's threshold on P(classes[1]), as /predict's `threshold`"),
     ] = None,
 ) -> Response:
-    return json_response(
+    form_ids = service.form_ids(ids)
+    key = route_key(http.headers.get(inline.ROUTE_KEY_HEADER), form_ids)
+    return service.answered(
         service.predict_file(
             runtime,
-            target_of(model_id, (model or "").strip() or None, ["body", "model"]),
+            target_of(model_id, (model or "").strip() or None, ["body", "model"], routed=True,
+                      route_key=key),
             service.FileRequest(
                 content=file.file.read(),
                 filename=file.filename or "",
                 label=(label or "").strip() or None,
-                ids=service.form_ids(ids),
+                ids=form_ids,
                 explain=explain,
                 on_error=on_error,
                 rule=(rule or "").strip() or None,

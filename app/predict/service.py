@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from fastapi import Response
 from pydantic import ValidationError
 
 from app.core.config import Settings
-from app.core.fastjson import gc_paused
+from app.core.fastjson import gc_paused, json_response
 from app.core.jsonable import jsonable
 from app.core.problems import Problem, ingest_problem, invalid
 from app.core.runtime import Runtime
@@ -31,7 +32,7 @@ from app.serving.model import ServedModel
 from app.serving.scoring import check_rows, records, row_ids
 from app.serving.serve import Batch, serve
 from app.serving.sinks import Scored
-from app.serving.target import Target, reference_fields
+from app.serving.target import Target, reference_fields, version_headers
 
 #: Skipped rows /predict/file lists with ``on_error="skip"`` (it counts them all).
 SKIPPED_SHOWN = 100
@@ -79,6 +80,14 @@ def response_body(batch: Batch, scored: Scored) -> dict[str, Any]:
         response["skipped"] = batch.extra["skipped"]
     resolved = scored.target.resolved  # the arm that answered, when the alias has a canary
     return response | reference_fields(scored.target) | {"arm": resolved.arm if resolved else None}
+
+
+def answered(body: dict[str, Any]) -> Response:
+    """The PredictResponse body as the JSON answer, with the headers that say which version
+    answered (``X-Msvmav-Model-Version``, and ``X-Msvmav-Model-Arm`` with a canary)."""
+    response = json_response(body)
+    response.headers.update(version_headers(body.get("version"), body.get("arm")))
+    return response
 
 
 def encode_instances(loaded: ServedModel, instances: list[Any], loc: list[str | int]) -> Any:

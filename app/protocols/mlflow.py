@@ -25,6 +25,7 @@ from app.predict.schemas import WDBC_BENIGN, WDBC_COLUMNS, WDBC_MALIGNANT, Predi
 from app.protocols import mlflow_inputs
 from app.protocols.errors import MLFLOW_TYPE, as_client_error, mlflow_error
 from app.protocols.rules import request_rule
+from app.registry.canary import ROUTE_KEY_HEADER
 from app.registry.references import BARE_NAME
 from app.serving import lanes
 from app.serving.codec import check_matrix, decision_for, encode_rows
@@ -33,7 +34,7 @@ from app.serving.model import ServedModel
 from app.serving.scoring import Scores, check_rows, records, row_ids
 from app.serving.serve import Batch, serve
 from app.serving.sinks import Scored
-from app.serving.target import Target
+from app.serving.target import Target, answer_headers, route_key
 
 router = APIRouter(tags=["inference protocol (MLflow)"])
 
@@ -101,9 +102,11 @@ class JsonDoor:
         scores = scored.scores
         if call.method == "predict_proba":
             assert scores.probabilities is not None
-            return scores.probabilities.tolist(), _rule_name(scores), scores.n_clipped
+            return (scores.probabilities.tolist(), _rule_name(scores), scores.n_clipped,
+                    answer_headers(scored.target))
         with gc_paused():
-            return records(scores, scored.ids), _rule_name(scores), scores.n_clipped
+            return (records(scores, scored.ids), _rule_name(scores), scores.n_clipped,
+                    answer_headers(scored.target))
 
     def refused(self, call: JsonCall, problem: Problem, stage: str) -> Exception:
         if stage == "acquire":
@@ -140,7 +143,8 @@ class CsvDoor:
     def encode(self, body: bytes, batch: Batch, scored: Scored) -> Answer:
         scores = scored.scores
         with gc_paused():
-            return records(scores, scored.ids), _rule_name(scores), scores.n_clipped
+            return (records(scores, scored.ids), _rule_name(scores), scores.n_clipped,
+                    answer_headers(scored.target))
 
     def refused(self, body: bytes, problem: Problem, stage: str) -> Exception:
         if stage == "acquire":
@@ -149,7 +153,7 @@ class CsvDoor:
 
 
 # The predictions, the X-Decision-Rule header's rule name and X-Rows-Clipped's count
-Answer = tuple[list[Any], str, int]
+Answer = tuple[list[Any], str, int, dict[str, str]]  # (+ app.serving.target.answer_headers)
 JSON_DOOR, CSV_DOOR = JsonDoor(), CsvDoor()
 
 
@@ -196,19 +200,28 @@ def _media(content_type: str) -> str:
 
 
 def _response(answer: Answer) -> Response:
-    predictions, rule, clipped = answer
+    predictions, rule, clipped, headers = answer
     response = json_response({"predictions": predictions})
+    response.headers.update(headers)  # the version that answered (and a canary's arm)
     response.headers["X-Decision-Rule"] = rule  # the rule that made the labels (issue 44)
     response.headers["X-Rows-Clipped"] = str(clipped)  # rows outside the training range
     return response
 
 
+def _target(request: Request, ref: str, call: JsonCall | None = None) -> Target:
+    """The reference; an alias's canary arm chosen by the ``X-Msvmav-Route-Key`` header, else
+    by a JSON payload's first id."""
+    key = route_key(request.headers.get(ROUTE_KEY_HEADER), call.ids if call else None)
+    return Target(reference=ref, routed=True, route_key=key)
+
+
 def _invocations(request: Request, body: bytes, content_type: str, ref: str) -> Response:
-    runtime, target = request.app.state.runtime, Target(reference=ref)
+    runtime = request.app.state.runtime
     if _media(content_type) == JSON:
-        answer = serve(runtime, JSON_DOOR, _json_call(request, body), target, loc=None)
+        call = _json_call(request, body)
+        answer = serve(runtime, JSON_DOOR, call, _target(request, ref, call), loc=None)
     else:
-        answer = serve(runtime, CSV_DOOR, body, target, loc=None)
+        answer = serve(runtime, CSV_DOOR, body, _target(request, ref), loc=None)
     return _response(answer)
 
 
@@ -314,5 +327,6 @@ async def invocations(request: Request, model_ref: str) -> Response:
     # a small JSON payload: parsed on the loop, served in the lane its rows allow
     call = _json_call(request, body)
     return await lanes.serve_soon(request.app.state.runtime, JSON_DOOR, call,
-                                  Target(reference=model_ref), rows=len(call.rows), loc=None,
+                                  _target(request, model_ref, call), rows=len(call.rows),
+                                  loc=None,
                                   render=_response)

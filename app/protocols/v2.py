@@ -29,8 +29,10 @@ from app.protocols.v2_schemas import (
     Ready,
     ServerMetadata,
 )
+from app.registry.canary import ROUTE_KEY_HEADER
 from app.registry.references import BARE_NAME
 from app.serving.lanes import INLINE_BODY_BYTES
+from app.serving.target import version_headers
 
 TAG = "inference protocol (V2)"
 health_router = APIRouter(prefix="/v2/health", tags=[TAG])
@@ -119,12 +121,16 @@ def _bound(settings: Settings) -> ContainerBound:
 
 def _response(answer: v2_service.Outputs) -> Response:
     content, header_length = encode_response(*answer)
+    head = answer[0]  # the version that answered (an alias's canary: its arm) as headers too
+    version = head.get("model_version")
+    headers = version_headers(None if version is None else int(version),
+                              head["parameters"].get("arm"))
     if header_length is None:
-        return Response(content, media_type="application/json")
+        return Response(content, media_type="application/json", headers=headers)
     return Response(
         content,
         media_type="application/octet-stream",
-        headers={HEADER_LENGTH: str(header_length)},
+        headers={HEADER_LENGTH: str(header_length), **headers},
     )
 
 
@@ -133,7 +139,8 @@ def _infer_sync(
 ) -> Response:
     state = request.app.state
     parsed = parse_request(body, request.headers.get(HEADER_LENGTH), _bound(state.settings))
-    return _response(v2_service.infer(state.runtime, model_name, model_version, parsed))
+    return _response(v2_service.infer(state.runtime, model_name, model_version, parsed,
+                                      request.headers.get(ROUTE_KEY_HEADER)))
 
 
 async def _infer(request: Request, model_name: str, model_version: str | None) -> Response:
@@ -145,7 +152,7 @@ async def _infer(request: Request, model_name: str, model_version: str | None) -
     state = request.app.state
     parsed = parse_request(body, request.headers.get(HEADER_LENGTH), _bound(state.settings))
     return await v2_service.infer_soon(state.runtime, model_name, model_version, parsed,
-                                       _response)
+                                       _response, request.headers.get(ROUTE_KEY_HEADER))
 
 
 _INFER = {

@@ -37,7 +37,7 @@ from app.serving.model import ServedModel as Served
 from app.serving.scoring import Scores, check_rows
 from app.serving.serve import Batch, serve
 from app.serving.sinks import Scored
-from app.serving.target import Target
+from app.serving.target import Target, route_key
 
 MATRIX_INPUT = "input"
 IDS = "ids"  # the input tensor of the rows' prediction ids
@@ -303,6 +303,8 @@ class V2Door:
             head["id"] = request.id
         head["parameters"] = {"decision_rule": scores.rule.name(scores.classes),
                               "n_clipped": scores.n_clipped}
+        if resolved is not None and resolved.arm is not None:  # the alias has a canary
+            head["parameters"]["arm"] = resolved.arm
         return head, chosen
 
     def refused(self, call: InferCall, problem: Problem, stage: str) -> Exception:
@@ -315,17 +317,24 @@ class V2Door:
 V2 = V2Door()
 
 
-def _reference(name: str, version: str | None) -> Target:
+def _reference(name: str, version: str | None, request: InferRequest,
+               key: str | None) -> Target:
+    """The path's model; an alias's canary arm chosen by ``key`` (the ``X-Msvmav-Route-Key``
+    header), else by the request's ``id``."""
     try:
-        return Target(reference=reference_text(name, version))
+        text = reference_text(name, version)
     except UnknownReference as exc:
         raise v2_error(404, str(exc)) from None
+    ids = None if request.id is None else [request.id]
+    return Target(reference=text, routed=True, route_key=route_key(key, ids))
 
 
-def infer(runtime: Runtime, name: str, version: str | None, request: InferRequest) -> Outputs:
+def infer(runtime: Runtime, name: str, version: str | None, request: InferRequest,
+          key: str | None = None) -> Outputs:
     """The response's JSON members and its output tensors, each with whether it goes binary:
     app.serving.serve with ``V2Door``, the model named by its path."""
-    return serve(runtime, V2, InferCall(name, request), _reference(name, version), loc=None)
+    return serve(runtime, V2, InferCall(name, request), _reference(name, version, request, key),
+                 loc=None)
 
 
 async def infer_soon(
@@ -334,10 +343,12 @@ async def infer_soon(
     version: str | None,
     request: InferRequest,
     render: Callable[[Outputs], R],
+    key: str | None = None,
 ) -> R:
     """``render(infer(...))`` in the cheapest lane the request may take (app.serving.lanes:
     a few rows for a model this process holds, on the loop)."""
     first = request.inputs[0].shape if request.inputs else ()
     rows = first[0] if first else None
     return await lanes.serve_soon(runtime, V2, InferCall(name, request),
-                                  _reference(name, version), rows=rows, loc=None, render=render)
+                                  _reference(name, version, request, key), rows=rows, loc=None,
+                                  render=render)

@@ -55,6 +55,17 @@ def target_of(
     return Target(reference=model, routed=routed, route_key=route_key)
 
 
+def route_key(header: str | None, ids: list[Any] | None = None) -> str | None:
+    """What routes a door's request to an arm of a canary (app.registry.canary): the
+    ``X-Msvmav-Route-Key`` header's value when given, else the request's first row id (the
+    client's), else None (drawn at random)."""
+    if header:
+        return header
+    if ids:
+        return str(ids[0])
+    return None
+
+
 def routed_to(target: Target, resolved: ResolvedModel, stamp: Stamp) -> Target:
     """``target`` resolved to ``resolved``: to the arm its route key chooses when it is a
     door's (``routed``), else to the alias's own version. No I/O."""
@@ -92,9 +103,15 @@ def answer_headers(target: Target) -> dict[str, str]:
     """The headers every door's answer carries when a registered model answered: the version
     that answered and, with a canary, its arm (app.registry.canary)."""
     resolved = target.resolved
-    if resolved is None or resolved.version is None:
+    if resolved is None:
         return {}
-    headers = {VERSION_HEADER: str(resolved.version)}
-    if resolved.arm is not None:
-        headers[ARM_HEADER] = resolved.arm
+    return version_headers(resolved.version, resolved.arm)
+
+
+def version_headers(version: int | None, arm: str | None) -> dict[str, str]:
+    """``X-Msvmav-Model-Version`` (when a registered version answered) and
+    ``X-Msvmav-Model-Arm`` (when its alias has a canary)."""
+    headers = {} if version is None else {VERSION_HEADER: str(version)}
+    if arm is not None:
+        headers[ARM_HEADER] = arm
     return headers

@@ -1,8 +1,9 @@
 """Canary traffic (issue 48): an alias's canary (``alias_canaries``: a second version of the
 registered model that answers ``percent`` of the alias's requests, with the alias's decision
 rule carried to it) and a move's canary before and after (``alias_move_canaries``, so the
-history shows a canary's start, change and end and a rollback restores it). New tables: no
-table is rebuilt on SQLite.
+history shows a canary's start, change and end and a rollback restores it), and an index of
+the prediction log by registered model, alias and time (each arm's rows:
+app.monitoring.arms). New tables: no table is rebuilt on SQLite.
 
 Revision ID: 0018
 Revises: 0017
@@ -53,8 +54,13 @@ def upgrade() -> None:
                                 ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("move_id", name=op.f("pk_alias_move_canaries")),
     )
+    # an alias's rows by version in a window (app.monitoring.arms)
+    op.create_index("ix_prediction_log_registered_model_alias_created_at", "prediction_log",
+                    ["registered_model", "alias", "created_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_prediction_log_registered_model_alias_created_at",
+                  table_name="prediction_log")
     op.drop_table("alias_move_canaries")
     op.drop_table("alias_canaries")

@@ -50,6 +50,7 @@ CALLED_BY = {
     ("POST", "/registered-models/{name}/versions"): "Client.register",
     ("DELETE", "/registered-models/{name}/versions/{version}"): "Client.delete_version",
     ("PUT", "/registered-models/{name}/aliases/{alias}"): "Client.set_alias",
+    ("PATCH", "/registered-models/{name}/aliases/{alias}"): "Client.set_canary",
     ("DELETE", "/registered-models/{name}/aliases/{alias}"): "Client.delete_alias",
     ("POST", "/registered-models/{name}/aliases/{alias}/rollback"): "Client.rollback",
     ("GET", "/registered-models/{name}/history"): "Client.history",
