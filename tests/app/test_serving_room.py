@@ -18,7 +18,6 @@ from sqlalchemy import event, text
 from app.core.config import Settings
 from app.main import create_app
 from app.monitoring import log as prediction_log
-from app.predict import inline as predict_inline
 from app.predict import service as predict_service
 from app.serving import lanes, refresh, sinks
 from tests.app.support import blobs, trained_model
@@ -168,7 +167,7 @@ def test_a_request_whose_answer_fails_after_it_was_logged_is_not_answered_again(
         assert r.status_code == 422  # refused before the sinks: handed on, refused by the route
         assert _logged(app) == before + 1
         # the response made of the answer (the lane's render, after serve) fails alike
-        monkeypatch.setattr(predict_inline, "json_response", broken)
+        monkeypatch.setattr(predict_service, "answered", broken)
         assert client.post("/predict", json=body).status_code == 500
         assert _logged(app) == before + 2  # once: not again by the route
 
