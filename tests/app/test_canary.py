@@ -19,8 +19,8 @@ from app.monitoring.arms import arm_records
 from app.registry.canary import bucket, in_canary
 from app.serving import refresh
 from tests.app.auth_support import ADMIN, bearer, make_key
+from tests.app.serving_support import Reads
 from tests.app.support import assert_problem, blobs, run_jobs, to_csv, trained_model
-from tests.app.test_serving_room import Reads
 
 # the registry's joins and the log's grouping differ between the backends: both run
 pytestmark = pytest.mark.postgres

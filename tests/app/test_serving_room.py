@@ -13,13 +13,14 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from app.core.config import Settings
 from app.main import create_app
 from app.monitoring import log as prediction_log
 from app.predict import service as predict_service
 from app.serving import lanes, refresh, sinks
+from tests.app.serving_support import Reads
 from tests.app.support import blobs, trained_model
 
 WINDOW = 30.0
@@ -39,41 +40,6 @@ def served(settings: Settings, engine) -> Iterator[TestClient]:
     )
     with TestClient(create_app(windowed), headers={"Authorization": f"Bearer {ADMIN}"}) as c:
         yield c
-
-
-class Reads:
-    """Every statement on the app's engine and every check on its reader pool, made by a
-    thread other than the app's background ones (named ``msvmav-*``: the log's writer, a
-    shadow's scorer, the checks renewed ahead)."""
-
-    def __init__(self, app) -> None:
-        runtime = app.state.runtime
-        self.seen: list[str] = []
-        self._targets = [
-            (runtime.engine, "before_cursor_execute", self._statement),
-            (runtime.reader.pool, "checkout", self._checkout),
-            (runtime.engine.pool, "checkout", self._checkout),
-        ]
-
-    def _request_thread(self) -> bool:
-        return not threading.current_thread().name.startswith("msvmav-")
-
-    def _statement(self, _conn, _cursor, statement, *_args) -> None:  # noqa: ANN001
-        if self._request_thread():
-            self.seen.append(statement)
-
-    def _checkout(self, *_args) -> None:  # noqa: ANN002
-        if self._request_thread():
-            self.seen.append("(a pooled connection taken)")
-
-    def __enter__(self) -> Reads:
-        for target, name, fn in self._targets:
-            event.listen(target, name, fn)
-        return self
-
-    def __exit__(self, *_exc) -> None:  # noqa: ANN002
-        for target, name, fn in self._targets:
-            event.remove(target, name, fn)
 
 
 def _registered(client: TestClient, worker) -> int:
