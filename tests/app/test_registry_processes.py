@@ -83,11 +83,12 @@ def test_two_api_processes_see_an_alias_move_at_their_next_request(
         assert r.json()["model_id"] == ids[0]
         assert _call(b.url + "/predict", "POST", by_alias)["model_id"] == ids[0]
         answers: list[dict] = []
-        stop = threading.Event()
+        stop, answered = threading.Event(), threading.Event()
 
         def hammer() -> None:  # B answers throughout the moves below
             while not stop.is_set():
                 answers.append(_call(b.url + "/predict", "POST", by_alias))
+                answered.set()
 
         thread = threading.Thread(target=hammer)
         thread.start()
@@ -103,7 +104,8 @@ def test_two_api_processes_see_an_alias_move_at_their_next_request(
                 # B's very next request after the move uses the new version
                 assert (seen["model_id"], seen["version"]) == (ids[version - 1], version)
                 assert seen["predictions"] == expected[ids[version - 1]]
-                time.sleep(0.1)
+                answered.clear()  # the hammer answers at least once between two moves
+                assert answered.wait(30)
         finally:
             stop.set()
             thread.join(60)
