@@ -10,12 +10,8 @@ set -eu
 if [ -z "${MSVMAV_ADMIN_KEY:-}" ]; then
   unset MSVMAV_ADMIN_KEY
   if [ "${1:-}" = serve ] && [ "${MSVMAV_AUTH:-auto}" != off ]; then
-    msvmav migrate
-    if [ -z "$(msvmav keys list | tail -n +2)" ]; then
-      key=$(msvmav keys create --scope admin --name first-start)
-      echo "msvmav: no MSVMAV_ADMIN_KEY and no API key in the database: created one (shown only here)"
-      echo "msvmav: admin key: $key"
-    fi
+    # Migrates, then creates and prints an admin key if the database holds none: one process.
+    msvmav keys first-start
   fi
 fi
 exec msvmav "$@"

@@ -37,6 +37,30 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _first_start_key(settings: Settings) -> int:
+    """``keys first-start`` (the image's entrypoint): migrate the database, then, if it holds no
+    API key, create an admin key and print it with its notice; print nothing otherwise. One
+    process for what took three (``migrate``, ``keys list``, ``keys create``), each importing
+    the service anew: the entrypoint's first start waits on one import instead of three."""
+    from app.auth import service
+    from app.auth.keys import Scope
+    from app.core.db import make_session_factory
+
+    upgrade_to_head(settings.database_url)
+    engine = make_engine(settings.database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            if service.any_key_exists(session):
+                return 0
+            _row, secret = service.create(session, "first-start", Scope.admin)
+    finally:
+        engine.dispose()
+    print("msvmav: no MSVMAV_ADMIN_KEY and no API key in the database: created one (shown only "
+          "here)")
+    print(f"msvmav: admin key: {secret}")
+    return 0
+
+
 def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
     """``keys create|list|revoke``: on the database directly (migrated first on SQLite, as
     ``serve`` does). ``create`` prints the new key alone on stdout: the only time it is shown."""
@@ -46,6 +70,8 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
     from app.core.pagination import MAX_LIMIT, PageParams
     from app.core.problems import Problem
 
+    if args.keys_command == "first-start":
+        return _first_start_key(settings)
     if is_sqlite(settings.database_url):
         upgrade_to_head(settings.database_url)
     engine = make_engine(settings.database_url)
@@ -235,6 +261,11 @@ def _add_keys(sub: Any) -> None:
     keys_sub.add_parser("list", help="list keys (never their secrets)")
     revoke = keys_sub.add_parser("revoke", help="revoke a key at once")
     revoke.add_argument("id", type=int, help="the key's id (see `msvmav keys list`)")
+    keys_sub.add_parser(
+        "first-start",
+        help="migrate, then create and print an admin key if the database holds none "
+        "(the container image's first start)",
+    )
 
 
 def _dask_option(parser: argparse.ArgumentParser, who: str) -> None:
