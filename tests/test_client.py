@@ -410,3 +410,44 @@ def test_leaderboard_by_dataset_and_by_reference(client, trained):
     with pytest.raises(ValidationFailed) as caught:
         client.leaderboard([first], metric="f1")
     assert "metric" in str(caught.value)
+
+
+def test_evaluate_probabilities_threshold_and_job(client, trained, tmp_path):
+    """The client's evaluate (hold-out rows by default, all rows, a file, a figure),
+    predict_proba, set_threshold (not stored: the module's model keeps argmax) and job, on the
+    live server; the metrics against sklearn on the labels the client's predict serves."""
+    from sklearn import metrics
+
+    model_id, dataset_id = trained["model_id"], trained["dataset"]["id"]
+    frame = wdbc_frame()
+    X, y = frame.drop(columns="Class"), frame["Class"].to_numpy()
+    detail = client.model(model_id)
+    holdout = detail["holdout"]["rows"]
+    answer = client.evaluate(model_id, dataset_id=dataset_id)
+    assert (answer["rows"], answer["row_indices"], answer["n"]) == ("holdout", holdout, 114)
+    served = [p["label"] for p in client.predict(model_id, X.iloc[holdout])["predictions"]]
+    assert answer["metrics"]["accuracy"] == pytest.approx(
+        metrics.accuracy_score(y[holdout], served))
+    assert {"roc", "pr", "reliability"} <= set(answer["curves"])
+    every = client.evaluate(model_id, dataset_id=dataset_id, rows="all")
+    assert (every["rows"], every["n"]) == ("all", 569)
+    path = tmp_path / "labelled.csv"
+    frame.head(40).to_csv(path, index=False)
+    by_file = client.evaluate(model_id, data=path, label="Class")
+    served = [p["label"] for p in client.predict(model_id, X.head(40))["predictions"]]
+    assert (by_file["source"], by_file["n"]) == ("file", 40)
+    assert by_file["metrics"]["accuracy"] == pytest.approx(metrics.accuracy_score(y[:40], served))
+    assert client.evaluate(model_id, dataset_id=dataset_id, figure="png")[:4] == b"\x89PNG"
+    proba = np.array(client.predict_proba(model_id, X.head(5)))
+    classes = client.predict(model_id, X.head(5))["classes"]
+    expected = [[p["probabilities"][str(c)] for c in classes]
+                for p in client.predict(model_id, X.head(5))["predictions"]]
+    np.testing.assert_allclose(proba, expected, atol=0)
+    np.testing.assert_allclose(proba.sum(axis=1), 1, atol=1e-9)
+    rule = client.set_threshold(model_id, cost_fp=1, cost_fn=5, store=False)
+    assert rule["stored_on"] is None and rule["model_id"] == model_id
+    assert 0 < rule["threshold"] < 1
+    assert b"<svg" in client.set_threshold(model_id, cost_fp=1, cost_fn=5, figure="svg")
+    assert client.model(model_id)["holdout_rule"] == detail["holdout_rule"]  # nothing stored
+    job = client.job(trained["job"]["id"])
+    assert (job["status"], job["model_id"]) == ("succeeded", model_id)
