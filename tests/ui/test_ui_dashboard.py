@@ -272,3 +272,36 @@ def test_training_form_offers_the_auto_search_and_its_budget(site):
     assert params["search"]["grid"] == "auto" and params["search"]["budget_seconds"] == 7
     assert params["search"]["cv"] == 3 and params["search"]["kernels"] == ["linear", "rbf"]
     assert b.console_errors == [], b.console_errors
+
+
+#: GET /models/{id}'s fit_path of an RBF model of diabetes.arff (quick search, max_iter 100)
+FIT_PATH = {"linear_solver": None, "kernel_approximation": "exact", "fit_info": {
+    "inverse_builds": 1, "inverse_updates": 58, "last_relative_change": 7.514146869874995e-05,
+    "stop": "objective", "warning": "the fit did not converge: it stopped at max_iter=100 before "
+    "meeting its stopping rule (the objective SV/theta^2 changing by at most 0.0001 per "
+    "iteration (relative, over the last 5)); the model is the last iterate. Raise max_iter, or "
+    "choose other alpha, beta (a search)"}}
+
+
+def test_at_390_px_a_nested_list_with_long_keys_stays_on_the_page(site):
+    """An RBF model's fit path, as diabetes.arff's quick search draws it: the nested fit_info
+    list's key column took the width of ``last_relative_change`` and left the values none, so
+    they overflowed (the page scrolled sideways by 4 px at 390 px) and the fit's warning was
+    drawn one letter a line (a model page 14,000 px tall)."""
+    _server, seeded, b = site
+    b.page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        drawn(b, pages(seeded)["model"])
+        b.page.evaluate("""fitPath => { const cols = document.createElement("div");
+          cols.className = "cols";
+          cols.append(UI.section("Fit path", UI.kv(fitPath)), UI.section("Convergence"));
+          document.getElementById("app").append(cols); }""", FIT_PATH)
+        wide = b.page.evaluate("document.documentElement.scrollWidth")
+        assert wide <= 390, wide
+        # each value has room to be read: the warning ran one letter a line, 8,000 px tall
+        widths = b.page.evaluate("""() => [...document.querySelectorAll(
+          "#app > .cols:last-child dl.kv dl.kv dd")].map(d => d.getBoundingClientRect().width)""")
+        assert len(widths) == 5 and min(widths) >= 150, widths
+    finally:
+        b.page.set_viewport_size({"width": 1280, "height": 900})
+    assert b.console_errors == [], b.console_errors

@@ -187,10 +187,13 @@
       else if (typeof v === "boolean") value = v ? "yes" : "no";
       else if (typeof v === "object" && v !== null) value = JSON.stringify(v);
       else value = UI.num(v);
-      dl.append(el("dt", {}, k), el("dd", {}, value));
+      dl.append(el("dt", {}, UI.breakable(k)), el("dd", {}, value));
     }
     return dl;
   };
+  // A key such as last_relative_change may break after its underscores (<wbr>) on a narrow
+  // screen, rather than in the middle of a word.
+  UI.breakable = (key) => String(key).split("_").flatMap((part, i, all) => (i < all.length - 1 ? [part + "_", el("wbr", {})] : [part]));
   UI.section = (title, ...children) => el("section", { "aria-label": title }, el("h2", {}, title), ...children);
   UI.empty = (...what) => el("p", { class: "empty" }, ...what);
   UI.field = function (label, control, hint) {
