@@ -14,6 +14,7 @@ from app.core.problems import invalid, too_large
 from app.core.runtime import Runtime, runtime_of
 from app.models import service as models
 from app.models.orm import Model
+from app.monitoring import inputs
 from app.monitoring import log as prediction_log
 from app.monitoring.orm import PredictionLog
 from app.monitoring.schemas import FeedbackRequest
@@ -70,6 +71,9 @@ def record_feedback(
     # (others' are written within their flush interval); the answer says how many still wait.
     writer = prediction_log.writer(runtime)
     state = writer.state() if writer is not None else None
+    kept = inputs.writer(runtime)  # and their inputs (a retrain reads both): bounded alike
+    if kept is not None:
+        kept.catch_up(prediction_log.READ_WAIT_SECONDS)
     model = model_of(session, request.model_id, request.model)
     true = models.match_labels(np.asarray(model.classes), request.labels, ["body", "labels"])
     # One label per id (the last given); ids compared as the log stores them, as text.

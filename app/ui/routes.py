@@ -22,6 +22,8 @@ from app.auth.keys import Principal, Scope
 from app.auth.security import require
 from app.core.deps import RuntimeDep, SessionDep, SettingsDep
 from app.core.problems import Problem, problem_responses
+from app.loop import policy_service
+from app.loop.schemas import PolicyOut
 from app.models import service as models
 from app.monitoring import shadow_service
 from app.registry import service as registry
@@ -29,7 +31,7 @@ from app.registry.references import NAME_PATTERN
 from app.training.msvmav_fields import offered
 from app.ui import overview as overview_service
 from app.ui.pages import BY_SLUG, PAGES
-from app.ui.schemas import ModelVersions, OverviewOut, SessionOut, ShadowOrNone
+from app.ui.schemas import ModelVersions, OverviewOut, PolicyOrNone, SessionOut, ShadowOrNone
 from app.ui.security_headers import HEADERS
 from solver import CALIBRATIONS, PAPER_ORDER
 
@@ -191,3 +193,24 @@ def shadow_or_none(runtime: RuntimeDep, session: SessionDep, name: str) -> dict[
         if exc.status != 404:
             raise
         return {"shadow": None}
+
+
+@api_router.get(
+    "/registered-models/{name}/policy",
+    summary="A registered model's retraining policy, or null when it has none",
+    response_model=PolicyOrNone,
+    responses=problem_responses(404),
+)
+def policy_or_none(session: SessionDep, name: str) -> dict[str, Any]:
+    """As GET /registered-models/{name}/policy (the policy, its state, the challenger's
+    record), but 200 with ``{"policy": null}`` without one (the registry page asks for every
+    registered model it shows). 404 for an unknown name."""
+    registry.get_or_raise(session, name)
+    try:
+        policy = policy_service.get_or_raise(session, name)
+    except Problem as exc:
+        if exc.status != 404:
+            raise
+        return {"policy": None}
+    out = PolicyOut.model_validate(policy_service.view(session, name, policy))
+    return {"policy": out.model_dump(mode="json")}

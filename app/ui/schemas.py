@@ -75,3 +75,11 @@ class ShadowOrNone(BaseModel):
     shadow: dict[str, Any] | None = Field(
         description="GET /registered-models/{name}/shadow's report; null: no shadow"
     )
+
+
+class PolicyOrNone(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"policy": None}]})
+
+    policy: dict[str, Any] | None = Field(
+        description="GET /registered-models/{name}/policy's answer; null: no retraining policy"
+    )

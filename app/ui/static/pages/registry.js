@@ -21,6 +21,27 @@
     return form;
   }
 
+  // an automatic move's evidence, as the policy judged it (docs/loop.md)
+  function evidenceRows(e) {
+    const rows = { "rows both scored": e.n, "fed-back rows": e.labelled, agreement: UI.pct(e.agreement),
+      "challenger accuracy": UI.pct(e.challenger_accuracy), "production accuracy": UI.pct(e.served_accuracy),
+      "challenger hold-out": UI.pct(e.challenger_holdout_accuracy), "production hold-out": UI.pct(e.served_holdout_accuracy) };
+    if (e.margin !== undefined) rows.margin = e.margin;
+    return rows;
+  }
+
+  // the retraining policy: its cycle, the challenger's record beside production's, its last decision
+  async function policySection(rm) {
+    const p = (await UI.get("/ui-api/registered-models/" + encodeURIComponent(rm.name) + "/policy")).policy;
+    if (!p) return UI.section("Retraining policy", UI.empty("No policy: PUT " + path(rm.name) + "/policy retrains on an alert, a schedule or new fed-back rows, and judges the challenger (docs/loop.md)."));
+    const c = p.config, s = p.state, last = s.last_decision;
+    const kv = { phase: s.phase, action: c.action, "challenger alias": c.judge.challenger_alias,
+      "judged on": c.judge.min_rows + " fed-back rows, margin " + c.judge.margin,
+      "last decision": last ? last.verdict : "—", "rejected versions": (s.rejected_versions || []).join(", ") || "—" };
+    if (s.challenger_version !== undefined) kv["challenger version"] = s.challenger_version;
+    return UI.section("Retraining policy", UI.kv(kv), p.record ? el("div", { id: "policy-record" }, el("h3", {}, "Challenger beside production (same live rows)"), UI.kv(evidenceRows(p.record))) : null);
+  }
+
   async function detail(app, ctx, notice) {
     const name = ctx.ident;
     const rm = await UI.get(path(name));
@@ -53,13 +74,17 @@
           el("td", {}, UI.link("/ui/monitoring/" + encodeURIComponent(rm.name + "@" + a), "monitoring")));
       }))) : UI.empty("No alias yet." + (ctx.canWrite ? " Point one (e.g. production) at a version below; clients then predict with \"" + rm.name + "@production\"." : ""));
     app.append(UI.section("Aliases", aliasTable, rollbacks.childNodes.length ? rollbacks : null, out, ctx.canWrite && rm.versions.length ? aliasControls(rm, out, reload) : null));
-    app.append(UI.section("Versions", rm.versions.length ? UI.table({}, el("thead", {}, el("tr", {}, ["Version", "Model", "Algorithm", "Hold-out accuracy", "Registered"].map((h) => el("th", { scope: "col" }, h)))),
+    app.append(UI.section("Versions", rm.versions.length ? UI.table({}, el("thead", {}, el("tr", {}, ["Version", "Model", "Algorithm", "Hold-out accuracy", "Registered", "Lineage"].map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, rm.versions.map((v) => el("tr", {}, el("td", { class: "num" }, v.version), el("td", {}, UI.link("/ui/models/" + v.model_id, "#" + v.model_id)),
-        el("td", {}, v.algorithm), el("td", { class: "num" }, UI.pct(v.holdout_accuracy)), el("td", {}, UI.time(v.created_at)))))) : UI.empty("No version: register a model from its page.")));
+        el("td", {}, v.algorithm), el("td", { class: "num" }, UI.pct(v.holdout_accuracy)), el("td", {}, UI.time(v.created_at)),
+        el("td", {}, v.lineage ? "retrained from version " + v.lineage.parent_version + " (+" + v.lineage.feedback_rows + " fed-back rows)" : "—"))))) : UI.empty("No version: register a model from its page.")));
+    app.append(await policySection(rm));
     const hist = await UI.get(path(rm.name) + "/history?limit=50");
     app.append(UI.section("History", hist.items.length ? el("ol", { class: "timeline", id: "history" }, hist.items.map((h) => el("li", {},
       el("strong", {}, h.alias), " ", h.action === "delete" ? "removed (was version " + h.from_version + ")" : h.from_version === null ? "created at version " + h.to_version : (h.action === "rollback" ? "rolled back" : "moved") + " from version " + h.from_version + " to " + h.to_version,
-      " by ", el("em", {}, h.actor || "an open service"), " · ", UI.time(h.moved_at)))) : UI.empty("No alias has moved yet.")));
+      " by ", el("em", {}, h.actor || "an open service"), " · ", UI.time(h.moved_at),
+      h.reason ? el("div", { class: "reason" }, h.reason) : null,
+      h.evidence ? el("details", {}, el("summary", {}, "Evidence"), UI.kv(evidenceRows(h.evidence))) : null))) : UI.empty("No alias has moved yet.")));
   }
 
   UI.pages.registry = async function (app, ctx) {
