@@ -18,7 +18,19 @@ each, printed:
   memory must not grow with N;
 * on the first size: every quantile's rank among the exact margins (gathered here, for the
   check only) against the sketch's stated rank error;
-* the ratio of the RBF fit's time between the last and the first size.
+* the ratio of the RBF fit's time between each size and the one before (at most 12x), and of
+  the bench process's peak;
+* the workers' peak resident set size (psutil, sampled every second) against their limit;
+* with ``--kill``, on the first size: the RBF fit again with a worker SIGKILLed at iteration
+  3, its decisions against the undisturbed fit's and the scheduler's tasks left after it;
+* with ``--copy``: a ``--copy-rows`` copy (rows drawn with replacement) of magic04's training
+  part (80 %, min-max scaled) in 10 Parquet files: the calibrated RBF cluster fit against the
+  local fit on its landmarks (1e-9), its log loss on the test part against the local
+  calibration's (within 5 %), ``cluster_evaluation`` of the test part as 4 partitions, and
+  the linear cluster fit's accuracy.
+
+``--data DIR`` keeps the generated files between runs (DIR/n<N>/); ``--chunk-rows`` splits the
+files into the fit's blocks; ``--keep-features no`` computes the RBF features on every pass.
 """
 
 from __future__ import annotations
@@ -41,6 +53,8 @@ sys.path.insert(0, str(ROOT))
 
 D = 28
 FLIP = 0.05
+#: sizes whose margins are gathered here (for the quantiles' check only)
+QUANTILE_CHECK_ROWS = 1_000_000
 PARAMS = {"kernel": "rbf", "gamma": 0.05, "alpha": 1.0, "beta": 1 / 64,
           "approximation": "low_rank", "kernel_tol": 1e-3, "random_state": 0}
 
@@ -73,43 +87,104 @@ def read_file(path: str) -> tuple[np.ndarray, np.ndarray]:
     import pyarrow.parquet as pq
 
     table = pq.read_table(path)
-    X = np.column_stack([table.column(f"x{j}").to_numpy() for j in range(D)])
+    names = [name for name in table.column_names if name != "label"]
+    X = np.column_stack([table.column(name).to_numpy() for name in names])
     return X, table.column("label").to_numpy()
 
 
-def dask_arrays(files: list[tuple[str, int]]):
+def dask_arrays(files: list[tuple[str, int]], chunk_rows: int | None = None, d: int = D):
+    """A reader graph over the files; ``chunk_rows``: each file's rows in blocks of that many
+    (the fit's blocks; a worker maps one at a time when its features are not kept)."""
     import dask
     import dask.array as da
 
     xs, ys = [], []
     for path, m in files:
         part = dask.delayed(read_file, pure=True, nout=2)(path)
-        xs.append(da.from_delayed(part[0], shape=(m, D), dtype=np.float64))
+        xs.append(da.from_delayed(part[0], shape=(m, d), dtype=np.float64))
         ys.append(da.from_delayed(part[1], shape=(m,), dtype=np.int8))
-    return da.concatenate(xs), da.concatenate(ys)
+    X, y = da.concatenate(xs), da.concatenate(ys)
+    if chunk_rows:
+        X, y = X.rechunk((chunk_rows, d)), y.rechunk(chunk_rows)
+    return X, y
 
 
-def timed_fit(client, est, X, y, traced: bool = False):
+def dataset_files(args, n: int) -> list[tuple[str, int]]:
+    """The N-row dataset's files in ``--data``/n{N} (written there once, reused after)."""
+    import pyarrow.parquet as pq
+
+    directory = Path(args.data) / f"n{n}"
+    if not (directory / "DONE").exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        files = write_parquet(directory, n, args.file_rows, seed=n)
+        (directory / "DONE").write_text(str(len(files)))
+    paths = sorted(str(p) for p in directory.glob("part-*.parquet"))
+    return [(path, pq.ParquetFile(path).metadata.num_rows) for path in paths]
+
+
+class WorkerMemory:
+    """The workers' largest resident set size (psutil, sampled every second by a thread)
+    while a block of code runs."""
+
+    def __init__(self, client) -> None:
+        self.client, self.peak, self._stop = client, {}, None
+
+    def __enter__(self):
+        import threading
+
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                for worker, rss in self.client.run(_rss).items():
+                    self.peak[worker] = max(self.peak.get(worker, 0), rss)
+            except Exception:  # a worker gone between two samples
+                continue
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def largest(self) -> int:
+        return max(self.peak.values(), default=0)
+
+
+def _rss() -> int:
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+def timed_fit(client, est, X, y, traced: bool = False, keep=None, callback=None):
+    """(the fitted model, fit seconds, summary seconds, this process's traced peak bytes,
+    the workers' peak RSS, the summary)."""
     from solver.distributed import cluster_margin_statistics, fit_on_cluster
 
+    extra = {} if est.kernel == "linear" else {"keep_features": keep}
     if traced:
         tracemalloc.start()
-    start = time.perf_counter()
-    est = fit_on_cluster(est, X, y, client=client)
-    fit_s = time.perf_counter() - start
-    start = time.perf_counter()
-    summary = cluster_margin_statistics(est, X, y, client=client)
-    summary_s = time.perf_counter() - start
+    with WorkerMemory(client) as memory:
+        start = time.perf_counter()
+        est = fit_on_cluster(est, X, y, client=client, callback=callback, **extra)
+        fit_s = time.perf_counter() - start
+        start = time.perf_counter()
+        summary = cluster_margin_statistics(est, X, y, client=client)
+        summary_s = time.perf_counter() - start
     peak = tracemalloc.get_traced_memory()[1] if traced else 0
     if traced:
         tracemalloc.stop()
-    return est, fit_s, summary_s, peak, summary
+    return est, fit_s, summary_s, peak, memory.largest(), summary
 
 
-def quantile_check(est, files, summary) -> None:
+def quantile_check(est, files, summary) -> float:
     X = np.concatenate([read_file(p)[0] for p, _ in files])
     y = np.concatenate([read_file(p)[1] for p, _ in files])
     m = np.sort(est._margins_of(est.decision_function(X), y))
+    del X
     eps = summary["quantile_rank_error"]
     worst = 0.0
     for level, value in summary["quantiles"].items():
@@ -117,35 +192,188 @@ def quantile_check(est, files, summary) -> None:
         hi = np.searchsorted(m, value, side="right") / m.size
         q = int(level) / 100
         worst = max(worst, 0.0 if lo <= q <= hi else min(abs(lo - q), abs(hi - q)))
-    print(f"   quantiles: largest rank error {worst:.5f} against the sketch's stated "
-          f"{eps:.5f} ({'within' if worst <= eps else 'OUTSIDE'})", flush=True)
+    print(f"   quantiles ({m.size:,} margins): largest rank error {worst:.5f} against the "
+          f"sketch's stated {eps:.5f} ({'within' if worst <= eps else 'OUTSIDE'})", flush=True)
+    return worst
 
 
-def run_size(client, args, n: int, first: bool, held: tuple) -> float:
+def _outstanding(dask_scheduler) -> list:
+    """(key prefix, state) of the tasks the scheduler still means to run or holds."""
+    return sorted({(str(key).split("-")[0], ts.state)
+                   for key, ts in dask_scheduler.tasks.items()
+                   if ts.state in ("processing", "queued", "waiting", "no-worker", "memory")})
+
+
+def kill_check(client, args, X, y, rank: int, reference, held: tuple) -> None:
+    """The RBF fit again, one worker SIGKILLed at iteration 3's record: its decisions
+    against the undisturbed fit's, and the scheduler's tasks left afterwards."""
+    import signal
+
+    from solver import MSVMAv
+
+    pids = client.run(os.getpid)
+    victim = next(iter(pids))
+    state = {}
+
+    def kill(info):
+        if info.get("stage") is None and info.get("iteration") == 3 and not state:
+            state["killed"] = time.perf_counter()
+            os.kill(pids[victim], signal.SIGKILL)
+
+    start = time.perf_counter()
+    est = fit_on_killed(client, MSVMAv(**PARAMS, n_components=rank, max_iter=args.max_iter),
+                        X, y, args.keep, kill)
+    seconds = time.perf_counter() - start
+    a, b = reference.decision_function(held[0]), est.decision_function(held[0])
+    diff = float(np.max(np.abs(a - b)) / np.max(np.abs(a)))
+    deadline = time.monotonic() + 60
+    left = client.run_on_scheduler(_outstanding)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = client.run_on_scheduler(_outstanding)
+    print(f"   SIGKILL of worker pid {pids[victim]} at iteration 3: fit {seconds:.1f} s, "
+          f"{'killed' if state else 'NOT killed'}; decisions vs the undisturbed fit: largest "
+          f"relative difference {diff:.2e} ({'within' if diff <= 1e-9 else 'OUTSIDE'} 1e-9); "
+          f"scheduler tasks left {left}", flush=True)
+
+
+def fit_on_killed(client, est, X, y, keep, callback):
+    from solver.distributed import fit_on_cluster
+
+    return fit_on_cluster(est, X, y, client=client, callback=callback, keep_features=keep)
+
+
+def run_size(client, args, n: int, first: bool, held: tuple) -> dict:
     from solver import MSVMAv
     from solver.distributed._kernel import largest_rank
 
-    with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
-        files = write_parquet(Path(tmp), n, args.file_rows, seed=n)
-        X, y = dask_arrays(files)
+    tmp = None if args.data else tempfile.TemporaryDirectory(dir=args.tmp)
+    try:
+        if args.data:
+            files = dataset_files(args, n)
+        else:
+            files = write_parquet(Path(tmp.name), n, args.file_rows, seed=n)
+        X, y = dask_arrays(files, args.chunk_rows)
         size = n * D * 8
-        rank = min(args.rank, largest_rank(-(-n // args.workers), args.limit_bytes, D))
-        print(f"-- N = {n:,}: {len(files)} files, data {size / 2**20:.0f} MiB; rank "
-              f"{rank} (asked {args.rank}, workers' memory cap)", flush=True)
-        est, fit_s, sum_s, peak, summary = timed_fit(
+        block = args.chunk_rows or args.file_rows
+        per_worker = -(-n // args.workers)
+        rank = min(args.rank, largest_rank(per_worker, args.limit_bytes, D,
+                                           None if args.keep else block))
+        print(f"-- N = {n:,}: {len(files)} files, {len(X.chunks[0])} blocks, data "
+              f"{size / 2**20:.0f} MiB ({size / args.limit_bytes:.2f}x a worker's limit); "
+              f"rank {rank} (asked {args.rank}, workers' memory cap)", flush=True)
+        est, fit_s, sum_s, peak, wpeak, summary = timed_fit(
             client, MSVMAv(**PARAMS, n_components=rank, max_iter=args.max_iter), X, y,
-            traced=True)
+            traced=True, keep=args.keep)
         acc = est.score(*held)
         print(f"   rbf: fit {fit_s:.1f} s ({est.n_iter_} iterations, rank {est.rank_}, "
-              f"trace error {est.kernel_error_:.3g}), summary {sum_s:.1f} s, hold-out "
-              f"accuracy {acc:.4f}; bench process peak traced {peak / 2**20:.1f} MiB",
+              f"features {est.fit_info_['cluster']['features']}, trace error "
+              f"{est.kernel_error_:.3g}), summary {sum_s:.1f} s, hold-out accuracy {acc:.4f}; "
+              f"service (bench) process peak traced {peak / 2**20:.1f} MiB; workers' peak "
+              f"RSS {wpeak / 2**20:.0f} MiB ({wpeak / args.limit_bytes:.2f}x the limit)",
               flush=True)
-        lin, lfit, lsum, _, _ = timed_fit(client, MSVMAv(max_iter=args.max_iter), X, y)
+        lin, lfit, lsum, _, lpeak, _ = timed_fit(client, MSVMAv(max_iter=args.max_iter), X, y)
+        lacc = lin.score(*held)
         print(f"   linear: fit {lfit:.1f} s, summary {lsum:.1f} s, hold-out accuracy "
-              f"{lin.score(*held):.4f}", flush=True)
-        if first:
+              f"{lacc:.4f} (rbf - linear {acc - lacc:+.4f}); workers' peak RSS "
+              f"{lpeak / 2**20:.0f} MiB", flush=True)
+        if n <= QUANTILE_CHECK_ROWS:
             quantile_check(est, files, summary)
-    return fit_s
+        if first and args.kill:
+            kill_check(client, args, X, y, rank, est, held)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return {"fit": fit_s, "peak": peak, "acc": acc, "linear": lacc}
+
+
+COPY_PARAMS = {"kernel": "rbf", "gamma": 1.0, "alpha": 1.0, "beta": 1 / 64,
+               "approximation": "low_rank", "n_components": 200, "kernel_tol": 1e-3,
+               "max_iter": 30, "random_state": 0}
+
+
+def magic_split(seed: int = 0):
+    """magic04 (19,020 x 10, gamma/hadron) split 80/20, min-max scaled on the training part
+    (the test part clipped to [0, 1]); labels 1 for "g"."""
+    raw = np.genfromtxt(ROOT.parent / "shared" / "datasets" / "magic04.data", delimiter=",",
+                        dtype=str)
+    X, y = raw[:, :-1].astype(np.float64), (raw[:, -1] == "g").astype(np.int8)
+    order = np.random.default_rng(seed).permutation(y.size)
+    cut = int(0.8 * y.size)
+    train, test = order[:cut], order[cut:]
+    lo, hi = X[train].min(axis=0), X[train].max(axis=0)
+    scale = np.where(hi > lo, hi - lo, 1.0)
+    return ((X[train] - lo) / scale, y[train]), (np.clip((X[test] - lo) / scale, 0, 1),
+                                                 y[test])
+
+
+def write_copy(directory: Path, X: np.ndarray, y: np.ndarray, rows: int,
+               files: int) -> tuple[list[tuple[str, int]], np.ndarray, np.ndarray]:
+    """``rows`` rows drawn with replacement from (X, y), in ``files`` Parquet files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pick = np.random.default_rng(46).integers(0, y.size, rows)
+    Xc, yc = X[pick], y[pick]
+    out = []
+    for k, part in enumerate(np.array_split(np.arange(rows), files)):
+        path = directory / f"part-{k:05d}.parquet"
+        pq.write_table(pa.table({**{f"x{j}": Xc[part, j] for j in range(X.shape[1])},
+                                 "label": yc[part]}), path)
+        out.append((str(path), part.size))
+    return out, Xc, yc
+
+
+def copy_run(client, args) -> None:
+    """The 200k-row copy of magic's training part on the cluster: the RBF fit against the
+    local fit on its landmarks; its calibrated probabilities' log loss against the local
+    calibration's; the cluster's evaluation of the test part as partitions; the linear
+    cluster fit's accuracy."""
+    from sklearn.metrics import log_loss
+
+    from solver import MSVMAv
+    from solver.distributed import cluster_evaluation, fit_on_cluster, fit_on_landmarks
+
+    (Xtr, ytr), (Xte, yte) = magic_split()
+    with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
+        files, Xc, yc = write_copy(Path(tmp), Xtr, ytr, args.copy_rows, 10)
+        X, y = dask_arrays(files, d=Xtr.shape[1])
+        print(f"-- magic copy: {args.copy_rows:,} rows of {ytr.size:,} training rows, "
+              f"{len(files)} files; test part {yte.size:,} rows", flush=True)
+        start = time.perf_counter()
+        remote = fit_on_cluster(MSVMAv(**COPY_PARAMS, calibration="sigmoid"), X, y,
+                                client=client)
+        remote_s = time.perf_counter() - start
+        local = fit_on_landmarks(MSVMAv(**COPY_PARAMS), Xc, yc, remote.X_fit_,
+                                 remote.landmark_block_)
+        a, b = local.decision_function(Xte), remote.decision_function(Xte)
+        diff = float(np.max(np.abs(a - b)) / np.max(np.abs(a)))
+        print(f"   rbf on the cluster (calibrated, sigmoid): {remote_s:.1f} s, rank "
+              f"{remote.rank_}; against the local fit on its landmarks: largest relative "
+              f"decision difference {diff:.2e} ({'within' if diff <= 1e-9 else 'OUTSIDE'} "
+              f"1e-9)", flush=True)
+        start = time.perf_counter()
+        here = MSVMAv(**COPY_PARAMS, calibration="sigmoid").fit(Xc, yc)
+        here_s = time.perf_counter() - start
+        ll_remote = log_loss(yte, remote.predict_proba(Xte))
+        ll_here = log_loss(yte, here.predict_proba(Xte))
+        print(f"   log loss on the test part: cluster calibration {ll_remote:.4f}, local "
+              f"calibration {ll_here:.4f} ({here_s:.1f} s): ratio {ll_remote / ll_here:.4f} "
+              f"({'within' if ll_remote <= 1.05 * ll_here else 'OUTSIDE'} 5 %)", flush=True)
+        Xt, yt = dask_arrays_of(Xte, yte, 4)
+        ev = cluster_evaluation(remote, Xt, yt, client=client)
+        lin = fit_on_cluster(MSVMAv(max_iter=30), X, y, client=client)
+        print(f"   the test part as 4 partitions, on the cluster: accuracy {ev['accuracy']:.4f}, "
+              f"log loss {ev['log_loss']:.4f}, Brier {ev['brier_score']:.4f}; linear cluster "
+              f"fit's accuracy {lin.score(Xte, yte):.4f}; load {os.getloadavg()[0]:.1f}",
+              flush=True)
+
+
+def dask_arrays_of(X: np.ndarray, y: np.ndarray, parts: int):
+    import dask.array as da
+
+    rows = -(-y.size // parts)
+    return da.from_array(X, chunks=(rows, X.shape[1])), da.from_array(y, chunks=rows)
 
 
 def _warm() -> None:
@@ -154,7 +382,7 @@ def _warm() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--rows", type=int, nargs="*", default=[100_000, 1_000_000])
     parser.add_argument("--file-rows", type=int, default=50_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--memory-limit", default="1GiB")
@@ -162,7 +390,20 @@ def main() -> None:
     parser.add_argument("--max-iter", type=int, default=30)
     parser.add_argument("--held-out", type=int, default=100_000)
     parser.add_argument("--tmp", default=None, help="where the Parquet files are written")
+    parser.add_argument("--data", default=None,
+                        help="a directory keeping the Parquet files between runs (n<N>/)")
+    parser.add_argument("--chunk-rows", type=int, default=None,
+                        help="rows of a fit's block (a file's rows split; default a file)")
+    parser.add_argument("--keep-features", choices=["auto", "yes", "no"], default="auto",
+                        help="the RBF fit's mapped features kept between passes, computed "
+                        "on every pass, or kept when they fit (auto)")
+    parser.add_argument("--copy", action="store_true",
+                        help="the magic copy's fit, local equality and calibration")
+    parser.add_argument("--copy-rows", type=int, default=200_000)
+    parser.add_argument("--kill", action="store_true",
+                        help="on the first size, the RBF fit again with a worker SIGKILLed")
     args = parser.parse_args()
+    args.keep = {"auto": None, "yes": True, "no": False}[args.keep_features]
     import dask
     from dask.utils import parse_bytes
     from distributed import Client, LocalCluster
@@ -174,15 +415,28 @@ def main() -> None:
           f"thread, memory limit {args.memory_limit} each; max_iter {args.max_iter}",
           flush=True)
     with dask.config.set({"distributed.worker.memory.target": False,
-                          "distributed.worker.memory.spill": False}), \
+                          "distributed.worker.memory.spill": False,
+                          "distributed.worker.memory.pause": False}), \
             LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
                          memory_limit=args.memory_limit, host="127.0.0.1",
                          dashboard_address=":0") as local, Client(local) as client:
         client.run(_warm)
-        times = [run_size(client, args, n, k == 0, held) for k, n in enumerate(args.rows)]
-    print(f"rbf fit time {args.rows[-1]:,} / {args.rows[0]:,} rows: "
-          f"{times[-1] / times[0]:.2f}x for {args.rows[-1] / args.rows[0]:.0f}x rows; load "
-          f"{os.getloadavg()[0]:.1f}", flush=True)
+        if args.copy:
+            copy_run(client, args)
+        runs = []
+        for k, n in enumerate(args.rows):
+            runs.append(run_size(client, args, n, k == 0, held))
+            if k:
+                ratios(args.rows[k - 1], n, runs[-2], runs[-1])
+
+
+def ratios(n0: int, n1: int, first: dict, last: dict) -> None:
+    print(f"== rbf fit time {n1:,} / {n0:,} rows: {last['fit'] / first['fit']:.2f}x for "
+          f"{n1 / n0:.0f}x rows (at most 12x: {'yes' if last['fit'] <= 12 * first['fit'] else 'NO'}"
+          f"); service process peak {last['peak'] / 2**20:.1f} / {first['peak'] / 2**20:.1f} "
+          f"MiB = {last['peak'] / first['peak']:.2f}x; hold-out accuracy rbf - linear at "
+          f"{n1:,}: {last['acc'] - last['linear']:+.4f}; load {os.getloadavg()[0]:.1f}",
+          flush=True)
 
 
 if __name__ == "__main__":

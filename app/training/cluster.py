@@ -6,8 +6,12 @@ MSVMAv with ``solver.distributed.fit_on_cluster``. The model is persisted as any
 
 Kernels "rbf" and "poly" fit the low-rank kernel path there (landmarks from a sample of the
 partitions, each partition mapped to its features on its worker: ``solver.distributed``).
-What the cluster fit cannot do is refused at /train (422): another algorithm, another kernel,
-a search, a hold-out split, a rank whose features would not fit a worker's memory limit. The
+Calibration ("sigmoid", the default, or "isotonic") is fitted there on out-of-fold decision
+values of folds of partitions, so a cluster model has probabilities at /predict as a local one
+does. What the cluster fit cannot do is refused at /train (422): another algorithm, another
+kernel, a search, a hold-out split, calibration of a dataset of one partition, a rank whose
+features would not fit a worker's memory limit (kept between passes, or computed a partition
+at a time on every pass). The
 training summary's margins are reduced over the partitions on the workers
 (``solver.distributed.cluster_margin_statistics``: exact sums, counts, histogram and CDF, the
 quantiles from a KLL sketch with its stated rank error): no row comes to this process.
@@ -46,14 +50,25 @@ def on_cluster(dataset: Dataset, settings: Settings) -> bool:
     return limit is not None and dataset.n_rows * dataset.n_features * 8 > limit
 
 
-def cluster_params(request: TrainRequest, estimator_params: dict[str, Any]) -> dict[str, Any]:
-    """The estimator's parameters for a fit on the cluster: without probabilities unless the
-    request asked for them (calibration needs cross-validated fits on one machine, which the
-    cluster fit does not do: an explicit calibration is refused by ``check_request``)."""
+def cluster_params(request: TrainRequest, estimator_params: dict[str, Any],
+                   dataset: Dataset | None = None) -> dict[str, Any]:
+    """The estimator's parameters for a fit on the cluster. Calibration is the local default
+    (its folds are of partitions: ``solver.distributed``), except on a dataset of fewer than
+    two partitions when the request did not ask for it: no probabilities then (an explicit
+    calibration there is refused by ``check_request``)."""
     params = dict(estimator_params)
-    if "calibration" not in request.model_fields_set:
+    if "calibration" not in request.model_fields_set and dataset is not None \
+            and partitions(dataset) < 2:
         params["calibration"] = "none"
     return params
+
+
+def partitions(dataset: Dataset) -> int:
+    """The row blocks the cluster fit gets: the files of a dataset by reference, else
+    UPLOADED_BLOCK_ROWS-row blocks."""
+    if dataset.reference is not None:
+        return len(dataset.reference.files)
+    return -(-dataset.n_rows // UPLOADED_BLOCK_ROWS)
 
 
 def check_request(request: TrainRequest, estimator_params: dict[str, Any],
@@ -83,6 +98,11 @@ def check_request(request: TrainRequest, estimator_params: dict[str, Any],
         field, _, message = str(exc).partition(": ")
         raise invalid(["body", field if field in TrainRequest.model_fields else "algorithm"],
                       f"{why} limited: {message}") from None
+    if (dataset is not None and params.get("calibration", "none") != "none"
+            and partitions(dataset) < 2):
+        raise invalid(["body", "calibration"], f"{why} calibrated on folds of partitions, and "
+                      f"this dataset has {partitions(dataset)}; use calibration 'none', or "
+                      "register the data as two files or more")
     if (dataset is not None and settings is not None and not est.kernel_kind.primal
             and params.get("approximation") == "low_rank"):
         check_rank_memory(int(params.get("n_components", 1000)), dataset, settings)
@@ -102,9 +122,17 @@ def check_rank_memory(rank: int, dataset: Dataset, settings: Settings) -> None:
     limits = [info.get("memory_limit") or None for info in workers.values()]
     limit = min((lim for lim in limits if lim), default=None)
     try:
-        check_rank_fits(min(rank, dataset.n_rows), rows, limit, dataset.n_features)
+        check_rank_fits(min(rank, dataset.n_rows), rows, limit, dataset.n_features,
+                        largest_partition(dataset))
     except ValueError as exc:
         raise invalid(["body", "n_components"], str(exc).partition(": ")[2]) from None
+
+
+def largest_partition(dataset: Dataset) -> int:
+    """The rows of the dataset's largest row block on the cluster."""
+    if dataset.reference is not None:
+        return max((int(f["n_rows"]) for f in dataset.reference.files), default=1)
+    return min(dataset.n_rows, UPLOADED_BLOCK_ROWS)
 
 
 def _scaled_partition(path: str, encoding: dict, lo: Any, hi: Any, y_dtype: Any

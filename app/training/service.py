@@ -76,7 +76,7 @@ def submit_train(
             params.pop(name, None)
     params["estimator_params"] = fixed
     if on_cluster:
-        fixed = cluster.cluster_params(request, fixed)
+        fixed = cluster.cluster_params(request, fixed, dataset)
         cluster.check_request(request, fixed, dataset, settings)
         params["estimator_params"] = fixed
         job = read_params(TrainJob, params)

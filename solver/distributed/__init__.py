@@ -13,13 +13,17 @@ kernel="rbf" or "poly" fits the low-rank kernel path there (``_kernel``: Nystroe
 chosen from a sample of the rows, each block mapped to its features on its worker);
 ``fit_on_landmarks`` is the local fit on given landmarks. ``cluster_margin_statistics``
 (``_summary``) is a fitted model's training-margin summary reduced over the blocks (exact sums
-and counts; quantiles from a mergeable KLL sketch).
+and counts; quantiles from a mergeable KLL sketch). calibration="sigmoid" or "isotonic" fits
+the calibrator on out-of-fold decision values of folds of blocks, and ``cluster_evaluation``
+scores a model on blocks it did not train on (``_calibration``).
 """
 
+from ._calibration import cluster_evaluation
 from ._cluster import DistributedFitError
 from ._fit import check_cluster_params, fit_on_cluster
 from ._kernel import check_rank_fits, fit_on_landmarks
 from ._summary import cluster_margin_statistics
 
 __all__ = ["DistributedFitError", "check_cluster_params", "check_rank_fits",
-           "cluster_margin_statistics", "fit_on_cluster", "fit_on_landmarks"]
+           "cluster_evaluation", "cluster_margin_statistics", "fit_on_cluster",
+           "fit_on_landmarks"]

@@ -128,25 +128,40 @@ class ClusterRows:
         return self.again(lambda: self.total(self.map(fn, blocks=blocks, **kwargs), combine))
 
     def total(self, parts: list, combine: Callable = _blocks.add) -> Any:
-        """The parts' sum by a tree of FAN_IN-way ``combine`` tasks, waited for."""
+        """The parts' sum by a tree of FAN_IN-way ``combine`` tasks, waited for; the parts and
+        the tree are released once the sum is here (not left to the garbage collector: a
+        future kept alive by a reference cycle keeps its result wanted, and a worker lost
+        meanwhile has the scheduler compute it again, a task of the fit left after it)."""
+        tree = list(parts)
         self.pending.extend(parts)
         while len(parts) > 1:
             parts = [self.client.submit(combine, *parts[i:i + FAN_IN], pure=False)
                      for i in range(0, len(parts), FAN_IN)]
             self.pending.extend(parts)
+            tree.extend(parts)
         self.passes += 1
         self.wait(parts)
-        return self.fetch(parts[0])
+        value = self.fetch(parts[0])
+        for future in tree:
+            future.release()
+        return value
 
     def fetch(self, future: Any) -> Any:
         """The finished future's result; a future lost since (its worker left after the
         wait) starts the pass again, as ``wait`` does (its futures cancelled first)."""
+        from distributed import wait
+
         try:
+            # (``wait``, not ``future.result(timeout=...)``: under heavy load that call's
+            # timeout can fire as its result arrives, and distributed 2026.8's ``sync`` then
+            # raises UnboundLocalError instead of either)
             while True:
                 try:
-                    return future.result(timeout=POLL)
+                    wait([future], timeout=POLL)
+                    break
                 except TimeoutError:
                     self._check_workers()
+            return future.result()
         except BaseException:
             self.cancel()
             raise

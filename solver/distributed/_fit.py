@@ -17,6 +17,7 @@ from .._base import Callback
 from ..msvmav import MSVMAv
 from ..params import validate_params
 from . import _blocks
+from ._calibration import calibrate_on_cluster
 from ._cluster import ClusterRows
 from ._kernel import CLUSTER_KERNELS, fit_kernel_on_cluster
 from ._space import GramSpace, MatrixFreeSpace
@@ -34,9 +35,6 @@ def check_cluster_params(estimator: MSVMAv) -> None:
         raise ValueError("linear_solver: 'woodbury' (the n x n row Gram matrix) is not "
                          "available on the cluster, which is linear only with 'auto', "
                          "'dense', 'gram' or 'cg'")
-    if estimator.calibration != "none":
-        raise ValueError(f"calibration: {estimator.calibration!r} needs cross-validated fits "
-                         "on one machine; the cluster fit takes calibration='none' only")
     if getattr(estimator, "class_weight", None) is not None:
         raise ValueError("class_weight: the cluster fit has no weighted form; fit the "
                          "weighted model on one machine (an uploaded dataset)")
@@ -54,7 +52,8 @@ def _check_kernel_params(estimator: MSVMAv) -> None:
 
 
 def fit_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
-                   callback: Callback | None = None, sample: int | None = None) -> MSVMAv:
+                   callback: Callback | None = None, sample: int | None = None,
+                   keep_features: bool | None = None) -> MSVMAv:
     """Fit the unfitted linear ``estimator`` on the row-chunked dask arrays X (dense float or
     CSR blocks) and y (labels, X's row chunks) with the cluster of ``client``; returns it
     fitted, its decisions those of ``estimator.fit(X, y)`` up to summation order.
@@ -68,11 +67,27 @@ def fit_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
     cannot take; DistributedFitError: the cluster failed a task.
 
     kernel="rbf" or "poly": the low-rank kernel path (``_kernel``: landmarks chosen from
-    ``sample`` rows, the rows mapped to their features on the workers)."""
+    ``sample`` rows, the rows mapped to their features on the workers; ``keep_features``:
+    those kept between passes, or computed on every pass, ``_kernel.fit_kernel_on_cluster``).
+
+    calibration="sigmoid" or "isotonic": ``calibrator_`` from out-of-fold decision values of
+    folds of blocks, each fold's clone fitted here the same way (``_calibration``)."""
     check_cluster_params(estimator)
-    if not estimator.kernel_kind.primal:
-        return fit_kernel_on_cluster(estimator, X, y, client=client, callback=callback,
-                                     sample=sample)
+
+    def fit(est: MSVMAv, X: Any, y: Any, callback: Callback | None) -> MSVMAv:
+        if not est.kernel_kind.primal:
+            return fit_kernel_on_cluster(est, X, y, client=client, callback=callback,
+                                         sample=sample, keep_features=keep_features)
+        return _fit_linear(est, X, y, client, callback)
+
+    fit(estimator, X, y, callback)
+    if estimator.calibration != "none" and not estimator.stopped_early_:
+        calibrate_on_cluster(estimator, X, y, client=client, fit=fit, callback=callback)
+    return estimator
+
+
+def _fit_linear(estimator: MSVMAv, X: Any, y: Any, client: Any,
+                callback: Callback | None) -> MSVMAv:
     rows = ClusterRows.load(client, X, y, bool(estimator.fit_intercept))
     try:
         summary = rows.reduce(_blocks.summarise_block, combine=_blocks.merge_summaries,

@@ -26,6 +26,7 @@ fit whose landmarks came from a sample).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,9 @@ MAX_RANK = 2048
 #: rows (n_w x d floats) and their mapped features (n_w x r floats) at once; the rest is for
 #: the interpreter, the reduce's r x r sums and temporaries
 FACTOR_SHARE = 0.6
+#: rank-wide arrays of a block alive at once while it is mapped and its sums are taken (the
+#: kernel against the landmarks, its triangular solve, the rotated copy, a pass's rows of A)
+PER_PASS_COPIES = 5
 FLOAT = 8
 #: the kernels the cluster fits (positive semi-definite: a Nystroem factor exists)
 CLUSTER_KERNELS = ("rbf", "poly")
@@ -60,50 +64,91 @@ def factor_bytes(rows: int, rank: int, d: int) -> int:
     return FLOAT * int(rows) * (int(d) + int(rank))
 
 
-def largest_rank(rows: int, memory_limit: int | None, d: int) -> int:
+def per_pass_bytes(rows: int, rank: int, d: int, block_rows: int) -> int:
+    """Bytes of a worker whose features are computed on every pass (``PerPassFeatures``):
+    its ``rows`` raw rows kept, and the PER_PASS_COPIES rank-wide arrays of the one block of
+    ``block_rows`` rows it maps at a time."""
+    return FLOAT * (int(rows) * int(d) + PER_PASS_COPIES * int(block_rows) * int(rank))
+
+
+def largest_rank(rows: int, memory_limit: int | None, d: int,
+                 block_rows: int | None = None) -> int:
     """The largest rank whose blocks for ``rows`` rows of ``d`` features take at most
-    FACTOR_SHARE of ``memory_limit`` bytes while they are mapped (MAX_RANK with no limit)."""
+    FACTOR_SHARE of ``memory_limit`` bytes: with the features kept between passes, or (given
+    ``block_rows``, the largest block's rows) computed on every pass when that holds more
+    (MAX_RANK with no limit)."""
     if not memory_limit or rows <= 0:
         return MAX_RANK
-    return max(0, min(MAX_RANK, int(FACTOR_SHARE * memory_limit / (FLOAT * rows)) - int(d)))
+    budget = FACTOR_SHARE * memory_limit / FLOAT
+    kept = int(budget / rows) - int(d)
+    if block_rows:
+        kept = max(kept, int((budget - rows * d) / (PER_PASS_COPIES * block_rows)))
+    return max(0, min(MAX_RANK, kept))
 
 
 def check_rank_fits(rank: int, rows_per_worker: int, memory_limit: int | None,
-                    d: int) -> None:
+                    d: int, block_rows: int | None = None) -> None:
     """ValueError naming n_components when a rank's blocks for ``rows_per_worker`` rows of
-    ``d`` features would not fit FACTOR_SHARE of a worker's ``memory_limit``."""
-    cap = largest_rank(rows_per_worker, memory_limit, d)
+    ``d`` features would not fit FACTOR_SHARE of a worker's ``memory_limit``, neither kept
+    between passes nor (given ``block_rows``) computed a block at a time on every pass."""
+    cap = largest_rank(rows_per_worker, memory_limit, d, block_rows)
     if rank > cap:
-        need = factor_bytes(rows_per_worker, rank, d) / 2**20
+        need = factor_bytes(rows_per_worker, rank, d)
+        if block_rows:
+            need = min(need, per_pass_bytes(rows_per_worker, rank, d, block_rows))
         raise ValueError(
-            f"n_components: rank {rank} needs {need:.0f} MiB on a worker holding "
-            f"{rows_per_worker} rows of {d} features (raw and mapped, while they are mapped), "
-            f"more than {FACTOR_SHARE:g} of its memory limit {memory_limit / 2**20:.0f} MiB; "
-            f"the largest rank that fits is {cap} (use fewer n_components, more workers, or "
-            "workers with more memory)")
+            f"n_components: rank {rank} needs {need / 2**20:.0f} MiB on a worker holding "
+            f"{rows_per_worker} rows of {d} features (its features kept, or computed a block "
+            f"at a time), more than {FACTOR_SHARE:g} of its memory limit "
+            f"{memory_limit / 2**20:.0f} MiB; the largest rank that fits is {cap} (use fewer "
+            "n_components, more workers, or workers with more memory)")
 
 
-def worker_rows(rows: ClusterRows, sizes: list[int]) -> dict[str, int]:
-    """Rows held by each worker (its blocks' sizes summed)."""
-    held: dict[str, int] = {}
+def worker_rows(rows: ClusterRows, sizes: list[int]) -> dict[str, tuple[int, int]]:
+    """(rows held, the largest block's rows) of each worker."""
+    held: dict[str, tuple[int, int]] = {}
     for part, size in zip(rows.parts, sizes, strict=True):
         for worker in rows.client.who_has([part]).get(part.key, ()):
-            held[worker] = held.get(worker, 0) + size
+            total, largest = held.get(worker, (0, 0))
+            held[worker] = (total + size, max(largest, size))
     return held
 
 
-def memory_cap(rows: ClusterRows, sizes: list[int], d: int) -> tuple[int, int, int | None]:
-    """(the largest rank every worker's memory holds, the rows of the worker that binds,
-    its memory limit)."""
+@dataclass(frozen=True)
+class MemoryPlan:
+    """The ranks every worker's memory holds: with the mapped features kept between passes
+    (``kept``), or computed a block at a time on every pass (``per_pass``); the rows and the
+    limit of the worker that binds the first."""
+
+    kept: int
+    per_pass: int
+    rows: int
+    limit: int | None
+
+    def cap(self, keep_features: bool | None) -> int:
+        if keep_features is None:
+            return max(self.kept, self.per_pass)
+        return self.kept if keep_features else self.per_pass
+
+    def keeps(self, rank: int, keep_features: bool | None) -> bool:
+        """Are the features of ``rank`` kept between passes?"""
+        return rank <= self.kept if keep_features is None else keep_features
+
+
+def memory_cap(rows: ClusterRows, sizes: list[int], d: int) -> MemoryPlan:
+    """What every worker's memory holds (``MemoryPlan``)."""
     limits = {w: info.get("memory_limit") or None
               for w, info in rows.client.scheduler_info()["workers"].items()}
-    held = worker_rows(rows, sizes)
-    best = (MAX_RANK, 0, None)
-    for worker, count in held.items():
+    kept = per_pass = MAX_RANK
+    bound, limit = 0, None
+    for worker, (count, largest) in worker_rows(rows, sizes).items():
         cap = largest_rank(count, limits.get(worker), d)
-        if cap < best[0]:
-            best = (cap, count, limits.get(worker))
-    return best
+        if cap < kept:
+            kept, bound, limit = cap, count, limits.get(worker)
+        if limits.get(worker):
+            budget = FACTOR_SHARE * limits[worker] / FLOAT - count * d
+            per_pass = min(per_pass, max(0, int(budget / (PER_PASS_COPIES * largest))))
+    return MemoryPlan(kept, per_pass, bound, limit)
 
 
 def cluster_gamma(estimator: MSVMAv, rows: ClusterRows, d: int) -> float:
@@ -219,15 +264,51 @@ def fit_on_landmarks(estimator: MSVMAv, X, y, landmarks: np.ndarray,
     return estimator
 
 
-def mapped_rows(rows: ClusterRows, landmarks: Landmarks) -> tuple[ClusterRows, np.ndarray,
-                                                                  np.ndarray, float]:
+class PerPassFeatures(ClusterRows):
+    """The raw blocks kept, their features computed on every pass: each task maps its block
+    (``_kernel_blocks.on_features``) and lets the features go when it ends, so that a worker
+    holds its raw rows and one block's features at a time (``per_pass_bytes``). The same
+    features as ``mapped_rows`` gives (the same function of the same block), so the same fit."""
+
+    def __init__(self, rows: ClusterRows, landmarks: Any, rotation: Any, rank: int) -> None:
+        super().__init__(rows.client, rows.parts, rows.n, rank, rows.tick)
+        self.mapping = {"landmarks_": landmarks, "rotation_": rotation}
+        rows.parts = []  # owned here from now on
+
+    def map(self, fn: Any, *, blocks: list | None = None, keep: bool = False,
+            **kwargs: Any) -> list:
+        return super().map(_kernel_blocks.on_features, blocks=blocks, keep=keep, fn_=fn,
+                           **self.mapping, **kwargs)
+
+    def release(self) -> None:
+        super().release()
+        for future in self.mapping.values():
+            future.release()
+        self.mapping = {}
+
+
+def feature_rotation(rows: ClusterRows, held: Any) -> tuple[np.ndarray, np.ndarray,
+                                                             np.ndarray, float]:
+    """(lam, V, V Sigma, the factor's relative trace error over every row) from one pass."""
+    sums = rows.reduce(_kernel_blocks.feature_gram, landmarks=held)
+    lam, V, R = rotation(sums["G"])
+    trace = sums["trace"]
+    error = max(0.0, trace - float(np.trace(sums["G"]))) / trace if trace > 0 else 0.0
+    return lam, V, R, error
+
+
+def mapped_rows(rows: ClusterRows, landmarks: Landmarks, keep: bool = True
+                ) -> tuple[ClusterRows, np.ndarray, np.ndarray, float]:
     """The blocks' rotated features, each on the worker of its raw block: (their rows,
-    lam, V, the relative trace error of the factor over every row)."""
+    lam, V, the relative trace error of the factor over every row). ``keep`` False: the
+    raw blocks, mapped on every pass (``PerPassFeatures``; ``rows`` is emptied)."""
     client = rows.client
     held = client.submit(_blocks.identity, landmarks, pure=False)
     try:
-        sums = rows.reduce(_kernel_blocks.feature_gram, landmarks=held)
-        lam, V, R = rotation(sums["G"])
+        lam, V, R, error = feature_rotation(rows, held)
+        if not keep:
+            turn = client.submit(_blocks.identity, R, pure=False)
+            return PerPassFeatures(rows, held, turn, int(lam.size)), lam, V, error
 
         def run() -> list:
             futures = rows.map(_kernel_blocks.mapped, keep=True, landmarks=held,
@@ -236,11 +317,12 @@ def mapped_rows(rows: ClusterRows, landmarks: Landmarks) -> tuple[ClusterRows, n
             return futures
 
         parts = rows.again(run)
-    finally:
+    except BaseException:
         held.release()
-    trace = sums["trace"]
-    error = max(0.0, trace - float(np.trace(sums["G"]))) / trace if trace > 0 else 0.0
+        raise
+    held.release()
     features = ClusterRows(client, parts, rows.n, int(lam.size), rows.tick)
+    rows.release()  # the mapped features are what the iterations read
     return features, lam, V, error
 
 
@@ -265,43 +347,35 @@ def choice_info(factor: LowRankFactor, n: int, count: int) -> dict[str, Any]:
 
 
 def fit_kernel_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
-                          callback: Any = None, sample: int | None = None) -> MSVMAv:
+                          callback: Any = None, sample: int | None = None,
+                          keep_features: bool | None = None) -> MSVMAv:
     """``fit_on_cluster`` for kernel="rbf" or "poly" (the module's steps 1-4); ``sample``:
-    the rows the landmarks are chosen from (SAMPLE_ROWS; every row when there are no more).
-    The estimator ends with a local low-rank fit's attributes, ``landmark_block_`` (L_PP,
-    for ``fit_on_landmarks``) and ``fit_info_["cluster"]``."""
-    sizes = [int(c) for c in X.chunks[0]]
+    the rows the landmarks are chosen from (SAMPLE_ROWS; every row when there are no more);
+    ``keep_features``: the mapped features kept on the workers between passes (True),
+    computed a block at a time on every pass from the kept raw rows (False), or kept when
+    every worker's memory holds them (None, ``MemoryPlan``). The estimator ends with a local
+    low-rank fit's attributes, ``landmark_block_`` (L_PP, for ``fit_on_landmarks``) and
+    ``fit_info_["cluster"]``."""
     rows = ClusterRows.load(client, X, y, bias=False)
     features = None
     try:
         summary = rows.reduce(_blocks.summarise_block, combine=_blocks.merge_summaries,
                               d=int(X.shape[1]))
         start_fit(estimator, rows, summary)
-        n, classes = rows.n, summary["labels"]
+        classes = summary["labels"]
         positives = [classes[1]] if classes.size == 2 else list(classes)
         estimator.gamma_ = cluster_gamma(estimator, rows, int(X.shape[1]))
-        cap, bound_rows, limit = memory_cap(rows, sizes, int(X.shape[1]))
-        if estimator.approximation == "low_rank":
-            check_rank_fits(min(estimator.n_components, n, MAX_RANK), bound_rows, limit,
-                            int(X.shape[1]))
-        count = sample_size(n, sample)
-        Xs = sample_rows(rows, sizes, count, estimator.random_state)
-        factor, choice = choose_landmarks(estimator, Xs, n, len(positives), cap)
-        landmarks = Landmarks(Xs[factor.pivots], factor.pivot_block(),
-                              estimator._kernel_args())
-        del Xs
-        features, lam, V, error = mapped_rows(rows, landmarks)
-        rows.release()  # the mapped features are what the iterations read
-        relay = None if callback is None else Relay(callback, estimator.max_iter,
-                                                     len(positives))
-        features.tick = None if relay is None else relay.tick
-        info = {"pivots": landmarks.rank, "n_components": int(lam.size),
-                **choice_info(factor, n, count)}
-        coefs, info = estimator._run_tasks(
-            Targets(n, positives), relay,
-            kernel_space_factory(estimator, features, lam, relay), int(lam.size), info)
+        plan = memory_cap(rows, [int(c) for c in X.chunks[0]], int(X.shape[1]))
+        landmarks, factor, choice, count = _landmarks(estimator, rows, X, plan, keep_features,
+                                                      sample, len(positives))
+        keep = plan.keeps(landmarks.rank, keep_features)
+        features, lam, V, error = mapped_rows(rows, landmarks, keep)
+        coefs, info = _iterate(estimator, features, lam, positives, callback,
+                               {"pivots": landmarks.rank, "n_components": int(lam.size),
+                                **choice_info(factor, rows.n, count)})
         info["cluster"] = {"blocks": len(features.parts), "passes": rows.passes
-                           + features.passes, "space": "gram", "rank_cap": cap}
+                           + features.passes, "space": "gram", "rank_cap": plan.cap(
+                               keep_features), "features": "kept" if keep else "per_pass"}
         if choice is not None:
             info["rank_choice"], info["rank_reason"] = choice
         estimator.fit_info_ = info
@@ -313,3 +387,34 @@ def fit_kernel_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
         if features is not None:
             features.release()
     return estimator
+
+
+def _landmarks(estimator: MSVMAv, rows: ClusterRows, X: Any, plan: MemoryPlan,
+               keep_features: bool | None, sample: int | None, n_tasks: int
+               ) -> tuple[Landmarks, LowRankFactor, tuple | None, int]:
+    """(the landmarks, their factor on the sample, auto's choice, the sample's rows), the
+    rank capped by what the workers' memory holds (a given one refused above it)."""
+    n, cap = rows.n, plan.cap(keep_features)
+    if estimator.approximation == "low_rank":
+        rank = min(estimator.n_components, n, MAX_RANK)
+        if rank > cap:
+            raise ValueError(
+                f"n_components: rank {rank} does not fit {FACTOR_SHARE:g} of the memory limit "
+                f"of a worker holding {plan.rows} rows of {X.shape[1]} features (its "
+                f"features kept, or computed a block at a time); the largest rank that fits "
+                f"is {cap} (use fewer n_components, more workers, or workers with more memory)")
+    count = sample_size(n, sample)
+    Xs = sample_rows(rows, [int(c) for c in X.chunks[0]], count, estimator.random_state)
+    factor, choice = choose_landmarks(estimator, Xs, n, n_tasks, cap)
+    landmarks = Landmarks(Xs[factor.pivots], factor.pivot_block(), estimator._kernel_args())
+    return landmarks, factor, choice, count
+
+
+def _iterate(estimator: MSVMAv, features: ClusterRows, lam: np.ndarray, positives: list,
+             callback: Any, info: dict) -> tuple[np.ndarray, dict]:
+    """The one-vs-rest tasks' iterations on the features: (their coefficients, fit info)."""
+    relay = None if callback is None else Relay(callback, estimator.max_iter, len(positives))
+    features.tick = None if relay is None else relay.tick
+    return estimator._run_tasks(
+        Targets(features.n, positives), relay,
+        kernel_space_factory(estimator, features, lam, relay), int(lam.size), info)

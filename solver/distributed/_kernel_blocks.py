@@ -5,6 +5,7 @@ block's mapped rows, which stay on the worker that computed them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +64,14 @@ def feature_gram(part: tuple, landmarks: Landmarks) -> dict:
     phi = landmarks.features(X)
     return {"G": phi.T @ phi,
             "trace": float(kernel_diagonal(X, **landmarks.args).sum())}
+
+
+def on_features(part: tuple, *more, fn_: Callable, landmarks_: Landmarks,
+                rotation_: np.ndarray, **kwargs):
+    """fn(the block's mapped rows, *more, **kwargs), mapping the raw block now: the features
+    of a fit whose workers cannot hold them between passes (``_kernel.PerPassFeatures``) are
+    computed on every pass and let go when the task ends."""
+    return fn_(mapped(part, landmarks_, rotation_), *more, **kwargs)
 
 
 def mapped(part: tuple, landmarks: Landmarks, rotation: np.ndarray) -> tuple:

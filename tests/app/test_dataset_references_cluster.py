@@ -312,3 +312,30 @@ def test_a_sparse_upload_over_the_size_threshold_is_fitted_on_the_cluster(
     assert {"mean", "semivariance", "min", "max"} <= set(keys), a
     np.testing.assert_allclose([b[k] for k in keys], [a[k] for k in keys], rtol=1e-9,
                                atol=1e-12)
+
+
+def test_a_cluster_model_is_calibrated_by_default_and_has_probabilities(client, worker,
+                                                                       settings, cluster,
+                                                                       root: Path):
+    """The default calibration ("sigmoid") is fitted on folds of the dataset's partitions:
+    /predict gives each row's probabilities, its label the most probable class; a dataset of
+    one partition cannot be calibrated there (422 naming calibration)."""
+    df = frame(n=400, seed=7)
+    write_parts(df, root / "clicks", parts=4)
+    write_parts(df, root / "one", parts=1)
+    settings.dask_scheduler = cluster.scheduler_address
+    ref = _register(client, root / "clicks", drop=["id"])
+    job = submit(client, ref["id"], max_iter=20, test_fraction=None)
+    assert run_jobs(worker) == ["succeeded"], client.get(f"/jobs/{job['id']}").json()
+    model_id = client.get(f"/jobs/{job['id']}").json()["model_id"]
+    rows = df.drop(columns=["label"]).to_dict("records")
+    out = client.post("/predict", json={"model_id": model_id, "instances": rows}).json()
+    for p in out["predictions"]:
+        probs = p["probabilities"]
+        assert sum(probs.values()) == pytest.approx(1.0, abs=1e-12)
+        assert p["label"] == max(probs, key=probs.get)
+    one = _register(client, root / "one", drop=["id"])
+    r = client.post("/train", json={"dataset_id": one["id"], "calibration": "sigmoid"})
+    assert "partitions" in assert_problem(r, 422, "calibration")["detail"]
+    # uncalibrated by default there, as before
+    assert client.post("/train", json={"dataset_id": one["id"]}).status_code == 202

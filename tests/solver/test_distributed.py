@@ -201,7 +201,7 @@ def test_fit_stopped_at_an_iteration_stops_as_a_local_fit(client):
     ({"kernel": "precomputed"}, "kernel", "linear, rbf or poly"),
     ({"kernel": "rbf", "approximation": "nystroem"}, "approximation", "'auto' or 'low_rank'"),
     ({"linear_solver": "woodbury"}, "linear_solver", "linear only"),
-    ({"calibration": "sigmoid"}, "calibration", "calibration='none' only")])
+    ({"class_weight": "balanced"}, "class_weight", "no weighted form")])
 def test_what_the_cluster_cannot_fit_is_refused_by_name(client, params, name, words):
     X, y = _data()
     with pytest.raises(ValueError, match=rf"^{name}: .*{words}"):

@@ -22,6 +22,7 @@ from solver.internals import largest_rank
 from solver.margins import margin_statistics
 
 distributed = pytest.importorskip("distributed")
+dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
 
 pytestmark = pytest.mark.process
@@ -131,3 +132,49 @@ def test_the_summary_reduced_over_blocks_equals_the_local_one(client, kernel):
         assert lo - eps <= int(level) / 100 <= hi + eps, level
     assert margin_statistics(m)["quantiles"].keys() == remote["quantiles"].keys()
 
+
+
+def test_features_computed_every_pass_give_the_kept_features_fit(client):
+    """keep_features=False maps each raw block on every pass instead of keeping its
+    features: the same features, so the same model as the kept ones and the local fit on
+    the same landmarks."""
+    X, y = _moons(seed=6)
+    params = {"kernel": "rbf", "gamma": 6.0, "kernel_tol": 1e-3, "max_iter": 10,
+              "random_state": 1}
+    kept = fit_on_cluster(MSVMAv(**params), *_dask(X, y), client=client, sample=400,
+                          keep_features=True)
+    per_pass = fit_on_cluster(MSVMAv(**params), *_dask(X, y), client=client, sample=400,
+                              keep_features=False)
+    assert kept.fit_info_["cluster"]["features"] == "kept"
+    assert per_pass.fit_info_["cluster"]["features"] == "per_pass"
+    np.testing.assert_array_equal(per_pass.X_fit_, kept.X_fit_)
+    _same(kept, per_pass, X)
+    local = fit_on_landmarks(MSVMAv(**params), X, y, per_pass.X_fit_,
+                             per_pass.landmark_block_)
+    _same(local, per_pass, X)
+
+
+def test_features_a_workers_memory_cannot_keep_are_computed_every_pass():
+    """Workers whose memory limit keeps their raw rows but not a rank-12 copy of them
+    (24,000 rows x 10 features in 48 blocks; 2.5 MB a worker: 0.6 of it is 187,500 floats,
+    a kept rank at most 187,500 / 12,000 - 10 = 5): the fit computes the features on every
+    pass, a block at a time, and is the local fit on its landmarks. (Dask's own memory
+    management is switched off: the limit is what the fit plans by, not what it runs in.)"""
+    rng = np.random.default_rng(11)
+    X = rng.random((24_000, 10))
+    y = (((X - 0.5) ** 2).sum(axis=1) < 10 / 12).astype(int)
+    params = {"kernel": "rbf", "gamma": 0.5, "approximation": "low_rank", "n_components": 12,
+              "kernel_tol": 1e-6, "max_iter": 6, "random_state": 0}
+    off = {f"distributed.worker.memory.{k}": False
+           for k in ("target", "spill", "pause", "terminate")}
+    # (workers in this process: their limits are what the plan reads, and nothing is copied)
+    with dask.config.set(off), distributed.LocalCluster(
+            processes=False, n_workers=2, threads_per_worker=1, memory_limit=2_500_000,
+            dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as small:
+        remote = fit_on_cluster(MSVMAv(**params), da.from_array(X, chunks=(500, 10)),
+                                da.from_array(y, chunks=500), client=small, sample=2000)
+    assert remote.fit_info_["cluster"]["features"] == "per_pass", remote.fit_info_["cluster"]
+    assert remote.fit_info_["cluster"]["rank_cap"] >= 12
+    local = fit_on_landmarks(MSVMAv(**params), X, y, remote.X_fit_, remote.landmark_block_)
+    _same(local, remote, X)

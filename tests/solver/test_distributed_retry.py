@@ -76,14 +76,18 @@ def _hold(name: str) -> None:
     distributed.Event(name).wait(60)
 
 
-@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+@pytest.mark.parametrize("kernel", ["linear", "rbf", "rbf-per-pass"])
 def test_a_worker_sigkilled_mid_pass_retries_the_pass_and_leaves_no_task(client, kernel):
     """At iteration 2's record each worker's one thread is taken by a task waiting on an
     event, so the next pass's tasks are queued on the workers holding their blocks; at that
     pass's first progress record one worker process is SIGKILLed and the event set: the
     pass is cancelled and submitted again (its blocks recomputed from their graph on the
-    worker left), the model is the local one, and the scheduler keeps no task of the fit."""
+    worker left), the model is the local one, and the scheduler keeps no task of the fit.
+    "rbf-per-pass": the features computed on every pass from the raw blocks (the workers'
+    memory cannot keep them), the raw blocks recomputed on the worker left."""
     X, y = _moons(seed=5)
+    extra = {"keep_features": False} if kernel == "rbf-per-pass" else {}
+    kernel = kernel.removesuffix("-per-pass")
     params = {"kernel": kernel, "max_iter": 8, "random_state": 0, "gamma": 5.0,
               "kernel_tol": 1e-3}
     local = MSVMAv(**params).fit(X, y)
@@ -104,8 +108,10 @@ def test_a_worker_sigkilled_mid_pass_retries_the_pass_and_leaves_no_task(client,
             release.set()
 
     remote = fit_on_cluster(MSVMAv(**params), *_dask(X, y), client=client,
-                            callback=kill_mid_pass)
+                            callback=kill_mid_pass, **extra)
     assert state["killed"], "the pass had tasks queued when the worker was killed"
     _same(local, remote, X)
+    if extra:
+        assert remote.fit_info_["cluster"]["features"] == "per_pass"
     del state["holds"]
     assert _settled(client) == []
