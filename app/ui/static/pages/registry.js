@@ -42,6 +42,49 @@
     return UI.section("Retraining policy", UI.kv(kv), p.record ? el("div", { id: "policy-record" }, el("h3", {}, "Challenger beside production (same live rows)"), UI.kv(evidenceRows(p.record))) : null);
   }
 
+  // an alias's canary (issue 48): another version answers a share of the alias's requests
+  function canaryControls(rm, out, reload) {
+    const names = Object.keys(rm.aliases);
+    const alias = UI.select("canary-alias", names.map((a) => [a, a + " (version " + rm.aliases[a] + ")"]), names.includes("production") ? "production" : names[0]);
+    const version = UI.select("canary-version", rm.versions.map((v) => [v.version, "version " + v.version + " (model #" + v.model_id + ")"]), rm.versions.length ? rm.versions[0].version : "");
+    const percent = el("input", { name: "percent", type: "number", required: true, min: "0.01", max: "99.99", step: "any", value: "10" });
+    const form = el("form", { class: "panel", "aria-label": "Canary traffic" }, el("h3", {}, "Canary traffic"),
+      el("p", { class: "hint" }, "Another version answers this share of the alias's requests at every door, sticky by the X-Msvmav-Route-Key header (else the first row's id)."),
+      el("div", { class: "fields" }, UI.field("Alias", alias), UI.field("Canary version", version), UI.field("Percent of requests", percent), el("button", { class: "primary", type: "submit" }, "Set canary")));
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault(); UI.clear(out);
+      const a = alias.value, v = Number(version.value), p = Number(percent.value);
+      if (!UI.confirm("Send " + p + " % of " + rm.name + "@" + a + "'s requests to version " + v + "?")) return;
+      try {
+        const r = await UI.api("PATCH", path(rm.name) + "/aliases/" + encodeURIComponent(a), { canary: { version: v, percent: p } });
+        reload(a + ": version " + r.canary.version + " answers " + r.canary.percent + " % of its requests, version " + r.version + " the rest.");
+      } catch (e) { out.append(UI.problem(e)); }
+    });
+    return form;
+  }
+
+  function endCanary(rm, a, out, reload) {
+    const end = el("button", { type: "button" }, "End canary of " + a);
+    end.addEventListener("click", async () => {
+      if (!UI.confirm("End the canary of " + a + " (version " + rm.canaries[a].version + ")? Version " + rm.aliases[a] + " then answers every request.")) return;
+      UI.clear(out);
+      try {
+        const r = await UI.api("PATCH", path(rm.name) + "/aliases/" + encodeURIComponent(a), { canary: null });
+        reload(a + ": canary ended; version " + r.version + " answers every request.");
+      } catch (e) { out.append(UI.problem(e)); }
+    });
+    return end;
+  }
+
+  function moveText(h) {
+    if (h.action === "canary") {
+      const c = h.to_canary;
+      return c ? "canary: version " + c.version + " at " + c.percent + " %" + (h.from_canary ? " (was version " + h.from_canary.version + " at " + h.from_canary.percent + " %)" : " started") : "canary ended (was version " + h.from_canary.version + " at " + h.from_canary.percent + " %)";
+    }
+    const base = h.action === "delete" ? "removed (was version " + h.from_version + ")" : h.from_version === null ? "created at version " + h.to_version : (h.action === "rollback" ? "rolled back" : "moved") + " from version " + h.from_version + " to " + h.to_version;
+    return base + (h.to_canary ? ", canary version " + h.to_canary.version + " at " + h.to_canary.percent + " %" : h.from_canary ? ", canary ended" : "");
+  }
+
   async function detail(app, ctx, notice) {
     const name = ctx.ident;
     const rm = await UI.get(path(name));
@@ -54,9 +97,12 @@
     // the rollback buttons sit below the table, not in a column of it: on a narrow screen a
     // table scrolls sideways in its box, and its last column starts off-screen
     const rollbacks = el("div", { class: "actions", role: "group", "aria-label": "Roll back" });
-    const aliasTable = aliases.length ? UI.table({ id: "aliases" }, el("thead", {}, el("tr", {}, ["Alias", "Version", "Model", "Monitoring"].map((h) => el("th", { scope: "col" }, h)))),
+    const canaries = rm.canaries || {};
+    const aliasTable = aliases.length ? UI.table({ id: "aliases" }, el("thead", {}, el("tr", {}, ["Alias", "Version", "Model", "Canary", "Monitoring"].map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, aliases.map(([a, v]) => {
         const model = (rm.versions.find((x) => x.version === v) || {}).model_id;
+        const canary = canaries[a];
+        if (ctx.canWrite && canary) rollbacks.append(endCanary(rm, a, out, reload));
         if (ctx.canWrite) {
           const back = el("button", { type: "button" }, "Roll back " + a);
           back.addEventListener("click", async () => {
@@ -71,9 +117,11 @@
           rollbacks.append(back);
         }
         return el("tr", {}, el("th", { scope: "row" }, a), el("td", { class: "num" }, v), el("td", {}, model ? UI.link("/ui/models/" + model, "#" + model) : "—"),
+          el("td", { class: "canary" }, canary ? "version " + canary.version + " at " + canary.percent + " % (version " + v + ": " + (100 - canary.percent) + " %)" : "—"),
           el("td", {}, UI.link("/ui/monitoring/" + encodeURIComponent(rm.name + "@" + a), "monitoring")));
       }))) : UI.empty("No alias yet." + (ctx.canWrite ? " Point one (e.g. production) at a version below; clients then predict with \"" + rm.name + "@production\"." : ""));
-    app.append(UI.section("Aliases", aliasTable, rollbacks.childNodes.length ? rollbacks : null, out, ctx.canWrite && rm.versions.length ? aliasControls(rm, out, reload) : null));
+    app.append(UI.section("Aliases", aliasTable, rollbacks.childNodes.length ? rollbacks : null, out, ctx.canWrite && rm.versions.length ? aliasControls(rm, out, reload) : null,
+      ctx.canWrite && aliases.length && rm.versions.length > 1 ? canaryControls(rm, out, reload) : null));
     app.append(UI.section("Versions", rm.versions.length ? UI.table({}, el("thead", {}, el("tr", {}, ["Version", "Model", "Algorithm", "Hold-out accuracy", "Registered", "Lineage"].map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, rm.versions.map((v) => el("tr", {}, el("td", { class: "num" }, v.version), el("td", {}, UI.link("/ui/models/" + v.model_id, "#" + v.model_id)),
         el("td", {}, v.algorithm), el("td", { class: "num" }, UI.pct(v.holdout_accuracy)), el("td", {}, UI.time(v.created_at)),
@@ -81,7 +129,7 @@
     app.append(await policySection(rm));
     const hist = await UI.get(path(rm.name) + "/history?limit=50");
     app.append(UI.section("History", hist.items.length ? el("ol", { class: "timeline", id: "history" }, hist.items.map((h) => el("li", {},
-      el("strong", {}, h.alias), " ", h.action === "delete" ? "removed (was version " + h.from_version + ")" : h.from_version === null ? "created at version " + h.to_version : (h.action === "rollback" ? "rolled back" : "moved") + " from version " + h.from_version + " to " + h.to_version,
+      el("strong", {}, h.alias), " ", moveText(h),
       " by ", el("em", {}, h.actor || "an open service"), " · ", UI.time(h.moved_at),
       h.reason ? el("div", { class: "reason" }, h.reason) : null,
       h.evidence ? el("details", {}, el("summary", {}, "Evidence"), UI.kv(evidenceRows(h.evidence))) : null))) : UI.empty("No alias has moved yet.")));
@@ -94,7 +142,7 @@
       columns: [
         { label: "Name", value: (r) => r.name, render: (r) => UI.link("/ui/registry/" + encodeURIComponent(r.name), r.name) },
         { label: "Latest version", value: (r) => r.latest_version, num: true },
-        { label: "Aliases", value: (r) => Object.entries(r.aliases).map(([a, v]) => a + " → " + v).join(", ") },
+        { label: "Aliases", value: (r) => Object.entries(r.aliases).map(([a, v]) => a + " → " + v + ((r.canaries || {})[a] ? " (canary " + r.canaries[a].version + " at " + r.canaries[a].percent + " %)" : "")).join(", ") },
         { label: "Description", value: (r) => r.description },
         { label: "Updated", value: (r) => r.updated_at, render: (r) => UI.time(r.updated_at) },
       ],
