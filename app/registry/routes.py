@@ -60,10 +60,10 @@ _ALIAS_EXAMPLES = {
     "canary": {"summary": "Version 1, with version 2 answering 10 % of the requests",
                "value": {"version": 1, "canary": {"version": 2, "percent": 10}}},
 }
+# (``{"canary": null}`` ends it; the document cannot show that example: FastAPI drops the null)
 _PATCH_EXAMPLES = {
     "canary": {"summary": "Version 2 answers 10 % of the alias's requests",
                "value": {"canary": {"version": 2, "percent": 10}}},
-    "end": {"summary": "End the canary", "value": {"canary": None}},
 }
 _CANARY_DOC = (
     " With `canary`, another version answers `percent` of the alias's requests at every door "
@@ -215,7 +215,8 @@ def set_model_alias(
 @router.patch(
     "/{name}/aliases/{alias}",
     summary="Start, change or end an alias's canary",
-    description="The alias keeps its version; `canary` is its canary from now on (null: none). "
+    description="The alias keeps its version; `canary` is its canary from now on "
+    "(`{\"canary\": null}` ends it). "
     "Recorded in the history (`action` `canary`, with the canary before and after); a "
     "rollback undoes it." + _CANARY_DOC,
     response_model=AliasOut,

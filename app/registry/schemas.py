@@ -150,8 +150,7 @@ class AliasUpdate(BaseModel):
 class AliasPatch(BaseModel):
     model_config = ConfigDict(
         extra="forbid", strict=True,
-        json_schema_extra={"examples": [{"canary": {"version": 2, "percent": 10}},
-                                        {"canary": None}]},
+        json_schema_extra={"examples": [{"canary": {"version": 2, "percent": 10}}]},
     )
 
     canary: CanaryIn | None = Field(description="The alias's canary from now on (null: end it)")
