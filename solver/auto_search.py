@@ -595,10 +595,10 @@ def _ratio(race: _Race, kernel: str) -> float:
     arithmetic only, so its ratio (about 40 on magic's 2,051-row folds) is no guide to a
     kernel path's, whose model includes each iteration's overhead; taking it skipped every
     RBF width of magic's race."""
-    found = []
+    found, kind = [], kernel_type(kernel)
     for i, s in enumerate(race.settings):
         model = race.model_seconds(i, race.fold_rows) if race.cells[i] else None
-        if s.kernel == kernel and model:
+        if kernel_type(s.kernel) is kind and model:
             found.append(_per_fit(race, i) / model)
     return float(np.median(found)) if found else 1.0
 
