@@ -305,3 +305,15 @@ def test_at_390_px_a_nested_list_with_long_keys_stays_on_the_page(site):
     finally:
         b.page.set_viewport_size({"width": 1280, "height": 900})
     assert b.console_errors == [], b.console_errors
+
+
+def test_on_a_wide_screen_each_parameter_name_is_one_line(site):
+    """At 1280 px the parameters' names keep their width (a key column capped at half the
+    list, meant for phones, broke kernel_memory_mb over two lines beside the summary)."""
+    _server, seeded, b = site
+    drawn(b, pages(seeded)["model"], "#model-params")
+    heights = b.page.evaluate("""() => [...document.querySelectorAll("#model-params dt")]
+      .map(d => [d.textContent, d.getBoundingClientRect().height])""")
+    one_line = min(h for _, h in heights)
+    assert "kernel_memory_mb" in dict(heights)
+    assert [k for k, h in heights if h > one_line] == [], heights
