@@ -238,6 +238,10 @@ def typed_column(series: Any, underscores: bool = True
                  ) -> tuple[np.ndarray, list[str] | None] | None:
     """(float64 values, None) for a numeric column, (int64 codes, sorted categories) for a
     text one, None when the careful reader must decide."""
+    import pandas as pd
+
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        return _typed_categorical(series, underscores)
     values = _column_values(series, underscores)
     if values is not None:
         return values, None
@@ -247,6 +251,26 @@ def typed_column(series: Any, underscores: bool = True
     if coded is None:
         return None
     return coded
+
+
+def _typed_categorical(series: Any, underscores: bool
+                       ) -> tuple[np.ndarray, list[str] | None] | None:
+    """``typed_column`` of a categorical column (a Parquet dictionary): its distinct values in
+    use typed once, then mapped to the rows by their codes. Typed row by row, each row became
+    its own copy of its value (twice: Arrow's, then Python's), so a 25 KB Parquet file of one
+    100 KB string in 40,000 rows took an upload to 8 GB."""
+    import pandas as pd
+
+    codes = series.cat.codes.to_numpy()
+    if len(codes) and codes.min() < 0:
+        return None  # a missing value: the careful reader applies the missing policy
+    used = np.unique(codes)
+    distinct = pd.Series(np.asarray(series.cat.categories, dtype=object)[used], dtype=object)
+    typed = typed_column(distinct, underscores)
+    if typed is None:
+        return None
+    values, categories = typed
+    return values[np.searchsorted(used, codes)], categories
 
 
 def _merge(kind: ColumnKind, typed: tuple[np.ndarray, list[str] | None], first: bool) -> bool:
