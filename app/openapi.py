@@ -4,6 +4,7 @@ FastAPI's default ``HTTPValidationError``."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from fastapi import FastAPI
@@ -83,6 +84,7 @@ def custom_openapi(app: FastAPI) -> dict[str, Any]:
     state_parameter_rules(schema)
     forms_without_null(schema)
     state_field_rules(schema)
+    json_without_nul(schema)
     app.openapi_schema = schema
     return schema
 
@@ -169,6 +171,14 @@ def _given(name: str) -> dict[str, Any]:
     return {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
 
 
+# metric expected_cost needs a cost rule (app.predict.leaderboard): cost_fp (with cost_fn) or
+# cost_matrix given
+_NOT_EXPECTED_COST = {"not": {"required": ["metric"],
+                              "properties": {"metric": {"const": "expected_cost"}}}}
+_COST_RULE = {"LeaderboardRequest": [
+    {"anyOf": [_NOT_EXPECTED_COST, _given("cost_fp"), _given("cost_matrix")]}]}
+
+
 # rows=holdout scores the model's own dataset's hold-out: not a file (app.predict.evaluation)
 _HOLDOUT_OF_A_FILE = {"not": {"required": ["file", "rows"],
                               "properties": {"rows": {"const": "holdout"}}}}
@@ -245,4 +255,74 @@ def state_field_rules(schema: dict[str, Any]) -> None:
         for a, b in _TOGETHER.get(name, []):
             rules += [{"anyOf": [{"not": _given(a)}, _given(b)]},
                       {"anyOf": [{"not": _given(b)}, _given(a)]}]
+        rules += _COST_RULE.get(name, [])
         body["allOf"] = [*body.get("allOf", []), *rules]
+
+
+# No string or key of a JSON body holds a NUL, at any depth (app.core.validation.check_request:
+# PostgreSQL's text cannot hold one); stated on the JSON request bodies' schemas, their free-form
+# values ({}) made a JSON value of the same rule (JSON_WITHOUT_NUL, recursive).
+WITHOUT_NUL = "^[^\\u0000]*$"
+JSON_WITHOUT_NUL = "JsonWithoutNul"
+_JSON_VALUE_REF = {"$ref": f"#/components/schemas/{JSON_WITHOUT_NUL}"}
+_JSON_VALUE = {
+    "description": "Any JSON value without a NUL (U+0000) in a string or key",
+    "anyOf": [
+        {"type": "string", "pattern": WITHOUT_NUL},
+        {"type": ["number", "boolean", "null"]},
+        {"type": "array", "items": _JSON_VALUE_REF},
+        {"type": "object", "propertyNames": {"pattern": WITHOUT_NUL},
+         "additionalProperties": _JSON_VALUE_REF},
+    ],
+}
+
+
+def json_without_nul(schema: dict[str, Any]) -> None:
+    """Every JSON request body's strings get the no-NUL pattern (unless a pattern, format,
+    enum or const already rules NUL out), its free-form objects' keys too (``propertyNames``),
+    and each value of any type (``{}``, ``additionalProperties: true``) is a JSON value
+    without NUL."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components[JSON_WITHOUT_NUL] = copy.deepcopy(_JSON_VALUE)
+    seen: set[str] = {JSON_WITHOUT_NUL}
+    for item in schema.get("paths", {}).values():
+        for op in item.values():
+            content = op.get("requestBody", {}).get("content", {})
+            if "application/json" in content:
+                _without_nul(content["application/json"].get("schema", {}), components, seen)
+
+
+def _any_value(node: Any) -> bool:
+    return node is True or node == {}
+
+
+def _without_nul(node: dict[str, Any], components: dict[str, Any], seen: set[str]) -> None:
+    ref = node.get("$ref", "")
+    if ref:
+        name = ref.rsplit("/", 1)[-1]
+        if name not in seen:
+            seen.add(name)
+            _without_nul(components.get(name, {}), components, seen)
+        return
+    if node.get("type") == "string" and not {"pattern", "format", "enum", "const"} & set(node):
+        node["pattern"] = WITHOUT_NUL
+    extra = node.get("additionalProperties")
+    if (node.get("type") == "object" or extra is not None) and extra is not False:
+        node.setdefault("propertyNames", {"pattern": WITHOUT_NUL})
+        if extra is None or _any_value(extra):
+            node["additionalProperties"] = dict(_JSON_VALUE_REF)
+    if node.get("type") == "array" and "items" not in node and "prefixItems" not in node:
+        node["items"] = dict(_JSON_VALUE_REF)
+    children = [(node, key) for key in ("items", "additionalProperties") if key in node]
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):  # not "not": its rule would flip
+        children += [(node[key], i) for i in range(len(node.get(key, [])))]
+    children += [(node["properties"], name) for name in node.get("properties", {})]
+    for parent, key in children:
+        child = parent[key]
+        if _any_value(child) or (isinstance(child, dict) and child and set(child) <= _ANNOTATIONS):
+            parent[key] = {**(child if isinstance(child, dict) else {}), **_JSON_VALUE_REF}
+        elif isinstance(child, dict):
+            _without_nul(child, components, seen)
+
+
+_ANNOTATIONS = {"title", "description", "examples", "default"}

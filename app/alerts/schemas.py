@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, UrlConstraints
 
-from app.core.ids import DbId
+from app.core.ids import DbId, Whole, whole_in
 
 Metric = Literal[
     "estimated_accuracy", "atc_accuracy", "realised_accuracy", "accuracy_gap",
@@ -46,12 +46,12 @@ class AlertRuleCreate(BaseModel):
     metric: Metric = Field(description=_METRIC)
     comparison: Comparison = Field(description="The rule crosses when metric <comparison> level")
     level: float = Field(allow_inf_nan=False)
-    window_seconds: int = Field(3600, ge=1, le=MAX_WINDOW_SECONDS, description=(
+    window_seconds: Whole = Field(3600, ge=1, le=MAX_WINDOW_SECONDS, description=(
         "The window's length: windows are [k·w, (k+1)·w) in UTC seconds since the epoch, each "
         "evaluated once after it ends"))
-    cooldown_seconds: int = Field(3600, ge=0, le=MAX_COOLDOWN_SECONDS, description=(
+    cooldown_seconds: Whole = Field(3600, ge=0, le=MAX_COOLDOWN_SECONDS, description=(
         "After a fire, the rule does not fire again for this long"))
-    min_rows: int = Field(1, ge=1, le=2**31 - 1, description=(
+    min_rows: Whole = Field(1, ge=1, le=2**31 - 1, description=(
         "A window with fewer logged rows never crosses"))
     enabled: bool = True
 
@@ -64,9 +64,9 @@ class AlertRuleUpdate(BaseModel):
     metric: Metric | None = None
     comparison: Comparison | None = None
     level: float | None = Field(None, allow_inf_nan=False)
-    window_seconds: int | None = Field(None, ge=1, le=MAX_WINDOW_SECONDS)
-    cooldown_seconds: int | None = Field(None, ge=0, le=MAX_COOLDOWN_SECONDS)
-    min_rows: int | None = Field(None, ge=1, le=2**31 - 1)
+    window_seconds: whole_in(1, MAX_WINDOW_SECONDS) | None = None
+    cooldown_seconds: whole_in(0, MAX_COOLDOWN_SECONDS) | None = None
+    min_rows: whole_in(1, 2**31 - 1) | None = None
     enabled: bool | None = None
 
 
@@ -115,13 +115,18 @@ class AlertRuleOut(BaseModel):
         "The last evaluated window: since, until, model_id, and values (every metric)"))
 
 
+# What AnyHttpUrl takes, stated beside the document's ``format: uri`` (which allows any scheme):
+# http or https, case-insensitive, and a host
+HTTP_URL_PATTERN = "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#@\\s]+"
+
+
 class WebhookCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"url": "https://hooks.example.com/msvmav", "events": ["alert", "alias_moved"]}]})
 
     url: Annotated[AnyHttpUrl, UrlConstraints(max_length=MAX_URL_CHARS)] = Field(
         description=f"http or https URL that takes a POST per event (at most {MAX_URL_CHARS} "
-        "characters)")
+        "characters)", json_schema_extra={"pattern": HTTP_URL_PATTERN})
     events: list[Event] = Field(min_length=1, max_length=3)
     description: str = Field("", max_length=1000)
 

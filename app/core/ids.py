@@ -28,6 +28,19 @@ def _whole(value: object) -> object:
     return value
 
 
+Whole = Annotated[int, BeforeValidator(_whole)]
+"""An integer field of a request body: a JSON integer, or a number with a zero fraction
+(``5.0`` is 5, as the document's ``type: integer`` allows); in a strict model ``"5"`` and
+``true`` stay refused (pydantic's strict int refuses every float, which the document allows)."""
+
+
+def whole_in(low: int, high: int) -> object:
+    """``Whole`` between ``low`` and ``high``, for a union (``whole_in(1, 9) | None``): the
+    bounds sit on the integer inside the validator, where the document's ``minimum`` and
+    ``maximum`` come from (outside it, pydantic writes ``ge``/``le`` into the document)."""
+    return Annotated[int, Field(ge=low, le=high), BeforeValidator(_whole)]
+
+
 DbId = Annotated[int, Field(strict=True, ge=1, le=MAX_DB_ID), BeforeValidator(_whole)]
 """An id in a request body: a JSON integer in 1 … 2^31 − 1 (``5.0`` is 5; ``"5"`` is refused)."""
 

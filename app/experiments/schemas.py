@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.core.ids import DbId
+from app.core.ids import DbId, Whole
 from app.core.pagination import Page
 from app.jobs.schemas import JobStatus
 from app.training.schemas import AlgorithmName, GridValue
@@ -83,23 +83,26 @@ class ExperimentRequest(BaseModel):
     )
 
     dataset_ids: list[DbId] = Field(
-        min_length=1, max_length=100, description="Stored data sets (one table row each)"
+        min_length=1, max_length=100, description="Stored data sets (one table row each), "
+        "each at most once", json_schema_extra={"uniqueItems": True},
     )
     algorithms: list[AlgorithmName] = Field(
         default_factory=lambda: list(PAPER_ORDER),
         min_length=1,
-        description="Algorithms (table columns); default all seven in the paper's order",
+        description="Algorithms (table columns), each at most once; default all seven in the "
+        "paper's order",
+        json_schema_extra={"uniqueItems": True},
     )
     kernel: Literal["linear", "rbf"] = Field("linear", description="Kernel of every algorithm")
-    splits: int = Field(30, ge=1, le=1000, description="Random train/test partitions")
+    splits: Whole = Field(30, ge=1, le=1000, description="Random train/test partitions")
     test_size: float = Field(0.2, gt=0, lt=1, description="Test share of each partition")
     grid: Literal["quick", "paper"] | dict[str, dict[str, list[GridValue]]] = Field(
         "quick",
         description="`quick`, `paper`, or explicit grids per algorithm "
         "{algorithm: {parameter: [values]}} (algorithms left out use `quick`)",
     )
-    cv: int = Field(5, ge=2, le=20, description="Folds of the inner cross-validation")
-    seed: int = Field(
+    cv: Whole = Field(5, ge=2, le=20, description="Folds of the inner cross-validation")
+    seed: Whole = Field(
         0, ge=0, le=2**31 - 1, description="Partition r uses seed + r (splits and folds)"
     )
     scaling: Literal["train", "global"] = Field(

@@ -17,7 +17,7 @@ from app.models.orm import Model
 from app.monitoring import inputs
 from app.monitoring import log as prediction_log
 from app.monitoring.orm import PredictionLog
-from app.monitoring.schemas import FeedbackRequest
+from app.monitoring.schemas import LABELS_PER_ID, FeedbackRequest
 from app.registry.references import resolve_request
 
 # Ids per SELECT ... IN (...) and per UPDATE (well under SQLite's 32,766 parameters).
@@ -66,7 +66,8 @@ def record_feedback(
             field="ids",
         )
     if len(request.labels) != n:
-        raise invalid(["body", "labels"], f"{len(request.labels)} labels for {n} ids")
+        raise invalid(["body", "labels"],
+                      f"{LABELS_PER_ID}: {len(request.labels)} labels for {n} ids")
     # This process's rows queued before now: waited for a bounded time, never for the writer
     # (others' are written within their flush interval); the answer says how many still wait.
     writer = prediction_log.writer(runtime)

@@ -12,6 +12,8 @@ from app.core.ids import DbId
 # A prediction's id, given by the client (one per row) or "{request_id}:{row}".
 PredictionId = Annotated[str, StringConstraints(min_length=1, max_length=128)] | int
 PredictionIds = list[PredictionId]
+#: The start of the 422 for a number of labels other than of ids (a rule between two fields)
+LABELS_PER_ID = "one label per id"
 
 
 class FeedbackRequest(BaseModel):
@@ -33,7 +35,9 @@ class FeedbackRequest(BaseModel):
     )
     ids: PredictionIds = Field(min_length=1, description="The predictions' ids")
     labels: list[Any] = Field(
-        min_length=1, description="The true label of each, one of the model's classes"
+        min_length=1,
+        description="The true label of each id, one of the model's classes: as many labels "
+        "as ids (else a 422 naming `labels`: " + LABELS_PER_ID + ")",
     )
 
 

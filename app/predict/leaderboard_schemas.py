@@ -61,7 +61,8 @@ class LeaderboardRequest(BaseModel):
     cost_fp: Cost | None = Field(None, description=COST_FP_DOC)
     cost_fn: Cost | None = Field(None, description=COST_FN_DOC)
     cost_matrix: list[list[Cost]] | None = Field(
-        None, max_length=100, description=COST_MATRIX_DOC
+        None, max_length=100, description=COST_MATRIX_DOC + "; square, one row and column "
+        "per class of the models compared (else 422: the matrix must be k × k)",
     )
 
 

@@ -15,6 +15,7 @@ from app.core.problems import problem_responses
 from app.predict import evaluation, inline, service
 from app.predict.numeric_rows import check_body, split_body
 from app.predict.schemas import (
+    IDS_TEXT_PATTERN,
     WDBC_BENIGN,
     WDBC_COLUMNS,
     WDBC_MALIGNANT,
@@ -124,6 +125,7 @@ def predict_file(
             "characters) or integers, echoed as each prediction's `id`; without them `\"{X-"
             'Request-ID}:{row}"`',
             examples=[""],
+            json_schema_extra={"pattern": IDS_TEXT_PATTERN},
         ),
     ] = None,
     explain: Annotated[

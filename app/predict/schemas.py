@@ -25,6 +25,14 @@ Row = Annotated[
     ),
 ]
 
+# The ids of /predict/file, sent as a JSON array in a form field; the text IDS_ADAPTER takes,
+# stated in the document (a JSON array of strings of 1-128 characters and integers, or blank).
+# The strings are a subset: no escape other than the two-character ones (no \\uXXXX).
+_WS = "[ \\t\\n\\r]*"
+_ID_TEXT = '"(?:[^"\\\\\\x00-\\x1f]|\\\\["\\\\/bfnrt]){1,128}"'
+_ID_INTEGER = "-?(?:0|[1-9][0-9]{0,17})"
+_ID = f"(?:{_ID_TEXT}|{_ID_INTEGER})"
+IDS_TEXT_PATTERN = f"^{_WS}(?:\\[{_WS}(?:{_ID}{_WS}(?:,{_WS}{_ID}{_WS})*)?\\]{_WS})?$"
 # The ids of /predict/file, sent as a JSON array in a form field.
 IDS_ADAPTER: TypeAdapter[list[PredictionId]] = TypeAdapter(
     PredictionIds, config=ConfigDict(strict=True)

@@ -244,25 +244,40 @@ _EXAMPLES = {
     },
 }
 
+# rows (lists or records), or an object of columns: {column: [values]}
+_ROWS_OR_COLUMNS = {"anyOf": [
+    {"type": "array", "minItems": 1},
+    {"type": "object", "minProperties": 1, "additionalProperties": {"type": "array"}},
+]}
+
 _BODY = {
     "required": True,
     "content": {
         JSON: {
             "schema": {
                 "type": "object",
-                "description": "Exactly one of the keys, and optionally `params` with `ids`",
+                "description": "Exactly one of the keys, and optionally `params` with `ids`: "
+                "the key holds at least one row (else 400: `instances holds no rows`) and "
+                "`params.ids` one id per row (else 400: `4 ids for 3 rows; give one per row`); "
+                "a `dataframe_split` row holds one value per column (else 400: `data[0] must be "
+                "a list of 2 values, one per column`), and the columns of an object of columns "
+                "are lists of one length (else 400: `the columns have different lengths`)",
+                "oneOf": [{"required": [key]} for key in mlflow_inputs.KEYS],
+                "additionalProperties": False,
                 "properties": {
                     "dataframe_split": {
                         "type": "object",
                         "required": ["data"],
                         "properties": {
                             "columns": {"type": "array", "items": {"type": "string"}},
-                            "data": {"type": "array", "items": {"type": "array"}},
+                            "data": {"type": "array", "minItems": 1,
+                                     "items": {"type": "array"}},
                         },
                     },
-                    "dataframe_records": {"type": "array", "items": {"type": "object"}},
-                    "instances": {"anyOf": [{"type": "array"}, {"type": "object"}]},
-                    "inputs": {"anyOf": [{"type": "array"}, {"type": "object"}]},
+                    "dataframe_records": {"type": "array", "minItems": 1,
+                                          "items": {"type": "object"}},
+                    "instances": _ROWS_OR_COLUMNS,
+                    "inputs": _ROWS_OR_COLUMNS,
                     "params": {
                         "type": "object",
                         "properties": {
@@ -270,7 +285,9 @@ _BODY = {
                                 "type": "array",
                                 "description": "The rows' prediction ids, one per row: "
                                 "strings of 1-128 characters or integers",
-                                "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                                "items": {"anyOf": [
+                                    {"type": "string", "minLength": 1, "maxLength": 128},
+                                    {"type": "integer"}]},
                             },
                             "predict_method": {
                                 "type": "string",

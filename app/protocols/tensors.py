@@ -116,6 +116,9 @@ def _header(
 def _shape(raw: Any, where: str) -> tuple[int, ...]:
     """At most ``MAX_DIMENSIONS`` integers in [0, ``MAX_DIMENSION``] (numpy's own bounds are
     wider, and past them reshaping even an empty tensor fails)."""
+    if isinstance(raw, list):  # 5.0 is the integer 5, as the document's ``integer`` has it
+        raw = [int(d) if type(d) is float and d.is_integer() and 0 <= d <= MAX_DIMENSION
+               else d for d in raw]
     if (
         not isinstance(raw, list)
         or not raw

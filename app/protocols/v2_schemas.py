@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.predict.schemas import WDBC_BENIGN, WDBC_MALIGNANT
+from app.protocols.tensors import MAX_DIMENSION, MAX_DIMENSIONS
 
 
 class ServerMetadata(BaseModel):
@@ -116,10 +117,17 @@ class InferResponse(BaseModel):
 _TENSOR_IN = {
     "type": "object",
     "required": ["name", "datatype", "shape"],
+    "description": "`data` holds as many values as the shape's product; or, with the binary "
+    "tensor data extension, `parameters.binary_data_size` counts its bytes after the JSON "
+    "header",
+    "anyOf": [{"required": ["data"]},
+              {"required": ["parameters"],
+               "properties": {"parameters": {"required": ["binary_data_size"]}}}],
     "properties": {
-        "name": {"type": "string", "description": "`input`, or a column's name"},
+        "name": {"type": "string", "minLength": 1, "description": "`input`, or a column's name"},
         "datatype": {"type": "string", "enum": ["FP32", "FP64", "INT32", "INT64", "BYTES"]},
-        "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "shape": {"type": "array", "minItems": 1, "maxItems": MAX_DIMENSIONS,
+                  "items": {"type": "integer", "minimum": 0, "maximum": MAX_DIMENSION}},
         "data": {
             "type": "array",
             "description": "Values, flat or nested row-major (absent with binary_data_size)",
@@ -149,7 +157,14 @@ INFER_REQUEST_BODY: dict[str, Any] = {
                         "type": "object",
                         "properties": {"binary_data_output": {"type": "boolean"}},
                     },
-                    "inputs": {"type": "array", "minItems": 1, "items": _TENSOR_IN},
+                    "inputs": {
+                        "type": "array", "minItems": 1, "items": _TENSOR_IN,
+                        "description": "Each input's name once (else 400: two inputs have the "
+                        "same name); an input's `data` holds its shape's product of values "
+                        "(else 400: `input 'x' has 3 values; its shape holds 4`); binary inputs "
+                        "need their bytes (else 400: `binary_data_size is` ... or `goes beyond` "
+                        "the bytes of binary data after the JSON header)",
+                    },
                     "outputs": {
                         "type": "array",
                         "items": {

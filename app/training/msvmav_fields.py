@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from app.core.ids import Whole
 from app.training.parameters import MAX_MAGNITUDE, MIN_MAGNITUDE
 from solver import PARAMETERS, Interval, MSVMAv, Param, StrOptions
 
@@ -87,7 +88,7 @@ def _one_kind(name: str, p: Param) -> tuple[Any, dict[str, Any]]:
         annotation, bounds = bool, {}
     elif isinstance(constraint, Interval) and constraint.type is Integral:
         low, high = INTEGER_LIMITS.get(name, (constraint.left, constraint.right))
-        annotation, bounds = int, {"ge": low, "le": high}
+        annotation, bounds = Whole, {"ge": low, "le": high}
     elif constraint is Real or (isinstance(constraint, Interval) and constraint.type is Real):
         annotation = float
         bounds = _real_bounds(constraint if isinstance(constraint, Interval) else None)

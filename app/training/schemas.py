@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from app.core.ids import DbId
+from app.core.ids import DbId, Whole, whole_in
 from app.jobs.schemas import TRAIN_PARAMS_EXAMPLE
 from app.models.schemas import AlgorithmName
 from app.registry.schemas import Name
@@ -44,7 +44,7 @@ class SearchSpec(BaseModel):
         "2^-10 … 2^10 in steps of 4×) — rbf/poly add the gamma grid {2^j / d} — or an explicit "
         "{parameter: [values]} (names as in the estimator's `get_params()`)",
     )
-    cv: int = Field(
+    cv: Whole = Field(
         5, ge=2, le=20,
         description="Folds (shuffled, seeded KFold; `auto`: stratified, 3 unless given)",
     )
@@ -61,10 +61,8 @@ class SearchSpec(BaseModel):
         description="`auto` only: the algorithms that race (comparators with their `quick` "
         "grids); null: MSVMAv's own kernels",
     )
-    seed: int | None = Field(
+    seed: whole_in(0, 2**32 - 1) | None = Field(
         None,
-        ge=0,
-        le=2**32 - 1,
         description="Seed of the fold assignment; null: the request's `seed`",
     )
 
@@ -154,10 +152,8 @@ class TrainRequest(_WithHyperParameters):  # type: ignore[misc, valid-type]
         "hold-out and 5-fold cross-validated metrics of the training rows instead, with a "
         "warning. The hold-out's row indices are the model's `holdout.rows`",
     )
-    seed: int | None = Field(
+    seed: whole_in(0, 2**32 - 1) | None = Field(
         0,
-        ge=0,
-        le=2**32 - 1,
         description="The fit's seed: hold-out split, the estimator's random_state (Nyström "
         "sampling, ...) and, unless `search.seed` is given, the search's folds",
     )
