@@ -50,7 +50,7 @@ def carry_linear(est: Any, old: MinMaxScaling | None, new: MinMaxScaling | None)
     ``old``'s coordinates into ``new``'s, so that its decision values on every unclipped row
     stay the same: z_old = (x - min_old) s_old and x = min_new + z_new / s_new give
     w_new = w s_old / s_new and b_new = b + w . (min_new - min_old) s_old."""
-    if old is None or new is None or getattr(est, "coef_", None) is None:
+    if old is None or new is None:  # est: a fitted primal-kernel parent (Start.applies)
         return
     coef = np.atleast_2d(np.asarray(est.coef_, dtype=np.float64))
     ratio = old.scale / new.scale
