@@ -17,8 +17,8 @@ from app.core.config import Settings
 from app.core.db import make_engine
 from app.jobs.worker import Worker
 from app.main import create_app, shut_down
+from app.monitoring import inputs, shadow
 from app.monitoring import log as prediction_log
-from app.monitoring import shadow
 from app.tables import Base
 from tests.app.auth_support import ADMIN
 from tests.app.recheck_clock import clock  # noqa: F401  (the recheck window's test clock)
@@ -40,9 +40,10 @@ def database_url(
 
 
 def running_writers() -> list[str]:
-    """The prediction log's and the shadow scorer's threads still alive in this process."""
-    names = {"msvmav-" + kind.label.replace(" ", "-")
-             for kind in (prediction_log.PredictionLogWriter, shadow.ShadowScorer)}
+    """The prediction log's, its inputs' and the shadow scorer's threads still alive in this
+    process."""
+    kinds = (prediction_log.PredictionLogWriter, inputs.InputWriter, shadow.ShadowScorer)
+    names = {"msvmav-" + kind.label.replace(" ", "-") for kind in kinds}
     return [t.name for t in threading.enumerate() if t.name in names and t.is_alive()]
 
 

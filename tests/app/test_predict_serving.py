@@ -67,6 +67,7 @@ def test_cache_hit_answers_like_a_cold_load(client, worker, app):
         "accuracy",
         "margins",
         "decision_rule",  # the rule that made the labels (issue 44)
+        "arm",  # which arm of an alias's canary answered (issue 48; null otherwise)
     }
     assert warm["predictions"][0]["decision_values"] is None
 
