@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.core.ids import DbId
+from app.core.ids import DbId, Whole, whole_in
 from app.registry.schemas import Name
 from app.training.schemas import SEARCH_MODES, SearchSpec
 
@@ -29,8 +29,8 @@ class RetrainOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
-    window_seconds: int | None = Field(
-        None, ge=1, le=MAX_WINDOW_SECONDS,
+    window_seconds: whole_in(1, MAX_WINDOW_SECONDS) | None = Field(
+        None,
         description="Only feedback rows logged in the last this many seconds; null: every "
         "fed-back row logged since the line's first version was registered (a retrained "
         "parent's window start, else the parent's registration)")
@@ -98,12 +98,12 @@ class Trigger(BaseModel):
     alert_rule_ids: list[DbId] = Field(
         default_factory=list, max_length=50,
         description="Retrain when one of these alert rules fires (after the policy was set)")
-    schedule_seconds: int | None = Field(
-        None, ge=60, le=MAX_WINDOW_SECONDS, description="Retrain this often")
-    min_new_labels: int | None = Field(
-        None, ge=1, le=MAX_ROWS, description="Retrain once this many fed-back logged rows "
+    schedule_seconds: whole_in(60, MAX_WINDOW_SECONDS) | None = Field(
+        None, description="Retrain this often")
+    min_new_labels: whole_in(1, MAX_ROWS) | None = Field(
+        None, description="Retrain once this many fed-back logged rows "
         "(with their inputs kept) arrived since the last retrain")
-    cooldown_seconds: int = Field(
+    cooldown_seconds: Whole = Field(
         3600, ge=0, le=MAX_WINDOW_SECONDS,
         description="At least this long between two retrains the policy starts")
 
@@ -114,7 +114,7 @@ class Judge(BaseModel):
     challenger_alias: Name = Field("challenger", description="The alias the new version gets "
                                    "and the shadow scores")
     production_alias: Name = Field("production", description="The alias a win moves")
-    min_rows: int = Field(100, ge=1, le=MAX_ROWS, description="Fed-back rows both scored "
+    min_rows: Whole = Field(100, ge=1, le=MAX_ROWS, description="Fed-back rows both scored "
                           "before the challenger is judged")
     margin: float = Field(0.01, ge=0, le=1, description="The challenger wins when its "
                           "realised accuracy on those rows exceeds production's by at least "
@@ -127,12 +127,12 @@ class Judge(BaseModel):
 class Rollback(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
-    probation_seconds: int = Field(86400, ge=1, le=MAX_WINDOW_SECONDS,
+    probation_seconds: Whole = Field(86400, ge=1, le=MAX_WINDOW_SECONDS,
                                    description="How long a promoted version is watched")
     margin: float = Field(0.01, ge=0, le=1, description="Rolled back when the version it "
                           "replaced (shadowing it as alias `previous_alias`) is more accurate "
                           "by at least this on the fed-back rows both scored")
-    min_rows: int = Field(100, ge=1, le=MAX_ROWS, description="...on at least this many")
+    min_rows: Whole = Field(100, ge=1, le=MAX_ROWS, description="...on at least this many")
     previous_alias: Name = Field("previous", description="The replaced version's alias "
                                  "during probation")
 
@@ -164,6 +164,11 @@ class PolicyConfig(BaseModel):
 
 
 class PolicyOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "name": "wdbc", "enabled": True,
+        "config": PolicyConfig.model_validate(_POLICY_EXAMPLE).model_dump(mode="json"),
+        "state": {"phase": "idle"}, "record": None}]})
+
     name: str
     enabled: bool
     config: PolicyConfig

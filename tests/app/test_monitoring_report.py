@@ -153,7 +153,11 @@ def test_registered_model_report_follows_the_alias(client, worker):
     client.post("/predict", json={"model_id": two["id"], "instances": X[:2].tolist()})
     url = "/registered-models/wd/monitoring"
     by_alias = settled(client.get(url, params={"alias": "production"}))
-    assert by_alias == _report(client, one["id"]) and by_alias["live"]["n"] == 7
+    # the model's own report, and the alias's arms (issue 48's canary: one, the primary)
+    arms = by_alias.pop("arms")
+    assert {k: v for k, v in _report(client, one["id"]).items() if k != "arms"} == by_alias
+    assert by_alias["live"]["n"] == 7
+    assert [(r["version"], r["arm"], r["n"]) for r in arms["records"]] == [(1, "primary", 7)]
     assert client.get(url, params={"version": 2}).json()["live"]["n"] == 2
     # neither: the bare name's version, production while it is set, else the newest
     assert client.get(url).json()["model_id"] == one["id"]
