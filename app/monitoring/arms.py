@@ -103,6 +103,14 @@ def arm_records(
     if primary is None:
         raise missing(f"registered model {name!r} has no alias {alias!r}")
     canary = registry.canaries_of(session, registered).get(alias)
+    return _records(session, name, alias, primary, canary, since, until, writer)
+
+
+def _records(session: Session, name: str, alias: str, primary: int,
+             canary: tuple[int, float] | None, since: datetime | None,
+             until: datetime | None,
+             writer: prediction_log.PredictionLogWriter | None) -> list[ArmRecord]:
+    """``arm_records`` once the alias's version (``primary``) and canary are read."""
     if writer is not None:
         writer.state()
     counts = _class_counts(session, name, alias, since, until)
@@ -140,7 +148,7 @@ def alias_arms(
     if version is None:
         return None
     canary = registry.canaries_of(session, registered).get(alias)
-    records = arm_records(session, name, alias, since, until, writer)
+    records = _records(session, name, alias, version, canary, since, until, writer)
     return {
         "alias": alias,
         "version": version,
