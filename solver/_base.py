@@ -480,9 +480,20 @@ def attributes_problem(klass: type[MarginClassifier], attributes: Any) -> str | 
     return None
 
 
+def params_problem(klass: type[MarginClassifier], params: dict) -> str | None:
+    """Why ``params`` cannot be ``klass``'s constructor parameters (naming one its
+    ``get_params`` does not have), or None if they can."""
+    unknown = set(params) - set(klass._get_param_names())
+    if unknown:
+        return f"params {sorted(unknown)} are not parameters of {klass.__name__}"
+    return None
+
+
 def model_from_dict(data: dict) -> MarginClassifier:
     """Rebuild a fitted estimator from ``to_dict()`` output; ValueError for arrays that are not
-    the estimator's own, in dtype kind and dimensions (``array_problem``)."""
+    the estimator's own, in dtype kind and dimensions (``array_problem``), and for attributes or
+    parameters it does not persist (``attributes_problem``, ``params_problem``): a stored or
+    imported model can set nothing else on the estimator."""
     meta, arrays = data["meta"], data["arrays"]
     if meta.get("format") != MODEL_FORMAT or meta.get("version") != MODEL_FORMAT_VERSION:
         raise ValueError(f"model: unsupported format {meta.get('format')!r} "
@@ -497,6 +508,9 @@ def model_from_dict(data: dict) -> MarginClassifier:
             raise ValueError(f"model: {problem}")
     if not isinstance(meta["params"], dict) or not isinstance(meta["attributes"], dict):
         raise ValueError("model: params and attributes must be objects")
+    problem = attributes_problem(klass, meta["attributes"]) or params_problem(klass, meta["params"])
+    if problem is not None:
+        raise ValueError(f"model: {problem}")
     est = klass(**meta["params"])
     est.n_features_in_ = meta["n_features_in"]
     est.stopped_early_ = meta.get("stopped_early", False)
