@@ -20,7 +20,7 @@ from app.export import service
 from app.models.schemas import ModelDetail
 from app.registry.references import BARE_NAME
 
-router = APIRouter(prefix="/models", tags=["models"])
+router = APIRouter(tags=["models"])  # under /models (app.routers.MODEL_PARTS)
 
 MEDIA_TYPES = {"onnx": "application/octet-stream", "bundle": "application/zip"}
 SUFFIXES = {"onnx": "onnx", "bundle": "zip"}

@@ -1,4 +1,5 @@
-"""/models routes."""
+"""The stored models' own operations: a part of the ``/models`` router (``app.routers``,
+which declares the prefix and the order of every part)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from app.core.problems import problem_responses
 from app.models import service
 from app.models.schemas import AlgorithmName, MarginsOut, ModelDetail, ModelPage, ModelSummary
 
-router = APIRouter(prefix="/models", tags=["models"])
+router = APIRouter(tags=["models"])  # under /models (app.routers.MODEL_PARTS)
 
 _DatasetIdQuery = Annotated[
     int | None, Query(description="Compute on this dataset instead", examples=[1])

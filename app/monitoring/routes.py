@@ -25,6 +25,8 @@ from app.monitoring.schemas import (
 from app.registry.references import BARE_NAME, SERVING_ALIAS
 
 router = APIRouter(tags=["monitoring"])
+#: A stored model's report: a part of the /models router (app.routers.MODEL_PARTS).
+model_router = APIRouter(tags=["monitoring"])
 
 _FEEDBACK_EXAMPLES = {
     "by id": {
@@ -137,8 +139,8 @@ ModelWindow = Annotated[Window, Depends(_model_window)]
 RegisteredWindow = Annotated[Window, Depends(_registered_window)]
 
 
-@router.get(
-    "/models/{model_id}/monitoring",
+@model_router.get(
+    "/{model_id}/monitoring",
     summary="A model's monitoring report",
     description=(
         "The training part's decision values (reference) against the logged ones in the "
@@ -153,8 +155,8 @@ def get_model_monitoring(window: ModelWindow, bucket: Bucket = "day") -> dict[st
     return report.model_report(*window, bucket=bucket)
 
 
-@router.get(
-    "/models/{model_id}/monitoring.png",
+@model_router.get(
+    "/{model_id}/monitoring.png",
     summary="A model's monitoring report as a figure",
     description="The window of `GET /models/{id}/monitoring`." + _FIGURE,
     response_class=Response,

@@ -25,6 +25,8 @@ from app.predict.threshold_schemas import MAX_COST
 from app.registry.references import BARE_NAME
 
 router = APIRouter(tags=["models"])
+#: POST /models/leaderboard: a part of the /models router (app.routers.MODEL_PARTS).
+models_router = APIRouter(tags=["models"])
 
 _DOC = (
     "The models side by side on the rows that are in **every** model's hold-out "
@@ -83,8 +85,8 @@ def dataset_leaderboard(
     return LeaderboardOut.model_validate(leaderboard.leaderboard(session, request, "query"))
 
 
-@router.post(
-    "/models/leaderboard",
+@models_router.post(
+    "/leaderboard",
     summary="Compare models",
     description=_DOC + f"`models`: up to {MAX_MODELS} ids or registry references (a bare "
     f"name: {BARE_NAME}); or `dataset_id` for a dataset's newest `limit` models.",

@@ -173,9 +173,9 @@ def predict_file(
     )
 
 
-# Doors that read a model by reference under /models: evaluation and explanation (read-only,
-# like /predict; routes with a reference path, so they live here, above the registry).
-models_router = APIRouter(prefix="/models", tags=["models"])
+# Doors that read a model by reference: evaluation and explanation (read-only, like /predict),
+# a part of the /models router (app.routers.MODEL_PARTS declares the prefix).
+models_router = APIRouter(tags=["models"])
 
 _EVALUATE_DOC = (
     "`{model_ref}`: a stored model's id or a registry reference (`name@alias`, `name/version`, "

@@ -16,7 +16,7 @@ from app.core.problems import problem_responses
 from app.predict import thresholds
 from app.predict.threshold_schemas import ThresholdAnswer, ThresholdRequest
 
-router = APIRouter(prefix="/models", tags=["models"])
+router = APIRouter(tags=["models"])  # under /models (app.routers.MODEL_PARTS)
 ActorDep = Annotated[Principal | None, Security(require_by_method)]
 
 _DOC = (

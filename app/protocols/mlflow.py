@@ -309,7 +309,7 @@ _BODY = {
 
 
 @router.post(
-    "/models/{model_ref:path}/invocations",
+    "/{model_ref:path}/invocations",  # under /models (app.routers.MODEL_PARTS)
     summary="Predict (MLflow scoring protocol)",
     description=(
         f"`{{model_ref}}`: `name@alias`, `name/version`, a stored model's id or {BARE_NAME}. "
