@@ -13,13 +13,15 @@ or worker restart. A policy's cycle (``state["phase"]``):
   production alias's version → ``retraining``.
 * ``retraining``: the job succeeded → the new version gets the challenger alias and a shadow
   of it starts (``shadowing``); it failed → ``idle`` with its error.
-* ``shadowing``: the challenger's record against production on the same live rows
-  (``app.monitoring.shadow_service.head_to_head``); once ``judge.min_rows`` of them have
-  feedback it wins when its realised accuracy beats production's by ``judge.margin`` and its
-  hold-out accuracy is within ``judge.holdout_tolerance`` of production's. ``promote``: a win
-  moves the production alias to it (and ``previous_alias`` to the version it replaced, which
-  then shadows it) → ``probation``; a loss → ``idle``, the version rejected. ``register``:
-  the verdict is recorded, nothing moves → ``idle``.
+* ``shadowing``: the challenger's record (``app.loop.judge``: its canary arm's rows where
+  ``judge.canary_percent`` gave it a canary in production, else its shadow's; realised and
+  estimated accuracy, cost under production's decision rule, agreement); once
+  ``judge.min_rows`` of them have feedback it wins when its realised accuracy beats
+  production's by ``judge.margin``, its cost is not higher and its hold-out accuracy is within
+  ``judge.holdout_tolerance`` of production's. ``promote``: a win moves the production alias
+  to it (ending the canary; ``previous_alias`` to the version it replaced, which then shadows
+  it) → ``probation``; a loss → ``idle``, the version rejected, its canary ended.
+  ``register``: the verdict is recorded, nothing moves → ``idle``.
 * ``probation``: the replaced version beating the promoted one by ``rollback.margin`` on
   ``rollback.min_rows`` fed-back rows rolls production back (the registry's rollback: it
   undoes the promotion) → ``idle``; the probation's end keeps it → ``idle``.
@@ -49,13 +51,12 @@ from app.core.orm import utcnow
 from app.core.problems import Problem
 from app.core.runtime import Runtime
 from app.jobs import service as jobs
-from app.loop import service
+from app.loop import judge, service
 from app.loop.orm import RetrainPolicy
 from app.loop.schemas import PolicyConfig, RetrainRequest
-from app.models import service as models
 from app.monitoring import inputs, shadow_service
 from app.registry import service as registry
-from app.registry.orm import ModelVersion, RegisteredModel
+from app.registry.orm import RegisteredModel
 
 log = logging.getLogger("app.loop")
 
@@ -203,6 +204,8 @@ def retraining(step: Step) -> None:
             "job_id": job.id, "parent_version": lineage.get("parent_version"),
             "feedback_rows": lineage.get("feedback_rows"),
             "warm_start": lineage.get("warm_start")}))
+    production = step.config.judge.production_alias
+    registry.copy_alias_rule(step.session, step.name, production, alias, ACTOR)
     try:
         shadow_service.start(step.session, step.runtime, step.name, alias)
     except Problem as problem:
@@ -212,70 +215,89 @@ def retraining(step: Step) -> None:
     step.state.update(phase="shadowing", challenger_version=version,
                       challenger_model_id=int(result["model_id"]),
                       shadow_since=utcnow().isoformat())
+    _start_canary(step, version)
+
+
+def _start_canary(step: Step, version: int) -> None:
+    """The challenger answers ``judge.canary_percent`` of the production alias's requests."""
+    config = step.config.judge
+    percent = config.canary_percent
+    if percent is None or config.production_alias not in registry.aliases_of(
+            step.session, step.registered):
+        return
+    try:
+        registry.set_canary(step.session, step.name, config.production_alias,
+                            (version, float(percent)), ACTOR, why=(
+                                f"the challenger (version {version}) answers {percent:g} % of "
+                                f"{config.production_alias!r}'s requests while it is judged",
+                                {"challenger_version": version, "percent": percent}))
+    except Problem as problem:
+        step.session.rollback()
+        log.warning("policy of %s: no canary (%s)", step.name, problem.detail)
+
+
+def _end_canary(step: Step, version: int, why: str) -> None:
+    """The production alias's canary of ``version`` ends (no move when it has none)."""
+    alias = step.config.judge.production_alias
+    if (registry.canaries_of(step.session, step.registered).get(alias) or (None,))[0] != version:
+        return
+    registry.set_canary(step.session, step.name, alias, None, ACTOR,
+                        why=(why, {"version": version}))
 
 
 # --- shadowing: the judge -----------------------------------------------------------------------
 
 
-def _version_model(step: Step, version: int | None) -> int | None:
-    if version is None:
-        return None
-    found = step.session.get(ModelVersion, (step.registered.id, version))
-    return found.model_id if found is not None else None
-
-
-def record(step: Step, challenger_id: int, served_id: int, since: str) -> dict[str, Any]:
-    """The challenger's record against the served model since ``since``, with both hold-out
-    accuracies."""
-    rec = shadow_service.head_to_head(step.session, step.registered.id, challenger_id,
-                                      served_id, datetime.fromisoformat(since))
-    for side, model_id in (("challenger", challenger_id), ("served", served_id)):
-        model = models.get(step.session, model_id)
-        rec[f"{side}_holdout_accuracy"] = model.holdout_accuracy if model is not None else None
-    return jsonable(rec)
-
-
-def _gain(rec: dict[str, Any]) -> float | None:
-    ours, theirs = rec.get("challenger_accuracy"), rec.get("served_accuracy")
-    return None if ours is None or theirs is None else ours - theirs
+def _pair(step: Step, challenger: int, served: int, since: str) -> judge.Pair | None:
+    return judge.pair_of(step.session, step.registered, step.config.judge.production_alias,
+                         challenger, served, datetime.fromisoformat(since))
 
 
 def shadowing(step: Step) -> None:
-    judge, state = step.config.judge, step.state
-    aliases = registry.aliases_of(step.session, step.registered)
-    production = aliases.get(judge.production_alias)
-    served_id = _version_model(step, production)
-    if served_id is None:
+    config, state = step.config.judge, step.state
+    production = registry.aliases_of(step.session, step.registered).get(config.production_alias)
+    pair = None if production is None else _pair(step, state["challenger_version"], production,
+                                                 state["shadow_since"])
+    if pair is None:
         return  # nothing to judge against until production names a version
-    rec = record(step, state["challenger_model_id"], served_id, state["shadow_since"])
+    rec = judge.record(step.session, step.runtime, pair)
     state["record"] = rec
-    if rec["labelled"] < judge.min_rows:
+    wins, evidence = judge.verdict(rec, config)
+    if wins is None:
         return
-    gain = _gain(rec) or 0.0
-    hold = rec["challenger_holdout_accuracy"], rec["served_holdout_accuracy"]
-    holdout_ok = None in hold or hold[0] >= hold[1] - judge.holdout_tolerance
-    wins = gain >= judge.margin and holdout_ok
-    evidence = {**rec, "gain": gain, "margin": judge.margin, "min_rows": judge.min_rows,
-                "holdout_tolerance": judge.holdout_tolerance, "production_version": production,
-                "challenger_version": state["challenger_version"]}
+    evidence.update(production_version=production,
+                    challenger_version=state["challenger_version"])
+    version = state["challenger_version"]
     if step.config.action == "register" or not wins:
         _stop_shadow(step)
         if not wins:
-            state.setdefault("rejected_versions", []).append(state["challenger_version"])
-        step.decided("wins" if wins else "rejected", evidence,
-                     version=state["challenger_version"])
+            state.setdefault("rejected_versions", []).append(version)
+            _end_canary(step, version, f"the challenger (version {version}) was rejected: "
+                        f"{_why_not(evidence)}")
+        step.decided("wins" if wins else "rejected", evidence, version=version)
         return
     promote(step, production, evidence)
 
 
+def _why_not(evidence: dict[str, Any]) -> str:
+    if not evidence.get("holdout_ok", True):
+        return "its hold-out accuracy is too far below production's"
+    if not evidence.get("cost_ok", True):
+        return (f"its cost under the alias's rule is higher by "
+                f"{evidence['cost_change']:.4f}")
+    return (f"it gained {evidence['gain']:.4f} (needs {evidence['margin']}) on "
+            f"{evidence['labelled']} fed-back rows ({evidence['source']})")
+
+
 def promote(step: Step, production: int, evidence: dict[str, Any]) -> None:
-    judge, back, state = step.config.judge, step.config.rollback, step.state
+    config, back, state = step.config.judge, step.config.rollback, step.state
     version = state["challenger_version"]
+    rows = "its canary arm's" if evidence["source"] == "canary" else "its shadow's"
     reason = (f"promoted by the policy: version {version} beat version {production} by "
-              f"{evidence['gain']:.4f} (at least {judge.margin}) on {evidence['labelled']} "
-              f"fed-back rows both scored")
-    registry.set_alias(step.session, step.name, judge.production_alias, version, ACTOR,
-                       why=(reason, evidence))
+              f"{evidence['gain']:.4f} (at least {config.margin}) on {evidence['labelled']} "
+              f"fed-back rows ({rows})")
+    registry.set_alias(step.session, step.name, config.production_alias, version, ACTOR,
+                       why=(reason, evidence))  # (ends its canary: PUT replaces the alias)
     registry.set_alias(step.session, step.name, back.previous_alias, production, ACTOR, why=(
         f"the version that version {version} replaced, shadowing it during its probation", None))
     try:
@@ -300,33 +322,44 @@ def _stop_shadow(step: Step) -> None:
 
 
 def probation(step: Step) -> None:
-    judge, back, state = step.config.judge, step.config.rollback, step.state
+    config, back, state = step.config.judge, step.config.rollback, step.state
     promoted, previous = state["promoted_version"], state["previous_version"]
-    if registry.aliases_of(step.session, step.registered).get(judge.production_alias) != promoted:
+    if registry.aliases_of(step.session, step.registered).get(config.production_alias) != promoted:
         _stop_shadow(step)
         step.decided("probation ended: production was moved by hand", version=promoted)
         return
-    served_id, previous_id = _version_model(step, promoted), _version_model(step, previous)
-    if served_id is None or previous_id is None:
+    pair = _pair(step, previous, promoted, state["probation_since"])
+    if pair is None:
         step.decided("probation ended: a version was deleted", version=promoted)
         return
-    rec = record(step, previous_id, served_id, state["probation_since"])
+    rec = judge.record(step.session, step.runtime, pair)
     state["record"] = rec
-    loss = _gain(rec)
+    ours, theirs = rec["challenger_accuracy"], rec["served_accuracy"]
+    loss = None if ours is None or theirs is None else ours - theirs
     if rec["labelled"] >= back.min_rows and loss is not None and loss >= back.margin:
-        evidence = {**rec, "loss": loss, "margin": back.margin, "min_rows": back.min_rows,
-                    "promoted_version": promoted, "previous_version": previous}
-        reason = (f"rolled back by the policy: version {promoted} lost to version {previous} "
-                  f"by {loss:.4f} (at least {back.margin}) on {rec['labelled']} fed-back rows "
-                  "within its probation")
-        registry.rollback_alias(step.session, step.name, judge.production_alias, ACTOR,
-                                why=(reason, evidence))
-        _stop_shadow(step)
-        state.setdefault("rejected_versions", []).append(promoted)
-        step.decided("rolled back", evidence, version=promoted)
+        roll_back(step, rec, loss)
     elif step.now >= state["probation_until"]:
         _stop_shadow(step)
         step.decided("kept: the probation ended", rec, version=promoted)
+
+
+def roll_back(step: Step, rec: dict[str, Any], loss: float) -> None:
+    """The production alias back to the version the promoted one replaced (the registry's
+    rollback: it undoes the promotion, so it restores the canary the alias had then, which
+    then ends: the rolled-back version answers nothing)."""
+    config, back, state = step.config.judge, step.config.rollback, step.state
+    promoted, previous = state["promoted_version"], state["previous_version"]
+    evidence = {**rec, "loss": loss, "margin": back.margin, "min_rows": back.min_rows,
+                "promoted_version": promoted, "previous_version": previous}
+    reason = (f"rolled back by the policy: version {promoted} lost to version {previous} "
+              f"by {loss:.4f} (at least {back.margin}) on {rec['labelled']} fed-back rows "
+              "within its probation")
+    registry.rollback_alias(step.session, step.name, config.production_alias, ACTOR,
+                            why=(reason, evidence))
+    _end_canary(step, promoted, f"version {promoted} was rolled back: it canaries no more")
+    _stop_shadow(step)
+    state.setdefault("rejected_versions", []).append(promoted)
+    step.decided("rolled back", evidence, version=promoted)
 
 
 PHASES: dict[str, Callable[[Step], None]] = {

@@ -3,17 +3,18 @@ read with the challenger's record now, delete."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.alerts.orm import AlertRule
-from app.core.jsonable import jsonable
 from app.core.orm import utcnow
 from app.core.problems import invalid, missing
+from app.core.runtime import Runtime
+from app.loop import judge
 from app.loop.orm import RetrainPolicy
 from app.loop.schemas import PolicyConfig
-from app.monitoring import shadow_service
 from app.registry import service as registry
 
 
@@ -64,12 +65,11 @@ def delete(session: Session, name: str) -> None:
     session.commit()
 
 
-def view(session: Session, name: str, policy: RetrainPolicy) -> dict[str, Any]:
+def view(session: Session, runtime: Runtime, name: str,
+         policy: RetrainPolicy) -> dict[str, Any]:
     """The policy, its state and the challenger's record beside production's now (shadowing:
     the challenger against production; probation: the replaced version against the promoted
     one; else the last record the policy kept)."""
-    from datetime import datetime
-
     state = dict(policy.state)
     config = PolicyConfig.model_validate(policy.config)
     registered = registry.get_or_raise(session, name)
@@ -84,10 +84,10 @@ def view(session: Session, name: str, policy: RetrainPolicy) -> dict[str, Any]:
         pair = (state.get("previous_version"), state.get("promoted_version"),
                 state.get("probation_since"))
     if pair is not None and None not in pair:
-        ids = [registry.get_version(session, registered, v).model_id for v in pair[:2]]
-        rec = jsonable(shadow_service.head_to_head(
-            session, registered.id, ids[0], ids[1], datetime.fromisoformat(pair[2])))
-        rec.update(challenger_version=pair[0], served_version=pair[1])
+        found = judge.pair_of(session, registered, config.judge.production_alias, pair[0],
+                              pair[1], datetime.fromisoformat(pair[2]))
+        if found is not None:
+            rec = judge.record(session, runtime, found)
     session.commit()
     return {"name": name, "enabled": policy.enabled, "config": config, "state": state,
             "record": rec, "updated_at": policy.updated_at}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Path, Request, Response, status
+from fastapi import APIRouter, Body, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from app.core.deps import SessionDep
+from app.core.deps import RuntimeDep, SessionDep
 from app.core.idempotency import (
     REPLAYED_RESPONSE_HEADER,
     Created,
@@ -19,10 +19,9 @@ from app.core.problems import problem_responses
 from app.jobs.schemas import JobOut
 from app.loop import policy_service, service
 from app.loop.schemas import PolicyConfig, PolicyOut, RetrainRequest
+from app.registry.paths import NamePath
 
 router = APIRouter(prefix="/registered-models", tags=["registry"])
-
-NamePath = Annotated[str, Path(description="Registered model", examples=["wdbc"])]
 
 _RETRAIN_EXAMPLES = {
     "production": {"summary": "Production's version on its rows and every fed-back row",
@@ -83,11 +82,12 @@ def retrain_registered_model(
 )
 def put_policy(
     session: SessionDep,
+    runtime: RuntimeDep,
     name: NamePath,
     body: Annotated[PolicyConfig, Body(openapi_examples=_POLICY_EXAMPLES)],
 ) -> PolicyOut:
     policy = policy_service.put(session, name, body)
-    return PolicyOut.model_validate(policy_service.view(session, name, policy))
+    return PolicyOut.model_validate(policy_service.view(session, runtime, name, policy))
 
 
 @router.get(
@@ -98,9 +98,9 @@ def put_policy(
     response_model=PolicyOut,
     responses=problem_responses(404),
 )
-def get_policy(session: SessionDep, name: NamePath) -> PolicyOut:
+def get_policy(session: SessionDep, runtime: RuntimeDep, name: NamePath) -> PolicyOut:
     policy = policy_service.get_or_raise(session, name)
-    return PolicyOut.model_validate(policy_service.view(session, name, policy))
+    return PolicyOut.model_validate(policy_service.view(session, runtime, name, policy))
 
 
 @router.delete(

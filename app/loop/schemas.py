@@ -118,10 +118,14 @@ class Judge(BaseModel):
                           "before the challenger is judged")
     margin: float = Field(0.01, ge=0, le=1, description="The challenger wins when its "
                           "realised accuracy on those rows exceeds production's by at least "
-                          "this")
+                          "this, its cost under production's decision rule is not higher")
     holdout_tolerance: float = Field(
         0.05, ge=0, le=1, description="...and its hold-out accuracy is at most this below "
         "production's")
+    canary_percent: float | None = Field(
+        None, gt=0, lt=100, description="The challenger also answers this share of the "
+        "production alias's requests (a canary, sticky by request key) while it is judged, "
+        "and is then judged by its canary arm's own rows; null: by its shadow only")
 
 
 class Rollback(BaseModel):
@@ -176,6 +180,8 @@ class PolicyOut(BaseModel):
                                   "retraining, shadowing, probation), the job, the "
                                   "challenger, the last decision with its evidence")
     record: dict[str, Any] | None = Field(
-        None, description="The challenger's record beside production's on the same live rows "
-        "now (rows, fed-back rows, realised accuracy, agreement, hold-out accuracy)")
+        None, description="The challenger's record beside production's now (app.loop.judge): "
+        "`source` (its canary arm's rows, else its shadow's), fed-back rows, each side's "
+        "realised and estimated accuracy and cost under production's decision rule, the "
+        "shadow's agreement, hold-out accuracies, the `shadow` and `canary` records")
     updated_at: datetime

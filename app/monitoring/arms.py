@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
@@ -131,6 +132,25 @@ def _records(session: Session, name: str, alias: str, primary: int,
             first_at=first, last_at=last))
     return records
 
+
+
+#: The newest rows of an arm ``arm_rows`` reads.
+MAX_ARM_ROWS = 1_000_000
+
+
+def arm_rows(session: Session, name: str, alias: str, version: int,
+             since: datetime | None) -> dict[str, np.ndarray]:
+    """The decision values (binary: (n,); more classes: the logged (n, k) vectors), predicted
+    and fed-back classes (-1: none) of ``name@alias``'s rows that ``version`` answered since
+    ``since``, the newest ``MAX_ARM_ROWS`` (the judge's estimate and cost, app.loop.judge)."""
+    log = PredictionLog
+    stmt = select(log.decision, log.decisions, log.predicted, log.true_class).where(
+        log.version == version).order_by(log.id.desc()).limit(MAX_ARM_ROWS)
+    rows = session.execute(_window(stmt, name, alias, since, None)).all()
+    wide = bool(rows) and rows[0][1] is not None
+    return {"decision": np.array([r[1] if wide else r[0] for r in rows], dtype=np.float64),
+            "predicted": np.array([r[2] for r in rows], dtype=np.int64),
+            "true": np.array([-1 if r[3] is None else r[3] for r in rows], dtype=np.int64)}
 
 
 def alias_arms(

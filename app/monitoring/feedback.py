@@ -77,17 +77,46 @@ def record_feedback(
         kept.catch_up(prediction_log.READ_WAIT_SECONDS)
     model = model_of(session, request.model_id, request.model)
     true = models.match_labels(np.asarray(model.classes), request.labels, ["body", "labels"])
-    # One label per id (the last given); ids compared as the log stores them, as text.
-    wanted = {str(i): int(c) for i, c in zip(request.ids, true.tolist(), strict=True)}
-    keys = list(wanted)
     found: set[str] = set()
     now = datetime.now(UTC)
+    for answered in [model, *_canary_models(session, request.model, model)]:
+        if answered is not model:  # the canary's own class indices
+            true = models.match_labels(np.asarray(answered.classes), request.labels,
+                                       ["body", "labels"])
+        found |= _label_rows(session, answered.id, request.ids, true, now)
+    session.commit()
+    unknown = [i for i in dict.fromkeys(request.ids) if str(i) not in found][:UNKNOWN_SHOWN]
+    return {"matched": len(found), "unknown_ids": unknown, "log": state}
+
+
+def _canary_models(session: Session, reference: str | None, primary: Model) -> list[Model]:
+    """The canary's stored model when ``reference`` names an alias with a canary (a bare name:
+    its production alias) whose classes are the primary's: a row its canary arm answered is
+    the alias's row too, so its feedback labels it."""
+    if reference is None:
+        return []
+    resolved = resolve_request(runtime_of(session), reference, ["body", "model"])[0]
+    if resolved.canary is None or resolved.canary.model_id == primary.id:
+        return []
+    canary = models.get(session, resolved.canary.model_id)
+    if canary is None or [str(c) for c in canary.classes] != [str(c) for c in primary.classes]:
+        return []
+    return [canary]
+
+
+def _label_rows(session: Session, model_id: int, ids: list[Any], true: np.ndarray,
+                now: datetime) -> set[str]:
+    """Set the true class of model ``model_id``'s logged rows of ``ids``; the ids found."""
+    # One label per id (the last given); ids compared as the log stores them, as text.
+    wanted = {str(i): int(c) for i, c in zip(ids, true.tolist(), strict=True)}
+    keys = list(wanted)
+    found: set[str] = set()
     for start in range(0, len(keys), CHUNK):
         chunk = keys[start : start + CHUNK]
         hits = set(
             session.scalars(
                 select(PredictionLog.prediction_id)
-                .where(PredictionLog.model_id == model.id, PredictionLog.prediction_id.in_(chunk))
+                .where(PredictionLog.model_id == model_id, PredictionLog.prediction_id.in_(chunk))
                 .distinct()
             )
         )
@@ -98,9 +127,7 @@ def record_feedback(
         for true_class, same in by_class.items():  # one UPDATE per class and chunk
             session.execute(
                 update(PredictionLog)
-                .where(PredictionLog.model_id == model.id, PredictionLog.prediction_id.in_(same))
+                .where(PredictionLog.model_id == model_id, PredictionLog.prediction_id.in_(same))
                 .values(true_class=true_class, feedback_at=now)
             )
-    session.commit()
-    unknown = [i for i in dict.fromkeys(request.ids) if str(i) not in found][:UNKNOWN_SHOWN]
-    return {"matched": len(found), "unknown_ids": unknown, "log": state}
+    return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal, NamedTuple
 
-from fastapi import APIRouter, Body, Depends, Path, Query, Response, status
+from fastapi import APIRouter, Body, Depends, Query, Response, status
 from sqlalchemy.orm import Session
 
 from app.core.deps import RuntimeDep, SessionDep, SettingsDep
@@ -22,6 +22,7 @@ from app.monitoring.schemas import (
     ShadowReport,
     ShadowUpdate,
 )
+from app.registry.paths import NamePath
 from app.registry.references import BARE_NAME, SERVING_ALIAS
 
 router = APIRouter(tags=["monitoring"])
@@ -203,7 +204,6 @@ def get_registered_model_monitoring_png(window: RegisteredWindow) -> Response:
 
 
 _SHADOW = "/registered-models/{name}/shadow"
-NamePath = Annotated[str, Path(description="Registered model", examples=["wdbc"])]
 _SHADOW_EXAMPLES = {
     "challenger": {
         "summary": "Score the served rows with the version alias `challenger` names",

@@ -135,37 +135,57 @@ def _feedback(session: Session, run_id: int) -> tuple[int, float | None, float |
     return len(rows), float(np.mean(table[:, 1] == true)), float(np.mean(table[:, 0] == true))
 
 
-def head_to_head(session: Session, registered_id: int, challenger_id: int, served_id: int,
-                 since: datetime) -> dict[str, Any]:
-    """Stored model ``challenger_id``'s shadow record against ``served_id`` on the same live
+#: ``paired_rows``' true class of a row without feedback.
+NO_LABEL = -1
+
+
+def paired_rows(session: Session, registered_id: int, challenger_id: int, served_id: int,
+                since: datetime) -> dict[str, np.ndarray]:
+    """Stored model ``challenger_id``'s shadow rows beside ``served_id``'s on the same live
     rows of registered model ``registered_id`` scored since ``since`` (whatever shadow run
-    scored them), one row per prediction id: ``n`` rows, ``agreement``, and on the ``labelled``
-    ones (fed back to the served model's log) each side's realised accuracy."""
+    scored them), one per prediction id (its newest; at most the newest ``MAX_REPORT_ROWS``):
+    arrays ``predicted``, ``served_predicted``, ``decision``, ``served_decision`` (the
+    predicted class's score for more than two classes) and ``true`` (the served model's
+    logged row's fed-back class, ``NO_LABEL`` without)."""
     sp, pl = ShadowPrediction, PredictionLog
-    scored = (select(sp.prediction_id, sp.predicted, sp.served_predicted)
-              .join(ShadowRun, ShadowRun.id == sp.run_id)
-              .where(ShadowRun.registered_model_id == registered_id,
-                     sp.model_id == challenger_id, sp.served_model_id == served_id,
-                     sp.created_at >= since)
+    mine = (ShadowRun.registered_model_id == registered_id, sp.model_id == challenger_id,
+            sp.served_model_id == served_id, sp.created_at >= since)
+    scored = (select(sp.prediction_id, sp.predicted, sp.served_predicted, sp.decision,
+                     sp.served_decision)
+              .join(ShadowRun, ShadowRun.id == sp.run_id).where(*mine)
               .order_by(sp.id.desc()).limit(MAX_REPORT_ROWS))
-    rows = {pid: (a, b) for pid, a, b in reversed(session.execute(scored).all())}
+    rows = {pid: rest for pid, *rest in reversed(session.execute(scored).all())}
     truth = dict(session.execute(
         select(pl.prediction_id, pl.true_class)
         .join(sp, and_(pl.model_id == sp.served_model_id, pl.prediction_id == sp.prediction_id))
         .join(ShadowRun, ShadowRun.id == sp.run_id)
-        .where(ShadowRun.registered_model_id == registered_id, sp.model_id == challenger_id,
-               sp.served_model_id == served_id, sp.created_at >= since,
-               pl.true_class.is_not(None))).all())
-    pairs = np.array(list(rows.values()), dtype=np.int64).reshape(-1, 2)
-    fed = [(rows[p][0], rows[p][1], t) for p, t in truth.items() if p in rows]
-    table = np.array(fed, dtype=np.int64).reshape(-1, 3)
+        .where(*mine, pl.true_class.is_not(None))).all())
+    table = np.array(list(rows.values()), dtype=np.float64).reshape(-1, 4)
+    return {
+        "predicted": table[:, 0].astype(np.int64),
+        "served_predicted": table[:, 1].astype(np.int64),
+        "decision": table[:, 2], "served_decision": table[:, 3],
+        "true": np.array([truth.get(p, NO_LABEL) for p in rows], dtype=np.int64),
+    }
+
+
+def head_to_head(session: Session, registered_id: int, challenger_id: int, served_id: int,
+                 since: datetime, paired: dict[str, np.ndarray] | None = None
+                 ) -> dict[str, Any]:
+    """The challenger's shadow record against the served model on ``paired_rows`` (read
+    unless given): ``n`` rows, ``agreement``, and on the ``labelled`` ones (fed back to the
+    served model's log) each side's realised accuracy."""
+    if paired is None:
+        paired = paired_rows(session, registered_id, challenger_id, served_id, since)
+    ours, theirs, true = paired["predicted"], paired["served_predicted"], paired["true"]
+    n, fed = len(true), true != NO_LABEL
     return {
         "challenger_model_id": challenger_id, "served_model_id": served_id,
-        "since": since, "n": len(rows),
-        "agreement": float(np.mean(pairs[:, 0] == pairs[:, 1])) if len(rows) else None,
-        "labelled": len(fed),
-        "challenger_accuracy": float(np.mean(table[:, 0] == table[:, 2])) if fed else None,
-        "served_accuracy": float(np.mean(table[:, 1] == table[:, 2])) if fed else None,
+        "since": since, "n": n,
+        "agreement": float(np.mean(ours == theirs)) if n else None,
+        "labelled": int(fed.sum()),
+        "challenger_accuracy": float(np.mean(ours[fed] == true[fed])) if fed.any() else None,
+        "served_accuracy": float(np.mean(theirs[fed] == true[fed])) if fed.any() else None,
     }
 
 

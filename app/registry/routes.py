@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Path, Response, Security, status
+from fastapi import APIRouter, Body, Response, Security, status
 from fastapi.responses import JSONResponse
 
 from app.auth.keys import Principal
@@ -13,6 +13,7 @@ from app.core.deps import SessionDep
 from app.core.pagination import PageDep
 from app.core.problems import problem_responses
 from app.registry import service
+from app.registry.paths import AliasPath, NamePath, VersionPath
 from app.registry.schemas import (
     AliasMoveOut,
     AliasOut,
@@ -29,11 +30,6 @@ from app.registry.schemas import (
 
 router = APIRouter(prefix="/registered-models", tags=["registry"])
 
-NamePath = Annotated[str, Path(description="Registered model", examples=["wdbc"])]
-AliasPath = Annotated[
-    str, Path(description="Alias (letters, digits, `.`, `_`, `-`)", examples=["production"])
-]
-VersionPath = Annotated[int, Path(description="Version number", examples=[1])]
 # The key that made the request (the router's own scope check, cached: not run twice); None
 # when keys are off.
 ActorDep = Annotated[Principal | None, Security(require_by_method)]

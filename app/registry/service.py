@@ -389,6 +389,23 @@ def set_alias_rule(
     references.forget(session)
 
 
+def copy_alias_rule(
+    session: Session, name: str, source: str, target: str, actor: str | None
+) -> str | None:
+    """Give alias ``target`` alias ``source``'s own decision rule, refitted for ``target``'s
+    version as a move carries it (none when ``source`` has none; recorded as ``set_alias_rule``
+    records). Committed. Returns the rule given (JSON text)."""
+    registered = get_or_raise(session, name)
+    text = alias_rule(session, registered, source)
+    row = session.get(ModelAlias, (registered.id, target))
+    if text is None or row is None:
+        return None
+    carried = _carried(session, session.get(ModelVersion, (registered.id, row.version)).model_id,
+                       text)
+    set_alias_rule(session, name, target, carried, actor)
+    return carried
+
+
 # --- canaries (issue 48: app.registry.canary routes the requests) -----------------------------
 
 

@@ -27,6 +27,7 @@ from app.loop.schemas import PolicyOut
 from app.models import service as models
 from app.monitoring import shadow_service
 from app.registry import service as registry
+from app.registry.paths import NamePath
 from app.registry.references import NAME_PATTERN
 from app.training.msvmav_fields import offered
 from app.ui import overview as overview_service
@@ -182,7 +183,7 @@ def model_versions(session: SessionDep, model_id: int) -> dict[str, Any]:
     response_model=ShadowOrNone,
     responses=problem_responses(404),
 )
-def shadow_or_none(runtime: RuntimeDep, session: SessionDep, name: str) -> dict[str, Any]:
+def shadow_or_none(runtime: RuntimeDep, session: SessionDep, name: NamePath) -> dict[str, Any]:
     """As GET /registered-models/{name}/shadow, but 200 with ``{"shadow": null}`` for a
     registered model without one: the monitoring page asks for every registered model it
     shows, and a 404 would log an error in the browser's console. 404 for an unknown name."""
@@ -201,7 +202,7 @@ def shadow_or_none(runtime: RuntimeDep, session: SessionDep, name: str) -> dict[
     response_model=PolicyOrNone,
     responses=problem_responses(404),
 )
-def policy_or_none(session: SessionDep, name: str) -> dict[str, Any]:
+def policy_or_none(runtime: RuntimeDep, session: SessionDep, name: NamePath) -> dict[str, Any]:
     """As GET /registered-models/{name}/policy (the policy, its state, the challenger's
     record), but 200 with ``{"policy": null}`` without one (the registry page asks for every
     registered model it shows). 404 for an unknown name."""
@@ -212,5 +213,5 @@ def policy_or_none(session: SessionDep, name: str) -> dict[str, Any]:
         if exc.status != 404:
             raise
         return {"policy": None}
-    out = PolicyOut.model_validate(policy_service.view(session, name, policy))
+    out = PolicyOut.model_validate(policy_service.view(session, runtime, name, policy))
     return {"policy": out.model_dump(mode="json")}

@@ -4,11 +4,20 @@ through its production alias with ids, their feedback, and the writers flushed (
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime, timedelta
+
 import numpy as np
 from fastapi.testclient import TestClient
+from sqlalchemy import update
+from sqlalchemy.orm import Session
 
+from app.jobs.worker import Worker
+from app.loop import policies
+from app.main import create_app
 from app.monitoring import inputs, shadow
 from app.monitoring import log as prediction_log
+from app.monitoring.orm import PredictionInput
 from tests.app.support import blobs, run_jobs, to_csv, upload
 
 NAME = "credit"
@@ -51,3 +60,72 @@ def feedback(client: TestClient, ids: list[str], labels: list, ref: str = NAME) 
     r = client.post("/feedback", json={"model": ref, "ids": ids, "labels": list(labels)})
     assert r.status_code == 200, r.text
     return r.json()
+
+
+POLICY = f"/registered-models/{NAME}/policy"
+SHIFT = 3.0
+AXIS = {"A": 0, "B": 1, "C": 2}  # where the positive class lies: the concept moves
+
+
+def rows(concept: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """n rows of 3 features: neg around 0, pos around SHIFT on the concept's axis."""
+    rng = np.random.default_rng(seed)
+    y = np.where(np.arange(n) % 2 == 0, "neg", "pos")
+    X = rng.normal(size=(n, 3))
+    X[y == "pos", AXIS[concept]] += SHIFT
+    return X, y
+
+
+class Service:
+    """The API (a TestClient of a new app on the test's database) and a worker, restartable."""
+
+    def __init__(self, settings, engine) -> None:
+        self.settings = settings.model_copy(update={"alerts": False})
+        self.engine = engine
+        self.client: TestClient | None = None
+        self.worker = Worker(settings, engine=engine)
+        self.counter = 0
+        # the policies' clock (epoch seconds), moved by hand; ahead of the alert evaluator's
+        # round below (which steps the policies too, the same loop: at its earlier time it
+        # claims no round of theirs)
+        self.now = time.time() + 4 * 3600
+
+    def start(self) -> TestClient:
+        self.client = TestClient(create_app(self.settings))
+        self.client.__enter__()
+        # the running shadows as the new process sees them (its thread re-reads them within a
+        # second; a test does not wait for it)
+        shadow.scorer(self.client.app.state.runtime).refresh()
+        return self.client
+
+    def restart(self) -> TestClient:
+        assert self.client is not None
+        self.client.__exit__(None, None, None)
+        self.worker = Worker(self.settings, engine=self.engine)
+        return self.start()
+
+    def stream(self, concept: str, n: int, seed: int, flipped: bool = False) -> None:
+        """n live rows predicted through NAME and fed back (their labels flipped: wrong)."""
+        X, y = rows(concept, n, seed)
+        ids = [f"live-{self.counter + i}" for i in range(n)]
+        self.counter += n
+        predict(self.client, X, ids)
+        labels = np.where(y == "pos", "neg", "pos") if flipped else y
+        feedback(self.client, ids, labels.tolist())
+        flush(self.client)
+
+    def step(self, seconds: float = 5.0) -> dict:
+        self.now += seconds
+        flush(self.client)
+        policies.run_once(self.client.app.state.runtime, self.now)
+        return self.client.get(POLICY).json()
+
+    def aliases(self) -> dict:
+        return self.client.get(f"/registered-models/{NAME}").json()["aliases"]
+
+    def age_inputs(self) -> None:
+        """The rows kept so far logged a day ago (so that a window leaves them out)."""
+        with Session(self.engine) as session:
+            session.execute(update(PredictionInput).values(
+                created_at=datetime.now(UTC) - timedelta(days=1)))
+            session.commit()
