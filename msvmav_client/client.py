@@ -618,13 +618,17 @@ class Client:
         return Job(self, cast(JobInfo, self._json("POST", path, json=options)))
 
     def set_policy(self, name: str, **config: Any) -> Policy:
-        """Set ``name``'s retraining policy: ``trigger``, ``retrain``, ``judge``, ``action``
+        """Set ``name``'s retraining policy: ``trigger`` (alert_rule_ids, schedule_seconds,
+        min_new_labels), ``retrain``, ``judge`` (min_rows, margin, canary_percent: the
+        challenger canaries in production and is judged on its arm's rows), ``action``
         (``register`` or ``promote``), ``rollback``, ``enabled`` (docs/loop.md)."""
         path = f"/registered-models/{quote(name, safe='')}/policy"
         return cast(Policy, self._json("PUT", path, json=config))
 
     def policy(self, name: str) -> Policy:
-        """The policy, where its cycle stands and the challenger's record beside production."""
+        """The policy, where its cycle stands and the challenger's record beside production
+        (``record``: its ``source``, canary arm or shadow; each side's realised and estimated
+        accuracy and cost under production's decision rule)."""
         return cast(Policy, self._json("GET", f"/registered-models/{quote(name, safe='')}/policy"))
 
     def delete_policy(self, name: str) -> None:

@@ -381,7 +381,7 @@ class Policy(TypedDict, total=False):  # PolicyOut
     enabled: bool
     config: dict[str, Any]  # trigger, retrain, judge, action, rollback
     state: dict[str, Any]  # phase, job_id, challenger_version, last_decision (with evidence)
-    record: dict[str, Any] | None  # the challenger beside production on the same live rows
+    record: dict[str, Any] | None  # the challenger beside production (canary arm or shadow)
     updated_at: str
 
 

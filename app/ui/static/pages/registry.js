@@ -23,23 +23,79 @@
 
   // an automatic move's evidence, as the policy judged it (docs/loop.md)
   function evidenceRows(e) {
-    const rows = { "rows both scored": e.n, "fed-back rows": e.labelled, agreement: UI.pct(e.agreement),
+    const rows = { "judged on": e.source === "canary" ? "its canary arm's rows" : "its shadow (the same live rows)",
+      "fed-back rows": e.labelled, "rows both scored (shadow)": e.n, agreement: UI.pct(e.agreement),
       "challenger accuracy": UI.pct(e.challenger_accuracy), "production accuracy": UI.pct(e.served_accuracy),
+      "challenger estimated accuracy": UI.pct(e.challenger_estimated_accuracy), "production estimated accuracy": UI.pct(e.served_estimated_accuracy),
+      "challenger cost": UI.num(e.challenger_cost), "production cost": UI.num(e.served_cost), "cost of": e.cost_basis || "—",
       "challenger hold-out": UI.pct(e.challenger_holdout_accuracy), "production hold-out": UI.pct(e.served_holdout_accuracy) };
     if (e.margin !== undefined) rows.margin = e.margin;
+    if (e.gain !== undefined) rows.gain = UI.num(e.gain);
+    if (e.loss !== undefined) rows.loss = UI.num(e.loss);
     return rows;
   }
 
+  // the challenger's record beside production's: one column each (app.loop.judge's record)
+  function recordTable(r) {
+    const side = (k) => (r.source === "canary" && r.canary ? r.canary[k] : r.shadow ? r.shadow[k] : null) || {};
+    const ours = side("challenger"), theirs = side("served");
+    const line = (label, f) => el("tr", {}, el("th", { scope: "row" }, label), el("td", { class: "num" }, f(ours, "challenger")), el("td", { class: "num" }, f(theirs, "served")));
+    return UI.table({ id: "policy-record-table" },
+      el("caption", {}, r.source === "canary" ? "Judged on each canary arm's own rows (" + r.canary.percent + " % canary)" : "Judged on the shadow: both scored the same live rows"),
+      el("thead", {}, el("tr", {}, el("th", { scope: "col" }, ""), el("th", { scope: "col" }, "Challenger (version " + r.challenger_version + ")"), el("th", { scope: "col" }, "Production (version " + r.served_version + ")"))),
+      el("tbody", {},
+        line("Rows", (x) => UI.num(x.n)), line("Fed-back rows", (x) => UI.num(x.labelled)),
+        line("Realised accuracy", (x) => UI.pct(x.accuracy)), line("Estimated accuracy", (x) => UI.pct(x.estimated_accuracy)),
+        line("Cost per row", (x) => UI.num(x.cost)), line("Hold-out accuracy", (x, k) => UI.pct(r[k + "_holdout_accuracy"]))));
+  }
+
+  function policyForm(rm, p, out, reload) {
+    const c = p ? p.config : null;
+    const num = (name, value, attrs) => el("input", { name, type: "number", value: value === null || value === undefined ? "" : value, ...attrs });
+    const labels = num("min_new_labels", c ? c.trigger.min_new_labels : 500, { min: 1, step: 1 });
+    const schedule = num("schedule_seconds", c ? c.trigger.schedule_seconds : "", { min: 60, step: 1 });
+    const rules = el("input", { name: "alert_rule_ids", value: c ? c.trigger.alert_rule_ids.join(", ") : "", pattern: "[0-9, ]*", title: "alert rule ids, comma-separated" });
+    const minRows = num("min_rows", c ? c.judge.min_rows : 100, { min: 1, step: 1, required: true });
+    const margin = num("margin", c ? c.judge.margin : 0.01, { min: 0, max: 1, step: "any", required: true });
+    const percent = num("canary_percent", c ? c.judge.canary_percent : 10, { min: 0.01, max: 99.99, step: "any" });
+    const action = UI.select("action", [["promote", "promote on a win, roll back on a loss"], ["register", "register only"]], c ? c.action : "promote");
+    const form = el("form", { class: "panel", "aria-label": "Set the policy" }, el("h3", {}, p ? "Change the policy" : "Set a policy"),
+      el("div", { class: "fields" }, UI.field("Retrain after N new fed-back rows", labels), UI.field("Retrain every (seconds)", schedule),
+        UI.field("Retrain when these alert rules fire", rules), UI.field("Judge on at least N fed-back rows", minRows),
+        UI.field("Win by at least", margin), UI.field("Canary percent (empty: shadow only)", percent), UI.field("Action", action),
+        el("button", { class: "primary", type: "submit" }, "Save policy")));
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault(); UI.clear(out);
+      const int = (i) => (i.value === "" ? null : Number(i.value));
+      const body = { trigger: { min_new_labels: int(labels), schedule_seconds: int(schedule), cooldown_seconds: c ? c.trigger.cooldown_seconds : 3600,
+        alert_rule_ids: rules.value.split(",").map((x) => x.trim()).filter((x) => x).map(Number) },
+        retrain: c ? c.retrain : {}, judge: { ...(c ? c.judge : {}), min_rows: Number(minRows.value), margin: Number(margin.value), canary_percent: int(percent) },
+        action: action.value, rollback: c ? c.rollback : {} };
+      try {
+        const r = await UI.api("PUT", path(rm.name) + "/policy", body);
+        reload("Policy saved: " + r.config.action + ", judged on " + r.config.judge.min_rows + " fed-back rows" + (r.config.judge.canary_percent ? ", canary at " + r.config.judge.canary_percent + " %" : "") + ".");
+      } catch (e) { out.append(UI.problem(e)); }
+    });
+    return form;
+  }
+
   // the retraining policy: its cycle, the challenger's record beside production's, its last decision
-  async function policySection(rm) {
+  async function policySection(rm, ctx, reload) {
     const p = (await UI.get("/ui-api/registered-models/" + encodeURIComponent(rm.name) + "/policy")).policy;
-    if (!p) return UI.section("Retraining policy", UI.empty("No policy: PUT " + path(rm.name) + "/policy retrains on an alert, a schedule or new fed-back rows, and judges the challenger (docs/loop.md)."));
-    const c = p.config, s = p.state, last = s.last_decision;
-    const kv = { phase: s.phase, action: c.action, "challenger alias": c.judge.challenger_alias,
+    const out = el("div", { "aria-live": "polite", id: "policy-out" });
+    const form = ctx.canWrite ? policyForm(rm, p, out, reload) : null;
+    if (!p) return UI.section("Retraining policy", UI.empty("No policy: PUT " + path(rm.name) + "/policy retrains on an alert, a schedule or new fed-back rows, and judges the challenger (docs/loop.md)."), out, form);
+    const c = p.config, s = p.state, last = s.last_decision, t = c.trigger;
+    const when = [t.alert_rule_ids.length ? "alert rule " + t.alert_rule_ids.join(", ") + " fires" : null, t.schedule_seconds ? "every " + t.schedule_seconds + " s" : null,
+      t.min_new_labels ? t.min_new_labels + " new fed-back rows" : null].filter((x) => x).join(" or ") || "never (no trigger)";
+    const kv = { phase: s.phase, "retrains when": when, action: c.action, "challenger alias": c.judge.challenger_alias,
       "judged on": c.judge.min_rows + " fed-back rows, margin " + c.judge.margin,
+      canary: c.judge.canary_percent ? "the challenger answers " + c.judge.canary_percent + " % of " + c.judge.production_alias + "'s requests" : "none (shadow only)",
       "last decision": last ? last.verdict : "—", "rejected versions": (s.rejected_versions || []).join(", ") || "—" };
     if (s.challenger_version !== undefined) kv["challenger version"] = s.challenger_version;
-    return UI.section("Retraining policy", UI.kv(kv), p.record ? el("div", { id: "policy-record" }, el("h3", {}, "Challenger beside production (same live rows)"), UI.kv(evidenceRows(p.record))) : null);
+    const rec = p.record;
+    return UI.section("Retraining policy", UI.kv(kv), rec ? el("div", { id: "policy-record" }, el("h3", {}, "Challenger beside production"),
+      rec.shadow ? recordTable(rec) : null, UI.kv(evidenceRows(rec))) : null, out, form);
   }
 
   // an alias's canary (issue 48): another version answers a share of the alias's requests
@@ -126,7 +182,7 @@
       el("tbody", {}, rm.versions.map((v) => el("tr", {}, el("td", { class: "num" }, v.version), el("td", {}, UI.link("/ui/models/" + v.model_id, "#" + v.model_id)),
         el("td", {}, v.algorithm), el("td", { class: "num" }, UI.pct(v.holdout_accuracy)), el("td", {}, UI.time(v.created_at)),
         el("td", {}, v.lineage ? "retrained from version " + v.lineage.parent_version + " (+" + v.lineage.feedback_rows + " fed-back rows)" : "—"))))) : UI.empty("No version: register a model from its page.")));
-    app.append(await policySection(rm));
+    app.append(await policySection(rm, ctx, reload));
     const hist = await UI.get(path(rm.name) + "/history?limit=50");
     app.append(UI.section("History", hist.items.length ? el("ol", { class: "timeline", id: "history" }, hist.items.map((h) => el("li", {},
       el("strong", {}, h.alias), " ", moveText(h),
