@@ -140,7 +140,9 @@ def _score_chunk(loaded: ServedModel, encoder: Encoder, job: BatchJob, chunk: Ch
     stop = None
     if bad and job.on_error == "fail":
         row, line, column, reason = bad[0]
-        where = f"line {line}, column {column!r}" if column else f"line {line}"
+        # a Parquet file has rows, not lines: its "line" is the 1-based row
+        place = f"{'row' if job.format == 'parquet' else 'line'} {line}"
+        where = f"{place}, column {column!r}" if column else place
         stop = BadRowError(f"{where}: {reason} (on_error=skip leaves bad rows out and "
                            "lists them)")
         keep &= chunk.rows < row

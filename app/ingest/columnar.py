@@ -40,6 +40,7 @@ class Columns:
     n_rows: int
     lines: list[int]
     read: Callable[[list[int]], list[Any]]
+    unit: str = "line"  # Parquet: "row" (RawTable.unit)
 
     def table(self, positions: list[int], series: list[Any] | None = None) -> RawTable:
         """The columns at ``positions`` (file order; ``series``: those columns already read)
@@ -49,7 +50,7 @@ class Columns:
         rows = [list(r) for r in zip(*tokens, strict=True)] if tokens else []
         return RawTable(names=[self.names[j] for j in positions],
                         declared=[None] * len(positions), lines=self.lines, rows=rows,
-                        has_header=True)
+                        has_header=True, unit=self.unit)
 
 
 def arrow_numpy(values: Any) -> np.ndarray:
@@ -147,7 +148,8 @@ def read_parquet(source: IO[bytes] | bytes, *, max_rows: int | None = None,
                               field="file") from None
         return [_series(table.column(i)) for i in range(len(wanted))]
 
-    return Columns(names=names, n_rows=n_rows, lines=list(range(1, n_rows + 1)), read=read)
+    return Columns(names=names, n_rows=n_rows, lines=list(range(1, n_rows + 1)), read=read,
+                   unit="row")
 
 
 def _is_text(kind: Any) -> bool:

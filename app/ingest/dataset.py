@@ -87,7 +87,9 @@ def table_missing_error(table: RawTable, bad: dict[int, list[int]], remedy: str
     """``missing_error`` for the rows of ``bad`` (``find_missing``) of a parsed file."""
     rows = sorted(bad)
     return missing_error([table.lines[i] for i in rows],
-                         [[table.names[j] for j in bad[i]] for i in rows[:MAX_ROWS_NAMED]], remedy)
+                         [[table.names[j] for j in bad[i]] for i in rows[:MAX_ROWS_NAMED]], remedy,
+                         **({"spellings": "null or NaN", "unit": "row"} if table.unit == "row"
+                            else {}))
 
 
 def find_missing(table: RawTable, used: list[int]) -> dict[int, list[int]]:
@@ -118,7 +120,7 @@ def _validate_label_tokens(table: RawTable, j: int, row_ids: list[int],
     for i, tok in zip(row_ids, tokens, strict=True):
         if tok not in allowed:
             line = table.lines[i]
-            raise IngestError(f"Line {line}, label column {table.names[j]!r}: {tok!r} is not "
+            raise IngestError(f"{table.where(i)}, label column {table.names[j]!r}: {tok!r} is not "
                               f"one of the declared classes {preview(decl.categories or [])}.",
                               field="file", row=line, column=table.names[j])
 

@@ -124,7 +124,8 @@ class Encoder:
                         offs[k], vals[k] = coder.code_token(tok)
                     except BadValueError as exc:
                         line = table.lines[row_ids[k]]
-                        raise _fail(exc, f"Line {line}", line, table.names[j], "file") from None
+                        raise _fail(exc, table.where(row_ids[k]), line, table.names[j],
+                                    "file") from None
             else:
                 offs, vals = fast
             parts.append((base, offs, vals))
@@ -166,7 +167,7 @@ class Encoder:
                     off, val = hit[0].code_token(tok)
                 except BadValueError as exc:
                     line = table.lines[i]
-                    raise _fail(exc, f"Line {line}", line, table.names[j], "file") from None
+                    raise _fail(exc, table.where(i), line, table.names[j], "file") from None
                 if val != 0.0:
                     entries[hit[1] + off] = val
             for j, col, val in fill:

@@ -59,11 +59,13 @@ def rows_phrase(n: int) -> str:
 
 
 def missing_error(lines: list[int], columns: list[list[str]], remedy: str,
-                  spellings: str = "empty, '?', 'NA' or 'NaN'") -> IngestError:
+                  spellings: str = "empty, '?', 'NA' or 'NaN'", unit: str = "line"
+                  ) -> IngestError:
     """The one error for rows with missing values, in training and prediction files of every
-    format: how many rows, the first ``MAX_ROWS_NAMED`` by file line with (up to three of) the
-    columns missing in each, then ``remedy``. ``row`` and ``column`` point at the first."""
-    parts = [f"line {line} ({', '.join(repr(c) for c in cols[:3])})"
+    format: how many rows, the first ``MAX_ROWS_NAMED`` by file line (``unit`` "row": by
+    1-based row, for a Parquet file) with (up to three of) the columns missing in each, then
+    ``remedy``. ``row`` and ``column`` point at the first."""
+    parts = [f"{unit} {line} ({', '.join(repr(c) for c in cols[:3])})"
              for line, cols in zip(lines[:MAX_ROWS_NAMED], columns, strict=False)]
     more = f" and {len(lines) - MAX_ROWS_NAMED} more" if len(lines) > MAX_ROWS_NAMED else ""
     return IngestError(f"{rows_phrase(len(lines))} missing values ({spellings}): "

@@ -293,8 +293,8 @@ def _table_features(encoding: dict, table: RawTable, label: str | int | None, li
             if absent:
                 shown = ", ".join(str(table.lines[i]) for i in absent[:MAX_ROWS_NAMED])
                 raise IngestError(f"The label column {table.names[label_idx]!r} is empty in "
-                                  f"{len(absent)} rows (lines {shown}); fill every label or "
-                                  "none.", field="label", row=table.lines[absent[0]],
+                                  f"{len(absent)} rows ({table.unit}s {shown}); fill every "
+                                  "label or none.", field="label", row=table.lines[absent[0]],
                                   column=table.names[label_idx])
             y = convert_labels(tokens)  # type: ignore[arg-type]
     return X, y

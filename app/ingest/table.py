@@ -27,6 +27,13 @@ class RawTable:
     sparse_rows: list[dict[int, str | None]] | None = None
     has_header: bool = True  # False when names were made up ("x0", "x1", ...)
     delimiter: str | None = None  # CSV only
+    #: what ``lines`` count, as messages name it: a text file's "line", a Parquet file's
+    #: 1-based "row" (it has no lines)
+    unit: str = "line"
+
+    def where(self, i: int) -> str:
+        """Row ``i``'s place in the file as a message's subject: "Line 5", "Row 4"."""
+        return f"{self.unit.capitalize()} {self.lines[i]}"
 
     @property
     def n_rows(self) -> int:

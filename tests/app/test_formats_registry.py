@@ -139,7 +139,7 @@ def test_columnar_upload_detected_by_content_and_with_missing_values(client, eng
     assert content.startswith(b"PAR1")
     body = assert_problem(client.post("/datasets", files={"file": ("upload", content)}), 422,
                           "missing")
-    assert "line 4" in body["detail"]  # (row 4 of the file)
+    assert "row 4" in body["detail"] and "line" not in body["detail"]  # (Parquet: rows)
     dropped = upload(client, content, "upload", missing="drop")
     assert dropped["n_rows"] == 198 and dropped["n_rows_dropped"] == 2
     csv = upload(client, frame.to_csv(index=False).encode(), "b.csv", missing="drop")
