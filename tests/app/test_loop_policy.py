@@ -208,3 +208,20 @@ def test_policy_of_an_unknown_model_or_none_is_404(service):
     assert service.client.put(POLICY, json={}).status_code == 200
     assert service.client.delete(POLICY).status_code == 204
 
+
+
+def test_the_schedule_triggers_a_retrain_then_waits_its_period(service):
+    svc = service
+    _register(svc)
+    r = svc.client.put(POLICY, json={"trigger": {"schedule_seconds": 600, "cooldown_seconds": 0},
+                                     "judge": {"min_rows": 10}, "action": "register"})
+    assert r.status_code == 200, r.text
+    state = svc.step()["state"]  # never retrained: the schedule is due at once
+    assert state["phase"] == "retraining" and state["trigger"] == "the schedule (every 600 s)"
+    assert run_jobs(svc.worker) == ["succeeded"]
+    assert svc.step()["state"]["phase"] == "shadowing"
+    svc.stream("B", 20, seed=1)
+    assert svc.step()["state"]["phase"] == "idle"  # judged (register only)
+    assert svc.step(500)["state"]["phase"] == "idle"  # 5 + 5 + 500 s: not due yet
+    state = svc.step(100)["state"]
+    assert state["phase"] == "retraining" and state["job_id"] != 1
