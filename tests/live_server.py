@@ -9,12 +9,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.wait_support import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 # Debian's Chromium, as the browser tests launch it (Playwright with the system browser; the
@@ -46,17 +47,16 @@ def free_port() -> int:
 
 
 def _wait_live(server: LiveServer, proc: subprocess.Popen, timeout: float = 180.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    def ready() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"msvmav serve exited:\n{server.log.read_text()[-3000:]}")
         try:
             with urllib.request.urlopen(server.url + "/readyz", timeout=2) as r:
-                if r.status == 200:
-                    return
+                return r.status == 200
         except OSError:
-            time.sleep(0.2)
-    raise AssertionError("msvmav serve did not answer /readyz")
+            return False
+
+    wait_until(ready, timeout=timeout, interval=0.2, message="msvmav serve did not answer /readyz")
 
 
 @contextmanager

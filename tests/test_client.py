@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from msvmav_client import (
     ValidationFailed,
 )
 from tests.live_server import ROOT, LiveServer, live_server
+from tests.wait_support import wait_until
 
 ADMIN_KEY = "msv_client-admin-key-0123456789abcdefgh"
 WDBC = ROOT / "examples" / "wdbc.arff"
@@ -218,13 +218,7 @@ def test_readme_shows_the_client():
 def eventually(check: Callable[[], dict | None], timeout: float = 30.0) -> dict:
     """Poll ``check`` until it returns an answer (the prediction log is written off the request
     path, a few tenths of a second after the answer)."""
-    end = time.monotonic() + timeout
-    while True:
-        answer = check()
-        if answer is not None:
-            return answer
-        assert time.monotonic() < end, "not within the timeout"
-        time.sleep(0.1)
+    return wait_until(check, timeout=timeout, interval=0.1, message="no answer")
 
 
 def features(n: int) -> list[list[float]]:

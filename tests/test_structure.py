@@ -1,7 +1,7 @@
 """The shape of the tree (docs/architecture.md): no import cycle across ``app`` and ``solver``,
 ``solver`` imports nothing of the service (not even inside a function) and loads none of it,
 no private API of another package, the import-linter contracts hold, and no function body is
-over 60 lines."""
+over 60 lines; no test sleeps to synchronise (tests.wait_support)."""
 
 from __future__ import annotations
 
@@ -119,6 +119,48 @@ def test_no_test_module_imports_another_test_module():
             for module in modules:
                 if module.startswith("tests.") and module.rsplit(".", 1)[-1].startswith("test_"):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {module}")
+    assert offenders == []
+
+
+SLEEP_MODULES = ("time", "asyncio", "anyio", "trio")
+SLEEPS_DECLARED = "tests/wait_support.py"  # wait_until and the named deliberate delays
+
+
+def _sleeps(tree: ast.AST) -> list[int]:
+    """Lines that sleep: ``time.sleep(...)`` (or asyncio's, anyio's, trio's), a ``sleep``
+    imported from one of them, or ``Event().wait(s)`` on an event nobody can set."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in SLEEP_MODULES:
+            lines += [node.lineno] if any(a.name == "sleep" for a in node.names) else []
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        owner, attr = node.func.value, node.func.attr
+        if attr == "sleep" and isinstance(owner, ast.Name) and owner.id in SLEEP_MODULES:
+            lines.append(node.lineno)
+        elif attr == "wait" and isinstance(owner, ast.Call) and not owner.args:
+            name = owner.func.attr if isinstance(owner.func, ast.Attribute) else getattr(
+                owner.func, "id", "")
+            lines += [node.lineno] if name == "Event" else []
+    return lines
+
+
+def test_the_sleep_scan_sees_each_form():
+    source = ("import time, asyncio, threading\nfrom time import sleep\ntime.sleep(1)\n"
+              "async def f():\n    await asyncio.sleep(0)\nthreading.Event().wait(0.1)\n"
+              "e = threading.Event()\ne.wait(1)\nstop.wait(0.02)\n")
+    assert sorted(_sleeps(ast.parse(source))) == [2, 3, 5, 6]  # not a settable event's wait
+
+
+def test_no_test_sleeps_to_synchronise():
+    """A test waits for something to happen on an event or a condition (tests.wait_support's
+    ``wait_until``, a threading.Event, the recheck clock), never by sleeping; a delay that is
+    the behaviour under test is one of wait_support's named helpers (docs/testing.md)."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        name = str(path.relative_to(ROOT))
+        if name != SLEEPS_DECLARED:
+            offenders += [f"{name}:{line}" for line in _sleeps(ast.parse(path.read_text()))]
     assert offenders == []
 
 

@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests.wait_support import wait_until
+
 
 @dataclass
 class Received:
@@ -82,11 +84,5 @@ def signature_ok(secret: str, received: Received, tolerance: float = 300.0) -> b
 
 
 def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    """Poll ``predicate`` until it answers something true, with a deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        threading.Event().wait(0.05)
+    """``predicate``'s first true answer, with a deadline (tests.wait_support)."""
+    return wait_until(predicate, timeout=timeout, interval=0.05, message=f"no {what}")

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 import httpx
 
 from tests.live_server import free_port
+from tests.wait_support import wait_until
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
@@ -36,6 +36,15 @@ class Api:
         return self.log.read_text(errors="replace")
 
 
+def _live(api: Api) -> bool:
+    """``api`` answers /livez (its process must still run)."""
+    assert api.proc.poll() is None, f"msvmav serve exited:\n{api.output()[-3000:]}"
+    try:
+        return httpx.get(api.url + "/livez", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 @contextmanager
 def serve_api(database_url: str, directory: Path, **env: str) -> Iterator[Api]:
     """``msvmav serve --workers 0`` on a free port of 127.0.0.1 (this checkout's code); waits
@@ -52,16 +61,8 @@ def serve_api(database_url: str, directory: Path, **env: str) -> Iterator[Api]:
         )
     api = Api(f"http://127.0.0.1:{port}", proc, log)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, f"msvmav serve exited:\n{api.output()[-3000:]}"
-            try:
-                if httpx.get(api.url + "/livez", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "msvmav serve did not answer /livez"
-            time.sleep(0.1)
+        wait_until(lambda: _live(api), timeout=60, interval=0.1,
+                   message="msvmav serve did not answer /livez")
         yield api
     finally:
         if proc.poll() is None:

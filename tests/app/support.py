@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from sqlalchemy.engine import make_url
 
 from app.core.db import upgrade_to_head
 from app.jobs.worker import Worker, claim_next_job, run_job
+from tests.wait_support import wait_until
 
 SHARED_DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
 
@@ -77,14 +77,8 @@ def running_job(engine: Engine, worker: Worker) -> Iterator[tuple[int, list[str]
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02) -> Any:
-    """Poll ``predicate`` until it returns a true value (returned); fail after ``timeout`` s."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("timed out")
+    """``predicate``'s first true value; fail after ``timeout`` s (tests.wait_support)."""
+    return wait_until(predicate, timeout=timeout, interval=interval)
 
 
 def blobs(n: int = 80, d: int = 3, seed: int = 0, classes=("neg", "pos"), shift: float = 5.0):

@@ -35,6 +35,7 @@ from tests.app.support import (
     trained_model,
     upload,
 )
+from tests.wait_support import let_run
 
 # The database matters here (conditional UPDATEs, JSON, timestamps): the PostgreSQL twin runs.
 pytestmark = pytest.mark.postgres
@@ -229,7 +230,7 @@ def test_worker_processes_do_not_evaluate_rules(settings, engine, worker):
             X, y = blobs(n=60, seed=3)
             job = submit(client, upload(client, to_csv(X, y))["id"], max_iter=20)
             assert job_finished(client, job["id"])["status"] == "succeeded"  # the loop ran it
-            time.sleep(max(0.0, started + 3.5 - time.monotonic()))  # three windows ended
+            let_run(max(0.0, started + 3.5 - time.monotonic()))  # three windows end meanwhile
             body = client.get(f"/alert-rules/{rule['id']}").json()
             evaluators = [t for t in threading.enumerate() if t.name == "msvmav-alert-evaluator"]
         finally:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.live_server import CHROMIUM, LAUNCH_ARGS, ROOT, LiveServer, live_server
+from tests.wait_support import wait_until
 
 SCREENSHOT = ROOT / "docs" / "img" / "swagger.png"
 TIMEOUT_MS = 30_000
@@ -101,12 +101,12 @@ def execute(page, block, status: int) -> dict | list | str:
 def wait_job_succeeded(page, block, job_id: int) -> dict:
     """GET /jobs/{id} by clicking Execute until the job has finished; it must succeed."""
     block.locator('input[placeholder="job_id"]').fill(str(job_id))
-    end = time.monotonic() + 60
-    while True:
+
+    def ended() -> dict | None:
         job = execute(page, block, 200)
-        if job["status"] in ("succeeded", "failed", "cancelled") or time.monotonic() > end:
-            break
-        time.sleep(0.3)
+        return job if job["status"] in ("succeeded", "failed", "cancelled") else None
+
+    job = wait_until(ended, timeout=60, interval=0.3, message=f"job {job_id} did not end")
     assert job["status"] == "succeeded", job
     return job
 

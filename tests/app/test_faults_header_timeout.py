@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.live_server import LiveServer, live_server
+from tests.wait_support import simulate_slow_peer
 
 HEADER_TIMEOUT = 2.0
 # Far longer than the timeout: without it the trickle would go on for this long.
@@ -107,7 +108,7 @@ def test_a_body_slower_than_the_header_timeout_is_not_cut(server):
     with _connect(server) as sock:
         sock.sendall(head)
         for part in (body[:5], body[5:10], body[10:]):
-            time.sleep(HEADER_TIMEOUT * 0.6)  # 3.6 s in all, past the header deadline
+            simulate_slow_peer(HEADER_TIMEOUT * 0.6)  # 3.6 s in all, past the header deadline
             sock.sendall(part)
         answer = _read_response(sock)
     # the app read the whole body and answered: no model 999999
@@ -121,6 +122,6 @@ def test_a_kept_alive_connection_gets_a_fresh_deadline_per_request(server):
         for _ in range(2):
             sock.sendall(request)
             assert _read_response(sock).startswith(b"HTTP/1.1 200 ")
-            time.sleep(HEADER_TIMEOUT * 0.6)  # together longer than one deadline
+            simulate_slow_peer(HEADER_TIMEOUT * 0.6)  # idle: together longer than a deadline
         sock.sendall(request)
         assert _read_response(sock).startswith(b"HTTP/1.1 200 ")

@@ -26,6 +26,7 @@ from app.jobs.orm import JobAttempt
 from app.models.orm import Model
 from tests.app.faults_support import have_postgres_binaries, postgres_server, serve_api
 from tests.app.support import blobs, start_worker_process, stop_workers, to_csv, wait_for
+from tests.wait_support import hold_outage
 
 pytestmark = [
     pytest.mark.postgres,  # a PostgreSQL server of its own (initdb, pg_ctl)
@@ -77,7 +78,7 @@ def _outages(pg, api_url: str, c: httpx.Client, job_id: int, content: bytes) -> 
         for r in answers:
             _assert_unavailable(r)
         n_failed += len(answers)
-        time.sleep(max(0.0, end - time.monotonic()))
+        hold_outage(max(0.0, end - time.monotonic()))
         pg.start()
         # Recovery without restart, and no stale pooled connection: the first keyed
         # requests after the restart all succeed, POST /keys included.

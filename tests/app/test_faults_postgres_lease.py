@@ -35,6 +35,7 @@ from app.main import create_app, shut_down
 from app.models.orm import Model
 from tests.app.faults_support import have_postgres_binaries, postgres_server
 from tests.app.support import blobs, to_csv, wait_for
+from tests.wait_support import hold_outage
 
 pytestmark = [
     pytest.mark.postgres,  # a PostgreSQL server of its own (initdb, pg_ctl)
@@ -168,7 +169,7 @@ def test_outages_longer_than_the_lease_do_not_cost_the_running_job_an_attempt(tm
         taken = []
         for _ in range(3):
             pg.stop()
-            time.sleep(OUTAGE)  # the outage itself: the job's heartbeat ages past the lease
+            hold_outage(OUTAGE)  # the outage itself: the job's heartbeat ages past the lease
             # Another worker's reaper looks as soon as the server is back, before the running
             # worker's heartbeat comes through (the worker held still meanwhile: it is slow to
             # reconnect, as a worker under load is): the job is still not the reaper's.
@@ -208,7 +209,7 @@ def test_a_fit_that_ends_during_an_outage_longer_than_the_lease_is_recorded_once
         # one attempt, one model.
         wait_for(lambda: _retrying_outcome(worker_log, job_id) or _holding(worker_log, job_id),
                  timeout=300, interval=0.1)
-        time.sleep(LEASE + 1.5)  # the outage goes on past the lease
+        hold_outage(LEASE + 1.5)  # the outage goes on past the lease
         pg.start()
         final = wait_for(
             lambda: (b := c.get(f"/jobs/{job_id}").json())["status"] in ENDED and b, timeout=600

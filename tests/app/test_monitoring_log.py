@@ -4,7 +4,6 @@ retention by age and by rows; the app's shutdown writes what is queued."""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -16,6 +15,7 @@ from app.main import create_app
 from app.monitoring import log as prediction_log
 from app.monitoring.orm import PredictionLog
 from tests.app.support import blobs, to_csv, trained_model, wait_for
+from tests.wait_support import wait_until
 
 
 def _writer(app) -> prediction_log.PredictionLogWriter:
@@ -173,9 +173,7 @@ def test_batches_written_by_the_thread(app, n, monkeypatch):
     event.listen(app.state.engine, "commit", commit)
     try:
         writer.record(_entry(3, datetime.now(UTC), n))
-        deadline = time.monotonic() + 60
-        while writer.written < n and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: writer.written >= n, timeout=60, interval=0.05)
     finally:
         event.remove(app.state.engine, "before_cursor_execute", count)
         event.remove(app.state.engine, "commit", commit)

@@ -4,7 +4,6 @@ margin_statistics on the same rows, computed here from the answers and the label
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 
 import numpy as np
@@ -47,9 +46,10 @@ def test_drift_flags_shifted_traffic_only(client, worker, app):
     model = trained_model(client, worker)
     like, _ = blobs(n=200, seed=21)  # the training data's distribution, new draws
     answer = _predict(client, model["id"], like)
-    time.sleep(0.01)
+    # the rows are logged (a report waits for the log's writer) before ``middle`` is read, and
+    # the next ones are predicted after it: no clock resolution to wait out
+    assert _report(client, model["id"])["live"]["n"] == 200
     middle = datetime.now(UTC)
-    time.sleep(0.01)
     shifted = like + np.array([4.0, -4.0, 0.0])
     shifted_answer = _predict(client, model["id"], shifted)
     first = _report(client, model["id"], until=middle.isoformat())

@@ -8,7 +8,7 @@ answered rows of an outage were lost)."""
 from __future__ import annotations
 
 import threading
-import time
+from contextlib import suppress
 
 import httpx
 import numpy as np
@@ -24,6 +24,7 @@ from app.jobs.worker import Worker
 from app.monitoring.orm import PredictionLog
 from tests.app.faults_support import have_postgres_binaries, postgres_server, serve_api
 from tests.app.support import blobs, to_csv
+from tests.wait_support import hold_outage, let_run, wait_until
 
 pytestmark = [
     pytest.mark.postgres,  # a PostgreSQL server of its own (initdb, pg_ctl)
@@ -69,13 +70,13 @@ def _load_through_an_outage(pg, url: str, headers: dict, model_id: int) -> tuple
     ]
     for t in threads:
         t.start()
-    time.sleep(BEFORE)
+    let_run(BEFORE)
     pg.stop()
     down.set()
-    time.sleep(OUTAGE)
+    hold_outage(OUTAGE)
     pg.start()
     down.clear()
-    time.sleep(AFTER)
+    let_run(AFTER)
     stop.set()
     for t in threads:
         t.join(timeout=120)
@@ -123,9 +124,8 @@ def test_answered_rows_survive_a_database_outage(tmp_path):
             answered, during = _load_through_an_outage(pg, api.url, headers, model_id)
             # Every answered row is written once the database is back.
             total = int(np.sum(answered))
-            deadline = time.monotonic() + 180
-            while _logged(engine)[0] < total and time.monotonic() < deadline:
-                time.sleep(0.5)
+            with suppress(AssertionError):  # (the assertion below says what is missing)
+                wait_until(lambda: _logged(engine)[0] >= total, timeout=180, interval=0.5)
             metrics = c.get("/metrics").text
             log = api.output()
         logged, distinct = _logged(engine)

@@ -11,7 +11,7 @@ import signal
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -148,12 +148,22 @@ def _waiting_for_a_lock(engine) -> bool:
         )
 
 
-def _idle(pid: int, seconds: float = 1.5) -> bool:
-    """The process used no CPU for ``seconds`` (it waits for a lock)."""
+def _idle(pid: int, seconds: float = 1.5) -> Callable[[], bool]:
+    """A condition: the process used no CPU over the last ``seconds`` (it waits for a lock),
+    from the samples of its CPU time taken at each ask."""
     process = psutil.Process(pid)
-    before = sum(process.cpu_times()[:2])
-    time.sleep(seconds)
-    return sum(process.cpu_times()[:2]) - before < 0.02
+    samples: list[tuple[float, float]] = []
+
+    def idle() -> bool:
+        now, cpu = time.monotonic(), sum(process.cpu_times()[:2])
+        samples.append((now, cpu))
+        old = [i for i, (t, _) in enumerate(samples) if now - t >= seconds]
+        if not old:
+            return False
+        del samples[: old[-1]]  # the newest sample a window old is the base
+        return cpu - samples[0][1] < 0.02
+
+    return idle
 
 
 def test_a_worker_killed_between_fit_and_commit_registers_nothing(
@@ -174,7 +184,7 @@ def test_a_worker_killed_between_fit_and_commit_registers_nothing(
     try:
         wait_for(lambda: client.get(f"/jobs/{job['id']}").json()["progress"] > 0, timeout=120)
         with _commit_blocked(database_url):
-            wait_for(lambda: _idle(proc.pid), timeout=300, interval=0)
+            wait_for(_idle(proc.pid), timeout=300, interval=0.1)
             if not is_sqlite(database_url):  # its transaction waits for the row lock
                 assert _waiting_for_a_lock(engine)
             proc.send_signal(signal.SIGKILL)

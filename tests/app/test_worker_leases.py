@@ -25,6 +25,7 @@ from tests.app.support import (
     upload,
     wait_for,
 )
+from tests.wait_support import wait_until
 
 LEASE = {"MSVMAV_HEARTBEAT_INTERVAL": "0.5", "MSVMAV_LEASE_SECONDS": "3"}
 # A fit of about two seconds: long enough to be interrupted, short enough to be run twice. No
@@ -53,21 +54,24 @@ def freeze(proc: subprocess.Popen, database_url: str) -> None:
     process until it resumes — SQLite's limit, not the lease's (docs/jobs.md) — so a freeze that
     lands inside one is undone and tried again a moment later."""
     url = make_url(database_url)
-    for _ in range(100):
+
+    def frozen_outside_a_write() -> bool:
         os.kill(proc.pid, signal.SIGSTOP)
         if url.get_backend_name() != "sqlite":
-            return
+            return True
         con = sqlite3.connect(url.database, timeout=0.5)
         try:
             con.execute("BEGIN IMMEDIATE")
             con.rollback()
-            return
-        except sqlite3.OperationalError:  # frozen holding the lock
+            return True
+        except sqlite3.OperationalError:  # frozen holding the lock: let it go on a moment
             os.kill(proc.pid, signal.SIGCONT)
-            time.sleep(0.05)
+            return False
         finally:
             con.close()
-    raise AssertionError("could not freeze the worker outside a write transaction")
+
+    wait_until(frozen_outside_a_write, timeout=60, interval=0.05,
+               message="could not freeze the worker outside a write transaction")
 
 
 def running_under(client, job_id: int, pid: int) -> bool:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 
 from sqlalchemy import func, select
 
 from app.jobs.orm import Job
 from app.models.orm import Model
 from tests.app.support import blobs, start_worker_process, stop_workers, submit, to_csv, upload
+from tests.wait_support import wait_until
 
 
 def _start_worker(database_url: str, tmp_path) -> subprocess.Popen:
@@ -19,12 +19,7 @@ def _start_worker(database_url: str, tmp_path) -> subprocess.Popen:
 
 
 def _wait(predicate, timeout: float = 90.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out")
+    wait_until(predicate, timeout=timeout, interval=0.1)
 
 
 def test_two_worker_processes_run_each_of_20_jobs_exactly_once(

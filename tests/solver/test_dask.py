@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from contextlib import suppress
 
 import pytest
 from sklearn.datasets import make_classification
@@ -14,6 +15,7 @@ from sklearn.datasets import make_classification
 from solver.experiments import run_experiment
 from solver.model_selection import cross_validate_grid, n_cells
 from solver.parallel import SchedulerUnreachableError, dask_client, dask_cluster, run_tasks
+from tests.wait_support import wait_until
 
 distributed = pytest.importorskip("distributed")
 
@@ -106,8 +108,8 @@ def test_cancel_mid_search_cancels_the_futures(cluster, slow_data):
         with pytest.raises(StopError):
             cross_validate_grid("msvmav", X, y, grid="paper", cv=5, callback=stop)
         assert calls[-1] < 5 * 121  # stopped part way
-        while _scheduler_tasks(client) and time.monotonic() - stopped[0] < 30:
-            time.sleep(0.05)
+        with suppress(AssertionError):  # (the assertions below say what is left)
+            wait_until(lambda: not _scheduler_tasks(client), timeout=30, interval=0.05)
         # the scheduler forgets every outstanding task within a couple of seconds of the stop
         assert _scheduler_tasks(client) == 0
         assert time.monotonic() - stopped[0] < 3
@@ -115,10 +117,13 @@ def test_cancel_mid_search_cancels_the_futures(cluster, slow_data):
 
 def test_stopping_drops_queued_tasks_and_lets_running_ones_finish(cluster, tmp_path):
     """What ``run_tasks``'s docstring says of Dask: closing the generator cancels the queued
-    tasks, but a task already running on a worker is not interrupted: it runs to its end."""
+    tasks, but a task already running on a worker is not interrupted: it runs to its end
+    (each runs until the test releases it)."""
+    name = f"release-{tmp_path.name}"
+
     def task(shared, i, tick):  # nested: cloudpickle sends it to the workers by value
         (shared / f"started-{i}").touch()
-        time.sleep(1.5)
+        distributed.Event(name).wait(60)
         (shared / f"done-{i}").touch()
         return i
 
@@ -134,12 +139,10 @@ def test_stopping_drops_queued_tasks_and_lets_running_ones_finish(cluster, tmp_p
                 break
         gen.close()
         assert not marked("done")  # closed while the started ones run
+        distributed.Event(name, client=client).set()  # the running ones go on to their end
         # Once neither the scheduler nor any worker holds a task (a running one is held, as
         # cancelled, until it ends), none can start any more: the marks are final.
-        deadline = time.monotonic() + 30
-        while _cluster_tasks(client) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _cluster_tasks(client) == 0
+        wait_until(lambda: not _cluster_tasks(client), timeout=30, interval=0.05)
         started = marked("started")
         assert marked("done") == started  # every task that was running finished
         assert 1 <= len(started) < n  # the queued ones were dropped

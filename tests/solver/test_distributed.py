@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
-import time
+from contextlib import suppress
 
 import numpy as np
 import pytest
@@ -17,6 +17,7 @@ from sklearn.preprocessing import MinMaxScaler
 from solver import MSVMAv
 from solver.distributed import fit_on_cluster
 from solver.internals import FitStopped
+from tests.wait_support import wait_until
 
 distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")
@@ -133,12 +134,12 @@ def _settled(client, before: set[str], timeout: float = 30.0) -> list[tuple[str,
     known leak below) once there are none, or when ``timeout`` has passed. A cancel travels on
     the client's batched stream, a run_on_scheduler on a comm of its own: asked at once, the
     scheduler may not have read the cancel yet."""
-    deadline = time.monotonic() + timeout
-    left = [t for t in client.run_on_scheduler(_outstanding_tasks) if t[0] not in before]
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = [t for t in client.run_on_scheduler(_outstanding_tasks) if t[0] not in before]
-    return left
+    def left() -> list[tuple[str, str]]:
+        return [t for t in client.run_on_scheduler(_outstanding_tasks) if t[0] not in before]
+
+    with suppress(AssertionError):  # (the caller asserts on what is left)
+        wait_until(lambda: not left(), timeout=timeout, interval=0.05)
+    return left()
 
 
 def _keys_outstanding(client) -> set[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
-import time
+from contextlib import suppress
 
 import numpy as np
 import pytest
@@ -14,6 +14,7 @@ from sklearn.datasets import make_moons
 
 from solver import MSVMAv
 from solver.distributed import fit_on_cluster
+from tests.wait_support import wait_until
 
 distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")
@@ -64,12 +65,10 @@ def _outstanding_tasks(dask_scheduler) -> list[tuple]:
 def _settled(client, timeout: float = 30.0) -> list[tuple]:
     """The scheduler's outstanding tasks once there are none, or after ``timeout`` (a
     release travels on the client's batched stream: the scheduler may not have read it)."""
-    deadline = time.monotonic() + timeout
-    left = client.run_on_scheduler(_outstanding_tasks)
-    while left and time.monotonic() < deadline:
-        time.sleep(0.1)
-        left = client.run_on_scheduler(_outstanding_tasks)
-    return left
+    with suppress(AssertionError):  # (the caller asserts on what is left)
+        wait_until(lambda: not client.run_on_scheduler(_outstanding_tasks), timeout=timeout,
+                   interval=0.1)
+    return client.run_on_scheduler(_outstanding_tasks)
 
 
 def _hold(name: str) -> None:

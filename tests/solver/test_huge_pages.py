@@ -13,6 +13,7 @@ import pytest
 
 from solver import MSVMAv
 from solver.internals import _set_madvise_hugepage, huge_pages_enabled, small_pages
+from tests.wait_support import wait_until
 
 pytestmark = pytest.mark.skipif(_set_madvise_hugepage is None, reason="numpy has no switch")
 
@@ -112,11 +113,10 @@ def test_fits_in_threads_restore_it_once_the_last_one_ends():
                                 kwargs={"callback": hold}) for k in range(2)]
     for thread in threads:
         thread.start()
-    for _ in range(3000):  # both fits inside their first iteration (or one failed: 30 s)
-        if len(states) == 2:
-            break
-        threading.Event().wait(0.01)
-    release.set()
+    try:  # both fits inside their first iteration
+        wait_until(lambda: len(states) == 2, timeout=30, interval=0.01)
+    finally:
+        release.set()
     assert states == [False, False]
     for thread in threads:
         thread.join(timeout=30)

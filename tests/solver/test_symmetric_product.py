@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from solver import MSVMAv
 from solver import _symmetric_product as product_module
 from solver.internals import PROBES, RECHECK, SymmetricProduct, spare_cores
+from tests.wait_support import wait_until
 
 
 def symmetric(D: int = 300, seed: int = 0) -> np.ndarray:
@@ -152,10 +152,8 @@ def test_busy_cores_leave_no_spare_one():
     spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
             for _ in range(cores)]
     try:
-        end = time.monotonic() + 10  # until the kernel has them runnable
-        while spare_cores() != 0 and time.monotonic() < end:
-            time.sleep(0.02)
-        assert spare_cores() == 0
+        # until the kernel has them runnable
+        wait_until(lambda: spare_cores() == 0, timeout=10, interval=0.02)
         assert SymmetricProduct(2).threads == 1
     finally:
         for proc in spin:

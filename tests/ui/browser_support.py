@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ import pytest
 
 from tests.app.support import migrated_database
 from tests.live_server import CHROMIUM, LAUNCH_ARGS, ROOT, LiveServer, live_server
+from tests.wait_support import wait_until
 
 TIMEOUT_MS = 30_000
 AXE = Path(__file__).parent / "axe" / "axe.min.js"
@@ -138,13 +138,11 @@ def session(chromium: Any, server: LiveServer, width: int = 1280) -> Browser:
 
 def image_width(img: Any, timeout: float = 20.0) -> int:
     """The natural width of an <img> once it has loaded (0: broken)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    def loaded() -> tuple[int] | None:  # (a tuple: a broken image's width 0 is an answer)
         width = img.evaluate("i => (i.complete && i.src ? i.naturalWidth : -1)")
-        if width >= 0:
-            return width
-        time.sleep(0.1)
-    raise AssertionError("the image did not load")
+        return (width,) if width >= 0 else None
+
+    return wait_until(loaded, timeout=timeout, interval=0.1, message="the image did not load")[0]
 
 
 def small_csv(path: Path) -> Path:
@@ -195,14 +193,14 @@ def api(server: LiveServer, method: str, path: str, body: Any = None, key: str =
 
 def wait_job(server: LiveServer, job_id: int, timeout: float = 300.0) -> dict:
     """The job once it has ended, polled through the API; it must have succeeded."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
+
+    def ended() -> dict | None:
         job = api(server, "GET", f"/jobs/{job_id}")
-        if job["status"] in ("succeeded", "failed", "cancelled"):
-            assert job["status"] == "succeeded", job
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"job {job_id} did not finish")
+        return job if job["status"] in ("succeeded", "failed", "cancelled") else None
+
+    job = wait_until(ended, timeout=timeout, interval=0.2, message=f"job {job_id} did not finish")
+    assert job["status"] == "succeeded", job
+    return job
 
 
 def many_datasets(server: LiveServer, n: int, csv: Path, label: str = "class") -> None:
