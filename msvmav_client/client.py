@@ -613,7 +613,8 @@ class Client:
         """Queue a ``retrain`` job of ``name`` (``POST /registered-models/{name}/retrain``):
         the parent's dataset plus the fed-back rows, warm-started; ``options``: alias or
         version (the parent), window_seconds, include_dataset, search, warm_start,
-        compare_cold. The new version's ``lineage`` says what was added and saved."""
+        compare_cold, split ("fresh" or "parent"). The new version's ``lineage`` says what
+        was added and saved."""
         path = f"/registered-models/{quote(name, safe='')}/retrain"
         return Job(self, cast(JobInfo, self._json("POST", path, json=options)))
 

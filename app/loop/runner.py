@@ -1,10 +1,18 @@
 """The worker's runner for ``retrain`` jobs (``RETRAIN``, registered in ``app.jobs.registry``):
 the parent's training rows plus the fed-back logged rows (app.monitoring.inputs), fitted
-warm-started from the parent (app.training.warm) and, to measure the saving, cold on the same
-rows; the warm fit becomes the registered model's next version, with its lineage."""
+warm-started from the parent (app.training.warm: the library's ``MSVMAv.update_fit`` for
+linear and kernel parents) and, to measure the saving, cold on the same rows; the warm fit
+becomes the registered model's next version, with its lineage.
+
+The update's rows: the parent's training rows are the first ``n_train + n_test`` rows (its
+dataset, then a retrained parent's own fed-back rows) without its recorded hold-out rows; the
+retrain's seeded split of all the rows (``split: "fresh"``) removes those of them it holds out
+and adds the rest; ``split: "parent"`` keeps the parent's split of its rows and only adds
+(``_parent_rows``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -12,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from sqlalchemy.orm import Session
 
+from app.core.jsonable import jsonable
 from app.datasets import service as datasets
 from app.jobs.kinds import JobKind
 from app.jobs.runtime import JobContext, JobResult, describe_iteration
@@ -21,11 +30,53 @@ from app.models.schemas import TrainOutcome
 from app.monitoring import inputs
 from app.registry import service as registry
 from app.training import service as training
+from solver import holdout_sizes, split_indices
+
+Split = tuple[np.ndarray, np.ndarray]
 
 
-def _rows(ctx: JobContext, job: RetrainJob) -> tuple[Any, np.ndarray, dict[str, Any], Any]:
-    """(X, y, what they are, the parent's start): the dataset's rows (when included) and
-    the fed-back rows after them."""
+def _kept_split(parent: np.ndarray, test: np.ndarray, rows: int, y: np.ndarray,
+                job: RetrainJob) -> Split:
+    """``split: "parent"``: the parent's training and hold-out rows as they were, the rows
+    after its ``rows`` split by the seeded test_fraction (all training when too few)."""
+    tail = y[rows:]
+    fraction = job.train.get("test_fraction")
+    new_train, new_test = np.arange(tail.size), np.arange(0)
+    if fraction and tail.size and min(holdout_sizes(tail.size, fraction)) >= 1:
+        new_train, new_test = split_indices(tail, fraction, job.train.get("seed"))
+    return np.concatenate([parent, rows + new_train]), np.concatenate([test, rows + new_test])
+
+
+def _parent_rows(shape: tuple[int, int, list[int]], X: Any, y: np.ndarray, job: RetrainJob
+                 ) -> tuple[Split, dict[str, Any] | None]:
+    """The update's rows (``Start``'s ``fitted``, ``remove``, ``order``): the parent's
+    training rows (the first ``n_train + n_test`` rows without its hold-out rows, ``shape``
+    n_train, n_test and the hold-out rows), which of them the retrain's hold-out takes
+    (``remove``), and the training part's order that starts with the others in the parent's
+    order; with the split (``job.split``: fresh, or the parent's kept). No update (None, and
+    a fresh split) where the parent's rows are not the first ones (the dataset left out) or
+    its hold-out rows are not recorded."""
+    fresh = split_indices(y, job.train.get("test_fraction"), job.train.get("seed"))
+    n_train, n_test, held = shape
+    rows = n_train + n_test
+    test = np.asarray(sorted(held), dtype=np.intp)
+    if (not job.include_dataset or rows > len(y) or test.size != n_test
+            or (test.size and (test[0] < 0 or test[-1] >= rows))):
+        return fresh, None
+    parent = np.setdiff1d(np.arange(rows), test, assume_unique=True)
+    split = _kept_split(parent, test, rows, y, job) if job.split == "parent" else fresh
+    train = split[0]
+    kept = np.isin(parent, train)
+    first = np.searchsorted(train, parent[kept])  # the kept rows' places in the training part
+    rest = np.setdiff1d(np.arange(train.size), first, assume_unique=True)
+    return split, {"fitted": (X[parent], y[parent]), "remove": np.flatnonzero(~kept),
+                   "order": np.concatenate([first, rest])}
+
+
+def _rows(ctx: JobContext, job: RetrainJob
+          ) -> tuple[Any, np.ndarray, dict[str, Any], Any, Split | None]:
+    """(X, y, what they are, the parent's start, the split): the dataset's rows (when
+    included) and the fed-back rows after them."""
     with ctx.sessions() as session:
         parent = models.get(session, job.parent_model_id)
         dataset = datasets.get(session, ctx.dataset_id) if ctx.dataset_id is not None else None
@@ -36,6 +87,8 @@ def _rows(ctx: JobContext, job: RetrainJob) -> tuple[Any, np.ndarray, dict[str, 
         fed = inputs.feedback_rows(session, job.name, parent.n_features, job.since, job.until)
         X0, y0 = (datasets.load_arrays(session, dataset) if job.include_dataset
                   else (np.empty((0, parent.n_features)), np.empty(0, dtype=object)))
+        held = ((parent.summary or {}).get("holdout") or {}).get("rows") or []
+        shape = (int(parent.n_train), int(parent.n_test or 0), list(held))
     labels = fed.labels.tolist()
     if sp.issparse(X0):
         X = sp.vstack([X0, sp.csr_matrix(fed.X)], format="csr")
@@ -48,7 +101,8 @@ def _rows(ctx: JobContext, job: RetrainJob) -> tuple[Any, np.ndarray, dict[str, 
                          "logged in the window")
     added = {"dataset_id": dataset.id, "dataset_rows": int(len(y0)),
              "feedback_rows": int(len(labels)), "feedback_other_width": fed.other_width}
-    return X, y, added, training.Start(estimator, scaling)
+    split, update = _parent_rows(shape, X, y, job)
+    return X, y, added, training.Start(estimator, scaling, update=update), split
 
 
 def _callback(ctx: JobContext, label: str, lo: float, hi: float) -> Any:
@@ -70,8 +124,18 @@ def _figures(outcome: TrainOutcome, seconds: float) -> dict[str, Any]:
             "holdout_accuracy": outcome.holdout_accuracy}
 
 
+def _update_report(outcome: TrainOutcome, start: Any) -> dict[str, Any] | None:
+    """The library's report of the warm fit's update (``fit_report().warm_start``: what it
+    reused, its tolerance and iterations), or why none ran."""
+    if not start.notes:
+        return None
+    if not start.notes.get("update"):
+        return {"used": False, "reason": start.notes.get("reason")}
+    return {"used": True, **jsonable(outcome.estimator.fit_report().warm_start or {})}
+
+
 def run_retrain_job(ctx: JobContext, job: RetrainJob) -> JobResult:
-    X, y, added, start = _rows(ctx, job)
+    X, y, added, start, split = _rows(ctx, job)
     how = start.applies() if job.warm_start else "off"
     ctx.reporter.report(0.0, f"retraining {job.name} version {job.parent_version} on "
                              f"{added['dataset_rows']} dataset rows + {added['feedback_rows']} "
@@ -79,15 +143,20 @@ def run_retrain_job(ctx: JobContext, job: RetrainJob) -> JobResult:
     cold = cold_seconds = None
     if job.compare_cold or not job.warm_start:
         X_cold = X.copy()
+        twin = dataclasses.replace(start, cold=True, notes={}) if job.warm_start else None
         cold, cold_seconds = _timed(lambda: training.fit_rows(
-            X_cold, y, job.train, callback=_callback(ctx, "cold fit", 0.0, 0.5)))
+            X_cold, y, job.train, start=twin, split=split,
+            callback=_callback(ctx, "cold fit", 0.0, 0.5)))
     if job.warm_start:
         outcome, seconds = _timed(lambda: training.fit_rows(
-            X, y, job.train, start=start, callback=_callback(ctx, "warm fit", 0.5, 1.0)))
+            X, y, job.train, start=start, split=split,
+            callback=_callback(ctx, "warm fit", 0.5, 1.0)))
     else:
         assert cold is not None and cold_seconds is not None
         outcome, seconds = cold, cold_seconds
-    saving = {"applied": how, "warm": _figures(outcome, seconds) if job.warm_start else None,
+    saving = {"applied": how, "split": job.split,
+              "update": _update_report(outcome, start) if job.warm_start else None,
+              "warm": _figures(outcome, seconds) if job.warm_start else None,
               "cold": _figures(cold, cold_seconds) if cold is not None else None}
     if job.warm_start and cold is not None:
         saving["speedup"] = cold.fit_seconds / max(outcome.fit_seconds, 1e-9)
@@ -127,8 +196,10 @@ def _message(lineage: dict[str, Any]) -> str:
     warm, cold = saving.get("warm"), saving.get("cold")
     text = (f"retrained on {lineage['dataset_rows']} dataset rows + "
             f"{lineage['feedback_rows']} fed-back rows")
+    update = saving.get("update") or {}
     if warm and cold:
-        text += (f"; warm start ({saving['applied']}) {warm['fit_seconds']:.3f} s, "
+        how = saving["applied"] + (", update_fit" if update.get("used") else "")
+        text += (f"; warm start ({how}) {warm['fit_seconds']:.3f} s, "
                  f"{warm['n_iter']} iterations against a cold fit's {cold['fit_seconds']:.3f} s, "
                  f"{cold['n_iter']} iterations ({saving['speedup']:.2f}x)")
     fitted = warm or cold

@@ -45,11 +45,17 @@ class RetrainOptions(BaseModel):
                                      {"type": "string", "enum": list(SEARCH_MODES)},
                                      {"type": "null"}]})
     warm_start: bool = Field(
-        True, description="Start from the parent's solution (linear MSVMAv: its weights "
-        "carried into the refitted scaling's coordinates; docs/loop.md)")
+        True, description="Start from the parent's solution: MSVMAv's update_fit of the "
+        "parent's training rows (linear: its weights carried into the refitted scaling's "
+        "coordinates; kernel: its coefficients, scaling and width; docs/loop.md)")
     compare_cold: bool = Field(
         True, description="Also fit the same rows cold, to measure the warm start's saving "
         "(time, iterations, hold-out accuracy: the version's `lineage.warm_start`)")
+    split: Literal["fresh", "parent"] = Field(
+        "fresh", description="The hold-out split: `fresh` splits all the rows by the parent's "
+        "test_fraction and seed; `parent` keeps the parent's split of its rows (its hold-out "
+        "rows stay held out, its training rows are all kept: the update only adds rows) and "
+        "splits the rows after them")
 
     @model_validator(mode="before")
     @classmethod
@@ -87,6 +93,7 @@ class RetrainJob(BaseModel):
     include_dataset: bool
     warm_start: bool
     compare_cold: bool
+    split: str = "fresh"
     train: dict[str, Any] = Field(description="The fit's TrainJob params (the parent's, or "
                                   "its with the new search resolved)")
     reason: str = "by hand"

@@ -91,5 +91,5 @@ def job_params(name: str, parent: ModelVersion, model: Any, dataset: Any,
         since=window[0], until=window[1],
         include_dataset=options.include_dataset,
         warm_start=options.warm_start and options.search is None,
-        compare_cold=options.compare_cold, train=train, reason=reason)
+        compare_cold=options.compare_cold, split=options.split, train=train, reason=reason)
     return job.model_dump(mode="json")

@@ -105,6 +105,7 @@ def train(
     encoding: dict[str, Any] | None = None,
     sample_weight: np.ndarray | None = None,
     start: Start | None = None,
+    split: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> TrainOutcome:
     """Fit ``job.algorithm`` on (X, y) as the job says, through ``solver.protocol``: hold-out
     split, scale, (search,) refit, score.
@@ -118,9 +119,12 @@ def train(
     the training part only, fill both parts, and the outcome's ``encoding`` holds them.
     ``sample_weight`` (n,): the rows' weights (the training part's weigh the fit and its
     calibration; the hold-out's metrics are unweighted). ``start``: a retrain's parent, whose
-    solution the fit starts from (app.training.warm)."""
+    solution the fit starts from (app.training.warm). ``split``: the (train, test) row indices,
+    both sorted, instead of the seeded split of ``job.test_fraction`` (a retrain keeps its
+    parent's split of the parent's rows, app.loop.runner)."""
     plan = plan_of(job)
-    train_idx, test_idx = split_indices(y, job.test_fraction, plan.seed)
+    train_idx, test_idx = split if split is not None else split_indices(
+        y, job.test_fraction, plan.seed)
     y_train = y[train_idx]
     w_train = None if sample_weight is None else np.asarray(sample_weight)[train_idx]
     if len(np.unique(y_train)) < 2:

@@ -326,14 +326,16 @@ def refit_params(dataset: Dataset, algorithm: str, params: dict[str, Any], scali
 
 
 def fit_rows(X: Any, y: np.ndarray, job_params: dict[str, Any], *, start: Start | None = None,
-             callback: Any = None) -> TrainOutcome:
+             callback: Any = None,
+             split: tuple[np.ndarray, np.ndarray] | None = None) -> TrainOutcome:
     """One fit of ``job_params`` (a ``TrainJob``'s JSON) on (X, y): X (n, d) float64 or CSR,
     the caller's to spend; y (n,) raw labels. ``start``: warm-started from a parent
-    (app.training.warm). The same pipeline as a ``train`` job's."""
+    (app.training.warm); ``split``: the (train, test) rows instead of the seeded split. The
+    same pipeline as a ``train`` job's."""
     from app.training.pipeline import train
 
     job = read_params(TrainJob, job_params)
-    return train(X, y, job, callback=callback, overwrite_X=True, start=start)
+    return train(X, y, job, callback=callback, overwrite_X=True, start=start, split=split)
 
 
 __all__ = ["Start", "check_grid", "check_name", "check_params", "resolve_estimator_params",

@@ -16,7 +16,7 @@ from app.monitoring.orm import PredictionInput
 from app.registry.orm import ModelVersion
 from tests.app.auth_support import bearer, make_key
 from tests.app.loop_support import NAME, feedback, flush, predict, registered_linear
-from tests.app.support import assert_problem, blobs, run_jobs
+from tests.app.support import assert_problem, blobs, run_jobs, to_csv, upload
 
 pytestmark = pytest.mark.postgres
 
@@ -149,3 +149,94 @@ def test_inputs_are_not_kept_for_a_model_by_id(client, worker, engine):
     flush(client)
     with Session(engine) as session:
         assert session.scalars(select(PredictionInput)).first() is None
+
+
+def _registered_rbf(client, worker) -> dict:
+    """Version 1 of NAME (production): exact-kernel RBF MSVMAv, calibration none, with a
+    hold-out."""
+    X, y = blobs(n=200, seed=0, shift=2.0)
+    ds = upload(client, to_csv(X, y))
+    r = client.post("/train", json={"dataset_id": ds["id"], "kernel": "rbf", "alpha": 1,
+                                    "beta": 0.25, "calibration": "none", "max_iter": 200,
+                                    "test_fraction": 0.25, "seed": 3, "register_as": NAME})
+    assert r.status_code == 202, r.text
+    assert run_jobs(worker) == ["succeeded"]
+    r = client.put(f"/registered-models/{NAME}/aliases/production", json={"version": 1})
+    assert r.status_code == 200, r.text
+    return client.get(f"/registered-models/{NAME}").json()
+
+
+def _library_update(engine, name: str, parent_id: int, child_id: int, kept: bool):
+    """The parent's ``MSVMAv.update_fit`` computed here from the stored rows: its dataset's
+    training rows (its hold-out left out), less those the child holds out, plus the child's
+    other training rows, in the parent's scaling (kernel) or the child's (linear: the
+    parent's solution carried); returns (the update's decisions, the child's) on every
+    fed-back row, and the updated estimator."""
+    from app.datasets import service as datasets
+    from app.models import service as models
+    from app.monitoring import inputs
+    from app.training.warm import carry_linear
+
+    with Session(engine) as session:
+        parent, child = models.get(session, parent_id), models.get(session, child_id)
+        est, scaling = models.load_estimator(session, parent)
+        child_est, child_scaling = models.load_estimator(session, child)
+        X0, y0 = datasets.load_arrays(session, datasets.get(session, parent.dataset_id))
+        fed = inputs.feedback_rows(session, name, parent.n_features, None, None)
+        held = set(parent.summary["holdout"]["rows"])
+        child_held = set(child.summary["holdout"]["rows"])
+    n0 = len(y0)
+    train0 = [i for i in range(n0) if i not in held]
+    y = np.asarray(y0.tolist() + fed.labels.tolist())
+    X = np.vstack([np.asarray(X0, dtype=np.float64), fed.X])
+    remove = [k for k, i in enumerate(train0) if i in child_held]
+    assert child_held >= held or not kept  # "parent": its hold-out stays held out
+    added = [i for i in range(len(y)) if i not in child_held and i not in set(train0)]
+    kernel = est.kernel != "linear"
+    if not kernel:
+        carry_linear(est, scaling, child_scaling)
+        scaling = child_scaling
+    else:
+        assert child_scaling.data_min.tolist() == scaling.data_min.tolist()
+    # the parent's rows unclipped (those removed may lie outside the new range); the added
+    # ones clipped, as the training part is (a kernel parent's range is its own)
+    est.update_fit((scaling.transform(X[train0], clip=False), y[train0]),
+                   add=(scaling.transform(X[added]), y[added]), remove=remove, warm_folds=True)
+    rows = child_scaling.transform(fed.X)
+    return est.decision_function(rows), child_est.decision_function(rows), est
+
+
+@pytest.mark.parametrize(("kernel", "split"), [("rbf", "fresh"), ("linear", "fresh"),
+                                              ("rbf", "parent"), ("linear", "parent")])
+def test_a_retrain_is_the_libraries_update_of_the_parent(client, worker, engine, kernel,
+                                                         split):
+    """Linear and kernel parents alike: the warm fit is ``MSVMAv.update_fit`` of the parent's
+    training rows, less those the retrain holds out (removed), plus its other training rows
+    (equal decisions), and the lineage says what the update reused and saved. ``split:
+    "parent"``: the parent's hold-out stays held out and the update only adds rows."""
+    if kernel == "rbf":
+        _registered_rbf(client, worker)
+    else:
+        registered_linear(client, worker)
+    _fed_back(client)
+    r = client.post(RETRAIN, json={"alias": "production", "split": split})
+    assert run_jobs(worker) == ["succeeded"], client.get(r.headers["location"]).json()
+    job = client.get(r.headers["location"]).json()
+    lineage = job["result"]["lineage"]
+    saving = lineage["warm_start"]
+    assert saving["split"] == split
+    assert saving["applied"] == ("kernel" if kernel == "rbf" else "linear")
+    update = saving["update"]
+    assert update["used"] is True and update["start"] == "parent", update
+    assert (update["rows_removed"] > 0) == (split == "fresh") and update["rows_added"] > 30
+    if kernel == "rbf":
+        assert "kernel width gamma_" in update["reused"]
+    assert "update_fit" in job["message"]
+    parent_id = client.get(f"/registered-models/{NAME}").json()["versions"][1]["model_id"]
+    ours, theirs, est = _library_update(engine, NAME, parent_id, job["result"]["model_id"],
+                                        split == "parent")
+    assert (update["rows_before"] - update["rows_removed"] + update["rows_added"]
+            == est.fit_info_["rows"])
+    assert np.allclose(ours, theirs, atol=1e-6), np.abs(ours - theirs).max()
+    cold = saving["cold"]  # the same problem from the cold start: the same model, nearly
+    assert abs(saving["warm"]["holdout_accuracy"] - cold["holdout_accuracy"]) <= 0.02
