@@ -78,7 +78,7 @@ def write_parquet(directory: Path, n: int, file_rows: int, seed: int) -> list[tu
         X, y = rows_of(np.random.default_rng([seed, k]), m)
         table = pa.table({**{f"x{j}": X[:, j] for j in range(D)}, "label": y})
         path = directory / f"part-{k:05d}.parquet"
-        pq.write_table(table, path)
+        pq.write_table(table, path, compression="none")  # (a pass's read: no decoding)
         files.append((str(path), m))
     return files
 
@@ -86,7 +86,7 @@ def write_parquet(directory: Path, n: int, file_rows: int, seed: int) -> list[tu
 def read_file(path: str) -> tuple[np.ndarray, np.ndarray]:
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
+    table = pq.read_table(path, use_threads=False)
     names = [name for name in table.column_names if name != "label"]
     X = np.column_stack([table.column(name).to_numpy() for name in names])
     return X, table.column("label").to_numpy()
@@ -123,11 +123,12 @@ def dataset_files(args, n: int) -> list[tuple[str, int]]:
 
 
 class WorkerMemory:
-    """The workers' largest resident set size (psutil, sampled every second by a thread)
-    while a block of code runs."""
+    """The workers' and this process's largest resident set size (psutil, sampled every
+    second by a thread) while a block of code runs."""
 
     def __init__(self, client) -> None:
         self.client, self.peak, self._stop = client, {}, None
+        self.own = 0
 
     def __enter__(self):
         import threading
@@ -138,7 +139,13 @@ class WorkerMemory:
         return self
 
     def _sample(self) -> None:
-        while not self._stop.wait(1.0):
+        import psutil
+
+        me = psutil.Process()
+        while True:
+            self.own = max(self.own, me.memory_info().rss)
+            if self._stop.wait(1.0):
+                return
             try:
                 for worker, rss in self.client.run(_rss).items():
                     self.peak[worker] = max(self.peak.get(worker, 0), rss)
@@ -159,12 +166,14 @@ def _rss() -> int:
     return psutil.Process().memory_info().rss
 
 
-def timed_fit(client, est, X, y, traced: bool = False, keep=None, callback=None):
+def timed_fit(client, est, X, y, traced: bool = False, keep="auto", callback=None):
     """(the fitted model, fit seconds, summary seconds, this process's traced peak bytes,
-    the workers' peak RSS, the summary)."""
+    the workers' peak RSS, the summary, this process's peak RSS, worker processes
+    restarted)."""
     from solver.distributed import cluster_margin_statistics, fit_on_cluster
 
-    extra = {} if est.kernel == "linear" else {"keep_features": keep}
+    extra = {"keep": keep}
+    pids = set(client.run(os.getpid).values())
     if traced:
         tracemalloc.start()
     with WorkerMemory(client) as memory:
@@ -177,14 +186,17 @@ def timed_fit(client, est, X, y, traced: bool = False, keep=None, callback=None)
     peak = tracemalloc.get_traced_memory()[1] if traced else 0
     if traced:
         tracemalloc.stop()
-    return est, fit_s, summary_s, peak, memory.largest(), summary
+    restarted = len(pids - set(client.run(os.getpid).values()))
+    return est, fit_s, summary_s, peak, memory.largest(), summary, memory.own, restarted
 
 
 def quantile_check(est, files, summary) -> float:
-    X = np.concatenate([read_file(p)[0] for p, _ in files])
-    y = np.concatenate([read_file(p)[1] for p, _ in files])
-    m = np.sort(est._margins_of(est.decision_function(X), y))
-    del X
+    """Every quantile's rank among the exact margins (computed here file by file)."""
+    margins = []
+    for path, _ in files:
+        X, y = read_file(path)
+        margins.append(est._margins_of(est.decision_function(X), y))
+    m = np.sort(np.concatenate(margins))
     eps = summary["quantile_rank_error"]
     worst = 0.0
     for level, value in summary["quantiles"].items():
@@ -222,7 +234,7 @@ def kill_check(client, args, X, y, rank: int, reference, held: tuple) -> None:
 
     start = time.perf_counter()
     est = fit_on_killed(client, MSVMAv(**PARAMS, n_components=rank, max_iter=args.max_iter),
-                        X, y, args.keep, kill)
+                        X, y, reference.fit_info_["cluster"]["keep"], kill)
     seconds = time.perf_counter() - start
     a, b = reference.decision_function(held[0]), est.decision_function(held[0])
     diff = float(np.max(np.abs(a - b)) / np.max(np.abs(a)))
@@ -240,12 +252,34 @@ def kill_check(client, args, X, y, rank: int, reference, held: tuple) -> None:
 def fit_on_killed(client, est, X, y, keep, callback):
     from solver.distributed import fit_on_cluster
 
-    return fit_on_cluster(est, X, y, client=client, callback=callback, keep_features=keep)
+    return fit_on_cluster(est, X, y, client=client, callback=callback, keep=keep)
+
+
+def rbf_run(client, args, X, y, held: tuple, keep: str) -> dict:
+    """The RBF fit and its summary, with the given ``keep``."""
+    from solver import MSVMAv
+
+    load = os.getloadavg()[0]
+    est, fit_s, sum_s, peak, wpeak, summary, own, restarted = timed_fit(
+        client, MSVMAv(**PARAMS, n_components=args.rank, max_iter=args.max_iter), X, y,
+        traced=True, keep=keep)
+    acc = est.score(*held)
+    plan = est.fit_info_["cluster"]
+    limit = plan["limit_mib"] * 2**20
+    print(f"   rbf (keep {keep!r} -> {plan['keep']!r}): fit {fit_s:.1f} s ({est.n_iter_} "
+          f"iterations, {plan['passes']} passes, rank {est.rank_}, trace error "
+          f"{est.kernel_error_:.3g}), summary {sum_s:.1f} s, hold-out accuracy {acc:.4f}; "
+          f"plan {plan}; service (bench) process peak RSS {own / 2**20:.0f} MiB, traced "
+          f"{peak / 2**20:.1f} MiB; workers' peak RSS {wpeak / 2**20:.0f} MiB ("
+          f"{wpeak / limit:.2f}x the limit; lowest threshold {plan['threshold']:g}); worker "
+          f"processes restarted {restarted}; load {load:.1f} -> {os.getloadavg()[0]:.1f}",
+          flush=True)
+    return {"fit": fit_s, "peak": peak, "own": own, "acc": acc, "est": est,
+            "summary": summary, "keep": plan["keep"]}
 
 
 def run_size(client, args, n: int, first: bool, held: tuple) -> dict:
     from solver import MSVMAv
-    from solver.distributed._kernel import largest_rank
 
     tmp = None if args.data else tempfile.TemporaryDirectory(dir=args.tmp)
     try:
@@ -255,36 +289,30 @@ def run_size(client, args, n: int, first: bool, held: tuple) -> dict:
             files = write_parquet(Path(tmp.name), n, args.file_rows, seed=n)
         X, y = dask_arrays(files, args.chunk_rows)
         size = n * D * 8
-        block = args.chunk_rows or args.file_rows
-        per_worker = -(-n // args.workers)
-        rank = min(args.rank, largest_rank(per_worker, args.limit_bytes, D,
-                                           None if args.keep else block))
         print(f"-- N = {n:,}: {len(files)} files, {len(X.chunks[0])} blocks, data "
               f"{size / 2**20:.0f} MiB ({size / args.limit_bytes:.2f}x a worker's limit); "
-              f"rank {rank} (asked {args.rank}, workers' memory cap)", flush=True)
-        est, fit_s, sum_s, peak, wpeak, summary = timed_fit(
-            client, MSVMAv(**PARAMS, n_components=rank, max_iter=args.max_iter), X, y,
-            traced=True, keep=args.keep)
-        acc = est.score(*held)
-        print(f"   rbf: fit {fit_s:.1f} s ({est.n_iter_} iterations, rank {est.rank_}, "
-              f"features {est.fit_info_['cluster']['features']}, trace error "
-              f"{est.kernel_error_:.3g}), summary {sum_s:.1f} s, hold-out accuracy {acc:.4f}; "
-              f"service (bench) process peak traced {peak / 2**20:.1f} MiB; workers' peak "
-              f"RSS {wpeak / 2**20:.0f} MiB ({wpeak / args.limit_bytes:.2f}x the limit)",
-              flush=True)
-        lin, lfit, lsum, _, lpeak, _ = timed_fit(client, MSVMAv(max_iter=args.max_iter), X, y)
+              f"rank {args.rank}", flush=True)
+        out = rbf_run(client, args, X, y, held, args.keep)
+        if args.also_keep and n < max(args.rows):
+            out["also"] = rbf_run(client, args, X, y, held, args.also_keep)
+        lin, lfit, lsum, _, lpeak, _, _, lrestart = timed_fit(
+            client, MSVMAv(max_iter=args.max_iter), X, y)
         lacc = lin.score(*held)
-        print(f"   linear: fit {lfit:.1f} s, summary {lsum:.1f} s, hold-out accuracy "
-              f"{lacc:.4f} (rbf - linear {acc - lacc:+.4f}); workers' peak RSS "
-              f"{lpeak / 2**20:.0f} MiB", flush=True)
+        print(f"   linear (keep -> {lin.fit_info_['cluster']['keep']!r}): fit {lfit:.1f} s, "
+              f"summary {lsum:.1f} s, hold-out accuracy {lacc:.4f} (rbf - linear "
+              f"{out['acc'] - lacc:+.4f}); workers' peak RSS {lpeak / 2**20:.0f} MiB; worker "
+              f"processes restarted {lrestart}", flush=True)
+        out["linear"] = lacc
+        if "also" in out:
+            out["also"]["linear"] = lacc
         if n <= QUANTILE_CHECK_ROWS:
-            quantile_check(est, files, summary)
+            quantile_check(out["est"], files, out["summary"])
         if first and args.kill:
-            kill_check(client, args, X, y, rank, est, held)
+            kill_check(client, args, X, y, args.rank, out["est"], held)
     finally:
         if tmp is not None:
             tmp.cleanup()
-    return {"fit": fit_s, "peak": peak, "acc": acc, "linear": lacc}
+    return out
 
 
 COPY_PARAMS = {"kernel": "rbf", "gamma": 1.0, "alpha": 1.0, "beta": 1 / 64,
@@ -394,16 +422,21 @@ def main() -> None:
                         help="a directory keeping the Parquet files between runs (n<N>/)")
     parser.add_argument("--chunk-rows", type=int, default=None,
                         help="rows of a fit's block (a file's rows split; default a file)")
-    parser.add_argument("--keep-features", choices=["auto", "yes", "no"], default="auto",
-                        help="the RBF fit's mapped features kept between passes, computed "
-                        "on every pass, or kept when they fit (auto)")
+    parser.add_argument("--keep", choices=["auto", "features", "rows", "nothing"],
+                        default="auto", help="what the workers hold between passes (the RBF "
+                        "fit's keep=; auto: the memory plan's choice)")
+    parser.add_argument("--also-keep", choices=["features", "rows", "nothing"], default=None,
+                        help="below the largest size, the RBF fit again with this keep (the "
+                        "largest size's like-for-like anchor)")
+    parser.add_argument("--dask-memory", choices=["default", "off"], default="default",
+                        help="Dask's memory thresholds as configured (default) or off but "
+                        "the nanny's terminate")
     parser.add_argument("--copy", action="store_true",
                         help="the magic copy's fit, local equality and calibration")
     parser.add_argument("--copy-rows", type=int, default=200_000)
     parser.add_argument("--kill", action="store_true",
                         help="on the first size, the RBF fit again with a worker SIGKILLed")
     args = parser.parse_args()
-    args.keep = {"auto": None, "yes": True, "no": False}[args.keep_features]
     import dask
     from dask.utils import parse_bytes
     from distributed import Client, LocalCluster
@@ -414,9 +447,9 @@ def main() -> None:
     print(f"{os.cpu_count()} cores; load {os.getloadavg()[0]:.1f}; {args.workers} workers x 1 "
           f"thread, memory limit {args.memory_limit} each; max_iter {args.max_iter}",
           flush=True)
-    with dask.config.set({"distributed.worker.memory.target": False,
-                          "distributed.worker.memory.spill": False,
-                          "distributed.worker.memory.pause": False}), \
+    memory = {} if args.dask_memory == "default" else {
+        f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause")}
+    with dask.config.set(memory), \
             LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
                          memory_limit=args.memory_limit, host="127.0.0.1",
                          dashboard_address=":0") as local, Client(local) as client:
@@ -428,13 +461,18 @@ def main() -> None:
             runs.append(run_size(client, args, n, k == 0, held))
             if k:
                 ratios(args.rows[k - 1], n, runs[-2], runs[-1])
+                if "also" in runs[-2]:
+                    ratios(args.rows[k - 1], n, runs[-2]["also"], runs[-1])
 
 
 def ratios(n0: int, n1: int, first: dict, last: dict) -> None:
-    print(f"== rbf fit time {n1:,} / {n0:,} rows: {last['fit'] / first['fit']:.2f}x for "
+    print(f"== rbf fit time {n1:,} ({last['keep']}) / {n0:,} rows ({first['keep']}): "
+          f"{last['fit'] / first['fit']:.2f}x for "
           f"{n1 / n0:.0f}x rows (at most 12x: {'yes' if last['fit'] <= 12 * first['fit'] else 'NO'}"
-          f"); service process peak {last['peak'] / 2**20:.1f} / {first['peak'] / 2**20:.1f} "
-          f"MiB = {last['peak'] / first['peak']:.2f}x; hold-out accuracy rbf - linear at "
+          f"); service process peak RSS {last['own'] / 2**20:.0f} / {first['own'] / 2**20:.0f} "
+          f"MiB = {last['own'] / first['own']:.2f}x, traced {last['peak'] / 2**20:.1f} / "
+          f"{first['peak'] / 2**20:.1f} MiB = {last['peak'] / first['peak']:.2f}x; hold-out "
+          f"accuracy rbf - linear at "
           f"{n1:,}: {last['acc'] - last['linear']:+.4f}; load {os.getloadavg()[0]:.1f}",
           flush=True)
 

@@ -56,9 +56,9 @@ from .decision import describe as describe_rule
 from .distributed import (
     DistributedFitError,
     check_cluster_params,
-    check_rank_fits,
     cluster_margin_statistics,
     fit_on_cluster,
+    plan_memory,
 )
 from .evaluation import curves, evaluate
 from .expansion import Expansion, NoExpansionError, as_tasks
@@ -113,14 +113,15 @@ __all__ = [
     "Poly", "Precomputed", "RuleError", "SchedulerUnreachableError", "SearchResult",
     "StrOptions", "appends_ones", "apply_rule", "array_problem", "as_tasks",
     "attributes_problem", "check_cluster_params", "check_estimator_param", "check_objective",
-    "check_rank_fits", "check_rule", "cluster_margin_statistics", "compare", "contributions",
+    "check_rule", "cluster_margin_statistics", "compare", "contributions",
     "cost_curve", "cross_validate_grid", "cross_validated_decisions", "curves", "dask_cluster",
     "default_budget", "default_test_fraction", "describe_rule", "display_name",
     "estimate_fit", "estimate_seconds", "estimator_class", "evaluate", "exact_kernel",
     "expected_accuracy", "explain_work", "fit_on_cluster", "fit_plan", "fit_rule",
     "fit_weights", "gib", "holdout_sizes", "int32_csr", "iter_configs", "kernel_type",
     "kfold_indices", "make_estimator", "make_kernel", "margin_statistics", "mean_cost",
-    "model_from_dict", "n_cells", "param_names", "permutation_importance", "plot_margin_cdf",
+    "model_from_dict", "n_cells", "param_names", "permutation_importance", "plan_memory",
+    "plot_margin_cdf",
     "rate_counts", "rates", "rbf_path", "resolve_grid", "run_experiment", "search_seconds",
     "split_indices", "split_rows", "table_columns", "updated_rows", "win_tie_loss",
 ]

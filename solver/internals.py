@@ -39,7 +39,7 @@ from ._symmetric_product import (
 )
 from ._weighted import WeightedDualSpace, WeightedPrimalSpace
 from .comparators._common import cholesky_solve_inplace
-from .distributed._kernel import largest_rank
+from .distributed._memory import largest_rank
 
 __all__ = [
     "BASE_BYTES", "DENSE_MAX_DIM", "GRAM_MAX_DIM", "LINEAR_STEPS", "MOMENTS_ROWS",

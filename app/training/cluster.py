@@ -9,9 +9,10 @@ partitions, each partition mapped to its features on its worker: ``solver.distri
 Calibration ("sigmoid", the default, or "isotonic") is fitted there on out-of-fold decision
 values of folds of partitions, so a cluster model has probabilities at /predict as a local one
 does. What the cluster fit cannot do is refused at /train (422): another algorithm, another
-kernel, a search, a hold-out split, calibration of a dataset of one partition, a rank whose
-features would not fit a worker's memory limit (kept between passes, or computed a partition
-at a time on every pass). The
+kernel, a search, a hold-out split, calibration of a dataset of one partition, a rank (or a
+partition) that would not fit a worker's memory however its rows are held (features or raw
+rows kept between passes, or every partition read again on every pass: the solver's memory
+plan from the workers' own readings). The
 training summary's margins are reduced over the partitions on the workers
 (``solver.distributed.cluster_margin_statistics``: exact sums, counts, histogram and CDF, the
 quantiles from a KLL sketch with its stated rank error): no row comes to this process.
@@ -103,36 +104,37 @@ def check_request(request: TrainRequest, estimator_params: dict[str, Any],
         raise invalid(["body", "calibration"], f"{why} calibrated on folds of partitions, and "
                       f"this dataset has {partitions(dataset)}; use calibration 'none', or "
                       "register the data as two files or more")
-    if (dataset is not None and settings is not None and not est.kernel_kind.primal
-            and params.get("approximation") == "low_rank"):
-        check_rank_memory(int(params.get("n_components", 1000)), dataset, settings)
+    if dataset is not None and settings is not None and not est.kernel_kind.primal:
+        rank = (int(params.get("n_components", 1000))
+                if params.get("approximation") == "low_rank" else 1)
+        check_rank_memory(rank, dataset, settings)
 
 
 def check_rank_memory(rank: int, dataset: Dataset, settings: Settings) -> None:
-    """422 naming n_components when rank ``rank``'s features for the dataset's rows, spread
-    evenly over the scheduler's workers, exceed the smallest worker's share of its memory
-    limit (``solver.distributed.check_rank_fits``). Asks the scheduler for its workers."""
-    from solver import check_rank_fits, dask_cluster
+    """422 naming n_components when a kernel fit's rank ``rank`` (1: the smallest rank
+    ``"auto"`` may take) would not fit the workers' memory however its rows are held
+    (``solver.plan_memory``, from each worker's own reading now: its limit, lowest memory
+    threshold and fixed cost): one partition mapped at that rank does not fit a worker."""
+    from solver import dask_cluster, plan_memory
 
+    sizes = partition_rows(dataset)
     with dask_cluster(settings.dask_scheduler) as client:
-        workers = client.scheduler_info()["workers"]
-    if not workers:
-        return
-    rows = -(-dataset.n_rows // len(workers))
-    limits = [info.get("memory_limit") or None for info in workers.values()]
-    limit = min((lim for lim in limits if lim), default=None)
-    try:
-        check_rank_fits(min(rank, dataset.n_rows), rows, limit, dataset.n_features,
-                        largest_partition(dataset))
-    except ValueError as exc:
-        raise invalid(["body", "n_components"], str(exc).partition(": ")[2]) from None
+        if not client.scheduler_info()["workers"]:
+            return
+        try:
+            plan_memory(client, sizes, dataset.n_features, min(rank, dataset.n_rows))
+        except ValueError as exc:
+            field, _, message = str(exc).partition(": ")
+            raise invalid(["body", "n_components" if field == "n_components"
+                           else "dataset_id"], message) from None
 
 
-def largest_partition(dataset: Dataset) -> int:
-    """The rows of the dataset's largest row block on the cluster."""
+def partition_rows(dataset: Dataset) -> list[int]:
+    """The rows of each of the dataset's row blocks on the cluster."""
     if dataset.reference is not None:
-        return max((int(f["n_rows"]) for f in dataset.reference.files), default=1)
-    return min(dataset.n_rows, UPLOADED_BLOCK_ROWS)
+        return [int(f["n_rows"]) for f in dataset.reference.files]
+    full, rest = divmod(dataset.n_rows, UPLOADED_BLOCK_ROWS)
+    return [UPLOADED_BLOCK_ROWS] * full + ([rest] if rest else [])
 
 
 def _scaled_partition(path: str, encoding: dict, lo: Any, hi: Any, y_dtype: Any

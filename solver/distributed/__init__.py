@@ -21,9 +21,9 @@ scores a model on blocks it did not train on (``_calibration``).
 from ._calibration import cluster_evaluation
 from ._cluster import DistributedFitError
 from ._fit import check_cluster_params, fit_on_cluster
-from ._kernel import check_rank_fits, fit_on_landmarks
+from ._kernel import fit_on_landmarks
+from ._memory import plan_memory
 from ._summary import cluster_margin_statistics
 
-__all__ = ["DistributedFitError", "check_cluster_params", "check_rank_fits",
-           "cluster_evaluation", "cluster_margin_statistics", "fit_on_cluster",
-           "fit_on_landmarks"]
+__all__ = ["DistributedFitError", "check_cluster_params", "cluster_evaluation",
+           "cluster_margin_statistics", "fit_on_cluster", "fit_on_landmarks", "plan_memory"]

@@ -29,6 +29,15 @@ FAN_IN = 8
 RETRIES = 5
 
 
+def check_arrays(X: Any, y: Any) -> None:
+    """ValueError naming X or y when they are not row-chunked dask arrays of the same rows."""
+    if X.ndim != 2 or len(X.chunks[1]) != 1:
+        raise ValueError("X: must be a 2-D dask array chunked along rows only "
+                         f"(one chunk across its {X.shape[1]} columns)")
+    if y.ndim != 1 or tuple(y.chunks[0]) != tuple(X.chunks[0]):
+        raise ValueError("y: must be a 1-D dask array with the same row chunks as X")
+
+
 class _WorkerGone(Exception):  # noqa: N818 - a signal, handled inside this module
     """A worker that a pass's tasks were placed on has left the cluster."""
 
@@ -42,39 +51,65 @@ class ClusterRows:
     """One future per row block, holding its prepared rows and labels, and passes over them."""
 
     def __init__(self, client: Any, parts: list, n: int, D: int,
-                 tick: Callable[[int, int], None] | None = None) -> None:
+                 tick: Callable[[int, int], None] | None = None,
+                 sources: list | None = None) -> None:
         self.client, self.parts, self.n, self.D = client, parts, n, D
         self.tick = tick
+        # streamed (``stream``): each block's graph, computed again by every pass; else None
+        self.sources = sources
         self.pending: list = []  # the futures of the pass running now
         self.held: list = []  # futures kept between passes (the blocks' masks of A)
         self.placed: set[str] = set()  # the workers the running pass's tasks are placed on
         self.passes = 0
         self.fit = uuid.uuid4().hex
-        self.names = [(self.fit, index) for index in range(len(parts))]  # for _blocks' cache
+        count = len(parts) if sources is None else len(sources)
+        self.names = [(self.fit, index) for index in range(count)]  # for _blocks' cache
 
-    @classmethod
-    def load(cls, client: Any, X: Any, y: Any, bias: bool) -> ClusterRows:
-        """Compute the blocks (X_b, y_b) (``_blocks.prepare``) into the cluster's memory: one
-        future each, in row order, under keys of their own."""
+    @staticmethod
+    def graphs(X: Any, y: Any, bias: bool) -> list:
+        """Each block's (X_b, y_b) (``_blocks.prepare``) as a delayed of the caller's graph."""
         import dask
 
-        if X.ndim != 2 or len(X.chunks[1]) != 1:
-            raise ValueError("X: must be a 2-D dask array chunked along rows only "
-                             f"(one chunk across its {X.shape[1]} columns)")
-        if y.ndim != 1 or tuple(y.chunks[0]) != tuple(X.chunks[0]):
-            raise ValueError("y: must be a 1-D dask array with the same row chunks as X")
+        check_arrays(X, y)
         prepare = dask.delayed(_blocks.prepare, pure=True)
-        blocks = [prepare(xb, yb, bias) for xb, yb in zip(
+        return [prepare(xb, yb, bias) for xb, yb in zip(
             X.to_delayed(optimize_graph=False).ravel().tolist(),
             y.to_delayed(optimize_graph=False).ravel().tolist(), strict=True)]
-        rows = cls(client, client.compute(blocks, optimize_graph=False), 0,
-                   int(X.shape[1]) + (1 if bias else 0))
+
+    @classmethod
+    def load(cls, client: Any, X: Any, y: Any, bias: bool,
+             dealt: dict[str, list[int]] | None = None) -> ClusterRows:
+        """Compute the blocks (X_b, y_b) (``_blocks.prepare``) into the cluster's memory: one
+        future each, in row order, under keys of their own; ``dealt``: each worker's blocks
+        (``_memory.deal``), computed there (elsewhere only when that worker is gone)."""
+        blocks = cls.graphs(X, y, bias)
+        if dealt:
+            parts: list = [None] * len(blocks)
+            for worker, indices in dealt.items():
+                futures = client.compute([blocks[i] for i in indices], optimize_graph=False,
+                                         workers=[worker], allow_other_workers=True)
+                for i, future in zip(indices, futures, strict=True):
+                    parts[i] = future
+        else:
+            parts = client.compute(blocks, optimize_graph=False)
+        rows = cls(client, parts, 0, int(X.shape[1]) + (1 if bias else 0))
         try:
             rows.wait(rows.parts)
         except BaseException:
             rows.release()
             raise
         return rows
+
+    @classmethod
+    def stream(cls, client: Any, X: Any, y: Any, bias: bool) -> ClusterRows:
+        """The blocks kept nowhere: every pass computes each block from the caller's graph
+        (reads its file) again in the task that uses it, and lets it go when that ends."""
+        return cls(client, [], 0, int(X.shape[1]) + (1 if bias else 0),
+                   sources=cls.graphs(X, y, bias))
+
+    @property
+    def blocks(self) -> int:
+        return len(self.parts) if self.sources is None else len(self.sources)
 
     def put(self, value: np.ndarray) -> Any:
         """A future holding ``value`` for the blocks' tasks (``_blocks.identity``)."""
@@ -91,10 +126,12 @@ class ClusterRows:
         20M x 28 in blocks of 116 MB: 68 MB sent an iteration instead of the 0.3 MB of the
         results). A block not held anywhere (lost) is unrestricted: the scheduler recomputes
         it; if a holder leaves during the pass, ``wait`` starts the pass again (``again``)."""
-        holders = self.client.who_has(self.parts)
         # the D-vectors every block reads: sent once (``put``), not in each task
         kwargs = {name: self.put(value) if isinstance(value, np.ndarray) else value
                   for name, value in kwargs.items()}
+        if self.sources is not None:
+            return self._map_streamed(fn, blocks, kwargs)
+        holders = self.client.who_has(self.parts)
         extra = blocks if blocks else [None] * len(self.parts)
         futures = []
         for part, more in zip(self.parts, extra, strict=True):
@@ -106,6 +143,19 @@ class ClusterRows:
                                               allow_other_workers=keep and where is not None,
                                               **kwargs))
             self.placed.update(where or ())
+        self.pending.extend(futures)
+        return futures
+
+    def _map_streamed(self, fn: Callable, blocks: list | None, kwargs: dict) -> list:
+        """``map`` of streamed rows: fn of each block's graph, computed where the scheduler
+        places it (a worker lost mid-pass: the scheduler recomputes its tasks elsewhere)."""
+        import dask
+
+        call = dask.delayed(fn, pure=False)
+        extra = blocks if blocks else [None] * len(self.sources)
+        graph = [call(source, **kwargs) if blocks is None else call(source, more, **kwargs)
+                 for source, more in zip(self.sources, extra, strict=True)]
+        futures = self.client.compute(graph, optimize_graph=False)
         self.pending.extend(futures)
         return futures
 
@@ -223,7 +273,7 @@ class ClusterRows:
         (released, not cancelled: the caller may hold the same keys)."""
         self.cancel()
         self.hold([])
-        if self.parts:
+        if self.parts or self.sources:
             self.client.run(_blocks.forget, self.fit, on_error="ignore")
         for future in self.parts:
             future.release()

@@ -19,7 +19,8 @@ from ..params import validate_params
 from . import _blocks
 from ._calibration import calibrate_on_cluster
 from ._cluster import ClusterRows
-from ._kernel import CLUSTER_KERNELS, fit_kernel_on_cluster
+from ._kernel import CLUSTER_KERNELS, fit_kernel_on_cluster, hold_rows
+from ._memory import plan_memory
 from ._space import GramSpace, MatrixFreeSpace
 from ._tasks import Relay, Target, Targets, start_fit
 
@@ -53,7 +54,7 @@ def _check_kernel_params(estimator: MSVMAv) -> None:
 
 def fit_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
                    callback: Callback | None = None, sample: int | None = None,
-                   keep_features: bool | None = None) -> MSVMAv:
+                   keep: str = "auto") -> MSVMAv:
     """Fit the unfitted linear ``estimator`` on the row-chunked dask arrays X (dense float or
     CSR blocks) and y (labels, X's row chunks) with the cluster of ``client``; returns it
     fitted, its decisions those of ``estimator.fit(X, y)`` up to summation order.
@@ -66,9 +67,15 @@ def fit_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
     pass's tasks and propagates. ValueError names a parameter or an input the cluster fit
     cannot take; DistributedFitError: the cluster failed a task.
 
+    ``keep``: what the workers hold between passes (``_memory``): the raw rows ("rows"), a
+    kernel fit's mapped features ("features"), nothing ("nothing": every pass reads each
+    block from X's graph again), or "auto": the fastest way that every worker's memory holds
+    by its own reading (its limit, lowest memory threshold and fixed cost), planned before
+    any row is loaded; ValueError naming ``keep``, ``n_components`` or ``X`` when it would
+    not fit.
+
     kernel="rbf" or "poly": the low-rank kernel path (``_kernel``: landmarks chosen from
-    ``sample`` rows, the rows mapped to their features on the workers; ``keep_features``:
-    those kept between passes, or computed on every pass, ``_kernel.fit_kernel_on_cluster``).
+    ``sample`` rows, the rows mapped to their features on the workers).
 
     calibration="sigmoid" or "isotonic": ``calibrator_`` from out-of-fold decision values of
     folds of blocks, each fold's clone fitted here the same way (``_calibration``)."""
@@ -77,8 +84,8 @@ def fit_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
     def fit(est: MSVMAv, X: Any, y: Any, callback: Callback | None) -> MSVMAv:
         if not est.kernel_kind.primal:
             return fit_kernel_on_cluster(est, X, y, client=client, callback=callback,
-                                         sample=sample, keep_features=keep_features)
-        return _fit_linear(est, X, y, client, callback)
+                                         sample=sample, keep=keep)
+        return _fit_linear(est, X, y, client, callback, keep)
 
     fit(estimator, X, y, callback)
     if estimator.calibration != "none" and not estimator.stopped_early_:
@@ -87,13 +94,15 @@ def fit_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
 
 
 def _fit_linear(estimator: MSVMAv, X: Any, y: Any, client: Any,
-                callback: Callback | None) -> MSVMAv:
-    rows = ClusterRows.load(client, X, y, bool(estimator.fit_intercept))
+                callback: Callback | None, keep: str) -> MSVMAv:
+    memory = plan_memory(client, X.chunks[0], int(X.shape[1]), 0, keep)
+    rows = hold_rows(client, X, y, bool(estimator.fit_intercept), memory)
     try:
         summary = rows.reduce(_blocks.summarise_block, combine=_blocks.merge_summaries,
                               d=int(X.shape[1]))
         start_fit(estimator, rows, summary)
         _fit_tasks(estimator, rows, summary, callback)
+        estimator.fit_info_["cluster"].update(memory.info())
     finally:
         rows.release()
     return estimator
@@ -120,7 +129,7 @@ def _fit_tasks(estimator: MSVMAv, rows: ClusterRows, summary: dict,
                          direct=estimator.update == "rebuild")
 
     W, info = estimator._run_tasks(Targets(n, positives), relay, make_space, rows.D)
-    info["cluster"] = {"blocks": len(rows.parts), "passes": rows.passes,
+    info["cluster"] = {"blocks": rows.blocks, "passes": rows.passes,
                        "space": "gram" if path != "cg" else "matrix_free"}
     estimator.fit_info_ = info
     estimator.coef_ = W[:d].T.copy()

@@ -26,7 +26,6 @@ fit whose landmarks came from a sample).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,9 +35,10 @@ from .._base import to_dense_rows
 from ..fit_cost import RankChooser
 from ..low_rank import LowRankFactor, landmark_features, pivoted_cholesky
 from ..msvmav import MSVMAv
-from . import _blocks, _kernel_blocks
+from . import _blocks, _kernel_blocks, _memory
 from ._cluster import ClusterRows
 from ._kernel_blocks import Landmarks
+from ._memory import MemoryPlan
 from ._space import GramSpace
 from ._tasks import Relay, Targets, start_fit
 
@@ -46,109 +46,27 @@ from ._tasks import Relay, Targets, start_fit
 SAMPLE_ROWS = 10_000
 #: the largest rank of a cluster kernel fit (its r x r sums are reduced every iteration)
 MAX_RANK = 2048
-#: the share of a worker's memory limit its blocks may take while they are mapped: their raw
-#: rows (n_w x d floats) and their mapped features (n_w x r floats) at once; the rest is for
-#: the interpreter, the reduce's r x r sums and temporaries
-FACTOR_SHARE = 0.6
-#: rank-wide arrays of a block alive at once while it is mapped and its sums are taken (the
-#: kernel against the landmarks, its triangular solve, the rotated copy, a pass's rows of A)
-PER_PASS_COPIES = 5
-FLOAT = 8
 #: the kernels the cluster fits (positive semi-definite: a Nystroem factor exists)
 CLUSTER_KERNELS = ("rbf", "poly")
 
 
-def factor_bytes(rows: int, rank: int, d: int) -> int:
-    """Bytes of a worker's blocks while they are mapped: ``rows`` rows of ``d`` raw floats
-    and ``rank`` mapped ones (afterwards the ``rank`` ones only)."""
-    return FLOAT * int(rows) * (int(d) + int(rank))
+def hold_rows(client: Any, X: Any, y: Any, bias: bool, memory: MemoryPlan) -> ClusterRows:
+    """The rows as the plan holds them: loaded into the workers' memory, each worker its
+    dealt blocks (``"features"``, ``"rows"``), or streamed from their graph (``"nothing"``)."""
+    if memory.way == "nothing":
+        return ClusterRows.stream(client, X, y, bias)
+    return ClusterRows.load(client, X, y, bias, dealt=memory.dealt)
 
 
-def per_pass_bytes(rows: int, rank: int, d: int, block_rows: int) -> int:
-    """Bytes of a worker whose features are computed on every pass (``PerPassFeatures``):
-    its ``rows`` raw rows kept, and the PER_PASS_COPIES rank-wide arrays of the one block of
-    ``block_rows`` rows it maps at a time."""
-    return FLOAT * (int(rows) * int(d) + PER_PASS_COPIES * int(block_rows) * int(rank))
-
-
-def largest_rank(rows: int, memory_limit: int | None, d: int,
-                 block_rows: int | None = None) -> int:
-    """The largest rank whose blocks for ``rows`` rows of ``d`` features take at most
-    FACTOR_SHARE of ``memory_limit`` bytes: with the features kept between passes, or (given
-    ``block_rows``, the largest block's rows) computed on every pass when that holds more
-    (MAX_RANK with no limit)."""
-    if not memory_limit or rows <= 0:
-        return MAX_RANK
-    budget = FACTOR_SHARE * memory_limit / FLOAT
-    kept = int(budget / rows) - int(d)
-    if block_rows:
-        kept = max(kept, int((budget - rows * d) / (PER_PASS_COPIES * block_rows)))
-    return max(0, min(MAX_RANK, kept))
-
-
-def check_rank_fits(rank: int, rows_per_worker: int, memory_limit: int | None,
-                    d: int, block_rows: int | None = None) -> None:
-    """ValueError naming n_components when a rank's blocks for ``rows_per_worker`` rows of
-    ``d`` features would not fit FACTOR_SHARE of a worker's ``memory_limit``, neither kept
-    between passes nor (given ``block_rows``) computed a block at a time on every pass."""
-    cap = largest_rank(rows_per_worker, memory_limit, d, block_rows)
-    if rank > cap:
-        need = factor_bytes(rows_per_worker, rank, d)
-        if block_rows:
-            need = min(need, per_pass_bytes(rows_per_worker, rank, d, block_rows))
-        raise ValueError(
-            f"n_components: rank {rank} needs {need / 2**20:.0f} MiB on a worker holding "
-            f"{rows_per_worker} rows of {d} features (its features kept, or computed a block "
-            f"at a time), more than {FACTOR_SHARE:g} of its memory limit "
-            f"{memory_limit / 2**20:.0f} MiB; the largest rank that fits is {cap} (use fewer "
-            "n_components, more workers, or workers with more memory)")
-
-
-def worker_rows(rows: ClusterRows, sizes: list[int]) -> dict[str, tuple[int, int]]:
-    """(rows held, the largest block's rows) of each worker."""
-    held: dict[str, tuple[int, int]] = {}
-    for part, size in zip(rows.parts, sizes, strict=True):
-        for worker in rows.client.who_has([part]).get(part.key, ()):
-            total, largest = held.get(worker, (0, 0))
-            held[worker] = (total + size, max(largest, size))
-    return held
-
-
-@dataclass(frozen=True)
-class MemoryPlan:
-    """The ranks every worker's memory holds: with the mapped features kept between passes
-    (``kept``), or computed a block at a time on every pass (``per_pass``); the rows and the
-    limit of the worker that binds the first."""
-
-    kept: int
-    per_pass: int
-    rows: int
-    limit: int | None
-
-    def cap(self, keep_features: bool | None) -> int:
-        if keep_features is None:
-            return max(self.kept, self.per_pass)
-        return self.kept if keep_features else self.per_pass
-
-    def keeps(self, rank: int, keep_features: bool | None) -> bool:
-        """Are the features of ``rank`` kept between passes?"""
-        return rank <= self.kept if keep_features is None else keep_features
-
-
-def memory_cap(rows: ClusterRows, sizes: list[int], d: int) -> MemoryPlan:
-    """What every worker's memory holds (``MemoryPlan``)."""
-    limits = {w: info.get("memory_limit") or None
-              for w, info in rows.client.scheduler_info()["workers"].items()}
-    kept = per_pass = MAX_RANK
-    bound, limit = 0, None
-    for worker, (count, largest) in worker_rows(rows, sizes).items():
-        cap = largest_rank(count, limits.get(worker), d)
-        if cap < kept:
-            kept, bound, limit = cap, count, limits.get(worker)
-        if limits.get(worker):
-            budget = FACTOR_SHARE * limits[worker] / FLOAT - count * d
-            per_pass = min(per_pass, max(0, int(budget / (PER_PASS_COPIES * largest))))
-    return MemoryPlan(kept, per_pass, bound, limit)
+def planned_rank(estimator: MSVMAv, n: int, workers: list, sizes: list[int], d: int,
+                 keep: str) -> int:
+    """The largest rank the fit may take: ``n_components`` (``"low_rank"``, refused by the
+    plan when it does not fit) or what the workers hold (``"auto"``, at most
+    ``n_components``, the sample's rows and MAX_RANK)."""
+    rank = min(int(estimator.n_components), n, MAX_RANK)
+    if estimator.approximation == "low_rank":
+        return rank
+    return max(1, _memory.largest_rank(workers, sizes, d, rank, keep))
 
 
 def cluster_gamma(estimator: MSVMAv, rows: ClusterRows, d: int) -> float:
@@ -265,15 +183,17 @@ def fit_on_landmarks(estimator: MSVMAv, X, y, landmarks: np.ndarray,
 
 
 class PerPassFeatures(ClusterRows):
-    """The raw blocks kept, their features computed on every pass: each task maps its block
+    """The features computed on every pass from the raw blocks, kept (``"rows"``) or
+    streamed from their graph (``"nothing"``): each task maps its block
     (``_kernel_blocks.on_features``) and lets the features go when it ends, so that a worker
-    holds its raw rows and one block's features at a time (``per_pass_bytes``). The same
-    features as ``mapped_rows`` gives (the same function of the same block), so the same fit."""
+    holds its raw rows (or none) and its threads' blocks' features. The same features as
+    ``mapped_rows`` gives (the same function of the same block), so the same fit."""
 
     def __init__(self, rows: ClusterRows, landmarks: Any, rotation: Any, rank: int) -> None:
-        super().__init__(rows.client, rows.parts, rows.n, rank, rows.tick)
+        super().__init__(rows.client, rows.parts, rows.n, rank, rows.tick,
+                         sources=rows.sources)
         self.mapping = {"landmarks_": landmarks, "rotation_": rotation}
-        rows.parts = []  # owned here from now on
+        rows.parts, rows.sources = [], None  # owned here from now on
 
     def map(self, fn: Any, *, blocks: list | None = None, keep: bool = False,
             **kwargs: Any) -> list:
@@ -348,34 +268,36 @@ def choice_info(factor: LowRankFactor, n: int, count: int) -> dict[str, Any]:
 
 def fit_kernel_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
                           callback: Any = None, sample: int | None = None,
-                          keep_features: bool | None = None) -> MSVMAv:
+                          keep: str = "auto") -> MSVMAv:
     """``fit_on_cluster`` for kernel="rbf" or "poly" (the module's steps 1-4); ``sample``:
     the rows the landmarks are chosen from (SAMPLE_ROWS; every row when there are no more);
-    ``keep_features``: the mapped features kept on the workers between passes (True),
-    computed a block at a time on every pass from the kept raw rows (False), or kept when
-    every worker's memory holds them (None, ``MemoryPlan``). The estimator ends with a local
-    low-rank fit's attributes, ``landmark_block_`` (L_PP, for ``fit_on_landmarks``) and
-    ``fit_info_["cluster"]``."""
-    rows = ClusterRows.load(client, X, y, bias=False)
+    ``keep``: what the workers hold between passes (``_memory``: "features", "rows",
+    "nothing", or "auto", the fastest way every worker's memory holds). The estimator ends
+    with a local low-rank fit's attributes, ``landmark_block_`` (L_PP, for
+    ``fit_on_landmarks``) and ``fit_info_["cluster"]``."""
+    sizes, d = [int(c) for c in X.chunks[0]], int(X.shape[1])
+    workers = _memory.read_workers(client)
+    cap = planned_rank(estimator, sum(sizes), workers, sizes, d, keep)
+    memory = _memory.plan(workers, sizes, d, cap, keep)  # (a given rank refused here)
+    rows = hold_rows(client, X, y, False, memory)
     features = None
     try:
-        summary = rows.reduce(_blocks.summarise_block, combine=_blocks.merge_summaries,
-                              d=int(X.shape[1]))
+        summary = rows.reduce(_blocks.summarise_block, combine=_blocks.merge_summaries, d=d)
         start_fit(estimator, rows, summary)
         classes = summary["labels"]
         positives = [classes[1]] if classes.size == 2 else list(classes)
-        estimator.gamma_ = cluster_gamma(estimator, rows, int(X.shape[1]))
-        plan = memory_cap(rows, [int(c) for c in X.chunks[0]], int(X.shape[1]))
-        landmarks, factor, choice, count = _landmarks(estimator, rows, X, plan, keep_features,
-                                                      sample, len(positives))
-        keep = plan.keeps(landmarks.rank, keep_features)
-        features, lam, V, error = mapped_rows(rows, landmarks, keep)
+        estimator.gamma_ = cluster_gamma(estimator, rows, d)
+        landmarks, factor, choice, count = _landmarks(estimator, rows, sizes, cap, sample,
+                                                      len(positives))
+        if memory.way == "features" or (keep == "auto" and memory.way == "rows"):
+            memory = _memory.plan(workers, sizes, d, landmarks.rank,
+                                  "features" if memory.way == "features" else "auto")
+        features, lam, V, error = mapped_rows(rows, landmarks, memory.way == "features")
         coefs, info = _iterate(estimator, features, lam, positives, callback,
                                {"pivots": landmarks.rank, "n_components": int(lam.size),
                                 **choice_info(factor, rows.n, count)})
-        info["cluster"] = {"blocks": len(features.parts), "passes": rows.passes
-                           + features.passes, "space": "gram", "rank_cap": plan.cap(
-                               keep_features), "features": "kept" if keep else "per_pass"}
+        info["cluster"] = {"blocks": features.blocks, "passes": rows.passes + features.passes,
+                           "space": "gram", "rank_cap": cap, **memory.info()}
         if choice is not None:
             info["rank_choice"], info["rank_reason"] = choice
         estimator.fit_info_ = info
@@ -389,23 +311,14 @@ def fit_kernel_on_cluster(estimator: MSVMAv, X: Any, y: Any, *, client: Any,
     return estimator
 
 
-def _landmarks(estimator: MSVMAv, rows: ClusterRows, X: Any, plan: MemoryPlan,
-               keep_features: bool | None, sample: int | None, n_tasks: int
+def _landmarks(estimator: MSVMAv, rows: ClusterRows, sizes: list[int], cap: int,
+               sample: int | None, n_tasks: int
                ) -> tuple[Landmarks, LowRankFactor, tuple | None, int]:
     """(the landmarks, their factor on the sample, auto's choice, the sample's rows), the
-    rank capped by what the workers' memory holds (a given one refused above it)."""
-    n, cap = rows.n, plan.cap(keep_features)
-    if estimator.approximation == "low_rank":
-        rank = min(estimator.n_components, n, MAX_RANK)
-        if rank > cap:
-            raise ValueError(
-                f"n_components: rank {rank} does not fit {FACTOR_SHARE:g} of the memory limit "
-                f"of a worker holding {plan.rows} rows of {X.shape[1]} features (its "
-                f"features kept, or computed a block at a time); the largest rank that fits "
-                f"is {cap} (use fewer n_components, more workers, or workers with more memory)")
-    count = sample_size(n, sample)
-    Xs = sample_rows(rows, [int(c) for c in X.chunks[0]], count, estimator.random_state)
-    factor, choice = choose_landmarks(estimator, Xs, n, n_tasks, cap)
+    rank at most ``cap`` (what the workers' memory holds, ``planned_rank``)."""
+    count = sample_size(rows.n, sample)
+    Xs = sample_rows(rows, sizes, count, estimator.random_state)
+    factor, choice = choose_landmarks(estimator, Xs, rows.n, n_tasks, cap)
     landmarks = Landmarks(Xs[factor.pivots], factor.pivot_block(), estimator._kernel_args())
     return landmarks, factor, choice, count
 

@@ -54,7 +54,7 @@ def _outstanding_tasks(dask_scheduler) -> list[tuple]:
     """(key, state, the clients wanting it, its first dependents, the workers it is
     restricted to) of the tasks the scheduler still means to run or holds, but the tests'
     own blockers ("hold-...")."""
-    return [(str(key), ts.state, sorted(c.client_key for c in ts.who_wants),
+    return [(str(key), ts.state, sorted(c.client_key for c in ts.who_wants or ()),
              sorted(str(d.key) for d in ts.dependents)[:3],
              sorted(ts.worker_restrictions or ()))
             for key, ts in dask_scheduler.tasks.items()
@@ -75,31 +75,33 @@ def _hold(name: str) -> None:
     distributed.Event(name).wait(60)
 
 
-@pytest.mark.parametrize("kernel", ["linear", "rbf", "rbf-per-pass"])
+@pytest.mark.parametrize("kernel", ["linear", "rbf", "rbf-rows", "rbf-nothing"])
 def test_a_worker_sigkilled_mid_pass_retries_the_pass_and_leaves_no_task(client, kernel):
     """At iteration 2's record each worker's one thread is taken by a task waiting on an
     event, so the next pass's tasks are queued on the workers holding their blocks; at that
     pass's first progress record one worker process is SIGKILLed and the event set: the
     pass is cancelled and submitted again (its blocks recomputed from their graph on the
     worker left), the model is the local one, and the scheduler keeps no task of the fit.
-    "rbf-per-pass": the features computed on every pass from the raw blocks (the workers'
-    memory cannot keep them), the raw blocks recomputed on the worker left."""
+    "rbf-rows": the features computed on every pass from the kept raw blocks, the raw blocks
+    recomputed on the worker left; "rbf-nothing": nothing kept, every pass reading each block
+    from its graph (the scheduler runs the dead worker's tasks on the other)."""
     X, y = _moons(seed=5)
-    extra = {"keep_features": False} if kernel == "rbf-per-pass" else {}
-    kernel = kernel.removesuffix("-per-pass")
+    name = kernel
+    kernel, _, keep = kernel.partition("-")
+    extra = {"keep": keep} if keep else {}
     params = {"kernel": kernel, "max_iter": 8, "random_state": 0, "gamma": 5.0,
               "kernel_tol": 1e-3}
     local = MSVMAv(**params).fit(X, y)
     assert _settled(client) == []
     pids = client.run(os.getpid)
     victim = next(iter(pids))
-    release = distributed.Event(f"hold-release-{kernel}", client=client)
+    release = distributed.Event(f"hold-release-{name}", client=client)
     state: dict = {"holds": []}
 
     def kill_mid_pass(info):
         if info.get("stage") is None and info["iteration"] == 2 and not state["holds"]:
-            state["holds"] = [client.submit(_hold, f"hold-release-{kernel}",
-                                            key=f"hold-{kernel}-{w}", workers=[w])
+            state["holds"] = [client.submit(_hold, f"hold-release-{name}",
+                                            key=f"hold-{name}-{w}", workers=[w])
                               for w in client.scheduler_info()["workers"]]
         elif info.get("stage") == "cluster_pass" and state["holds"] and "killed" not in state:
             state["killed"] = client.run_on_scheduler(_outstanding_tasks)
@@ -111,6 +113,6 @@ def test_a_worker_sigkilled_mid_pass_retries_the_pass_and_leaves_no_task(client,
     assert state["killed"], "the pass had tasks queued when the worker was killed"
     _same(local, remote, X)
     if extra:
-        assert remote.fit_info_["cluster"]["features"] == "per_pass"
+        assert remote.fit_info_["cluster"]["keep"] == keep
     del state["holds"]
     assert _settled(client) == []
