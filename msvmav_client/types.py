@@ -109,6 +109,7 @@ class Prediction(TypedDict, total=False):  # Prediction
     label: Any
     decision_value: float  # binary: f(x); multi-class: the predicted class's score
     decision_values: list[float] | None  # multi-class: one per class
+    margin: float  # the predicted label's margin: y·f(x); multi-class f_label - max other
     probability: float | None  # calibrated models: the label's probability
     probabilities: dict[str, float] | None  # calibrated models: per class (as text)
     explanation: RowExplanation | None  # with explain=True

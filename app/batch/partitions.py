@@ -84,8 +84,7 @@ def score_partition(path: str, k: int, first_row: int, *, loaded: Any, encoding:
     if wanted:
         extra = open_parquet(path).read(columns=wanted).to_pandas()
     ids = extra[id_column].to_numpy() if id_column else np.arange(first_row, first_row + len(X))
-    scores, idx, proba = score(loaded, X)
-    frame = output_frame(loaded, ids, scores, idx, proba, columns,
+    frame = output_frame(loaded, ids, score(loaded, X), columns,
                          extra[passthrough] if passthrough else None)
     written = _write_once(final, _parquet_bytes(frame))
     return {"part": final, "n_rows": len(frame), "written": written}

@@ -114,8 +114,7 @@ def _output_table(loaded: ServedModel, job: BatchJob, chunk: Chunk, keep: np.nda
                   X: Any) -> pa.Table:
     """The kept rows scored, as the output table; the id and pass-through columns as the
     input typed them (Parquet's and JSON's types; text formats' fields are text)."""
-    scores, idx, proba = score(loaded, X)
-    frame = output_frame(loaded, chunk.rows[keep], scores, idx, proba, job.columns, None)
+    frame = output_frame(loaded, chunk.rows[keep], score(loaded, X), job.columns, None)
     table = pa.Table.from_pandas(frame, preserve_index=False)
     extra = chunk.extra.filter(pa.array(keep)) if chunk.extra is not None else None
     if job.id_column and extra is not None:

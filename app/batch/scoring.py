@@ -15,6 +15,7 @@ import pandas as pd
 from app.ingest import Encoder
 from app.ingest.column_specs import BadValueError, assemble
 from app.serving.model import ServedModel
+from app.serving.scoring import Scores
 from app.serving.scoring import score as core_score
 
 ROW_COLUMN = "row"
@@ -107,6 +108,7 @@ def output_columns(loaded: ServedModel, id_column: str | None, passthrough: list
     est = loaded.estimator
     names = [id_column or ROW_COLUMN, "label"]
     names += ["decision_value"] if len(classes) == 2 else [f"decision_{c}" for c in classes]
+    names += ["margin"]
     if est.calibrated:
         names += [f"probability_{c}" for c in classes]
     return names + passthrough
@@ -116,17 +118,16 @@ def class_values(loaded: ServedModel) -> list[Any]:
     return loaded.class_values
 
 
-def score(loaded: ServedModel, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
-    """Decision values, predicted class indices and probabilities (or None) of encoded rows:
-    the scoring core every door uses (``app.serving.scoring.score``), so a batch's numbers are
-    /predict's."""
-    scores = core_score(loaded, X)
-    return scores.decision, scores.index, scores.probabilities
+def score(loaded: ServedModel, X: np.ndarray) -> Scores:
+    """The encoded rows' answers from the scoring core every door uses
+    (``app.serving.scoring.score``), so a batch's numbers are /predict's."""
+    return core_score(loaded, X)
 
 
-def output_frame(loaded: ServedModel, ids: Any, scores: np.ndarray, idx: np.ndarray,
-                 proba: Any, columns: list[str], extra: pd.DataFrame | None) -> pd.DataFrame:
+def output_frame(loaded: ServedModel, ids: Any, scored: Scores, columns: list[str],
+                 extra: pd.DataFrame | None) -> pd.DataFrame:
     """The scored rows as the output table (``columns`` from ``output_columns``)."""
+    scores, idx, proba = scored.decision, scored.index, scored.probabilities
     data: dict[str, Any] = {columns[0]: ids, "label": loaded.estimator.classes_[idx]}
     k = 2
     if scores.ndim == 1:
@@ -136,6 +137,8 @@ def output_frame(loaded: ServedModel, ids: Any, scores: np.ndarray, idx: np.ndar
         for j in range(scores.shape[1]):
             data[columns[k + j]] = scores[:, j]
         k += scores.shape[1]
+    data["margin"] = scored.margin()
+    k += 1
     if proba is not None:
         for j in range(proba.shape[1]):
             data[columns[k + j]] = proba[:, j]

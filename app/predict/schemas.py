@@ -148,6 +148,12 @@ class Prediction(BaseModel):
     decision_values: list[float] | None = Field(
         None, description="Multi-class only: one score per class, aligned with `classes`"
     )
+    margin: float = Field(
+        description="The row's margin for the predicted label: binary y·f(x) (y = +1 for "
+        "classes[1], -1 for classes[0]); multi-class f_label − max of the other classes' "
+        "scores. Positive when the decision values agree with the label (negative where a "
+        "decision rule chose against them); its size is the distance to the decision boundary"
+    )
     probability: float | None = Field(
         None,
         description="Calibrated models (the detail's `calibration` not `none`): the "
@@ -176,7 +182,8 @@ class PredictResponse(BaseModel):
                     "classes": [1, 2],
                     "n": 1,
                     "predictions": [
-                        {"id": "a1:0", "clipped": False, "label": 2, "decision_value": 1.73}
+                        {"id": "a1:0", "clipped": False, "label": 2, "decision_value": 1.73,
+                         "margin": 1.73}
                     ],
                     "accuracy": 1.0,
                     "margins": {"n": 1, "mean": 1.73, "…": "…"},

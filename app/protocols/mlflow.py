@@ -53,6 +53,7 @@ class Predictions(BaseModel):
                             "label": 2,
                             "decision_value": 0.7088,
                             "decision_values": None,
+                            "margin": 0.7088,
                         }
                     ]
                 }

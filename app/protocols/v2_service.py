@@ -4,7 +4,8 @@ A model takes raw features in training column order: one numeric tensor ``[n, d]
 (``input``), or one tensor per column named for it (``[n]`` or ``[n, 1]``; BYTES for a
 categorical column), and optionally the rows' prediction ids as the input ``ids`` (BYTES or
 INT32/INT64, ``[n]``: /predict's ``ids``). It answers ``label`` (``[n]``), ``decision`` (``[n]``
-for two classes, ``[n, k]`` one-vs-rest for k classes) and ``id`` (BYTES ``[n]``: the given ids
+for two classes, ``[n, k]`` one-vs-rest for k classes), ``margin`` (``[n]``: the predicted
+label's margin, app.serving.scoring.Scores.margin) and ``id`` (BYTES ``[n]``: the given ids
 as text, else ``"{X-Request-ID}:{row}"``), and for a calibrated model ``probability``
 (``[n, k]``, aligned with the classes). A numeric tensor goes to the scoring core as the array it
 is (app.serving.serve: the one template, ``V2Door`` its codec); the outputs are the core's arrays.
@@ -41,7 +42,7 @@ from app.serving.target import Target, route_key
 
 MATRIX_INPUT = "input"
 IDS = "ids"  # the input tensor of the rows' prediction ids
-OUTPUTS = ("label", "decision", "id")
+OUTPUTS = ("label", "decision", "margin", "id")
 PROBABILITY = "probability"  # the output of a calibrated model
 PLATFORM = "msvmav"
 _LOC: list[str | int] = ["body", "instances"]  # where /predict's errors name the rows
@@ -145,6 +146,7 @@ def metadata(described: Described) -> dict[str, Any]:
         "outputs": [
             {"name": "label", "datatype": _label_datatype(classes), "shape": [-1]},
             {"name": "decision", "datatype": "FP64", "shape": [-1] if k <= 2 else [-1, k]},
+            {"name": "margin", "datatype": "FP64", "shape": [-1]},
             {"name": "id", "datatype": BYTES, "shape": [-1]},
         ]
         + (
@@ -239,6 +241,7 @@ def _outputs(scores: Scores, ids: list[Any]) -> dict[str, OutputTensor]:
     tensors = {
         "label": OutputTensor("label", datatype, [n], label_values),
         "decision": OutputTensor("decision", "FP64", list(decision.shape), decision.reshape(-1)),
+        "margin": OutputTensor("margin", "FP64", [n], scores.margin()),
         "id": OutputTensor("id", BYTES, [n], [str(i) for i in ids]),
     }
     if scores.probabilities is not None:

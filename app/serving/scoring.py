@@ -64,6 +64,18 @@ class Scores:
             return self.decision
         return self.decision[np.arange(self.n), self.index]
 
+    def margin(self) -> np.ndarray:
+        """(n,) each row's margin for the label answered: binary y·f(x) (y = +1 for
+        classes[1], -1 for classes[0]), multi-class f_label - max_{j != label} f_j, as
+        /models/{id}/margins and the estimator's ``margin_vector`` compute it for true labels.
+        Positive when the decision values agree with the label, negative where a decision
+        rule chose against them; its size is the row's distance to the decision boundary."""
+        if self.decision.ndim == 1:
+            return np.where(self.index == 1, self.decision, -self.decision)
+        others = self.decision.copy()
+        others[np.arange(self.n), self.index] = -np.inf
+        return self.own_decision() - others.max(axis=1)
+
     def own_probability(self) -> np.ndarray | None:
         """(n,) the predicted label's probability, when the model is calibrated."""
         if self.probabilities is None:
@@ -107,8 +119,8 @@ def records(scores: Scores, ids: list[Any]) -> list[dict[str, Any]]:
     clip_of = scores.clipped.tolist()
     own = scores.own_decision().tolist()
     rows = scores.decision.tolist() if scores.decision.ndim == 2 else [None] * scores.n
-    columns = [ids, clip_of, label_of, own, rows]
-    keys = ["id", "clipped", "label", "decision_value", "decision_values"]
+    columns = [ids, clip_of, label_of, own, rows, scores.margin().tolist()]
+    keys = ["id", "clipped", "label", "decision_value", "decision_values", "margin"]
     keys += ["probability", "probabilities"]
     probability = scores.own_probability()
     if probability is None:  # (an uncalibrated model: null, the answer's shape the same)

@@ -75,7 +75,8 @@ def test_batch_skips_bad_rows_and_matches_predict_row_by_row(client, worker, eng
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
     out = pd.read_csv(io.BytesIO(r.content))
     assert list(out.columns) == ["key", "label", "decision_a", "decision_b", "decision_c",
-                                 "probability_a", "probability_b", "probability_c", "note"]
+                                 "margin", "probability_a", "probability_b", "probability_c",
+                                 "note"]
     good = frame.drop(index=list(bad)).reset_index(drop=True)
     _check_against_predict(client, model, out, good, "key")
     errors = pd.read_csv(io.BytesIO(client.get(f"/batch-predictions/{job['id']}/errors").content))
@@ -161,7 +162,7 @@ def test_batch_row_numbers_without_id_column(client, worker):
     r = _submit(client, model["id"], content)
     job = _wait_done(client, worker, r.json()["id"])
     out = pd.read_csv(io.BytesIO(client.get(f"/batch-predictions/{job['id']}/result").content))
-    assert list(out.columns) == ["row", "label", "decision_value", "probability_neg",
+    assert list(out.columns) == ["row", "label", "decision_value", "margin", "probability_neg",
                                  "probability_pos"]
     assert out["row"].tolist() == list(range(75))
     expected = client.post("/predict", json={"model_id": model["id"],

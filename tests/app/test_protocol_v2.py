@@ -64,6 +64,7 @@ def test_model_metadata_describes_inputs_and_outputs(served, client):
     assert meta["outputs"] == [
         {"name": "label", "datatype": "BYTES", "shape": [-1]},
         {"name": "decision", "datatype": "FP64", "shape": [-1]},
+        {"name": "margin", "datatype": "FP64", "shape": [-1]},
         {"name": "id", "datatype": "BYTES", "shape": [-1]},
         {"name": "probability", "datatype": "FP64", "shape": [-1, 2]},  # (calibrated: sigmoid)
     ]
