@@ -128,7 +128,8 @@ def ours(Xtr, ytr, Xte, yte, calibration: str = "sigmoid") -> dict:
     found = fitted.search
     out.update(seconds=seconds, chose=found.best["setting"], budget=found.budget_seconds,
                search_s=found.seconds, fit_s=fitted.fit_seconds,
-               fit_predicted_s=found.final_fit_seconds)
+               fit_predicted_s=found.final_fit_seconds, converged=bool(est.converged_),
+               n_iter=int(est.n_iter_))
     return out
 
 
@@ -249,7 +250,8 @@ def report(rows: list[dict]) -> None:
         print(f"{'':9} chose {o['chose']}; budget {o['budget']:g} s, job {o['seconds']:.2f} s "
               f"({o['seconds'] / o['budget']:.2f}x): search {o['search_s']:.2f} s, final fit "
               f"{o['fit_s']:.2f} s (predicted {o['fit_predicted_s']:.2f} s); acc - better "
-              f"{gap:+.4f}, time / grid {ratio:.2f}x{extra}")
+              f"{gap:+.4f}, time / grid {ratio:.2f}x{extra}; final fit converged "
+              f"{o['converged']} in {o['n_iter']} iterations")
     table = [j for j, r in enumerate(rows) if r["set"] in TABLE_SETS] or list(range(len(rows)))
     gaps, ratios = [gaps[j] for j in table], [ratios[j] for j in table]
     print(f"\nover {len(table)} table sets: mean acc - better: {np.mean(gaps):+.4f} (target "

@@ -89,6 +89,7 @@ class WeightedPrimalSpace:
         return self.rows.matvec(coef)
 
     margins_of = decision
+    combines_f = False  # Anderson: the extrapolation's f from X (``_acceleration``)
 
     def signed_sum(self, coef: np.ndarray, f: np.ndarray) -> float:
         """(Vy) . f, the sign of the weighted average margin."""
@@ -106,6 +107,10 @@ class WeightedPrimalSpace:
 
     def distance(self, a: np.ndarray, b: np.ndarray) -> float:
         return float(np.linalg.norm(self.sqrt_mu * (a - b)) / math.sqrt(self.dim))
+
+    def inner(self, U: np.ndarray, FU, V: np.ndarray, FV) -> np.ndarray:
+        """Inner products in the norm's metric diag(mu) (``_acceleration.Anderson``'s)."""
+        return U @ (self.mu * V).T
 
 
 class WeightedDualSpace(DualSpace):

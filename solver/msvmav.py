@@ -244,7 +244,7 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
     def __init__(self, alpha: float = 16.0, beta: float = 0.25, *, kernel: str = "linear",
                  gamma: float | str | None = "scale", degree: int = 3, coef0: float = 1.0,
                  max_iter: int = 100, tol: float = 1e-4, stop: str = "objective",
-                 fit_intercept: bool = True,
+                 acceleration: str = "none", fit_intercept: bool = True,
                  update: str = "incremental", linear_solver: str = "auto",
                  approximation: str = "auto",
                  kernel_tol: float = 1e-6, n_components: int = 1000,
@@ -260,6 +260,7 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
         self.max_iter = max_iter
         self.tol = tol
         self.stop = stop
+        self.acceleration = acceleration
         self.fit_intercept = fit_intercept
         self.update = update
         self.linear_solver = linear_solver
@@ -500,7 +501,8 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
                 space = WarmStart(space, init[:, t])
             coefs[:, t], n_iter, history, stopped = iterate(
                 space, y, alpha=self.alpha, max_iter=self.max_iter, tol=tol,
-                callback=callback, task=t, n_tasks=T, stop=self.stop)
+                callback=callback, task=t, n_tasks=T, stop=self.stop,
+                accelerate=self.accelerated)
             self.history_.extend(history)
             last.append((history[-1]["step"], bool(history[-1]["converged"]))
                         if history else None)
@@ -513,6 +515,12 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
                 break
         self._record_convergence(last, T, info, tol)
         return coefs, info
+
+    @property
+    def accelerated(self) -> bool:
+        """Whether fit() runs Anderson-accelerated iterations: ``acceleration="anderson"`` on
+        the "objective" rule (the "step" rule, the paper's, always iterates plainly)."""
+        return self.acceleration == "anderson" and self.stop == "objective"
 
     def _record_convergence(self, last: list[tuple[float, bool] | None], n_tasks: int,
                             info: dict, tol: float) -> None:

@@ -327,7 +327,7 @@ def test_cg_path_follows_the_margins_through_its_iterations(monkeypatch):
 
     calls = calls_to(monkeypatch, core.PrimalSpace, "decision")
     X, y = wide()
-    m = MSVMAv(linear_solver="cg", max_iter=60, tol=0.0).fit(X, y)
+    m = MSVMAv(linear_solver="cg", max_iter=60, tol=0.0, stop="step").fit(X, y)
     assert m.n_iter_ == 60
     assert len(calls) == 1 + 60 // core.F_REFRESH  # the start, and one refresh
     with threadpool_limits(1):
@@ -346,7 +346,7 @@ def test_cg_path_passes_over_x_only_in_its_products(monkeypatch):
 
     passes = calls_to(monkeypatch, row_blocks.RowBlocks, "matvec")
     X, y = wide()
-    m = MSVMAv(linear_solver="cg", max_iter=60, tol=0.0).fit(X, y)
+    m = MSVMAv(linear_solver="cg", max_iter=60, tol=0.0, stop="step").fit(X, y)
     extra = len(passes) - m.fit_info_["cg_iterations"]
     # the shift's margins, the start's, a margin refresh and two fresh X x of a start (5)
     assert extra == 5

@@ -51,7 +51,7 @@ def test_every_iteration_summary_equals_a_pass_over_x(dense, monkeypatch):
 
     monkeypatch.setattr(margin_bounds.MarginBounds, "summary", checked)
     X, y = planted(n=3000 if dense else 4000)
-    m = MSVMAv(max_iter=100, tol=0.0).fit(X.toarray() if dense else X, y)
+    m = MSVMAv(max_iter=100, tol=0.0, stop="step").fit(X.toarray() if dense else X, y)
     assert m.linear_solver_ == "gram" and m.n_iter_ == 100 and len(seen) == 101
     passes, exact_rows = seen[-1]
     assert passes <= 30  # of 101 summaries
@@ -79,7 +79,7 @@ def test_gram_fit_passes_over_x_a_few_times_and_is_the_naive_model(monkeypatch):
     monkeypatch.setattr(linear_step.GramSystem, "_gram",
                         lambda self, v: products.append(1) or gram(self, v))
     X, y = planted()
-    m = MSVMAv(max_iter=100, tol=0.0).fit(X, y)
+    m = MSVMAv(max_iter=100, tol=0.0, stop="step").fit(X, y)
     assert m.linear_solver_ == "gram"
     assert len(passes) <= 30
     # besides the CG's: a summary's G_A w, which the next step's residual reuses (with G_A x
@@ -87,7 +87,7 @@ def test_gram_fit_passes_over_x_a_few_times_and_is_the_naive_model(monkeypatch):
     extra = len(products) - m.fit_info_["cg_iterations"]
     assert extra <= 101 + len(passes) + 100 // linear_step.X_REFRESH
     monkeypatch.setattr(row_blocks.RowBlocks, "matvec", original)
-    dense = MSVMAv(max_iter=100, tol=0.0, linear_solver="dense").fit(X, y)
+    dense = MSVMAv(max_iter=100, tol=0.0, stop="step", linear_solver="dense").fit(X, y)
     for key in ("theta", "semivariance"):
         assert np.allclose([h[key] for h in m.history_], [h[key] for h in dense.history_],
                            rtol=1e-9, atol=0)
@@ -107,10 +107,10 @@ def test_the_last_summary_never_rebuilds_the_gram_matrix(max_iter):
     last iteration's summary then takes a pass over X rather than rebuilding G for its
     semi-variance alone, so a fit of T steps builds G T times, not T + 1."""
     X, y = planted()
-    m = MSVMAv(max_iter=max_iter, tol=0.0).fit(X, y)
+    m = MSVMAv(max_iter=max_iter, tol=0.0, stop="step").fit(X, y)
     assert m.linear_solver_ == "gram" and m.n_iter_ == max_iter
     assert m.fit_info_["gram_builds"] == max_iter
-    dense = MSVMAv(max_iter=max_iter, tol=0.0, linear_solver="dense").fit(X, y)
+    dense = MSVMAv(max_iter=max_iter, tol=0.0, stop="step", linear_solver="dense").fit(X, y)
     assert np.allclose([h["semivariance"] for h in m.history_],
                        [h["semivariance"] for h in dense.history_], rtol=1e-9, atol=0)
 
@@ -144,11 +144,11 @@ def test_dense_path_summaries_equal_a_pass_and_it_passes_over_x_a_few_times(monk
     monkeypatch.setattr(msvmav_core, "DENSE_BOUNDS_VALUES", 0)  # this data is small
     passes = _count_passes(monkeypatch)
     X, y = tall()
-    m = MSVMAv(max_iter=100, tol=0.0).fit(X, y)
+    m = MSVMAv(max_iter=100, tol=0.0, stop="step").fit(X, y)
     assert m.linear_solver_ == "dense" and m.n_iter_ == 100 and len(seen) == 101
     assert len(passes) <= 30 and m.fit_info_["margin_passes"] <= 30 and seen[-1] > 0
     monkeypatch.undo()
-    reference = MSVMAv(max_iter=100, tol=0.0, update="rebuild").fit(X, y)
+    reference = MSVMAv(max_iter=100, tol=0.0, stop="step", update="rebuild").fit(X, y)
     assert [h["active"] for h in m.history_] == [h["active"] for h in reference.history_]
     with threadpool_limits(1):
         w, _, _, thetas = naive_linear(X, y.astype(float), 16.0, 0.25, T=100, tol=0.0)
@@ -187,8 +187,8 @@ def test_small_dense_data_takes_a_pass_each_iteration_and_larger_the_bounds():
     """Below DENSE_BOUNDS_VALUES values a pass costs less than the bounds' bookkeeping."""
     X, y = tall(n=2000, d=8)
     assert X.shape[0] * (X.shape[1] + 1) < msvmav_core.DENSE_BOUNDS_VALUES
-    small = MSVMAv(max_iter=20, tol=0.0).fit(X, y)
+    small = MSVMAv(max_iter=20, tol=0.0, stop="step").fit(X, y)
     assert small.linear_solver_ == "dense" and "margin_passes" not in small.fit_info_
     X, y = tall(n=msvmav_core.DENSE_BOUNDS_VALUES // 9 + 1, d=8)
-    large = MSVMAv(max_iter=20, tol=0.0).fit(X, y)
+    large = MSVMAv(max_iter=20, tol=0.0, stop="step").fit(X, y)
     assert large.linear_solver_ == "dense" and large.fit_info_["margin_passes"] < 21

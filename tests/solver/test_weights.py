@@ -84,7 +84,7 @@ def naive_kernel(K, y, v, alpha=ALPHA, beta=BETA, T=T):
 
 
 def _fit(X, y, v, **kw):
-    return MSVMAv(ALPHA, BETA, max_iter=T, tol=0.0, **kw).fit(X, y, sample_weight=v)
+    return MSVMAv(ALPHA, BETA, max_iter=T, tol=0.0, stop="step", **kw).fit(X, y, sample_weight=v)
 
 
 def _history(model, task):
@@ -148,9 +148,9 @@ def test_weighted_low_rank_kernel_runs_the_naive_iteration_on_the_factored_kerne
                                 {"kernel": "rbf", "approximation": "low_rank"}])
 def test_unit_weights_reproduce_the_unweighted_fit_exactly(kw):
     X, y, _ = _data(classes=3)
-    plain = MSVMAv(ALPHA, BETA, max_iter=T, tol=0.0, **kw).fit(X, y)
+    plain = MSVMAv(ALPHA, BETA, max_iter=T, tol=0.0, stop="step", **kw).fit(X, y)
     for weights in (np.ones(y.size), np.full(y.size, 2.5)):
-        weighted = MSVMAv(ALPHA, BETA, max_iter=T, tol=0.0, **kw).fit(X, y,
+        weighted = MSVMAv(ALPHA, BETA, max_iter=T, tol=0.0, stop="step", **kw).fit(X, y,
                                                                       sample_weight=weights)
         np.testing.assert_allclose(weighted.decision_function(X), plain.decision_function(X),
                                    rtol=0, atol=1e-12)
@@ -169,13 +169,13 @@ def test_weighted_spaces_at_unit_weights_give_todays_iterates():
         "weighted primal": WeightedPrimalSpace(Xa, target, ones, BETA, shift=Xa.T @ target,
                                                solver="dense"),
     }.items():
-        runs[name] = iterate(space, target, alpha=ALPHA, max_iter=T, tol=0.0)
+        runs[name] = iterate(space, target, alpha=ALPHA, max_iter=T, tol=0.0, stop="step")
     K = rbf_kernel(X, gamma=0.5)
     pair = DualSpace.__init__.__globals__["DualSystem"].pair(K)
     runs["dual"] = iterate(DualSpace(pair, target, BETA), target, alpha=ALPHA, max_iter=T,
-                           tol=0.0)
+                           tol=0.0, stop="step")
     runs["weighted dual"] = iterate(WeightedDualSpace(pair, target, ones, BETA), target,
-                                    alpha=ALPHA, max_iter=T, tol=0.0)
+                                    alpha=ALPHA, max_iter=T, tol=0.0, stop="step")
     for plain, weighted in (("primal", "weighted primal"), ("dual", "weighted dual")):
         np.testing.assert_allclose(runs[weighted][0], runs[plain][0], rtol=0, atol=1e-12)
         for a, b in zip(runs[weighted][2], runs[plain][2], strict=True):
@@ -187,10 +187,11 @@ def test_weighted_spaces_at_unit_weights_give_todays_iterates():
 def test_class_weight_is_the_sample_weight_of_its_classes():
     X, y, _ = _data()
     mapping = {0: 3.0, 1: 0.5}
-    by_class = MSVMAv(ALPHA, BETA, max_iter=T, tol=0.0, class_weight=mapping).fit(X, y)
+    by_class = MSVMAv(ALPHA, BETA, max_iter=T, tol=0.0, stop="step", class_weight=mapping).fit(X, y)
     by_row = _fit(X, y, np.where(y == 0, 3.0, 0.5))
     np.testing.assert_array_equal(by_class.coef_, by_row.coef_)
-    as_json = MSVMAv(ALPHA, BETA, max_iter=T, tol=0.0, class_weight={"0": 3.0, "1": 0.5})
+    as_json = MSVMAv(ALPHA, BETA, max_iter=T, tol=0.0, stop="step",
+                     class_weight={"0": 3.0, "1": 0.5})
     np.testing.assert_array_equal(as_json.fit(X, y).coef_, by_row.coef_)
     balanced = fit_weights("balanced", None, y)
     counts = np.bincount(y)
