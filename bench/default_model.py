@@ -5,7 +5,7 @@ For each set: the hold-out split ``/train`` makes by default (stratified 20 %, s
 ``solver.protocol.split_indices``), then on the same training rows
 
 * **ours**: the default job's library call — ``solver.protocol.fit`` of the plan
-  ``app.training.pipeline.plan_of`` makes for ``/train`` with only ``dataset_id``, written
+  ``app.training.fit_plan.FitPlan.protocol`` makes for ``/train`` with only ``dataset_id``, written
   out here (``Plan(grid="auto", cv=3, seed=0)``: min-max
   scaling, ``search: "auto"`` with its default budget, /train's stopping rule
   ``stop="objective", tol=1e-4``, sigmoid calibration from the race's out-of-fold values,

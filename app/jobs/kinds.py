@@ -12,14 +12,15 @@ from pydantic import BaseModel, ValidationError
 
 from app.jobs.runtime import JobContext, JobResult
 
-P = TypeVar("P", bound=BaseModel)
+M = TypeVar("M", bound=BaseModel)
+P = TypeVar("P")
 
 
 class JobParamsError(ValueError):
     """A job's stored params do not match its kind's model (the job's error)."""
 
 
-def read_params(model: type[P], params: dict[str, Any]) -> P:
+def read_params(model: type[M], params: dict[str, Any]) -> M:
     """``params`` as ``model``; JobParamsError naming the first field at fault."""
     try:
         return model.model_validate(params)
@@ -33,12 +34,17 @@ def read_params(model: type[P], params: dict[str, Any]) -> P:
 
 @dataclass(frozen=True)
 class JobKind(Generic[P]):
-    """``kind`` jobs store ``params`` (a ``P``); ``run`` runs one in a worker."""
+    """``kind`` jobs store ``params`` (the JSON of a ``params`` model); ``run`` runs one in a
+    worker, given what ``read`` makes of the stored JSON (by default the model itself; the
+    ``train`` kind's is its ``FitPlan``, app.training.fit_plan)."""
 
     kind: str
-    params: type[P]
+    params: type[BaseModel]
     run: Callable[[JobContext, P], JobResult]
+    read: Callable[[dict[str, Any]], P] | None = None
 
     def __call__(self, ctx: JobContext) -> JobResult:
-        """The worker's entry point: the stored params validated, then the typed runner."""
-        return self.run(ctx, read_params(self.params, ctx.params))
+        """The worker's entry point: the stored params read, then the typed runner."""
+        if self.read is not None:
+            return self.run(ctx, self.read(ctx.params))
+        return self.run(ctx, read_params(self.params, ctx.params))  # type: ignore[arg-type]

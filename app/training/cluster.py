@@ -34,7 +34,8 @@ from app.datasets.orm import Dataset
 from app.datasets.parquet import read_partition
 from app.models.schemas import TrainOutcome
 from app.training import pipeline
-from app.training.schemas import TrainJob, TrainRequest
+from app.training.fit_plan import FitPlan
+from app.training.schemas import TrainRequest
 from solver import MinMaxScaling, estimator_class
 
 #: rows per block of an uploaded dataset sent to the cluster
@@ -176,21 +177,21 @@ def uploaded_arrays(X: np.ndarray, y: np.ndarray, scaling: MinMaxScaling | None
             da.from_array(y, chunks=UPLOADED_BLOCK_ROWS))
 
 
-def reference_scaling(dataset: Dataset, job: TrainJob) -> MinMaxScaling | None:
+def reference_scaling(dataset: Dataset, job: FitPlan) -> MinMaxScaling | None:
     """The min-max scaling of every row, from the first pass's ranges (no pass over rows)."""
-    if job.scaling != "minmax" or dataset.reference is None:
+    if not job.scaling or dataset.reference is None:
         return None
     return MinMaxScaling(data_min=np.asarray(dataset.reference.data_min, dtype=np.float64),
                          data_max=np.asarray(dataset.reference.data_max, dtype=np.float64))
 
 
-def fit(X: Any, y: Any, job: TrainJob, scaling: MinMaxScaling | None, client: Any,
+def fit(X: Any, y: Any, job: FitPlan, scaling: MinMaxScaling | None, client: Any,
         callback: Callable[[dict[str, Any]], Any] | None) -> TrainOutcome:
     """Fit the job's MSVMAv on the cluster and describe it as ``pipeline.train`` does."""
     from solver import fit_on_cluster
 
-    plan = pipeline.plan_of(job)
-    est = estimator_class(plan.algorithm)(kernel=plan.kernel, **plan.estimator_params())
+    plan = job.protocol()
+    est = job.estimator(kernel=plan.kernel, **plan.estimator_params())
     start = time.perf_counter()
     # the service's client is not the process's default one (solver.parallel.dask_cluster):
     # made current here, for the distributed calls that look for a default client

@@ -1,10 +1,10 @@
 """One training run, free of HTTP and SQL: hold-out split, then ``solver.protocol`` (scale,
 (search,) refit, score), then what the model keeps of it.
 
-``train`` receives the stored dataset arrays and the job's params and returns a
-``TrainOutcome`` holding everything the worker persists as a model row plus npy blobs. Any
-algorithm of ``solver.ALGORITHMS`` is fitted the same way (they share the ``MarginClassifier``
-API).
+``train`` receives the stored dataset arrays and the job's ``FitPlan``
+(app.training.fit_plan) and returns a ``TrainOutcome`` holding everything the worker persists
+as a model row plus npy blobs. Any algorithm of ``solver.ALGORITHMS`` is fitted the same way
+(they share the ``MarginClassifier`` API).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from app.core.jsonable import jsonable
 from app.ingest.imputation import apply_fills, fit_fills, needs_fit
 from app.models.schemas import TrainOutcome
 from app.serving.evaluating import baseline_warning, metrics_of
-from app.training.schemas import SearchJob, TrainJob
+from app.training.fit_plan import FitPlan, SearchPlan
 from app.training.warm import Start, fit_from
 from solver import (
     CALIBRATION_FOLDS,
@@ -62,41 +62,10 @@ SCALE_NOTE = (
 )
 
 
-def estimator_params(job: TrainJob) -> dict[str, Any]:
-    """The estimator's keyword arguments from a job's params (without ``random_state``): the
-    ``estimator_params`` resolved at submission."""
-    return dict(job.estimator_params)
-
-
-def plan_of(job: TrainJob) -> Plan:
-    """The protocol's plan of a job's params: the one place where the request's ``seed``
-    becomes the fit's seed (estimator and, unless ``search.seed`` is given, the folds)."""
-    chosen = estimator_params(job)
-    kernel = chosen.pop("kernel", "linear")
-    spec = job.search
-    auto = spec is not None and spec.grid == "auto"
-    extra: dict[str, Any] = {}
-    if auto and spec is not None:
-        extra = {"budget_seconds": spec.budget_seconds,
-                 "kernels": tuple(spec.kernels or ("linear", "rbf")),
-                 "algorithms": tuple(spec.algorithms or ("msvmav",))}
-    return Plan(
-        algorithm=job.algorithm,
-        kernel=kernel,
-        params=chosen,
-        grid="auto" if auto else (spec.grid_values or spec.grid) if spec else None,
-        cv=spec.cv if spec else 5,
-        seed=job.seed,
-        cv_seed=spec.seed if spec else None,
-        scaling=job.scaling == "minmax",
-        **extra,
-    )
-
-
 def train(
     X: Matrix,
     y: np.ndarray,
-    job: TrainJob,
+    job: FitPlan,
     callback: FitCallback | None = None,
     *,
     search_callback: CellCallback | None = None,
@@ -107,8 +76,8 @@ def train(
     start: Start | None = None,
     split: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> TrainOutcome:
-    """Fit ``job.algorithm`` on (X, y) as the job says, through ``solver.protocol``: hold-out
-    split, scale, (search,) refit, score.
+    """Fit ``job.algorithm`` on (X, y) as the job's plan says, through ``solver.protocol``:
+    hold-out split, scale, (search,) refit, score.
 
     X: (n, d) float64 ndarray or CSR; y: (n,) raw labels. ``callback(info)`` is the final fit's
     per-iteration callback; ``search_callback(done_cells, total_cells)`` is called during a
@@ -118,13 +87,10 @@ def train(
     ``encoding``: the dataset's; when its columns wait for imputation fills, they are fitted on
     the training part only, fill both parts, and the outcome's ``encoding`` holds them.
     ``sample_weight`` (n,): the rows' weights (the training part's weigh the fit and its
-    calibration; the hold-out's metrics are unweighted). ``start``: a retrain's parent, whose
-    solution the fit starts from (app.training.warm). ``split``: the (train, test) row indices,
-    both sorted, instead of the seeded split of ``job.test_fraction`` (a retrain keeps its
-    parent's split of the parent's rows, app.loop.runner)."""
-    plan = plan_of(job)
-    train_idx, test_idx = split if split is not None else split_indices(
-        y, job.test_fraction, plan.seed)
+    calibration; the hold-out's metrics are unweighted). ``start``: a retrain's parent (warm
+    start, app.training.warm); ``split``: its sorted (train, test) rows (app.loop.runner)."""
+    plan = job.protocol()
+    train_idx, test_idx = split or split_indices(y, job.test_fraction, plan.seed)
     y_train = y[train_idx]
     w_train = None if sample_weight is None else np.asarray(sample_weight)[train_idx]
     if len(np.unique(y_train)) < 2:
@@ -345,7 +311,7 @@ def _summary(
 
 
 def search_summary(
-    result: SearchResult | AutoResult | None, spec: SearchJob | None
+    result: SearchResult | AutoResult | None, spec: SearchPlan | None
 ) -> dict[str, Any] | None:
     """What a model keeps of its search: the best configuration and the whole table (an auto
     search: every candidate with its folds, scores, time and status, the winner and why, the
@@ -368,7 +334,7 @@ def search_summary(
             "cv": result.cv,
             "seed": result.random_state,
             "grid": spec.grid,
-            "grid_values": spec.grid_values or spec.grid,
+            "grid_values": spec.values or spec.grid,
             "fixed_params": result.fixed_params,
             "n_configs": len(result.table),
             "seconds": result.seconds,

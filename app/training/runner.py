@@ -1,6 +1,6 @@
 """The worker's runner for ``train`` jobs (``TRAIN``, registered in ``app.jobs.registry``):
-load the dataset, ``app.training.pipeline.train`` it with progress reports, and save the
-model."""
+the job's ``FitPlan`` (app.training.fit_plan, read once from its params) run as it is: load
+the dataset, ``app.training.pipeline.train`` it with progress reports, and save the model."""
 
 from __future__ import annotations
 
@@ -20,17 +20,17 @@ from app.models.features import without_column
 from app.models.schemas import TrainOutcome
 from app.registry import service as registry
 from app.training import cluster
+from app.training.fit_plan import FitPlan
 from app.training.pipeline import train
 from app.training.schemas import TrainJob
-from solver import MinMaxScaling, appends_ones, dask_cluster, default_budget, holdout_sizes, n_cells
+from solver import MinMaxScaling, dask_cluster, default_budget, holdout_sizes, n_cells
 
 Callbacks = tuple[Callable[[dict[str, Any]], Any], Callable[[int, int], None] | None]
 
 
-def training_rows(dataset: Dataset, params: dict[str, Any]) -> str:
+def training_rows(dataset: Dataset, fraction: float | None) -> str:
     """The rows the fit uses, as the job's message says it: the training part, not the whole
     dataset, when a hold-out fraction is set (``36168 training rows (9043 held out)``)."""
-    fraction = params.get("test_fraction")
     if not fraction:
         return f"{dataset.n_rows} rows"
     n_train, n_test = holdout_sizes(dataset.n_rows, fraction)
@@ -57,16 +57,16 @@ def _fit_callback(ctx: JobContext, progress_of: Any) -> Any:
     return callback
 
 
-def _callbacks(ctx: JobContext, job: TrainJob, dataset: Dataset) -> Callbacks:
+def _callbacks(ctx: JobContext, job: FitPlan, dataset: Dataset) -> Callbacks:
     """The fit's and the search's progress callbacks, after the job's first message."""
-    rows = training_rows(dataset, ctx.params)
+    rows = training_rows(dataset, job.test_fraction)
     if job.search is None:
         ctx.reporter.report(0.0, f"fitting {job.algorithm} on {rows} × {dataset.n_features} "
                                  "features")
         return _fit_callback(ctx, describe_iteration), None
-    if job.search.grid == "auto":
+    if job.search.auto:
         return _auto_callbacks(ctx, job, dataset, rows)
-    grid = job.search.grid_values or {}  # resolved to a dict at submission
+    grid = dict(job.search.values or {})  # resolved to a dict at submission
     cells = n_cells(job.algorithm, dataset.n_features, grid=grid, cv=job.search.cv)
     total = cells + 1  # the refit on the whole training part counts as one more
     refit_progress = running_progress(cells / total)
@@ -84,7 +84,7 @@ def _callbacks(ctx: JobContext, job: TrainJob, dataset: Dataset) -> Callbacks:
     return refit_callback, search_callback
 
 
-def _auto_callbacks(ctx: JobContext, job: TrainJob, dataset: Dataset, rows: str) -> Callbacks:
+def _auto_callbacks(ctx: JobContext, job: FitPlan, dataset: Dataset, rows: str) -> Callbacks:
     """An auto search's progress: its cells (candidate, fold) to 90 %, then the final fit."""
     assert job.search is not None
     n_train = dataset.n_rows
@@ -106,7 +106,7 @@ def _auto_callbacks(ctx: JobContext, job: TrainJob, dataset: Dataset, rows: str)
     return _fit_callback(ctx, refit), search_callback
 
 
-def _train_on_cluster(ctx: JobContext, job: TrainJob, dataset: Dataset) -> TrainOutcome:
+def _train_on_cluster(ctx: JobContext, job: FitPlan, dataset: Dataset) -> TrainOutcome:
     """The fit on the Dask cluster (app.training.cluster): a dataset by reference read where
     its partitions lie, or a large uploaded one sent there in blocks."""
     ctx.reporter.report(0.0, f"fitting {job.algorithm} on the Dask cluster: "
@@ -122,12 +122,12 @@ def _train_on_cluster(ctx: JobContext, job: TrainJob, dataset: Dataset) -> Train
         else:
             with ctx.sessions() as session:
                 X_local, y_local = datasets.load_arrays(session, dataset)
-            scaling = MinMaxScaling.fit(X_local) if job.scaling == "minmax" else None
+            scaling = MinMaxScaling.fit(X_local) if job.scaling else None
             X, y = cluster.uploaded_arrays(X_local, y_local, scaling)
         return cluster.fit(X, y, job, scaling, client, callback)
 
 
-def run_train_job(ctx: JobContext, job: TrainJob) -> JobResult:
+def run_train_job(ctx: JobContext, job: FitPlan) -> JobResult:
     with ctx.sessions() as session:
         dataset = datasets.get(session, ctx.dataset_id) if ctx.dataset_id is not None else None
         if dataset is None:
@@ -140,13 +140,13 @@ def run_train_job(ctx: JobContext, job: TrainJob) -> JobResult:
     return _persist(ctx, job, dataset, outcome, time.perf_counter() - started)
 
 
-def _train_here(ctx: JobContext, job: TrainJob, dataset: Dataset) -> TrainOutcome:
+def _train_here(ctx: JobContext, job: FitPlan, dataset: Dataset) -> TrainOutcome:
     with ctx.sessions() as session:
         # rows beside a column of ones for the fits that append one: it is not copied then
         weighted = job.weight_column is not None
         X, y = datasets.load_arrays(
             session, dataset,
-            intercept_room=not weighted and appends_ones(job.algorithm, job.kernel))
+            intercept_room=not weighted and job.appends_ones)
         encoding = dataset.encoding
     weights = None
     if job.weight_column is not None:  # its values weigh the rows; it is no feature
@@ -162,15 +162,15 @@ def _train_here(ctx: JobContext, job: TrainJob, dataset: Dataset) -> TrainOutcom
     return outcome
 
 
-def _persist(ctx: JobContext, job: TrainJob, dataset: Dataset, outcome: TrainOutcome,
+def _persist(ctx: JobContext, job: FitPlan, dataset: Dataset, outcome: TrainOutcome,
              seconds: float) -> JobResult:
     """The model row (and registry version) the job writes with its success; ``seconds``: the
     job's training time (loading, search and fit), for its message."""
-    register_as = ctx.params.get("register_as")
+    register_as = job.register_as
 
     def write(session: Session) -> dict[str, Any]:
         model = models.save(
-            session, outcome=outcome, dataset=dataset, job_id=ctx.job_id, params=ctx.params,
+            session, outcome=outcome, dataset=dataset, job_id=ctx.job_id, params=dict(job.stored),
             chunk_bytes=ctx.settings.array_chunk_bytes,
         )
         fitted = outcome.encoding if outcome.encoding is not None else model.encoding
@@ -263,4 +263,4 @@ def auto_note(outcome: TrainOutcome, seconds: float) -> str:
             f"candidates, final fit {outcome.fit_seconds:.2f} s{guess}")
 
 
-TRAIN = JobKind("train", TrainJob, run_train_job)
+TRAIN = JobKind("train", TrainJob, run_train_job, read=FitPlan.load)

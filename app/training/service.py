@@ -20,6 +20,7 @@ from app.jobs.orm import Job
 from app.models.schemas import TrainOutcome
 from app.training import cluster, parameters
 from app.training.admission import check_fit_limits, estimate_training
+from app.training.fit_plan import FitPlan
 from app.training.msvmav_fields import HYPER_PARAMETERS
 from app.training.parameters import check_grid, check_name, check_params
 from app.training.schemas import SearchSpec, TrainJob, TrainRequest
@@ -79,8 +80,7 @@ def submit_train(
         fixed = cluster.cluster_params(request, fixed, dataset)
         cluster.check_request(request, fixed, dataset, settings)
         params["estimator_params"] = fixed
-        job = read_params(TrainJob, params)
-        return jobs.enqueue(session, kind="train", params=job.stored(), dataset_id=dataset.id)
+        return _enqueue(session, params, dataset)
     admission = (
         estimate_auto(session, dataset, fixed, params["search"], n_train) if auto
         else estimate_training(
@@ -91,8 +91,14 @@ def submit_train(
     )
     if admission is not None:
         params["estimate"] = admission.stored()
-    job = read_params(TrainJob, params)  # the worker reads it back the same way
-    return jobs.enqueue(session, kind="train", params=job.stored(), dataset_id=dataset.id)
+    return _enqueue(session, params, dataset)
+
+
+def _enqueue(session: Session, params: dict[str, Any], dataset: Dataset) -> Job:
+    """Queue the request's ``FitPlan`` (its params resolved and checked above): the JSON the
+    worker runs as it is (app.training.fit_plan)."""
+    plan = FitPlan.checked(params)
+    return jobs.enqueue(session, kind="train", params=dict(plan.stored), dataset_id=dataset.id)
 
 
 # fields that weight the rows rather than choose the model: given alone, the default search stays
@@ -334,8 +340,8 @@ def fit_rows(X: Any, y: np.ndarray, job_params: dict[str, Any], *, start: Start 
     same pipeline as a ``train`` job's."""
     from app.training.pipeline import train
 
-    job = read_params(TrainJob, job_params)
-    return train(X, y, job, callback=callback, overwrite_X=True, start=start, split=split)
+    plan = FitPlan.load(job_params)
+    return train(X, y, plan, callback=callback, overwrite_X=True, start=start, split=split)
 
 
 __all__ = ["Start", "check_grid", "check_name", "check_params", "resolve_estimator_params",

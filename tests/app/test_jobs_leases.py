@@ -137,8 +137,8 @@ def test_worker_that_lost_its_lease_writes_no_model(client, engine, settings, wo
 def test_running_message_counts_training_rows_not_dataset_rows():
     # issue 10 item 8: 45211 rows with a 20 % hold-out train on 36168
     dataset = Dataset(n_rows=45211, n_features=16)
-    assert training_rows(dataset, {"test_fraction": 0.2}) == "36168 training rows (9043 held out)"
-    assert training_rows(dataset, {"test_fraction": None}) == "45211 rows"
+    assert training_rows(dataset, 0.2) == "36168 training rows (9043 held out)"
+    assert training_rows(dataset, None) == "45211 rows"
 
 
 def test_settings_refuse_a_lease_shorter_than_two_heartbeats():

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 from app.core.config import Settings
 from app.jobs.worker import Worker
 from app.main import create_app
+from app.training.fit_plan import FitPlan
 from app.training.pipeline import train
-from app.training.schemas import TrainJob
 from solver import protocol
 from tests.app.support import run_jobs, submit, to_csv, upload
 
@@ -73,7 +73,7 @@ def test_training_in_place_equals_the_copying_path(params):
     X, y = _binary_data(600, 6)
     X[:, 2] *= 7.5  # a feature the scaling changes
     X[:, 3] -= 2.0
-    job = TrainJob(dataset_id=1, **params)
+    job = FitPlan.load({"dataset_id": 1, **params})
     copied = train(X.copy(), y, job)
     spent = X.copy()
     in_place = train(spent, y, job, overwrite_X=True)
