@@ -5,8 +5,11 @@ through its production alias with ids, their feedback, and the writers flushed (
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import httpx
 import numpy as np
 from fastapi.testclient import TestClient
 from sqlalchemy import update
@@ -19,6 +22,7 @@ from app.monitoring import inputs, shadow
 from app.monitoring import log as prediction_log
 from app.monitoring.orm import PredictionInput
 from tests.app.support import blobs, run_jobs, to_csv, upload
+from tests.live_server import LiveServer, live_server
 
 NAME = "credit"
 
@@ -129,3 +133,59 @@ class Service:
             session.execute(update(PredictionInput).values(
                 created_at=datetime.now(UTC) - timedelta(days=1)))
             session.commit()
+
+
+def started_service(settings, engine) -> Iterator[Service]:
+    """A started ``Service`` for a fixture (``yield from``), its client closed afterwards."""
+    svc = Service(settings, engine)
+    svc.start()
+    yield svc
+    svc.client.__exit__(None, None, None)
+
+
+def register_production(svc: Service, calibration: str = "none") -> None:
+    """Version 1 of NAME: linear MSVMAv on 300 rows of concept A (``calibration``), with the
+    production alias on it."""
+    X, y = rows("A", 300, seed=0)
+    ds = upload(svc.client, to_csv(X, y))
+    r = svc.client.post("/train", json={
+        "dataset_id": ds["id"], "kernel": "linear", "calibration": calibration, "max_iter": 300,
+        "register_as": NAME})
+    assert r.status_code == 202, r.text
+    assert run_jobs(svc.worker) == ["succeeded"]
+    assert svc.client.put(f"/registered-models/{NAME}/aliases/production",
+                          json={"version": 1}).status_code == 200
+
+
+class LiveSite:
+    """``msvmav serve`` on one database (``url``) with ``env``, restartable: each start is a new
+    process on the same database, in a directory of its own under ``tmp_path``."""
+
+    def __init__(self, tmp_path: Path, url: str, env: dict[str, str]) -> None:
+        self.tmp_path, self.url, self.env, self.runs, self.count = tmp_path, url, env, 0, 0
+        self._cm = None
+        self.server: LiveServer | None = None
+        self.http = httpx.Client(timeout=60)
+
+    def start(self) -> None:
+        self.runs += 1
+        directory = self.tmp_path / f"run{self.runs}"
+        directory.mkdir()
+        self._cm = live_server(directory, MSVMAV_DATABASE_URL=self.url, **self.env)
+        self.server = self._cm.__enter__()
+
+    def restart(self) -> None:
+        self._cm.__exit__(None, None, None)
+        self.start()
+
+    def stop(self) -> None:
+        if self._cm is not None:
+            self._cm.__exit__(None, None, None)
+            self._cm = None
+        self.http.close()
+
+    def response(self, method: str, path: str, body=None, **kw) -> httpx.Response:
+        """The answer to one request, which must be a success (below 300)."""
+        r = self.http.request(method, self.server.url + path, json=body, **kw)
+        assert r.status_code < 300, (path, r.status_code, r.text)
+        return r

@@ -31,8 +31,8 @@ import pytest
 from sqlalchemy import create_engine, update
 
 from app.monitoring.orm import PredictionInput
+from tests.app.loop_support import LiveSite
 from tests.app.support import migrated_database, wait_for
-from tests.live_server import LiveServer, live_server
 
 pytestmark = [pytest.mark.postgres, pytest.mark.process, pytest.mark.slow]
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TEST_DATABASE_URL") else [])
@@ -63,31 +63,15 @@ def csv(X: np.ndarray, y: np.ndarray) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-class Site:
+class Site(LiveSite):
     """``msvmav serve`` on one database, restartable; the stream's rows and their ids."""
 
     def __init__(self, tmp_path: Path, url: str) -> None:
-        self.tmp_path, self.url, self.runs, self.count = tmp_path, url, 0, 0
+        super().__init__(tmp_path, url, ENV)
         self.X, self.y = magic()
-        self._cm = None
-        self.server: LiveServer | None = None
-        self.http = httpx.Client(timeout=60)
-
-    def start(self) -> None:
-        self.runs += 1
-        directory = self.tmp_path / f"run{self.runs}"
-        directory.mkdir()
-        self._cm = live_server(directory, MSVMAV_DATABASE_URL=self.url, **ENV)
-        self.server = self._cm.__enter__()
-
-    def restart(self) -> None:
-        self._cm.__exit__(None, None, None)
-        self.start()
 
     def call(self, method: str, path: str, body=None, **kw) -> httpx.Response:
-        r = self.http.request(method, self.server.url + path, json=body, **kw)
-        assert r.status_code < 300, (path, r.status_code, r.text)
-        return r
+        return self.response(method, path, body, **kw)
 
     def get(self, path: str):
         return self.call("GET", path).json()
@@ -161,8 +145,7 @@ def site(request, tmp_path):
         try:
             yield s
         finally:
-            s._cm.__exit__(None, None, None)
-            s.http.close()
+            s.stop()
 
 
 def _policy(site: Site, **trigger) -> None:

@@ -12,8 +12,17 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from tests.app.loop_support import NAME, POLICY, Service, feedback, flush, rows
-from tests.app.support import run_jobs, to_csv, upload
+from tests.app.loop_support import (
+    NAME,
+    POLICY,
+    Service,
+    feedback,
+    flush,
+    register_production,
+    rows,
+    started_service,
+)
+from tests.app.support import run_jobs
 
 pytestmark = pytest.mark.postgres
 
@@ -22,22 +31,11 @@ COST_FP, COST_FN = 1.0, 3.0  # the production alias's rule: a missed "pos" costs
 
 @pytest.fixture
 def service(settings, engine) -> Iterator[Service]:
-    svc = Service(settings, engine)
-    svc.start()
-    yield svc
-    svc.client.__exit__(None, None, None)
+    yield from started_service(settings, engine)
 
 
 def _register_calibrated(svc: Service) -> None:
-    X, y = rows("A", 300, seed=0)
-    ds = upload(svc.client, to_csv(X, y))
-    r = svc.client.post("/train", json={
-        "dataset_id": ds["id"], "kernel": "linear", "calibration": "sigmoid", "max_iter": 300,
-        "register_as": NAME})
-    assert r.status_code == 202, r.text
-    assert run_jobs(svc.worker) == ["succeeded"]
-    assert svc.client.put(f"/registered-models/{NAME}/aliases/production",
-                          json={"version": 1}).status_code == 200
+    register_production(svc, calibration="sigmoid")
     r = svc.client.post(f"/models/{NAME}@production/threshold",
                         json={"objective": {"cost_fp": COST_FP, "cost_fn": COST_FN}})
     assert r.status_code == 200, r.text

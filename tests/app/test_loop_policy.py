@@ -19,30 +19,23 @@ from fastapi.testclient import TestClient
 from app.alerts.evaluator import Evaluator
 from app.loop import policies
 from app.main import create_app
-from tests.app.loop_support import NAME, POLICY, Service, predict, rows
-from tests.app.support import assert_problem, run_jobs, to_csv, upload
+from tests.app.loop_support import (
+    NAME,
+    POLICY,
+    Service,
+    predict,
+    register_production,
+    rows,
+    started_service,
+)
+from tests.app.support import assert_problem, run_jobs
 
 pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
 def service(settings, engine) -> Iterator[Service]:
-    svc = Service(settings, engine)
-    svc.start()
-    yield svc
-    svc.client.__exit__(None, None, None)
-
-
-def _register(svc: Service) -> None:
-    X, y = rows("A", 300, seed=0)
-    ds = upload(svc.client, to_csv(X, y))
-    r = svc.client.post("/train", json={
-        "dataset_id": ds["id"], "kernel": "linear", "calibration": "none", "max_iter": 300,
-        "register_as": NAME})
-    assert r.status_code == 202, r.text
-    assert run_jobs(svc.worker) == ["succeeded"]
-    assert svc.client.put(f"/registered-models/{NAME}/aliases/production",
-                          json={"version": 1}).status_code == 200
+    yield from started_service(settings, engine)
 
 
 def _alert_rule(svc: Service) -> dict:
@@ -61,7 +54,7 @@ def _history(svc: Service) -> list[dict]:
 
 def test_the_loop_promotes_rejects_and_rolls_back(service):
     svc = service
-    _register(svc)
+    register_production(svc)
     rule = _alert_rule(svc)
     r = svc.client.put(POLICY, json={
         "trigger": {"alert_rule_ids": [rule["id"]], "cooldown_seconds": 0},
@@ -158,7 +151,7 @@ def _promoted_then_rolled_back(svc: Service) -> None:
 
 def test_register_only_records_the_verdict(service):
     svc = service
-    _register(svc)
+    register_production(svc)
     r = svc.client.put(POLICY, json={"trigger": {"min_new_labels": 50, "cooldown_seconds": 0},
                                      "judge": {"min_rows": 50}, "action": "register"})
     assert r.status_code == 200, r.text
@@ -174,7 +167,7 @@ def test_register_only_records_the_verdict(service):
 
 def test_two_processes_step_a_policy_once_per_round(service, settings):
     svc = service
-    _register(svc)
+    register_production(svc)
     svc.client.put(POLICY, json={"trigger": {"min_new_labels": 10, "cooldown_seconds": 0}})
     svc.stream("B", 20, seed=1)
     other = TestClient(create_app(svc.settings))
@@ -196,13 +189,13 @@ def test_two_processes_step_a_policy_once_per_round(service, settings):
     ({"unknown": 1}, "unknown"),
 ])
 def test_policy_refuses_bad_bodies(service, body, field):
-    _register(service)
+    register_production(service)
     assert_problem(service.client.put(POLICY, json=body), 422, field)
 
 
 def test_policy_of_an_unknown_model_or_none_is_404(service):
     assert service.client.put("/registered-models/ghost/policy", json={}).status_code == 404
-    _register(service)
+    register_production(service)
     assert service.client.get(POLICY).status_code == 404
     assert service.client.delete(POLICY).status_code == 404
     assert service.client.put(POLICY, json={}).status_code == 200
@@ -212,7 +205,7 @@ def test_policy_of_an_unknown_model_or_none_is_404(service):
 
 def test_the_schedule_triggers_a_retrain_then_waits_its_period(service):
     svc = service
-    _register(svc)
+    register_production(svc)
     r = svc.client.put(POLICY, json={"trigger": {"schedule_seconds": 600, "cooldown_seconds": 0},
                                      "judge": {"min_rows": 10}, "action": "register"})
     assert r.status_code == 200, r.text

@@ -14,8 +14,8 @@ import httpx
 import numpy as np
 import pytest
 
+from tests.app.loop_support import LiveSite
 from tests.app.support import migrated_database, to_csv, wait_for
-from tests.live_server import LiveServer, live_server
 
 pytestmark = [pytest.mark.postgres, pytest.mark.process]
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TEST_DATABASE_URL") else [])
@@ -31,28 +31,14 @@ def rows(axis: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-class Site:
+class Site(LiveSite):
     """A server on one database, restartable (a new process on the same database)."""
 
     def __init__(self, tmp_path: Path, url: str) -> None:
-        self.tmp_path, self.url, self.count, self.runs = tmp_path, url, 0, 0
-        self._cm = None
-        self.server: LiveServer | None = None
-
-    def start(self) -> None:
-        self.runs += 1
-        directory = self.tmp_path / f"run{self.runs}"
-        directory.mkdir()
-        self._cm = live_server(directory, MSVMAV_DATABASE_URL=self.url, **ENV)
-        self.server = self._cm.__enter__()
-
-    def restart(self) -> None:
-        self._cm.__exit__(None, None, None)
-        self.start()
+        super().__init__(tmp_path, url, ENV)
 
     def call(self, method: str, path: str, body=None, **kw):
-        r = httpx.request(method, self.server.url + path, json=body, timeout=60, **kw)
-        assert r.status_code < 300, (path, r.status_code, r.text)
+        r = self.response(method, path, body, **kw)
         return r.json() if r.content else None
 
     def stream(self, axis: int, n: int, seed: int, flipped: bool = False) -> None:
@@ -82,7 +68,7 @@ def site(request, tmp_path):
         try:
             yield s
         finally:
-            s._cm.__exit__(None, None, None)
+            s.stop()
 
 
 def test_the_loop_across_restarts(site):
