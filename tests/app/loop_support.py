@@ -5,7 +5,7 @@ through its production alias with ids, their feedback, and the writers flushed (
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from app.main import create_app
 from app.monitoring import inputs, shadow
 from app.monitoring import log as prediction_log
 from app.monitoring.orm import PredictionInput
-from tests.app.support import blobs, run_jobs, to_csv, upload
+from tests.app.support import blobs, migrated_database, run_jobs, to_csv, upload
 from tests.live_server import LiveServer, live_server
 
 NAME = "credit"
@@ -189,3 +189,16 @@ class LiveSite:
         r = self.http.request(method, self.server.url + path, json=body, **kw)
         assert r.status_code < 300, (path, r.status_code, r.text)
         return r
+
+
+def running_site(make: Callable[[Path, str], LiveSite], backend: str,
+                 tmp_path: Path) -> Iterator[LiveSite]:
+    """A started site (``make(tmp_path, url)``) on a migrated database of ``backend``, for a
+    fixture (``yield from``); stopped afterwards."""
+    with migrated_database(backend, tmp_path) as url:
+        site = make(tmp_path, url)
+        site.start()
+        try:
+            yield site
+        finally:
+            site.stop()

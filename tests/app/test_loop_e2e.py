@@ -31,8 +31,8 @@ import pytest
 from sqlalchemy import create_engine, update
 
 from app.monitoring.orm import PredictionInput
-from tests.app.loop_support import LiveSite
-from tests.app.support import migrated_database, wait_for
+from tests.app.loop_support import LiveSite, running_site
+from tests.app.support import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.process, pytest.mark.slow]
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TEST_DATABASE_URL") else [])
@@ -139,13 +139,7 @@ class Site(LiveSite):
 
 @pytest.fixture(params=BACKENDS)
 def site(request, tmp_path):
-    with migrated_database(request.param, tmp_path) as url:
-        s = Site(tmp_path, url)
-        s.start()
-        try:
-            yield s
-        finally:
-            s.stop()
+    yield from running_site(Site, request.param, tmp_path)
 
 
 def _policy(site: Site, **trigger) -> None:

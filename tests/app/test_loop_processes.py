@@ -14,8 +14,8 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.app.loop_support import LiveSite
-from tests.app.support import migrated_database, to_csv, wait_for
+from tests.app.loop_support import LiveSite, running_site
+from tests.app.support import to_csv, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.process]
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TEST_DATABASE_URL") else [])
@@ -62,13 +62,7 @@ class Site(LiveSite):
 
 @pytest.fixture(params=BACKENDS)
 def site(request, tmp_path):
-    with migrated_database(request.param, tmp_path) as url:
-        s = Site(tmp_path, url)
-        s.start()
-        try:
-            yield s
-        finally:
-            s.stop()
+    yield from running_site(Site, request.param, tmp_path)
 
 
 def test_the_loop_across_restarts(site):

@@ -4,28 +4,18 @@ than the plain iteration, and its converged model is the plain iteration's run t
 (the same fixed point, not another model); the paper's rule never accelerates."""
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.io import arff
-from sklearn.preprocessing import MinMaxScaler
 
 from solver import MSVMAv
 from solver.msvmav_parameters import PAPER_STOPPING
-
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "wdbc.arff"
+from tests.solver.data_support import wdbc_scaled
 
 
 @pytest.fixture(scope="module")
 def wdbc():
-    if not DATA.exists():
-        pytest.skip(f"{DATA} is not here")
-    rows, _ = arff.loadarff(DATA)
-    names = [n for n in rows.dtype.names if n != "Class"]
-    X = np.array([[float(r[n]) for n in names] for r in rows])
-    y = np.array([r["Class"].decode() for r in rows])
-    return MinMaxScaler().fit_transform(X), y
+    return wdbc_scaled()
 
 
 def _fixed_point(X, y, **kw):

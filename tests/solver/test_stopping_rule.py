@@ -3,31 +3,21 @@ of J = SV / theta^2 over a window) is met by a default fit on real data, the pap
 T = 100 stays the reproduction setting, and a fit that runs out of iterations says so."""
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.io import arff
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.preprocessing import MinMaxScaler
 
 from solver import MSVMAv
 from solver.internals import OBJECTIVE_WINDOW
 from solver.model_selection import cross_validate_grid, kfold_indices
 from solver.msvmav_parameters import PAPER_STOPPING
-
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "wdbc.arff"
+from tests.solver.data_support import wdbc_scaled
 
 
 @pytest.fixture(scope="module")
 def wdbc():
-    if not DATA.exists():
-        pytest.skip(f"{DATA} is not here")
-    rows, _ = arff.loadarff(DATA)
-    names = [n for n in rows.dtype.names if n != "Class"]
-    X = np.array([[float(r[n]) for n in names] for r in rows])
-    y = np.array([r["Class"].decode() for r in rows])
-    return MinMaxScaler().fit_transform(X), y
+    return wdbc_scaled()
 
 
 def test_objective_rule_fit_on_real_data_converges(wdbc):
