@@ -78,8 +78,8 @@ def check_request(request: TrainRequest, estimator_params: dict[str, Any],
     """422 for what the cluster fit cannot do, naming the field
     (``solver.distributed.check_cluster_params`` says what it cannot honour); with the
     dataset and settings, a kernel fit's given rank (``approximation="low_rank"``,
-    ``n_components``) whose features would not fit the workers' memory limits
-    (``check_rank_memory``)."""
+    ``n_components``) whose features would not fit the workers' memory limits, or a linear
+    fit's partition that would not (``check_rank_memory``)."""
     from solver import check_cluster_params
 
     why = "the fit on the Dask cluster (MSVMAV_DASK_SCHEDULER, dataset by reference) is"
@@ -105,15 +105,19 @@ def check_request(request: TrainRequest, estimator_params: dict[str, Any],
         raise invalid(["body", "calibration"], f"{why} calibrated on folds of partitions, and "
                       f"this dataset has {partitions(dataset)}; use calibration 'none', or "
                       "register the data as two files or more")
-    if dataset is not None and settings is not None and not est.kernel_kind.primal:
-        rank = (int(params.get("n_components", 1000))
-                if params.get("approximation") == "low_rank" else 1)
+    if dataset is not None and settings is not None:
+        rank = 1  # the smallest rank "auto" may take
+        if est.kernel_kind.primal:
+            rank = 0  # a linear fit: its rows only
+        elif params.get("approximation") == "low_rank":
+            rank = int(params.get("n_components", 1000))
         check_rank_memory(rank, dataset, settings)
 
 
 def check_rank_memory(rank: int, dataset: Dataset, settings: Settings) -> None:
     """422 naming n_components when a kernel fit's rank ``rank`` (1: the smallest rank
-    ``"auto"`` may take) would not fit the workers' memory however its rows are held
+    ``"auto"`` may take), or dataset_id when a linear fit's rows (rank 0), would not fit the
+    workers' memory however its rows are held
     (``solver.plan_memory``, from each worker's own reading now: its limit, lowest memory
     threshold and fixed cost): one partition mapped at that rank does not fit a worker."""
     from solver import dask_cluster, plan_memory

@@ -180,6 +180,28 @@ def test_a_rank_the_workers_memory_cannot_hold_is_a_422_at_train(client, setting
                        "n_components")
 
 
+def test_a_linear_partition_the_workers_memory_cannot_hold_is_a_422_at_train(
+        client, settings, root: Path):
+    """A linear fit's rows are planned like a kernel fit's rank (issue 46): one partition of
+    400,000 rows of 5 features needs 4 x 8 x 6 x 400,000 bytes (73 MiB) on a worker's thread
+    even read again on every pass, more than a 450 MiB worker's budget of 0.85 x (0.6 of its
+    limit - its fixed cost, ~220 MiB): a 422 naming dataset_id at /train (it was queued, and
+    the job failed on the cluster with the library's message)."""
+    (root / "one").mkdir()
+    frame(n=400_000, seed=7).to_parquet(root / "one" / "part-0.parquet", index=False)
+    ref = _register(client, root / "one", drop=["id"])
+    with distributed.LocalCluster(processes=True, n_workers=1, threads_per_worker=1,
+                                  memory_limit="450MiB", host="127.0.0.1",
+                                  dashboard_address=":0") as small:
+        settings.dask_scheduler = small.scheduler_address
+        r = client.post("/train", json={"dataset_id": ref["id"], "kernel": "linear",
+                                        "calibration": "none"})
+        problem = assert_problem(r, 422, "dataset_id")
+        assert (f"even reading every block again on every pass (blocks of up to 400000 rows "
+                f"of {ref['n_features']} features)") in problem["detail"], problem
+        assert "smaller partitions, or workers with more memory" in problem["detail"]
+
+
 def test_cancel_stops_the_fit_and_its_tasks_on_the_cluster(client, worker, engine, settings,
                                                             cluster, root: Path):
     df = frame(n=6000, seed=1)
