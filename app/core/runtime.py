@@ -16,6 +16,7 @@ direction (app.core below the domains) stays as it is.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.db import fetch_one, read_only, reader_engine
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 # Session.info key of the runtime whose factories made the session.
@@ -86,12 +89,18 @@ class Runtime:
         return fetch_one(self.reader, sql, params)
 
     def close(self) -> None:
-        """Close the parts (last made first), then the pools. Idempotent."""
+        """Close the parts (last made first), then the pools. Idempotent. A part whose close
+        fails (a writer's last flush on a database that refuses it) is logged and the others
+        are closed all the same: one failure must not leave the rest's threads running."""
         with self._lock:
             parts, self._parts = list(self._parts.items()), {}
         for part, value in reversed(parts):
-            if part.close is not None and value is not None:
+            if part.close is None or value is None:
+                continue
+            try:
                 part.close(value)
+            except Exception:
+                logger.exception("closing the runtime's %s failed", part.name)
         self.closed = True
         self.reader.dispose()
         self.engine.dispose()

@@ -72,7 +72,9 @@ class InputSink:
 
     def open(self, runtime: Runtime, target: Target) -> Recorder | None:
         resolved = target.resolved
-        if resolved is None or target.model_id is None:
+        # a request naming a stored model's id (model_id, or model "3") has no registered
+        # model: nothing to retrain from its inputs
+        if resolved is None or resolved.name is None or target.model_id is None:
             return None
         writer = inputs.writer(runtime)
         if writer is None:

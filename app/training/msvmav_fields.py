@@ -5,7 +5,7 @@ and descriptions are the estimator's, so the request cannot drift from the solve
 What the service adds is said here, once: the request's rows are features (no ``precomputed``
 kernel), real values lie within ``MIN_MAGNITUDE`` … ``MAX_MAGNITUDE`` (docs/hardening.md), some
 integers have an upper limit, and implementation knobs (``update``, ``linear_solver``,
-``kernel_memory_mb``) are reached through ``params`` only.
+``kernel_memory_mb``, ``warm_start``, ``acceleration``) are reached through ``params`` only.
 """
 
 from __future__ import annotations

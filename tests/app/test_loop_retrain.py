@@ -141,10 +141,15 @@ def test_retrain_and_policy_routes_need_their_scopes(keyed, engine):
     assert keyed.get(path, headers=bearer(read)).status_code == 404
 
 
-def test_inputs_are_not_kept_for_a_model_by_id(client, worker, engine):
+@pytest.mark.parametrize("by", ["model_id", "model"])
+def test_inputs_are_not_kept_for_a_model_by_id(client, worker, engine, by):
+    """By ``model_id``, or by ``model`` naming the id ("3": a reference resolved to no
+    registered model; its inputs were queued with no name, and the writer's flush failed on
+    the NOT NULL column)."""
     job = registered_linear(client, worker)
     X, _ = blobs(n=5, seed=1)
-    r = client.post("/predict", json={"model_id": job["model_id"], "instances": X.tolist()})
+    ref = job["model_id"] if by == "model_id" else str(job["model_id"])
+    r = client.post("/predict", json={by: ref, "instances": X.tolist()})
     assert r.status_code == 200
     flush(client)
     with Session(engine) as session:

@@ -40,7 +40,7 @@ def test_the_request_fields_are_the_declaration(train_schema):
     own = ("calibration", "class_weight")
     assert [k for k in props if k in PARAMETERS and k not in own] == list(HYPER_PARAMETERS)
     knobs = {n for n, p in PARAMETERS.items() if p.knob}
-    assert knobs == {"update", "linear_solver", "kernel_memory_mb", "warm_start"}
+    assert knobs == {"update", "linear_solver", "kernel_memory_mb", "warm_start", "acceleration"}
     assert not knobs & set(props)
     for name in HYPER_PARAMETERS:
         assert props[name]["description"] == PARAMETERS[name].doc, name
