@@ -74,7 +74,7 @@ from .fit_report import FitReport
 from .fit_time import estimate_seconds, search_seconds
 from .incremental import updated_rows
 from .kernels import RBF, Kernel, Linear, Poly, Precomputed, kernel_type, make_kernel
-from .margins import QUANTILE_LEVELS, margin_statistics
+from .margins import QUANTILE_LEVELS, label_margins, margin_statistics
 from .memory import FitEstimate, estimate_fit, gib
 from .model_selection import (
     SearchResult,
@@ -119,7 +119,8 @@ __all__ = [
     "estimate_fit", "estimate_seconds", "estimator_class", "evaluate", "exact_kernel",
     "expected_accuracy", "explain_work", "fit_on_cluster", "fit_plan", "fit_rule",
     "fit_weights", "gib", "holdout_sizes", "int32_csr", "iter_configs", "kernel_type",
-    "kfold_indices", "make_estimator", "make_kernel", "margin_statistics", "mean_cost",
+    "kfold_indices", "label_margins", "make_estimator", "make_kernel", "margin_statistics",
+    "mean_cost",
     "model_from_dict", "n_cells", "param_names", "permutation_importance", "plan_memory",
     "plot_margin_cdf",
     "rate_counts", "rates", "rbf_path", "resolve_grid", "run_experiment", "search_seconds",

@@ -41,7 +41,7 @@ from .calibration import (
 from .expansion import Expansion, NoExpansionError, as_tasks
 from .fit_report import FitReport, expansion_summary, iterations, weights_summary
 from .kernels import KERNEL_TYPES, Kernel, kernel_type, make_kernel
-from .margins import margin_statistics
+from .margins import label_margins, margin_statistics
 from .params import StrOptions, validate_params
 from .plain_values import plain
 from .weights import fit_weights
@@ -306,12 +306,7 @@ class MarginClassifier(ClassifierMixin, BaseEstimator):
             bad = np.unique(y[unknown])[:5].tolist()
             raise ValueError(f"y: labels {bad!r} are not among the model's classes "
                              f"{self.classes_.tolist()!r}")
-        if D.ndim == 1:
-            return np.where(idx == 1, 1.0, -1.0) * D
-        own = D[np.arange(D.shape[0]), idx]
-        other = D.copy()
-        other[np.arange(D.shape[0]), idx] = -np.inf
-        return own - other.max(axis=1)
+        return label_margins(D, idx)
 
     def margins(self, X, y, *, decision: np.ndarray | None = None, **kwargs: Any) -> dict:
         """Margin-distribution statistics (see ``solver.margins.margin_statistics``) of this

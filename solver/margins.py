@@ -21,6 +21,19 @@ def semivariance(m: np.ndarray) -> float:
     return float(below @ below / m.size)
 
 
+def label_margins(decision: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """(n,) the margin of each row for the class ``index[i]`` (its column in ``classes_``):
+    binary (``decision`` of shape (n,)) y f(x) with y = +1 for class 1 and -1 for class 0;
+    multi-class (n, k) f_label(x) - max_{j != label} f_j(x)."""
+    index = np.asarray(index)
+    if decision.ndim == 1:
+        return np.where(index == 1, decision, -decision)
+    rows = np.arange(decision.shape[0])
+    others = decision.copy()
+    others[rows, index] = -np.inf
+    return decision[rows, index] - others.max(axis=1)
+
+
 def margin_statistics(m: ArrayLike, *, bins: int = 20, cdf_points: int = 101) -> dict:
     """Statistics of a margin vector.
 

@@ -25,6 +25,7 @@ from app.core.problems import invalid, too_large
 from app.models.decisions import Decision
 from app.serving.explaining import RawExplanation, raw_contributions
 from app.serving.model import ServedModel
+from solver import label_margins
 
 
 @dataclass(frozen=True)
@@ -67,14 +68,11 @@ class Scores:
     def margin(self) -> np.ndarray:
         """(n,) each row's margin for the label answered: binary y·f(x) (y = +1 for
         classes[1], -1 for classes[0]), multi-class f_label - max_{j != label} f_j, as
-        /models/{id}/margins and the estimator's ``margin_vector`` compute it for true labels.
+        /models/{id}/margins and the estimator's ``margin_vector`` compute it for true labels
+        (``solver.label_margins``, the one formula).
         Positive when the decision values agree with the label, negative where a decision
         rule chose against them; its size is the row's distance to the decision boundary."""
-        if self.decision.ndim == 1:
-            return np.where(self.index == 1, self.decision, -self.decision)
-        others = self.decision.copy()
-        others[np.arange(self.n), self.index] = -np.inf
-        return self.own_decision() - others.max(axis=1)
+        return label_margins(self.decision, self.index)
 
     def own_probability(self) -> np.ndarray | None:
         """(n,) the predicted label's probability, when the model is calibrated."""

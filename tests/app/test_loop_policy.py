@@ -202,7 +202,6 @@ def test_policy_of_an_unknown_model_or_none_is_404(service):
     assert service.client.delete(POLICY).status_code == 204
 
 
-
 def test_the_schedule_triggers_a_retrain_then_waits_its_period(service):
     svc = service
     register_production(svc)
