@@ -77,7 +77,11 @@ def test_iso_timestamps_are_accepted(client, value):
 def test_a_key_created_with_expires_at_works_until_then_and_is_401_after(keyed, engine,
                                                                           monkeypatch):
     admin = bearer(ADMIN)
-    soon = datetime.now(UTC) + timedelta(seconds=3)
+    now = datetime.now(UTC)
+    soon = now + timedelta(seconds=30)
+    # the key checks' wall clock (app.auth.service.utcnow) stands still at `now` until moved:
+    # a loaded machine taking seconds over the requests below cannot expire the key early
+    monkeypatch.setattr(auth_service, "utcnow", lambda: now)
     r = keyed.post(
         "/keys",
         json={"name": "brief", "scope": "read", "expires_at": soon.isoformat()},
