@@ -56,11 +56,12 @@ def run_jobs(worker: Worker) -> list[str]:
 
 
 @contextmanager
-def running_job(engine: Engine, worker: Worker) -> Iterator[tuple[int, list[str]]]:
+def running_job(engine: Engine, worker: Worker,
+                timeout: float = 60.0) -> Iterator[tuple[int, list[str]]]:
     """Claim the next queued job and run it in a thread, as a worker process would.
 
     Yields the job id and a list that holds the job's final status once the block has ended
-    (the thread is joined there, and must have finished within 60 s)."""
+    (the thread is joined there, and must have finished within ``timeout`` s)."""
     job_id = claim_next_job(engine, worker.worker_id)
     assert job_id is not None, "no queued job"
     statuses: list[str] = []
@@ -72,8 +73,8 @@ def running_job(engine: Engine, worker: Worker) -> Iterator[tuple[int, list[str]
     try:
         yield job_id, statuses
     finally:
-        t.join(timeout=60)
-    assert not t.is_alive(), f"job {job_id} still running 60 s after the block"
+        t.join(timeout=timeout)
+    assert not t.is_alive(), f"job {job_id} still running {timeout:g} s after the block"
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02) -> Any:

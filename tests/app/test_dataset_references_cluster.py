@@ -299,7 +299,9 @@ def test_a_dask_worker_killed_mid_fit_still_gives_the_same_model(client, worker,
     with distributed.Client(cluster.scheduler_address) as observer:
         pids = observer.run(os.getpid)
         victim = next(iter(pids))
-        with running_job(engine, worker) as (job_id, statuses):
+        # 240 s: the fit recomputes the lost worker's partitions while its nanny restarts it;
+        # alone it takes ~20 s, beside the full suite's load it once took over 60 s
+        with running_job(engine, worker, timeout=240) as (job_id, statuses):
             wait_for(lambda: "iteration" in client.get(f"/jobs/{job_id}").json()["message"],
                      timeout=60)
             os.kill(pids[victim], signal.SIGKILL)
