@@ -15,7 +15,11 @@ The rules a process claims in one round share their reports: one monitoring repo
 classifier included, 0.1–0.5 s) per model and window, whatever the number of rules on it.
 Only API processes evaluate (``app.main``'s lifespan starts this thread; ``msvmav worker``
 processes never do): each runs one evaluator unless ``MSVMAV_ALERTS=false``. Other domains add
-a step to its rounds (``add_step``: app.loop's retraining policies), given the round's time."""
+a step to its rounds (``add_step``: app.loop's retraining policies), given the round's time.
+
+The rounds' clock is ``clock`` and the pause between them ``pause``, both read at each call (as
+app.core.recheck's ``now``): a test replaces them (tests/app/alert_clock.py) and steps windows
+past without waiting for them to end."""
 
 from __future__ import annotations
 
@@ -46,6 +50,16 @@ GRACE_SECONDS = 1.0
 #: One round's monitoring reports by (model id, window start, window end).
 Reports = dict[tuple[int, datetime, datetime], dict[str, Any]]
 COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge}
+
+
+def clock() -> float:
+    """The rounds' clock: epoch seconds (the time the windows are ended by)."""
+    return time.time()
+
+
+def pause(stop: threading.Event, seconds: float) -> bool:
+    """Wait ``seconds`` between two rounds, or until ``stop`` is set; whether it was set."""
+    return stop.wait(seconds)
 
 
 def window_end(now: float, seconds: int) -> datetime:
@@ -100,7 +114,7 @@ class Evaluator:
 
     def _run(self) -> None:
         failing = dispatcher.Failing("alert evaluation")
-        while not self._stop.wait(self.interval):
+        while not pause(self._stop, self.interval):
             failing.run(self.run_once)
 
     def close(self) -> None:
@@ -109,8 +123,9 @@ class Evaluator:
             self._thread.join(timeout=30.0)
 
     def run_once(self, now: float | None = None) -> int:
-        """Evaluate each enabled rule's newest ended window not yet claimed; fires made."""
-        now = time.time() if now is None else now
+        """Evaluate each enabled rule's newest ended window not yet claimed at ``now`` (epoch
+        seconds; ``clock()`` by default); fires made."""
+        now = clock() if now is None else now
         with self.runtime.sessions() as session:
             rules = list(session.scalars(select(AlertRule).where(AlertRule.enabled.is_(True))))
             session.commit()

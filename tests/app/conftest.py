@@ -20,6 +20,7 @@ from app.main import create_app, shut_down
 from app.monitoring import inputs, shadow
 from app.monitoring import log as prediction_log
 from app.tables import Base
+from tests.app.alert_clock import alert_clock  # noqa: F401  (the alert evaluators' test clock)
 from tests.app.auth_support import ADMIN
 from tests.app.recheck_clock import clock  # noqa: F401  (the recheck window's test clock)
 from tests.app.support import migrated_database

@@ -35,7 +35,6 @@ from tests.app.support import (
     trained_model,
     upload,
 )
-from tests.wait_support import let_run
 
 # The database matters here (conditional UPDATEs, JSON, timestamps): the PostgreSQL twin runs.
 pytestmark = pytest.mark.postgres
@@ -212,10 +211,11 @@ def test_rules_on_one_model_and_window_share_one_report(settings, engine, worker
         assert kept[1] == kept[0] and kept[2] == kept[0]
 
 
-def test_worker_processes_do_not_evaluate_rules(settings, engine, worker):
+def test_worker_processes_do_not_evaluate_rules(settings, engine, worker, alert_clock):
     """Only API processes evaluate: a rule of 1 s windows stays unevaluated while a worker's
     loop (what ``msvmav worker`` runs: ``Worker.run_forever``, alerts on as by default) runs a
-    job and three windows end."""
+    job and the evaluators' clock steps three windows past (tests.app.alert_clock: any
+    evaluator of this process would have made its round by ``settle``)."""
     quiet = settings.model_copy(update={"alerts": False})  # the API evaluates nothing here
     with TestClient(create_app(quiet)) as client:
         model = trained_model(client, worker)
@@ -224,20 +224,37 @@ def test_worker_processes_do_not_evaluate_rules(settings, engine, worker):
                                                   "alert_interval_seconds": 0.1}),
                       engine=engine)
         thread = threading.Thread(target=loop.run_forever, name="test-worker-loop")
-        started = time.monotonic()
         thread.start()
         try:
             X, y = blobs(n=60, seed=3)
             job = submit(client, upload(client, to_csv(X, y))["id"], max_iter=20)
             assert job_finished(client, job["id"])["status"] == "succeeded"  # the loop ran it
-            let_run(max(0.0, started + 3.5 - time.monotonic()))  # three windows end meanwhile
+            alert_clock.advance(3.5)  # three windows end meanwhile
+            alert_clock.settle()
+            paused = alert_clock.paused()
             body = client.get(f"/alert-rules/{rule['id']}").json()
             evaluators = [t for t in threading.enumerate() if t.name == "msvmav-alert-evaluator"]
         finally:
             loop.stop()
             thread.join(timeout=30)
         assert body["evaluated_until"] is None and body["last_window"] is None
-        assert evaluators == []
+        assert evaluators == [] and paused == 0
+
+
+def test_the_alert_clock_steps_an_evaluators_windows(fast, worker, alert_clock):
+    """The absence test's control: an API process's evaluator pauses on the test's clock and,
+    once it is stepped a window past, has evaluated that window by ``settle``."""
+    model = trained_model(fast, worker)
+    rule = _rule(fast, model["id"], window_seconds=1)
+    wait_for(lambda: alert_clock.paused() == 1, what="the evaluator paused on the clock")
+    alert_clock.settle()
+    before = fast.get(f"/alert-rules/{rule['id']}").json()["evaluated_until"]
+    alert_clock.advance(3.5)
+    alert_clock.settle()
+    body = fast.get(f"/alert-rules/{rule['id']}").json()
+    assert body["evaluated_until"] != before
+    assert _epoch(body["evaluated_until"]) == math.floor(alert_clock() - 1.0)
+    assert body["last_window"]["values"]["rows"] == 0.0
 
 
 def _logged(engine, model_id: int) -> int:
