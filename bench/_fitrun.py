@@ -62,10 +62,8 @@ class GramFloor:
     allocates (``solver._huge_pages``)."""
 
     def __init__(self) -> None:  # the imports outside the timed fit, as for the estimators
-        from solver._gram_matrix import rows_gram as _rows_gram
-        from solver._huge_pages import small_pages
-        from solver._row_blocks import RowBlocks, fit_threads
-        from solver._symmetric_product import SymmetricProduct
+        from solver.internals import RowBlocks, SymmetricProduct, fit_threads, small_pages
+        from solver.internals import rows_gram as _rows_gram
         from solver.msvmav import augment
 
         self.parts = (_rows_gram, RowBlocks, fit_threads, augment, SymmetricProduct)

@@ -405,7 +405,7 @@ def dask_arrays_of(X: np.ndarray, y: np.ndarray, parts: int):
 
 
 def _warm() -> None:
-    import solver.distributed._kernel  # noqa: F401 - the workers' imports, outside the timings
+    import solver.distributed  # noqa: F401 - the workers' imports, outside the timings
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 from sklearn.svm import SVC  # noqa: E402
 
 from solver import MSVMAv, fit_cost  # noqa: E402
-from solver._active_set import DualSystem  # noqa: E402
+from solver.internals import DualSystem  # noqa: E402
 from solver.kernels import gram_matrix  # noqa: E402
 from solver.low_rank import pivoted_cholesky  # noqa: E402
 

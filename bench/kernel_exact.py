@@ -50,7 +50,7 @@ from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
 from app.ingest import parse_dataset  # noqa: E402
 from solver import MSVMAv  # noqa: E402
-from solver._active_set import DualSystem  # noqa: E402
+from solver.internals import DualSystem  # noqa: E402
 from solver.kernels import gram_matrix, resolve_gamma  # noqa: E402
 from solver.msvmav_parameters import PAPER_STOPPING  # noqa: E402
 

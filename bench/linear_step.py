@@ -38,7 +38,7 @@ from sklearn.datasets import load_svmlight_file  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 from wide import planted  # noqa: E402
 
-import solver._msvmav_core as core  # noqa: E402
+from solver.internals import msvmav_core as core  # noqa: E402
 from solver.model_selection import LINEAR_BATCH, _chunks  # noqa: E402
 from solver.msvmav import MSVMAv  # noqa: E402
 
@@ -57,7 +57,9 @@ def first_fold(cv: int = 5):
 def _batched(X, y, settings: list[tuple[float, float]]) -> tuple[float, np.ndarray]:
     """Seconds and weights (one row a setting) of the lockstep batches, cut as
     cross-validation cuts a fold's settings (``model_selection._plan``)."""
-    from solver._batched_msvmav import fit_linear_batch
+    from solver.internals import batched_msvmav
+
+    fit_linear_batch = batched_msvmav.fit_linear_batch
 
     t = time.perf_counter()
     W = np.zeros((len(settings), X.shape[1] + 1))
@@ -76,11 +78,6 @@ def _plain(X, y, settings: list[tuple[float, float]]) -> tuple[float, np.ndarray
 
 
 def bench_batch(n_settings: int, repeat: int) -> None:
-    try:
-        import solver._batched_msvmav  # noqa: F401
-    except ImportError:
-        print("batch: solver._batched_msvmav is gone (it did not pay: see docs/solver.md)")
-        return
     X, y = first_fold()
     settings = [(a, b) for a in GRID for b in GRID][:n_settings]
     print(f"batch: a9a fold 1 of 5, {X.shape[0]} x {X.shape[1]}, {len(settings)} settings, "

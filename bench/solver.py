@@ -143,8 +143,7 @@ def bench_rbf(name: str, filename: str, repeat: int, **options) -> None:
 
 def kernel_breakdown(name: str, filename: str, repeat: int, **options) -> None:
     """Where an exact-kernel fit's time goes: Gram matrix, (I + K)^-1, the iterations."""
-    from solver._active_set import DualSystem
-    from solver._msvmav_core import DualSpace, iterate
+    from solver.internals import DualSpace, DualSystem, iterate
     from solver.kernels import gram_matrix
     from solver.msvmav import SMALL_KERNEL
 

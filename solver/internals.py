@@ -1,12 +1,15 @@
 """The solver's declared internal surface: the building blocks below the estimators (the
 active-set systems, the linear steps, the Gram matrices, the blocked inverse, the row blocks,
-the huge-page switch, the memory footprint), for the package's own tests and benchmarks. It
-promises no stability; the service imports ``solver`` only (an import-linter contract), never
-this. The modules whose constants a test changes are here as modules too (``linalg``,
-``batched_msvmav``, ``gram_step``)."""
+the huge-page switch, the memory footprint, the cluster fits' memory plan), for the package's
+own tests and benchmarks. It promises no stability; the service imports ``solver`` only (an
+import-linter contract), never this. The modules whose constants a test changes are here as
+modules too (``linalg``, ``batched_msvmav``, ``gram_step``, ``msvmav_core``,
+``cluster_memory``). Tests and benches import no ``_private`` solver module but through here
+(tests/test_structure.py)."""
 
 from . import _batched_msvmav as batched_msvmav
 from . import _linalg as linalg
+from . import _msvmav_core as msvmav_core
 from ._active_set import DualSystem
 from ._base import FitStopped
 from ._footprint import BASE_BYTES
@@ -39,6 +42,7 @@ from ._symmetric_product import (
 )
 from ._weighted import WeightedDualSpace, WeightedPrimalSpace
 from .comparators._common import cholesky_solve_inplace
+from .distributed import _memory as cluster_memory
 from .distributed._memory import largest_rank
 
 __all__ = [
@@ -47,8 +51,9 @@ __all__ = [
     "ConjugateGradientSystem", "DualSpace", "DualSystem", "FitStopped", "GramSystem",
     "PrimalSpace", "PrimalSystem", "RowBlocks", "SymmetricProduct", "WeightedDualSpace",
     "WeightedPrimalSpace", "_set_madvise_hugepage", "batched_msvmav", "choose_linear_solver",
+    "cluster_memory",
     "cholesky_solve_inplace", "fit_threads", "fold", "fold_pairs", "gram_step",
     "huge_pages_enabled", "iterate", "largest_rank", "linalg", "linear_system_bytes",
-    "make_linear_step", "run_parallel", "rows_gram", "small_pages", "spare_cores",
+    "make_linear_step", "msvmav_core", "run_parallel", "rows_gram", "small_pages", "spare_cores",
     "spd_inverse_blocked", "split_row_blocks", "sweep_block",
 ]

@@ -194,3 +194,42 @@ def test_the_import_linter_contracts_hold():
     done = subprocess.run([str(lint)], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout
+
+
+
+def _private_solver_imports(source: str) -> list[tuple[int, str]]:
+    """(line, module) of each import of a ``_private`` solver module (``solver._x``,
+    ``solver.y._z``) in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and not node.level:
+            modules = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] == "solver" and any(p.startswith("_") for p in parts[1:]):
+                found.append((node.lineno, module))
+    return found
+
+
+def test_the_private_solver_import_scan_sees_both_forms():
+    source = ("import solver._linalg\nfrom solver.distributed._memory import plan\n"
+              "from solver.internals import linalg\nfrom solver import MSVMAv\n"
+              "import solver.distributed\n")
+    assert _private_solver_imports(source) == [(1, "solver._linalg"),
+                                               (2, "solver.distributed._memory")]
+
+
+def test_tests_and_benches_reach_the_solver_through_its_declared_surfaces():
+    """Tests and benchmarks import ``solver``'s public modules or its declared internal surface
+    (``solver.internals``), never a ``_private`` module: the solver may reshape those freely."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for top in ("tests", "bench")
+        for path in sorted((ROOT / top).rglob("*.py"))
+        for line, module in _private_solver_imports(path.read_text())
+    ]
+    assert offenders == []

@@ -19,13 +19,14 @@ from solver.distributed import (
     fit_on_cluster,
     fit_on_landmarks,
 )
-from solver.distributed._memory import Worker, plan, worker_memory
-from solver.internals import largest_rank
+from solver.internals import cluster_memory, largest_rank
 from solver.margins import margin_statistics
 
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
+Worker, plan, worker_memory = (cluster_memory.Worker, cluster_memory.plan,
+                               cluster_memory.worker_memory)
 
 pytestmark = pytest.mark.process
 
@@ -230,7 +231,7 @@ def tight():
     cost, read from a first worker of the same kind (its resident set once solver is
     imported). (Fresh for each test: a worker's resident set stays up after a fit, and the
     plan reads it as fixed cost.)"""
-    from solver.distributed._memory import HEADROOM
+    HEADROOM = cluster_memory.HEADROOM
 
     with distributed.LocalCluster(processes=True, n_workers=1, threads_per_worker=1,
                                   host="127.0.0.1", dashboard_address=":0") as probe, \
