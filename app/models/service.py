@@ -127,6 +127,13 @@ def model_cache(session: Session) -> ModelCache | None:
     return None if runtime is None else runtime.get(MODEL_CACHE)
 
 
+def holdout_rows(model: Model) -> list[int] | None:
+    """The stored model's hold-out row indices of its dataset (None: it kept no hold-out, or
+    predates them)."""
+    holdout = (model.summary or {}).get("holdout") or {}
+    return holdout.get("rows")
+
+
 def get(session: Session, model_id: int) -> Model | None:
     return session.get(Model, model_id)
 

@@ -34,12 +34,6 @@ _REF: list[str | int] = ["path", "model_ref"]
 ROW_CHOICES = ("holdout", "all")
 
 
-def _holdout_rows(row: Any) -> list[int] | None:
-    """The stored model's hold-out row indices (None: it kept no hold-out, or predates them)."""
-    holdout = (row.summary or {}).get("holdout") or {}
-    return holdout.get("rows")
-
-
 def _scored_rows(row: Any, dataset: Any, rows: str | None) -> np.ndarray | None:
     """The dataset rows to score (None: every row): the model's hold-out rows when the dataset
     is the one it trained on, unless ``rows`` is "all"; 422 naming ``rows`` when the hold-out
@@ -51,7 +45,7 @@ def _scored_rows(row: Any, dataset: Any, rows: str | None) -> np.ndarray | None:
     if not own:
         raise invalid(loc, f"rows=holdout: model {row.id}'s hold-out rows are rows of dataset "
                       f"{row.dataset_id}, not of dataset {dataset.id} (use rows=all)")
-    held = _holdout_rows(row)
+    held = models.holdout_rows(row)
     if not held:
         raise invalid(loc, f"model {row.id} kept no hold-out rows of dataset {dataset.id} "
                       "(trained on every row, test_fraction null, or trained before hold-out "

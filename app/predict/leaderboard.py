@@ -51,11 +51,6 @@ class Candidate:
     target: Target | None = None
 
 
-def _holdout_rows(row: Any) -> list[int] | None:
-    holdout = (row.summary or {}).get("holdout") or {}
-    return holdout.get("rows")
-
-
 def dataset_candidates(
     session: Session, dataset_id: int, limit: int, loc: list[str | int] | None
 ) -> tuple[list[Candidate], bool]:
@@ -162,9 +157,9 @@ def _not_comparable(kept: list[Candidate], excluded: list[dict[str, Any]],
 
 
 def _shared(kept: list[Candidate]) -> np.ndarray:
-    rows = np.asarray(_holdout_rows(kept[0].row), dtype=np.int64)
+    rows = np.asarray(models.holdout_rows(kept[0].row), dtype=np.int64)
     for c in kept[1:]:
-        rows = np.intersect1d(rows, np.asarray(_holdout_rows(c.row), dtype=np.int64))
+        rows = np.intersect1d(rows, np.asarray(models.holdout_rows(c.row), dtype=np.int64))
     return np.unique(rows)
 
 
@@ -174,8 +169,8 @@ def compare(session: Session, candidates: list[Candidate]) -> Comparison:
     excluded = [{"model_id": c.row.id,
                  "reason": f"model {c.row.id} kept no hold-out (trained on every row, "
                  "test_fraction null, or trained before hold-out rows were kept): no row is "
-                 "unseen by it"} for c in candidates if _holdout_rows(c.row) is None]
-    kept = [c for c in candidates if _holdout_rows(c.row) is not None]
+                 "unseen by it"} for c in candidates if models.holdout_rows(c.row) is None]
+    kept = [c for c in candidates if models.holdout_rows(c.row) is not None]
     if not kept:
         return _not_comparable(kept, excluded, "no model kept a hold-out" if candidates
                                else "there is no model to compare")
@@ -196,7 +191,8 @@ def compare(session: Session, candidates: list[Candidate]) -> Comparison:
                                f"not those of dataset {dataset.id} any more")
     rows = _shared(kept)
     if rows.size == 0:
-        sizes = ", ".join(f"model {c.row.id}: {len(_holdout_rows(c.row) or [])}" for c in kept)
+        sizes = ", ".join(f"model {c.row.id}: {len(models.holdout_rows(c.row) or [])}"
+                          for c in kept)
         return _not_comparable(kept, excluded, "the models' hold-outs share no row (hold-out "
                                f"rows {sizes}); train them with the same test_fraction and "
                                "seed to compare them")
@@ -246,7 +242,7 @@ def score_candidate(candidate: Candidate, loaded: ServedModel, X: Any,
         "algorithm": row.algorithm,
         "calibration": (row.params or {}).get("calibration") or "none",
         "created_at": row.created_at,
-        "n_holdout": len(_holdout_rows(row) or ()),
+        "n_holdout": len(models.holdout_rows(row) or ()),
         "decision_rule": scores.rule_json(),
         "accuracy": m["accuracy"],
         "balanced_accuracy": m["balanced_accuracy"],
