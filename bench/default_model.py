@@ -8,8 +8,9 @@ For each set: the hold-out split ``/train`` makes by default (stratified 20 %, s
   ``app.training.fit_plan.FitPlan.protocol`` makes for ``/train`` with only ``dataset_id``, written
   out here (``Plan(grid="auto", cv=3, seed=0)``: min-max
   scaling, ``search: "auto"`` with its default budget, /train's stopping rule
-  ``stop="objective", tol=1e-4``, sigmoid calibration from the race's out-of-fold values,
-  seed 0);
+  ``stop="objective", tol=DEFAULT_TOL`` (1e-3; 1e-4 before issue 49's second change:
+  ``--before-tol 1e-4`` runs the job with it too, same run), sigmoid calibration from the
+  race's out-of-fold values, seed 0);
 * **grid**: ``GridSearchCV(SVC(), {C: [0.1, 1, 10, 100], gamma: ["scale", 0.1, 1]}, cv=3)``
   after ``MinMaxScaler``, timed as it is; its AUC from its decision values, its log loss from
   ``SVC(probability=True)`` refitted with the chosen C, gamma (not timed);
@@ -66,7 +67,7 @@ from sklearn.preprocessing import MinMaxScaler  # noqa: E402
 from sklearn.svm import SVC  # noqa: E402
 
 from app.ingest import parse_dataset  # noqa: E402
-from solver import protocol  # noqa: E402
+from solver import DEFAULT_TOL, protocol  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 SETS = {
@@ -89,7 +90,7 @@ SETS = {
 TABLE_SETS = [name for name in SETS if name not in ("bank", "breast_cancer")]
 # what /train sends the estimator when only dataset_id is given (app.training.msvmav_fields
 # SERVICE_DEFAULTS and the request's calibration default)
-TRAIN_DEFAULTS = {"stop": "objective", "tol": 1e-4, "calibration": "sigmoid"}
+TRAIN_DEFAULTS = {"stop": "objective", "tol": DEFAULT_TOL, "calibration": "sigmoid"}
 
 
 def load(name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -113,9 +114,11 @@ def scores(classes: np.ndarray, y: np.ndarray, pred: np.ndarray, P: np.ndarray) 
             "logloss": float(log_loss(y, np.clip(P, 1e-15, 1), labels=classes))}
 
 
-def ours(Xtr, ytr, Xte, yte, calibration: str = "sigmoid") -> dict:
-    plan = protocol.Plan(grid="auto", cv=3, seed=0,
-                         params={**TRAIN_DEFAULTS, "calibration": calibration})
+def ours(Xtr, ytr, Xte, yte, calibration: str = "sigmoid", tol: float | None = None) -> dict:
+    params = {**TRAIN_DEFAULTS, "calibration": calibration}
+    if tol is not None:  # --before-tol: the same job with another stopping tolerance
+        params["tol"] = tol
+    plan = protocol.Plan(grid="auto", cv=3, seed=0, params=params)
     t = time.perf_counter()
     fitted = protocol.fit(plan, Xtr, ytr)
     est = fitted.estimator
@@ -218,7 +221,7 @@ def grid_scaling(name: str) -> None:
               f"{seconds / n**2 * 1e6:.3f}e-6 s per n^2", flush=True)
 
 
-def one_set(name: str, check: bool) -> dict:
+def one_set(name: str, check: bool, before_tol: float | None = None) -> dict:
     X, y = load(name)
     train, test = protocol.split_indices(y, 0.2, 0)
     Xtr, Xte, ytr, yte = X[train], X[test], y[train], y[test]
@@ -228,7 +231,28 @@ def one_set(name: str, check: bool) -> dict:
            "logreg": sklearn_model(logreg, Xtr, ytr, Xte, yte)}
     if check:
         row["uncalibrated_s"] = ours(Xtr, ytr, Xte, yte, "none")["seconds"]
+    if before_tol is not None:
+        row["before"] = ours(Xtr, ytr, Xte, yte, tol=before_tol)
     return row
+
+
+def report_before(rows: list[dict], before_tol: float) -> None:
+    """--before-tol: the default job's hold-out accuracy with that tolerance and with the
+    default's, in the same run (per set, then mean and worst change over the table sets)."""
+    print(f"\nstopping tolerance {before_tol:g} (before) -> {DEFAULT_TOL:g} (default):")
+    changes = []
+    for r in rows:
+        b, a = r["before"], r["ours"]
+        change = a["acc"] - b["acc"]
+        if r["set"] in TABLE_SETS:
+            changes.append(change)
+        print(f"{r['set']:9} acc {b['acc']:.4f} -> {a['acc']:.4f} ({change:+.4f}); final fit "
+              f"converged {b['converged']} in {b['n_iter']} -> {a['converged']} in "
+              f"{a['n_iter']}; job {b['seconds']:.2f} -> {a['seconds']:.2f} s; chose "
+              f"{b['chose']} -> {a['chose']}")
+    if changes:
+        print(f"over {len(changes)} table sets: accuracy change mean {np.mean(changes):+.4f}, "
+              f"worst {min(changes):+.4f}")
 
 
 def report(rows: list[dict]) -> None:
@@ -269,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-sets", nargs="*", default=[])
     ap.add_argument("--budget", type=float, default=60.0)
     ap.add_argument("--warm-check", action="store_true")
+    ap.add_argument("--before-tol", type=float, default=None,
+                    help="also run the default job with this stopping tolerance (e.g. 1e-4, "
+                    "the default before) and print the accuracy change, same run")
     ap.add_argument("--grid-scaling", action="store_true")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -284,10 +311,12 @@ def main(argv: list[str] | None = None) -> int:
         budget_check(name, args.budget)
     rows = []
     for name in args.sets:
-        rows.append(one_set(name, args.calibration_check))
+        rows.append(one_set(name, args.calibration_check, args.before_tol))
         print(f"[{name} done]", flush=True)
     if rows:
         report(rows)
+        if args.before_tol is not None:
+            report_before(rows, args.before_tol)
     return 0
 
 

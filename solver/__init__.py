@@ -85,7 +85,7 @@ from .model_selection import (
     resolve_grid,
 )
 from .msvmav import MSVMAv
-from .msvmav_parameters import KERNEL_APPROXIMATIONS, LINEAR_SOLVERS, PARAMETERS
+from .msvmav_parameters import DEFAULT_TOL, KERNEL_APPROXIMATIONS, LINEAR_SOLVERS, PARAMETERS
 from .parallel import SchedulerUnreachableError, dask_cluster
 from .params import Interval, InvalidParameterError, Param, StrOptions, check_estimator_param
 from .performance_estimate import expected_accuracy
@@ -104,7 +104,8 @@ from .sparse import int32_csr
 from .weights import fit_weights
 
 __all__ = [
-    "ALGORITHMS", "AUTO_CV", "AUTO_KERNELS", "CALIBRATIONS", "CALIBRATION_FOLDS", "FMM",
+    "ALGORITHMS", "AUTO_CV", "AUTO_KERNELS", "CALIBRATIONS", "CALIBRATION_FOLDS", "DEFAULT_TOL",
+    "FMM",
     "KERNEL_APPROXIMATIONS", "LINEAR_SOLVERS", "LSSVM", "MAMC", "MAX_COST_CLASSES",
     "MIN_HOLDOUT_ROWS", "MSVMAv", "ODM", "PAPER_ORDER", "PARAMETERS", "QUANTILE_LEVELS", "RBF",
     "SVM", "SVR", "AutoResult", "DistributedFitError", "Expansion", "ExperimentResult", "Fit",

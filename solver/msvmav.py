@@ -24,7 +24,7 @@ from ._linear_step import (
     linear_step_class,
     linear_system_bytes,
 )
-from ._msvmav_core import OBJECTIVE_WINDOW, DualSpace, PrimalSpace, iterate
+from ._msvmav_core import DEFAULT_TOL, OBJECTIVE_WINDOW, DualSpace, PrimalSpace, iterate
 from ._row_blocks import THREADPOOLS, fit_threads
 from ._weighted import WeightedDualSpace, WeightedPrimalSpace
 from .fit_cost import RankChooser
@@ -243,7 +243,7 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
 
     def __init__(self, alpha: float = 16.0, beta: float = 0.25, *, kernel: str = "linear",
                  gamma: float | str | None = "scale", degree: int = 3, coef0: float = 1.0,
-                 max_iter: int = 100, tol: float = 1e-4, stop: str = "objective",
+                 max_iter: int = 100, tol: float = DEFAULT_TOL, stop: str = "objective",
                  acceleration: str = "none", fit_intercept: bool = True,
                  update: str = "incremental", linear_solver: str = "auto",
                  approximation: str = "auto",

@@ -17,7 +17,7 @@ from pydantic import Field
 
 from app.core.ids import Whole
 from app.training.parameters import MAX_MAGNITUDE, MIN_MAGNITUDE
-from solver import PARAMETERS, Interval, MSVMAv, Param, StrOptions
+from solver import DEFAULT_TOL, PARAMETERS, Interval, MSVMAv, Param, StrOptions
 
 # The request's own fields set these for every algorithm (``seed``, ``calibration``,
 # ``class_weight``).
@@ -30,7 +30,7 @@ HYPER_PARAMETERS: tuple[str, ...] = tuple(
 
 # /train's stopping rule, stated here as well as in the estimator's defaults (the same since
 # issue 49: a rule fits can meet; docs/solver.md, "Convergence").
-SERVICE_DEFAULTS: dict[str, Any] = {"stop": "objective", "tol": 1e-4}
+SERVICE_DEFAULTS: dict[str, Any] = {"stop": "objective", "tol": DEFAULT_TOL}
 
 # Values a request cannot take: its rows are feature vectors (no kernel matrix is uploaded).
 NOT_OFFERED = {"kernel": ("precomputed",)}

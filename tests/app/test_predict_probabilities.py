@@ -32,7 +32,7 @@ def _multi_data(n: int = 150, seed: int = 3):
 
 def test_probabilities_equal_the_library_and_evaluation_equals_sklearn(client, worker, engine):
     X, y = _multi_data()
-    # max_iter 60: /train's stopping rule (stop "objective", tol 1e-4) is met (at 40 iterations)
+    # max_iter 60: /train's stopping rule (stop "objective", tol 1e-3) is met within it
     model = trained_model(client, worker, to_csv(X, y), test_fraction=0.3, seed=4, max_iter=60)
     assert model["calibration"] == "sigmoid"
     assert model["params"]["stop"] == "objective" and model["converged"] is True

@@ -39,8 +39,12 @@ def test_train_with_only_a_dataset_id_runs_the_auto_search(client, worker):
     assert f"auto search chose {result['chosen']}" in job["message"]
     tried = result["tried"]
     assert len(tried) == model["search"]["n_configs"] > 9  # linear and rbf candidates
+    # "final fit over budget": a finalist whose final fit, predicted again from its full
+    # folds, no longer fits what is left (load-dependent: with tol 1e-3 the race's cells stop
+    # sooner, and more finalists finish their folds before the budget runs out)
     assert {row["status"] for row in tried} <= {"finalist", "dropped at rung 0",
-                                                 "stopped: budget", "skipped: budget"}
+                                                 "stopped: budget", "skipped: budget",
+                                                 "finalist: final fit over budget"}
     winner = model["search"]["table"][model["search"]["best_index"]]
     assert winner["status"] == "finalist" and winner["folds"] == model["search"]["cv"] == 3
     assert winner["mean_accuracy"] == max(r["mean_accuracy"] for r in tried
@@ -54,7 +58,7 @@ def test_train_with_only_a_dataset_id_runs_the_auto_search(client, worker):
     assert model["evaluation"]["n"] == 114 and len(model["holdout"]["rows"]) == 114
     assert model["evaluation"]["accuracy"] > 0.9
     assert isinstance(model["converged"], bool)
-    assert model["params"]["stop"] == "objective" and model["tol"] == 1e-4
+    assert model["params"]["stop"] == "objective" and model["tol"] == 1e-3
     warned = [w for w in model["warnings"] if "did not converge" in w]
     assert bool(warned) == (not model["converged"])
     # probabilities, calibrated from the race's folds

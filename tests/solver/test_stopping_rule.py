@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
-from solver import MSVMAv
+from solver import DEFAULT_TOL, MSVMAv
 from solver.internals import OBJECTIVE_WINDOW
 from solver.model_selection import cross_validate_grid, kfold_indices
 from solver.msvmav_parameters import PAPER_STOPPING
@@ -51,16 +51,35 @@ def test_paper_setting_runs_the_fixed_t(wdbc):
 
 
 def test_the_library_default_is_a_rule_a_fit_meets(wdbc):
-    """MSVMAv()'s stopping rule is /train's (the objective's relative change, 1e-4), not the
+    """MSVMAv()'s stopping rule is /train's (the objective's relative change, 1e-3), not the
     paper's, and a default linear fit meets it before max_iter without a warning."""
     X, y = wdbc
     defaults = {k: MSVMAv().get_params()[k] for k in PAPER_STOPPING}
-    assert defaults == {"stop": "objective", "tol": 1e-4, "max_iter": 100}
+    assert defaults == {"stop": "objective", "tol": 1e-3, "max_iter": 100}
+    assert DEFAULT_TOL == 1e-3
     assert defaults != PAPER_STOPPING
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         est = MSVMAv().fit(X, y)
     assert est.converged_ and est.n_iter_ < 100 and "warning" not in est.fit_info_
+
+
+def test_a_default_rbf_fit_meets_the_default_rule(wdbc):
+    """Issue 49: with 1e-4 (the default before) a default RBF fit on wdbc ran to max_iter
+    (J still falling by about 2e-4 an iteration) and warned; with the default 1e-3 it meets
+    the rule, at the hold-out accuracy of the 100-iteration iterate (bench/convergence.py)."""
+    X, y = wdbc
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = MSVMAv(kernel="rbf").fit(X, y)
+    assert est.converged_ and est.n_iter_ < 100 and "warning" not in est.fit_info_
+    J = np.array([r["objective"] for r in est.history_])
+    k, W = len(J) - 1, OBJECTIVE_WINDOW  # independently: met here and not one before
+    assert abs(J[k] - J[k - W]) <= W * 1e-3 * J[k]
+    assert abs(J[k - 1] - J[k - 1 - W]) > W * 1e-3 * J[k - 1]
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        old = MSVMAv(kernel="rbf", tol=1e-4).fit(X, y)
+    assert old.n_iter_ == 100 and not old.converged_
 
 
 def test_search_cells_stop_where_the_single_fit_stops(wdbc):
