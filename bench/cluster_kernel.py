@@ -23,14 +23,18 @@ each, printed:
 * the workers' peak resident set size (psutil, sampled every second) against their limit;
 * with ``--kill``, on the first size: the RBF fit again with a worker SIGKILLed at iteration
   3, its decisions against the undisturbed fit's and the scheduler's tasks left after it;
-* with ``--copy``: a ``--copy-rows`` copy (rows drawn with replacement) of magic04's training
-  part (80 %, min-max scaled) in 10 Parquet files: the calibrated RBF cluster fit against the
-  local fit on its landmarks (1e-9), its log loss on the test part against the local
-  calibration's (within 5 %), ``cluster_evaluation`` of the test part as 4 partitions, and
-  the linear cluster fit's accuracy.
+* with ``--copy``: a ``--copy-rows`` copy of magic04's training part (80 %, min-max scaled):
+  rows drawn with replacement, each feature moved by Gaussian noise of ``--copy-jitter`` times
+  its standard deviation (clipped to [0, 1]), so that copies of a row differ, in ``--copy-files``
+  uncompressed Parquet files read on the workers, fitted with ``--keep``: the sigmoid-calibrated
+  RBF cluster fit (gamma 10, rank ``--copy-rank``) against the local fit on its landmarks (1e-9,
+  over the test part and the copy), the test part's log loss of each ``--copy-calibration``
+  (sigmoid, isotonic) cluster calibration against the local calibration of the same rows
+  (within 5 %), ``cluster_evaluation`` of the test part as 4 partitions, and the linear cluster
+  fit's test accuracy (alpha 64, beta 1), with each fit's time.
 
 ``--data DIR`` keeps the generated files between runs (DIR/n<N>/); ``--chunk-rows`` splits the
-files into the fit's blocks; ``--keep-features no`` computes the RBF features on every pass.
+files into the fit's blocks; ``--keep nothing`` reads and maps every partition on every pass.
 """
 
 from __future__ import annotations
@@ -315,9 +319,12 @@ def run_size(client, args, n: int, first: bool, held: tuple) -> dict:
     return out
 
 
-COPY_PARAMS = {"kernel": "rbf", "gamma": 1.0, "alpha": 1.0, "beta": 1 / 64,
+COPY_PARAMS = {"kernel": "rbf", "gamma": 10.0, "alpha": 1.0, "beta": 1 / 64,
                "approximation": "low_rank", "n_components": 200, "kernel_tol": 1e-3,
                "max_iter": 30, "random_state": 0}
+#: the linear comparator: the best of alpha 64, 1024 x beta 1/64, 1 on magic's test part
+#: (0.784; alpha 1, beta 1/64 gives 0.647, the majority class)
+COPY_LINEAR = {"alpha": 64.0, "beta": 1.0, "max_iter": 30}
 
 
 def magic_split(seed: int = 0):
@@ -335,21 +342,85 @@ def magic_split(seed: int = 0):
                                                  y[test])
 
 
-def write_copy(directory: Path, X: np.ndarray, y: np.ndarray, rows: int,
-               files: int) -> tuple[list[tuple[str, int]], np.ndarray, np.ndarray]:
-    """``rows`` rows drawn with replacement from (X, y), in ``files`` Parquet files."""
+def copy_rows(X: np.ndarray, y: np.ndarray, rows: int,
+              jitter: float) -> tuple[np.ndarray, np.ndarray]:
+    """``rows`` rows drawn with replacement from (X, y), each feature moved by Gaussian noise
+    of ``jitter`` times its standard deviation and clipped to [0, 1] (no two rows equal)."""
+    rng = np.random.default_rng(46)
+    pick = rng.integers(0, y.size, rows)
+    noise = rng.standard_normal((rows, X.shape[1])) * (jitter * X.std(axis=0))
+    return np.clip(X[pick] + noise, 0.0, 1.0), y[pick]
+
+
+def write_copy(directory: Path, Xc: np.ndarray, yc: np.ndarray,
+               files: int) -> list[tuple[str, int]]:
+    """(Xc, yc) in ``files`` uncompressed Parquet files."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pick = np.random.default_rng(46).integers(0, y.size, rows)
-    Xc, yc = X[pick], y[pick]
     out = []
-    for k, part in enumerate(np.array_split(np.arange(rows), files)):
+    for k, part in enumerate(np.array_split(np.arange(yc.size), files)):
         path = directory / f"part-{k:05d}.parquet"
-        pq.write_table(pa.table({**{f"x{j}": Xc[part, j] for j in range(X.shape[1])},
-                                 "label": yc[part]}), path)
+        pq.write_table(pa.table({**{f"x{j}": Xc[part, j] for j in range(Xc.shape[1])},
+                                 "label": yc[part]}), path, compression="none")
         out.append((str(path), part.size))
-    return out, Xc, yc
+    return out
+
+
+def _timed(fn, *args, **kwargs):
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - start
+
+
+def copy_equality(client, args, X, y, Xc, yc, test) -> dict:
+    """The sigmoid-calibrated RBF cluster fit against the local fit on its landmarks."""
+    from solver import MSVMAv
+    from solver.distributed import fit_on_cluster, fit_on_landmarks
+
+    remote, remote_s = _timed(fit_on_cluster, MSVMAv(**COPY_PARAMS, calibration="sigmoid"),
+                              X, y, client=client, keep=args.keep)
+    local, local_s = _timed(fit_on_landmarks, MSVMAv(**COPY_PARAMS), Xc, yc, remote.X_fit_,
+                            remote.landmark_block_)
+    worst = 0.0
+    for rows in (test[0], Xc):
+        a, b = local.decision_function(rows), remote.decision_function(rows)
+        worst = max(worst, float(np.max(np.abs(a - b)) / np.max(np.abs(a))))
+    plan = remote.fit_info_["cluster"]
+    print(f"   rbf on the cluster, calibrated (sigmoid): {remote_s:.1f} s (6 cluster fits: 5 "
+          f"folds + the model), rank {remote.rank_}, {remote.n_iter_} iterations, keep "
+          f"{plan['keep']!r}, {plan['passes']} passes of the model's fit; the local fit on its "
+          f"landmarks {local_s:.1f} s: largest |f_cluster - f_local| / max |f_local| over the "
+          f"test part and the 200k rows {worst:.2e} ({'within' if worst <= 1e-9 else 'OUTSIDE'}"
+          f" 1e-9); load {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"   plan {plan}", flush=True)
+    return {"sigmoid": remote, "diff": worst, "seconds": remote_s}
+
+
+def copy_calibration(client, args, X, y, Xc, yc, test, models: dict) -> None:
+    """Each calibration's log loss on the test part: the cluster's against the local one's."""
+    from sklearn.metrics import log_loss
+
+    from solver import MSVMAv
+    from solver.distributed import fit_on_cluster
+
+    for method in args.copy_calibration:
+        remote = models.get(method)
+        if remote is None:
+            remote, models[method + "_s"] = _timed(
+                fit_on_cluster, MSVMAv(**COPY_PARAMS, calibration=method), X, y,
+                client=client, keep=args.keep)
+        else:
+            models[method + "_s"] = models["seconds"]
+        here, here_s = _timed(MSVMAv(**COPY_PARAMS, calibration=method).fit, Xc, yc)
+        ll_remote = log_loss(test[1], remote.predict_proba(test[0]))
+        ll_here = log_loss(test[1], here.predict_proba(test[0]))
+        print(f"   {method}: test log loss cluster {ll_remote:.4f} ({models[method + '_s']:.1f} "
+              f"s), local {ll_here:.4f} ({here_s:.1f} s, rows in 5 folds): ratio "
+              f"{ll_remote / ll_here:.4f} ({'within' if ll_remote <= 1.05 * ll_here else 'OUTSIDE'}"
+              f" 5 %); accuracy cluster {remote.score(*test):.4f}, local {here.score(*test):.4f}"
+              f"; load {os.getloadavg()[0]:.1f}", flush=True)
+        models[method] = remote
 
 
 def copy_run(client, args) -> None:
@@ -357,44 +428,32 @@ def copy_run(client, args) -> None:
     local fit on its landmarks; its calibrated probabilities' log loss against the local
     calibration's; the cluster's evaluation of the test part as partitions; the linear
     cluster fit's accuracy."""
-    from sklearn.metrics import log_loss
-
     from solver import MSVMAv
-    from solver.distributed import cluster_evaluation, fit_on_cluster, fit_on_landmarks
+    from solver.distributed import cluster_evaluation, fit_on_cluster
 
-    (Xtr, ytr), (Xte, yte) = magic_split()
+    (Xtr, ytr), test = magic_split()
+    COPY_PARAMS["n_components"] = args.copy_rank
+    Xc, yc = copy_rows(Xtr, ytr, args.copy_rows, args.copy_jitter)
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
-        files, Xc, yc = write_copy(Path(tmp), Xtr, ytr, args.copy_rows, 10)
+        files = write_copy(Path(tmp), Xc, yc, args.copy_files)
         X, y = dask_arrays(files, d=Xtr.shape[1])
-        print(f"-- magic copy: {args.copy_rows:,} rows of {ytr.size:,} training rows, "
-              f"{len(files)} files; test part {yte.size:,} rows", flush=True)
-        start = time.perf_counter()
-        remote = fit_on_cluster(MSVMAv(**COPY_PARAMS, calibration="sigmoid"), X, y,
-                                client=client)
-        remote_s = time.perf_counter() - start
-        local = fit_on_landmarks(MSVMAv(**COPY_PARAMS), Xc, yc, remote.X_fit_,
-                                 remote.landmark_block_)
-        a, b = local.decision_function(Xte), remote.decision_function(Xte)
-        diff = float(np.max(np.abs(a - b)) / np.max(np.abs(a)))
-        print(f"   rbf on the cluster (calibrated, sigmoid): {remote_s:.1f} s, rank "
-              f"{remote.rank_}; against the local fit on its landmarks: largest relative "
-              f"decision difference {diff:.2e} ({'within' if diff <= 1e-9 else 'OUTSIDE'} "
-              f"1e-9)", flush=True)
-        start = time.perf_counter()
-        here = MSVMAv(**COPY_PARAMS, calibration="sigmoid").fit(Xc, yc)
-        here_s = time.perf_counter() - start
-        ll_remote = log_loss(yte, remote.predict_proba(Xte))
-        ll_here = log_loss(yte, here.predict_proba(Xte))
-        print(f"   log loss on the test part: cluster calibration {ll_remote:.4f}, local "
-              f"calibration {ll_here:.4f} ({here_s:.1f} s): ratio {ll_remote / ll_here:.4f} "
-              f"({'within' if ll_remote <= 1.05 * ll_here else 'OUTSIDE'} 5 %)", flush=True)
-        Xt, yt = dask_arrays_of(Xte, yte, 4)
-        ev = cluster_evaluation(remote, Xt, yt, client=client)
-        lin = fit_on_cluster(MSVMAv(max_iter=30), X, y, client=client)
-        print(f"   the test part as 4 partitions, on the cluster: accuracy {ev['accuracy']:.4f}, "
-              f"log loss {ev['log_loss']:.4f}, Brier {ev['brier_score']:.4f}; linear cluster "
-              f"fit's accuracy {lin.score(Xte, yte):.4f}; load {os.getloadavg()[0]:.1f}",
-              flush=True)
+        size = Xc.nbytes + yc.nbytes
+        print(f"-- magic copy: {args.copy_rows:,} rows drawn with replacement from {ytr.size:,} "
+              f"training rows, jitter {args.copy_jitter:g} x each feature's std (clipped to "
+              f"[0, 1]), {len(files)} files, {size / 2**20:.1f} MiB; test part {test[1].size:,} "
+              f"rows; keep {args.keep!r}; workers' limit {args.memory_limit}", flush=True)
+        models = copy_equality(client, args, X, y, Xc, yc, test)
+        copy_calibration(client, args, X, y, Xc, yc, test, models)
+        Xt, yt = dask_arrays_of(*test, 4)
+        ev = cluster_evaluation(models["sigmoid"], Xt, yt, client=client)
+        lin, lin_s = _timed(fit_on_cluster, MSVMAv(**COPY_LINEAR), X, y, client=client,
+                            keep=args.keep)
+        rbf_acc, lin_acc = models["sigmoid"].score(*test), lin.score(*test)
+        print(f"   the test part as 4 partitions, on the cluster (sigmoid model): accuracy "
+              f"{ev['accuracy']:.4f}, log loss {ev['log_loss']:.4f}, Brier "
+              f"{ev['brier_score']:.4f}; linear cluster fit ({COPY_LINEAR}) {lin_s:.1f} s: "
+              f"test accuracy {lin_acc:.4f}; rbf {rbf_acc:.4f} (rbf - linear "
+              f"{rbf_acc - lin_acc:+.4f}); load {os.getloadavg()[0]:.1f}", flush=True)
 
 
 def dask_arrays_of(X: np.ndarray, y: np.ndarray, parts: int):
@@ -434,6 +493,11 @@ def main() -> None:
     parser.add_argument("--copy", action="store_true",
                         help="the magic copy's fit, local equality and calibration")
     parser.add_argument("--copy-rows", type=int, default=200_000)
+    parser.add_argument("--copy-files", type=int, default=10)
+    parser.add_argument("--copy-rank", type=int, default=200)
+    parser.add_argument("--copy-jitter", type=float, default=0.01)
+    parser.add_argument("--copy-calibration", nargs="*", default=["sigmoid", "isotonic"],
+                        choices=["sigmoid", "isotonic"])
     parser.add_argument("--kill", action="store_true",
                         help="on the first size, the RBF fit again with a worker SIGKILLed")
     args = parser.parse_args()
