@@ -10,6 +10,7 @@ from typing import IO, Literal
 import pandas as pd
 
 from app.ingest import formats
+from app.ingest.readers import parquet
 
 InputFormat = Literal["csv", "tsv", "whitespace", "svmlight", "arff", "parquet", "jsonl"]
 # the formats of the one registry (app.ingest.formats): a batch job reads every one
@@ -44,9 +45,7 @@ def head_columns(source: IO[bytes], fmt: str, delimiter: str | None, header: boo
     from its first bytes (Parquet: its schema); the source is left at its start."""
     try:
         if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            return list(pq.ParquetFile(source).schema_arrow.names)
+            return list(parquet.schema(source).names)
         head = source.read(_SNIFF_BYTES)
         cut = head.rfind(b"\n")
         text = (head if cut < 0 else head[:cut + 1]).decode("utf-8", errors="replace")
@@ -57,6 +56,8 @@ def head_columns(source: IO[bytes], fmt: str, delimiter: str | None, header: boo
         frame = pd.read_csv(io.StringIO(text), sep=sep, header=0 if header else None, nrows=1,
                             skipinitialspace=sep != r"\s+")
         return [str(c) for c in frame.columns]
+    except parquet.ParquetReadError as exc:
+        raise FormatError(f"the file cannot be read as parquet: {exc.reason}") from None
     except Exception as exc:  # noqa: BLE001  (any reader's refusal is the file's fault)
         raise FormatError(f"the file cannot be read as {fmt}: {_first_line(exc)}") from None
     finally:

@@ -11,7 +11,6 @@ is atomic, the part is written under its final name directly.
 
 from __future__ import annotations
 
-import io
 import os
 import uuid
 from collections.abc import Callable
@@ -20,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from app.batch.scoring import output_frame, score
-from app.datasets.parquet import open_parquet, read_partition
+from app.datasets.parquet import read_partition
+from app.ingest.readers import parquet
 
 #: the output directory's name, beside the dataset's files (or under MSVMAV_OUTPUT_ROOT)
 SCORES_DIR = "_scores-{job_id}"
@@ -82,7 +82,7 @@ def score_partition(path: str, k: int, first_row: int, *, loaded: Any, encoding:
     extra = None
     wanted = [c for c in [id_column, *passthrough] if c]
     if wanted:
-        extra = open_parquet(path).read(columns=wanted).to_pandas()
+        extra = parquet.read(path, wanted).to_pandas()
     ids = extra[id_column].to_numpy() if id_column else np.arange(first_row, first_row + len(X))
     frame = output_frame(loaded, ids, score(loaded, X), columns,
                          extra[passthrough] if passthrough else None)
@@ -91,16 +91,13 @@ def score_partition(path: str, k: int, first_row: int, *, loaded: Any, encoding:
 
 
 def _rows_of(part: str) -> int:
-    return int(open_parquet(part).metadata.num_rows)
+    return int(parquet.open_file(part).metadata.num_rows)
 
 
 def _parquet_bytes(frame: Any) -> bytes:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    buf = io.BytesIO()
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buf)
-    return buf.getvalue()
+    return parquet.to_bytes(pa.Table.from_pandas(frame, preserve_index=False))
 
 
 def run_partitions(files: list[str], starts: list[int], task: Callable[..., dict[str, Any]],

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from app.batch.formats import FormatError
 from app.ingest.columnar import arrow_numpy
+from app.ingest.readers import parquet
 
 #: The largest id or pass-through cell (bytes) a row may carry into the output: a larger one
 #: makes its row bad, so a chunk's decoded pass-through columns stay within chunk_rows x this.
@@ -474,24 +475,21 @@ def svmlight_chunks(source: IO[bytes], size: int, layout: Layout) -> Iterator[Ch
 # --- Parquet ---------------------------------------------------------------------------------
 
 def parquet_chunks(source: IO[bytes], layout: Layout) -> Iterator[Chunk]:
-    """A Parquet file by record batches of at most ``chunk_rows``, reading only the needed
-    columns (projected before anything is decoded); text id and pass-through columns stay
-    dictionary-encoded, so a column of one repeated large value decodes to one value."""
-    import pyarrow.parquet as pq
-
+    """A Parquet file by the one Parquet reader's chunks (``app.ingest.readers.parquet``) of at
+    most ``chunk_rows``, reading only the needed columns (projected before anything is
+    decoded); text id and pass-through columns stay dictionary-encoded, so a column of one
+    repeated large value decodes to one value."""
     wanted = list(dict.fromkeys([*layout.features, *layout.text_columns]))
     try:
-        schema = pq.read_schema(source)
-        source.seek(0)
+        schema = parquet.schema(source)
         textual = [c for c in layout.text_columns
                    if pa.types.is_string(schema.field(c).type)
                    or pa.types.is_large_string(schema.field(c).type)
                    or pa.types.is_binary(schema.field(c).type)]
-        parquet = pq.ParquetFile(source, read_dictionary=textual or None)
-        total = max(parquet.metadata.num_rows, 1)
+        opened = parquet.open_file(source, dictionary=textual)
+        total = max(opened.metadata.num_rows, 1)
         start = 0
-        for batch in parquet.iter_batches(batch_size=layout.chunk_rows, columns=wanted):
-            table = pa.Table.from_batches([batch])
+        for table in parquet.chunks(opened, wanted, chunk_rows=layout.chunk_rows):
             frame = table.select(list(dict.fromkeys(layout.features))).to_pandas()
             extra = (table.select(list(dict.fromkeys(layout.text_columns)))
                      if layout.text_columns else None)
@@ -499,8 +497,8 @@ def parquet_chunks(source: IO[bytes], layout: Layout) -> Iterator[Chunk]:
             rows = np.arange(start, start + n)
             yield Chunk(frame, start, n, rows, rows + 1, (start + n) / total, [], extra)
             start += n
-    except (pa.ArrowException, OSError) as exc:
-        raise FormatError(f"the file cannot be read as parquet: {_first_line(exc)}") from None
+    except parquet.ParquetReadError as exc:
+        raise FormatError(f"the file cannot be read as parquet: {exc.reason}") from None
 
 
 def read_chunks(source: IO[bytes], size: int, layout: Layout) -> Iterator[Chunk]:

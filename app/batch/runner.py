@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 from sqlalchemy.orm import Session
 
 from app.batch import partitions, store
@@ -27,6 +26,7 @@ from app.core.runtime import runtime_of
 from app.datasets import reference
 from app.datasets import service as datasets
 from app.ingest import Encoder
+from app.ingest.readers import parquet
 from app.jobs.kinds import JobKind
 from app.jobs.runtime import JobContext, JobResult
 from app.models import service as models
@@ -104,12 +104,6 @@ def _error_bytes(bad: list[tuple[int, int, str, str]]) -> tuple[int, bytes]:
     return len(frame), frame.to_csv(index=False, header=False).encode()
 
 
-def _parquet_bytes(table: pa.Table) -> bytes:
-    buf = io.BytesIO()
-    pq.write_table(table, buf)
-    return buf.getvalue()
-
-
 def _output_table(loaded: ServedModel, job: BatchJob, chunk: Chunk, keep: np.ndarray,
                   X: Any) -> pa.Table:
     """The kept rows scored, as the output table; the id and pass-through columns as the
@@ -147,7 +141,7 @@ def _score_chunk(loaded: ServedModel, encoder: Encoder, job: BatchJob, chunk: Ch
         keep &= chunk.rows < row
         bad = []
     table = _output_table(loaded, job, chunk, keep, X[keep] if not keep.all() else X)
-    out = (table.num_rows, _parquet_bytes(table))
+    out = (table.num_rows, parquet.to_bytes(table))
     return out, (_error_bytes(bad) if bad else None), stop
 
 

@@ -13,7 +13,6 @@ from datetime import timedelta
 from typing import IO, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
@@ -32,6 +31,7 @@ from app.ingest import Encoder, IngestError
 from app.ingest.arff import arff_header
 from app.ingest.column_specs import same_layout
 from app.ingest.csv_format import sniff_delimiter
+from app.ingest.readers import parquet
 from app.ingest.text import is_number, preview
 from app.jobs import service as jobs
 from app.jobs.orm import Job
@@ -368,9 +368,9 @@ def result_stream(engine: Engine, job: Job, fmt: str) -> Iterator[bytes]:
             yield header
             yield from parts
         else:
-            yield from _parquet_stream((pq.read_table(io.BytesIO(p)) for p in parts), None)
+            yield from _parquet_stream((parquet.read(io.BytesIO(p)) for p in parts), None)
         return
-    tables = (pq.read_table(io.BytesIO(p)) for p in parts)
+    tables = (parquet.read(io.BytesIO(p)) for p in parts)
     if fmt == "parquet":
         schema = _unified_schema(engine, job) if params.format == "jsonl" else None
         yield from _parquet_stream(tables, schema)
@@ -396,7 +396,7 @@ def _json_lines(batch: pa.RecordBatch) -> bytes:
 def _unified_schema(engine: Engine, job: Job) -> pa.Schema:
     """One schema for every part (JSON Lines' id and pass-through columns are typed chunk by
     chunk): numbers widened, a column whose chunks disagree otherwise as text."""
-    schemas = [pq.read_schema(io.BytesIO(p)) for p in store.parts(engine, job.id, store.OUTPUT)]
+    schemas = [parquet.schema(io.BytesIO(p)) for p in store.parts(engine, job.id, store.OUTPUT)]
     fields = []
     for name in schemas[0].names if schemas else []:
         types = [s.field(name).type for s in schemas]
@@ -443,7 +443,7 @@ def _parquet_stream(tables: Iterator[pa.Table], schema: pa.Schema | None) -> Ite
     for table in tables:
         if writer is None:
             schema = schema or table.schema.remove_metadata()
-            writer = pq.ParquetWriter(sink, schema)
+            writer = parquet.writer(sink, schema)
         assert schema is not None
         writer.write_table(table.cast(schema) if table.schema != schema else table)
         yield sink.take()

@@ -1,5 +1,6 @@
-"""Parquet files of a dataset by reference: the first pass over each file (schema, rows, label
-classes, categories, numeric ranges; streamed a row group at a time), the encoding those passes
+"""Parquet files of a dataset by reference, read by the one Parquet reader
+(``app.ingest.readers.parquet``): the first pass over each file (schema, rows, label
+classes, categories, numeric ranges; streamed a chunk at a time), the encoding those passes
 make together (the format ``app.ingest`` documents, so the one ``Encoder`` encodes it), and one
 file read back as its encoded feature matrix and labels.
 
@@ -18,31 +19,21 @@ import numpy as np
 from app.ingest import Encoder, encoding_feature_names
 from app.ingest.columnar import arrow_numpy
 from app.ingest.errors import IngestError
+from app.ingest.readers import parquet
 
 #: distinct values a categorical (string) column may hold (more: an identifier, to drop)
 MAX_CATEGORIES = 10_000
 
 
-def open_parquet(path: str) -> Any:
-    """A ``pyarrow.parquet.ParquetFile`` of a local path or fsspec URL."""
-    import pyarrow.parquet as pq
-
-    if "://" not in path:
-        return pq.ParquetFile(path)
-    import fsspec
-
-    return pq.ParquetFile(fsspec.open(path, "rb").open())
-
-
 def open_checked(path: str) -> Any:
-    """``open_parquet``, a file that is not Parquet (or cannot be read) being a 422 naming it."""
-    import pyarrow as pa
-
+    """The file's footer (``readers.parquet.open_file``: a local path or fsspec URL), a file
+    that is not Parquet (or cannot be read) being a 422 naming it."""
     try:
-        return open_parquet(path)
-    except (OSError, pa.ArrowException) as exc:
+        return parquet.open_file(path)
+    except (OSError, parquet.ParquetReadError) as exc:
+        reason = exc.reason if isinstance(exc, parquet.ParquetReadError) else str(exc)
         raise IngestError(f"{path} is not a readable Parquet file ({type(exc).__name__}: "
-                          f"{str(exc)[:200]})", field="uri") from None
+                          f"{reason[:200]})", field="uri") from None
 
 
 def _kind(field: Any) -> str:
@@ -70,8 +61,8 @@ def file_pass(path: str, label: str) -> dict[str, Any]:
     out: dict[str, Any] = {"path": path, "columns": list(kinds), "kinds": kinds, "n_rows": 0,
                            "nulls": Counter(), "ranges": {}, "categories": {},
                            "labels": Counter()}
-    for i in range(pf.num_row_groups):
-        _add_group(out, pf.read_row_group(i), label)
+    for chunk in parquet.chunks(pf):
+        _add_group(out, chunk, label)
     out["nulls"] = dict(out["nulls"])
     out["categories"] = {k: sorted(v) for k, v in out["categories"].items()}
     out["labels"] = [[k, v] for k, v in out["labels"].items()]
@@ -194,7 +185,7 @@ def read_partition(path: str, encoding: dict[str, Any]) -> tuple[np.ndarray, np.
     the one ``Encoder``) and its raw labels (None-free)."""
     encoder = Encoder.from_dict(encoding)
     label = encoding["label"]
-    table = open_parquet(path).read(columns=[*encoder.names, label])
+    table = parquet.read(path, [*encoder.names, label])
     columns = []
     for coder, name in zip(encoder.coders, encoder.names, strict=True):
         values = arrow_numpy(table.column(name))

@@ -26,6 +26,7 @@ from app.datasets import locations, parquet
 from app.datasets.orm import Dataset, DatasetReference
 from app.ingest.errors import IngestError
 from app.ingest.labels import label_problem
+from app.ingest.readers.parquet import ParquetReadError
 from solver import dask_cluster
 
 LOC_URI: list[str | int] = ["body", "uri"]
@@ -185,7 +186,8 @@ def partitions(dataset: Dataset) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     for f in checked_files(dataset):
         try:
             part = parquet.read_partition(f, dataset.encoding)
-        except (KeyError, pa.ArrowException) as exc:  # a column gone, or of another type
+        # a column gone, or of another type
+        except (KeyError, pa.ArrowException, ParquetReadError) as exc:
             raise ReferenceChangedError(f, f"its columns or their types changed "
                                         f"({type(exc).__name__})") from None
         yield part

@@ -1,5 +1,6 @@
-"""Parquet and JSON Lines files as named columns: the readers behind the "parquet" and "jsonl"
-formats of ``formats`` (uploads and /predict/file; batch jobs read them a chunk at a time).
+"""Parquet and JSON Lines files as named columns, for uploads and /predict/file (Parquet read
+by ``readers.parquet``, the one Parquet reader, which batch jobs and datasets by reference use
+too).
 
 Both give a ``Columns``: the file's column names, its rows, each row's line (JSON Lines) or
 1-based row number (Parquet), and the columns asked for, read only then. A Parquet file's rows
@@ -26,6 +27,7 @@ from typing import IO, Any
 import numpy as np
 
 from .errors import IngestError, IngestLimitError
+from .readers import parquet
 from .table import RawTable
 from .text import clean_token
 
@@ -106,19 +108,15 @@ def _check_rows(n: int, max_rows: int | None, setting: str, row: int | None = No
 def read_parquet(source: IO[bytes] | bytes, *, max_rows: int | None = None,
                  max_columns: int | None = None, max_bytes: int | None = None,
                  rows_setting: str = "max_rows") -> Columns:
-    """A Parquet file's ``Columns``: its schema and row count read from the metadata and
-    checked (a duplicated column name: 422 naming it); ``read`` decodes the columns asked for,
-    after checking their uncompressed size (from the metadata) against ``max_bytes``."""
+    """A Parquet file's ``Columns`` (read by ``readers.parquet``, the one Parquet reader): its
+    schema and row count read from the metadata and checked (a duplicated column name: 422
+    naming it); ``read`` decodes the columns asked for (the reader's chunks collected), after
+    checking their uncompressed size (from the metadata) against ``max_bytes``."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     if isinstance(source, bytes | bytearray | memoryview):
         source = pa.BufferReader(source)
-    try:
-        meta = pq.ParquetFile(source)
-    except (pa.ArrowException, OSError) as exc:
-        raise IngestError(f"The file cannot be read as Parquet: {_first_line(exc)}",
-                          field="file") from None
+    meta = parquet.open_file(source)
     schema = meta.schema_arrow
     names = [str(n) for n in schema.names]
     _check_width(len(names), max_columns, "The Parquet file")
@@ -141,11 +139,7 @@ def read_parquet(source: IO[bytes] | bytes, *, max_rows: int | None = None,
                                   column=name)
         _check_decoded(meta, positions, names, max_bytes)
         strings = [n for n in wanted if _is_text(schema.field(n).type)]
-        try:
-            table = pq.ParquetFile(source, read_dictionary=strings).read(columns=wanted)
-        except (pa.ArrowException, OSError) as exc:
-            raise IngestError(f"The file cannot be read as Parquet: {_first_line(exc)}",
-                              field="file") from None
+        table = parquet.read(source, wanted, dictionary=strings)
         return [_series(table.column(i)) for i in range(len(wanted))]
 
     return Columns(names=names, n_rows=n_rows, lines=list(range(1, n_rows + 1)), read=read,
