@@ -10,7 +10,7 @@ from typing import IO, Literal
 import pandas as pd
 
 from app.ingest import formats
-from app.ingest.readers import parquet
+from app.ingest.readers import jsonl, parquet
 
 InputFormat = Literal["csv", "tsv", "whitespace", "svmlight", "arff", "parquet", "jsonl"]
 # the formats of the one registry (app.ingest.formats): a batch job reads every one
@@ -50,12 +50,17 @@ def head_columns(source: IO[bytes], fmt: str, delimiter: str | None, header: boo
         cut = head.rfind(b"\n")
         text = (head if cut < 0 else head[:cut + 1]).decode("utf-8", errors="replace")
         if fmt == "jsonl":
-            first = pd.read_json(io.StringIO(text.split("\n", 1)[0]), lines=True)
-            return [str(c) for c in first.columns]
+            first = jsonl.first_object(io.BytesIO(text.encode()))
+            if isinstance(first, jsonl.BadRecord):
+                raise FormatError(f"the file cannot be read as jsonl: line {first.line}: "
+                                  f"{first.reason}")
+            return [str(c) for c in first]
         sep = _delimiter(fmt, delimiter)
         frame = pd.read_csv(io.StringIO(text), sep=sep, header=0 if header else None, nrows=1,
                             skipinitialspace=sep != r"\s+")
         return [str(c) for c in frame.columns]
+    except FormatError:
+        raise
     except parquet.ParquetReadError as exc:
         raise FormatError(f"the file cannot be read as parquet: {exc.reason}") from None
     except Exception as exc:  # noqa: BLE001  (any reader's refusal is the file's fault)

@@ -1,5 +1,6 @@
 """A batch job's input, read a chunk of rows at a time: delimited text (CSV, TSV, whitespace,
-dense ARFF rows), JSON Lines, svmlight and Parquet. The worker's memory follows the chunk and
+dense ARFF rows), JSON Lines, svmlight and Parquet (JSON Lines and Parquet by their one
+reader, ``app.ingest.readers``). The worker's memory follows the chunk and
 the columns the job needs (the model's features, the id and pass-through columns), never the
 file or its other columns.
 
@@ -27,7 +28,7 @@ import pyarrow as pa
 
 from app.batch.formats import FormatError
 from app.ingest.columnar import arrow_numpy
-from app.ingest.readers import parquet
+from app.ingest.readers import jsonl, parquet
 
 #: The largest id or pass-through cell (bytes) a row may carry into the output: a larger one
 #: makes its row bad, so a chunk's decoded pass-through columns stay within chunk_rows x this.
@@ -97,7 +98,7 @@ def _records(source: IO[bytes], fmt: str, start_line: int) -> Iterator[tuple[int
     """(file line, record) of each data record after the first ``start_line`` lines (ARFF's
     header): a record is a line,
     or lines joined while a quoted field is open. ARFF skips blank and % comment lines,
-    whitespace text and JSON Lines skip blank lines, CSV and TSV keep them (a row of missing
+    whitespace text and svmlight skip blank lines, CSV and TSV keep them (a row of missing
     values); a final line ending makes no record."""
     quote = _QUOTES.get(fmt)
     lineno = 0
@@ -316,7 +317,8 @@ def text_chunks(source: IO[bytes], size: int, layout: Layout) -> Iterator[Chunk]
         frame = (pd.concat([f[wanted] for _, f in parts], ignore_index=True) if parts
                  else pd.DataFrame({c: pd.Series(dtype=object) for c in wanted}))
         extra = _text_extra(frame, layout.text_columns)
-        yield _chunk(batch, first_row, good, bad, frame, extra, _fraction(source, size))
+        yield _chunk([line for line, _ in batch], first_row, good, bad, frame, extra,
+                     _fraction(source, size))
         first_row += len(batch)
 
 
@@ -327,72 +329,30 @@ def _text_extra(frame: pd.DataFrame, columns: list[str]) -> pa.Table | None:
                      for c in dict.fromkeys(columns)})
 
 
-def _chunk(batch: list[tuple[int, bytes]], first_row: int, good: list[int],
-           bad: dict[int, str], frame: pd.DataFrame, extra: pa.Table | None,
-           fraction: float, X: Any = None) -> Chunk:
-    lines = np.asarray([batch[k][0] for k in good], dtype=np.int64)
+def _chunk(record_lines: list[int], first_row: int, good: list[int], bad: dict[int, str],
+           frame: pd.DataFrame, extra: pa.Table | None, fraction: float, X: Any = None
+           ) -> Chunk:
+    """The chunk of the records whose file lines are ``record_lines``."""
+    lines = np.asarray([record_lines[k] for k in good], dtype=np.int64)
     rows = first_row + np.asarray(good, dtype=np.int64)
-    bad_lines = [BadLine(first_row + k, batch[k][0], reason) for k, reason in sorted(bad.items())]
-    return Chunk(frame, first_row, len(batch), rows, lines, fraction, bad_lines, extra, X)
+    bad_lines = [BadLine(first_row + k, record_lines[k], reason)
+                 for k, reason in sorted(bad.items())]
+    return Chunk(frame, first_row, len(record_lines), rows, lines, fraction, bad_lines, extra,
+                 X)
 
 
 # --- JSON Lines ------------------------------------------------------------------------------
 
-def _json_object(text: bytes, max_keys: int) -> tuple[dict | None, str | None]:
-    """The record as a JSON object, or the reason it is none; the key count is bounded
-    before the record is parsed (a colon outside strings per key, counted in C)."""
-    if text.count(b":") > max_keys and _colons_outside_strings(text) > max_keys:
-        return None, (f"the line has more than {max_keys} keys (MSVMAV_MAX_FEATURES)")
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        return None, f"the line is not valid JSON: {_first_line(exc)[:120]}"
-    if not isinstance(value, dict):
-        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
-            type(value), "a number")
-        return None, f"the line is {kind}, not a JSON object of column values"
-    if len(value) > max_keys:
-        return None, f"the line has {len(value)} keys; at most {max_keys} (MSVMAV_MAX_FEATURES)"
-    return value, None
-
-
-_SLICE = 1 << 20
-
-
-def _colons_outside_strings(text: bytes) -> int:
-    """The colons of a JSON text outside its strings (at least its objects' keys), counted in
-    numpy a MiB at a time: memory of about one copy of the text."""
-    text = text.replace(b"\\\\", b"")  # escaped backslashes: what is left of a \ escapes
-    count, inside = 0, 0
-    for start in range(0, len(text), _SLICE):
-        piece = np.frombuffer(text, np.uint8, count=min(_SLICE, len(text) - start),
-                              offset=start)
-        before = np.empty_like(piece)
-        before[0] = text[start - 1] if start else 0
-        before[1:] = piece[:-1]
-        quote = (piece == ord('"')) & (before != ord("\\"))
-        parity = (np.cumsum(quote, dtype=np.uint8) + inside) & 1
-        count += int(np.count_nonzero((piece == ord(":")) & (parity == 0)))
-        inside = int(parity[-1])
-    return count
-
-
 def jsonl_chunks(source: IO[bytes], size: int, layout: Layout) -> Iterator[Chunk]:
-    """JSON Lines: one object per line, keyed by column name (a key absent is a missing
-    value); the id and pass-through columns keep their JSON types."""
+    """JSON Lines by the one JSON Lines reader's chunks (``app.ingest.readers.jsonl``): one
+    object per line, keyed by column name (a key absent is a missing value); the id and
+    pass-through columns keep their JSON types. A line that is no object is a bad line."""
     wanted = list(dict.fromkeys([*layout.features, *layout.text_columns]))
     first_row = 0
-    for batch in _batches(_records(source, "jsonl", 0), layout.chunk_rows):
-        bad: dict[int, str] = {}
-        objects: list[dict] = []
-        good: list[int] = []
-        for k, (_, rec) in enumerate(batch):
-            obj, reason = _json_object(rec, layout.max_columns)
-            if obj is None:
-                bad[k] = str(reason)
-            else:
-                objects.append(obj)
-                good.append(k)
+    for part in jsonl.chunks(source, chunk_rows=layout.chunk_rows, max_keys=layout.max_columns):
+        bad = {k: record.reason for k, record in part.bad.items()}
+        objects = [o for o in part.objects if o is not None]
+        good = [k for k, o in enumerate(part.objects) if o is not None]
         columns = {c: [o.get(c) for o in objects] for c in wanted}
         frame = pd.DataFrame({c: pd.Series(v, dtype=object if not v else None)
                               for c, v in columns.items()})
@@ -403,8 +363,8 @@ def jsonl_chunks(source: IO[bytes], size: int, layout: Layout) -> Iterator[Chunk
         if layout.text_columns:
             extra = pa.table({c: _json_array(columns[c]) for c in
                               dict.fromkeys(layout.text_columns)})
-        yield _chunk(batch, first_row, good, bad, frame, extra, _fraction(source, size))
-        first_row += len(batch)
+        yield _chunk(part.lines, first_row, good, bad, frame, extra, _fraction(source, size))
+        first_row += len(part.lines)
 
 
 def _json_array(values: list[Any]) -> pa.Array:
@@ -468,7 +428,8 @@ def svmlight_chunks(source: IO[bytes], size: int, layout: Layout) -> Iterator[Ch
         if not finite.all():
             X, good = X[finite], [k for k, ok in zip(good, finite, strict=True) if ok]
         frame = pd.DataFrame(index=range(len(good)))
-        yield _chunk(batch, first_row, good, bad, frame, None, _fraction(source, size), X)
+        yield _chunk([line for line, _ in batch], first_row, good, bad, frame, None,
+                     _fraction(source, size), X)
         first_row += len(batch)
 
 

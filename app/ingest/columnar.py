@@ -6,9 +6,9 @@ Both give a ``Columns``: the file's column names, its rows, each row's line (JSO
 1-based row number (Parquet), and the columns asked for, read only then. A Parquet file's rows
 and columns come from its metadata, checked against the limits before a value is decoded, and
 only the columns asked for are decoded (string columns kept dictionary-encoded: a value
-repeated in every row is one Python string). A JSON Lines file is read a line at a time; its
-rows and every line's keys are counted against the limits as they come (a line with more ``:``
-than the column limit allows is parsed with a hook that stops at the limit).
+repeated in every row is one Python string). A JSON Lines file is read by the one JSON Lines reader
+(``readers.jsonl``), a few lines at a time; its rows and every line's keys are counted against
+the limits as they come (a line's keys before it is parsed).
 
 Values become what the CSV of the same rows would give: numbers stay numbers, text the text
 (stripped; "", "?", "NA", "NaN" missing, as in CSV), true/false the words "True"/"False", null
@@ -18,16 +18,15 @@ or an absent key a missing value.
 from __future__ import annotations
 
 import io
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import numpy as np
 
 from .errors import IngestError, IngestLimitError
-from .readers import parquet
+from .readers import jsonl, parquet
 from .table import RawTable
 from .text import clean_token
 
@@ -191,44 +190,23 @@ def _series(column: Any) -> Any:
 
 def read_jsonl(source: IO[bytes] | bytes, *, max_rows: int | None = None,
                max_columns: int | None = None, rows_setting: str = "max_rows") -> Columns:
-    """A JSON Lines file's ``Columns``: one JSON object per line (blank lines skipped), keyed
-    by column name; the columns are the keys in order of first appearance. 422 naming the line
-    for a line that is not an object or holds a nested value; 413 beyond the limits."""
+    """A JSON Lines file's ``Columns``, from the one JSON Lines reader's chunks
+    (``readers.jsonl``): one JSON object per line (blank lines skipped), keyed by column name;
+    the columns are the keys in order of first appearance. 422 naming the line for a line that
+    is not an object or holds a nested value; 413 beyond the limits."""
     if isinstance(source, bytes | bytearray | memoryview):
         source = io.BytesIO(source)
     index: dict[str, int] = {}
     values: list[_Column] = []
-    order: tuple[str, ...] = ()  # the keys so far, in order
     lines: list[int] = []
-    for lineno, raw in enumerate(source, start=1):
-        if not raw.strip():
-            continue
-        record = _record(raw, lineno, max_columns)
-        _check_rows(len(lines) + 1, max_rows, rows_setting, lineno)
-        n = len(lines)
-        if tuple(record) == order and b"[" not in raw and raw.count(b"{") == 1:
-            # the common line: the same keys in the same order, no nested value possible
-            for column, value in zip(values, record.values(), strict=True):
-                column.append(value)
+    for chunk in jsonl.chunks(source, max_keys=max_columns, limit=_COLUMNS_LIMIT):
+        for k, lineno in enumerate(chunk.lines):
+            record = chunk.objects[k]
+            if record is None:
+                _refuse(chunk.bad[k])
+            _check_rows(len(lines) + 1, max_rows, rows_setting, lineno)
+            _add_record(record, lineno, len(lines), index, values, max_columns)
             lines.append(lineno)
-            continue
-        for key, value in record.items():
-            if isinstance(value, dict | list):
-                raise IngestError(f"Line {lineno}: JSON key {key!r} holds a nested value; "
-                                  "a JSON Lines row is a flat object whose values are "
-                                  "numbers, text, true/false or null.",
-                                  field="file", row=lineno, column=key)
-            j = index.get(key)
-            if j is None:
-                j = index[key] = len(values)
-                _check_width(len(index), max_columns, f"Line {lineno}", lineno)
-                values.append(_Column(n))
-                order = tuple(index)
-            values[j].append(value)
-        lines.append(lineno)
-        for column in values:
-            if len(column) == n:
-                column.append(None)  # an absent key: missing
     if not lines:
         raise IngestError("The file has no data rows.", field="file")
     names = list(index)
@@ -239,28 +217,41 @@ def read_jsonl(source: IO[bytes] | bytes, *, max_rows: int | None = None,
     return Columns(names=names, n_rows=len(lines), lines=lines, read=read)
 
 
-def _record(raw: bytes, lineno: int, max_columns: int | None) -> dict[str, Any]:
-    """One line's object; an object with more than ``max_columns`` keys is refused before it is
-    parsed: each key is followed by a ':', so fewer colons need no check; each key ends in '":'
-    (a value would need an escaped quote to hold one), so more of those is refused at once;
-    in between, a hook counts the pairs of each object as it is built."""
-    hook = None
-    if max_columns is not None and raw.count(b":") > max_columns:
-        _check_width(raw.count(b'":'), max_columns, f"Line {lineno}", lineno)
+_COLUMNS_LIMIT = "MSVMAV_MAX_FEATURES and the columns a file may add"
 
-        def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-            _check_width(len(pairs), max_columns, f"Line {lineno}", lineno)
-            return dict(pairs)
-    try:
-        record = json.loads(raw, object_pairs_hook=hook)
-    except (ValueError, RecursionError) as exc:
-        raise IngestError(f"Line {lineno} is not a JSON object ({_first_line(exc)}).",
-                          field="file", row=lineno) from None
-    if not isinstance(record, dict):
-        raise IngestError(f"Line {lineno} is not a JSON object (it is {type(record).__name__}"
-                          "); each line must be an object keyed by column name.",
-                          field="file", row=lineno)
-    return record
+
+def _refuse(bad: jsonl.BadRecord) -> NoReturn:
+    if bad.too_wide:
+        raise IngestLimitError(f"Line {bad.line}: {bad.reason}.", setting="max_features",
+                               row=bad.line)
+    raise IngestError(f"Line {bad.line}: {bad.reason}.", field="file", row=bad.line)
+
+
+def _add_record(record: dict[str, Any], lineno: int, n: int, index: dict[str, int],
+                values: list[_Column], max_columns: int | None) -> None:
+    """Row ``n``'s values appended to their columns (a new key: a new column, missing in the
+    rows before; a key absent: missing in this row)."""
+    if tuple(record) == tuple(index) and not any(
+            isinstance(v, dict | list) for v in record.values()):
+        # the common line: the same keys in the same order, no nested value
+        for column, value in zip(values, record.values(), strict=True):
+            column.append(value)
+        return
+    for key, value in record.items():
+        if isinstance(value, dict | list):
+            raise IngestError(f"Line {lineno}: JSON key {key!r} holds a nested value; "
+                              "a JSON Lines row is a flat object whose values are "
+                              "numbers, text, true/false or null.",
+                              field="file", row=lineno, column=key)
+        j = index.get(key)
+        if j is None:
+            j = index[key] = len(values)
+            _check_width(len(index), max_columns, f"Line {lineno}", lineno)
+            values.append(_Column(n))
+        values[j].append(value)
+    for column in values:
+        if len(column) == n:
+            column.append(None)  # an absent key: missing
 
 
 class _Column:
