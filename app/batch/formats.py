@@ -7,9 +7,9 @@ from __future__ import annotations
 import io
 from typing import IO, Literal
 
-import pandas as pd
-
 from app.ingest import formats
+from app.ingest.csv_format import first_record, header_names
+from app.ingest.errors import IngestError
 from app.ingest.readers import jsonl, parquet
 
 InputFormat = Literal["csv", "tsv", "whitespace", "svmlight", "arff", "parquet", "jsonl"]
@@ -39,6 +39,16 @@ def _delimiter(fmt: str, delimiter: str | None) -> str:
     return delimiter or ","
 
 
+def text_columns(text: str, sep: str, header: bool) -> list[str]:
+    """Delimited text's column names by the upload's header rule (``csv_format.header_names``:
+    stripped, an empty one "x{j}", one given twice a 422 naming it), or, headerless, its first
+    record's width as ``0, 1, ...``; the record split as the careful reader splits it."""
+    record = first_record(text, "whitespace" if sep == r"\s+" else sep)
+    if header:
+        return header_names(record, 1)
+    return [str(j) for j in range(len(record))]
+
+
 def head_columns(source: IO[bytes], fmt: str, delimiter: str | None, header: bool
                  ) -> list[str]:
     """The input's column names (or, headerless, its first row's width as ``0, 1, ...``)
@@ -55,12 +65,11 @@ def head_columns(source: IO[bytes], fmt: str, delimiter: str | None, header: boo
                 raise FormatError(f"the file cannot be read as jsonl: line {first.line}: "
                                   f"{first.reason}")
             return [str(c) for c in first]
-        sep = _delimiter(fmt, delimiter)
-        frame = pd.read_csv(io.StringIO(text), sep=sep, header=0 if header else None, nrows=1,
-                            skipinitialspace=sep != r"\s+")
-        return [str(c) for c in frame.columns]
+        return text_columns(text, _delimiter(fmt, delimiter), header)
     except FormatError:
         raise
+    except IngestError as exc:
+        raise FormatError(f"the file cannot be read as {fmt}: {exc}") from None
     except parquet.ParquetReadError as exc:
         raise FormatError(f"the file cannot be read as parquet: {exc.reason}") from None
     except Exception as exc:  # noqa: BLE001  (any reader's refusal is the file's fault)

@@ -26,9 +26,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from app.batch.formats import FormatError
+from app.batch.formats import FormatError, text_columns
 from app.ingest.columnar import arrow_numpy
+from app.ingest.errors import IngestError
 from app.ingest.readers import jsonl, parquet
+from app.ingest.text import MISSING_TOKENS
 
 #: The largest id or pass-through cell (bytes) a row may carry into the output: a larger one
 #: makes its row bad, so a chunk's decoded pass-through columns stay within chunk_rows x this.
@@ -212,9 +214,12 @@ class _TextParser:
         self.sep = _sep(layout.fmt, layout.delimiter)
         self.quote = "'" if layout.fmt == "arff" else '"'
         self.dtype = dict.fromkeys(layout.text_columns, str) or None
+        # the missing spellings of an upload's CSV (text.MISSING_TOKENS), not pandas' own
+        # longer list ("NULL", "N/A", "None", ... are text, as at /predict/file)
         self.options: dict[str, Any] = (
             {"quotechar": "'", "na_values": ["?"], "skipinitialspace": True}
-            if layout.fmt == "arff" else {})
+            if layout.fmt == "arff" else
+            {"na_values": sorted(MISSING_TOKENS), "keep_default_na": False})
 
     def parse(self, texts: list[str]) -> pd.DataFrame:
         """The records as rows; a record of more fields than ``names`` raises (pandas only
@@ -226,8 +231,8 @@ class _TextParser:
     def _read(self, texts: list[str]) -> pd.DataFrame:
         return pd.read_csv(io.StringIO("\n".join(texts) + "\n"), sep=self.sep, header=None,
                            names=self.names, index_col=False, dtype=self.dtype,
-                           skip_blank_lines=False, keep_default_na=True, engine="c",
-                           **self.options)
+                           skip_blank_lines=False, engine="c",
+                           **{"keep_default_na": True, **self.options})
 
     def frames(self, texts: list[str], keys: list[int], bad: dict[int, str]
                ) -> list[tuple[list[int], pd.DataFrame]]:
@@ -285,10 +290,12 @@ def _tokenizer_reason(exc: BaseException) -> str:
 
 
 def _header_names(line: bytes, layout: Layout) -> list[str]:
-    sep = _sep(layout.fmt, layout.delimiter)
-    frame = pd.read_csv(io.BytesIO(line + b"\n"), sep=sep, header=0, nrows=0,
-                        skipinitialspace=sep != r"\s+")
-    return [str(c) for c in frame.columns]
+    """The header's names by the upload's rule (``app.batch.formats.text_columns``)."""
+    try:
+        return text_columns(line.decode("utf-8", errors="replace"),
+                            _sep(layout.fmt, layout.delimiter), True)
+    except IngestError as exc:
+        raise FormatError(f"line {exc.row or 1}: {exc}") from None
 
 
 def text_chunks(source: IO[bytes], size: int, layout: Layout) -> Iterator[Chunk]:

@@ -172,6 +172,20 @@ def header_names(record: list[str], line: int) -> list[str]:
     return names
 
 
+def first_record(text: str, delimiter: str) -> list[str]:
+    """The first non-blank record of delimited text as the careful reader splits it (the csv
+    module, spaces after a delimiter skipped; ``delimiter`` "whitespace": runs of white
+    space); [] when there is none. A batch job's submission takes its columns so."""
+    if is_whitespace_delimiter(delimiter):
+        return next((line.split() for line in text.splitlines() if line.strip()), [])
+    reader = _reader(text, normalize_delimiter(delimiter))
+    try:
+        return next((r for r in reader if not _is_blank(r)), [])
+    except csv.Error as exc:
+        raise IngestError(f"Line {reader.line_num + 1}: cannot read this CSV line ({exc}).",
+                          field="file", row=reader.line_num + 1) from None
+
+
 def plain_header(record: list[str]) -> list[str] | None:
     """``header_names`` of a header the pandas readers take as it is: every name given, each
     once (pandas would rename an empty or a repeated one); None otherwise (the careful reader

@@ -223,6 +223,55 @@ def test_predict_file_and_batch_parse_csv_cells_alike(client, worker):
         assert (e["line"], e["column"]) == (batch_bad[k]["line"], batch_bad[k]["column"])
 
 
+def _batch_job(client, worker, model_id: int, content: bytes) -> dict:
+    r = client.post("/batch-predictions", data={"model_id": str(model_id), "on_error": "skip",
+                                                "output": "parquet"},
+                    files={"file": ("rows.csv", content)})
+    assert r.status_code == 202, r.text
+    run_jobs(worker)
+    return client.get(f"/jobs/{r.json()['id']}").json()
+
+
+def test_a_category_spelled_as_pandas_spells_missing_is_scored_at_every_door(client, worker):
+    """Regression: a batch job read "None", "NULL" and "N/A" as missing (pandas' own list),
+    where an upload and /predict/file read them as the text they are (a category here), so
+    the batch job made bad rows of rows /predict/file scored."""
+    rng = np.random.default_rng(3)
+    n = 60
+    colour = np.array(["None", "NULL", "N/A", "red"])[np.arange(n) % 4]
+    x = rng.normal(size=n)
+    y = ((x + (colour == "None")) > 0.5).astype(int)
+    train = pd.DataFrame({"x": x, "colour": colour, "y": y}).to_csv(index=False).encode()
+    model_id, _ = _model_on(client, worker, train, "train.csv")
+    rows = ("x,colour\n" + "".join(f"{float(v)!r},{c}\n" for v, c in zip(x[:8], colour[:8],
+                                                                  strict=True))).encode()
+    r = client.post("/predict/file", data={"model_id": str(model_id)},
+                    files={"file": ("rows.csv", rows)})
+    assert r.status_code == 200, r.text
+    expected = [p["decision_value"] for p in r.json()["predictions"]]
+    job = _batch_job(client, worker, model_id, rows)
+    assert job["status"] == "succeeded" and job["result"]["errors"] == [], job
+    out = pq.read_table(io.BytesIO(
+        client.get(f"/batch-predictions/{job['id']}/result").content)).to_pandas()
+    assert out["decision_value"].tolist() == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_header_naming_a_column_twice_is_refused_at_predict_file_and_batch(client, worker):
+    """Regression: a batch job took pandas' reading of a header ("plas", "plas.1"), scoring
+    the first of two columns named alike, which /predict/file refuses (422 naming it)."""
+    frame = _diabetes()
+    model_id, _ = _model_on(client, worker, encoded(frame.iloc[:N_TRAIN], "csv"), "train.csv")
+    rows = frame.iloc[N_TRAIN:N_TRAIN + 5].drop(columns="class")
+    text = rows.assign(extra=rows["plas"]).to_csv(index=False)
+    content = text.replace(",extra", ",plas", 1).encode()
+    r = client.post("/predict/file", data={"model_id": str(model_id)},
+                    files={"file": ("rows.csv", content)})
+    assert "'plas' twice" in assert_problem(r, 422)["detail"]
+    r = client.post("/batch-predictions", data={"model_id": str(model_id)},
+                    files={"file": ("rows.csv", content)})
+    assert "'plas' twice" in assert_problem(r, 422)["detail"]
+
+
 # --- hostile files at every door --------------------------------------------------------------
 
 def _hostile(kind: str) -> tuple[bytes, str, str]:
