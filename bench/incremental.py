@@ -69,6 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernel_exact import cpu_model, load  # noqa: E402
 
+import solver.incremental as incremental  # noqa: E402
 from app.training.warm import Start, fit_from  # noqa: E402
 from solver import MSVMAv, Plan, fit_plan, model_from_dict, split_indices, updated_rows  # noqa: E402
 
@@ -124,24 +125,32 @@ def update_rows(X: np.ndarray, y: np.ndarray, parent: np.ndarray, train: np.ndar
 
 
 def retrain_case(stream_name: str, kernel: str, calibration: str, repeat: int,
-                 split: str) -> dict:
+                 split: str, before: bool = False) -> dict:
     """One retrain: the parent as /train fits it, restored; the warm and cold fits of the
-    retrain's training part, ``repeat`` alternating rounds."""
+    retrain's training part, ``repeat`` alternating rounds; with ``before``, also the warm
+    fit under the fit's own rule (a window of 5 from the first iteration: the update's rule
+    before issue 48's, ``solver.incremental.UPDATE_WINDOW`` set aside), in the same rounds."""
     X, y = ordered(stream_name, None if kernel == "linear" else KERNEL_STREAM_ROWS)
     p_tr, train, hold, future = retrain_parts(X, y, split)
     plan = Plan(kernel=kernel, params={"calibration": calibration}, scaling=True, seed=SEED)
     fitted = fit_plan(plan, X[p_tr], y[p_tr])
     parent = model_from_dict(fitted.estimator.to_dict())
     update = update_rows(X, y, p_tr, train)
-    times: dict[str, list[float]] = {"cold": [], "warm": []}
-    whole: dict[str, list[float]] = {"cold": [], "warm": []}
+    modes = ("cold", "warm", "before") if before else ("cold", "warm")
+    times: dict[str, list[float]] = {m: [] for m in modes}
+    whole: dict[str, list[float]] = {m: [] for m in modes}
     fits: dict = {}
+    window = incremental.UPDATE_WINDOW
     for _ in range(repeat):
-        for mode in ("cold", "warm"):
+        for mode in modes:
             start = Start(parent, fitted.scaling, update=update, cold=mode == "cold")
             began = time.perf_counter()
-            fits[mode] = fit_from(start, plan, X[train], y[train], callback=None,
-                                  in_place=True)
+            incremental.UPDATE_WINDOW = None if mode == "before" else window
+            try:
+                fits[mode] = fit_from(start, plan, X[train], y[train], callback=None,
+                                      in_place=True)
+            finally:
+                incremental.UPDATE_WINDOW = window
             whole[mode].append(time.perf_counter() - began)
             times[mode].append(fits[mode].fit_seconds)
             if mode == "warm":
@@ -153,7 +162,11 @@ def retrain_case(stream_name: str, kernel: str, calibration: str, repeat: int,
     cold, warm = fits["cold"], fits["warm"]
     n_new = int(np.count_nonzero(train >= int(PARENT * y.size)))
     removed = update["remove"].size
-    return {"stream": f"{stream_name} {split}",
+    out = {} if not before else {
+        "before_s": statistics.median(times["before"]),
+        "before_it": int(np.max(fits["before"].estimator.n_iter_)),
+        "acc_before": score(fits["before"], hold)}
+    return {**out, "stream": f"{stream_name} {split}",
             "kernel": kernel + ("+sig" if calibration != "none" else ""),
             "rows": f"{p_tr.size}-{removed}+{train.size - p_tr.size + removed}({n_new})",
             "hold": hold.size,
@@ -181,6 +194,11 @@ def show_retrain(rows: list[dict]) -> None:
               f"{r['fut_cold']:6.4f}/{r['fut_warm']:6.4f} {r['parent']:7.4f} "
               f"{r['whole']:6.2f}  {ok}"
               f"{'' if r['update'] else ' (no update_fit)'}")
+        if "before_s" in r:
+            print(f"{'':20} {'before:':10} {'':>22} {'':>5} {'':7} {'':4} "
+                  f"{r['before_s']:7.3f} {r['before_it']:4d} "
+                  f"{r['cold_s'] / r['before_s']:6.2f} {'':8} {r['acc_before']:8.4f} "
+                  f"{r['acc_before'] - r['acc_cold']:+7.4f}  (the fit's rule, window 5)")
 
 
 def stream(name: str, n: int | None):
@@ -290,13 +308,16 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=["magic", "phishing", "bank"])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--before", action="store_true",
+                        help="retrain: also time the warm fit under the fit's own rule "
+                        "(window 5, the update's rule before issue 48's), same rounds")
     parser.add_argument("--remove", type=float, default=0.0,
                         help="share of the parent's rows (the oldest) the update removes")
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # the RBF fits' ConvergenceWarning (docs/solver.md)
     print(f"CPU: {cpu_model()}; load average {os.getloadavg()[0]:.1f}")
     if args.scenario == "retrain":
-        show_retrain([retrain_case(stream, kernel, cal, args.repeat, split)
+        show_retrain([retrain_case(stream, kernel, cal, args.repeat, split, args.before)
                       for stream in args.streams for split in args.split
                       for kernel in args.kernels for cal in args.calibration])
     else:

@@ -54,6 +54,11 @@ DENSE_BOUNDS_VALUES = 2**18
 # The stopping rules (``StoppingRule``) and the window of the "objective" rule, in iterations.
 STOPPING_RULES = ("objective", "step")
 OBJECTIVE_WINDOW = 5
+# The window of an update's "objective" rule (MSVMAv.update_fit, issue 48): a warm fit starts
+# where its parent's rule was met, so it is judged from its start (J_0, the parent's solution
+# on the updated rows) over 2 iterations instead of a fresh window of 5, which held every
+# update to 6 iterations at least.
+UPDATE_WINDOW = 2
 # The default tolerance of the "objective" rule (MSVMAv() and /train; issue 49): J moving by at
 # most 0.1 % an iteration over the window. Measured on the 10 sets of bench/convergence.py
 # (docs/performance.md, "The default stopping rule"): 18 of 20 default fits meet it (median 45
@@ -259,26 +264,36 @@ class StoppingRule:
     (relative, decision values) from its fixed point). ``"step"``: the authors' rule,
     ||w_k - w_{k-1}|| / sqrt(dim) < tol (with tol = 1e-8 and T = 100, the paper's setting:
     ``PAPER_STOPPING``). ``met`` takes a number or, for a lockstep stack, one per live
-    setting; ``keep(rows)`` follows the stack's settings."""
+    setting; ``keep(rows)`` follows the stack's settings.
 
-    def __init__(self, stop: str, tol: float, band: bool = False) -> None:
+    ``window`` (W; OBJECTIVE_WINDOW unless given) and ``start`` (the objective J_0 of the
+    iteration's start, or None): an update (``MSVMAv.update_fit``) judges its iterates over
+    UPDATE_WINDOW iterations counted from its start, |J_k - J_{k-W}| <= W tol J_k with J_0
+    the parent's solution's objective on the updated rows, so it can stop after W
+    iterations; a cold fit's J_0 (the MAMC start) is not counted."""
+
+    def __init__(self, stop: str, tol: float, band: bool = False,
+                 window: int = OBJECTIVE_WINDOW, start: float | None = None) -> None:
         if stop not in STOPPING_RULES:
             raise ValueError(f"stop: use one of {STOPPING_RULES}, got {stop!r}")
-        self.stop, self.tol, self.band = stop, tol, band
-        self.recent: list[np.ndarray] = []  # the last W + 1 objectives (NaN: undefined)
+        self.stop, self.tol, self.band, self.window = stop, tol, band, int(window)
+        # the last W + 1 objectives (NaN: undefined), from J_0 where ``start`` is given
+        self.recent: list[np.ndarray] = ([] if start is None
+                                         else [np.asarray(start, dtype=np.float64)])
 
     def met(self, step, objective):
         if self.stop == "step":
             return step < self.tol
+        W = self.window
         J = np.asarray(np.nan if objective is None else objective, dtype=np.float64)
-        self.recent = [*self.recent[-OBJECTIVE_WINDOW:], J]
-        if len(self.recent) <= OBJECTIVE_WINDOW:
+        self.recent = [*self.recent[-W:], J]
+        if len(self.recent) <= W:
             return np.zeros(J.shape, dtype=bool) if J.ndim else False
         window = np.stack(self.recent)
         with np.errstate(invalid="ignore"):
             moved = (window.max(axis=0) - window.min(axis=0) if self.band
                      else np.abs(J - window[0]))
-            done = moved <= OBJECTIVE_WINDOW * self.tol * np.abs(J)
+            done = moved <= W * self.tol * np.abs(J)
         return done if J.ndim else bool(done)
 
     def keep(self, rows: np.ndarray) -> None:
@@ -287,13 +302,14 @@ class StoppingRule:
 
 def iterate(space, y: np.ndarray, *, alpha: float | np.ndarray, max_iter: int, tol: float,
             callback: Callback | None = None, task: int = 0, n_tasks: int = 1,
-            stop: str = "step", accelerate: bool = False):
+            stop: str = "step", accelerate: bool = False,
+            window: int = OBJECTIVE_WINDOW, from_start: bool = False):
     """Run MSVMAv on one +-1 target. Returns (coef, n_iter, history, stopped_by_callback).
-    Each record says whether the stopping rule (``StoppingRule(stop, tol)``) was met
-    (``converged``), the step from the previous iterate (``step``), the fixed-point residual
-    ||T(x) - x|| / sqrt(dim) of the plain map at the previous iterate (``residual``; the same
-    as ``step`` without acceleration) and how the iterate was found (``accelerated``:
-    "plain", "accelerated" or "rejected", ``_acceleration.Anderson.advance``).
+    Each record says whether the stopping rule (``StoppingRule(stop, tol, window=window)``;
+    ``from_start``: J_0 of the start opens it) was met (``converged``), the step (``step``),
+    the fixed-point residual ||T(x) - x|| / sqrt(dim) of the plain map at the previous
+    iterate (``residual``) and how it was found (``accelerated``: "plain", "accelerated" or
+    "rejected", ``_acceleration.Anderson.advance``).
 
     ``accelerate`` (``MSVMAv(acceleration="anderson")`` on the "objective" rule): Anderson
     acceleration of the fixed-point map (``_acceleration.Anderson``) for a single space that
@@ -310,13 +326,13 @@ def iterate(space, y: np.ndarray, *, alpha: float | np.ndarray, max_iter: int, t
     coef = space.initial()
     stack = _Stack(coef) if coef.ndim == 2 else None
     accel = _accelerator(space, stack, accelerate)
-    rule = StoppingRule(stop, tol, band=accel is not None)
     f = space.margins_of(coef)  # None where the space summarises the margins itself
-    theta, mask, _ = space.summary(coef, f)
+    theta, mask, sv0 = space.summary(coef, f)
+    rule = StoppingRule(stop, tol, band=accel is not None, window=window,
+                        start=_objective(sv0, theta) if from_start and stack is None else None)
     history: list[dict] = []
     shift = (space.shift / (2.0 * alpha * n), space.shift_f / (2.0 * alpha * n))
-    k = 0
-    stopped = False
+    k, stopped = 0, False
     for k in range(1, max_iter + 1):
         n_active = _active(mask, stack)
         cn, fn, flipped = _mapped(space, coef, f, mask, theta, shift)

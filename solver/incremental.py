@@ -24,7 +24,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._base import canonical, column_means, to_dense_rows
 from ._linalg import spd_inverse
-from ._msvmav_core import OBJECTIVE_WINDOW
+from ._msvmav_core import OBJECTIVE_WINDOW, UPDATE_WINDOW
 from ._row_blocks import THREADPOOLS
 from .expansion import as_tasks
 
@@ -178,11 +178,14 @@ class IncrementalFit:
         kernel path, and on the exact kernel borders the parent's K and (I + K)^{-1} when
         they are in memory (``warm_start=True`` or a previous update; never persisted).
         ``tol`` None: the model's, or the parent's last objective rate where the parent ran
-        out of iterations above it. ``sample_weight``: the updated rows' weights.
+        out of iterations above it; on ``stop="objective"`` a warm update's rule counts from
+        its start over UPDATE_WINDOW iterations (``_msvmav_core.StoppingRule``), not a fresh
+        window of OBJECTIVE_WINDOW. ``sample_weight``: the updated rows' weights.
 
         ``fit_info_["warm_start"]`` (``fit_report().warm_start``, persisted) reports the rows
         before / removed / added, ``start`` ("parent", or "mamc" with a ``reason``),
-        ``reused``, ``tol``, ``n_iter``, ``seconds``, ``calibration_folds`` and ``cold``:
+        ``reused``, ``tol``, ``window`` (the rule's), ``n_iter``, ``seconds``,
+        ``calibration_folds`` and ``cold``:
         with ``measure_cold=True`` a cold fit of the same rows run first (``measured``; its
         ``n_iter``, ``seconds``, ``converged``, and ``agreement`` of the two models' labels
         on the updated rows), else the lineage's last cold fit; ``iterations_saved`` and
@@ -213,8 +216,9 @@ class IncrementalFit:
         seconds = time.perf_counter() - start
         if cold_model is not None:  # how far the two models' labels of the rows agree
             cold["agreement"] = float(np.mean(cold_model.predict(X_new) == self.predict(X_new)))
-        self.fit_info_["warm_start"] = _saving({**report, "tol": plan["tol"]}, cold,
-                                               self.n_iter_, seconds)
+        self.fit_info_["warm_start"] = _saving(
+            {**report, "tol": plan["tol"], "window": plan.get("window", OBJECTIVE_WINDOW)},
+            cold, self.n_iter_, seconds)
         return self
 
     def _checked_fitted_rows(self, fitted_rows):
@@ -317,7 +321,9 @@ class IncrementalFit:
         warm = init is not None or "landmarks" in plan
         if not warm:  # a cold fit: the parent's rate says nothing of it
             plan["tol"] = float(self.tol if tol is None else tol)
-        elif init is not None:
+        else:  # judged from its start (the parent's solution), over UPDATE_WINDOW
+            plan["window"] = UPDATE_WINDOW
+        if warm and init is not None:
             reused.insert(0, "iterate (the parent's solution as the start)")
         report.update(start="parent" if warm else "mamc", reused=reused)
         if reason:
@@ -397,7 +403,8 @@ class IncrementalFit:
 class _FoldStart:
     """``prepare`` of an update's calibration folds (``cross_validated_decisions``): each
     fold's clone starts from the updated model's solution (on the exact kernel, its rows of
-    the fold's training rows), with the update's width and tolerance."""
+    the fold's training rows), with the update's width, tolerance and rule (UPDATE_WINDOW,
+    from its start)."""
 
     def __init__(self, model, plan: dict) -> None:
         self.model, self.plan = model, plan
@@ -412,7 +419,8 @@ class _FoldStart:
             init = None
         est._pending_update = {"init": init, "dual": not model.kernel_kind.primal,
                                "gamma": self.plan.get("gamma"), "path": self.plan.get("path"),
-                               "tol": self.plan["tol"] if init is not None else model.tol}
+                               "tol": self.plan["tol"] if init is not None else model.tol,
+                               "window": UPDATE_WINDOW if init is not None else None}
 
 
 def _saving(report: dict, cold: dict, n_iter, seconds: float) -> dict:

@@ -30,7 +30,7 @@ from ._linear_step import (
 )
 from ._linear_step import gram as gram_step
 from ._linear_step.dense import MOMENTS_ROWS
-from ._msvmav_core import OBJECTIVE_WINDOW, DualSpace, PrimalSpace, iterate
+from ._msvmav_core import OBJECTIVE_WINDOW, UPDATE_WINDOW, DualSpace, PrimalSpace, iterate
 from ._row_blocks import RowBlocks, fit_threads, run_parallel
 from ._row_blocks import split_rows as split_row_blocks
 from ._symmetric_product import (
@@ -47,7 +47,8 @@ from .distributed._memory import largest_rank
 
 __all__ = [
     "BASE_BYTES", "DENSE_MAX_DIM", "GRAM_MAX_DIM", "LINEAR_STEPS", "MOMENTS_ROWS",
-    "OBJECTIVE_WINDOW", "PROBES", "RECHECK", "THREADED_MIN_DIM", "WOODBURY_MAX_ROWS",
+    "OBJECTIVE_WINDOW", "PROBES", "RECHECK", "THREADED_MIN_DIM", "UPDATE_WINDOW",
+    "WOODBURY_MAX_ROWS",
     "ConjugateGradientSystem", "DualSpace", "DualSystem", "FitStopped", "GramSystem",
     "PrimalSpace", "PrimalSystem", "RowBlocks", "SymmetricProduct", "WeightedDualSpace",
     "WeightedPrimalSpace", "_set_madvise_hugepage", "batched_msvmav", "choose_linear_solver",

@@ -147,10 +147,11 @@ def augment(X):
     return sparse.csr_matrix((data, indices, indptr), shape=(n, d + 1))
 
 
-def not_converged_warning(stop: str, tol: float, max_iter: int) -> str:
+def not_converged_warning(stop: str, tol: float, max_iter: int,
+                          window: int = OBJECTIVE_WINDOW) -> str:
     """The words of a fit that stopped at ``max_iter`` without meeting its stopping rule."""
     rule = (f"the objective SV/theta^2 changing by at most {tol:g} per iteration "
-            f"(relative, over the last {OBJECTIVE_WINDOW})" if stop == "objective"
+            f"(relative, over the last {window})" if stop == "objective"
             else f"a step ||w_k - w_(k-1)||/sqrt(dim) below {tol:g}")
     return (f"the fit did not converge: it stopped at max_iter={max_iter} before meeting its "
             f"stopping rule ({rule}); the model is the last iterate. Raise max_iter, or "
@@ -310,6 +311,7 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
                 init = init[keep]
         self._warm_start_init = init
         self._fit_tol = pending.get("tol", self.tol)
+        self._fit_window = pending.get("window")
         if pending.get("pair") is not None:
             self._exact_pair = pending["pair"]
         self._keep_factorisation = bool(pending) or self.warm_start
@@ -492,6 +494,8 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
         last: list[float | None] = []  # each task's last relative change
         init = self.__dict__.pop("_warm_start_init", None)
         tol = self.__dict__.pop("_fit_tol", self.tol)
+        window = self.__dict__.pop("_fit_window", None)  # an update's (UPDATE_WINDOW)
+        rule = {"window": window or OBJECTIVE_WINDOW, "from_start": window is not None}
         if init is not None and init.shape != (dim, T):  # another path than the start's
             init = None
         for t in range(T):
@@ -502,7 +506,7 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
             coefs[:, t], n_iter, history, stopped = iterate(
                 space, y, alpha=self.alpha, max_iter=self.max_iter, tol=tol,
                 callback=callback, task=t, n_tasks=T, stop=self.stop,
-                accelerate=self.accelerated)
+                accelerate=self.accelerated, **rule)
             self.history_.extend(history)
             last.append((history[-1]["step"], bool(history[-1]["converged"]))
                         if history else None)
@@ -513,7 +517,7 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
             if stopped:
                 self.stopped_early_ = True
                 break
-        self._record_convergence(last, T, info, tol)
+        self._record_convergence(last, T, info, tol, rule["window"])
         return coefs, info
 
     @property
@@ -523,7 +527,7 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
         return self.acceleration == "anderson" and self.stop == "objective"
 
     def _record_convergence(self, last: list[tuple[float, bool] | None], n_tasks: int,
-                            info: dict, tol: float) -> None:
+                            info: dict, tol: float, window: int = OBJECTIVE_WINDOW) -> None:
         """``converged_``: every one-vs-rest task ran and met its stopping rule (``stop``,
         ``tol``: ``_msvmav_core.StoppingRule``) within ``max_iter``;
         ``fit_info_["last_relative_change"]``: the largest of the tasks' last steps
@@ -536,7 +540,7 @@ class MSVMAv(IncrementalFit, WeightedFit, MarginClassifier):
         self.converged_ = bool(len(ran) == n_tasks and all(met for _, met in ran))
         info["stop"] = self.stop
         if not self.converged_ and done and not self.stopped_early_:
-            info["warning"] = not_converged_warning(self.stop, tol, self.max_iter)
+            info["warning"] = not_converged_warning(self.stop, tol, self.max_iter, window)
             warnings.warn(ConvergenceWarning(info["warning"]), stacklevel=6)
 
     def linear_path(self, n: int, n_features: int, nnz: int | None = None) -> str:

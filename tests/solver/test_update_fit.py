@@ -16,6 +16,7 @@ from sklearn.exceptions import NotFittedError
 from solver import MSVMAv, model_from_dict, updated_rows
 from solver.calibration import calibration_folds
 from solver.incremental import bordered_pair, final_rate, row_change
+from solver.internals import OBJECTIVE_WINDOW, UPDATE_WINDOW
 from solver.kernels import make_kernel
 from solver.scaling import MinMaxScaling
 
@@ -29,8 +30,12 @@ def _data(n: int = 420, classes: int = 2):
     return X[:340], y[:340], X[340:], y[340:]
 
 
-def _independent(parent: MSVMAv, X0, y0, X1, y1, tol: float, sample_weight=None):
-    """The warm-started fit of the updated rows, from a restored copy of the parent."""
+def _independent(parent: MSVMAv, X0, y0, X1, y1, tol: float, sample_weight=None,
+                 n_iter: int | None = None):
+    """The warm-started fit of the updated rows, from a restored copy of the parent, and its
+    start's decisions on them; with ``n_iter``, exactly that many iterations (tol 0; the
+    update's own rule, judged from its start over UPDATE_WINDOW, is checked on its history
+    by ``_check_update_rule``)."""
     ref = model_from_dict(parent.to_dict())
     keep = np.setdiff1d(np.arange(len(y0)), REMOVE)
     Xn, yn = np.vstack([X0[keep], X1]), np.r_[y0[keep], y1]
@@ -40,8 +45,49 @@ def _independent(parent: MSVMAv, X0, y0, X1, y1, tol: float, sample_weight=None)
         start[: keep.size] = dual[keep]
         ref.dual_coef_ = start[:, 0] if start.shape[1] == 1 else start
         ref.set_params(gamma=parent.gamma_)
-    ref.set_params(warm_start=True, tol=tol).fit(Xn, yn, sample_weight=sample_weight)
-    return ref, Xn, yn
+        f0 = parent.kernel_.matrix(Xn, Xn) @ start
+    else:
+        f0 = parent.decision_function(Xn)
+    if n_iter is not None:
+        ref.set_params(tol=0.0, max_iter=int(n_iter))
+    else:
+        ref.set_params(tol=tol)
+    ref.set_params(warm_start=True).fit(Xn, yn, sample_weight=sample_weight)
+    return ref, Xn, yn, np.atleast_2d(f0.T).T
+
+
+def _objective(y, f):
+    """J = SV / theta^2 of the margins y f (scale-invariant: any multiple of f)."""
+    m = y * f
+    theta = m.mean()
+    return np.mean(np.maximum(theta - m, 0.0) ** 2) / theta**2
+
+
+def _targets(classes, y) -> np.ndarray:
+    """The +-1 target of each one-vs-rest task, (n, T)."""
+    if classes.size == 2:
+        return np.where(y == classes[1], 1.0, -1.0)[:, None]
+    return np.stack([np.where(y == c, 1.0, -1.0) for c in classes], axis=1)
+
+
+def _rule_iterations(history, Y, F0, tol: float, max_iter: int) -> list[int]:
+    """Per task, where the update's rule is first met: |J_k - J_{k-2}| <= 2 tol J_k over
+    J_1..J_k with J_0 the start's objective (from its decisions F0), else max_iter."""
+    out = []
+    for t in range(Y.shape[1]):
+        J = np.array([_objective(Y[:, t], F0[:, t]),
+                      *[r["objective"] for r in history if r["task"] == t]])
+        W = UPDATE_WINDOW
+        met = [k for k in range(W, J.size) if abs(J[k] - J[k - W]) <= W * tol * J[k]]
+        out.append(met[0] if met else max_iter)
+    return out
+
+
+def _check_update_rule(est: MSVMAv, Y, F0, tol: float) -> None:
+    """Each task of the update stopped where its rule is first met, or ran to max_iter."""
+    ran = [sum(r["task"] == t for r in est.history_) for t in range(Y.shape[1])]
+    assert _rule_iterations(est.history_, Y, F0, tol, est.max_iter) == ran
+    assert est.converged_ == all(k < est.max_iter for k in ran)
 
 
 @pytest.mark.parametrize("classes", [2, 3])
@@ -55,11 +101,16 @@ def test_an_update_is_the_warm_started_fit_of_the_updated_rows(kernel, classes):
         warnings.simplefilter("ignore")
         est.update_fit((X0, y0), add=(X1, y1), remove=REMOVE)
         report = est.fit_report().warm_start
-        ref, Xn, yn = _independent(parent, X0, y0, X1, y1, report["tol"])
-    np.testing.assert_allclose(est.decision_function(Xn), ref.decision_function(Xn),
-                               rtol=1e-8, atol=1e-10)
-    assert est.n_iter_ == ref.n_iter_
-    assert report["start"] == "parent"
+        Xn, yn = updated_rows(X0, y0, (X1, y1), remove=REMOVE)
+        want = np.atleast_2d(est.decision_function(Xn).T).T.copy()
+        ran = [sum(r["task"] == t for r in est.history_) for t in range(want.shape[1])]
+        for k in set(ran):  # each task's iterations from the same start, exactly
+            ref, _, _, F0 = _independent(parent, X0, y0, X1, y1, report["tol"], n_iter=k)
+            got = np.atleast_2d(ref.decision_function(Xn).T).T
+            tasks = [t for t in range(want.shape[1]) if ran[t] == k]
+            np.testing.assert_allclose(want[:, tasks], got[:, tasks], rtol=1e-8, atol=1e-10)
+    _check_update_rule(est, _targets(est.classes_, yn), F0, report["tol"])
+    assert report["start"] == "parent" and report["window"] == UPDATE_WINDOW
     assert (report["rows_before"], report["rows_removed"], report["rows_added"],
             report["rows"]) == (340, 4, 80, 416)
     if kernel == "rbf":  # the parent kept (K, (I + K)^-1) in memory: bordered, not formed
@@ -133,7 +184,7 @@ def test_a_parent_that_ran_out_of_iterations_is_continued_to_its_own_rate():
         est = MSVMAv(max_iter=8).fit(X0, y0)
     assert not est.converged_
     J = [r["objective"] for r in est.history_]
-    want = max(1e-4, abs(J[-1] - J[-6]) / (5 * J[-1]))
+    want = max(est.tol, abs(J[-1] - J[-6]) / (5 * J[-1]))
     assert final_rate(est.history_) == pytest.approx(abs(J[-1] - J[-6]) / (5 * J[-1]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -194,11 +245,23 @@ def test_a_calibrated_update_fits_its_folds_cold_or_from_the_updated_solution(wa
     want = np.zeros(yn.size)
     for train, test in calibration_folds(yn, 5, 3).split(np.zeros(yn.size), yn):
         fold = MSVMAv(random_state=3)
-        if warm_folds:
+        if warm_folds:  # the update's rule, from the updated solution: found on a long run
             fold.coef_, fold.intercept_ = est.coef_.copy(), est.intercept_.copy()
-            fold.set_params(warm_start=True, tol=report["tol"])
+            run = clone_start(fold).set_params(warm_start=True, tol=0.0).fit(Xn[train],
+                                                                              yn[train])
+            (k,) = _rule_iterations(run.history_, _targets(est.classes_, yn[train]),
+                                    est.decision_function(Xn[train])[:, None],
+                                    report["tol"], fold.max_iter)
+            fold.set_params(warm_start=True, tol=0.0, max_iter=k)
         want[test] = fold.fit(Xn[train], yn[train]).decision_function(Xn[test])
     np.testing.assert_allclose(est.oof_decision_, want, rtol=1e-9, atol=1e-12)
+
+
+def clone_start(model: MSVMAv) -> MSVMAv:
+    """A copy of an unfitted model with its start (coef_, intercept_) set by hand."""
+    copy = MSVMAv(**model.get_params())
+    copy.coef_, copy.intercept_ = model.coef_.copy(), model.intercept_.copy()
+    return copy
 
 
 def test_a_low_rank_update_keeps_the_feature_map_and_is_the_warm_fit_on_its_kernel():
@@ -227,14 +290,16 @@ def test_a_low_rank_update_keeps_the_feature_map_and_is_the_warm_fit_on_its_kern
     W = block.T @ parent.dual_coef_  # the parent's feature weights: f = phi^T W
     np.testing.assert_allclose(Phi.T @ W, parent.decision_function(Xn), atol=1e-8)
     start = Phi.T @ np.linalg.solve(Phi @ Phi.T, W)  # K start = Phi^T W on the rows
-    ref = MSVMAv(kernel="precomputed", approximation="exact", max_iter=30)
+    ref = MSVMAv(kernel="precomputed", approximation="exact", max_iter=est.n_iter_)
     ref.dual_coef_, ref.kernel_approximation_ = start, "exact"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ref.set_params(warm_start=True, tol=report["tol"]).fit(K, yn)
+        ref.set_params(warm_start=True, tol=0.0).fit(K, yn)
     np.testing.assert_allclose(est.decision_function(Xn), K @ ref.dual_coef_,
                                rtol=1e-7, atol=1e-9)
-    assert est.n_iter_ == ref.n_iter_
+    # its iterations: where the update's rule, from the parent's function, is first met
+    _check_update_rule(est, _targets(est.classes_, yn),
+                       parent.decision_function(Xn)[:, None], report["tol"])
 
 
 def test_an_update_keeps_the_exact_path_auto_chose_for_its_parent(monkeypatch):
@@ -269,8 +334,8 @@ def test_sparse_rows_and_rows_of_weight_zero():
     est.fit(X0, y0)
     parent = model_from_dict(est.to_dict())
     est.update_fit((X0, y0), add=(X1, y1), remove=REMOVE, sample_weight=weights)
-    ref, _, _ = _independent(parent, X0, y0, X1, y1, est.fit_report().warm_start["tol"],
-                             sample_weight=weights)
+    ref, _, _, _ = _independent(parent, X0, y0, X1, y1, est.fit_report().warm_start["tol"],
+                                sample_weight=weights, n_iter=est.n_iter_)
     np.testing.assert_allclose(est.decision_function(Xn), ref.decision_function(Xn),
                                rtol=1e-8, atol=1e-10)
     assert est.X_fit_.shape[0] == yn.size - 2  # the rows of weight 0 are not terms
@@ -289,3 +354,21 @@ def test_a_kept_factorisation_is_released_by_the_next_fit():
         warnings.simplefilter("ignore")
         est.fit(X0, y0)
     assert est.kernel_approximation_ == "low_rank" and est._factorisation is None
+
+
+def test_an_update_of_a_converged_parent_is_judged_from_its_start():
+    """Issue 48: an update's rule counts from its start (the parent's solution), over
+    UPDATE_WINDOW iterations; with the fit's window of 5 every update took 6 iterations at
+    least. A converged linear parent updated for 10 rows stops after 2, as its rule says, with
+    the labels of a cold fit of the same rows."""
+    X0, y0, X1, y1 = _data()
+    est = MSVMAv().fit(X0, y0)
+    parent = model_from_dict(est.to_dict())
+    assert est.converged_
+    est.update_fit((X0, y0), add=(X1[:10], y1[:10]), measure_cold=True)
+    Xn, yn = updated_rows(X0, y0, (X1[:10], y1[:10]))
+    assert est.converged_ and est.n_iter_ == UPDATE_WINDOW < OBJECTIVE_WINDOW + 1
+    _check_update_rule(est, _targets(est.classes_, yn), parent.decision_function(Xn)[:, None],
+                       est.fit_report().warm_start["tol"])
+    cold = est.fit_report().warm_start["cold"]
+    assert cold["n_iter"] > 2 * est.n_iter_ and cold["agreement"] >= 0.99
