@@ -298,6 +298,19 @@ def _header_names(line: bytes, layout: Layout) -> list[str]:
         raise FormatError(f"line {exc.row or 1}: {exc}") from None
 
 
+def _drop_trailing_delimiter(texts: list[str | None], widths: np.ndarray, width: int,
+                             sep: str) -> None:
+    """A record of one field more than the header whose last field is blank loses it (in
+    place), as the upload's careful reader tolerates a trailing delimiter on a line."""
+    if sep == r"\s+":
+        return
+    for k in np.flatnonzero(widths == width + 1).tolist():
+        text = texts[k]
+        if text is not None and not text.rsplit(sep, 1)[1].strip():
+            texts[k] = text.rsplit(sep, 1)[0]
+            widths[k] = width
+
+
 def text_chunks(source: IO[bytes], size: int, layout: Layout) -> Iterator[Chunk]:
     """Delimited text (or a dense ARFF file's rows, after its header) in chunks."""
     records = _records(source, layout.fmt, layout.skip_lines)
@@ -315,6 +328,7 @@ def text_chunks(source: IO[bytes], size: int, layout: Layout) -> Iterator[Chunk]
         bad: dict[int, str] = {}
         texts = _decoded(batch, bad)
         widths = _widths(batch, texts, parser)
+        _drop_trailing_delimiter(texts, widths, len(names), parser.sep)
         for k in np.flatnonzero((widths != len(names)) & (widths > 0)).tolist():
             bad[k] = f"the line has {widths[k]} fields; the header has {len(names)}"
         keys = [k for k in range(len(batch)) if k not in bad] if bad else list(

@@ -272,6 +272,26 @@ def test_a_header_naming_a_column_twice_is_refused_at_predict_file_and_batch(cli
     assert "'plas' twice" in assert_problem(r, 422)["detail"]
 
 
+def test_a_trailing_delimiter_on_a_line_is_tolerated_at_predict_file_and_batch(client, worker):
+    """Regression: a batch job made a bad line ("the line has 10 fields; the header has 9")
+    of a row ending in a delimiter, which an upload and /predict/file read past."""
+    frame = _diabetes()
+    model_id, _ = _model_on(client, worker, encoded(frame.iloc[:N_TRAIN], "csv"), "train.csv")
+    lines = encoded(frame.iloc[N_TRAIN:N_TRAIN + 6].drop(columns="class"), "csv").decode()
+    lines = lines.splitlines()
+    lines[2] += ","  # the second row
+    content = ("\n".join(lines) + "\n").encode()
+    r = client.post("/predict/file", data={"model_id": str(model_id)},
+                    files={"file": ("rows.csv", content)})
+    assert r.status_code == 200, r.text
+    expected = [p["decision_value"] for p in r.json()["predictions"]]
+    job = _batch_job(client, worker, model_id, content)
+    assert job["status"] == "succeeded" and job["result"]["errors"] == [], job
+    out = pq.read_table(io.BytesIO(
+        client.get(f"/batch-predictions/{job['id']}/result").content)).to_pandas()
+    assert out["decision_value"].tolist() == pytest.approx(expected, rel=1e-12)
+
+
 # --- hostile files at every door --------------------------------------------------------------
 
 def _hostile(kind: str) -> tuple[bytes, str, str]:
