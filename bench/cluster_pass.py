@@ -53,7 +53,7 @@ def _fused(part: tuple, landmarks, rotation: np.ndarray) -> tuple:
 
 
 def _use(fused: bool) -> None:
-    from solver.distributed import _kernel_blocks as kb
+    from solver.internals import cluster_kernel_blocks as kb
 
     if not hasattr(kb, "_library_mapped"):
         kb._library_mapped = kb.mapped
@@ -63,12 +63,14 @@ def _use(fused: bool) -> None:
 def streamed_features(client, files: list, rank: int):
     """The files streamed and mapped on every pass with a rank-``rank`` RBF map (landmarks:
     pivoted Cholesky of the first file's first 10,000 rows)."""
-    from solver.distributed import _blocks, _kernel, _kernel_blocks
-    from solver.distributed._cluster import ClusterRows
+    from solver.internals import cluster_blocks as _blocks
+    from solver.internals import cluster_kernel as _kernel
+    from solver.internals import cluster_kernel_blocks as _kernel_blocks
+    from solver.internals import cluster_rows
     from solver.low_rank import pivoted_cholesky
 
     X, y = ck.dask_arrays(files)
-    rows = ClusterRows.stream(client, X, y, False)
+    rows = cluster_rows.ClusterRows.stream(client, X, y, False)
     sample = ck.read_file(files[0][0])[0][:10_000]
     args = {"kernel": "rbf", "gamma": 0.05, "degree": 3, "coef0": 1.0}
     factor = pivoted_cholesky(sample, **args, tol=0, max_rank=rank, random_state=0)
@@ -94,7 +96,7 @@ def by_prefix(stream: list) -> dict:
 def one_pass(client, features, w: np.ndarray) -> dict:
     from distributed import get_task_stream
 
-    from solver.distributed import _blocks
+    from solver.internals import cluster_blocks as _blocks
 
     before, mine, start = client.run(_cpu), _cpu(), time.perf_counter()
     with get_task_stream(client) as stream:

@@ -39,7 +39,8 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 from wide import planted  # noqa: E402
 
 from solver.internals import msvmav_core as core  # noqa: E402
-from solver.model_selection import LINEAR_BATCH, _chunks  # noqa: E402
+from solver.internals import setting_chunks as _chunks  # noqa: E402
+from solver.model_selection import LINEAR_BATCH  # noqa: E402
 from solver.msvmav import MSVMAv  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"

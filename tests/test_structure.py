@@ -203,7 +203,10 @@ def _private_solver_imports(source: str) -> list[tuple[int, str]]:
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom) and not node.level:
-            modules = [node.module or ""]
+            # ``from solver.x import _y``: _y may be a private module (or a private name)
+            modules = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names
+                                             if a.name.startswith("_")
+                                             and node.module != "solver.internals"]
         elif isinstance(node, ast.Import):
             modules = [a.name for a in node.names]
         else:
@@ -212,15 +215,16 @@ def _private_solver_imports(source: str) -> list[tuple[int, str]]:
             parts = module.split(".")
             if parts[0] == "solver" and any(p.startswith("_") for p in parts[1:]):
                 found.append((node.lineno, module))
-    return found
+    return sorted(set(found))
 
 
 def test_the_private_solver_import_scan_sees_both_forms():
     source = ("import solver._linalg\nfrom solver.distributed._memory import plan\n"
               "from solver.internals import linalg\nfrom solver import MSVMAv\n"
-              "import solver.distributed\n")
+              "import solver.distributed\nfrom solver.distributed import _kernel, fit_on_cluster\n")
     assert _private_solver_imports(source) == [(1, "solver._linalg"),
-                                               (2, "solver.distributed._memory")]
+                                               (2, "solver.distributed._memory"),
+                                               (6, "solver.distributed._kernel")]
 
 
 def test_tests_and_benches_reach_the_solver_through_its_declared_surfaces():

@@ -6,8 +6,8 @@ from scipy import sparse
 from sklearn.metrics.pairwise import rbf_kernel
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from solver import _active_set as active_set
 from solver.internals import THREADED_MIN_DIM, DualSystem, PrimalSystem
+from solver.internals import active_set as active_set
 
 
 def random_masks(n, steps, rng, start_share=0.4):

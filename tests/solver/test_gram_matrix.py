@@ -10,8 +10,8 @@ import pytest
 from scipy import sparse
 
 from solver import MSVMAv
-from solver import _gram_matrix as gram_matrix
 from solver.internals import GramSystem, fold, fold_pairs, rows_gram
+from solver.internals import gram_matrix as gram_matrix
 
 
 def mixed_rows(n: int = 400, d: int = 64, seed: int = 0) -> sparse.csr_matrix:

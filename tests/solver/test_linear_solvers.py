@@ -13,7 +13,6 @@ from scipy import sparse
 from threadpoolctl import threadpool_limits
 
 from solver import MSVMAv, model_from_dict
-from solver import _linear_step as linear_step
 from solver.internals import (
     DENSE_MAX_DIM,
     GRAM_MAX_DIM,
@@ -23,6 +22,7 @@ from solver.internals import (
     choose_linear_solver,
     gram_step,
 )
+from solver.internals import linear_step as linear_step
 from solver.params import InvalidParameterError
 from tests.solver.exact_support import PARAMS, STEP, naive_linear, rel
 
@@ -323,7 +323,7 @@ def test_cg_path_follows_the_margins_through_its_iterations(monkeypatch):
     """On "cg" the margins X w' come from X x, followed through the CG (each product's X p),
     not from a pass over X each step (recomputed every F_REFRESH steps); the iterates stay the
     naive ones."""
-    from solver import _msvmav_core as core
+    from solver.internals import msvmav_core as core
 
     calls = calls_to(monkeypatch, core.PrimalSpace, "decision")
     X, y = wide()
@@ -342,7 +342,7 @@ def test_cg_path_passes_over_x_only_in_its_products(monkeypatch):
     X_REFRESH solves) and the margins from the CG too: besides one pass per CG product, a fit
     of 60 steps makes only a handful of passes over X (the start, and the refreshes), not
     two a step; the iterates stay the naive ones."""
-    from solver import _row_blocks as row_blocks
+    from solver.internals import row_blocks as row_blocks
 
     passes = calls_to(monkeypatch, row_blocks.RowBlocks, "matvec")
     X, y = wide()

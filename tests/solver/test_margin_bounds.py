@@ -8,10 +8,10 @@ from scipy import sparse
 from threadpoolctl import threadpool_limits
 
 from solver import MSVMAv
-from solver import _linear_step as linear_step
-from solver import _margin_bounds as margin_bounds
-from solver import _msvmav_core as msvmav_core
-from solver import _row_blocks as row_blocks
+from solver.internals import linear_step as linear_step
+from solver.internals import margin_bounds as margin_bounds
+from solver.internals import msvmav_core as msvmav_core
+from solver.internals import row_blocks as row_blocks
 from tests.solver.exact_support import (  # (shared with other test modules)
     naive_linear,
     planted,

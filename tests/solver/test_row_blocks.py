@@ -11,9 +11,9 @@ from scipy import sparse
 from threadpoolctl import threadpool_limits
 
 from solver import MSVMAv
-from solver import _gram_matrix as gram_matrix
-from solver import _row_blocks as row_blocks
 from solver.internals import RowBlocks, fit_threads, run_parallel
+from solver.internals import gram_matrix as gram_matrix
+from solver.internals import row_blocks as row_blocks
 from solver.internals import split_row_blocks as split_rows
 
 

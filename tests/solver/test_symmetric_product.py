@@ -14,8 +14,8 @@ from scipy import sparse
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from solver import MSVMAv
-from solver import _symmetric_product as product_module
 from solver.internals import PROBES, RECHECK, SymmetricProduct, spare_cores
+from solver.internals import symmetric_product as product_module
 from tests.wait_support import wait_until
 
 
