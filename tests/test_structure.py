@@ -237,3 +237,48 @@ def test_tests_and_benches_reach_the_solver_through_its_declared_surfaces():
         for line, module in _private_solver_imports(path.read_text())
     ]
     assert offenders == []
+
+
+KERNEL_NAMES = frozenset({"linear", "rbf", "poly", "precomputed", "sigmoid_kernel"})
+KERNEL_TYPES_MODULE = "solver.kernels"  # the kernel types: the one place a kernel is a name
+
+
+def _kernel_name_comparisons(tree: ast.AST) -> list[int]:
+    """Lines comparing something named ``kernel`` (a name, an attribute, a subscript with the
+    key "kernel") with a kernel's name: ``kernel == "rbf"``, ``p["kernel"] in ("poly", ...)``."""
+    def is_kernel(node: ast.AST) -> bool:
+        if isinstance(node, ast.Name | ast.Attribute):
+            return "kernel" in (node.id if isinstance(node, ast.Name) else node.attr)
+        return (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+                and node.slice.value == "kernel")
+
+    def names_a_kernel(node: ast.AST) -> bool:
+        values = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+        return any(isinstance(v, ast.Constant) and v.value in KERNEL_NAMES for v in values)
+
+    def compares(node: ast.Compare) -> bool:
+        if all(isinstance(op, ast.In | ast.NotIn) for op in node.ops):
+            # a kernel tested against names; not a name looked up in a list of kernels asked
+            # for ("rbf" in kernels: which kernels a search races)
+            return is_kernel(node.left) and names_a_kernel(node.comparators[0])
+        sides = [node.left, *node.comparators]
+        return any(map(is_kernel, sides)) and any(map(names_a_kernel, sides))
+
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Compare) and compares(node)]
+
+
+def test_the_kernel_comparison_scan_sees_each_form():
+    source = ('if kernel == "rbf": pass\nif self.kernel != "linear": pass\n'
+              'if p["kernel"] in ("poly", "rbf"): pass\nif kernel_type.smooth: pass\n'
+              'if method == "sigmoid": pass\nif "rbf" in kernels: pass\n'
+              'if "rbf" == params["kernel"]: pass\n')
+    assert _kernel_name_comparisons(ast.parse(source)) == [1, 2, 3, 7]
+
+
+def test_no_kernel_is_compared_by_name_outside_the_kernel_types():
+    """A kernel's behaviour is its type's (solver.kernels: Linear, RBF, Poly, Precomputed),
+    not string comparisons spread over the tree (issue 43: there were 57 in 16 files)."""
+    offenders = [f"{name}:{line}" for name, tree in TREES.items() if name != KERNEL_TYPES_MODULE
+                 for line in _kernel_name_comparisons(tree)]
+    assert offenders == []
