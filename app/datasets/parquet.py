@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from app.ingest import Encoder, encoding_feature_names
+from app.ingest import Encoder, encoding_feature_names, formats
 from app.ingest.columnar import arrow_numpy
 from app.ingest.errors import IngestError
 from app.ingest.readers import parquet
@@ -32,8 +32,26 @@ def open_checked(path: str) -> Any:
         return parquet.open_file(path)
     except (OSError, parquet.ParquetReadError) as exc:
         reason = exc.reason if isinstance(exc, parquet.ParquetReadError) else str(exc)
+        other = _other_format(path)
         raise IngestError(f"{path} is not a readable Parquet file ({type(exc).__name__}: "
-                          f"{reason[:200]})", field="uri") from None
+                          f"{reason[:200]}){other}", field="uri") from None
+
+
+def _other_format(path: str) -> str:
+    """What the format registry reads the file as, when that is not Parquet: a sentence saying
+    so and where such a file goes (empty when the file cannot be read at all)."""
+    import fsspec
+
+    try:
+        with fsspec.open(path, "rb") as source:
+            head = source.read(formats.SNIFF_BYTES)
+    except (OSError, ValueError):
+        return ""
+    found = formats.detect(head, path)
+    if found.name == "parquet":
+        return ""
+    return (f"; it reads as {found.name}: a dataset by reference is Parquet files (upload a "
+            f"{found.name} file with POST /datasets, or write it as Parquet)")
 
 
 def _kind(field: Any) -> str:

@@ -160,6 +160,22 @@ def test_registering_refuses_escapes_and_bad_files_through_the_api(client, root:
                                                              "drop": ["nope"]}), 422, "drop")
 
 
+@pytest.mark.parametrize(("name", "fmt"), [("rows.jsonl", "jsonl"), ("rows.csv", "csv"),
+                                           ("rows.svm", "svmlight"), ("rows.dat", "jsonl")])
+def test_a_file_of_another_format_is_a_422_saying_what_it_reads_as(client, root: Path, name,
+                                                                   fmt):
+    """A dataset by reference is Parquet files: a JSON Lines, CSV or svmlight file named is
+    refused naming ``uri``, with what the format registry reads it as (by extension, else by
+    content: rows.dat holds JSON Lines) and where such a file goes."""
+    df = frame(n=6)
+    text = {"jsonl": df.to_json(orient="records", lines=True),
+            "csv": df.to_csv(index=False), "svmlight": "1 1:0.5 2:3\n-1 1:0.25\n"}[fmt]
+    (root / name).write_text(text)
+    body = assert_problem(client.post("/datasets/references", json={
+        "uri": f"{root}/rows.*", "label": "label"}), 422, "uri")
+    assert f"it reads as {fmt}" in body["detail"] and "POST /datasets" in body["detail"], body
+
+
 # --- batch scoring where the partitions lie ---------------------------------------------------
 
 
