@@ -7,7 +7,8 @@ The request path calls ``sink`` once: a look-up in this process's cached set of 
 rows (a copy taken before its own scaling), ids and answers, appended to a bounded in-memory
 queue. A daemon thread per process and database re-reads the running shadows when requests have
 seen the set older than ``REFRESH_SECONDS`` (so a shadow started or stopped by another process
-is seen within about 1.5 s; by this process's own routes, at once), and every ``FLUSH_SECONDS``
+is seen within about 1.5 s; by this process's own routes, at once; a new process reads them
+before its first request's rows), and every ``FLUSH_SECONDS``
 scores the queued rows with the challenger the alias names then (cached like /predict's models)
 and writes them, at most ``BATCH_ROWS`` per transaction, unless the shadow was stopped
 meanwhile. Rows the served version itself would score as challenger (the alias moved onto it),
@@ -151,6 +152,9 @@ class ShadowScorer(BatchQueue[Entry]):
         self._fresh_until = 0.0
         self._refresh_asked = True
         self._fits: dict[tuple[int, int], tuple[str, str] | None] = {}
+        # The running shadows read before the first request's rows are looked up, so that a
+        # new process shadows its first requests too (not only from its thread's first round)
+        self._guarded(self.refresh)
         self._start()  # at once: its rounds also re-read the running shadows
 
     # --- the request path ---------------------------------------------------------------------

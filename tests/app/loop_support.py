@@ -97,9 +97,6 @@ class Service:
     def start(self) -> TestClient:
         self.client = TestClient(create_app(self.settings))
         self.client.__enter__()
-        # the running shadows as the new process sees them (its thread re-reads them within a
-        # second; a test does not wait for it)
-        shadow.scorer(self.client.app.state.runtime).refresh()
         return self.client
 
     def restart(self) -> TestClient:

@@ -180,6 +180,18 @@ def test_another_process_scores_and_a_restart_reports(client, worker, settings):
     assert report["agreement"] == pytest.approx(float(expected))
 
 
+def test_a_new_process_shadows_its_first_request(client, worker, settings):
+    """A process started while a shadow runs scores its very first served rows (it read the
+    running shadows before them; its thread's first round came after the request before)."""
+    two_versions(client, worker)
+    assert client.put(SHADOW, json={"alias": "challenger"}).status_code == 200
+    X, _ = blobs(n=12, seed=9, shift=2.0)
+    with TestClient(create_app(settings)) as started:
+        predict_ref(started, PROD, X.tolist(), [f"first-{i}" for i in range(12)])
+        shadow.scorer(started.app.state.runtime).flush()
+    assert client.get(SHADOW).json()["n"] == 12
+
+
 def test_refused_shadows(client, worker):
     assert_problem(client.put(SHADOW, json={"alias": "challenger"}), 404)
     assert_problem(client.get(SHADOW), 404)
