@@ -584,17 +584,34 @@ def history_page(
 # --- views --------------------------------------------------------------------------------------
 
 
+def _canary_models(session: Session, owners: list[int]) -> dict[tuple[int, int], int]:
+    """(registered model id, version) -> stored model id of each canary version of ``owners``."""
+    if not owners:
+        return {}
+    rows = session.execute(
+        select(ModelVersion.registered_model_id, ModelVersion.version, ModelVersion.model_id)
+        .join(AliasCanary, (AliasCanary.registered_model_id == ModelVersion.registered_model_id)
+              & (AliasCanary.version == ModelVersion.version))
+        .where(ModelVersion.registered_model_id.in_(owners)))
+    return {(owner, version): model_id for owner, version, model_id in rows}
+
+
 def summary(
     registered: RegisteredModel, aliases: dict[str, int],
     canaries: dict[str, CanarySpec] | None = None,
+    canary_models: dict[tuple[int, int], int] | None = None,
 ) -> dict[str, Any]:
+    """The registered model's summary; each canary with its version's stored model id (from
+    ``canary_models``, ``_canary_models``' answer)."""
+    found = canary_models or {}
     return {
         "name": registered.name,
         "description": registered.description,
         "tags": registered.tags,
         "latest_version": registered.last_version,
         "aliases": aliases,
-        "canaries": {a: _canary_json(c) for a, c in (canaries or {}).items()},
+        "canaries": {a: {**_canary_json(c), "model_id": found.get((registered.id, c[0]))}
+                     for a, c in (canaries or {}).items()},
         "created_at": registered.created_at,
         "updated_at": registered.updated_at,
     }
@@ -605,7 +622,7 @@ def detail(session: Session, registered: RegisteredModel) -> dict[str, Any]:
     first)."""
     return {
         **summary(registered, aliases_of(session, registered),
-                  canaries_of(session, registered)),
+                  canaries_of(session, registered), _canary_models(session, [registered.id])),
         "versions": versions_of(session, registered),
     }
 
@@ -628,7 +645,8 @@ def summaries(session: Session, rows: list[RegisteredModel]) -> list[dict[str, A
                    AliasCanary.percent).where(AliasCanary.registered_model_id.in_(list(aliases)))
         ):
             canaries[owner][alias] = (version, float(percent))
-    return [summary(r, aliases[r.id], canaries[r.id]) for r in rows]
+    models = _canary_models(session, [r.id for r in rows])
+    return [summary(r, aliases[r.id], canaries[r.id], models) for r in rows]
 
 
 def alias_view(

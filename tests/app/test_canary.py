@@ -209,6 +209,10 @@ def test_the_log_records_the_version_that_answered_and_the_report_judges_each_ar
 def test_the_history_records_the_canary_and_a_rollback_restores_it(client, credit):
     r = client.patch(ALIAS, json={"canary": {"version": 2, "percent": 50}})
     assert r.status_code == 200 and r.json()["canary"]["percent"] == 50.0
+    # the registered model's detail and list name the canary version's stored model
+    expected = {"production": {"version": 2, "percent": 50.0, "model_id": credit[1]}}
+    assert client.get("/registered-models/credit").json()["canaries"] == expected
+    assert client.get("/registered-models").json()["items"][0]["canaries"] == expected
     assert client.patch(ALIAS, json={"canary": None}).json()["canary"] is None
     detail = client.get("/registered-models/credit").json()
     assert detail["canaries"] == {} and detail["aliases"] == {"production": 1}
