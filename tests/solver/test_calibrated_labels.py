@@ -40,8 +40,9 @@ def test_calibrated_predict_is_the_argmax_of_predict_proba(estimator, method):
     X, y = _kc1()
     est = estimator.set_params(calibration=method).fit(X, y)
     D, P = est.decision_function(X), est.predict_proba(X)
-    # the data set separates the rules (else this test would hold for the sign rule too)
-    assert np.count_nonzero(_sign_rule(D) != np.argmax(P, axis=1)) >= 10
+    # the data set separates the rules (else this test would hold for the sign rule too): at
+    # the default tolerance 1e-3, 5 of kc1's 2,109 rows for isotonic MSVMAv, more for the rest
+    assert np.count_nonzero(_sign_rule(D) != np.argmax(P, axis=1)) >= 3
     np.testing.assert_array_equal(est.predict(X), est.classes_[np.argmax(P, axis=1)])
     np.testing.assert_array_equal(est.predicted_index(D), np.argmax(P, axis=1))
     assert est.score(X, y) == np.mean(est.classes_[np.argmax(P, axis=1)] == y)

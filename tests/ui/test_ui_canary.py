@@ -47,8 +47,10 @@ def test_the_registry_page_sets_shows_and_ends_a_canary(tmp_path: Path):
         notice.wait_for()
         assert "version 2 answers 25 % of its requests, version 1 the rest" in notice.inner_text()
         assert sent == [{"canary": {"version": 2, "percent": 25}}]
-        assert api(server, "GET", "/registered-models/credit")["canaries"] == {
-            "production": {"version": 2, "percent": 25.0, "model_id": None}}
+        detail = api(server, "GET", "/registered-models/credit")
+        v2 = next(v["model_id"] for v in detail["versions"] if v["version"] == 2)
+        assert detail["canaries"] == {
+            "production": {"version": 2, "percent": 25.0, "model_id": v2}}
         row = b.page.locator("#aliases").get_by_role("row", name="production")
         assert row.locator("td.canary").inner_text() == "version 2 at 25 % (version 1: 75 %)"
         assert "canary: version 2 at 25 % started" in b.page.locator("#history").inner_text()
