@@ -35,11 +35,20 @@ each, printed:
 
 ``--data DIR`` keeps the generated files between runs (DIR/n<N>/); ``--chunk-rows`` splits the
 files into the fit's blocks; ``--keep nothing`` reads and maps every partition on every pass.
+
+``--scheduler process`` runs the Dask scheduler and the workers as processes of their own
+(``dask scheduler``, ``dask worker --nworkers``), as a deployment does, instead of a
+LocalCluster whose scheduler lives in this process: the bench process is then the service's
+role alone (the driver), and its peak RSS and traced allocations are the driver's, not the
+scheduler's task state (which grows with the number of tasks). Run one size a process
+(``--rows 1000000``, then ``--rows 10000000``) to compare peak RSS: a resident set does not
+shrink after a first size.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -463,6 +472,47 @@ def dask_arrays_of(X: np.ndarray, y: np.ndarray, parts: int):
     return da.from_array(X, chunks=(rows, X.shape[1])), da.from_array(y, chunks=rows)
 
 
+@contextlib.contextmanager
+def separate_processes(args):
+    """A ``dask scheduler`` process and a ``dask worker`` process of ``--workers`` nannies (one
+    thread, ``--memory-limit`` each), this directory and the project root on their path;
+    yields the scheduler's address."""
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "bench")])}
+    if args.dask_memory == "off":
+        env.update({f"DASK_DISTRIBUTED__WORKER__MEMORY__{k.upper()}": "False"
+                    for k in ("target", "spill", "pause")})
+    dask_cli = str(Path(sys.executable).with_name("dask"))
+    with tempfile.TemporaryDirectory() as tmp:
+        file = os.path.join(tmp, "scheduler.json")
+        procs = [subprocess.Popen([dask_cli, "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                   "--no-dashboard", "--scheduler-file", file], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        try:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(file) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            procs.append(subprocess.Popen(
+                [dask_cli, "worker", "--scheduler-file", file, "--nworkers", str(args.workers),
+                 "--nthreads", "1", "--memory-limit", args.memory_limit, "--no-dashboard",
+                 "--host", "127.0.0.1"], env=env, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL))
+            import json
+
+            yield json.loads(Path(file).read_text())["address"]
+        finally:
+            for p in reversed(procs):
+                p.terminate()
+            for p in reversed(procs):
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
 def _warm() -> None:
     import solver.distributed  # noqa: F401 - the workers' imports, outside the timings
 
@@ -498,6 +548,9 @@ def main() -> None:
     parser.add_argument("--copy-jitter", type=float, default=0.01)
     parser.add_argument("--copy-calibration", nargs="*", default=["sigmoid", "isotonic"],
                         choices=["sigmoid", "isotonic"])
+    parser.add_argument("--scheduler", choices=["local", "process"], default="local",
+                        help="a LocalCluster (its scheduler in this process) or a scheduler "
+                        "and workers in processes of their own")
     parser.add_argument("--kill", action="store_true",
                         help="on the first size, the RBF fit again with a worker SIGKILLed")
     args = parser.parse_args()
@@ -513,10 +566,12 @@ def main() -> None:
           flush=True)
     memory = {} if args.dask_memory == "default" else {
         f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause")}
-    with dask.config.set(memory), \
-            LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                         memory_limit=args.memory_limit, host="127.0.0.1",
-                         dashboard_address=":0") as local, Client(local) as client:
+    cluster = (separate_processes(args) if args.scheduler == "process" else
+               LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                            memory_limit=args.memory_limit, host="127.0.0.1",
+                            dashboard_address=":0"))
+    with dask.config.set(memory), cluster as local, Client(local) as client:
+        client.wait_for_workers(args.workers, timeout=120)
         client.run(_warm)
         if args.copy:
             copy_run(client, args)
